@@ -1,0 +1,12 @@
+// The `context` block of every report: when, where and how the numbers were produced.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb::bench {
+
+nlohmann::json build_context();
+// "Release", "Debug", ...; a Debug build's numbers are not worth comparing.
+const char* build_type();
+
+}  // namespace ddpb::bench

@@ -1,0 +1,3 @@
+#include "bench/cli.h"
+
+int main(int argc, char** argv) { return ddpb::bench::ddpbench_main(argc, argv); }

@@ -1,0 +1,38 @@
+// The configuration of `ddpbench run`: one struct, filled by one parser (bench/cli.cpp),
+// printed at start-up and embedded in every report and dump.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/optim.h"
+
+namespace ddpb::bench {
+
+struct RunConfig {
+  std::string mode = "single";  // single (dp and ddp come with impl_dp / impl_ddp)
+  std::string workload;
+  std::string device = "cpu";
+  int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
+  int64_t steps = 20;        // measured steps
+  int64_t warmup = 3;        // steps before the measured ones (they train too)
+  uint64_t seed = 0;
+  optim::OptimizerConfig optimizer;
+  std::string math = "fp32";  // fp32 | tf32 (CUDA GEMMs only)
+  std::string out;            // JSON record
+  std::string dump;           // directory for meta.json and safetensors dumps
+  std::string init_from;      // safetensors with the initial parameters
+  bool quiet = false;         // no per-step lines
+
+  int64_t total_steps() const { return warmup + steps; }
+  // Checks values that the parser cannot (throws UsageError).
+  void validate() const;
+  nlohmann::json to_json() const;
+};
+
+// Default global batch of a workload family when --global-batch is not given.
+int64_t default_global_batch(const std::string& workload);
+
+}  // namespace ddpb::bench

@@ -1,0 +1,47 @@
+# CPU dependencies come from Debian packages: no vendored copies and no downloads.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Gloo REQUIRED)
+
+# OpenBLAS: we call cblas_sgemm single-threaded per logical device.
+find_path(OPENBLAS_INCLUDE_DIR cblas.h
+          PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas /usr/include
+          NO_DEFAULT_PATH)
+find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)
+add_library(ddpb_openblas INTERFACE)
+target_include_directories(ddpb_openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(ddpb_openblas INTERFACE ${OPENBLAS_LIBRARY})
+
+# CUDA is optional: AUTO enables it when a CUDA compiler is found.
+set(DDPB_HAVE_CUDA OFF)
+set(DDPB_HAVE_NCCL OFF)
+if(NOT DDPBENCH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80;90")
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    find_package(NCCL)
+    set(DDPB_HAVE_CUDA ON)
+    set(DDPB_HAVE_NCCL ${NCCL_FOUND})
+  elseif(DDPBENCH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DDPBENCH_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+
+# NVTX3 is header-only; it ships with the CUDA toolkit.
+set(DDPB_HAVE_NVTX OFF)
+if(DDPB_NVTX)
+  find_path(NVTX3_INCLUDE_DIR nvtx3/nvToolsExt.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  if(NVTX3_INCLUDE_DIR)
+    set(DDPB_HAVE_NVTX ON)
+  endif()
+endif()

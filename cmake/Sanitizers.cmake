@@ -1,0 +1,11 @@
+# DDPB_SANITIZE: "" (none), "address" (ASan + UBSan) or "thread" (TSan).
+set(DDPB_SANITIZE "" CACHE STRING "Sanitizer build: address or thread")
+if(DDPB_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(DDPB_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT DDPB_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "DDPB_SANITIZE must be empty, 'address' or 'thread', not '${DDPB_SANITIZE}'")
+endif()

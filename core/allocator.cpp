@@ -1,0 +1,131 @@
+#include "core/allocator.h"
+
+#include <bit>
+#include <memory>
+
+#include "core/backend.h"
+#include "core/check.h"
+
+namespace ddpb {
+
+CachingAllocator::CachingAllocator(std::unique_ptr<MemoryBackend> backend)
+    : backend_(std::move(backend)) {}
+
+CachingAllocator::~CachingAllocator() {
+  // Live blocks at exit belong to static tensors; only the cache is returned.
+  try {
+    empty_cache();
+  } catch (...) {
+  }
+}
+
+size_t CachingAllocator::round_size(size_t nbytes) {
+  constexpr size_t kMinBlock = 512;
+  if (nbytes <= kMinBlock) return kMinBlock;
+  // Four steps per power of two: waste is below 25% and sizes repeat exactly across steps.
+  size_t pow2 = std::bit_floor(nbytes);
+  size_t step = pow2 / 4;
+  return (nbytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::allocate(size_t nbytes, uintptr_t pool) {
+  size_t size = round_size(nbytes);
+  std::unique_lock lock(mutex_);
+  ++stats_.num_allocs;
+  void* ptr = nullptr;
+  auto& bins = cache_[pool];
+  auto bin = bins.find(size);
+  if (bin != bins.end() && !bin->second.empty()) {
+    ptr = bin->second.back();
+    bin->second.pop_back();
+    ++stats_.num_cache_hits;
+  } else {
+    lock.unlock();
+    try {
+      ptr = backend_->raw_alloc(size);
+    } catch (const Error&) {
+      // Out of memory: give the cache back and try once more before failing.
+      empty_cache();
+      ptr = backend_->raw_alloc(size);
+    }
+    lock.lock();
+    ++stats_.num_backend_allocs;
+    stats_.reserved_bytes += static_cast<int64_t>(size);
+  }
+  live_[ptr] = {size, pool};
+  stats_.current_bytes += static_cast<int64_t>(size);
+  if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
+  return ptr;
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(ptr);
+  DDPB_CHECK(it != live_.end()) << "freeing a pointer this allocator does not own: " << ptr;
+  stats_.current_bytes -= static_cast<int64_t>(it->second.size);
+  cache_[it->second.pool][it->second.size].push_back(ptr);
+  live_.erase(it);
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_bytes = stats_.current_bytes;
+}
+
+void CachingAllocator::empty_cache() {
+  std::vector<std::pair<void*, size_t>> to_free;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [pool, bins] : cache_) {
+      for (auto& [size, ptrs] : bins) {
+        for (void* p : ptrs) to_free.emplace_back(p, size);
+      }
+    }
+    cache_.clear();
+    for (auto& [p, size] : to_free) stats_.reserved_bytes -= static_cast<int64_t>(size);
+  }
+  for (auto& [p, size] : to_free) backend_->raw_free(p);
+}
+
+CachingAllocator& device_allocator(const Device& device) {
+  static std::mutex mutex;
+  // Leaked on purpose: tensors in static objects may be freed during exit, after a
+  // function-local static map would have been destroyed.
+  static auto* allocators = new std::unordered_map<Device, std::unique_ptr<CachingAllocator>>();
+  std::lock_guard lock(mutex);
+  auto& a = (*allocators)[device];
+  if (!a) a = std::make_unique<CachingAllocator>(backend_for(device.type).make_memory(device));
+  return *a;
+}
+
+namespace {
+class AlignedHostMemory : public MemoryBackend {
+ public:
+  void* raw_alloc(size_t nbytes) override {
+    void* p = std::aligned_alloc(256, (nbytes + 255) / 256 * 256);
+    DDPB_CHECK(p) << "host allocation of " << nbytes << " bytes failed";
+    return p;
+  }
+  void raw_free(void* ptr) override { std::free(ptr); }
+};
+}  // namespace
+
+std::unique_ptr<MemoryBackend> make_host_memory() { return std::make_unique<AlignedHostMemory>(); }
+
+CachingAllocator& pinned_host_allocator() {
+#ifdef DDPB_HAVE_CUDA
+  static auto* allocator = new CachingAllocator(cuda_device_count() > 0 ? make_pinned_host_memory()
+                                                                        : make_host_memory());
+#else
+  static auto* allocator = new CachingAllocator(make_host_memory());
+#endif
+  return *allocator;
+}
+
+}  // namespace ddpb

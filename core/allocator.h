@@ -1,0 +1,78 @@
+// A per-device caching allocator.
+//
+// Freed blocks go to a free list keyed by their rounded size and are handed out again
+// without calling the backend (malloc, cudaMalloc, cudaHostAlloc). Sizes are rounded up to
+// one of four steps per power of two, so waste is at most 25% and reuse is exact-match.
+//
+// Stream safety (CUDA): a block is cached in the pool of the stream that allocated it and
+// only reused by allocations on that stream, so stream order alone protects it. A tensor
+// used on a second stream must be kept alive by that user until an event recorded after the
+// use has completed (the communication layer holds such references in its Work objects).
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/device.h"
+
+namespace ddpb {
+
+struct MemoryStats {
+  int64_t current_bytes = 0;   // bytes in live allocations (rounded sizes)
+  int64_t peak_bytes = 0;      // maximum of current_bytes since the last reset_peak()
+  int64_t reserved_bytes = 0;  // bytes held from the backend: live + cached
+  int64_t num_allocs = 0;      // allocate() calls
+  int64_t num_cache_hits = 0;  // allocate() calls served from the cache
+  int64_t num_backend_allocs = 0;
+};
+
+// Raw memory source under the cache.
+class MemoryBackend {
+ public:
+  virtual ~MemoryBackend() = default;
+  virtual void* raw_alloc(size_t nbytes) = 0;  // throws on failure
+  virtual void raw_free(void* ptr) = 0;
+};
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(std::unique_ptr<MemoryBackend> backend);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Returns at least `nbytes` (256-byte aligned) from the pool of `pool` (a stream key).
+  void* allocate(size_t nbytes, uintptr_t pool = 0);
+  void free(void* ptr);
+  MemoryStats stats() const;
+  void reset_peak();
+  // Returns every cached (free) block to the backend.
+  void empty_cache();
+
+  static size_t round_size(size_t nbytes);
+
+ private:
+  struct BlockInfo {
+    size_t size;
+    uintptr_t pool;
+  };
+  std::unique_ptr<MemoryBackend> backend_;
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, BlockInfo> live_;
+  // (pool, size) -> free blocks
+  std::unordered_map<uintptr_t, std::unordered_map<size_t, std::vector<void*>>> cache_;
+  MemoryStats stats_;
+};
+
+// The allocator of a device (created on first use, lives for the process).
+CachingAllocator& device_allocator(const Device& device);
+// Page-locked host memory for asynchronous copies (plain aligned memory without CUDA).
+CachingAllocator& pinned_host_allocator();
+
+}  // namespace ddpb

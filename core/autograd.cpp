@@ -1,0 +1,150 @@
+#include "core/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+
+namespace ddpb::autograd {
+namespace {
+
+std::atomic<uint64_t> g_next_sequence{0};
+thread_local bool t_grad_mode = true;
+
+// The accumulator of a leaf: sums what reaches it into .grad, then fires the hooks.
+// See Note [Gradient-ready hooks].
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<VarImpl> var) : var_(std::move(var)) {}
+  const char* name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    auto var = var_.lock();
+    if (!var) return {};
+    if (!var->grad.defined()) {
+      // The incoming buffer is private to the engine when nothing else holds its storage;
+      // then it is adopted without a copy, as PyTorch steals a uniquely owned gradient.
+      var->grad = grad.storage().use_count() == 1 ? grad : grad.clone();
+    } else {
+      ops::axpy(1.0f, grad, var->grad);
+    }
+    Var handle = Var::from_impl(var);
+    for (const auto& hook : var->hooks) hook(handle);
+    return {};
+  }
+
+ private:
+  std::weak_ptr<VarImpl> var_;
+};
+
+std::shared_ptr<Node> gradient_edge(const Var& v) {
+  if (!v.defined() || !v.requires_grad()) return nullptr;
+  if (v.grad_fn()) return v.grad_fn();
+  auto* impl = v.impl();
+  if (!impl->accumulator) impl->accumulator = std::make_shared<AccumulateGrad>(v.impl_ptr());
+  return impl->accumulator;
+}
+
+void run_backward(const std::shared_ptr<Node>& root, Tensor root_grad) {
+  // Count, for every node reachable from the root, how many edges lead into it.
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack{root.get()};
+  dependencies[root.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& next : n->next) {
+      if (!next) continue;
+      if (dependencies[next.get()]++ == 0) stack.push_back(next.get());
+    }
+  }
+  // A node runs when all its inputs have delivered; among ready nodes, the most recently
+  // created runs first (PyTorch's order), which is deterministic.
+  auto later_first = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  std::unordered_map<Node*, Tensor> buffers;
+  buffers[root.get()] = std::move(root_grad);
+  ready.push(root.get());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    Tensor grad = std::move(buffers[n]);
+    buffers.erase(n);
+    std::vector<Tensor> input_grads;
+    if (grad.defined()) input_grads = n->apply(grad);
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      Node* next = n->next[i].get();
+      if (!next) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        Tensor& buf = buffers[next];
+        if (!buf.defined()) {
+          buf = std::move(input_grads[i]);
+        } else {
+          // Out of place: a gradient tensor may be shared by several consumers.
+          Tensor sum = Tensor::empty(buf.shape(), buf.dtype(), buf.device());
+          ops::add(buf, input_grads[i], sum);
+          buf = std::move(sum);
+        }
+      }
+      if (--dependencies[next] == 0) ready.push(next);
+    }
+  }
+}
+
+}  // namespace
+
+Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
+  impl_->data = std::move(data);
+  impl_->requires_grad = requires_grad;
+}
+
+Var Var::from_impl(std::shared_ptr<VarImpl> impl) {
+  Var v;
+  v.impl_ = std::move(impl);
+  return v;
+}
+
+void Var::register_grad_ready_hook(GradReadyHook hook) const {
+  DDPB_CHECK(is_leaf() && requires_grad()) << "gradient-ready hooks are for leaf parameters";
+  impl_->hooks.push_back(std::move(hook));
+}
+
+void Var::clear_grad_ready_hooks() const { impl_->hooks.clear(); }
+
+void Var::backward(const Tensor& grad_output) const {
+  DDPB_CHECK(defined() && requires_grad())
+      << "backward() on a value that does not require grad";
+  Tensor g = grad_output;
+  if (!g.defined()) {
+    DDPB_CHECK(data().numel() == 1)
+        << "backward() without a gradient needs a scalar, got " << data().describe();
+    g = Tensor::empty(data().shape(), DType::F32, data().device());
+    ops::fill(g, 1.0f);
+  }
+  DDPB_CHECK(g.shape() == data().shape())
+      << "output gradient " << g.describe() << " does not match " << data().describe();
+  run_backward(gradient_edge(*this), std::move(g));
+}
+
+Node::Node() : sequence_nr(g_next_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+
+Var make_result(Tensor output, std::shared_ptr<Node> node, const std::vector<Var>& inputs) {
+  bool needs_grad = false;
+  if (t_grad_mode) {
+    for (const auto& in : inputs) needs_grad |= in.defined() && in.requires_grad();
+  }
+  if (!needs_grad) return Var(std::move(output));
+  node->next.reserve(inputs.size());
+  for (const auto& in : inputs) node->next.push_back(gradient_edge(in));
+  Var result(std::move(output), /*requires_grad=*/true);
+  result.impl()->grad_fn = std::move(node);
+  return result;
+}
+
+bool grad_mode_enabled() { return t_grad_mode; }
+NoGradGuard::NoGradGuard() : previous_(t_grad_mode) { t_grad_mode = false; }
+NoGradGuard::~NoGradGuard() { t_grad_mode = previous_; }
+
+}  // namespace ddpb::autograd

@@ -1,0 +1,79 @@
+// The CPU backend: logical CPU devices. Each op runs on the calling thread (the device's
+// Inline stream) or, on an Executor stream, is queued onto that stream's worker thread.
+// BLAS is OpenBLAS pinned to one thread, so N logical devices use N cores.
+#pragma once
+
+#include "core/backend.h"
+
+namespace ddpb::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  StreamPtr make_stream(const Device& device, std::string name, StreamKind kind) override;
+  std::unique_ptr<EventImpl> make_event(const Device& device) override;
+  std::unique_ptr<MemoryBackend> make_memory(const Device& device) override;
+  void set_device(const Device&) override {}
+
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            float alpha, float beta, const Tensor& bias, ops::Activation act) override;
+  void fill(const Tensor& t, float value) override;
+  void zero(const Tensor& t) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void axpy(float alpha, const Tensor& x, const Tensor& y) override;
+  void scale(const Tensor& t, float s) override;
+  void scale_copy(const Tensor& src, const Tensor& dst, float s) override;
+  void relu_forward(const Tensor& x, const Tensor& y) override;
+  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void gelu_forward(const Tensor& x, const Tensor& y) override;
+  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+  void sum_rows(const Tensor& x, const Tensor& out) override;
+  void sum_all(const Tensor& x, const Tensor& out) override;
+  void all_finite(const Tensor& x, const Tensor& out) override;
+  void softmax_forward(const Tensor& x, const Tensor& y) override;
+  void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                         float eps) override;
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                          const Tensor& dweight, const Tensor& dbias) override;
+  void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable) override;
+  void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att,
+                         int n_head) override;
+  void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                          const Tensor& dqkv, int n_head) override;
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                             const Tensor& probs) override;
+  void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,
+                              const Tensor& dlogits) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr,
+                float momentum, float weight_decay, bool first_step) override;
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  float lr, float beta1, float beta2, float eps, float weight_decay,
+                  int64_t step) override;
+};
+
+// Runs `fn` on the current stream of `device`: now for an Inline stream, queued for an
+// Executor. Every CPU op goes through here so that side streams keep their order.
+template <typename Fn>
+void run_on_stream(const Device& device, Fn&& fn) {
+  Stream& s = current_stream(device);
+  if (s.is_inline()) {
+    fn();
+  } else {
+    s.enqueue(std::forward<Fn>(fn));
+  }
+}
+
+// Single-threaded row-major SGEMM on raw pointers with leading dimensions (used by the
+// GEMM op and by attention).
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc);
+
+}  // namespace ddpb::cpu

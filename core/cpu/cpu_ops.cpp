@@ -1,0 +1,394 @@
+// CPU implementations of core/ops.h. Arguments were validated by core/ops.cpp.
+// Reductions accumulate in double so that results do not depend on vector width.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/cpu/cpu_backend.h"
+
+namespace ddpb::cpu {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+
+// Element-wise loop over n floats, run in stream order.
+template <typename Fn>
+void for_each(const Tensor& anchor, Fn&& fn) {
+  run_on_stream(anchor.device(), [n = anchor.numel(), fn] {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+  });
+}
+
+void apply_activation(float* c, int64_t n, ops::Activation act) {
+  if (act == ops::Activation::ReLU) {
+    for (int64_t i = 0; i < n; ++i) c[i] = c[i] > 0.0f ? c[i] : 0.0f;
+  } else if (act == ops::Activation::GeLU) {
+    for (int64_t i = 0; i < n; ++i) {
+      float x = c[i];
+      c[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+    }
+  }
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                      const Tensor& c, float alpha, float beta, const Tensor& bias,
+                      ops::Activation act) {
+  run_on_stream(c.device(), [=] {
+    int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+    float* cp = c.data<float>();
+    float effective_beta = beta;
+    if (bias.defined() && beta == 0.0f) {
+      // Pre-load the bias into C and let BLAS add the product (beta = 1): one pass less.
+      const float* bp = bias.data<float>();
+      for (int64_t i = 0; i < m; ++i) std::memcpy(cp + i * n, bp, static_cast<size_t>(n) * 4);
+      effective_beta = 1.0f;
+    }
+    sgemm(trans_a, trans_b, m, n, k, alpha, a.data<float>(), a.size(1), b.data<float>(),
+          b.size(1), effective_beta, cp, n);
+    if (bias.defined() && beta != 0.0f) {
+      const float* bp = bias.data<float>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) cp[i * n + j] += bp[j];
+    }
+    apply_activation(cp, m * n, act);
+  });
+}
+
+void CpuBackend::fill(const Tensor& t, float value) {
+  float* p = t.data<float>();
+  for_each(t, [=](int64_t i) { p[i] = value; });
+}
+
+void CpuBackend::zero(const Tensor& t) {
+  run_on_stream(t.device(), [=] { std::memset(t.raw_data(), 0, t.nbytes()); });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const float *ap = a.data<float>(), *bp = b.data<float>();
+  float* op = out.data<float>();
+  for_each(out, [=](int64_t i) { op[i] = ap[i] + bp[i]; });
+}
+
+void CpuBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const float *ap = a.data<float>(), *bp = b.data<float>();
+  float* op = out.data<float>();
+  for_each(out, [=](int64_t i) { op[i] = ap[i] * bp[i]; });
+}
+
+void CpuBackend::axpy(float alpha, const Tensor& x, const Tensor& y) {
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_each(y, [=](int64_t i) { yp[i] += alpha * xp[i]; });
+}
+
+void CpuBackend::scale(const Tensor& t, float s) {
+  float* p = t.data<float>();
+  for_each(t, [=](int64_t i) { p[i] *= s; });
+}
+
+void CpuBackend::scale_copy(const Tensor& src, const Tensor& dst, float s) {
+  const float* sp = src.data<float>();
+  float* dp = dst.data<float>();
+  for_each(dst, [=](int64_t i) { dp[i] = s * sp[i]; });
+}
+
+void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_each(y, [=](int64_t i) { yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f; });
+}
+
+void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  const float *dyp = dy.data<float>(), *yp = y.data<float>();
+  float* dxp = dx.data<float>();
+  for_each(dx, [=](int64_t i) { dxp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f; });
+}
+
+void CpuBackend::gelu_forward(const Tensor& x, const Tensor& y) {
+  run_on_stream(y.device(), [=] {
+    std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
+    apply_activation(y.data<float>(), y.numel(), ops::Activation::GeLU);
+  });
+}
+
+void CpuBackend::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  const float *dyp = dy.data<float>(), *xp = x.data<float>();
+  float* dxp = dx.data<float>();
+  for_each(dx, [=](int64_t i) {
+    float v = xp[i];
+    float u = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    float t = std::tanh(u);
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+    dxp[i] = dyp[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  });
+}
+
+void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
+  run_on_stream(dst.device(), [=] {
+    int64_t n = src.numel();
+    auto load = [&](int64_t i) -> float {
+      switch (src.dtype()) {
+        case DType::BF16: return bf16_to_float(src.data<uint16_t>()[i]);
+        case DType::F16: return f16_to_float(src.data<uint16_t>()[i]);
+        default: return src.data<float>()[i];
+      }
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      float v = load(i);
+      switch (dst.dtype()) {
+        case DType::BF16: dst.data<uint16_t>()[i] = float_to_bf16(v); break;
+        case DType::F16: dst.data<uint16_t>()[i] = float_to_f16(v); break;
+        default: dst.data<float>()[i] = v;
+      }
+    }
+  });
+}
+
+void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
+  run_on_stream(out.device(), [=] {
+    int64_t m = x.size(0), n = x.size(1);
+    const float* xp = x.data<float>();
+    std::vector<double> acc(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += xp[i * n + j];
+    float* op = out.data<float>();
+    for (int64_t j = 0; j < n; ++j) op[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
+  });
+}
+
+void CpuBackend::sum_all(const Tensor& x, const Tensor& out) {
+  run_on_stream(out.device(), [=] {
+    double acc = 0.0;
+    const float* xp = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) acc += xp[i];
+    out.data<float>()[0] = static_cast<float>(acc);
+  });
+}
+
+void CpuBackend::all_finite(const Tensor& x, const Tensor& out) {
+  run_on_stream(out.device(), [=] {
+    const float* xp = x.data<float>();
+    bool finite = true;
+    for (int64_t i = 0; i < x.numel(); ++i) finite &= std::isfinite(xp[i]);
+    out.data<float>()[0] = finite ? 1.0f : 0.0f;
+  });
+}
+
+namespace {
+void softmax_row(const float* x, float* y, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = std::exp(x[j] - mx);
+    sum += y[j];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+}
+}  // namespace
+
+void CpuBackend::softmax_forward(const Tensor& x, const Tensor& y) {
+  run_on_stream(y.device(), [=] {
+    int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
+    for (int64_t r = 0; r < rows; ++r) softmax_row(x.data<float>() + r * n, y.data<float>() + r * n, n);
+  });
+}
+
+void CpuBackend::softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  run_on_stream(dx.device(), [=] {
+    int64_t n = y.size(-1), rows = y.numel() / std::max<int64_t>(n, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *dyr = dy.data<float>() + r * n, *yr = y.data<float>() + r * n;
+      float* dxr = dx.data<float>() + r * n;
+      double dot = 0.0;
+      for (int64_t j = 0; j < n; ++j) dot += static_cast<double>(dyr[j]) * yr[j];
+      for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - static_cast<float>(dot));
+    }
+  });
+}
+
+void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                   float eps) {
+  run_on_stream(y.device(), [=] {
+    int64_t m = x.size(0), c = x.size(1);
+    const float *w = weight.data<float>(), *b = bias.data<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xr = x.data<float>() + i * c;
+      float* yr = y.data<float>() + i * c;
+      double s = 0.0;
+      for (int64_t j = 0; j < c; ++j) s += xr[j];
+      double mu = s / static_cast<double>(c);
+      double v = 0.0;
+      for (int64_t j = 0; j < c; ++j) v += (xr[j] - mu) * (xr[j] - mu);
+      float rs = static_cast<float>(1.0 / std::sqrt(v / static_cast<double>(c) + eps));
+      float muf = static_cast<float>(mu);
+      for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] - muf) * rs * w[j] + b[j];
+      mean.data<float>()[i] = muf;
+      rstd.data<float>()[i] = rs;
+    }
+  });
+}
+
+void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                    const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                    const Tensor& dweight, const Tensor& dbias) {
+  run_on_stream(dx.device(), [=] {
+    int64_t m = x.size(0), c = x.size(1);
+    const float* w = weight.data<float>();
+    std::vector<double> dw(static_cast<size_t>(c), 0.0), db(static_cast<size_t>(c), 0.0);
+    for (int64_t i = 0; i < m; ++i) {
+      const float *xr = x.data<float>() + i * c, *dyr = dy.data<float>() + i * c;
+      float* dxr = dx.data<float>() + i * c;
+      float mu = mean.data<float>()[i], rs = rstd.data<float>()[i];
+      double sum_dn = 0.0, sum_dn_n = 0.0;
+      for (int64_t j = 0; j < c; ++j) {
+        float norm = (xr[j] - mu) * rs;
+        float dn = dyr[j] * w[j];
+        sum_dn += dn;
+        sum_dn_n += static_cast<double>(dn) * norm;
+        dw[static_cast<size_t>(j)] += static_cast<double>(dyr[j]) * norm;
+        db[static_cast<size_t>(j)] += dyr[j];
+      }
+      float mean_dn = static_cast<float>(sum_dn / static_cast<double>(c));
+      float mean_dn_n = static_cast<float>(sum_dn_n / static_cast<double>(c));
+      for (int64_t j = 0; j < c; ++j) {
+        float norm = (xr[j] - mu) * rs;
+        dxr[j] = rs * (dyr[j] * w[j] - mean_dn - norm * mean_dn_n);
+      }
+    }
+    for (int64_t j = 0; j < c; ++j) {
+      dweight.data<float>()[j] = static_cast<float>(dw[static_cast<size_t>(j)]);
+      dbias.data<float>()[j] = static_cast<float>(db[static_cast<size_t>(j)]);
+    }
+  });
+}
+
+void CpuBackend::embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  run_on_stream(out.device(), [=] {
+    int64_t v = table.size(0), c = table.size(1);
+    const int32_t* idp = ids.data<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      DDPB_CHECK(idp[i] >= 0 && idp[i] < v) << "embedding id " << idp[i] << " at position " << i
+                                            << " outside a table of " << v << " rows";
+      std::memcpy(out.data<float>() + i * c, table.data<float>() + idp[i] * c,
+                  static_cast<size_t>(c) * sizeof(float));
+    }
+  });
+}
+
+void CpuBackend::embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
+  run_on_stream(dtable.device(), [=] {
+    int64_t v = dtable.size(0), c = dtable.size(1);
+    const int32_t* idp = ids.data<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      DDPB_CHECK(idp[i] >= 0 && idp[i] < v) << "embedding id " << idp[i] << " out of range";
+      float* row = dtable.data<float>() + idp[i] * c;
+      const float* g = dout.data<float>() + i * c;
+      for (int64_t j = 0; j < c; ++j) row[j] += g[j];
+    }
+  });
+}
+
+void CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                       const Tensor& loss, const Tensor& probs) {
+  run_on_stream(loss.device(), [=] {
+    int64_t n = logits.size(0), v = logits.size(1);
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* l = logits.data<float>() + i * v;
+      float* p = probs.data<float>() + i * v;
+      int32_t t = targets.data<int32_t>()[i];
+      DDPB_CHECK(t >= 0 && t < v) << "target " << t << " at row " << i << " outside " << v
+                                  << " classes";
+      softmax_row(l, p, v);
+      // log-sum-exp form: exact even where the probability underflows.
+      float mx = *std::max_element(l, l + v);
+      double s = 0.0;
+      for (int64_t j = 0; j < v; ++j) s += std::exp(static_cast<double>(l[j] - mx));
+      total += std::log(s) + mx - l[t];
+    }
+    loss.data<float>()[0] = static_cast<float>(total / static_cast<double>(std::max<int64_t>(n, 1)));
+  });
+}
+
+void CpuBackend::cross_entropy_backward(const Tensor& dloss, const Tensor& probs,
+                                        const Tensor& targets, const Tensor& dlogits) {
+  run_on_stream(dlogits.device(), [=] {
+    int64_t n = probs.size(0), v = probs.size(1);
+    float g = dloss.data<float>()[0] / static_cast<float>(std::max<int64_t>(n, 1));
+    const float* p = probs.data<float>();
+    float* d = dlogits.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < v; ++j) d[i * v + j] = p[i * v + j] * g;
+      d[i * v + targets.data<int32_t>()[i]] -= g;
+    }
+  });
+}
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  // Host to host (also between logical CPU devices): ordered on the destination's stream.
+  run_on_stream(dst.device(), [=] { std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes()); });
+}
+
+void CpuBackend::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
+                          float lr, float momentum, float weight_decay, bool first_step) {
+  run_on_stream(param.device(), [=] {
+    float* p = param.data<float>();
+    const float* g = grad.data<float>();
+    float* buf = momentum != 0.0f ? momentum_buf.data<float>() : nullptr;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      float d = g[i] + weight_decay * p[i];
+      if (buf) {
+        buf[i] = first_step ? d : momentum * buf[i] + d;
+        d = buf[i];
+      }
+      p[i] -= lr * d;
+    }
+  });
+}
+
+void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
+                            const Tensor& v, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, int64_t step) {
+  run_on_stream(param.device(), [=] {
+    float* p = param.data<float>();
+    const float* g = grad.data<float>();
+    float *mp = m.data<float>(), *vp = v.data<float>();
+    float bc1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+    float bc2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+    // PyTorch: denom = sqrt(v)/sqrt(bc2) + eps; p -= (lr/bc1) * m / denom.
+    float step_size = lr / bc1;
+    float bc2_sqrt = std::sqrt(bc2);
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      p[i] *= 1.0f - lr * weight_decay;
+      mp[i] = beta1 * mp[i] + (1.0f - beta1) * g[i];
+      vp[i] = beta2 * vp[i] + (1.0f - beta2) * g[i] * g[i];
+      p[i] -= step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);
+    }
+  });
+}
+
+}  // namespace ddpb::cpu

@@ -1,0 +1,344 @@
+// The CUDA Backend: turns the validated tensor arguments of core/ops.h into launcher calls
+// (core/cuda/cuda_kernels.h) on the current stream of the tensors' device.
+//
+// Note [Scratch memory in CUDA ops]
+// Ops that need temporary buffers take them as tensors from the device's caching allocator
+// while the op's stream is current, and drop them as soon as the kernels are enqueued. That
+// is safe without a sync: the allocator hands a freed block out again only to allocations of
+// the same stream (core/allocator.h), whose later kernels run after ours in stream order.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_gemm.h"
+#include "core/cuda/cuda_kernels.h"
+#include "core/cuda/cuda_stream.h"
+#include "core/tensor.h"
+
+namespace ddpb {
+namespace gpu {
+namespace {
+
+float* f32(const Tensor& t) { return t.data<float>(); }
+const int32_t* i32(const Tensor& t) { return t.data<int32_t>(); }
+
+// The device and current stream an op runs on; the device is made current for the launch,
+// because a kernel cannot be launched onto another device's stream.
+class OpScope {
+ public:
+  explicit OpScope(const Tensor& t)
+      : device_(t.device()), scope_(device_.index), stream_(current_stream_handle(device_)) {}
+  const Device& device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+
+  // Scratch of `floats` floats; see Note [Scratch memory in CUDA ops].
+  float* scratch(int64_t floats) {
+    if (floats <= 0) return nullptr;
+    scratch_.push_back(Tensor::empty({floats}, DType::F32, device_));
+    return scratch_.back().data<float>();
+  }
+
+ private:
+  Device device_;
+  DeviceScope scope_;
+  cudaStream_t stream_;
+  std::vector<Tensor> scratch_;
+};
+
+bool is_pinned(const Tensor& t) { return t.storage() != nullptr && t.storage()->pinned(); }
+
+class CudaBackend final : public Backend {
+ public:
+  // ---- Runtime ----
+  StreamPtr make_stream(const Device& device, std::string name, StreamKind /*kind*/) override {
+    return std::make_shared<CudaStream>(device, std::move(name));
+  }
+  std::unique_ptr<EventImpl> make_event(const Device& device) override {
+    return std::make_unique<CudaEvent>(device);
+  }
+  std::unique_ptr<MemoryBackend> make_memory(const Device& device) override {
+    return make_device_memory(device);
+  }
+  void set_device(const Device& device) override {
+    DDPB_CHECK(device.is_cuda()) << "CUDA set_device on " << device.str();
+    CUDA_CHECK(cudaSetDevice(device.index)) << "selecting " << device.str();
+  }
+
+  // ---- GEMM ----
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            float alpha, float beta, const Tensor& bias, ops::Activation act) override {
+    OpScope op(c);
+    Matmul mm;
+    mm.a = f32(a);
+    mm.trans_a = trans_a;
+    mm.b = f32(b);
+    mm.trans_b = trans_b;
+    mm.c = f32(c);
+    mm.m = c.size(0);
+    mm.n = c.size(1);
+    mm.k = trans_a ? a.size(0) : a.size(1);
+    mm.alpha = alpha;
+    mm.beta = beta;
+    mm.bias = bias.defined() ? f32(bias) : nullptr;
+    mm.act = act;
+    launch_matmul(gemm_context(op.device()), mm);
+  }
+
+  // ---- Element-wise ----
+  void fill(const Tensor& t, float value) override {
+    OpScope op(t);
+    launch_fill(f32(t), t.numel(), value, op.stream());
+  }
+  void zero(const Tensor& t) override {
+    if (t.nbytes() == 0) return;
+    OpScope op(t);
+    CUDA_CHECK(cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), op.stream())) << t.describe();
+  }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    OpScope op(out);
+    launch_add(f32(a), f32(b), f32(out), out.numel(), op.stream());
+  }
+  void mul(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    OpScope op(out);
+    launch_mul(f32(a), f32(b), f32(out), out.numel(), op.stream());
+  }
+  void axpy(float alpha, const Tensor& x, const Tensor& y) override {
+    OpScope op(y);
+    launch_axpy(alpha, f32(x), f32(y), y.numel(), op.stream());
+  }
+  void scale(const Tensor& t, float s) override {
+    OpScope op(t);
+    launch_scale(f32(t), t.numel(), s, op.stream());
+  }
+  void scale_copy(const Tensor& src, const Tensor& dst, float s) override {
+    OpScope op(dst);
+    launch_scale_copy(f32(src), f32(dst), dst.numel(), s, op.stream());
+  }
+  void relu_forward(const Tensor& x, const Tensor& y) override {
+    OpScope op(y);
+    launch_relu_forward(f32(x), f32(y), y.numel(), op.stream());
+  }
+  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override {
+    OpScope op(dx);
+    launch_relu_backward(f32(dy), f32(y), f32(dx), dx.numel(), op.stream());
+  }
+  void gelu_forward(const Tensor& x, const Tensor& y) override {
+    OpScope op(y);
+    launch_gelu_forward(f32(x), f32(y), y.numel(), op.stream());
+  }
+  void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) override {
+    OpScope op(dx);
+    launch_gelu_backward(f32(dy), f32(x), f32(dx), dx.numel(), op.stream());
+  }
+  void cast(const Tensor& src, const Tensor& dst) override {
+    OpScope op(dst);
+    launch_cast(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), dst.numel(),
+                op.stream());
+  }
+
+  // ---- Reductions ----
+  void sum_rows(const Tensor& x, const Tensor& out) override {
+    OpScope op(out);
+    const int64_t cols = out.numel();
+    const int64_t rows = cols > 0 ? x.numel() / cols : 0;
+    launch_sum_rows(f32(x), rows, cols, f32(out), op.scratch(sum_rows_scratch_floats(rows, cols)),
+                    op.stream());
+  }
+  void sum_all(const Tensor& x, const Tensor& out) override {
+    OpScope op(out);
+    launch_sum_all(f32(x), x.numel(), f32(out), 1.0f, op.scratch(sum_all_scratch_floats(x.numel())),
+                   op.stream());
+  }
+  void all_finite(const Tensor& x, const Tensor& out) override {
+    OpScope op(out);
+    launch_all_finite(f32(x), x.numel(), f32(out), op.stream());
+  }
+
+  // ---- Softmax, layer norm ----
+  void softmax_forward(const Tensor& x, const Tensor& y) override {
+    OpScope op(y);
+    const int64_t cols = x.size(-1);
+    launch_softmax_forward(f32(x), f32(y), x.numel() / cols, cols, op.stream());
+  }
+  void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override {
+    OpScope op(dx);
+    const int64_t cols = y.size(-1);
+    launch_softmax_backward(f32(dy), f32(y), f32(dx), y.numel() / cols, cols, op.stream());
+  }
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                         float eps) override {
+    OpScope op(y);
+    const int64_t cols = x.size(-1);
+    launch_layernorm_forward(f32(x), f32(weight), f32(bias), f32(y), f32(mean), f32(rstd),
+                             x.numel() / cols, cols, eps, op.stream());
+  }
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                          const Tensor& dweight, const Tensor& dbias) override {
+    OpScope op(dx);
+    const int64_t cols = x.size(-1);
+    const int64_t rows = x.numel() / cols;
+    launch_layernorm_backward(f32(dy), f32(x), f32(weight), f32(mean), f32(rstd), f32(dx),
+                              f32(dweight), f32(dbias), rows, cols,
+                              op.scratch(layernorm_backward_scratch_floats(rows, cols)),
+                              op.stream());
+  }
+
+  // ---- Embedding ----
+  void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) override {
+    OpScope op(out);
+    launch_embedding_forward(i32(ids), f32(table), f32(out), ids.numel(), table.size(0),
+                             table.size(1), op.stream());
+  }
+  void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable) override {
+    OpScope op(dtable);
+    launch_embedding_backward(f32(dout), i32(ids), f32(dtable), ids.numel(), dtable.size(0),
+                              dtable.size(1), op.stream());
+  }
+
+  // ---- Attention ----
+  void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att,
+                         int n_head) override {
+    OpScope op(out);
+    const int64_t batch = qkv.size(0);
+    const int64_t seq = qkv.size(1);
+    const int64_t channels = out.size(2);
+    float* scratch = op.scratch(attention_forward_scratch_floats(batch, seq, channels, n_head));
+    launch_attention_forward(gemm_context(op.device()), f32(qkv), f32(out), f32(att), batch, seq,
+                             channels, n_head, scratch);
+  }
+  void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                          const Tensor& dqkv, int n_head) override {
+    OpScope op(dqkv);
+    const int64_t batch = qkv.size(0);
+    const int64_t seq = qkv.size(1);
+    const int64_t channels = dout.size(2);
+    float* scratch = op.scratch(attention_backward_scratch_floats(batch, seq, channels, n_head));
+    launch_attention_backward(gemm_context(op.device()), f32(dout), f32(qkv), f32(att),
+                              f32(dqkv), batch, seq, channels, n_head, scratch);
+  }
+
+  // ---- Cross-entropy ----
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                             const Tensor& probs) override {
+    OpScope op(probs);
+    const int64_t rows = logits.size(0);
+    const int64_t vocab = logits.size(1);
+    launch_cross_entropy_forward(f32(logits), i32(targets), f32(loss), f32(probs), rows, vocab,
+                                 op.scratch(cross_entropy_forward_scratch_floats(rows)),
+                                 op.stream());
+  }
+  void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,
+                              const Tensor& dlogits) override {
+    OpScope op(dlogits);
+    launch_cross_entropy_backward(f32(dloss), f32(probs), i32(targets), f32(dlogits),
+                                  probs.size(0), probs.size(1), op.stream());
+  }
+
+  // ---- Copies ----
+  void copy(const Tensor& src, const Tensor& dst) override {
+    const size_t nbytes = src.nbytes();
+    if (nbytes == 0) return;
+    const Device& from = src.device();
+    const Device& to = dst.device();
+    if (from.is_cuda() && to.is_cuda()) {
+      if (from.index == to.index) {
+        OpScope op(dst);
+        CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes,
+                                   cudaMemcpyDeviceToDevice, op.stream()))
+            << src.describe() << " -> " << dst.describe();
+      } else {
+        copy_peer(src, dst, nbytes);
+      }
+      return;
+    }
+    // Host <-> device on the GPU side's current stream. Pageable host memory cannot be read
+    // or written by the copy engine asynchronously with respect to the caller, who may reuse
+    // the buffer on return: such copies wait for the stream before returning.
+    const bool to_device = to.is_cuda();
+    DDPB_CHECK(to_device || from.is_cuda())
+        << "CUDA copy between two host tensors: " << src.describe() << " -> " << dst.describe();
+    const Tensor& gpu_side = to_device ? dst : src;
+    const Tensor& host_side = to_device ? src : dst;
+    OpScope op(gpu_side);
+    CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes,
+                               to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                               op.stream()))
+        << src.describe() << " -> " << dst.describe();
+    if (!is_pinned(host_side)) {
+      CUDA_CHECK(cudaStreamSynchronize(op.stream()))
+          << "copy " << src.describe() << " -> " << dst.describe();
+    }
+  }
+
+  // ---- Optimizers ----
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr,
+                float momentum, float weight_decay, bool first_step) override {
+    OpScope op(param);
+    float* buf = momentum != 0.0f ? f32(momentum_buf) : nullptr;
+    launch_sgd_step(f32(param), f32(grad), buf, param.numel(), lr, momentum, weight_decay,
+                    first_step, op.stream());
+  }
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  float lr, float beta1, float beta2, float eps, float weight_decay,
+                  int64_t step) override {
+    OpScope op(param);
+    launch_adamw_step(f32(param), f32(grad), f32(m), f32(v), param.numel(), lr, beta1, beta2,
+                      eps, weight_decay, step, op.stream());
+  }
+
+ private:
+  // Note [Peer copies]
+  // The copy runs on dst's current stream, as core/ops.h says. Two events order it against
+  // src's current stream without blocking the host: the copy starts after the work that
+  // produced src, and src's stream cannot reuse src's memory (a freed block goes back to
+  // that stream's pool) before the copy has read it.
+  static void copy_peer(const Tensor& src, const Tensor& dst, size_t nbytes) {
+    const int from = src.device().index;
+    const int to = dst.device().index;
+    cudaStream_t src_stream = nullptr;
+    OrderingEvent src_ready;
+    {
+      DeviceScope scope(from);
+      src_stream = current_stream_handle(src.device());
+      src_ready.create();
+      CUDA_CHECK(cudaEventRecord(src_ready.event, src_stream));
+    }
+    DeviceScope scope(to);
+    cudaStream_t dst_stream = current_stream_handle(dst.device());
+    OrderingEvent copy_done;
+    copy_done.create();
+    CUDA_CHECK(cudaStreamWaitEvent(dst_stream, src_ready.event, 0));
+    CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw_data(), to, src.raw_data(), from, nbytes, dst_stream))
+        << src.describe() << " -> " << dst.describe();
+    CUDA_CHECK(cudaEventRecord(copy_done.event, dst_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(src_stream, copy_done.event, 0));
+  }
+
+  // An event used only for ordering (no timing). Destroying it while recorded work is still
+  // pending is fine: CUDA releases it once that work has completed.
+  struct OrderingEvent {
+    cudaEvent_t event = nullptr;
+    void create() { CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming)); }
+    ~OrderingEvent() {
+      if (event != nullptr) CUDA_CHECK_NOTHROW(cudaEventDestroy(event));
+    }
+  };
+};
+
+}  // namespace
+}  // namespace gpu
+
+Backend& cuda_backend() {
+  static gpu::CudaBackend backend;
+  return backend;
+}
+
+}  // namespace ddpb

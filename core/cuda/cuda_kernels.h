@@ -1,0 +1,105 @@
+// Launchers of the CUDA backend's kernels (CUDA builds only).
+//
+// Every launcher takes raw device pointers, sizes and an explicit stream, checks its
+// preconditions, enqueues its kernels on that stream and checks the launch. None of them
+// synchronises or allocates: when a launcher needs scratch memory, the caller passes a
+// device buffer of at least *_scratch_floats() floats (core/cuda/cuda_backend.cpp takes it
+// from the stream-ordered caching allocator). The semantics are those of core/ops.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/cuda/cuda_gemm.h"
+#include "core/dtype.h"
+#include "core/ops.h"
+
+namespace ddpb::gpu {
+
+// ---- cuda_elementwise.cu ---------------------------------------------------------------
+void launch_fill(float* x, int64_t n, float value, cudaStream_t stream);
+void launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+void launch_mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+void launch_axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
+void launch_scale(float* x, int64_t n, float s, cudaStream_t stream);
+void launch_scale_copy(const float* src, float* dst, int64_t n, float s, cudaStream_t stream);
+void launch_relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
+void launch_relu_backward(const float* dy, const float* y, float* dx, int64_t n,
+                          cudaStream_t stream);
+void launch_gelu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
+void launch_gelu_backward(const float* dy, const float* x, float* dx, int64_t n,
+                          cudaStream_t stream);
+// Any pair of F32, BF16, F16 (round to nearest even).
+void launch_cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
+                 cudaStream_t stream);
+// c [rows, cols] = act(c + bias), bias [cols] or null. The GEMM epilogue for when cuBLASLt
+// cannot fuse it.
+void launch_bias_activation(float* c, int64_t rows, int64_t cols, const float* bias,
+                            ops::Activation act, cudaStream_t stream);
+
+// ---- cuda_reduce.cu --------------------------------------------------------------------
+// out [cols] = sum over the rows of x [rows, cols].
+int64_t sum_rows_scratch_floats(int64_t rows, int64_t cols);
+void launch_sum_rows(const float* x, int64_t rows, int64_t cols, float* out, float* scratch,
+                     cudaStream_t stream);
+// out [1] = scale * sum(x [n]).
+int64_t sum_all_scratch_floats(int64_t n);
+void launch_sum_all(const float* x, int64_t n, float* out, float scale, float* scratch,
+                    cudaStream_t stream);
+// out [1] = 1 when every element is finite, else 0.
+void launch_all_finite(const float* x, int64_t n, float* out, cudaStream_t stream);
+
+// ---- cuda_norm_softmax.cu --------------------------------------------------------------
+void launch_softmax_forward(const float* x, float* y, int64_t rows, int64_t cols,
+                            cudaStream_t stream);
+void launch_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows,
+                             int64_t cols, cudaStream_t stream);
+void launch_layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
+                              float* mean, float* rstd, int64_t rows, int64_t cols, float eps,
+                              cudaStream_t stream);
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t cols);
+void launch_layernorm_backward(const float* dy, const float* x, const float* weight,
+                               const float* mean, const float* rstd, float* dx, float* dweight,
+                               float* dbias, int64_t rows, int64_t cols, float* scratch,
+                               cudaStream_t stream);
+
+// ---- cuda_loss_embedding.cu ------------------------------------------------------------
+// An out-of-range target or id cannot be reported without a host sync, so it is made
+// visible instead: its loss (or embedding output row) is NaN. Embedding backward skips such
+// ids; cross-entropy backward subtracts no one-hot for such targets.
+int64_t cross_entropy_forward_scratch_floats(int64_t rows);
+void launch_cross_entropy_forward(const float* logits, const int32_t* targets, float* loss,
+                                  float* probs, int64_t rows, int64_t vocab, float* scratch,
+                                  cudaStream_t stream);
+void launch_cross_entropy_backward(const float* dloss, const float* probs,
+                                   const int32_t* targets, float* dlogits, int64_t rows,
+                                   int64_t vocab, cudaStream_t stream);
+void launch_embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
+                              int64_t vocab, int64_t channels, cudaStream_t stream);
+void launch_embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n,
+                               int64_t vocab, int64_t channels, cudaStream_t stream);
+
+// ---- cuda_attention.cu -----------------------------------------------------------------
+// Causal self-attention with an explicit probabilities buffer att [B,H,T,T]; qkv [B,T,3C],
+// out/dout [B,T,C], dqkv [B,T,3C]. GEMMs run through launch_matmul on ctx.stream.
+int64_t attention_forward_scratch_floats(int64_t batch, int64_t seq, int64_t channels,
+                                         int64_t heads);
+void launch_attention_forward(const GemmContext& ctx, const float* qkv, float* out, float* att,
+                              int64_t batch, int64_t seq, int64_t channels, int64_t heads,
+                              float* scratch);
+int64_t attention_backward_scratch_floats(int64_t batch, int64_t seq, int64_t channels,
+                                          int64_t heads);
+void launch_attention_backward(const GemmContext& ctx, const float* dout, const float* qkv,
+                               const float* att, float* dqkv, int64_t batch, int64_t seq,
+                               int64_t channels, int64_t heads, float* scratch);
+
+// ---- cuda_optim.cu ---------------------------------------------------------------------
+// momentum_buf may be null when momentum == 0.
+void launch_sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr,
+                     float momentum, float weight_decay, bool first_step, cudaStream_t stream);
+void launch_adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                       cudaStream_t stream);
+
+}  // namespace ddpb::gpu

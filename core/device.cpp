@@ -1,0 +1,67 @@
+#include "core/device.h"
+
+#include <charconv>
+
+#include "core/backend.h"
+#include "core/check.h"
+
+namespace ddpb {
+
+std::string Device::str() const {
+  return (is_cpu() ? "cpu:" : "cuda:") + std::to_string(index);
+}
+
+Device parse_device(std::string_view text) {
+  auto parse_index = [&](std::string_view digits) {
+    int value = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    DDPB_USAGE_CHECK(ec == std::errc() && end == digits.data() + digits.size() && value >= 0)
+        << "bad device '" << text << "': the index must be a non-negative integer";
+    return value;
+  };
+  for (auto [prefix, type] : {std::pair{std::string_view("cpu"), DeviceType::CPU},
+                              std::pair{std::string_view("cuda"), DeviceType::CUDA}}) {
+    if (text == prefix) return {type, 0};
+    if (text.size() > prefix.size() + 1 && text.substr(0, prefix.size()) == prefix &&
+        text[prefix.size()] == ':') {
+      return {type, parse_index(text.substr(prefix.size() + 1))};
+    }
+  }
+  DDPB_USAGE_FAIL() << "unknown device '" << text << "' (expected cpu, cpu:N, cuda or cuda:N)";
+  return {};
+}
+
+bool cuda_compiled_in() {
+#ifdef DDPB_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef DDPB_HAVE_CUDA
+  return cuda_device_count_impl();
+#else
+  return 0;
+#endif
+}
+
+void require_device(const Device& d) {
+  if (d.is_cpu()) return;
+  DDPB_USAGE_CHECK(cuda_compiled_in())
+      << d.str() << " requested, but this ddpbench was built without CUDA (use --device cpu)";
+  int count = cuda_device_count();
+  DDPB_USAGE_CHECK(d.index < count) << d.str() << " requested, but this machine has " << count
+                                    << " usable GPU" << (count == 1 ? "" : "s")
+                                    << " (use --device cpu)";
+}
+
+DeviceGuard::DeviceGuard(const Device& d) : previous_label_(current_device_label()) {
+  if (d.is_cuda()) backend_for(DeviceType::CUDA).set_device(d);
+  set_current_device_label(d.str());
+}
+
+DeviceGuard::~DeviceGuard() { set_current_device_label(previous_label_); }
+
+}  // namespace ddpb

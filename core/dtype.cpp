@@ -1,0 +1,87 @@
+#include "core/dtype.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace ddpb {
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+  }
+  return "?";
+}
+
+std::string_view dtype_safetensors_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
+
+bool dtype_from_safetensors_name(std::string_view name, DType* out) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64}) {
+    if (dtype_safetensors_name(t) == name) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+uint16_t float_to_f16(float f) {
+  // IEEE 754 binary16 with round-to-nearest-even, including subnormals and overflow to inf.
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t mant = x & 0x007FFFFF;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF);
+  if (exp == 0xFF) return static_cast<uint16_t>(sign | 0x7C00 | (mant ? 0x200 : 0));
+  int32_t e = exp - 127 + 15;
+  if (e >= 0x1F) return static_cast<uint16_t>(sign | 0x7C00);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x00800000;
+    uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // may carry into the exponent
+  return static_cast<uint16_t>(half);
+}
+
+float f16_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t mant = h & 0x3FF;
+  if (exp == 0) {
+    float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000 | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+}  // namespace ddpb

@@ -1,0 +1,228 @@
+#include "core/functional.h"
+
+#include "core/check.h"
+
+namespace ddpb::fn {
+namespace {
+
+using autograd::make_result;
+using autograd::Node;
+
+Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+
+// Gradient only for inputs that need one: `next[i]` is null for the others.
+bool wants(const Node& n, size_t i) { return i < n.next.size() && n.next[i] != nullptr; }
+
+class LinearBackward final : public Node {
+ public:
+  Tensor x, weight, y;  // y saved only for a fused ReLU
+  bool has_bias = false;
+  ops::Activation act = ops::Activation::None;
+  const char* name() const override { return "LinearBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dz = dy;
+    if (act == ops::Activation::ReLU) {
+      dz = empty_like(dy);
+      ops::relu_backward(dy, y, dz);
+    }
+    std::vector<Tensor> grads(3);
+    int64_t n = x.size(0), in = x.size(1), out = weight.size(0);
+    if (wants(*this, 0)) {
+      grads[0] = Tensor::empty({n, in}, DType::F32, x.device());
+      ops::gemm(dz, false, weight, false, grads[0]);
+    }
+    if (wants(*this, 1)) {
+      grads[1] = Tensor::empty({out, in}, DType::F32, x.device());
+      ops::gemm(dz, true, x, false, grads[1]);
+    }
+    if (has_bias && wants(*this, 2)) {
+      grads[2] = Tensor::empty({out}, DType::F32, x.device());
+      ops::sum_rows(dz, grads[2]);
+    }
+    return grads;
+  }
+};
+
+class ReluBackward final : public Node {
+ public:
+  Tensor y;
+  const char* name() const override { return "ReluBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dx = empty_like(dy);
+    ops::relu_backward(dy, y, dx);
+    return {dx};
+  }
+};
+
+class GeluBackward final : public Node {
+ public:
+  Tensor x;
+  const char* name() const override { return "GeluBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dx = empty_like(dy);
+    ops::gelu_backward(dy, x, dx);
+    return {dx};
+  }
+};
+
+class AddBackward final : public Node {
+ public:
+  const char* name() const override { return "AddBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override { return {dy, dy}; }
+};
+
+class ReshapeBackward final : public Node {
+ public:
+  Shape input_shape;
+  const char* name() const override { return "ReshapeBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override { return {dy.view(input_shape)}; }
+};
+
+class LayerNormBackward final : public Node {
+ public:
+  Tensor x, weight, mean, rstd;  // x viewed as [M, C]
+  Shape input_shape;
+  const char* name() const override { return "LayerNormBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dx = empty_like(x), dw = empty_like(weight), db = empty_like(weight);
+    ops::layernorm_backward(dy.view(x.shape()), x, weight, mean, rstd, dx, dw, db);
+    return {dx.view(input_shape), dw, db};
+  }
+};
+
+class EmbeddingBackward final : public Node {
+ public:
+  Tensor ids;
+  Shape table_shape;
+  const char* name() const override { return "EmbeddingBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dtable = Tensor::zeros(table_shape, DType::F32, dy.device());
+    ops::embedding_backward(dy, ids, dtable);
+    return {dtable};
+  }
+};
+
+class AttentionBackward final : public Node {
+ public:
+  Tensor qkv, att;
+  int n_head = 1;
+  const char* name() const override { return "AttentionBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dqkv = empty_like(qkv);
+    ops::attention_backward(dy, qkv, att, dqkv, n_head);
+    return {dqkv};
+  }
+};
+
+class CrossEntropyBackward final : public Node {
+ public:
+  Tensor probs, targets;
+  const char* name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(const Tensor& dloss) override {
+    Tensor dlogits = empty_like(probs);
+    ops::cross_entropy_backward(dloss, probs, targets, dlogits);
+    return {dlogits};
+  }
+};
+
+}  // namespace
+
+Var linear(const Var& x, const Var& weight, const Var& bias, ops::Activation act) {
+  DDPB_CHECK(act != ops::Activation::GeLU) << "linear fuses ReLU only; apply gelu() after it";
+  const Tensor& xt = x.data();
+  DDPB_CHECK(xt.dim() == 2) << "linear input must be [N, in], got " << xt.describe();
+  Tensor y = Tensor::empty({xt.size(0), weight.data().size(0)}, DType::F32, xt.device());
+  ops::gemm(xt, false, weight.data(), true, y, 1.0f, 0.0f,
+            bias.defined() ? bias.data() : Tensor(), act);
+  auto node = std::make_shared<LinearBackward>();
+  node->x = xt;
+  node->weight = weight.data();
+  node->has_bias = bias.defined();
+  node->act = act;
+  if (act == ops::Activation::ReLU) node->y = y;
+  return make_result(y, node, {x, weight, bias});
+}
+
+Var relu(const Var& x) {
+  Tensor y = empty_like(x.data());
+  ops::relu_forward(x.data(), y);
+  auto node = std::make_shared<ReluBackward>();
+  node->y = y;
+  return make_result(y, node, {x});
+}
+
+Var gelu(const Var& x) {
+  Tensor y = empty_like(x.data());
+  ops::gelu_forward(x.data(), y);
+  auto node = std::make_shared<GeluBackward>();
+  node->x = x.data();
+  return make_result(y, node, {x});
+}
+
+Var add(const Var& a, const Var& b) {
+  DDPB_CHECK(a.shape() == b.shape())
+      << "add: " << a.data().describe() << " + " << b.data().describe();
+  Tensor y = empty_like(a.data());
+  ops::add(a.data(), b.data(), y);
+  return make_result(y, std::make_shared<AddBackward>(), {a, b});
+}
+
+Var reshape(const Var& x, const Shape& shape) {
+  auto node = std::make_shared<ReshapeBackward>();
+  node->input_shape = x.shape();
+  return make_result(x.data().view(shape), node, {x});
+}
+
+Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
+  const Tensor& xt = x.data();
+  int64_t c = xt.size(-1), m = xt.numel() / c;
+  Tensor x2 = xt.view({m, c});
+  Tensor y = Tensor::empty({m, c}, DType::F32, xt.device());
+  Tensor mean = Tensor::empty({m}, DType::F32, xt.device());
+  Tensor rstd = Tensor::empty({m}, DType::F32, xt.device());
+  ops::layernorm_forward(x2, weight.data(), bias.data(), y, mean, rstd, eps);
+  auto node = std::make_shared<LayerNormBackward>();
+  node->x = x2;
+  node->weight = weight.data();
+  node->mean = mean;
+  node->rstd = rstd;
+  node->input_shape = xt.shape();
+  return make_result(y.view(xt.shape()), node, {x, weight, bias});
+}
+
+Var embedding(const Tensor& ids, const Var& table) {
+  Tensor flat_ids = ids.view({ids.numel()});
+  Tensor y = Tensor::empty({ids.numel(), table.data().size(1)}, DType::F32, table.data().device());
+  ops::embedding_forward(flat_ids, table.data(), y);
+  auto node = std::make_shared<EmbeddingBackward>();
+  node->ids = flat_ids;
+  node->table_shape = table.shape();
+  return make_result(y, node, {table});
+}
+
+Var causal_attention(const Var& qkv, int n_head) {
+  const Tensor& q = qkv.data();
+  DDPB_CHECK(q.dim() == 3) << "attention input must be [B, T, 3C], got " << q.describe();
+  int64_t b = q.size(0), t = q.size(1), c = q.size(2) / 3;
+  Tensor y = Tensor::empty({b, t, c}, DType::F32, q.device());
+  Tensor att = Tensor::empty({b, n_head, t, t}, DType::F32, q.device());
+  ops::attention_forward(q, y, att, n_head);
+  auto node = std::make_shared<AttentionBackward>();
+  node->qkv = q;
+  node->att = att;
+  node->n_head = n_head;
+  return make_result(y, node, {qkv});
+}
+
+Var cross_entropy(const Var& logits, const Tensor& targets) {
+  const Tensor& l = logits.data();
+  Tensor loss = Tensor::empty({1}, DType::F32, l.device());
+  Tensor probs = empty_like(l);
+  ops::cross_entropy_forward(l, targets.view({targets.numel()}), loss, probs);
+  auto node = std::make_shared<CrossEntropyBackward>();
+  node->probs = probs;
+  node->targets = targets.view({targets.numel()});
+  return make_result(loss, node, {logits});
+}
+
+}  // namespace ddpb::fn

@@ -1,0 +1,100 @@
+#include "core/nn.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "core/ops.h"
+#include "core/rng.h"
+
+namespace ddpb::nn {
+
+std::vector<NamedParameter> Module::named_parameters() const {
+  std::vector<NamedParameter> all;
+  collect("", all);
+  std::vector<NamedParameter> unique;
+  std::unordered_set<const autograd::VarImpl*> seen;
+  for (auto& p : all) {
+    if (seen.insert(p.var.impl()).second) unique.push_back(std::move(p));
+  }
+  return unique;
+}
+
+std::vector<Var> Module::parameters() const {
+  std::vector<Var> out;
+  for (auto& p : named_parameters()) out.push_back(p.var);
+  return out;
+}
+
+void Module::zero_grad() const {
+  for (auto& p : named_parameters()) {
+    if (p.var.grad().defined()) ops::zero(p.var.grad());
+  }
+}
+
+Var& Module::register_parameter(std::string name, Var var) {
+  params_.emplace_back(std::move(name), std::move(var));
+  return params_.back().second;
+}
+
+void Module::collect(const std::string& prefix, std::vector<NamedParameter>& out) const {
+  for (auto& [name, var] : params_) out.push_back({prefix + name, var});
+  for (auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+Var make_parameter(const Shape& shape, const Init& init, uint64_t seed, const std::string& name,
+                   const Device& device) {
+  Tensor host = Tensor::empty(shape, DType::F32, Device::cpu());
+  float* p = host.data<float>();
+  uint64_t stream = hash_name(name.c_str());
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    auto idx = static_cast<uint64_t>(i);
+    switch (init.kind) {
+      case Init::Kind::Zeros: p[i] = 0.0f; break;
+      case Init::Kind::Ones: p[i] = 1.0f; break;
+      case Init::Kind::Normal:
+        p[i] = static_cast<float>(rng_normal(seed, stream, idx)) * init.scale;
+        break;
+      case Init::Kind::Uniform:
+        p[i] = static_cast<float>(rng_uniform(seed, stream, idx) * 2.0 - 1.0) * init.scale;
+        break;
+    }
+  }
+  Tensor t = device == Device::cpu() ? host : host.to(device);
+  return Var(t, /*requires_grad=*/true);
+}
+
+Linear::Linear(const Context& ctx, int64_t in, int64_t out, bool bias, float weight_std) {
+  DDPB_CHECK(in > 0 && out > 0) << "Linear(" << in << ", " << out << ") needs positive sizes";
+  float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  Init w_init = weight_std > 0.0f ? Init::normal(weight_std) : Init::uniform(bound);
+  Init b_init = weight_std > 0.0f ? Init::zeros() : Init::uniform(bound);
+  weight_ = register_parameter(
+      "weight", make_parameter({out, in}, w_init, ctx.seed, ctx.param_name("weight"), ctx.device));
+  if (bias) {
+    bias_ = register_parameter(
+        "bias", make_parameter({out}, b_init, ctx.seed, ctx.param_name("bias"), ctx.device));
+  }
+}
+
+Var Linear::forward(const Var& x, ops::Activation act) const {
+  return fn::linear(x, weight_, bias_, act);
+}
+
+LayerNorm::LayerNorm(const Context& ctx, int64_t dim, float eps) : eps_(eps) {
+  weight_ = register_parameter(
+      "weight", make_parameter({dim}, Init::ones(), ctx.seed, ctx.param_name("weight"), ctx.device));
+  bias_ = register_parameter(
+      "bias", make_parameter({dim}, Init::zeros(), ctx.seed, ctx.param_name("bias"), ctx.device));
+}
+
+Var LayerNorm::forward(const Var& x) const { return fn::layer_norm(x, weight_, bias_, eps_); }
+
+Embedding::Embedding(const Context& ctx, int64_t num, int64_t dim, float std) {
+  weight_ = register_parameter("weight", make_parameter({num, dim}, Init::normal(std), ctx.seed,
+                                                        ctx.param_name("weight"), ctx.device));
+}
+
+Var Embedding::forward(const Tensor& ids) const { return fn::embedding(ids, weight_); }
+
+}  // namespace ddpb::nn

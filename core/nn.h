@@ -1,0 +1,105 @@
+// Modules: named parameter trees with PyTorch's names, shapes and layouts, so that a
+// state dict maps one-to-one (a Linear weight is [out, in]).
+//
+// Parameters are created on the module's device and initialised deterministically from
+// (seed, parameter name) on the host, so every device and rank starts identical.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/functional.h"
+
+namespace ddpb::nn {
+
+using autograd::Var;
+
+struct NamedParameter {
+  std::string name;
+  Var var;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  // All parameters, depth first in registration order, with dotted names ("h.0.ln_1.weight").
+  // A parameter shared by two modules (tied weights) is listed once, under its first name.
+  std::vector<NamedParameter> named_parameters() const;
+  std::vector<Var> parameters() const;
+  void zero_grad() const;  // zeroes existing gradients in place (keeps bucket views)
+
+ protected:
+  Var& register_parameter(std::string name, Var var);
+  template <typename M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    children_.emplace_back(std::move(name), module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<NamedParameter>& out) const;
+  std::vector<std::pair<std::string, Var>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// How a parameter is filled at construction.
+struct Init {
+  enum class Kind { Zeros, Ones, Normal, Uniform } kind = Kind::Zeros;
+  float scale = 0.0f;  // std for Normal, bound for Uniform
+  static Init zeros() { return {Kind::Zeros, 0.0f}; }
+  static Init ones() { return {Kind::Ones, 0.0f}; }
+  static Init normal(float std) { return {Kind::Normal, std}; }
+  static Init uniform(float bound) { return {Kind::Uniform, bound}; }
+};
+
+// A parameter tensor on `device`, filled from (seed, name) independent of the device.
+Var make_parameter(const Shape& shape, const Init& init, uint64_t seed, const std::string& name,
+                   const Device& device);
+
+struct Context {
+  Device device;
+  uint64_t seed = 0;
+  std::string prefix;  // full name of the module being built, for per-parameter seeds
+  Context child(const std::string& name) const {
+    return {device, seed, prefix.empty() ? name : prefix + "." + name};
+  }
+  std::string param_name(const std::string& name) const {
+    return prefix.empty() ? name : prefix + "." + name;
+  }
+};
+
+class Linear : public Module {
+ public:
+  // PyTorch's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias; `weight_std`
+  // > 0 selects N(0, std) (GPT-2 style) with a zero bias.
+  Linear(const Context& ctx, int64_t in, int64_t out, bool bias = true, float weight_std = 0.0f);
+  Var forward(const Var& x, ops::Activation act = ops::Activation::None) const;
+  const Var& weight() const { return weight_; }
+
+ private:
+  Var weight_, bias_;
+};
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm(const Context& ctx, int64_t dim, float eps = 1e-5f);
+  Var forward(const Var& x) const;
+
+ private:
+  Var weight_, bias_;
+  float eps_;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(const Context& ctx, int64_t num, int64_t dim, float std = 1.0f);
+  Var forward(const Tensor& ids) const;  // -> [N, dim]
+  const Var& weight() const { return weight_; }
+
+ private:
+  Var weight_;
+};
+
+}  // namespace ddpb::nn

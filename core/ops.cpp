@@ -1,0 +1,313 @@
+// Argument validation for every op, then dispatch to the backend of the tensors' device.
+// Backends may rely on these checks (see core/backend.h).
+#include "core/ops.h"
+
+#include <atomic>
+
+#include "core/backend.h"
+#include "core/check.h"
+
+namespace ddpb::ops {
+namespace {
+
+std::atomic<MathMode> g_math_mode{MathMode::FP32};
+
+void require_defined(const Tensor& t, const char* what) {
+  DDPB_CHECK(t.defined()) << what << " is an undefined tensor";
+}
+
+// All tensors defined, on one device, of the expected dtype.
+Backend& same_device(const char* op, std::initializer_list<std::pair<const Tensor*, DType>> ts) {
+  const Device* dev = nullptr;
+  for (auto& [t, dtype] : ts) {
+    DDPB_CHECK(t->defined()) << op << ": undefined tensor argument";
+    DDPB_CHECK(t->dtype() == dtype) << op << ": expected " << dtype_name(dtype) << ", got "
+                                    << t->describe();
+    if (!dev) {
+      dev = &t->device();
+    } else {
+      DDPB_CHECK(t->device() == *dev) << op << ": tensors on different devices ("
+                                      << dev->str() << " and " << t->describe() << ")";
+    }
+  }
+  return backend_for(dev->type);
+}
+
+void same_numel(const char* op, const Tensor& a, const Tensor& b) {
+  DDPB_CHECK(a.numel() == b.numel())
+      << op << ": size mismatch " << a.describe() << " vs " << b.describe();
+}
+
+void require_shape(const char* op, const Tensor& t, const Shape& shape) {
+  DDPB_CHECK(t.shape() == shape) << op << ": expected shape " << shape_str(shape) << ", got "
+                                 << t.describe();
+}
+
+constexpr DType F = DType::F32;
+constexpr DType I = DType::I32;
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+}  // namespace
+
+void set_math_mode(MathMode mode) { g_math_mode = mode; }
+MathMode math_mode() { return g_math_mode; }
+
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha, float beta, const Tensor& bias, Activation act) {
+  Backend& be = same_device("gemm", {{&a, F}, {&b, F}, {&c, F}});
+  DDPB_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2)
+      << "gemm needs 2-D tensors: " << a.describe() << ", " << b.describe() << ", "
+      << c.describe();
+  int64_t m = trans_a ? a.size(1) : a.size(0);
+  int64_t k = trans_a ? a.size(0) : a.size(1);
+  int64_t kb = trans_b ? b.size(1) : b.size(0);
+  int64_t n = trans_b ? b.size(0) : b.size(1);
+  DDPB_CHECK(k == kb && c.size(0) == m && c.size(1) == n)
+      << "gemm shapes do not match: a" << (trans_a ? "^T " : " ") << a.describe() << ", b"
+      << (trans_b ? "^T " : " ") << b.describe() << ", c " << c.describe();
+  if (bias.defined()) {
+    same_device("gemm bias", {{&c, F}, {&bias, F}});
+    require_shape("gemm bias", bias, {n});
+  }
+  be.gemm(a, trans_a, b, trans_b, c, alpha, beta, bias, act);
+}
+
+void fill(const Tensor& t, float value) { same_device("fill", {{&t, F}}).fill(t, value); }
+
+void zero(const Tensor& t) {
+  require_defined(t, "zero");
+  backend_for(t.device().type).zero(t);
+}
+
+void add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  Backend& be = same_device("add", {{&a, F}, {&b, F}, {&out, F}});
+  same_numel("add", a, b);
+  same_numel("add", a, out);
+  be.add(a, b, out);
+}
+
+void mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  Backend& be = same_device("mul", {{&a, F}, {&b, F}, {&out, F}});
+  same_numel("mul", a, b);
+  same_numel("mul", a, out);
+  be.mul(a, b, out);
+}
+
+void axpy(float alpha, const Tensor& x, const Tensor& y) {
+  Backend& be = same_device("axpy", {{&x, F}, {&y, F}});
+  same_numel("axpy", x, y);
+  be.axpy(alpha, x, y);
+}
+
+void scale(const Tensor& t, float s) { same_device("scale", {{&t, F}}).scale(t, s); }
+
+void scale_copy(const Tensor& src, const Tensor& dst, float s) {
+  Backend& be = same_device("scale_copy", {{&src, F}, {&dst, F}});
+  same_numel("scale_copy", src, dst);
+  be.scale_copy(src, dst, s);
+}
+
+void relu_forward(const Tensor& x, const Tensor& y) {
+  Backend& be = same_device("relu_forward", {{&x, F}, {&y, F}});
+  same_numel("relu_forward", x, y);
+  be.relu_forward(x, y);
+}
+
+void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  Backend& be = same_device("relu_backward", {{&dy, F}, {&y, F}, {&dx, F}});
+  same_numel("relu_backward", dy, y);
+  same_numel("relu_backward", dy, dx);
+  be.relu_backward(dy, y, dx);
+}
+
+void gelu_forward(const Tensor& x, const Tensor& y) {
+  Backend& be = same_device("gelu_forward", {{&x, F}, {&y, F}});
+  same_numel("gelu_forward", x, y);
+  be.gelu_forward(x, y);
+}
+
+void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  Backend& be = same_device("gelu_backward", {{&dy, F}, {&x, F}, {&dx, F}});
+  same_numel("gelu_backward", dy, x);
+  same_numel("gelu_backward", dy, dx);
+  be.gelu_backward(dy, x, dx);
+}
+
+void cast(const Tensor& src, const Tensor& dst) {
+  require_defined(src, "cast source");
+  require_defined(dst, "cast destination");
+  DDPB_CHECK(is_float(src.dtype()) && is_float(dst.dtype()))
+      << "cast supports f32, bf16 and f16: " << src.describe() << " -> " << dst.describe();
+  DDPB_CHECK(src.device() == dst.device())
+      << "cast across devices: " << src.describe() << " -> " << dst.describe();
+  same_numel("cast", src, dst);
+  backend_for(src.device().type).cast(src, dst);
+}
+
+void sum_rows(const Tensor& x, const Tensor& out) {
+  Backend& be = same_device("sum_rows", {{&x, F}, {&out, F}});
+  DDPB_CHECK(x.dim() == 2) << "sum_rows needs a 2-D input, got " << x.describe();
+  require_shape("sum_rows", out, {x.size(1)});
+  be.sum_rows(x, out);
+}
+
+void sum_all(const Tensor& x, const Tensor& out) {
+  Backend& be = same_device("sum_all", {{&x, F}, {&out, F}});
+  DDPB_CHECK(out.numel() == 1) << "sum_all output must have one element: " << out.describe();
+  be.sum_all(x, out);
+}
+
+void all_finite(const Tensor& x, const Tensor& out) {
+  Backend& be = same_device("all_finite", {{&x, F}, {&out, F}});
+  DDPB_CHECK(out.numel() == 1) << "all_finite output must have one element: " << out.describe();
+  be.all_finite(x, out);
+}
+
+void softmax_forward(const Tensor& x, const Tensor& y) {
+  Backend& be = same_device("softmax_forward", {{&x, F}, {&y, F}});
+  DDPB_CHECK(x.dim() >= 1 && x.shape() == y.shape())
+      << "softmax_forward: " << x.describe() << " -> " << y.describe();
+  be.softmax_forward(x, y);
+}
+
+void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  Backend& be = same_device("softmax_backward", {{&dy, F}, {&y, F}, {&dx, F}});
+  DDPB_CHECK(y.dim() >= 1 && dy.shape() == y.shape() && dx.shape() == y.shape())
+      << "softmax_backward shapes: " << dy.describe() << ", " << y.describe();
+  be.softmax_backward(dy, y, dx);
+}
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, float eps) {
+  Backend& be = same_device("layernorm_forward",
+                            {{&x, F}, {&weight, F}, {&bias, F}, {&y, F}, {&mean, F}, {&rstd, F}});
+  DDPB_CHECK(x.dim() == 2) << "layernorm_forward needs [M,C], got " << x.describe();
+  int64_t m = x.size(0), c = x.size(1);
+  require_shape("layernorm weight", weight, {c});
+  require_shape("layernorm bias", bias, {c});
+  require_shape("layernorm output", y, {m, c});
+  require_shape("layernorm mean", mean, {m});
+  require_shape("layernorm rstd", rstd, {m});
+  be.layernorm_forward(x, weight, bias, y, mean, rstd, eps);
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                        const Tensor& dweight, const Tensor& dbias) {
+  Backend& be = same_device("layernorm_backward", {{&dy, F},
+                                                   {&x, F},
+                                                   {&weight, F},
+                                                   {&mean, F},
+                                                   {&rstd, F},
+                                                   {&dx, F},
+                                                   {&dweight, F},
+                                                   {&dbias, F}});
+  DDPB_CHECK(x.dim() == 2) << "layernorm_backward needs [M,C], got " << x.describe();
+  int64_t m = x.size(0), c = x.size(1);
+  require_shape("layernorm dy", dy, {m, c});
+  require_shape("layernorm dx", dx, {m, c});
+  require_shape("layernorm weight", weight, {c});
+  require_shape("layernorm dweight", dweight, {c});
+  require_shape("layernorm dbias", dbias, {c});
+  require_shape("layernorm mean", mean, {m});
+  require_shape("layernorm rstd", rstd, {m});
+  be.layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
+}
+
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  Backend& be = same_device("embedding_forward", {{&ids, I}, {&table, F}, {&out, F}});
+  DDPB_CHECK(table.dim() == 2) << "embedding table must be [V,C], got " << table.describe();
+  require_shape("embedding output", out, {ids.numel(), table.size(1)});
+  be.embedding_forward(ids, table, out);
+}
+
+void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
+  Backend& be = same_device("embedding_backward", {{&dout, F}, {&ids, I}, {&dtable, F}});
+  DDPB_CHECK(dtable.dim() == 2) << "embedding grad must be [V,C], got " << dtable.describe();
+  require_shape("embedding dout", dout, {ids.numel(), dtable.size(1)});
+  be.embedding_backward(dout, ids, dtable);
+}
+
+namespace {
+void check_attention(const char* op, const Tensor& qkv, const Tensor& att, int n_head) {
+  DDPB_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0)
+      << op << ": qkv must be [B,T,3C], got " << qkv.describe();
+  int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
+  DDPB_CHECK(n_head > 0 && c % n_head == 0)
+      << op << ": " << c << " channels do not split into " << n_head << " heads";
+  require_shape(op, att, {b, n_head, t, t});
+}
+}  // namespace
+
+void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head) {
+  Backend& be = same_device("attention_forward", {{&qkv, F}, {&out, F}, {&att, F}});
+  check_attention("attention_forward", qkv, att, n_head);
+  require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  be.attention_forward(qkv, out, att, n_head);
+}
+
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                        const Tensor& dqkv, int n_head) {
+  Backend& be = same_device("attention_backward",
+                            {{&dout, F}, {&qkv, F}, {&att, F}, {&dqkv, F}});
+  check_attention("attention_backward", qkv, att, n_head);
+  require_shape("attention dout", dout, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  require_shape("attention dqkv", dqkv, qkv.shape());
+  be.attention_backward(dout, qkv, att, dqkv, n_head);
+}
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                           const Tensor& probs) {
+  Backend& be = same_device("cross_entropy_forward",
+                            {{&logits, F}, {&targets, I}, {&loss, F}, {&probs, F}});
+  DDPB_CHECK(logits.dim() == 2) << "cross_entropy logits must be [N,V], got " << logits.describe();
+  require_shape("cross_entropy targets", targets, {logits.size(0)});
+  require_shape("cross_entropy loss", loss, {1});
+  require_shape("cross_entropy probs", probs, logits.shape());
+  be.cross_entropy_forward(logits, targets, loss, probs);
+}
+
+void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,
+                            const Tensor& dlogits) {
+  Backend& be = same_device("cross_entropy_backward",
+                            {{&dloss, F}, {&probs, F}, {&targets, I}, {&dlogits, F}});
+  DDPB_CHECK(probs.dim() == 2) << "cross_entropy probs must be [N,V], got " << probs.describe();
+  require_shape("cross_entropy dloss", dloss, {1});
+  require_shape("cross_entropy targets", targets, {probs.size(0)});
+  require_shape("cross_entropy dlogits", dlogits, probs.shape());
+  be.cross_entropy_backward(dloss, probs, targets, dlogits);
+}
+
+void copy(const Tensor& src, const Tensor& dst) {
+  require_defined(src, "copy source");
+  require_defined(dst, "copy destination");
+  DDPB_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel())
+      << "copy between mismatched tensors: " << src.describe() << " -> " << dst.describe();
+  if (src.numel() == 0) return;
+  bool any_cuda = src.device().is_cuda() || dst.device().is_cuda();
+  backend_for(any_cuda ? DeviceType::CUDA : DeviceType::CPU).copy(src, dst);
+}
+
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr,
+              float momentum, float weight_decay, bool first_step) {
+  Backend& be = same_device("sgd_step", {{&param, F}, {&grad, F}});
+  same_numel("sgd_step", param, grad);
+  if (momentum != 0.0f) {
+    same_device("sgd_step", {{&param, F}, {&momentum_buf, F}});
+    same_numel("sgd_step", param, momentum_buf);
+  }
+  be.sgd_step(param, grad, momentum_buf, lr, momentum, weight_decay, first_step);
+}
+
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  Backend& be = same_device("adamw_step", {{&param, F}, {&grad, F}, {&m, F}, {&v, F}});
+  same_numel("adamw_step", param, grad);
+  same_numel("adamw_step", param, m);
+  same_numel("adamw_step", param, v);
+  DDPB_CHECK(step >= 1) << "adamw_step counts steps from 1, got " << step;
+  be.adamw_step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+}  // namespace ddpb::ops

@@ -1,0 +1,104 @@
+// Primitive tensor ops (no autograd). Every op has a CPU and a CUDA implementation behind
+// one dispatch (core/backend.h); the device of the tensors picks the implementation.
+//
+// Contract for every op unless it says otherwise:
+//  - all tensors are defined, contiguous, on one device, and f32;
+//  - outputs are preallocated by the caller and may not alias inputs;
+//  - work is enqueued on the *current stream* of that device (current_stream(device)), so
+//    on CUDA the call returns before the work is done and on CPU it has run by return.
+// Shapes are checked and a mismatch throws ddpb::Error naming the shapes.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace ddpb::ops {
+
+enum class Activation { None, ReLU, GeLU };
+
+// GEMM math mode on CUDA. FP32 is exact fp32; TF32 lets tensor cores round inputs to
+// tf32. The mode is explicit so that a tf32 run is never an accident. CPU ignores it.
+enum class MathMode { FP32, TF32 };
+void set_math_mode(MathMode mode);
+MathMode math_mode();
+
+// ---- GEMM ------------------------------------------------------------------------------
+// c = act(alpha * op(a) @ op(b) + beta * c + bias), with op(x) = x^T when trans_x.
+// a: [M,K] ([K,M] if trans_a); b: [K,N] ([N,K] if trans_b); c: [M,N]; bias: [N] or undefined,
+// broadcast over rows. All 2-D. beta != 0 reads c.
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+          float alpha = 1.0f, float beta = 0.0f, const Tensor& bias = Tensor(),
+          Activation act = Activation::None);
+
+// ---- Element-wise ----------------------------------------------------------------------
+void fill(const Tensor& t, float value);            // f32
+void zero(const Tensor& t);                          // any dtype: all bits zero
+void add(const Tensor& a, const Tensor& b, const Tensor& out);  // out = a + b
+void mul(const Tensor& a, const Tensor& b, const Tensor& out);  // out = a * b
+void axpy(float alpha, const Tensor& x, const Tensor& y);       // y += alpha * x
+void scale(const Tensor& t, float s);                           // t *= s
+void scale_copy(const Tensor& src, const Tensor& dst, float s); // dst = s * src
+void relu_forward(const Tensor& x, const Tensor& y);
+void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx = dy * (y > 0)
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void gelu_forward(const Tensor& x, const Tensor& y);
+void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx);
+// Converts between f32, bf16 and f16 (round to nearest even). Same numel.
+void cast(const Tensor& src, const Tensor& dst);
+
+// ---- Reductions ------------------------------------------------------------------------
+void sum_rows(const Tensor& x, const Tensor& out);  // x [M,N] -> out [N] = sum over rows
+void sum_all(const Tensor& x, const Tensor& out);   // out [1] = sum of all elements
+// out [1] = 1 if every element of x (f32) is finite, else 0.
+void all_finite(const Tensor& x, const Tensor& out);
+
+// ---- Softmax, layer norm ---------------------------------------------------------------
+void softmax_forward(const Tensor& x, const Tensor& y);  // row-wise over the last dim
+void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);
+// x [M,C]; weight, bias [C]; y [M,C]; mean, rstd [M] (saved for backward).
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, float eps);
+// Writes dx; *overwrites* dweight and dbias.
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                        const Tensor& dweight, const Tensor& dbias);
+
+// ---- Embedding -------------------------------------------------------------------------
+// ids: i32 [N] with values in [0, V); table [V,C]; out [N,C].
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
+// dtable[ids[i]] += dout[i] (scatter-add; dtable is *accumulated into*).
+void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable);
+
+// ---- Causal self-attention -------------------------------------------------------------
+// qkv [B,T,3C] packed as (q | k | v) along the last dim, each split into n_head heads of
+// C/n_head; out [B,T,C]; att [B,H,T,T] holds the softmax probabilities for backward.
+// Scores are scaled by 1/sqrt(head_dim) and masked so that t attends to s <= t.
+void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head);
+// Writes dqkv [B,T,3C] (overwritten).
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                        const Tensor& dqkv, int n_head);
+
+// ---- Softmax cross-entropy (mean over rows) --------------------------------------------
+// logits [N,V]; targets i32 [N]; loss [1]; probs [N,V] (saved softmax for backward).
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
+                           const Tensor& probs);
+// dlogits = (probs - onehot(targets)) * dloss / N, with dloss [1] on the device.
+void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,
+                            const Tensor& dlogits);
+
+// ---- Copies ----------------------------------------------------------------------------
+// dst = src for any pair of devices (host<->device, device<->device, peer), same dtype and
+// numel. Enqueued on the current stream of the CUDA side (dst's when both are CUDA).
+// Pageable host memory makes a CUDA copy synchronous; pinned memory keeps it async.
+void copy(const Tensor& src, const Tensor& dst);
+
+// ---- Optimizer steps (PyTorch formulas, in place) --------------------------------------
+// SGD: g = grad + wd*param; buf = first_step ? g : momentum*buf + g; param -= lr*buf.
+// With momentum == 0 the buffer is not touched (may be undefined).
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr,
+              float momentum, float weight_decay, bool first_step);
+// AdamW: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// param -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps). step counts from 1.
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+}  // namespace ddpb::ops

@@ -1,0 +1,79 @@
+#include "core/optim.h"
+
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+
+namespace ddpb::optim {
+
+void Optimizer::zero_grad() {
+  for (auto& p : params_) {
+    if (p.grad().defined()) ops::zero(p.grad());
+  }
+}
+
+SGD::SGD(std::vector<autograd::Var> params, float lr, float momentum, float weight_decay)
+    : Optimizer(std::move(params)),
+      lr_(lr),
+      momentum_(momentum),
+      weight_decay_(weight_decay),
+      momentum_buffers_(params_.size()) {}
+
+void SGD::step() {
+  nvtx::Range range("optimizer.sgd", nvtx::Category::Optimizer);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    if (!p.grad().defined()) continue;
+    bool first = false;
+    if (momentum_ != 0.0f && !momentum_buffers_[i].defined()) {
+      momentum_buffers_[i] = Tensor::empty(p.shape(), DType::F32, p.data().device());
+      first = true;
+    }
+    ops::sgd_step(p.data(), p.grad(), momentum_buffers_[i], lr_, momentum_, weight_decay_, first);
+  }
+}
+
+AdamW::AdamW(std::vector<autograd::Var> params, float lr, float beta1, float beta2, float eps,
+             float weight_decay)
+    : Optimizer(std::move(params)),
+      lr_(lr),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      weight_decay_(weight_decay),
+      m_(params_.size()),
+      v_(params_.size()) {}
+
+void AdamW::step() {
+  nvtx::Range range("optimizer.adamw", nvtx::Category::Optimizer);
+  ++step_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    if (!p.grad().defined()) continue;
+    if (!m_[i].defined()) {
+      m_[i] = Tensor::zeros(p.shape(), DType::F32, p.data().device());
+      v_[i] = Tensor::zeros(p.shape(), DType::F32, p.data().device());
+    }
+    ops::adamw_step(p.data(), p.grad(), m_[i], v_[i], lr_, beta1_, beta2_, eps_, weight_decay_,
+                    step_);
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c,
+                                          std::vector<autograd::Var> params) {
+  DDPB_USAGE_CHECK(c.lr > 0.0f) << "--lr must be positive, got " << c.lr;
+  DDPB_USAGE_CHECK(c.weight_decay >= 0.0f) << "--weight-decay must be >= 0, got " << c.weight_decay;
+  if (c.name == "sgd") {
+    DDPB_USAGE_CHECK(c.momentum >= 0.0f && c.momentum < 1.0f)
+        << "--momentum must be in [0, 1), got " << c.momentum;
+    return std::make_unique<SGD>(std::move(params), c.lr, c.momentum, c.weight_decay);
+  }
+  if (c.name == "adamw") {
+    return std::make_unique<AdamW>(std::move(params), c.lr, c.beta1, c.beta2, c.eps,
+                                   c.weight_decay);
+  }
+  DDPB_USAGE_FAIL() << "unknown optimizer '" << c.name << "' (expected sgd or adamw)";
+  return nullptr;
+}
+
+}  // namespace ddpb::optim

@@ -1,0 +1,72 @@
+#include "core/stream.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "core/backend.h"
+#include "core/check.h"
+
+namespace ddpb {
+namespace {
+
+// Default streams live for the process: one per device, shared by all threads.
+StreamPtr default_stream(const Device& device) {
+  static std::mutex mutex;
+  static std::unordered_map<Device, StreamPtr> streams;
+  std::lock_guard lock(mutex);
+  auto& s = streams[device];
+  if (!s) s = backend_for(device.type).make_stream(device, "default:" + device.str(), StreamKind::Inline);
+  return s;
+}
+
+thread_local std::unordered_map<Device, StreamPtr> t_current;
+
+}  // namespace
+
+StreamPtr make_stream(const Device& device, std::string name, StreamKind kind) {
+  return backend_for(device.type).make_stream(device, std::move(name), kind);
+}
+
+StreamPtr current_stream_ptr(const Device& device) {
+  auto it = t_current.find(device);
+  if (it != t_current.end() && it->second) return it->second;
+  return default_stream(device);
+}
+
+Stream& current_stream(const Device& device) {
+  auto it = t_current.find(device);
+  if (it != t_current.end() && it->second) return *it->second;
+  return *default_stream(device);
+}
+
+StreamGuard::StreamGuard(StreamPtr stream) : device_(stream->device()) {
+  auto it = t_current.find(device_);
+  if (it != t_current.end()) previous_ = it->second;
+  t_current[device_] = std::move(stream);
+}
+
+StreamGuard::~StreamGuard() { t_current[device_] = previous_; }
+
+Event Event::create(const Device& device) {
+  Event e;
+  e.impl_ = backend_for(device.type).make_event(device);
+  return e;
+}
+
+void Event::record(Stream& stream) {
+  DDPB_CHECK(impl_) << "recording an undefined Event";
+  impl_->record(stream);
+}
+
+void Event::synchronize() const {
+  if (impl_) impl_->wait_host();
+}
+
+bool Event::query() const { return !impl_ || impl_->query(); }
+
+double Event::elapsed_ms(const Event& end) const {
+  DDPB_CHECK(impl_ && end.impl_) << "elapsed_ms needs two recorded events";
+  return impl_->elapsed_ms_to(*end.impl_);
+}
+
+}  // namespace ddpb

@@ -1,0 +1,27 @@
+// Report files on disk. Writing is atomic: the JSON goes to a temporary file in the same
+// directory, is flushed and fsync'ed, then renamed over the target, so a reader never sees a
+// half-written report and a failed write (full disk) leaves the old file intact.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb::reports {
+
+// Raised for unreadable or malformed report files; the message names the file.
+class ReportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The schema version written into every report; bump it when a field changes meaning.
+inline constexpr int kSchemaVersion = 1;
+
+void write_text_atomic(const std::string& path, const std::string& text);
+void write_json_atomic(const std::string& path, const nlohmann::json& value);
+// Parses `path`, rejecting files over `max_bytes`; throws ReportError naming the file.
+nlohmann::json read_json(const std::string& path, size_t max_bytes = size_t{1} << 30);
+
+}  // namespace ddpb::reports

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Replays a `ddpbench run --dump DIR` in PyTorch and compares the final parameters.
+
+    replay_pytorch.py DIR [--tolerance 1e-4] [--n-head H] [--write-final PATH] [--quiet]
+
+DIR holds what bench/run_dump.h writes: meta.json, init.safetensors, batches.safetensors and
+final.safetensors. The script rebuilds the workload's model in PyTorch (mlp, gpt and embed
+families; sizes come from the tensor shapes in init.safetensors, and for GPT the head count,
+which no shape carries, from the preset table below or --n-head), loads init.safetensors,
+runs every dumped step (zero_grad, forward, loss, backward, optimizer step) with
+torch.optim.SGD or torch.optim.AdamW configured from meta.json, and compares the result
+with final.safetensors.
+
+Difference metric, per parameter tensor (ours = PyTorch replay, ref = ddpbench's final):
+
+    param_diff  = max_i |ours_i - ref_i| / max(max_i |ref_i|, 1e-6)
+
+i.e. the largest element error relative to the tensor's scale. This is more robust than an
+element-wise relative error, which explodes on elements that happen to be near zero. The
+gate is the maximum of param_diff over all parameters: exit status 0 when it is <= the
+tolerance, 1 when it is larger, 2 on a usage or format error.
+
+For information the table also shows update_diff, the same metric applied to the change
+from init (ours - init vs ref - init): it is much more sensitive (a wrong gradient shows up
+there first) but also amplifies harmless float reordering, so it is not part of the gate.
+
+Runs on one CPU thread in float32. Interpreter: Debian's /usr/bin/python3 (PyTorch 1.13).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_lite  # noqa: E402
+
+# Head counts of the GPT presets (workloads/registry.cpp); every other size is read from the
+# parameter shapes.
+GPT_N_HEAD = {"gpt-tiny": 4, "gpt2-small": 12}
+LAYERNORM_EPS = 1e-5  # nn::LayerNorm's default, used by every GPT layer norm
+SCALE_FLOOR = 1e-6    # denominator floor of the difference metric
+
+
+# ---- Models (parameter names match ddpbench's named_parameters()) -------------------------
+
+class Mlp(nn.Module):
+    """workloads/mlp.cpp: Linear layers `layers.{i}`, ReLU between them, raw logits last."""
+
+    def __init__(self, widths):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
+
+    def forward(self, x):
+        h = x
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i + 1 < len(self.layers):
+                h = F.relu(h)
+        return h
+
+
+class Attention(nn.Module):
+    def __init__(self, c, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(c, 3 * c)
+        self.c_proj = nn.Linear(c, c)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        hd = c // self.n_head
+        # q | k | v along the last dim; heads are contiguous slices of each.
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, hd).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.c_proj(y)
+
+
+class GptMlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c_fc = nn.Linear(c, 4 * c)
+        self.c_proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, c, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(c, eps=LAYERNORM_EPS)
+        self.attn = Attention(c, n_head)
+        self.ln_2 = nn.LayerNorm(c, eps=LAYERNORM_EPS)
+        self.mlp = GptMlp(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    """workloads/gpt.cpp: GPT-2 with the LM head tied to wte (logits = h wte^T, no bias)."""
+
+    def __init__(self, vocab, seq_len, c, n_layer, n_head):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, c)
+        self.wpe = nn.Embedding(seq_len, c)
+        self.h = nn.ModuleList(Block(c, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(c, eps=LAYERNORM_EPS)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        pos = torch.arange(t, dtype=torch.long)
+        h = self.wte(idx) + self.wpe(pos)[None]
+        for block in self.h:
+            h = block(h)
+        return self.ln_f(h) @ self.wte.weight.t()
+
+
+class Embed(nn.Module):
+    """workloads/embed.cpp: embedding rows concatenated per sample, Linear+ReLU, Linear."""
+
+    def __init__(self, vocab, dim, ids_per_sample, hidden, classes):
+        super().__init__()
+        self.ids_per_sample = ids_per_sample
+        self.emb = nn.Embedding(vocab, dim)
+        self.head = nn.ModuleList([nn.Linear(ids_per_sample * dim, hidden), nn.Linear(hidden, classes)])
+
+    def forward(self, ids):
+        h = self.emb(ids).reshape(ids.shape[0], -1)
+        return self.head[1](F.relu(self.head[0](h)))
+
+
+def build_model(family, workload, shapes, n_head_override):
+    if family == "mlp":
+        n = 0
+        while f"layers.{n}.weight" in shapes:
+            n += 1
+        if n == 0:
+            raise ValueError("no layers.0.weight in init.safetensors")
+        widths = [shapes["layers.0.weight"][1]] + [shapes[f"layers.{i}.weight"][0] for i in range(n)]
+        return Mlp(widths)
+    if family == "gpt":
+        vocab, c = shapes["wte.weight"]
+        seq_len = shapes["wpe.weight"][0]
+        n_layer = 0
+        while f"h.{n_layer}.ln_1.weight" in shapes:
+            n_layer += 1
+        n_head = n_head_override or GPT_N_HEAD.get(workload)
+        if not n_head:
+            raise ValueError(f"unknown head count for GPT workload '{workload}': pass --n-head "
+                             f"(known: {', '.join(f'{k}={v}' for k, v in GPT_N_HEAD.items())})")
+        return Gpt(vocab, seq_len, c, n_layer, n_head)
+    if family == "embed":
+        vocab, dim = shapes["emb.weight"]
+        hidden, concat = shapes["head.0.weight"]
+        classes = shapes["head.1.weight"][0]
+        if concat % dim:
+            raise ValueError(f"head.0 input {concat} is not a multiple of the embedding dim {dim}")
+        return Embed(vocab, dim, concat // dim, hidden, classes)
+    raise ValueError(f"unknown workload family '{family}' (expected mlp, gpt or embed)")
+
+
+def make_optimizer(cfg, params):
+    name = cfg["name"]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg["momentum"], dampening=0.0,
+                               weight_decay=cfg["weight_decay"], nesterov=False)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]),
+                                 eps=cfg["eps"], weight_decay=cfg["weight_decay"])
+    raise ValueError(f"unknown optimizer '{name}' (expected sgd or adamw)")
+
+
+def as_input(t, family):
+    """ddpbench stores token/id inputs as i32; PyTorch's embedding wants int64."""
+    return t.float() if family == "mlp" else t.long()
+
+
+def scaled_diff(ours, ref):
+    """max |ours - ref| / max(max |ref|, floor), and the flat index of the worst element."""
+    err = (ours - ref).abs().flatten()
+    scale = max(ref.abs().max().item(), SCALE_FLOOR) if ref.numel() else SCALE_FLOOR
+    worst = int(err.argmax()) if err.numel() else 0
+    return (err.max().item() if err.numel() else 0.0) / scale, worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dump_dir")
+    ap.add_argument("--tolerance", type=float, default=1e-4,
+                    help="gate on the max over parameters of param_diff (default 1e-4)")
+    ap.add_argument("--n-head", type=int, default=0, help="GPT head count (default: from the preset)")
+    ap.add_argument("--write-final", default="", help="also write the replayed parameters here")
+    ap.add_argument("--quiet", action="store_true", help="no per-step losses")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)  # nothing here is random; set for good measure
+    d = args.dump_dir
+    try:
+        with open(os.path.join(d, "meta.json")) as f:
+            meta = json.load(f)
+        cfg = meta["config"]
+        if cfg.get("mode", "single") != "single":
+            raise ValueError(f"only --mode single dumps can be replayed, this one is {cfg['mode']}")
+        family, workload = meta["workload"]["family"], meta["workload"]["name"]
+        init, _ = safetensors_lite.load(os.path.join(d, "init.safetensors"))
+        final, _ = safetensors_lite.load(os.path.join(d, "final.safetensors"))
+        batches, _ = safetensors_lite.load(os.path.join(d, "batches.safetensors"))
+        names = list(meta["parameters"])
+        model = build_model(family, workload, {k: list(v.shape) for k, v in init.items()}, args.n_head)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"replay: cannot set up the replay of {d}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+    own = dict(model.named_parameters())
+    for label, keys in (("meta.json parameters", names), ("init.safetensors", list(init)),
+                        ("final.safetensors", list(final))):
+        if sorted(keys) != sorted(own):
+            missing = sorted(set(own) - set(keys))
+            extra = sorted(set(keys) - set(own))
+            print(f"replay: {label} does not match the PyTorch {family} model: "
+                  f"missing {missing}, unexpected {extra}", file=sys.stderr)
+            return 2
+    with torch.no_grad():
+        for name, p in own.items():
+            if list(p.shape) != list(init[name].shape):
+                print(f"replay: {name}: PyTorch shape {list(p.shape)} vs init {list(init[name].shape)}",
+                      file=sys.stderr)
+                return 2
+            p.copy_(init[name].float())
+
+    total_steps = int(cfg["warmup"]) + int(cfg["steps"])
+    for k in range(1, total_steps + 1):
+        if f"step{k}.x" not in batches or f"step{k}.y" not in batches:
+            print(f"replay: batches.safetensors has no step{k}.x/.y (expected {total_steps} steps)",
+                  file=sys.stderr)
+            return 2
+
+    opt = make_optimizer(cfg["optimizer"], [own[n] for n in names])
+    print(f"replay: {workload} ({family}, {sum(p.numel() for p in own.values())} parameters), "
+          f"{total_steps} steps, batch {list(batches['step1.x'].shape)}, optimizer {cfg['optimizer']['name']} "
+          f"lr {cfg['optimizer']['lr']:g} momentum {cfg['optimizer']['momentum']:g} "
+          f"weight_decay {cfg['optimizer']['weight_decay']:g}, torch {torch.__version__}")
+    for k in range(1, total_steps + 1):
+        x = as_input(batches[f"step{k}.x"], family)
+        y = batches[f"step{k}.y"].long().reshape(-1)
+        opt.zero_grad(set_to_none=False)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
+        loss.backward()
+        opt.step()
+        if not args.quiet:
+            print(f"step {k:>4}/{total_steps} loss {loss.item():.6f}")
+
+    if args.write_final:
+        safetensors_lite.save(args.write_final, {n: own[n].detach() for n in names},
+                              {"source": "replay_pytorch.py"})
+
+    print(f"{'parameter':<28} {'shape':<14} {'max|ref|':>10} {'param_diff':>11} {'update_diff':>11}")
+    worst_name, worst_diff, worst_idx = "", -1.0, 0
+    for name in names:
+        ours = own[name].detach()
+        ref = final[name].float()
+        start = init[name].float()
+        diff, idx = scaled_diff(ours, ref)
+        udiff, _ = scaled_diff(ours - start, ref - start)
+        print(f"{name:<28} {str(list(ref.shape)):<14} {ref.abs().max().item():>10.3e} "
+              f"{diff:>11.3e} {udiff:>11.3e}")
+        if diff > worst_diff:
+            worst_name, worst_diff, worst_idx = name, diff, idx
+    ok = worst_diff <= args.tolerance
+    ours_v = own[worst_name].detach().flatten()[worst_idx].item()
+    ref_v = final[worst_name].float().flatten()[worst_idx].item()
+    print(f"worst element: {worst_name}[{worst_idx}] pytorch {ours_v:.9g} ddpbench {ref_v:.9g}")
+    print(f"RESULT max_param_diff={worst_diff:.3e} tolerance={args.tolerance:.1e} "
+          f"{'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Times one PyTorch training step of mlp-small on one CPU thread and prints JSON.
+
+    torch_single_step.py [--batch 64] [--warmup 5] [--steps 50] [--lr 0.01] [--momentum 0.9]
+
+The PyTorch side of "one single-device mlp-small step is no slower than PyTorch 1.13 on one
+thread" (scripts/peer/compare_single_step.sh runs both). The model mirrors mlp-small in
+workloads/registry.cpp (Linear 1024 -> 1024 -> 1024 -> 1024 -> 10, ReLU between, PyTorch's
+default Linear init, which has the same U(+-1/sqrt(in)) bounds as ddpbench's), the optimizer
+is torch.optim.SGD (dampening 0, no nesterov) and the loss mean cross-entropy.
+
+One timed step is what ddpbench's step time covers (bench/single_trainer.cpp, start of the
+data phase to the end of the optimizer): gather the batch from a synthetic in-memory dataset,
+zero_grad, forward, loss, backward, optimizer step. It runs `warmup` untimed steps, then
+`steps` timed ones, and reports the median (and min/p90/mean) in milliseconds.
+"""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import statistics
+import time
+
+# Debian's PyTorch calls OpenBLAS (pthread build) through libblas.so.3, and
+# torch.set_num_threads() does not reach OpenBLAS's own pool: pin it to one thread before
+# the library loads, as ddpbench does for its CPU devices.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+MLP_SMALL_WIDTHS = [1024, 1024, 1024, 1024, 10]
+DATASET_SIZE = 4096  # synthetic samples to draw batches from
+
+
+class Mlp(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = F.relu(x)
+        return x
+
+
+def openblas_threads():
+    """OpenBLAS's thread count as seen by the loaded library, or None when not found."""
+    for lib in ("libopenblas.so.0", "libblas.so.3"):
+        try:
+            return int(ctypes.CDLL(lib).openblas_get_num_threads())
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def percentile(sorted_values, q):
+    i = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
+    return sorted_values[i]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    widths = MLP_SMALL_WIDTHS
+    model = Mlp(widths)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    data_x = torch.randn(DATASET_SIZE, widths[0])
+    data_y = torch.randint(0, widths[-1], (DATASET_SIZE,))
+    order = torch.randperm(DATASET_SIZE)
+
+    times_ms, losses = [], []
+    cursor = 0
+    for step in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        if cursor + args.batch > DATASET_SIZE:
+            cursor = 0
+        idx = order[cursor : cursor + args.batch]
+        cursor += args.batch
+        x, y = data_x.index_select(0, idx), data_y.index_select(0, idx)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        t1 = time.perf_counter()
+        if step >= args.warmup:
+            times_ms.append((t1 - t0) * 1e3)
+        losses.append(loss.item())  # outside the timed region
+
+    s = sorted(times_ms)
+    flops_per_step = 3.0 * 2.0 * args.batch * sum(a * b for a, b in zip(widths[:-1], widths[1:]))
+    median = statistics.median(s)
+    print(json.dumps({
+        "implementation": "pytorch",
+        "workload": "mlp-small",
+        "context": {"torch_version": torch.__version__, "threads": torch.get_num_threads(),
+                    "python": platform.python_version(), "host": platform.node(),
+                    "openblas_threads": openblas_threads()},
+        "config": {"global_batch": args.batch, "steps": args.steps, "warmup": args.warmup,
+                   "optimizer": {"name": "sgd", "lr": args.lr, "momentum": args.momentum}},
+        "summary": {"step_time_ms": {"median": median, "min": s[0], "p90": percentile(s, 0.9),
+                                     "mean": statistics.fmean(s), "count": len(s)},
+                    "achieved_flops_per_s": flops_per_step / (median / 1e3),
+                    "first_loss": losses[0], "last_loss": losses[-1]},
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

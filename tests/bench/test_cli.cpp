@@ -1,0 +1,113 @@
+// Bad input to `ddpbench run`: a one-line reason, exit code 2, and no output file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(DDPBENCH_BIN) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ddpb_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs with --out into the temp dir and checks exit 2, the message, and no leftovers.
+  void expect_usage_error(const std::string& args, const std::string& needle) {
+    std::string out = (dir_ / "out.json").string();
+    Result r = run("run " + args + " --steps 1 --warmup 0 --out " + out);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out)) << "a failed run must not write a report";
+    for (auto& e : std::filesystem::directory_iterator(dir_)) {
+      EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "leftover " << e.path();
+    }
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(BadInput, UnknownWorkload) { expect_usage_error("--workload resnet", "unknown workload 'resnet'"); }
+
+TEST_F(BadInput, UnknownDevice) { expect_usage_error("--workload mlp-small --device tpu", "unknown device 'tpu'"); }
+
+TEST_F(BadInput, NonPositiveSizes) {
+  expect_usage_error("--workload mlp-small --global-batch 0", "--global-batch must be positive");
+  expect_usage_error("--workload mlp-small --global-batch -3", "--global-batch must be positive");
+  Result r = run("run --workload mlp-small --steps 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+}
+
+TEST_F(BadInput, CudaWithoutGpu) {
+  Result probe = run("workloads");
+  ASSERT_EQ(probe.code, 0);
+  expect_usage_error("--workload mlp-small --device cuda:0", "cuda:0 requested");
+}
+
+TEST_F(BadInput, UnreadableInitFrom) {
+  expect_usage_error("--workload mlp-small --init-from /nonexistent/x.safetensors",
+                     "/nonexistent/x.safetensors");
+}
+
+TEST_F(BadInput, MismatchedInitFrom) {
+  // Parameters of gpt-tiny cannot start mlp-small.
+  std::string dump = (dir_ / "dump").string();
+  Result r = run("run --workload gpt-tiny --steps 1 --warmup 0 --global-batch 2 --quiet --dump " + dump);
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_usage_error("--workload mlp-small --init-from " + dump + "/init.safetensors",
+                     "has no parameter 'layers.0.weight'");
+}
+
+TEST_F(BadInput, UnknownFlagAndBadValues) {
+  Result r = run("run --workload mlp-small --bogus 3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = run("run --workload mlp-small --steps many");
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = run("run --workload mlp-small --optimizer lion --steps 1 --warmup 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown optimizer 'lion'"), std::string::npos) << r.output;
+  r = run("frobnicate");
+  EXPECT_EQ(r.code, 2) << r.output;
+}
+
+TEST_F(BadInput, ErrorIsOneLine) {
+  Result r = run("run --workload nope");
+  EXPECT_EQ(r.code, 2);
+  // Only the config line is allowed before the error; the error itself is a single line.
+  size_t err = r.output.find("error:");
+  ASSERT_NE(err, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n', err), r.output.size() - 1) << r.output;
+}
+
+TEST(Cli, SuccessfulRunWritesAValidRecord) {
+  auto out = std::filesystem::temp_directory_path() / ("ddpb_ok_" + std::to_string(::getpid()) + ".json");
+  Result r = run("run --workload mlp-small --steps 2 --warmup 1 --global-batch 8 --quiet --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(out));
+  EXPECT_GT(std::filesystem::file_size(out), 100u);
+  std::filesystem::remove(out);
+}
+
+}  // namespace

@@ -1,0 +1,47 @@
+// Training makes progress: the loss falls over 50 steps on mlp-small and gpt-tiny.
+#include <gtest/gtest.h>
+
+#include "bench/run_config.h"
+#include "bench/single_trainer.h"
+
+namespace ddpb::bench {
+namespace {
+
+nlohmann::json train(const std::string& workload, int64_t batch, float lr, float momentum) {
+  RunConfig c;
+  c.workload = workload;
+  c.global_batch = batch;
+  c.steps = 50;
+  c.warmup = 0;
+  c.seed = 1;
+  c.optimizer.lr = lr;
+  c.optimizer.momentum = momentum;
+  c.quiet = true;
+  c.validate();
+  return run_single(c);
+}
+
+double mean_loss(const nlohmann::json& steps, size_t from, size_t to) {
+  double s = 0;
+  for (size_t i = from; i < to; ++i) s += steps[i]["loss"].get<double>();
+  return s / double(to - from);
+}
+
+TEST(Training, MlpSmallLossFalls) {
+  auto r = train("mlp-small", 64, 0.1f, 0.9f);
+  double first = mean_loss(r["steps"], 0, 5), last = mean_loss(r["steps"], 45, 50);
+  std::printf("mlp-small loss: first 5 steps %.4f, last 5 steps %.4f\n", first, last);
+  EXPECT_NEAR(first, std::log(10.0), 0.1) << "10 classes start near ln(10)";
+  EXPECT_LT(last, 0.85 * first);
+}
+
+TEST(Training, GptTinyLossFalls) {
+  auto r = train("gpt-tiny", 8, 0.1f, 0.9f);
+  double first = mean_loss(r["steps"], 0, 5), last = mean_loss(r["steps"], 45, 50);
+  std::printf("gpt-tiny loss: first 5 steps %.4f, last 5 steps %.4f\n", first, last);
+  EXPECT_NEAR(first, std::log(512.0), 0.3) << "512 tokens start near ln(512)";
+  EXPECT_LT(last, 0.8 * first);
+}
+
+}  // namespace
+}  // namespace ddpb::bench

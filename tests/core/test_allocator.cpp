@@ -1,0 +1,97 @@
+#include "core/allocator.h"
+
+#include "test_util.h"
+
+namespace ddpb {
+namespace {
+
+class CountingMemory : public MemoryBackend {
+ public:
+  explicit CountingMemory(int* allocs) : allocs_(allocs) {}
+  void* raw_alloc(size_t n) override {
+    ++*allocs_;
+    return std::malloc(n);
+  }
+  void raw_free(void* p) override { std::free(p); }
+
+ private:
+  int* allocs_;
+};
+
+TEST(CachingAllocator, ReusesFreedBlocksOfTheSameRoundedSize) {
+  int backend_allocs = 0;
+  CachingAllocator a(std::make_unique<CountingMemory>(&backend_allocs));
+  void* p = a.allocate(1000);
+  a.free(p);
+  void* q = a.allocate(1000);
+  EXPECT_EQ(p, q);
+  void* r = a.allocate(1010);  // rounds to the same size class as 1000
+  EXPECT_NE(r, q);
+  EXPECT_EQ(backend_allocs, 2);
+  a.free(q);
+  a.free(r);
+  auto s = a.stats();
+  EXPECT_EQ(s.num_allocs, 3);
+  EXPECT_EQ(s.num_cache_hits, 1);
+  EXPECT_EQ(s.num_backend_allocs, 2);
+  EXPECT_EQ(s.current_bytes, 0);
+}
+
+TEST(CachingAllocator, TracksCurrentAndPeakBytes) {
+  int n = 0;
+  CachingAllocator a(std::make_unique<CountingMemory>(&n));
+  size_t s1 = CachingAllocator::round_size(4096), s2 = CachingAllocator::round_size(10000);
+  void* p = a.allocate(4096);
+  void* q = a.allocate(10000);
+  EXPECT_EQ(a.stats().current_bytes, int64_t(s1 + s2));
+  EXPECT_EQ(a.stats().peak_bytes, int64_t(s1 + s2));
+  a.free(q);
+  EXPECT_EQ(a.stats().current_bytes, int64_t(s1));
+  EXPECT_EQ(a.stats().peak_bytes, int64_t(s1 + s2));
+  a.reset_peak();
+  EXPECT_EQ(a.stats().peak_bytes, int64_t(s1));
+  EXPECT_EQ(a.stats().reserved_bytes, int64_t(s1 + s2));  // q is cached, still reserved
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved_bytes, int64_t(s1));
+  a.free(p);
+}
+
+TEST(CachingAllocator, PoolsAreSeparatePerStream) {
+  int n = 0;
+  CachingAllocator a(std::make_unique<CountingMemory>(&n));
+  void* p = a.allocate(2048, /*pool=*/1);
+  a.free(p);
+  void* q = a.allocate(2048, /*pool=*/2);
+  EXPECT_NE(p, q) << "a block freed on one stream must not be reused by another";
+  a.free(q);
+}
+
+TEST(CachingAllocator, RoundingWastesAtMostAQuarter) {
+  for (size_t n : {1ul, 511ul, 513ul, 1000ul, 4097ul, 123457ul, 1ul << 26}) {
+    size_t r = CachingAllocator::round_size(n);
+    EXPECT_GE(r, n);
+    EXPECT_LE(double(r), std::max(512.0, 1.25 * double(n))) << n;
+  }
+}
+
+TEST(CachingAllocator, RejectsForeignPointers) {
+  int n = 0;
+  CachingAllocator a(std::make_unique<CountingMemory>(&n));
+  int x;
+  EXPECT_THROW(a.free(&x), Error);
+}
+
+TEST(DeviceAllocator, TensorsReturnMemoryToTheirDevicePool) {
+  auto& a = device_allocator(Device::cpu(3));
+  auto before = a.stats();
+  {
+    Tensor t = Tensor::empty({1000}, DType::F32, Device::cpu(3));
+    EXPECT_GT(a.stats().current_bytes, before.current_bytes);
+  }
+  EXPECT_EQ(a.stats().current_bytes, before.current_bytes);
+  Tensor again = Tensor::empty({1000}, DType::F32, Device::cpu(3));
+  EXPECT_GT(a.stats().num_cache_hits, before.num_cache_hits);
+}
+
+}  // namespace
+}  // namespace ddpb

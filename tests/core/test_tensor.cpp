@@ -1,0 +1,91 @@
+#include "core/check.h"
+#include "core/device.h"
+#include "core/ops.h"
+#include "test_util.h"
+
+namespace ddpb {
+namespace {
+
+TEST(Tensor, ViewsShareStorageWithOffsets) {
+  Tensor base = Tensor::from_floats({0, 1, 2, 3, 4, 5, 6, 7}, {8});
+  Tensor v = base.flat_view(2, {2, 2});
+  EXPECT_TRUE(v.shares_storage_with(base));
+  EXPECT_EQ(v.to_floats(), (std::vector<float>{2, 3, 4, 5}));
+  ops::fill(v, 9.0f);
+  EXPECT_EQ(base.to_floats(), (std::vector<float>{0, 1, 9, 9, 9, 9, 6, 7}));
+  Tensor rows = base.view({4, 2}).narrow(1, 2);
+  EXPECT_EQ(rows.to_floats(), (std::vector<float>{9, 9, 9, 9}));
+  EXPECT_THROW(base.flat_view(6, {3}), Error);
+  EXPECT_THROW(base.view({3, 3}), Error);
+}
+
+TEST(Tensor, CastRoundTripsThroughHalfTypes) {
+  Tensor f = Tensor::from_floats({1.0f, -2.5f, 3.14159f, 65504.0f, 1e-3f}, {5});
+  for (DType t : {DType::BF16, DType::F16}) {
+    Tensor h = Tensor::empty({5}, t, Device::cpu());
+    ops::cast(f, h);
+    auto back = h.to_floats();
+    EXPECT_TRUE(testing::all_close(back, f.to_floats(), 0, t == DType::BF16 ? 8e-3f : 1e-3f));
+  }
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(float_to_f16(1.0f), 0x3C00);
+  EXPECT_EQ(f16_to_float(0x7BFF), 65504.0f);
+}
+
+TEST(Device, ParsesAndRejects) {
+  EXPECT_EQ(parse_device("cpu"), Device::cpu(0));
+  EXPECT_EQ(parse_device("cuda:3"), Device::cuda(3));
+  EXPECT_THROW(parse_device("gpu"), UsageError);
+  EXPECT_THROW(parse_device("cuda:-1"), UsageError);
+  EXPECT_THROW(parse_device("cuda:x"), UsageError);
+}
+
+TEST(Device, MissingGpuIsAUsageError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  try {
+    require_device(Device::cuda(0));
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Check, MessageCarriesContextExpressionAndDevice) {
+  DeviceGuard g(Device::cpu(1));
+  try {
+    int n = 3;
+    DDPB_CHECK(n == 4) << "n is " << n;
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("n is 3"), std::string::npos) << m;
+    EXPECT_NE(m.find("n == 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("test_tensor.cpp"), std::string::npos) << m;
+    EXPECT_NE(m.find("cpu:1"), std::string::npos) << m;
+  }
+}
+
+TEST(Ops, ShapeMismatchNamesTheShapes) {
+  Tensor a = Tensor::zeros({2, 3}, DType::F32, Device::cpu());
+  Tensor b = Tensor::zeros({4, 5}, DType::F32, Device::cpu());
+  Tensor c = Tensor::zeros({2, 5}, DType::F32, Device::cpu());
+  try {
+    ops::gemm(a, false, b, false, c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ops, GemmWithTransposesBiasAndRelu) {
+  // a^T with a = [[1,2],[3,4],[5,6]] (3x2) -> 2x3; b = I3; bias = [0,-10,1].
+  Tensor a = Tensor::from_floats({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor b = Tensor::from_floats({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3});
+  Tensor bias = Tensor::from_floats({0, -10, 1}, {3});
+  Tensor c = Tensor::empty({2, 3}, DType::F32, Device::cpu());
+  ops::gemm(a, true, b, false, c, 1.0f, 0.0f, bias, ops::Activation::ReLU);
+  EXPECT_EQ(c.to_floats(), (std::vector<float>{1, 0, 6, 2, 0, 7}));
+}
+
+}  // namespace
+}  // namespace ddpb

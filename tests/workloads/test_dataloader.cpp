@@ -1,0 +1,198 @@
+// DataLoader: order across epochs, shutdown without consumers, error propagation, devices.
+#include "workloads/dataloader.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/device.h"
+
+namespace ddpb {
+namespace {
+
+std::vector<uint8_t> host_bytes(const Tensor& t) {
+  Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
+  const auto* p = static_cast<const uint8_t*>(h.raw_data());
+  return std::vector<uint8_t>(p, p + h.nbytes());
+}
+
+// Expected (epoch, indices) of the first `count` batches, derived from a copy of the
+// sampler exactly as the loader documents it.
+std::vector<std::pair<int64_t, std::vector<int64_t>>> expected_batches(DistributedSampler s,
+                                                                       int64_t batch, int count) {
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> out;
+  while (static_cast<int>(out.size()) < count) {
+    auto order = s.indices();
+    for (size_t b = 0; (b + 1) * batch <= order.size() && static_cast<int>(out.size()) < count;
+         ++b) {
+      out.push_back({s.epoch(), std::vector<int64_t>(order.begin() + b * batch,
+                                                     order.begin() + (b + 1) * batch)});
+    }
+    s.set_epoch(s.epoch() + 1);
+  }
+  return out;
+}
+
+void expect_batches_in_order(const Device& device) {
+  auto data = std::make_shared<MarkovTokenDataset>(50, 6, 30, 11);
+  // Rank 1 of 2: 25 samples per epoch, 3 batches of 7 (the last 4 samples are dropped).
+  DistributedSampler sampler(50, 2, 1, /*shuffle=*/true, 5, /*drop_last=*/false);
+  sampler.set_epoch(2);
+  auto want = expected_batches(sampler, 7, 8);
+  DataLoader loader(data, sampler, 7, device, /*prefetch_depth=*/2);
+  EXPECT_EQ(loader.batches_per_epoch(), 3);
+  EXPECT_TRUE(loader.last_indices().empty());
+  EXPECT_EQ(loader.epoch_of_last(), -1);
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "batch " << i);
+    Batch got = loader.next();
+    EXPECT_EQ(loader.epoch_of_last(), want[i].first);
+    EXPECT_EQ(loader.last_indices(), want[i].second);
+    EXPECT_EQ(got.x.device(), device);
+    EXPECT_EQ(got.y.device(), device);
+    EXPECT_EQ(got.x.shape(), (Shape{7, 6}));
+    Batch ref = make_batch(*data, want[i].second);
+    EXPECT_EQ(host_bytes(got.x), host_bytes(ref.x));
+    EXPECT_EQ(host_bytes(got.y), host_bytes(ref.y));
+  }
+  EXPECT_EQ(want.back().first, 4) << "the test should cross two epoch boundaries";
+}
+
+TEST(DataLoader, BatchesFollowTheSamplerAcrossEpochs) {
+  expect_batches_in_order(Device::cpu());
+}
+
+TEST(DataLoader, BatchesLiveOnALogicalCpuDevice) {
+  expect_batches_in_order(Device::cpu(1));
+}
+
+TEST(DataLoader, CudaBatchesMatchTheHostBatches) {
+  if (cuda_device_count() == 0) {
+    GTEST_SKIP() << "no GPU: cuda_compiled_in()=" << cuda_compiled_in()
+                 << ", cuda_device_count()=0";
+  }
+  expect_batches_in_order(Device::cuda(0));
+}
+
+TEST(DataLoader, ScalarLabelsAndFloatInputs) {
+  auto data = std::make_shared<ClassificationDataset>(40, 5, 3, 2);
+  DataLoader loader(data, DistributedSampler(40, 1, 0, false, 0, false), 8, Device::cpu());
+  Batch b = loader.next();
+  EXPECT_EQ(b.x.shape(), (Shape{8, 5}));
+  EXPECT_EQ(b.x.dtype(), DType::F32);
+  EXPECT_EQ(b.y.shape(), (Shape{8}));
+  EXPECT_EQ(loader.last_indices(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+bool loader_thread_exists() {
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "ddpb-dataload") return true;
+  }
+  return false;
+}
+
+TEST(DataLoader, DestroysCleanlyWithoutConsumers) {
+  auto data = std::make_shared<ClassificationDataset>(1000, 16, 4, 1);
+  for (int depth : {1, 2, 5}) {
+    for (int consumed : {0, 1, 3}) {
+      DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu(),
+                        depth);
+      for (int i = 0; i < consumed; ++i) loader.next();
+      // Let the thread fill its queue and block on it, the case that must wake on shutdown.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_TRUE(loader_thread_exists());
+    }
+  }
+  // Immediately, before the thread even ran.
+  for (int i = 0; i < 20; ++i) {
+    DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu());
+  }
+  EXPECT_FALSE(loader_thread_exists());
+}
+
+// Throws from fill() for one index.
+class FailingDataset final : public Dataset {
+ public:
+  FailingDataset(int64_t bad_index, bool usage) : bad_index_(bad_index), usage_(usage) {}
+  int64_t size() const override { return 20; }
+  Shape x_shape() const override { return {2}; }
+  DType x_dtype() const override { return DType::F32; }
+  Shape y_shape() const override { return {}; }
+  void fill(int64_t index, void* x, int32_t* y) const override {
+    if (index == bad_index_) {
+      if (usage_) throw UsageError("sample 13 is corrupt");
+      throw std::runtime_error("disk on fire");
+    }
+    static_cast<float*>(x)[0] = static_cast<float>(index);
+    static_cast<float*>(x)[1] = 0;
+    *y = 0;
+  }
+
+ private:
+  int64_t bad_index_;
+  bool usage_;
+};
+
+TEST(DataLoader, ExceptionInTheThreadReachesNext) {
+  // No shuffle, batch 4: batches 0..2 are fine, batch 3 (indices 12..15) holds index 13.
+  auto data = std::make_shared<FailingDataset>(13, /*usage=*/false);
+  DataLoader loader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu());
+  for (int i = 0; i < 3; ++i) EXPECT_NO_THROW(loader.next()) << "batch " << i;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      loader.next();
+      FAIL() << "expected ddpb::Error";
+    } catch (const UsageError& e) {
+      FAIL() << "a runtime_error must not turn into a UsageError: " << e.what();
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("disk on fire"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("batch 3 of epoch 0"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("first sample 12"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(DataLoader, UsageErrorKeepsItsType) {
+  auto data = std::make_shared<FailingDataset>(0, /*usage=*/true);
+  DataLoader loader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu());
+  try {
+    loader.next();
+    FAIL() << "expected ddpb::UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 13 is corrupt"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DataLoader, RejectsBadArguments) {
+  auto data = std::make_shared<ClassificationDataset>(20, 4, 2, 1);
+  auto make = [&](int64_t n, int replicas, int64_t batch, int depth) {
+    DataLoader loader(data, DistributedSampler(n, replicas, 0, false, 0, true), batch,
+                      Device::cpu(), depth);
+  };
+  EXPECT_THROW(make(20, 1, 0, 2), UsageError);
+  EXPECT_THROW(make(20, 1, 4, 0), UsageError);
+  EXPECT_THROW(make(21, 1, 4, 2), UsageError);  // sampler for another dataset size
+  EXPECT_THROW(make(20, 4, 6, 2), UsageError);  // 5 samples per rank < one batch of 6
+  EXPECT_NO_THROW(make(20, 4, 5, 2));
+  if (!cuda_compiled_in()) {
+    EXPECT_THROW(
+        DataLoader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cuda(0)),
+        UsageError);
+  }
+}
+
+}  // namespace
+}  // namespace ddpb

@@ -1,0 +1,58 @@
+// The workloads: models with PyTorch-compatible parameter names, their presets and their
+// synthetic datasets. Every model maps an input batch to logits [N, classes] whose rows are
+// scored by softmax cross-entropy (mean) against the targets flattened to [N].
+//
+// Adding a workload: derive from Model, add a WorkloadSpec preset and a branch in
+// make_model()/make_dataset() (workloads/registry.cpp). Nothing in impl_dp, impl_ddp or
+// bench changes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/nn.h"
+#include "workloads/dataset.h"
+
+namespace ddpb {
+
+enum class Family { Mlp, Gpt, Embed };
+
+struct WorkloadSpec {
+  std::string name;  // preset name, e.g. "mlp-small"
+  Family family = Family::Mlp;
+  std::string description;
+  int64_t dataset_size = 65536;
+  // mlp: in_features -> hidden... -> classes
+  int64_t in_features = 0;
+  std::vector<int64_t> hidden;
+  int64_t classes = 0;
+  // gpt
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, seq_len = 0, vocab = 0;
+  // embed: vocab, n_embd (row width), ids_per_sample, hidden[0], classes
+  int64_t ids_per_sample = 0;
+  bool gpu_size = false;  // too big for CPU tests
+};
+
+class Model : public nn::Module {
+ public:
+  // x: a batch from the workload's dataset ([B, features] f32 or [B, T] i32).
+  virtual autograd::Var forward(const Tensor& x) const = 0;
+  // Tokens per sample (T for gpt, 1 otherwise), for tokens/s.
+  virtual int64_t tokens_per_sample() const { return 1; }
+  // Training FLOPs per sample: 3x the forward GEMM and attention FLOPs (forward + backward).
+  virtual double train_flops_per_sample() const = 0;
+};
+
+// Softmax cross-entropy (mean) of logits against targets of any shape with N elements.
+autograd::Var model_loss(const autograd::Var& logits, const Tensor& targets);
+
+// Throws UsageError naming the known presets.
+const WorkloadSpec& find_workload(const std::string& name);
+const std::vector<WorkloadSpec>& workload_presets();
+std::string family_name(Family f);
+
+std::unique_ptr<Model> make_model(const WorkloadSpec& spec, const Device& device, uint64_t seed);
+std::shared_ptr<const Dataset> make_dataset(const WorkloadSpec& spec, uint64_t seed);
+
+}  // namespace ddpb

@@ -1,0 +1,19 @@
+// A model's parameters as named tensors (PyTorch's state_dict), saved to and loaded from
+// safetensors files.
+#pragma once
+
+#include <string>
+
+#include "core/nn.h"
+#include "workloads/safetensors.h"
+
+namespace ddpb {
+
+std::vector<NamedTensor> state_dict(const nn::Module& module);
+void save_state_dict(const nn::Module& module, const std::string& path);
+// Copies every parameter from the file. The file must hold exactly the module's parameter
+// names with matching shapes and dtypes; anything else throws UsageError naming the first
+// offending parameter and the file.
+void load_state_dict(const nn::Module& module, const std::string& path);
+
+}  // namespace ddpb

@@ -13,8 +13,8 @@ namespace ddpb::optim {
 
 struct OptimizerConfig {
   std::string name = "sgd";  // sgd | adamw
-  float lr = 0.01f;
-  float momentum = 0.0f;      // sgd
+  float lr = 0.05f;
+  float momentum = 0.9f;      // sgd
   float weight_decay = 0.0f;  // sgd: L2 added to the gradient; adamw: decoupled
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw
 };

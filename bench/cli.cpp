@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "bench/run_config.h"
-#include "bench/single_trainer.h"
+#include "bench/trainer.h"
 #include "core/check.h"
 #include "reports/json_io.h"
 #include "workloads/model.h"
@@ -18,10 +18,13 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
 void add_run_options(CLI::App& run, RunConfig& c) {
-  run.add_option("--mode", c.mode, "single (dp and ddp: see the README)")
+  run.add_option("--mode", c.mode, "single or dp (ddp: see the README)")
       ->check(CLI::IsMember({"single", "dp", "ddp"}));
   run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")->required();
   run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");
+  run.add_option("--world-size", c.world_size, "dp: number of devices");
+  run.add_option("--devices", c.devices, "dp: explicit device list, e.g. cuda:0,cuda:0");
+  run.add_option("--dp-broadcast-mb", c.dp_broadcast_mb, "dp: coalescing cap in MiB (default 10)");
   run.add_option("--global-batch", c.global_batch, "samples per step over all devices");
   run.add_option("--steps", c.steps, "measured steps");
   run.add_option("--warmup", c.warmup, "warm-up steps before the measured ones");
@@ -41,7 +44,7 @@ int run_command(RunConfig config, bool batch_given) {
   if (!batch_given) config.global_batch = default_global_batch(config.workload);
   config.validate();
   fmt::print("config: {}\n", config.to_json().dump());
-  auto record = run_single(config);
+  auto record = run_training(config);
   if (!config.out.empty()) {
     reports::write_json_atomic(config.out, record);
     fmt::print("wrote {}\n", config.out);

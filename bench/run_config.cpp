@@ -6,8 +6,11 @@
 namespace ddpb::bench {
 
 void RunConfig::validate() const {
-  DDPB_USAGE_CHECK(mode == "single")
-      << "--mode " << mode << " is not available yet (this build supports: single)";
+  DDPB_USAGE_CHECK(mode == "single" || mode == "dp")
+      << "--mode " << mode << " is not available yet (this build supports: single, dp)";
+  DDPB_USAGE_CHECK(world_size >= 1) << "--world-size must be positive, got " << world_size;
+  DDPB_USAGE_CHECK(mode != "single" || (world_size == 1 && devices.empty()))
+      << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
   find_workload(workload);  // throws UsageError for an unknown preset
   DDPB_USAGE_CHECK(global_batch > 0) << "--global-batch must be positive, got " << global_batch;
   DDPB_USAGE_CHECK(steps > 0) << "--steps must be positive, got " << steps;
@@ -20,6 +23,9 @@ nlohmann::json RunConfig::to_json() const {
   return {{"mode", mode},
           {"workload", workload},
           {"device", device},
+          {"world_size", world_size},
+          {"devices", devices},
+          {"dp_broadcast_mb", dp_broadcast_mb},
           {"global_batch", global_batch},
           {"steps", steps},
           {"warmup", warmup},

@@ -12,9 +12,12 @@
 namespace ddpb::bench {
 
 struct RunConfig {
-  std::string mode = "single";  // single (dp and ddp come with impl_dp / impl_ddp)
+  std::string mode = "single";  // single | dp (ddp comes with impl_ddp)
   std::string workload;
   std::string device = "cpu";
+  int world_size = 1;          // dp: number of devices
+  std::string devices;         // dp: explicit list, e.g. "cuda:0,cuda:0"
+  double dp_broadcast_mb = 10; // dp: coalescing cap of replicate and reduce_add
   int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
   int64_t steps = 20;        // measured steps
   int64_t warmup = 3;        // steps before the measured ones (they train too)

@@ -129,54 +129,68 @@ bool json_to_u63(const OrderedJson& v, uint64_t* out) {
 
 TensorEntry parse_entry(const std::string& path, const std::string& name, const OrderedJson& info,
                         uint64_t data_size) {
-  auto bad = [&](const std::string& problem) { fail_tensor(path, name, problem); };
-  if (!info.is_object())
-    bad("header entry is " + std::string(info.type_name()) + ", not an object");
+  if (!info.is_object()) {
+    fail_tensor(path, name, "header entry is " + std::string(info.type_name()) + ", not an object");
+  }
   TensorEntry e;
   e.name = name;
 
   auto dtype_it = info.find("dtype");
-  if (dtype_it == info.end() || !dtype_it->is_string()) bad("missing or non-string \"dtype\"");
+  if (dtype_it == info.end() || !dtype_it->is_string()) {
+    fail_tensor(path, name, "missing or non-string \"dtype\"");
+  }
   const auto& dtype_name = dtype_it->get_ref<const std::string&>();
   if (!dtype_from_safetensors_name(dtype_name, &e.dtype)) {
-    bad("unsupported dtype '" + dtype_name + "' (supported: F32, BF16, F16, I32, I64)");
+    fail_tensor(path, name,
+                "unsupported dtype '" + dtype_name + "' (supported: F32, BF16, F16, I32, I64)");
   }
 
   auto shape_it = info.find("shape");
-  if (shape_it == info.end() || !shape_it->is_array()) bad("missing or non-array \"shape\"");
+  if (shape_it == info.end() || !shape_it->is_array()) {
+    fail_tensor(path, name, "missing or non-array \"shape\"");
+  }
   // numel and nbytes are computed in uint64 with explicit overflow checks: a hostile header
   // can name dimensions whose product wraps around to a small, in-range byte count.
   uint64_t numel = 1;
   for (const auto& d : *shape_it) {
     uint64_t dim = 0;
-    if (!json_to_u63(d, &dim))
-      bad("shape " + shape_it->dump() + " has a non-integer or negative dimension");
+    if (!json_to_u63(d, &dim)) {
+      fail_tensor(path, name,
+                  "shape " + shape_it->dump() + " has a non-integer or negative dimension");
+    }
     if (__builtin_mul_overflow(numel, dim, &numel) ||
         numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      bad("shape " + shape_it->dump() + " has more than 2^63 elements");
+      fail_tensor(path, name, "shape " + shape_it->dump() + " has more than 2^63 elements");
     }
     e.shape.push_back(static_cast<int64_t>(dim));
   }
   uint64_t nbytes = 0;
   if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &nbytes)) {
-    bad("shape " + shape_it->dump() + " of " + dtype_name + " overflows 64-bit byte counts");
+    fail_tensor(
+        path, name,
+        "shape " + shape_it->dump() + " of " + dtype_name + " overflows 64-bit byte counts");
   }
 
   auto off_it = info.find("data_offsets");
   if (off_it == info.end() || !off_it->is_array() || off_it->size() != 2 ||
       !json_to_u63((*off_it)[0], &e.begin) || !json_to_u63((*off_it)[1], &e.end)) {
-    bad("\"data_offsets\" must be two non-negative integers, got " +
-        (off_it == info.end() ? std::string("nothing") : off_it->dump()));
+    fail_tensor(path, name,
+                "\"data_offsets\" must be two non-negative integers, got " +
+                    (off_it == info.end() ? std::string("nothing") : off_it->dump()));
   }
-  if (e.begin > e.end) bad("data_offsets " + off_it->dump() + " end before they begin");
+  if (e.begin > e.end) {
+    fail_tensor(path, name, "data_offsets " + off_it->dump() + " end before they begin");
+  }
   if (e.end > data_size) {
-    bad("data_offsets " + off_it->dump() + " run past the data section of " +
-        std::to_string(data_size) + " bytes (file truncated?)");
+    fail_tensor(path, name,
+                "data_offsets " + off_it->dump() + " run past the data section of " +
+                    std::to_string(data_size) + " bytes (file truncated?)");
   }
   if (e.end - e.begin != nbytes) {
-    bad("data_offsets " + off_it->dump() + " hold " + std::to_string(e.end - e.begin) +
-        " bytes, but shape " + shape_text(e.shape) + " of " + dtype_name + " needs " +
-        std::to_string(nbytes));
+    fail_tensor(path, name,
+                "data_offsets " + off_it->dump() + " hold " + std::to_string(e.end - e.begin) +
+                    " bytes, but shape " + shape_text(e.shape) + " of " + dtype_name + " needs " +
+                    std::to_string(nbytes));
   }
   return e;
 }
@@ -207,8 +221,9 @@ ParsedHeader read_header(int fd, const std::string& path) {
                         std::to_string(file_size) + "-byte file (truncated?)");
   }
   std::string text(static_cast<size_t>(header_len), '\0');
-  if (!read_exact(fd, path, text.data(), header_len, 8))
+  if (!read_exact(fd, path, text.data(), header_len, 8)) {
     fail_file(path, "file shrank while reading");
+  }
 
   // Duplicate keys are legal JSON but would silently drop a tensor (the parser keeps one),
   // so the callback watches the top-level keys as they stream past.

@@ -209,8 +209,7 @@ void launch_attention_backward(const GemmContext& ctx, const float* dout, const 
   batched_matmul(ctx, d, att, /*trans_a=*/true, dy, false, dv, T, D, T, 1.0f);
   // Through the causal softmax and the 1/sqrt(D) scale: datt becomes d(q @ k^T).
   causal_softmax_backward_kernel<<<static_cast<unsigned>(d.batch * d.heads * T),
-                                   row_block_threads(T), 0, ctx.stream>>>(att, datt, T,
-                                                                          d.scale());
+                                   row_block_threads(T), 0, ctx.stream>>>(att, datt, T, d.scale());
   CUDA_LAUNCH_CHECK() << "causal_softmax_backward_kernel";
   // scores = q @ k^T:  dq = dscores @ k,  dk = dscores^T @ q.
   batched_matmul(ctx, d, datt, false, k, false, dq, T, D, T, 1.0f);

@@ -25,8 +25,12 @@ namespace ddpb {
 namespace gpu {
 namespace {
 
-float* f32(const Tensor& t) { return t.data<float>(); }
-const int32_t* i32(const Tensor& t) { return t.data<int32_t>(); }
+float* f32(const Tensor& t) {
+  return t.data<float>();
+}
+const int32_t* i32(const Tensor& t) {
+  return t.data<int32_t>();
+}
 
 // The device and current stream an op runs on; the device is made current for the launch,
 // because a kernel cannot be launched onto another device's stream.
@@ -51,7 +55,9 @@ class OpScope {
   std::vector<Tensor> scratch_;
 };
 
-bool is_pinned(const Tensor& t) { return t.storage() != nullptr && t.storage()->pinned(); }
+bool is_pinned(const Tensor& t) {
+  return t.storage() != nullptr && t.storage()->pinned();
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -138,8 +144,7 @@ class CudaBackend final : public Backend {
   }
   void cast(const Tensor& src, const Tensor& dst) override {
     OpScope op(dst);
-    launch_cast(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), dst.numel(),
-                op.stream());
+    launch_cast(src.raw_data(), src.dtype(), dst.raw_data(), dst.dtype(), dst.numel(), op.stream());
   }
 
   // ---- Reductions ----
@@ -171,9 +176,8 @@ class CudaBackend final : public Backend {
     const int64_t cols = y.size(-1);
     launch_softmax_backward(f32(dy), f32(y), f32(dx), y.numel() / cols, cols, op.stream());
   }
-  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                         const Tensor& y, const Tensor& mean, const Tensor& rstd,
-                         float eps) override {
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                         const Tensor& mean, const Tensor& rstd, float eps) override {
     OpScope op(y);
     const int64_t cols = x.size(-1);
     launch_layernorm_forward(f32(x), f32(weight), f32(bias), f32(y), f32(mean), f32(rstd),
@@ -185,10 +189,9 @@ class CudaBackend final : public Backend {
     OpScope op(dx);
     const int64_t cols = x.size(-1);
     const int64_t rows = x.numel() / cols;
-    launch_layernorm_backward(f32(dy), f32(x), f32(weight), f32(mean), f32(rstd), f32(dx),
-                              f32(dweight), f32(dbias), rows, cols,
-                              op.scratch(layernorm_backward_scratch_floats(rows, cols)),
-                              op.stream());
+    launch_layernorm_backward(
+        f32(dy), f32(x), f32(weight), f32(mean), f32(rstd), f32(dx), f32(dweight), f32(dbias), rows,
+        cols, op.scratch(layernorm_backward_scratch_floats(rows, cols)), op.stream());
   }
 
   // ---- Embedding ----
@@ -221,8 +224,8 @@ class CudaBackend final : public Backend {
     const int64_t seq = qkv.size(1);
     const int64_t channels = dout.size(2);
     float* scratch = op.scratch(attention_backward_scratch_floats(batch, seq, channels, n_head));
-    launch_attention_backward(gemm_context(op.device()), f32(dout), f32(qkv), f32(att),
-                              f32(dqkv), batch, seq, channels, n_head, scratch);
+    launch_attention_backward(gemm_context(op.device()), f32(dout), f32(qkv), f32(att), f32(dqkv),
+                              batch, seq, channels, n_head, scratch);
   }
 
   // ---- Cross-entropy ----
@@ -238,8 +241,8 @@ class CudaBackend final : public Backend {
   void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,
                               const Tensor& dlogits) override {
     OpScope op(dlogits);
-    launch_cross_entropy_backward(f32(dloss), f32(probs), i32(targets), f32(dlogits),
-                                  probs.size(0), probs.size(1), op.stream());
+    launch_cross_entropy_backward(f32(dloss), f32(probs), i32(targets), f32(dlogits), probs.size(0),
+                                  probs.size(1), op.stream());
   }
 
   // ---- Copies ----
@@ -251,8 +254,8 @@ class CudaBackend final : public Backend {
     if (from.is_cuda() && to.is_cuda()) {
       if (from.index == to.index) {
         OpScope op(dst);
-        CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes,
-                                   cudaMemcpyDeviceToDevice, op.stream()))
+        CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDeviceToDevice,
+                                   op.stream()))
             << src.describe() << " -> " << dst.describe();
       } else {
         copy_peer(src, dst, nbytes);
@@ -290,8 +293,8 @@ class CudaBackend final : public Backend {
                   float lr, float beta1, float beta2, float eps, float weight_decay,
                   int64_t step) override {
     OpScope op(param);
-    launch_adamw_step(f32(param), f32(grad), f32(m), f32(v), param.numel(), lr, beta1, beta2,
-                      eps, weight_decay, step, op.stream());
+    launch_adamw_step(f32(param), f32(grad), f32(m), f32(v), param.numel(), lr, beta1, beta2, eps,
+                      weight_decay, step, op.stream());
   }
 
  private:

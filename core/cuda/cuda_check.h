@@ -33,8 +33,7 @@ namespace ddpb::detail {
 // out-of-memory from cudaMalloc, say) is not reported again by the next launch check.
 inline std::string cuda_error_text(cudaError_t err) {
   (void)cudaGetLastError();
-  return std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
-         ")";
+  return std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
 }
 
 inline std::string cublas_error_text(cublasStatus_t status) {
@@ -95,27 +94,26 @@ class LibraryCheckFailure {
 
 }  // namespace ddpb::detail
 
-#define CUDA_CHECK(expr)                                                        \
-  if (const cudaError_t ddpb_cuda_err_ = (expr); ddpb_cuda_err_ == cudaSuccess) { \
-  } else                                                                        \
-    ::ddpb::detail::LibraryCheckFailure<::ddpb::CudaError>(                    \
-        __FILE__, __LINE__, #expr, ::ddpb::detail::cuda_error_text(ddpb_cuda_err_))
+#define CUDA_CHECK(expr)                                                  \
+  if (const cudaError_t ddpb_cuda_ = (expr); ddpb_cuda_ == cudaSuccess) { \
+  } else                                                                  \
+    ::ddpb::detail::LibraryCheckFailure<::ddpb::CudaError>(               \
+        __FILE__, __LINE__, #expr, ::ddpb::detail::cuda_error_text(ddpb_cuda_))
 
-#define CUBLAS_CHECK(expr)                                                               \
-  if (const cublasStatus_t ddpb_cublas_st_ = (expr);                                     \
-      ddpb_cublas_st_ == CUBLAS_STATUS_SUCCESS) {                                        \
-  } else                                                                                 \
-    ::ddpb::detail::LibraryCheckFailure<::ddpb::CublasError>(                            \
-        __FILE__, __LINE__, #expr, ::ddpb::detail::cublas_error_text(ddpb_cublas_st_))
+#define CUBLAS_CHECK(expr)                                                                 \
+  if (const cublasStatus_t ddpb_cublas_ = (expr); ddpb_cublas_ == CUBLAS_STATUS_SUCCESS) { \
+  } else                                                                                   \
+    ::ddpb::detail::LibraryCheckFailure<::ddpb::CublasError>(                              \
+        __FILE__, __LINE__, #expr, ::ddpb::detail::cublas_error_text(ddpb_cublas_))
 
 #ifdef DDPB_HAVE_NCCL
 // ncclInProgress (non-blocking communicators) counts as a failure here; code that uses
 // non-blocking communicators polls ncclCommGetAsyncError itself.
-#define NCCL_CHECK(expr)                                                         \
-  if (const ncclResult_t ddpb_nccl_res_ = (expr); ddpb_nccl_res_ == ncclSuccess) { \
-  } else                                                                         \
-    ::ddpb::detail::LibraryCheckFailure<::ddpb::NcclError>(                      \
-        __FILE__, __LINE__, #expr, ::ddpb::detail::nccl_error_text(ddpb_nccl_res_))
+#define NCCL_CHECK(expr)                                                   \
+  if (const ncclResult_t ddpb_nccl_ = (expr); ddpb_nccl_ == ncclSuccess) { \
+  } else                                                                   \
+    ::ddpb::detail::LibraryCheckFailure<::ddpb::NcclError>(                \
+        __FILE__, __LINE__, #expr, ::ddpb::detail::nccl_error_text(ddpb_nccl_))
 #endif
 
 #define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError()) << "kernel launch"

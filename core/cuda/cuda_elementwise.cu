@@ -41,9 +41,12 @@ __device__ __forceinline__ float gelu_grad(float x) {
 
 __device__ __forceinline__ float activate(float v, ops::Activation act) {
   switch (act) {
-    case ops::Activation::ReLU: return v > 0.0f ? v : 0.0f;
-    case ops::Activation::GeLU: return gelu(v);
-    case ops::Activation::None: break;
+    case ops::Activation::ReLU:
+      return v > 0.0f ? v : 0.0f;
+    case ops::Activation::GeLU:
+      return gelu(v);
+    case ops::Activation::None:
+      break;
   }
   return v;
 }
@@ -117,9 +120,15 @@ struct BiasActivationOp {
 };
 
 // Casts go through f32; the _rn intrinsics round to nearest even, as the CPU does.
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_f32(__half v) {
+  return __half2float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float v);
@@ -154,8 +163,7 @@ void launch_map(int64_t n, const Op& op, cudaStream_t stream) {
 }
 
 template <typename Src>
-void launch_cast_from(const Src* src, void* dst, DType dst_dtype, int64_t n,
-                      cudaStream_t stream) {
+void launch_cast_from(const Src* src, void* dst, DType dst_dtype, int64_t n, cudaStream_t stream) {
   switch (dst_dtype) {
     case DType::F32:
       return launch_map(n, CastOp<Src, float>{src, static_cast<float*>(dst)}, stream);
@@ -164,7 +172,8 @@ void launch_cast_from(const Src* src, void* dst, DType dst_dtype, int64_t n,
                         stream);
     case DType::F16:
       return launch_map(n, CastOp<Src, __half>{src, static_cast<__half*>(dst)}, stream);
-    default: break;
+    default:
+      break;
   }
   DDPB_FAIL() << "cast to " << dtype_name(dst_dtype) << " is not supported on CUDA";
 }
@@ -226,11 +235,11 @@ void launch_cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
     case DType::F32:
       return launch_cast_from(static_cast<const float*>(src), dst, dst_dtype, n, stream);
     case DType::BF16:
-      return launch_cast_from(static_cast<const __nv_bfloat16*>(src), dst, dst_dtype, n,
-                              stream);
+      return launch_cast_from(static_cast<const __nv_bfloat16*>(src), dst, dst_dtype, n, stream);
     case DType::F16:
       return launch_cast_from(static_cast<const __half*>(src), dst, dst_dtype, n, stream);
-    default: break;
+    default:
+      break;
   }
   DDPB_FAIL() << "cast from " << dtype_name(src_dtype) << " is not supported on CUDA";
 }

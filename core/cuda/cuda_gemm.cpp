@@ -97,10 +97,13 @@ uint32_t alignment_bytes(const void* ptr, int64_t stride_elems) {
 
 cublasLtEpilogue_t epilogue_for(bool has_bias, ops::Activation act) {
   switch (act) {
-    case ops::Activation::ReLU: return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case ops::Activation::ReLU:
+      return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     // cuBLASLt's GELU is the tanh approximation, the same formula as ops::gelu_forward.
-    case ops::Activation::GeLU: return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    case ops::Activation::None: break;
+    case ops::Activation::GeLU:
+      return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case ops::Activation::None:
+      break;
   }
   return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -115,9 +118,8 @@ std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> g_algo_cache;
 // no algorithm for it and allow_unsupported is set; throws otherwise.
 bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epilogue,
                 bool allow_unsupported) {
-  const cublasComputeType_t compute = ctx.math_mode == ops::MathMode::TF32
-                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                          : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      ctx.math_mode == ops::MathMode::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasLtHandle_t handle = lt_handle(ctx.device);
 
   MatmulDesc op(compute);
@@ -140,14 +142,22 @@ bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epi
   const uint32_t align_a = alignment_bytes(mm.b, mm.stride_b);
   const uint32_t align_b = alignment_bytes(mm.a, mm.stride_a);
   const uint32_t align_c = alignment_bytes(mm.c, mm.stride_c);
-  const AlgoKey key = {ctx.device,  static_cast<int64_t>(compute),
-                       mm.trans_a,  mm.trans_b,
-                       mm.m,        mm.n,
-                       mm.k,        mm.batch,
-                       mm.stride_a, mm.stride_b,
-                       mm.stride_c, static_cast<int64_t>(epilogue),
-                       align_a,     align_b,
-                       align_c,     mm.beta == 0.0f,
+  const AlgoKey key = {ctx.device,
+                       static_cast<int64_t>(compute),
+                       mm.trans_a,
+                       mm.trans_b,
+                       mm.m,
+                       mm.n,
+                       mm.k,
+                       mm.batch,
+                       mm.stride_a,
+                       mm.stride_b,
+                       mm.stride_c,
+                       static_cast<int64_t>(epilogue),
+                       align_a,
+                       align_b,
+                       align_c,
+                       mm.beta == 0.0f,
                        static_cast<int64_t>(ctx.workspace_bytes)};
 
   std::optional<cublasLtMatmulAlgo_t> algo;
@@ -168,14 +178,14 @@ bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epi
     pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        handle, op.desc, lt_a.layout, lt_b.layout, lt_c.layout, lt_c.layout, pref.pref, 1,
-        &result, &returned);
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(handle, op.desc, lt_a.layout, lt_b.layout, lt_c.layout,
+                                       lt_c.layout, pref.pref, 1, &result, &returned);
     if (status == CUBLAS_STATUS_SUCCESS && returned > 0) {
       algo = result.algo;
     } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
-      CUBLAS_CHECK(status) << "heuristic for [" << mm.m << ", " << mm.k << "] x [" << mm.k
-                           << ", " << mm.n << "]";
+      CUBLAS_CHECK(status) << "heuristic for [" << mm.m << ", " << mm.k << "] x [" << mm.k << ", "
+                           << mm.n << "]";
     }
     std::lock_guard<std::mutex> lock(g_algo_mutex);
     g_algo_cache.emplace(key, algo);
@@ -183,16 +193,14 @@ bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epi
 
   if (!algo) {
     DDPB_CHECK_TYPED(CublasError, allow_unsupported)
-        << "cuBLASLt has no algorithm for the GEMM [" << mm.m << ", " << mm.k << "] x ["
-        << mm.k << ", " << mm.n << "] (trans_a=" << mm.trans_a << ", trans_b=" << mm.trans_b
-        << ", batch " << mm.batch << ", alignments " << align_a << "/" << align_b << "/"
-        << align_c << ")";
+        << "cuBLASLt has no algorithm for the GEMM [" << mm.m << ", " << mm.k << "] x [" << mm.k
+        << ", " << mm.n << "] (trans_a=" << mm.trans_a << ", trans_b=" << mm.trans_b << ", batch "
+        << mm.batch << ", alignments " << align_a << "/" << align_b << "/" << align_c << ")";
     return false;
   }
-  const cublasStatus_t status =
-      cublasLtMatmul(handle, op.desc, &mm.alpha, mm.b, lt_a.layout, mm.a, lt_b.layout, &mm.beta,
-                     mm.c, lt_c.layout, mm.c, lt_c.layout, &*algo, ctx.workspace,
-                     ctx.workspace_bytes, ctx.stream);
+  const cublasStatus_t status = cublasLtMatmul(
+      handle, op.desc, &mm.alpha, mm.b, lt_a.layout, mm.a, lt_b.layout, &mm.beta, mm.c, lt_c.layout,
+      mm.c, lt_c.layout, &*algo, ctx.workspace, ctx.workspace_bytes, ctx.stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED && allow_unsupported) {
     std::lock_guard<std::mutex> lock(g_algo_mutex);
     g_algo_cache[key] = std::nullopt;  // do not try this epilogue again for the problem

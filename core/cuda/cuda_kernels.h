@@ -53,8 +53,8 @@ void launch_all_finite(const float* x, int64_t n, float* out, cudaStream_t strea
 // ---- cuda_norm_softmax.cu --------------------------------------------------------------
 void launch_softmax_forward(const float* x, float* y, int64_t rows, int64_t cols,
                             cudaStream_t stream);
-void launch_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows,
-                             int64_t cols, cudaStream_t stream);
+void launch_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t cols,
+                             cudaStream_t stream);
 void launch_layernorm_forward(const float* x, const float* weight, const float* bias, float* y,
                               float* mean, float* rstd, int64_t rows, int64_t cols, float eps,
                               cudaStream_t stream);
@@ -72,9 +72,9 @@ int64_t cross_entropy_forward_scratch_floats(int64_t rows);
 void launch_cross_entropy_forward(const float* logits, const int32_t* targets, float* loss,
                                   float* probs, int64_t rows, int64_t vocab, float* scratch,
                                   cudaStream_t stream);
-void launch_cross_entropy_backward(const float* dloss, const float* probs,
-                                   const int32_t* targets, float* dlogits, int64_t rows,
-                                   int64_t vocab, cudaStream_t stream);
+void launch_cross_entropy_backward(const float* dloss, const float* probs, const int32_t* targets,
+                                   float* dlogits, int64_t rows, int64_t vocab,
+                                   cudaStream_t stream);
 void launch_embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
                               int64_t vocab, int64_t channels, cudaStream_t stream);
 void launch_embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n,

@@ -38,8 +38,8 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t*
 // dlogits = (probs - onehot(target)) * dloss / rows; dloss is read on the device, so the
 // backward pass never waits for the host.
 __global__ void cross_entropy_backward_kernel(const float* dloss, const float* probs,
-                                              const int32_t* targets, float* dlogits,
-                                              int64_t rows, int64_t vocab) {
+                                              const int32_t* targets, float* dlogits, int64_t rows,
+                                              int64_t vocab) {
   const float scale = dloss[0] / static_cast<float>(rows);
   const int64_t n = rows * vocab;
   for (int64_t i = global_thread_index(); i < n; i += global_thread_count()) {
@@ -96,13 +96,13 @@ void launch_cross_entropy_forward(const float* logits, const int32_t* targets, f
   launch_sum_all(row_loss, rows, loss, 1.0f / static_cast<float>(rows), scratch + rows, stream);
 }
 
-void launch_cross_entropy_backward(const float* dloss, const float* probs,
-                                   const int32_t* targets, float* dlogits, int64_t rows,
-                                   int64_t vocab, cudaStream_t stream) {
+void launch_cross_entropy_backward(const float* dloss, const float* probs, const int32_t* targets,
+                                   float* dlogits, int64_t rows, int64_t vocab,
+                                   cudaStream_t stream) {
   DDPB_CHECK(rows > 0 && vocab > 0)
       << "cross_entropy_backward over [" << rows << ", " << vocab << "]";
-  cross_entropy_backward_kernel<<<elementwise_blocks(rows * vocab), kElementwiseBlock, 0,
-                                  stream>>>(dloss, probs, targets, dlogits, rows, vocab);
+  cross_entropy_backward_kernel<<<elementwise_blocks(rows * vocab), kElementwiseBlock, 0, stream>>>(
+      dloss, probs, targets, dlogits, rows, vocab);
   CUDA_LAUNCH_CHECK() << "cross_entropy_backward_kernel";
 }
 
@@ -121,8 +121,8 @@ void launch_embedding_backward(const float* dout, const int32_t* ids, float* dta
   DDPB_CHECK(n >= 0 && vocab > 0 && channels > 0)
       << "embedding_backward of " << n << " ids into [" << vocab << ", " << channels << "]";
   if (n == 0) return;
-  embedding_backward_kernel<<<elementwise_blocks(n * channels), kElementwiseBlock, 0,
-                              stream>>>(dout, ids, dtable, n, vocab, channels);
+  embedding_backward_kernel<<<elementwise_blocks(n * channels), kElementwiseBlock, 0, stream>>>(
+      dout, ids, dtable, n, vocab, channels);
   CUDA_LAUNCH_CHECK() << "embedding_backward_kernel";
 }
 

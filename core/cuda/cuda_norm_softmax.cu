@@ -29,8 +29,7 @@ __global__ void softmax_forward_kernel(const float* x, float* y, int64_t cols) {
 }
 
 // dx = y * (dy - sum(dy * y)) per row.
-__global__ void softmax_backward_kernel(const float* dy, const float* y, float* dx,
-                                        int64_t cols) {
+__global__ void softmax_backward_kernel(const float* dy, const float* y, float* dx, int64_t cols) {
   __shared__ float shared[kWarpSize];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * cols;
   float dot = 0.0f;
@@ -71,9 +70,9 @@ __global__ void layernorm_forward_kernel(const float* x, const float* weight, co
 
 // With xhat = (x - mean) * rstd and g = dy * weight:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-__global__ void layernorm_backward_dx_kernel(const float* dy, const float* x,
-                                             const float* weight, const float* mean,
-                                             const float* rstd, float* dx, int64_t cols) {
+__global__ void layernorm_backward_dx_kernel(const float* dy, const float* x, const float* weight,
+                                             const float* mean, const float* rstd, float* dx,
+                                             int64_t cols) {
   __shared__ float shared[kWarpSize];
   const int64_t row = blockIdx.x;
   const int64_t offset = row * cols;
@@ -122,13 +121,13 @@ void launch_softmax_forward(const float* x, float* y, int64_t rows, int64_t cols
                             cudaStream_t stream) {
   check_rows("softmax_forward", rows, cols);
   if (rows == 0) return;
-  softmax_forward_kernel<<<static_cast<unsigned>(rows), row_block_threads(cols), 0, stream>>>(
-      x, y, cols);
+  softmax_forward_kernel<<<static_cast<unsigned>(rows), row_block_threads(cols), 0, stream>>>(x, y,
+                                                                                              cols);
   CUDA_LAUNCH_CHECK() << "softmax_forward_kernel";
 }
 
-void launch_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows,
-                             int64_t cols, cudaStream_t stream) {
+void launch_softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t cols,
+                             cudaStream_t stream) {
   check_rows("softmax_backward", rows, cols);
   if (rows == 0) return;
   softmax_backward_kernel<<<static_cast<unsigned>(rows), row_block_threads(cols), 0, stream>>>(

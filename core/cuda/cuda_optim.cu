@@ -33,9 +33,9 @@ __global__ void sgd_step_kernel(float* param, const float* grad, float* momentum
 // param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // param -= lr * (m / bias1) / (sqrt(v / bias2) + eps), arranged as PyTorch does:
 // param -= step_size * m / (sqrt(v) / sqrt(bias2) + eps) with step_size = lr / bias1.
-__global__ void adamw_step_kernel(float* param, const float* grad, float* m, float* v,
-                                  int64_t n, float beta1, float beta2, float eps, float decay,
-                                  float step_size, float bias2_sqrt) {
+__global__ void adamw_step_kernel(float* param, const float* grad, float* m, float* v, int64_t n,
+                                  float beta1, float beta2, float eps, float decay, float step_size,
+                                  float bias2_sqrt) {
   for (int64_t i = global_thread_index(); i < n; i += global_thread_count()) {
     const float g = grad[i];
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
@@ -55,8 +55,8 @@ void launch_sgd_step(float* param, const float* grad, float* momentum_buf, int64
   DDPB_CHECK(n >= 0) << "sgd_step over " << n << " elements";
   if (n == 0) return;
   if (momentum != 0.0f) {
-    DDPB_CHECK(momentum_buf != nullptr) << "sgd_step with momentum " << momentum
-                                        << " needs a momentum buffer";
+    DDPB_CHECK(momentum_buf != nullptr)
+        << "sgd_step with momentum " << momentum << " needs a momentum buffer";
     sgd_step_kernel<true><<<elementwise_blocks(n), kElementwiseBlock, 0, stream>>>(
         param, grad, momentum_buf, n, lr, momentum, weight_decay, first_step);
   } else {

@@ -57,8 +57,8 @@ int64_t sum_rows_scratch_floats(int64_t rows, int64_t cols) {
 
 void launch_sum_rows(const float* x, int64_t rows, int64_t cols, float* out, float* scratch,
                      cudaStream_t stream) {
-  launch_column_reduce<1>(RowSumLoader{x, cols}, rows, cols, ColumnOutputs{{out, nullptr}},
-                          scratch, stream);
+  launch_column_reduce<1>(RowSumLoader{x, cols}, rows, cols, ColumnOutputs{{out, nullptr}}, scratch,
+                          stream);
 }
 
 int64_t sum_all_scratch_floats(int64_t n) {
@@ -77,7 +77,7 @@ void launch_sum_all(const float* x, int64_t n, float* out, float scale, float* s
   }
   DDPB_CHECK(scratch != nullptr) << "sum of " << n << " elements needs scratch";
   sum_partial_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(x, n, scratch,
-                                                                               1.0f);
+                                                                                1.0f);
   CUDA_LAUNCH_CHECK() << "sum_partial_kernel";
   sum_partial_kernel<<<1, kSumThreads, 0, stream>>>(scratch, blocks, out, scale);
   CUDA_LAUNCH_CHECK() << "sum_partial_kernel (final)";

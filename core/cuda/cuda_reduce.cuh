@@ -96,8 +96,7 @@ template <int kOut, typename Loader>
 void launch_column_reduce(const Loader& load, int64_t rows, int64_t cols, ColumnOutputs outs,
                           float* scratch, cudaStream_t stream) {
   static_assert(kOut >= 1 && kOut <= kMaxOutputs);
-  DDPB_CHECK(rows >= 0 && cols >= 0) << "column reduction over [" << rows << ", " << cols
-                                     << "]";
+  DDPB_CHECK(rows >= 0 && cols >= 0) << "column reduction over [" << rows << ", " << cols << "]";
   if (cols == 0) return;
   const ColumnReducePlan plan = plan_column_reduce(rows, cols);
   DDPB_CHECK(plan.tiles <= INT32_MAX && plan.chunks <= 65535)
@@ -105,8 +104,8 @@ void launch_column_reduce(const Loader& load, int64_t rows, int64_t cols, Column
   const dim3 grid(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(plan.chunks));
   const dim3 block(kColumnTile, kColumnRowLanes);
   if (plan.chunks == 1) {
-    column_partial_kernel<kOut><<<grid, block, 0, stream>>>(load, rows, cols,
-                                                            plan.rows_per_chunk, outs);
+    column_partial_kernel<kOut>
+        <<<grid, block, 0, stream>>>(load, rows, cols, plan.rows_per_chunk, outs);
     CUDA_LAUNCH_CHECK() << "column_partial_kernel";
     return;
   }
@@ -114,13 +113,13 @@ void launch_column_reduce(const Loader& load, int64_t rows, int64_t cols, Column
                                  << "] needs scratch";
   ColumnOutputs partial_outs{};
   for (int o = 0; o < kOut; ++o) partial_outs.ptr[o] = scratch + o * plan.chunks * cols;
-  column_partial_kernel<kOut><<<grid, block, 0, stream>>>(load, rows, cols, plan.rows_per_chunk,
-                                                          partial_outs);
+  column_partial_kernel<kOut>
+      <<<grid, block, 0, stream>>>(load, rows, cols, plan.rows_per_chunk, partial_outs);
   CUDA_LAUNCH_CHECK() << "column_partial_kernel";
   const int threads = kElementwiseBlock;
   const int64_t blocks = (cols + threads - 1) / threads;
-  column_finish_kernel<kOut><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-      scratch, plan.chunks, cols, outs);
+  column_finish_kernel<kOut>
+      <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(scratch, plan.chunks, cols, outs);
   CUDA_LAUNCH_CHECK() << "column_finish_kernel";
 }
 

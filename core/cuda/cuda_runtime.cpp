@@ -43,8 +43,8 @@ class CudaDeviceMemory final : public MemoryBackend {
   void* raw_alloc(size_t nbytes) override {
     DeviceScope scope(device_.index);
     void* ptr = nullptr;
-    CUDA_CHECK(cudaMalloc(&ptr, nbytes)) << "allocating " << nbytes << " bytes on "
-                                         << device_.str();
+    CUDA_CHECK(cudaMalloc(&ptr, nbytes))
+        << "allocating " << nbytes << " bytes on " << device_.str();
     return ptr;
   }
 
@@ -90,22 +90,25 @@ DeviceScope::~DeviceScope() {
 
 CudaStream::CudaStream(const Device& device, std::string name)
     : device_(device), name_(std::move(name)) {
-  DDPB_CHECK(device.is_cuda()) << "CUDA stream '" << name_ << "' requested on "
-                               << device.str();
-  DeviceGuard guard(device);
+  DDPB_CHECK(device.is_cuda()) << "CUDA stream '" << name_ << "' requested on " << device.str();
+  // DeviceScope rather than DeviceGuard: creating a stream must not change the caller's
+  // current device afterwards.
+  DeviceScope scope(device.index);
   // Non-blocking: the stream never synchronises with the legacy default stream, which
   // third-party code might use implicitly.
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking))
-      << "creating stream '" << name_ << "'";
+      << "creating stream '" << name_ << "' on " << device.str();
 }
 
 CudaStream::~CudaStream() {
   NothrowDeviceScope scope(device_.index);
-  if (workspace_ != nullptr) {
-    // GEMMs queued on this stream may still use the workspace: drain before freeing it.
+  if (stream_ != nullptr) {
+    // Drain first. Queued GEMMs may still use the workspace, and the caching allocator keys
+    // its pools by the cudaStream_t value (core/tensor.cpp): a new stream that gets the same
+    // handle inherits this stream's cached blocks, which is only safe once our work is done.
     CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));
+    CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_));
   }
-  if (stream_ != nullptr) CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_));
   if (workspace_ != nullptr) CUDA_CHECK_NOTHROW(cudaFree(workspace_));
 }
 
@@ -145,9 +148,9 @@ void* CudaStream::gemm_workspace() {
 
 CudaEvent::CudaEvent(const Device& device) : device_(device) {
   DDPB_CHECK(device.is_cuda()) << "CUDA event requested on " << device.str();
-  DeviceGuard guard(device);
+  DeviceScope scope(device.index);
   // Timing stays enabled so that elapsed_ms works on every event (benchmarks time with them).
-  CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDefault));
+  CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDefault)) << "on " << device.str();
 }
 
 CudaEvent::~CudaEvent() {
@@ -157,15 +160,16 @@ CudaEvent::~CudaEvent() {
 }
 
 void CudaEvent::record(Stream& stream) {
-  DDPB_CHECK(stream.device() == device_)
-      << "event of " << device_.str() << " recorded on stream '" << stream.name() << "' of "
-      << stream.device().str();
+  DDPB_CHECK(stream.device() == device_) << "event of " << device_.str() << " recorded on stream '"
+                                         << stream.name() << "' of " << stream.device().str();
   auto* handle = static_cast<cudaStream_t>(stream.native_handle());
   DDPB_CHECK(handle != nullptr) << "stream '" << stream.name() << "' has no CUDA handle";
   CUDA_CHECK(cudaEventRecord(event_, handle)) << "on stream '" << stream.name() << "'";
 }
 
-void CudaEvent::wait_host() const { CUDA_CHECK(cudaEventSynchronize(event_)); }
+void CudaEvent::wait_host() const {
+  CUDA_CHECK(cudaEventSynchronize(event_));
+}
 
 bool CudaEvent::query() const {
   const cudaError_t err = cudaEventQuery(event_);
@@ -193,8 +197,7 @@ CudaStream& current_cuda_stream(const Device& device) {
   Stream& stream = current_stream(device);
   auto* cuda_stream = dynamic_cast<CudaStream*>(&stream);
   DDPB_CHECK(cuda_stream != nullptr)
-      << "current stream '" << stream.name() << "' of " << device.str()
-      << " is not a CUDA stream";
+      << "current stream '" << stream.name() << "' of " << device.str() << " is not a CUDA stream";
   return *cuda_stream;
 }
 

@@ -12,8 +12,8 @@
 
 #include <cstddef>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/allocator.h"

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/run_config.h"
-#include "bench/single_trainer.h"
+#include "bench/trainer.h"
 
 namespace ddpb::bench {
 namespace {
@@ -18,7 +18,7 @@ nlohmann::json train(const std::string& workload, int64_t batch, float lr, float
   c.optimizer.momentum = momentum;
   c.quiet = true;
   c.validate();
-  return run_single(c);
+  return run_training(c);
 }
 
 double mean_loss(const nlohmann::json& steps, size_t from, size_t to) {

@@ -1,0 +1,163 @@
+#include "bench/trainer.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "bench/context.h"
+#include "bench/run_dump.h"
+#include "bench/stats.h"
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+#include "reports/json_io.h"
+#include "workloads/dataloader.h"
+#include "workloads/state_dict.h"
+
+namespace ddpb::bench {
+namespace {
+
+std::unique_ptr<ModeRunner> make_runner(const RunConfig& config, const WorkloadSpec& spec) {
+  if (config.mode == "dp") return make_dp_runner(config, spec);
+  return make_single_runner(config, spec);
+}
+
+nlohmann::json memory_record(const std::vector<Device>& devices) {
+  nlohmann::json per_device = nlohmann::json::array();
+  std::vector<Device> seen;
+  for (const auto& d : devices) {
+    if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;  // logical replicas
+    seen.push_back(d);
+    MemoryStats m = device_allocator(d).stats();
+    per_device.push_back({{"device", d.str()},
+                          {"peak_bytes", m.peak_bytes},
+                          {"reserved_bytes", m.reserved_bytes}});
+  }
+  return per_device;
+}
+
+}  // namespace
+
+nlohmann::json run_training(const RunConfig& config) {
+  ops::set_math_mode(config.math == "tf32" ? ops::MathMode::TF32 : ops::MathMode::FP32);
+  const WorkloadSpec& spec = find_workload(config.workload);
+  auto runner = make_runner(config, spec);
+  Model& model = runner->model();
+  if (!config.init_from.empty()) load_state_dict(model, config.init_from);
+  auto params = model.parameters();
+  int64_t n_params = 0;
+  for (auto& p : params) n_params += p.data().numel();
+  const Device device0 = runner->devices().front();
+  DeviceGuard guard(device0);
+  auto optimizer = optim::make_optimizer(config.optimizer, params);
+
+  auto dataset = make_dataset(spec, config.seed);
+  DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
+      << "--global-batch " << config.global_batch << " exceeds the dataset of " << dataset->size();
+  DistributedSampler sampler(dataset->size(), /*num_replicas=*/1, /*rank=*/0, /*shuffle=*/true,
+                             config.seed, /*drop_last=*/false);
+  DataLoader loader(dataset, sampler, config.global_batch, runner->data_device());
+
+  std::unique_ptr<RunDump> dump;
+  if (!config.dump.empty()) {
+    dump = std::make_unique<RunDump>(config.dump);
+    dump->save_init(model);
+  }
+  std::string device_list;
+  for (const auto& d : runner->devices()) device_list += (device_list.empty() ? "" : ",") + d.str();
+  fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
+             config.mode, spec.name, n_params, device_list, config.global_batch);
+  for (const auto& d : runner->devices()) device_allocator(d).reset_peak();
+
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<double> step_ms;
+  std::map<std::string, std::vector<double>> phase_samples;
+  std::vector<std::string> phase_order;
+  double first_loss = 0, last_loss = 0;
+  for (int64_t step = 1; step <= config.total_steps(); ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    Batch batch;
+    {
+      nvtx::Range r("data", nvtx::Category::Data);
+      batch = loader.next();
+    }
+    double data_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    StepOutcome out = runner->step(batch, *optimizer);
+    if (dump) dump->add_batch(step, batch);
+    DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
+    const double total = data_ms + out.step_ms;
+    const bool measured = step > config.warmup;
+    if (step == 1) first_loss = out.loss;
+    last_loss = out.loss;
+    nlohmann::json phases = {{"data", data_ms}};
+    if (measured) phase_samples["data"].push_back(data_ms);
+    if (phase_order.empty()) phase_order.push_back("data");
+    for (auto& [name, ms] : out.phases_ms) {
+      phases[name] = ms;
+      if (measured) phase_samples[name].push_back(ms);
+      if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end()) phase_order.push_back(name);
+    }
+    if (measured) step_ms.push_back(total);
+    nlohmann::json rec = {{"step", step}, {"measured", measured}, {"loss", out.loss},
+                          {"time_ms", total}, {"phases_ms", phases}};
+    if (!out.extra.is_null()) rec["mode"] = out.extra;
+    steps.push_back(rec);
+    if (!config.quiet) {
+      fmt::print("step {:>4}/{} loss {:.6f} time {:.2f} ms{}\n", step, config.total_steps(), out.loss,
+                 total, measured ? "" : " (warm-up)");
+    }
+  }
+
+  const Summary st = summarize(step_ms);
+  const double samples_per_s = st.median > 0 ? config.global_batch * 1000.0 / st.median : 0.0;
+  const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
+  const double flops_per_s = samples_per_s * model.train_flops_per_sample();
+  nlohmann::json breakdown = nlohmann::json::array();
+  std::string breakdown_line;
+  for (const auto& name : phase_order) {
+    double med = percentile(phase_samples[name], 50);
+    breakdown.push_back({{"phase", name}, {"median_ms", med}});
+    breakdown_line += fmt::format(" {} {:.2f}", name, med);
+  }
+  nlohmann::json memory = memory_record(runner->devices());
+
+  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90, samples_per_s);
+  if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
+  fmt::print(", {:.2f} GFLOP/s, loss {:.4f} -> {:.4f}\n", flops_per_s / 1e9, first_loss, last_loss);
+  fmt::print("phases (median ms):{}\n", breakdown_line);
+  for (const auto& m : memory) {
+    fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
+               m["peak_bytes"].get<int64_t>() / 1048576.0);
+  }
+
+  nlohmann::json record = {
+      {"schema_version", reports::kSchemaVersion},
+      {"implementation", "ddpbench"},
+      {"kind", "run"},
+      {"context", build_context()},
+      {"config", config.to_json()},
+      {"mode", {{"name", config.mode}, {"devices", device_list}, {"details", runner->describe()}}},
+      {"workload",
+       {{"name", spec.name},
+        {"family", family_name(spec.family)},
+        {"parameters", n_params},
+        {"tokens_per_sample", model.tokens_per_sample()},
+        {"train_flops_per_sample", model.train_flops_per_sample()}}},
+      {"steps", steps},
+      {"summary",
+       {{"step_time_ms", st.to_json()},
+        {"phases_median_ms", breakdown},
+        {"samples_per_s", samples_per_s},
+        {"tokens_per_s", tokens_per_s},
+        {"achieved_flops_per_s", flops_per_s},
+        {"first_loss", first_loss},
+        {"last_loss", last_loss}}},
+      {"memory", memory}};
+  if (dump) dump->finish(model, {{"config", config.to_json()}, {"workload", record["workload"]}});
+  return record;
+}
+
+}  // namespace ddpb::bench

@@ -1,0 +1,51 @@
+#include "impl_dp/coalesce.h"
+
+#include "core/check.h"
+#include "core/ops.h"
+
+namespace ddpb::dp {
+
+std::vector<std::vector<size_t>> coalesce_groups(const std::vector<Tensor>& tensors,
+                                                 size_t cap_bytes) {
+  DDPB_CHECK(cap_bytes > 0) << "coalescing cap must be positive";
+  std::vector<std::vector<size_t>> groups;
+  size_t bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    size_t n = tensors[i].nbytes();
+    bool fits = !groups.empty() && bytes + n <= cap_bytes &&
+                tensors[groups.back().front()].dtype() == tensors[i].dtype();
+    if (!fits) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(i);
+    bytes += n;
+  }
+  return groups;
+}
+
+Tensor flatten(const std::vector<Tensor>& tensors, const std::vector<size_t>& group) {
+  DDPB_CHECK(!group.empty()) << "flatten of an empty group";
+  int64_t total = 0;
+  for (size_t i : group) total += tensors[i].numel();
+  const Tensor& first = tensors[group.front()];
+  Tensor flat = Tensor::empty({total}, first.dtype(), first.device());
+  int64_t offset = 0;
+  for (size_t i : group) {
+    ops::copy(tensors[i], flat.flat_view(offset, tensors[i].shape()));
+    offset += tensors[i].numel();
+  }
+  return flat;
+}
+
+void unflatten(const Tensor& flat, const std::vector<Tensor>& tensors,
+               const std::vector<size_t>& group) {
+  int64_t offset = 0;
+  for (size_t i : group) {
+    ops::copy(flat.flat_view(offset, tensors[i].shape()), tensors[i]);
+    offset += tensors[i].numel();
+  }
+  DDPB_CHECK(offset == flat.numel()) << "unflatten used " << offset << " of " << flat.describe();
+}
+
+}  // namespace ddpb::dp

@@ -1,0 +1,99 @@
+// DataParallel: one process, one worker thread per device, faithful to
+// torch.nn.DataParallel's design. Every step:
+//   1. scatter   the batch is split along dim 0 (torch.chunk) and copied to the devices on
+//                side streams that the compute streams wait on;
+//   2. replicate parameters are broadcast from device 0 to the other replicas, coalesced in
+//                flat chunks of at most `broadcast_bytes` (NCCL for distinct GPUs, copies
+//                otherwise);
+//   3. forward   each worker runs its replica's forward on its own stream (parallel_apply);
+//   4. gather    the outputs are copied to device 0;
+//   5. loss      on device 0 over the whole global batch;
+//      backward  the output gradient is scattered back and the replicas run backward in
+//                parallel on their threads;
+//   6. reduce    replica gradients are reduce-added, coalesced, into device 0's parameters;
+//   7. optimizer steps on device 0 only; the next replicate sends the new parameters out.
+// Replica 0 *is* the master module on device 0, as in PyTorch, where device 0's replica
+// shares the original parameters. Replicas 1..n-1 are persistent modules whose parameters
+// are overwritten every step (the copy is the cost being measured, the allocation is not).
+//
+// Threads: step() is called from one driver thread; it uses the worker pool for the
+// per-replica work and rethrows a worker's exception with its device.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/optim.h"
+#include "impl_dp/transport.h"
+#include "impl_dp/worker_pool.h"
+#include "workloads/model.h"
+
+namespace ddpb::dp {
+
+enum class Phase { Scatter, Replicate, Forward, Gather, Loss, Backward, Reduce, Optimizer };
+inline constexpr size_t kNumPhases = 8;
+const char* phase_name(Phase p);
+
+struct DpOptions {
+  size_t broadcast_bytes = size_t{10} << 20;  // --dp-broadcast-mb
+};
+
+struct DeviceStepStats {
+  double busy_ms = 0;  // forward + backward work of this replica (its critical path)
+  double idle_ms = 0;  // step time minus busy: waiting on device 0 and the transfers
+  int64_t rows = 0;    // samples this replica processed
+};
+
+struct DpStepStats {
+  float loss = 0;
+  double step_ms = 0;
+  std::array<double, kNumPhases> phase_ms{};
+  std::vector<DeviceStepStats> devices;
+  int64_t replicate_bytes = 0, gather_bytes = 0, reduce_bytes = 0;
+};
+
+class DataParallel {
+ public:
+  DataParallel(const WorkloadSpec& spec, std::vector<Device> devices, uint64_t seed,
+               DpOptions options = {});
+  ~DataParallel();
+
+  // The master module (replica 0, on devices()[0]): its parameters are the trained ones.
+  Model& module() { return *replicas_[0]; }
+  const std::vector<Device>& devices() const { return devices_; }
+  const char* transport_name() const { return transport_->name(); }
+
+  // One full training step (zero_grad, the phases above, optimizer.step()) on a host batch.
+  // `optimizer` must own module()'s parameters. Synchronises at the end to read the loss.
+  DpStepStats step(const Batch& batch, optim::Optimizer& optimizer);
+
+ private:
+  void replicate(size_t used);
+  void reduce_add(size_t used);
+  // Makes the driver's stream on device 0 wait for every replica stream's work so far.
+  void join_replicas(size_t used);
+  // Makes every replica stream wait for the driver's work so far on its device.
+  void fork_replicas(size_t used);
+
+  WorkloadSpec spec_;
+  std::vector<Device> devices_;
+  DpOptions options_;
+  std::vector<std::unique_ptr<Model>> replicas_;
+  std::vector<std::vector<Tensor>> params_;  // params_[r][k]: parameter k of replica r
+  std::vector<std::vector<size_t>> groups_;  // coalesced chunks over parameter indices
+  std::vector<StreamPtr> compute_streams_, side_streams_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<WorkerPool> pool_;
+};
+
+// `--device cpu|cuda --world-size N` or an explicit `--devices cuda:0,cuda:0` list.
+std::vector<Device> resolve_dp_devices(const std::string& device, int world_size,
+                                       const std::string& devices_list);
+// True when two replicas share one GPU ("logical replicas": mechanics, not scaling).
+bool has_logical_replicas(const std::vector<Device>& devices);
+
+}  // namespace ddpb::dp

@@ -1,0 +1,78 @@
+// NCCL broadcast/reduce over distinct GPUs of this process (built only with NCCL).
+#include <nccl.h>
+
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/stream.h"
+#include "impl_dp/transport.h"
+
+namespace ddpb::dp {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+cudaStream_t stream_of(const Device& d) {
+  return static_cast<cudaStream_t>(current_stream(d).native_handle());
+}
+
+class NcclTransport final : public Transport {
+ public:
+  explicit NcclTransport(const std::vector<Device>& devices) : devices_(devices) {
+    std::vector<int> ids;
+    for (const auto& d : devices) ids.push_back(d.index);
+    comms_.resize(devices.size());
+    NCCL_CHECK(ncclCommInitAll(comms_.data(), static_cast<int>(ids.size()), ids.data()));
+  }
+  ~NcclTransport() override {
+    // A destructor must not throw; a failing destroy only leaks the communicator.
+    for (auto c : comms_) (void)ncclCommDestroy(c);
+  }
+  const char* name() const override { return "nccl"; }
+
+  void broadcast(const Tensor& src, const std::vector<Tensor>& dst) override {
+    DDPB_CHECK(dst.size() + 1 == comms_.size()) << "broadcast to " << dst.size() << " devices";
+    // One group: every rank's call, root included, is a single fused NCCL launch.
+    NCCL_CHECK(ncclGroupStart());
+    for (size_t i = 0; i < comms_.size(); ++i) {
+      const Tensor& t = i == 0 ? src : dst[i - 1];
+      // The element count comes from the tensor, never from the caller.
+      NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(),
+                               static_cast<size_t>(t.numel()), nccl_type(t.dtype()), /*root=*/0,
+                               comms_[i], stream_of(devices_[i])));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+  }
+
+  void reduce_add(const std::vector<Tensor>& parts) override {
+    DDPB_CHECK(parts.size() == comms_.size()) << "reduce over " << parts.size() << " devices";
+    NCCL_CHECK(ncclGroupStart());
+    for (size_t i = 0; i < comms_.size(); ++i) {
+      const Tensor& t = parts[i];
+      NCCL_CHECK(ncclReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                            nccl_type(t.dtype()), ncclSum, /*root=*/0, comms_[i],
+                            stream_of(devices_[i])));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+  }
+
+ private:
+  std::vector<Device> devices_;
+  std::vector<ncclComm_t> comms_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_nccl_transport(const std::vector<Device>& devices) {
+  return std::make_unique<NcclTransport>(devices);
+}
+
+}  // namespace ddpb::dp

@@ -1,0 +1,87 @@
+// DP over 1-4 logical CPU devices trains exactly like one device on the same global batch.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "bench/trainer.h"
+#include "workloads/safetensors.h"
+
+namespace ddpb {
+namespace {
+
+// max over elements |a - b| / max|b|: relative to the tensor's scale, so that elements near
+// zero do not dominate (documented in docs/metrics.md as the parameter-difference metric).
+double max_rel_diff(const std::string& a_path, const std::string& b_path) {
+  auto a = load_safetensors(a_path), b = load_safetensors(b_path);
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    auto av = a[i].tensor.to_floats(), bv = b[i].tensor.to_floats();
+    double scale = 1e-12, diff = 0;
+    for (size_t k = 0; k < av.size(); ++k) {
+      scale = std::max(scale, std::fabs(double(bv[k])));
+      diff = std::max(diff, std::fabs(double(av[k]) - bv[k]));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+struct Case {
+  std::string workload;
+  int64_t batch;
+};
+
+class DpEquivalence : public ::testing::TestWithParam<Case> {
+ protected:
+  std::string run(const std::string& mode, int world, const std::string& tag) {
+    auto dir = std::filesystem::temp_directory_path() /
+               ("ddpb_dp_" + std::to_string(::getpid()) + "_" + tag);
+    bench::RunConfig c;
+    c.mode = mode;
+    c.workload = GetParam().workload;
+    c.world_size = world;
+    c.global_batch = GetParam().batch;
+    c.steps = 5;
+    c.warmup = 0;
+    c.seed = 3;
+    c.optimizer.lr = 0.05f;
+    c.optimizer.momentum = 0.9f;
+    c.optimizer.weight_decay = 0.01f;
+    c.dp_broadcast_mb = 0.3;  // several coalesced chunks, one parameter larger than the cap
+    c.dump = dir.string();
+    c.quiet = true;
+    c.validate();
+    bench::run_training(c);
+    dirs_.push_back(dir);
+    return (dir / "final.safetensors").string();
+  }
+  void TearDown() override {
+    for (auto& d : dirs_) std::filesystem::remove_all(d);
+  }
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TEST_P(DpEquivalence, MatchesSingleDeviceAfterFiveSgdSteps) {
+  std::string single = run("single", 1, "single");
+  for (int world : {1, 2, 3, 4}) {
+    std::string dp = run("dp", world, "dp" + std::to_string(world));
+    double d = max_rel_diff(dp, single);
+    std::printf("%s batch %ld: DP over %d CPU devices vs single: max rel diff %.3g\n",
+                GetParam().workload.c_str(), static_cast<long>(GetParam().batch), world, d);
+    EXPECT_LE(d, 1e-5) << "world size " << world;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Workloads, DpEquivalence,
+                         ::testing::Values(Case{"mlp-small", 32}, Case{"mlp-small", 30},
+                                           Case{"gpt-tiny", 8}, Case{"gpt-tiny", 7}),
+                         [](const auto& info) {
+                           std::string n = info.param.workload + "_b" + std::to_string(info.param.batch);
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace ddpb

@@ -27,6 +27,8 @@ class Backend {
   virtual std::unique_ptr<EventImpl> make_event(const Device& device) = 0;
   virtual std::unique_ptr<MemoryBackend> make_memory(const Device& device) = 0;
   virtual void set_device(const Device& device) = 0;
+  // The calling thread's current device index of this type (-1 where that means nothing).
+  virtual int current_device_index() const { return -1; }
 
   // ---- Ops: the same contracts as core/ops.h, arguments already validated ----
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,

@@ -58,10 +58,23 @@ void require_device(const Device& d) {
 }
 
 DeviceGuard::DeviceGuard(const Device& d) : previous_label_(current_device_label()) {
-  if (d.is_cuda()) backend_for(DeviceType::CUDA).set_device(d);
+  if (d.is_cuda()) {
+    Backend& cuda = backend_for(DeviceType::CUDA);
+    previous_cuda_ = cuda.current_device_index();
+    cuda.set_device(d);
+  }
   set_current_device_label(d.str());
 }
 
-DeviceGuard::~DeviceGuard() { set_current_device_label(previous_label_); }
+DeviceGuard::~DeviceGuard() {
+  if (previous_cuda_ >= 0) {
+    try {
+      backend_for(DeviceType::CUDA).set_device(Device::cuda(previous_cuda_));
+    } catch (...) {
+      // A destructor must not throw; the thread stays on the guard's device.
+    }
+  }
+  set_current_device_label(previous_label_);
+}
 
 }  // namespace ddpb

@@ -37,7 +37,7 @@ bool cuda_compiled_in();
 void require_device(const Device& d);
 
 // Makes `d` the calling thread's current device for the guard's lifetime: cudaSetDevice on
-// CUDA, and the device label that error messages carry.
+// CUDA (the previous GPU is restored on exit), and the device label that error messages carry.
 class DeviceGuard {
  public:
   explicit DeviceGuard(const Device& d);
@@ -47,6 +47,7 @@ class DeviceGuard {
 
  private:
   std::string previous_label_;
+  int previous_cuda_ = -1;  // restored on exit when the guard switched GPUs
 };
 
 }  // namespace ddpb

@@ -99,6 +99,9 @@ void AsyncRange::end() {
 }
 
 void name_thread(const std::string& name) {
+  // NVTX initialises itself lazily on first call; doing that inside domain()'s static
+  // initialisation gives every later call from any thread a happens-before edge.
+  domain();
   nvtxNameOsThreadA(static_cast<uint32_t>(syscall(SYS_gettid)), name.c_str());
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 }

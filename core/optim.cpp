@@ -6,9 +6,14 @@
 
 namespace ddpb::optim {
 
-void Optimizer::zero_grad() {
+void Optimizer::zero_grad(bool set_to_none) {
   for (auto& p : params_) {
-    if (p.grad().defined()) ops::zero(p.grad());
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      ops::zero(p.grad());
+    }
   }
 }
 

@@ -23,7 +23,10 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual void step() = 0;
-  void zero_grad();  // zeroes gradients in place (views into DDP buckets survive)
+  // set_to_none (PyTorch 2's default) drops the gradients, so the next backward adopts
+  // fresh buffers without a memset and an add; false zeroes them in place, which keeps
+  // gradients that are views (DDP's bucket views) attached.
+  void zero_grad(bool set_to_none = true);
   const std::vector<autograd::Var>& params() const { return params_; }
 
  protected:

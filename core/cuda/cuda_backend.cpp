@@ -71,6 +71,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<MemoryBackend> make_memory(const Device& device) override {
     return make_device_memory(device);
   }
+  int current_device_index() const override {
+    int index = -1;
+    if (cudaGetDevice(&index) != cudaSuccess) return -1;
+    return index;
+  }
   void set_device(const Device& device) override {
     DDPB_CHECK(device.is_cuda()) << "CUDA set_device on " << device.str();
     CUDA_CHECK(cudaSetDevice(device.index)) << "selecting " << device.str();

@@ -3,7 +3,7 @@
 
     replay_pytorch.py DIR [--tolerance 1e-4] [--n-head H] [--write-final PATH] [--quiet]
 
-DIR holds what bench/run_dump.h writes: meta.json, init.safetensors, batches.safetensors and
+DIR holds what bench/run_dump.h writes (--mode single or dp): meta.json, init.safetensors, batches.safetensors and
 final.safetensors. The script rebuilds the workload's model in PyTorch (mlp, gpt and embed
 families; sizes come from the tensor shapes in init.safetensors, and for GPT the head count,
 which no shape carries, from the preset table below or --n-head), loads init.safetensors,
@@ -229,8 +229,10 @@ def main():
         with open(os.path.join(d, "meta.json")) as f:
             meta = json.load(f)
         cfg = meta["config"]
-        if cfg.get("mode", "single") != "single":
-            raise ValueError(f"only --mode single dumps can be replayed, this one is {cfg['mode']}")
+        # DP trains on the global batch exactly like one device (up to summation order), and
+        # its dump holds the global batches; DDP ranks write batches.rank{r}.safetensors.
+        if cfg.get("mode", "single") not in ("single", "dp"):
+            raise ValueError(f"only --mode single and dp dumps can be replayed, this one is {cfg['mode']}")
         family, workload = meta["workload"]["family"], meta["workload"]["name"]
         init, _ = safetensors_lite.load(os.path.join(d, "init.safetensors"))
         final, _ = safetensors_lite.load(os.path.join(d, "final.safetensors"))

@@ -94,7 +94,8 @@ def main():
         cursor += args.batch
         x, y = data_x.index_select(0, idx), data_y.index_select(0, idx)
         t_data = time.perf_counter()
-        opt.zero_grad()
+        # set_to_none: the same semantics as ddpbench (and PyTorch 2.x's default).
+        opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +46,9 @@ Outcome run_command(const std::string& cmd) {
 bool torch_available(std::string* why) {
   Outcome o = run_command(std::string(DDPB_TEST_PYTHON) + " -c 'import torch'");
   if (o.status != 0) {
+    while (!o.output.empty() && std::isspace(static_cast<unsigned char>(o.output.back()))) {
+      o.output.pop_back();
+    }
     *why = "'" + std::string(DDPB_TEST_PYTHON) + " -c \"import torch\"' exited with status " +
            std::to_string(o.status) + ": " + o.output;
   }

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include "core/device.h"
+
 #include "bench/trainer.h"
 #include "workloads/safetensors.h"
 
@@ -32,16 +34,20 @@ struct Case {
   std::string workload;
   int64_t batch;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.workload << " batch " << c.batch; }
 
 class DpEquivalence : public ::testing::TestWithParam<Case> {
  protected:
-  std::string run(const std::string& mode, int world, const std::string& tag) {
+  std::string run(const std::string& mode, int world, const std::string& tag,
+                  const std::string& device = "cpu", const std::string& devices = "") {
     auto dir = std::filesystem::temp_directory_path() /
                ("ddpb_dp_" + std::to_string(::getpid()) + "_" + tag);
     bench::RunConfig c;
     c.mode = mode;
     c.workload = GetParam().workload;
     c.world_size = world;
+    c.device = device;
+    c.devices = devices;
     c.global_batch = GetParam().batch;
     c.steps = 5;
     c.warmup = 0;
@@ -71,6 +77,24 @@ TEST_P(DpEquivalence, MatchesSingleDeviceAfterFiveSgdSteps) {
     std::printf("%s batch %ld: DP over %d CPU devices vs single: max rel diff %.3g\n",
                 GetParam().workload.c_str(), static_cast<long>(GetParam().batch), world, d);
     EXPECT_LE(d, 1e-5) << "world size " << world;
+  }
+}
+
+// The same on a GPU: two logical replicas on cuda:0 (NCCL refuses duplicate GPUs, so they
+// use copies), and distinct GPUs (NCCL broadcast/reduce) when there are several.
+TEST_P(DpEquivalence, MatchesSingleDeviceOnCuda) {
+  const int gpus = cuda_device_count();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU DP equivalence not run";
+  std::string single = run("single", 1, "cuda_single", "cuda:0");
+  std::string logical = run("dp", 2, "cuda_logical", "cuda", "cuda:0,cuda:0");
+  double d = max_rel_diff(logical, single);
+  std::printf("%s: DP over cuda:0,cuda:0 vs single cuda:0: max rel diff %.3g\n", GetParam().workload.c_str(), d);
+  EXPECT_LE(d, 1e-5);
+  if (gpus >= 2) {
+    std::string distinct = run("dp", 2, "cuda_distinct", "cuda");
+    double d2 = max_rel_diff(distinct, single);
+    std::printf("%s: DP over cuda:0,cuda:1 vs single cuda:0: max rel diff %.3g\n", GetParam().workload.c_str(), d2);
+    EXPECT_LE(d2, 1e-5);
   }
 }
 

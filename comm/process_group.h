@@ -1,0 +1,93 @@
+// ProcessGroup: collectives among the ranks of one job (as torch.distributed's).
+//
+// Every collective is asynchronous and returns a Work. The element count and dtype always
+// come from the tensors, never from the caller. Collectives on one ProcessGroup run in the
+// order they were issued, on the group's communication thread (Gloo) or stream (NCCL), so
+// they overlap with the caller's compute; every rank must issue the same collectives in the
+// same order (DDP guarantees this: see Note [DDP bucket launch order] in impl_ddp).
+//
+// Device tensors:
+//  - gloo stages CUDA tensors through pinned host buffers (D2H on its stream, the host
+//    collective, then H2D), which also lets several ranks share one GPU;
+//  - nccl runs on a dedicated stream that first waits on an event recorded on the caller's
+//    current stream, so no host sync is needed.
+//
+// Thread-safety: issue collectives from one thread per group; Work objects may be waited on
+// from any thread.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/store.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace ddpb::comm {
+
+class CommTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
+// One issued collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // True once the collective finished (successfully or not). Never blocks.
+  virtual bool is_completed() = 0;
+  // Blocks until complete; throws the collective's error, or CommTimeout (naming the op,
+  // its sequence number and the timeout) if it does not finish in time. For NCCL, the
+  // caller's current stream is also made to wait for the result.
+  virtual void wait() = 0;
+  // The failure, if any (after completion).
+  virtual std::exception_ptr exception() const = 0;
+
+  // Description, for records, timelines and the flight recorder.
+  int64_t sequence = 0;  // per-group issue order, from 0
+  std::string op;        // "allreduce", "broadcast", ...
+  int64_t bytes = 0;     // payload bytes of this rank's input
+  // Host timestamps (steady clock, ns) when the collective started and finished on the
+  // communication thread or stream; 0 until known.
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend() const = 0;
+
+  // In-place sum of `tensor` over all ranks (f32, bf16, f16).
+  virtual WorkPtr allreduce(const Tensor& tensor) = 0;
+  // `tensor` on every rank becomes root's.
+  virtual WorkPtr broadcast(const Tensor& tensor, int root) = 0;
+  // output = concat over ranks of each rank's input (output numel = size * input numel).
+  virtual WorkPtr allgather(const Tensor& output, const Tensor& input) = 0;
+  // input holds size() equal chunks; output (one chunk) = sum over ranks of chunk[rank].
+  virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input) = 0;
+  virtual WorkPtr barrier() = 0;
+
+ protected:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank_, size_;
+};
+
+struct ProcessGroupOptions {
+  std::string backend = "gloo";  // gloo | nccl
+  Device device;                 // this rank's device (tensors live here)
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::string hostname = "127.0.0.1";  // interface gloo binds to (MASTER_ADDR's for one node)
+};
+
+// Creates the group and performs its rendezvous through `store` (throws on timeout).
+std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, int rank, int size,
+                                                 const ProcessGroupOptions& options);
+
+}  // namespace ddpb::comm

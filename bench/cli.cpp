@@ -7,6 +7,8 @@
 
 #include "bench/run_config.h"
 #include "bench/trainer.h"
+#include "comm/launcher.h"
+#include "comm/rank_env.h"
 #include "core/check.h"
 #include "reports/json_io.h"
 #include "workloads/model.h"
@@ -18,13 +20,24 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
 void add_run_options(CLI::App& run, RunConfig& c) {
-  run.add_option("--mode", c.mode, "single or dp (ddp: see the README)")
-      ->check(CLI::IsMember({"single", "dp", "ddp"}));
+  run.add_option("--mode", c.mode, "single, dp or ddp")
+      ;
   run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")->required();
   run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");
   run.add_option("--world-size", c.world_size, "dp: number of devices");
   run.add_option("--devices", c.devices, "dp: explicit device list, e.g. cuda:0,cuda:0");
   run.add_option("--dp-broadcast-mb", c.dp_broadcast_mb, "dp: coalescing cap in MiB (default 10)");
+  run.add_option("--backend", c.backend, "ddp: gloo or nccl (default nccl on CUDA, gloo on CPU)");
+  run.add_option("--bucket-cap-mb", c.bucket_cap_mb, "ddp: bucket cap in MiB (default 25)");
+  run.add_option("--first-bucket-mb", c.first_bucket_mb, "ddp: first bucket cap in MiB (default 1)");
+  run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view, "ddp: gradients live in the buckets");
+  run.add_option("--accumulate", c.accumulate, "ddp: micro-steps per step (no_sync for K-1)");
+  run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
+  run.add_option("--comm-hook", c.comm_hook, "ddp: none, fp16 or bf16 bucket compression");
+  run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
+  run.add_option("--broadcast-buffers", c.broadcast_buffers, "ddp: buffers from rank 0 each forward");
+  run.add_option("--timeout", c.timeout_s, "ddp: rendezvous/collective timeout in seconds");
+  run.add_option("--inject-fault", c.inject_fault, "ddp: crash|hang|slow=MS@rank=R,step=S");
   run.add_option("--global-batch", c.global_batch, "samples per step over all devices");
   run.add_option("--steps", c.steps, "measured steps");
   run.add_option("--warmup", c.warmup, "warm-up steps before the measured ones");
@@ -40,15 +53,22 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--quiet", c.quiet, "no per-step lines");
 }
 
-int run_command(RunConfig config, bool batch_given) {
+int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
   if (!batch_given) config.global_batch = default_global_batch(config.workload);
   config.validate();
-  fmt::print("config: {}\n", config.to_json().dump());
-  auto record = run_training(config);
-  if (!config.out.empty()) {
-    reports::write_json_atomic(config.out, record);
-    fmt::print("wrote {}\n", config.out);
+  if (config.mode == "ddp" && !comm::detect_rank_env()) {
+    // Not started as a rank: become the launcher and start world_size ranks of ourselves.
+    comm::LaunchSpec spec;
+    spec.world_size = config.world_size;
+    spec.args.assign(argv, argv + argc);
+    fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
+    std::fflush(stdout);
+    comm::LaunchResult r = comm::launch_local(spec);
+    if (r.exit_code != 0) std::cerr << "ddpbench launcher: " << r.failure << "\n";
+    return r.exit_code;
   }
+  fmt::print("config: {}\n", config.to_json().dump());
+  run_training(config);
   return 0;
 }
 
@@ -79,7 +99,7 @@ int ddpbench_main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (run->parsed()) return run_command(config, run->count("--global-batch") > 0);
+    if (run->parsed()) return run_command(config, run->count("--global-batch") > 0, argc, argv);
     if (workloads->parsed()) return list_workloads();
   } catch (const UsageError& e) {
     std::cerr << "ddpbench: error: " << e.what() << "\n";

@@ -1,13 +1,33 @@
 #include "bench/run_config.h"
 
+#include "bench/fault_injection.h"
 #include "core/check.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
 
 void RunConfig::validate() const {
-  DDPB_USAGE_CHECK(mode == "single" || mode == "dp")
-      << "--mode " << mode << " is not available yet (this build supports: single, dp)";
+  DDPB_USAGE_CHECK(mode == "single" || mode == "dp" || mode == "ddp")
+      << "--mode must be single, dp or ddp, got " << mode;
+  if (mode == "ddp") {
+    DDPB_USAGE_CHECK(global_batch % world_size == 0)
+        << "--global-batch " << global_batch << " does not divide into --world-size " << world_size
+        << " ranks (DDP gives every rank global-batch/world-size samples)";
+    DDPB_USAGE_CHECK(bucket_cap_mb > 0 && first_bucket_mb > 0)
+        << "--bucket-cap-mb and --first-bucket-mb must be positive";
+    DDPB_USAGE_CHECK(accumulate >= 1) << "--accumulate must be >= 1, got " << accumulate;
+    DDPB_USAGE_CHECK(backend.empty() || backend == "gloo" || backend == "nccl")
+        << "--backend must be gloo or nccl, got " << backend;
+    DDPB_USAGE_CHECK(comm_hook == "none" || comm_hook == "fp16" || comm_hook == "bf16")
+        << "--comm-hook must be none, fp16 or bf16, got " << comm_hook;
+    DDPB_USAGE_CHECK(timeout_s > 0) << "--timeout must be positive";
+    parse_fault(inject_fault);  // validates
+  } else {
+    DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params && !no_overlap &&
+                     comm_hook == "none" && backend.empty() && inject_fault.empty())
+        << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
+           "--comm-hook, --no-overlap, --inject-fault) need --mode ddp";
+  }
   DDPB_USAGE_CHECK(world_size >= 1) << "--world-size must be positive, got " << world_size;
   DDPB_USAGE_CHECK(mode != "single" || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
@@ -26,6 +46,17 @@ nlohmann::json RunConfig::to_json() const {
           {"world_size", world_size},
           {"devices", devices},
           {"dp_broadcast_mb", dp_broadcast_mb},
+          {"backend", backend},
+          {"bucket_cap_mb", bucket_cap_mb},
+          {"first_bucket_mb", first_bucket_mb},
+          {"grad_as_bucket_view", grad_as_bucket_view},
+          {"accumulate", accumulate},
+          {"find_unused_params", find_unused_params},
+          {"comm_hook", comm_hook},
+          {"no_overlap", no_overlap},
+          {"broadcast_buffers", broadcast_buffers},
+          {"timeout_s", timeout_s},
+          {"inject_fault", inject_fault},
           {"global_batch", global_batch},
           {"steps", steps},
           {"warmup", warmup},

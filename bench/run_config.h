@@ -12,12 +12,23 @@
 namespace ddpb::bench {
 
 struct RunConfig {
-  std::string mode = "single";  // single | dp (ddp comes with impl_ddp)
+  std::string mode = "single";  // single | dp | ddp
   std::string workload;
   std::string device = "cpu";
   int world_size = 1;          // dp: number of devices
   std::string devices;         // dp: explicit list, e.g. "cuda:0,cuda:0"
   double dp_broadcast_mb = 10; // dp: coalescing cap of replicate and reduce_add
+  std::string backend;          // ddp: gloo | nccl (default: nccl on CUDA, gloo on CPU)
+  double bucket_cap_mb = 25;    // ddp
+  double first_bucket_mb = 1;   // ddp
+  bool grad_as_bucket_view = false;
+  int64_t accumulate = 1;       // ddp: micro-steps per step (no_sync for the first K-1)
+  bool find_unused_params = false;
+  std::string comm_hook = "none";  // none | fp16 | bf16
+  bool no_overlap = false;
+  bool broadcast_buffers = true;
+  double timeout_s = 300;       // ddp: rendezvous and collective timeout
+  std::string inject_fault;     // ddp: KIND@rank=R,step=S (bench/fault_injection.h)
   int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
   int64_t steps = 20;        // measured steps
   int64_t warmup = 3;        // steps before the measured ones (they train too)

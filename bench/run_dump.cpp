@@ -19,18 +19,20 @@ void RunDump::save_init(const nn::Module& model) {
   save_state_dict(model, dir_ + "/init.safetensors");
 }
 
-void RunDump::add_batch(int64_t step, const Batch& batch) {
+void RunDump::add_batch(int64_t step, int micro, const Batch& batch) {
   std::string prefix = "step" + std::to_string(step);
+  if (micro > 0) prefix += "." + std::to_string(micro);
   batches_.push_back({prefix + ".x", batch.x.to(Device::cpu())});
   batches_.push_back({prefix + ".y", batch.y.to(Device::cpu())});
 }
 
-void RunDump::finish(const nn::Module& model, const nlohmann::json& meta) {
-  save_state_dict(model, dir_ + "/final.safetensors");
+void RunDump::finish(const nn::Module* model, const nlohmann::json& meta) {
   save_safetensors(dir_ + "/" + batches_file_, batches_);
+  if (!model) return;
+  save_state_dict(*model, dir_ + "/final.safetensors");
   nlohmann::json m = meta;
   nlohmann::json names = nlohmann::json::array();
-  for (auto& p : model.named_parameters()) names.push_back(p.name);
+  for (auto& p : model->named_parameters()) names.push_back(p.name);
   m["parameters"] = names;
   reports::write_json_atomic(dir_ + "/meta.json", m);
 }

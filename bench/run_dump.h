@@ -3,7 +3,8 @@
 //   init.safetensors     parameters before step 1
 //   final.safetensors    parameters after the last step
 //   batches.safetensors  step{k}.x and step{k}.y for k = 1..steps, exactly as used
-//                        (DDP rank r writes batches.rank{r}.safetensors)
+//                        (DDP rank r writes batches.rank{r}.safetensors; with
+//                        --accumulate, micro-batch j > 0 of step k is step{k}.{j}.x)
 // Every file is written atomically, and meta.json last, so a directory with meta.json
 // holds a complete dump.
 #pragma once
@@ -24,10 +25,11 @@ class RunDump {
   // Creates `dir` if needed. `batches_file` is the file name for the inputs.
   RunDump(std::string dir, std::string batches_file = "batches.safetensors");
   void save_init(const nn::Module& model);
-  // Keeps a host copy of the batch of step `step` (1-based).
-  void add_batch(int64_t step, const Batch& batch);
-  // Writes final.safetensors, the batches and meta.json.
-  void finish(const nn::Module& model, const nlohmann::json& meta);
+  // Keeps a host copy of micro-batch `micro` of step `step` (1-based): "step{k}.x" when a
+  // step has one batch, "step{k}.{micro}.x" for the later micro-batches of --accumulate.
+  void add_batch(int64_t step, int micro, const Batch& batch);
+  // Writes the batches and, given the model (rank 0 only), final.safetensors and meta.json.
+  void finish(const nn::Module* model, const nlohmann::json& meta);
 
  private:
   std::string dir_;

@@ -22,7 +22,8 @@ class DpRunner final : public ModeRunner {
   Device data_device() const override { return Device::cpu(); }
   std::vector<Device> devices() const override { return dp_->devices(); }
 
-  StepOutcome step(const Batch& batch, optim::Optimizer& optimizer) override {
+  StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
+    const Batch batch = next_batch();
     dp::DpStepStats s = dp_->step(batch, optimizer);
     StepOutcome out;
     out.loss = s.loss;

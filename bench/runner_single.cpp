@@ -20,7 +20,8 @@ class SingleRunner final : public ModeRunner {
 
   // Events at the phase boundaries on the compute stream: host timestamps on CPU, GPU
   // timestamps on CUDA, so phases measure device work rather than enqueue time.
-  StepOutcome step(const Batch& batch, optim::Optimizer& optimizer) override {
+  StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
+    const Batch batch = next_batch();
     DeviceGuard guard(device_);
     Stream& s = current_stream(device_);
     Event marks[4];

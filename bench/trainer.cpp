@@ -22,6 +22,7 @@ namespace {
 
 std::unique_ptr<ModeRunner> make_runner(const RunConfig& config, const WorkloadSpec& spec) {
   if (config.mode == "dp") return make_dp_runner(config, spec);
+  if (config.mode == "ddp") return make_ddp_runner(config, spec);
   return make_single_runner(config, spec);
 }
 
@@ -57,14 +58,15 @@ nlohmann::json run_training(const RunConfig& config) {
   auto dataset = make_dataset(spec, config.seed);
   DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
       << "--global-batch " << config.global_batch << " exceeds the dataset of " << dataset->size();
-  DistributedSampler sampler(dataset->size(), /*num_replicas=*/1, /*rank=*/0, /*shuffle=*/true,
+  const DataPlan plan = runner->data_plan(config);
+  DistributedSampler sampler(dataset->size(), plan.num_replicas, plan.rank, /*shuffle=*/true,
                              config.seed, /*drop_last=*/false);
-  DataLoader loader(dataset, sampler, config.global_batch, runner->data_device());
+  DataLoader loader(dataset, sampler, plan.batch_size, runner->data_device());
 
   std::unique_ptr<RunDump> dump;
   if (!config.dump.empty()) {
-    dump = std::make_unique<RunDump>(config.dump);
-    dump->save_init(model);
+    dump = std::make_unique<RunDump>(config.dump, runner->batches_file());
+    if (runner->is_primary()) dump->save_init(model);
   }
   std::string device_list;
   for (const auto& d : runner->devices()) device_list += (device_list.empty() ? "" : ",") + d.str();
@@ -78,15 +80,18 @@ nlohmann::json run_training(const RunConfig& config) {
   std::vector<std::string> phase_order;
   double first_loss = 0, last_loss = 0;
   for (int64_t step = 1; step <= config.total_steps(); ++step) {
-    auto t0 = std::chrono::steady_clock::now();
-    Batch batch;
-    {
+    double data_ms = 0;
+    int micro = 0;
+    const BatchFn next_batch = [&] {
       nvtx::Range r("data", nvtx::Category::Data);
-      batch = loader.next();
-    }
-    double data_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    StepOutcome out = runner->step(batch, *optimizer);
-    if (dump) dump->add_batch(step, batch);
+      auto t0 = std::chrono::steady_clock::now();
+      Batch batch = loader.next();
+      data_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (dump) dump->add_batch(step, micro, batch);
+      ++micro;
+      return batch;
+    };
+    StepOutcome out = runner->step(next_batch, *optimizer);
     DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
     const double total = data_ms + out.step_ms;
     const bool measured = step > config.warmup;
@@ -156,7 +161,15 @@ nlohmann::json run_training(const RunConfig& config) {
         {"first_loss", first_loss},
         {"last_loss", last_loss}}},
       {"memory", memory}};
-  if (dump) dump->finish(model, {{"config", config.to_json()}, {"workload", record["workload"]}});
+  if (dump) {
+    dump->finish(runner->is_primary() ? &model : nullptr,
+                 {{"config", config.to_json()}, {"workload", record["workload"]}});
+  }
+  record = runner->finalize_record(std::move(record));
+  if (runner->is_primary() && !config.out.empty()) {
+    reports::write_json_atomic(config.out, record);
+    fmt::print("wrote {}\n", config.out);
+  }
   return record;
 }
 

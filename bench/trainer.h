@@ -3,6 +3,7 @@
 // record, so that single, DP and DDP are measured the same way.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +24,16 @@ struct StepOutcome {
   nlohmann::json extra;                                    // mode-specific per-step data
 };
 
+// Fetches the next batch from the loader (timed as the data phase, and dumped with --dump).
+using BatchFn = std::function<Batch()>;
+
+// Which share of the data this process reads: DDP ranks read 1/world_size each.
+struct DataPlan {
+  int num_replicas = 1;
+  int rank = 0;
+  int64_t batch_size = 0;  // per step of this process (per micro-step with --accumulate)
+};
+
 class ModeRunner {
  public:
   virtual ~ModeRunner() = default;
@@ -31,13 +42,21 @@ class ModeRunner {
   // Where the data loader puts batches (the device for single; host memory for DP).
   virtual Device data_device() const = 0;
   virtual std::vector<Device> devices() const = 0;
-  virtual StepOutcome step(const Batch& batch, optim::Optimizer& optimizer) = 0;
+  virtual DataPlan data_plan(const RunConfig& config) const { return {1, 0, config.global_batch}; }
+  // One training step; calls next_batch() once per batch it consumes.
+  virtual StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) = 0;
+  // Rank 0 of DDP (and every single/DP process) writes the report and the model dumps.
+  virtual bool is_primary() const { return true; }
+  virtual std::string batches_file() const { return "batches.safetensors"; }
+  // DDP: rank 0 merges every rank's record; others return theirs unchanged.
+  virtual nlohmann::json finalize_record(nlohmann::json record) { return record; }
   // Mode-specific description for the record (transport, logical replicas, ...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 };
 
 std::unique_ptr<ModeRunner> make_single_runner(const RunConfig& config, const WorkloadSpec& spec);
 std::unique_ptr<ModeRunner> make_dp_runner(const RunConfig& config, const WorkloadSpec& spec);
+std::unique_ptr<ModeRunner> make_ddp_runner(const RunConfig& config, const WorkloadSpec& spec);
 
 // Runs the training described by `config` (already validated) and returns its record.
 // Prints per-step losses (unless quiet) and a summary to stdout.

@@ -19,7 +19,9 @@ constexpr char kHeader[8] = {'D', 'D', 'P', 'B', 'F', 'S', '0', '1'};
 const std::string kFinishedKey = "__ddpb_filestore__/finished";
 constexpr size_t kReadChunk = 64 * 1024;
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // flock(2) held for a scope.
 class FileLock {
@@ -209,8 +211,8 @@ void FileStore::replay_locked() {
     const uint64_t at = reader.position();
     uint32_t key_bytes = reader.read_u32();
     DDPB_CHECK(key_bytes >= 1 && key_bytes <= kMaxKeyBytes)
-        << "FileStore " << path_ << ": corrupt record at offset " << at << ": key of "
-        << key_bytes << " bytes (allowed 1.." << kMaxKeyBytes << ")";
+        << "FileStore " << path_ << ": corrupt record at offset " << at << ": key of " << key_bytes
+        << " bytes (allowed 1.." << kMaxKeyBytes << ")";
     std::string key(key_bytes, '\0');
     reader.read(key.data(), key_bytes);
     uint32_t value_bytes = reader.read_u32();

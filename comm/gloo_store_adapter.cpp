@@ -22,7 +22,9 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
   return std::vector<char>(value.begin(), value.end());
 }
 
-void GlooStoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys) {
+  wait(keys, timeout_);
+}
 
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
                             const std::chrono::milliseconds& timeout) {
@@ -37,8 +39,7 @@ void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
       throw StoreTimeout("gloo rendezvous: store wait(" + names + ") timed out after " +
                          std::to_string(timeout.count()) + " ms");
     }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(pause, deadline - now));
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
 }

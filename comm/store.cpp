@@ -8,22 +8,27 @@ namespace ddpb::comm {
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : prefix_(std::move(prefix)), base_(std::move(base)) {
   DDPB_CHECK(base_ != nullptr) << "PrefixStore('" << prefix_ << "') needs a base store";
-  timeout_ = base_->timeout();
 }
 
 void PrefixStore::set(const std::string& key, const Bytes& value) {
   base_->set(prefix_ + key, value);
 }
 
-Bytes PrefixStore::get(const std::string& key) { return base_->get(prefix_ + key); }
+Bytes PrefixStore::get(const std::string& key) {
+  return base_->get(prefix_ + key);
+}
 
 int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return base_->add(prefix_ + key, delta);
 }
 
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(prefixed(keys)); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_->check(prefixed(keys));
+}
 
-void PrefixStore::wait(const std::vector<std::string>& keys) { base_->wait(prefixed(keys)); }
+void PrefixStore::wait(const std::vector<std::string>& keys) {
+  base_->wait(prefixed(keys));
+}
 
 std::vector<std::string> PrefixStore::prefixed(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;

@@ -1,20 +1,26 @@
 // Store: the key-value rendezvous that ranks meet through (as torch.distributed's Store).
 //
-//  - FileStore: one file on a filesystem all ranks see (one node, or a shared FS).
-//  - TCPStore: served by rank 0 at MASTER_ADDR:MASTER_PORT, clients on every rank;
-//    compatible with torchrun's env:// variables.
+//  - HashStore (comm/hash_store.h): in one process, for ranks that are threads.
+//  - FileStore (comm/file_store.h): one file on a filesystem all ranks see (one node, or a
+//    shared FS).
+//  - TCPStore (comm/tcp_store.h): served by rank 0 at MASTER_ADDR:MASTER_PORT, clients on
+//    every rank; compatible with torchrun's env:// variables.
 //
-// Semantics shared by both implementations (and checked by one test suite):
+// Semantics shared by every implementation (and checked by one test suite,
+// tests/comm/test_store.cpp):
 //  - set(key, value) overwrites; get(key) waits until the key exists or the timeout passes
 //    (then throws StoreTimeout naming the key and the timeout);
 //  - add(key, delta) atomically adds to an integer counter (created at 0) and returns the
 //    new value;
 //  - wait(keys) waits for all keys to exist, with the timeout;
 //  - check(keys) returns whether all keys exist, without waiting.
-// Keys and values are byte strings. Thread-safety: every method may be called from any
-// thread; a Store object is shared by the rank's threads.
+// Keys (1..kMaxKeyBytes) and values (up to kMaxValueBytes) are byte strings; a counter is
+// stored as its decimal text, so get() of a counter reads "42".
+// Thread-safety: every method may be called from any thread; a Store object is shared by the
+// rank's threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -47,8 +53,10 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual void wait(const std::vector<std::string>& keys) = 0;
-  void set_timeout(Duration timeout) { timeout_ = timeout; }
-  Duration timeout() const { return timeout_; }
+  // How long get/wait wait (and a TCPStore connects). Virtual so that views (PrefixStore)
+  // act on the store they wrap.
+  virtual void set_timeout(Duration timeout) { timeout_.store(timeout); }
+  virtual Duration timeout() const { return timeout_.load(); }
 
   // Convenience for strings.
   void set_string(const std::string& key, const std::string& value) {
@@ -60,14 +68,17 @@ class Store {
   }
 
  protected:
-  Duration timeout_{std::chrono::seconds(300)};
+  // Atomic: set_timeout may race with a call that reads it (each call reads it once).
+  std::atomic<Duration> timeout_{std::chrono::seconds(300)};
 };
 
 // A view of a store that prefixes every key ("pg0/"), so that several users share one.
-// Waits use the base store's timeout.
+// The timeout is the base store's: set_timeout() here sets the base's.
 class PrefixStore final : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+  void set_timeout(Duration timeout) override { base_->set_timeout(timeout); }
+  Duration timeout() const override { return base_->timeout(); }
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;

@@ -20,6 +20,7 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::weak_ptr<VarImpl> var) : var_(std::move(var)) {}
   const char* name() const override { return "AccumulateGrad"; }
+  std::shared_ptr<VarImpl> variable() const { return var_.lock(); }
   std::vector<Tensor> apply(const Tensor& grad) override {
     auto var = var_.lock();
     if (!var) return {};
@@ -129,6 +130,28 @@ void Var::backward(const Tensor& grad_output) const {
 }
 
 Node::Node() : sequence_nr(g_next_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::vector<const VarImpl*> reachable_leaves(const Var& output) {
+  std::vector<const VarImpl*> leaves;
+  if (!output.defined() || !output.requires_grad()) return leaves;
+  if (output.is_leaf()) return {output.impl()};
+  std::unordered_map<Node*, bool> visited;
+  std::vector<Node*> stack{output.grad_fn().get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (visited[n]) continue;
+    visited[n] = true;
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
+      if (auto var = acc->variable()) leaves.push_back(var.get());
+      continue;
+    }
+    for (auto& next : n->next) {
+      if (next && !visited[next.get()]) stack.push_back(next.get());
+    }
+  }
+  return leaves;
+}
 
 Var make_result(Tensor output, std::shared_ptr<Node> node, const std::vector<Var>& inputs) {
   bool needs_grad = false;

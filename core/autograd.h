@@ -90,6 +90,10 @@ class Node {
 // plain constant and `node` is dropped.
 Var make_result(Tensor output, std::shared_ptr<Node> node, const std::vector<Var>& inputs);
 
+// The leaf Vars whose gradients a backward from `output` would reach: DDP's
+// find-unused-parameters search (a parameter not in the set gets no gradient this step).
+std::vector<const VarImpl*> reachable_leaves(const Var& output);
+
 // Thread-local switch, as torch.no_grad().
 bool grad_mode_enabled();
 class NoGradGuard {

@@ -36,14 +36,16 @@ if [[ $# -ne 2 ]]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
-bundle=$2
+mkdir -p "$2"
+bundle=$(cd "$2" && pwd)
 limit_mib=${LIMIT_MIB:-60}
 
 # ---- Binaries ----------------------------------------------------------------------------
 # The first executable file called NAME under the build tree (targets may sit in bench/,
 # bench/micro/, tests/, tests/impl_dp/ or the root, depending on where they are declared).
+# The bundle itself may sit inside the build tree: never pick its copies.
 find_binary() {
-  find "$build" -path "$build/CMakeFiles" -prune -o -path '*/CMakeFiles/*' -prune -o \
+  find "$build" -path "$bundle" -prune -o -path '*/CMakeFiles' -prune -o \
     -type f -name "$1" -perm -u+x -print 2>/dev/null | sort | head -n 1
 }
 
@@ -63,8 +65,6 @@ if ! ldd "${bins[0]}" | grep -q 'libcudart'; then
   exit 1
 fi
 
-mkdir -p "$bundle"
-bundle=$(cd "$bundle" && pwd)
 rm -rf "$bundle/bin" "$bundle/lib" "$bundle/scripts" "$bundle/MANIFEST.txt"
 mkdir -p "$bundle/bin" "$bundle/lib/compat" "$bundle/lib/glibc" "$bundle/scripts/peer"
 
@@ -135,6 +135,11 @@ if [[ -z "$loader" ]]; then
   echo "gpu_bundle: warning: no ld-linux loader found; the old-glibc fallback is unavailable"
 fi
 
+archs=$(grep -E '^CMAKE_CUDA_ARCHITECTURES:' "$build/CMakeCache.txt" | cut -d= -f2)
+if [[ ";$archs;" != *";90"* && "$archs" != all* && "$archs" != native ]]; then
+  echo "gpu_bundle: warning: CUDA architectures '$archs' have no 90: an H100/H200 would JIT from PTX or fail"
+fi
+
 # ---- Scripts -----------------------------------------------------------------------------
 cp "$root/scripts/gpu_check.sh" "$bundle/scripts/"
 cp "$root/scripts/peer/torch_gpt_step.py" "$bundle/scripts/peer/"
@@ -148,7 +153,7 @@ need_version() {  # highest symbol version of family $2 (GLIBC, GLIBCXX, CXXABI)
   echo "created:   $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
   echo "commit:    $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "build:     $build ($(grep -E '^CMAKE_BUILD_TYPE:' "$build/CMakeCache.txt" | cut -d= -f2))"
-  echo "cuda arch: $(grep -E '^CMAKE_CUDA_ARCHITECTURES:' "$build/CMakeCache.txt" | cut -d= -f2)"
+  echo "cuda arch: $archs"
   echo "nvcc:      $(grep -E '^CMAKE_CUDA_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2)"
   echo "binaries:  $(cd "$bundle/bin" && echo *)"
   echo "lib:       ${bundled[*]}"
@@ -166,7 +171,9 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 size_of() { du -sb "$1" | cut -f1; }
 total=$(size_of "$bundle")
 echo "gpu_bundle: $bundle"
-for d in bin lib lib/compat lib/glibc scripts; do
+printf '  %-11s %7s MiB\n' bin "$(mib "$(size_of "$bundle/bin")")"
+printf '  %-11s %7s MiB\n' lib "$(mib "$(find "$bundle/lib" -maxdepth 1 -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')")"
+for d in lib/compat lib/glibc scripts; do
   printf '  %-11s %7s MiB\n' "$d" "$(mib "$(size_of "$bundle/$d")")"
 done
 printf '  %-11s %7s MiB (limit %s MiB)\n' total "$(mib "$total")" "$limit_mib"

@@ -14,6 +14,11 @@ MlpModel::MlpModel(const WorkloadSpec& spec, const Device& device, uint64_t seed
     layers_.push_back(register_module(
         "layers." + name, std::make_shared<nn::Linear>(ctx.child(name), widths_[i], widths_[i + 1])));
   }
+  if (spec.conditional_branch) {
+    nn::Context root{device, seed, ""};
+    skip_ = register_module("skip", std::make_shared<nn::Linear>(root.child("skip"), spec.in_features,
+                                                                 spec.classes));
+  }
 }
 
 autograd::Var MlpModel::forward(const Tensor& x) const {
@@ -25,6 +30,7 @@ autograd::Var MlpModel::forward(const Tensor& x) const {
     // ReLU is fused into the GEMM epilogue; the last layer produces raw logits.
     h = layers_[i]->forward(h, last ? ops::Activation::None : ops::Activation::ReLU);
   }
+  if (skip_ && x.flat_view(0, {1}).item() > 0.0f) h = fn::add(h, skip_->forward(autograd::Var(x)));
   return h;
 }
 

@@ -1,4 +1,6 @@
 // `mlp`: Linear layers `layers.{i}` with ReLU between them and none after the last.
+// With spec.conditional_branch, a `skip` Linear from the input to the logits is used only
+// when the batch's first feature is positive (so some steps, and some ranks, skip it).
 #pragma once
 
 #include "workloads/model.h"
@@ -14,6 +16,7 @@ class MlpModel final : public Model {
  private:
   std::vector<std::shared_ptr<nn::Linear>> layers_;
   std::vector<int64_t> widths_;
+  std::shared_ptr<nn::Linear> skip_;  // conditional branch (spec.conditional_branch)
 };
 
 }  // namespace ddpb

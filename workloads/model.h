@@ -31,6 +31,9 @@ struct WorkloadSpec {
   int64_t n_layer = 0, n_embd = 0, n_head = 0, seq_len = 0, vocab = 0;
   // embed: vocab, n_embd (row width), ids_per_sample, hidden[0], classes
   int64_t ids_per_sample = 0;
+  // mlp: a `skip` Linear (in -> classes) added to the logits only in steps whose first input
+  // feature is positive: a conditionally unused branch, for DDP's find-unused-parameters.
+  bool conditional_branch = false;
   bool gpu_size = false;  // too big for CPU tests
 };
 

@@ -73,6 +73,17 @@ std::vector<WorkloadSpec> build_presets() {
   }
   {
     WorkloadSpec s;
+    s.name = "mlp-skip";
+    s.family = Family::Mlp;
+    s.description = "MLP 64 -> 64 x2 -> 4 with a conditionally skipped branch (find-unused tests)";
+    s.in_features = 64;
+    s.hidden = {64, 64};
+    s.classes = 4;
+    s.conditional_branch = true;
+    p.push_back(s);
+  }
+  {
+    WorkloadSpec s;
     s.name = "embed-tiny";
     s.family = Family::Embed;
     s.description = "embedding 4096 x 32 + MLP head (tests)";

@@ -285,15 +285,19 @@ void run_cublas(cublasHandle_t handle, const GemmShape& s, const Operands& o, Ma
   }
 }
 
-// max |got - ref| / max |ref|, on the device (cuBLAS axpy and amax). Overwrites `got`.
-double max_rel_diff(cublasHandle_t handle, const Tensor& got, const Tensor& ref) {
+// max |got - ref| / max |ref|, on the device (cuBLAS axpy and amax on `stream`, the handle's
+// stream). Overwrites `got`.
+double max_rel_diff(cublasHandle_t handle, cudaStream_t stream, const Tensor& got,
+                    const Tensor& ref) {
   const int n = static_cast<int>(got.numel());
   auto abs_max = [&](const Tensor& t) {
-    int index = 0;
+    int index = 0;  // 1-based; a host result, so the call has finished on return
     CUBLAS_CHECK(cublasIsamax(handle, n, t.data<float>(), 1, &index)) << "amax";
     float value = 0.0f;
-    CUDA_CHECK(cudaMemcpy(&value, t.data<float>() + (index - 1), sizeof(float),
-                          cudaMemcpyDeviceToHost));
+    // On the stream, not the legacy default stream, which need not order with it.
+    CUDA_CHECK(cudaMemcpyAsync(&value, t.data<float>() + (index - 1), sizeof(float),
+                               cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     return std::fabs(static_cast<double>(value));
   };
   const double scale = abs_max(ref);
@@ -385,7 +389,7 @@ Row measure(const GemmShape& s, MathMode mode, const Options& opt, cublasHandle_
   if (opt.check) {
     run_ddpbench(s, o, /*epilogue=*/false);
     run_cublas(handle, s, o, mode, o.c_ref);
-    row.max_rel_diff = max_rel_diff(handle, o.c, o.c_ref);
+    row.max_rel_diff = max_rel_diff(handle, stream, o.c, o.c_ref);
     row.check_ok = row.max_rel_diff <= (mode == MathMode::FP32 ? 1e-4 : 1e-2);
   }
   EventTimer timer(stream);

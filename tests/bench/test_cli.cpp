@@ -1,29 +1,16 @@
 // Bad input to `ddpbench run`: a one-line reason, exit code 2, and no output file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "../util/run_cli.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
+using Result = ddpb::testing::CliResult;
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(DDPBENCH_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result run(const std::string& args) { return ddpb::testing::run_cli(args); }
 
 class BadInput : public ::testing::Test {
  protected:

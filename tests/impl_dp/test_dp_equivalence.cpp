@@ -6,29 +6,12 @@
 #include "core/device.h"
 
 #include "bench/trainer.h"
-#include "workloads/safetensors.h"
+#include "../util/param_diff.h"
 
 namespace ddpb {
 namespace {
 
-// max over elements |a - b| / max|b|: relative to the tensor's scale, so that elements near
-// zero do not dominate (documented in docs/metrics.md as the parameter-difference metric).
-double max_rel_diff(const std::string& a_path, const std::string& b_path) {
-  auto a = load_safetensors(a_path), b = load_safetensors(b_path);
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].name, b[i].name);
-    auto av = a[i].tensor.to_floats(), bv = b[i].tensor.to_floats();
-    double scale = 1e-12, diff = 0;
-    for (size_t k = 0; k < av.size(); ++k) {
-      scale = std::max(scale, std::fabs(double(bv[k])));
-      diff = std::max(diff, std::fabs(double(av[k]) - bv[k]));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
+using testing::max_param_rel_diff;
 
 struct Case {
   std::string workload;
@@ -73,7 +56,7 @@ TEST_P(DpEquivalence, MatchesSingleDeviceAfterFiveSgdSteps) {
   std::string single = run("single", 1, "single");
   for (int world : {1, 2, 3, 4}) {
     std::string dp = run("dp", world, "dp" + std::to_string(world));
-    double d = max_rel_diff(dp, single);
+    double d = max_param_rel_diff(dp, single);
     std::printf("%s batch %ld: DP over %d CPU devices vs single: max rel diff %.3g\n",
                 GetParam().workload.c_str(), static_cast<long>(GetParam().batch), world, d);
     EXPECT_LE(d, 1e-5) << "world size " << world;
@@ -87,12 +70,12 @@ TEST_P(DpEquivalence, MatchesSingleDeviceOnCuda) {
   if (gpus == 0) GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU DP equivalence not run";
   std::string single = run("single", 1, "cuda_single", "cuda:0");
   std::string logical = run("dp", 2, "cuda_logical", "cuda", "cuda:0,cuda:0");
-  double d = max_rel_diff(logical, single);
+  double d = max_param_rel_diff(logical, single);
   std::printf("%s: DP over cuda:0,cuda:0 vs single cuda:0: max rel diff %.3g\n", GetParam().workload.c_str(), d);
   EXPECT_LE(d, 1e-5);
   if (gpus >= 2) {
     std::string distinct = run("dp", 2, "cuda_distinct", "cuda");
-    double d2 = max_rel_diff(distinct, single);
+    double d2 = max_param_rel_diff(distinct, single);
     std::printf("%s: DP over cuda:0,cuda:1 vs single cuda:0: max rel diff %.3g\n", GetParam().workload.c_str(), d2);
     EXPECT_LE(d2, 1e-5);
   }

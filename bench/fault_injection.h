@@ -1,0 +1,25 @@
+// --inject-fault KIND@rank=R,step=S: deliberate faults, to prove how ddpbench reacts.
+//   crash      the rank exits abruptly (_exit, no clean-up) at the start of step S
+//   hang       the rank stops issuing collectives from step S (sleeps until killed)
+//   slow=MS    the rank sleeps MS milliseconds at the start of every step from S: a straggler
+// (corrupt-grad and store-drop come with the reliability work.)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ddpb::bench {
+
+struct FaultSpec {
+  enum class Kind { None, Crash, Hang, Slow } kind = Kind::None;
+  int rank = 0;
+  int64_t step = 1;
+  int64_t slow_ms = 0;
+};
+
+// Parses the flag's value; throws UsageError naming the problem.
+FaultSpec parse_fault(const std::string& text);
+// Applies the fault, if it targets this rank and step.
+void maybe_inject_fault(const FaultSpec& fault, int rank, int64_t step);
+
+}  // namespace ddpb::bench

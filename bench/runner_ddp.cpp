@@ -1,0 +1,305 @@
+// --mode ddp: one process per rank (started by comm/launcher or an external launcher),
+// DistributedDataParallel through impl_ddp's Reducer.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "bench/fault_injection.h"
+#include "bench/stats.h"
+#include "bench/trainer.h"
+#include "comm/process_group.h"
+#include "comm/rank_env.h"
+#include "comm/tcp_store.h"
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "core/stream.h"
+#include "impl_ddp/reducer.h"
+
+namespace ddpb::bench {
+namespace {
+
+Device rank_device(const RunConfig& c, const comm::RankEnv& env) {
+  if (!c.devices.empty()) {
+    std::vector<std::string> items;
+    size_t start = 0;
+    while (start <= c.devices.size()) {
+      size_t comma = c.devices.find(',', start);
+      items.push_back(c.devices.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    DDPB_USAGE_CHECK(static_cast<int>(items.size()) == env.world_size)
+        << "--devices lists " << items.size() << " devices for " << env.world_size << " ranks";
+    return parse_device(items[static_cast<size_t>(env.rank)]);
+  }
+  Device base = parse_device(c.device);
+  return {base.type, env.local_rank};
+}
+
+// Union of [start, end) intervals, and the part of it after `after`.
+std::pair<double, double> union_and_tail(std::vector<std::pair<double, double>> iv, double after) {
+  std::sort(iv.begin(), iv.end());
+  double total = 0, tail = 0, cur_s = 0, cur_e = -1;
+  auto flush = [&] {
+    if (cur_e <= cur_s) return;
+    total += cur_e - cur_s;
+    tail += std::max(0.0, cur_e - std::max(cur_s, after));
+  };
+  for (auto [s, e] : iv) {
+    if (s > cur_e) {
+      flush();
+      cur_s = s;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  flush();
+  return {total, tail};
+}
+
+class DdpRunner final : public ModeRunner {
+ public:
+  DdpRunner(const RunConfig& config, const WorkloadSpec& spec)
+      : config_(config), fault_(parse_fault(config.inject_fault)) {
+    auto env = comm::detect_rank_env();
+    DDPB_CHECK(env) << "--mode ddp runs as a rank of a launcher (RANK/WORLD_SIZE not set)";
+    env_ = *env;
+    DDPB_USAGE_CHECK(env_.world_size == config.world_size || config.world_size == 1)
+        << "--world-size " << config.world_size << " but the launcher started "
+        << env_.world_size << " ranks";
+    device_ = rank_device(config, env_);
+    require_device(device_);
+    DeviceGuard guard(device_);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
+    store_ = comm::make_store_from_env(env_.rank, timeout);
+    comm::ProcessGroupOptions pg_options;
+    pg_options.backend = config.backend.empty() ? (device_.is_cuda() ? "nccl" : "gloo") : config.backend;
+    pg_options.device = device_;
+    pg_options.timeout = timeout;
+    pg_options.hostname = env_.master_addr;
+    pg_ = comm::make_process_group(store_, env_.rank, env_.world_size, pg_options);
+    model_ = make_model(spec, device_, config.seed);
+    verify_same_model();
+    // Rank 0's parameters everywhere (the models have no buffers to broadcast).
+    for (auto& p : model_->named_parameters()) pg_->broadcast(p.var.data(), 0)->wait();
+
+    ddp::ReducerOptions ro;
+    ro.first_bucket_bytes = static_cast<size_t>(config.first_bucket_mb * 1048576.0);
+    ro.bucket_bytes = static_cast<size_t>(config.bucket_cap_mb * 1048576.0);
+    ro.grad_as_bucket_view = config.grad_as_bucket_view;
+    ro.find_unused_parameters = config.find_unused_params;
+    ro.overlap = !config.no_overlap;
+    ro.comm_hook = ddp::parse_comm_hook(config.comm_hook);
+    reducer_ = std::make_unique<ddp::Reducer>(model_->named_parameters(), pg_, ro);
+    fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
+               env_.world_size, device_.str(), pg_->backend(), env_.source, reducer_->num_buckets());
+  }
+
+  Model& model() override { return *model_; }
+  Device data_device() const override { return device_; }
+  std::vector<Device> devices() const override { return {device_}; }
+  DataPlan data_plan(const RunConfig& c) const override {
+    return {env_.world_size, env_.rank, c.global_batch / env_.world_size};
+  }
+  bool is_primary() const override { return env_.rank == 0; }
+  std::string batches_file() const override {
+    return "batches.rank" + std::to_string(env_.rank) + ".safetensors";
+  }
+
+  StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
+    DeviceGuard guard(device_);
+    maybe_inject_fault(fault_, env_.rank, ++step_);
+    Stream& s = current_stream(device_);
+    const int64_t k = config_.accumulate;
+    // Gradients that are bucket views must stay attached, so they are zeroed in place.
+    optimizer.zero_grad(/*set_to_none=*/!config_.grad_as_bucket_view);
+    double fwd_ms = 0, bwd_ms = 0;
+    float loss_sum = 0;
+    Tensor scale;
+    if (k > 1) {
+      // Each micro-loss is divided by K, so K micro-steps equal one step on a K-times batch.
+      scale = Tensor::empty({1}, DType::F32, device_);
+      ops::fill(scale, 1.0f / static_cast<float>(k));
+    }
+    Event e[6];
+    for (auto& ev : e) ev = Event::create(device_);
+    for (int64_t j = 0; j < k; ++j) {
+      Batch batch = next_batch();
+      e[0].record(s);
+      autograd::Var loss;
+      {
+        nvtx::Range r("forward", nvtx::Category::Forward);
+        loss = model_loss(model_->forward(batch.x), batch.y);
+      }
+      e[1].record(s);
+      const bool sync = j == k - 1;  // no_sync for the first K-1 micro-steps
+      reducer_->prepare_for_backward(loss, sync);
+      {
+        nvtx::Range r("backward", nvtx::Category::Backward);
+        loss.backward(scale);
+      }
+      e[2].record(s);
+      loss_sum += loss.data().item();
+      fwd_ms += e[0].elapsed_ms(e[1]);
+      bwd_ms += e[1].elapsed_ms(e[2]);
+    }
+    auto bwd_end = std::chrono::steady_clock::now();
+    {
+      nvtx::Range r("ddp.finalize", nvtx::Category::Comm);
+      reducer_->finalize_backward();
+    }
+    e[3].record(s);
+    optimizer.step();
+    e[4].record(s);
+    e[4].synchronize();
+
+    StepOutcome out;
+    out.loss = loss_sum / static_cast<float>(k);
+    const double exposed = e[2].elapsed_ms(e[3]);
+    out.phases_ms = {{"forward", fwd_ms},
+                     {"backward_compute", bwd_ms},
+                     {"comm_exposed", exposed},
+                     {"optimizer", e[3].elapsed_ms(e[4])}};
+    out.step_ms = fwd_ms + bwd_ms + exposed + e[3].elapsed_ms(e[4]);
+
+    // Per-bucket records; communication time is the union of the collectives' busy
+    // intervals, exposed communication the part after backward compute ended.
+    const auto& recs = reducer_->last_records();
+    std::vector<std::pair<double, double>> busy;
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& r : recs) {
+      double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
+      busy.emplace_back(start, r.complete_ms);
+      double t = std::max(1e-9, r.complete_ms - start);
+      double algbw = r.bytes / (t / 1000.0) / 1e9;
+      double n = pg_->size();
+      buckets.push_back({{"bucket", r.index}, {"params", r.params}, {"bytes", r.bytes},
+                         {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms},
+                         {"start_ms", start}, {"complete_ms", r.complete_ms},
+                         {"algbw_GBps", algbw}, {"busbw_GBps", algbw * 2.0 * (n - 1) / n}});
+    }
+    const double sync_bwd_end_ms =
+        recs.empty() ? 0.0 : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start()).count();
+    auto [comm_ms, tail_ms] = union_and_tail(busy, sync_bwd_end_ms);
+    out.extra = {{"rank", env_.rank},
+                 {"buckets", buckets},
+                 {"comm_ms", comm_ms},
+                 {"comm_exposed_ms", tail_ms},
+                 {"overlap_ratio", comm_ms > 0 ? 1.0 - tail_ms / comm_ms : 0.0}};
+    return out;
+  }
+
+  nlohmann::json finalize_record(nlohmann::json record) override {
+    check_replicas_consistent();
+    // Every rank publishes its summary; rank 0 merges them into the one report.
+    nlohmann::json mine = {{"rank", env_.rank},
+                           {"device", device_.str()},
+                           {"step_time_ms", record["summary"]["step_time_ms"]},
+                           {"phases_median_ms", record["summary"]["phases_median_ms"]},
+                           {"memory", record["memory"]}};
+    store_->set_string("ddpbench/record/" + std::to_string(env_.rank), mine.dump());
+    if (env_.rank != 0) return record;
+    nlohmann::json ranks = nlohmann::json::array();
+    double lo = 1e300, hi = 0;
+    for (int r = 0; r < env_.world_size; ++r) {
+      auto rec = nlohmann::json::parse(store_->get_string("ddpbench/record/" + std::to_string(r)));
+      double med = rec["step_time_ms"]["median"].get<double>();
+      lo = std::min(lo, med);
+      hi = std::max(hi, med);
+      ranks.push_back(rec);
+    }
+    record["ranks"] = ranks;
+    record["summary"]["straggler_skew"] = lo > 0 ? hi / lo : 0.0;
+    record["mode"]["details"] = {{"backend", pg_->backend()},
+                                 {"world_size", env_.world_size},
+                                 {"launcher", env_.source},
+                                 {"buckets_initial", reducer_->initial_layout()},
+                                 {"buckets_rebuilt", reducer_->layout()},
+                                 {"rebuilt", reducer_->rebuilt()}};
+    // The report is complete only when every rank got here: say so on rank 0's exit path.
+    fmt::print("ddp: merged records of {} ranks (straggler skew {:.3f})\n", env_.world_size,
+               record["summary"]["straggler_skew"].get<double>());
+    return record;
+  }
+
+ private:
+  // DDP's invariant: after every step all ranks hold identical parameters. A checksum per
+  // rank (sum and sum of squares in double, sent as f32) is allgathered and compared.
+  void check_replicas_consistent() {
+    double sum = 0, sq = 0;
+    for (auto& p : model_->named_parameters()) {
+      for (float v : p.var.data().to_floats()) {
+        sum += v;
+        sq += double(v) * v;
+      }
+    }
+    const int n = pg_->size();
+    Tensor mine = Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq)}, {2}, device_);
+    Tensor all = Tensor::empty({2 * n}, DType::F32, device_);
+    pg_->allgather(all, mine)->wait();
+    auto v = all.to_floats();
+    for (int r = 1; r < n; ++r) {
+      DDPB_CHECK(v[2 * r] == v[0] && v[2 * r + 1] == v[1])
+          << "DDP replicas diverged: rank " << r << "'s parameter checksum (" << v[2 * r] << ", "
+          << v[2 * r + 1] << ") differs from rank 0's (" << v[0] << ", " << v[1] << ")";
+    }
+  }
+
+  // Every rank must hold the same parameters (names, shapes, dtypes): allgather a compact
+  // description (a 24-bit hash per parameter, exact in f32) and name the first difference.
+  void verify_same_model() {
+    auto params = model_->named_parameters();
+    const int n = pg_->size();
+    Tensor count = Tensor::from_floats({static_cast<float>(params.size())}, {1}, device_);
+    Tensor counts = Tensor::empty({n}, DType::F32, device_);
+    pg_->allgather(counts, count)->wait();
+    auto cv = counts.to_floats();
+    const int64_t max_count = static_cast<int64_t>(*std::max_element(cv.begin(), cv.end()));
+    std::vector<float> mine(static_cast<size_t>(max_count), -1.0f);
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::string sig = params[i].name + "|" + shape_str(params[i].var.shape()) + "|" +
+                        std::string(dtype_name(params[i].var.data().dtype()));
+      mine[i] = static_cast<float>(hash_name(sig.c_str()) & 0xFFFFFF);
+    }
+    Tensor local = Tensor::from_floats(mine, {max_count}, device_);
+    Tensor all = Tensor::empty({n * max_count}, DType::F32, device_);
+    pg_->allgather(all, local)->wait();
+    auto av = all.to_floats();
+    for (int64_t i = 0; i < max_count; ++i) {
+      std::vector<int> differing;
+      for (int r = 1; r < n; ++r) {
+        if (av[static_cast<size_t>(r * max_count + i)] != av[static_cast<size_t>(i)]) differing.push_back(r);
+      }
+      if (differing.empty()) continue;
+      std::string who;
+      for (int r : differing) who += (who.empty() ? "" : ", ") + std::to_string(r);
+      std::string name = i < static_cast<int64_t>(params.size())
+                             ? params[static_cast<size_t>(i)].name + " " + shape_str(params[static_cast<size_t>(i)].var.shape())
+                             : "(none: this rank has only " + std::to_string(params.size()) + " parameters)";
+      DDPB_USAGE_FAIL() << "DDP model mismatch: parameter #" << i << " differs between rank 0 and rank(s) "
+                        << who << " (on rank " << env_.rank << " it is " << name << ")";
+    }
+  }
+
+  RunConfig config_;
+  FaultSpec fault_;
+  int64_t step_ = 0;
+  comm::RankEnv env_;
+  Device device_;
+  std::shared_ptr<comm::Store> store_;
+  std::shared_ptr<comm::ProcessGroup> pg_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ddp::Reducer> reducer_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModeRunner> make_ddp_runner(const RunConfig& config, const WorkloadSpec& spec) {
+  return std::make_unique<DdpRunner>(config, spec);
+}
+
+}  // namespace ddpb::bench

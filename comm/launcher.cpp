@@ -1,0 +1,211 @@
+#include "comm/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+
+#include "core/check.h"
+
+namespace ddpb::comm {
+namespace {
+
+constexpr size_t kTailLines = 20;
+
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;  // read end of the child's stdout+stderr
+  std::string partial;
+  std::deque<std::string> tail;
+  bool exited = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "ended with status " + std::to_string(status);
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  DDPB_CHECK(n > 0) << "cannot find this executable: " << std::strerror(errno);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+void emit_line(int rank, Child& c, const std::string& line) {
+  std::printf("[rank %d] %s\n", rank, line.c_str());
+  std::fflush(stdout);
+  c.tail.push_back(line);
+  if (c.tail.size() > kTailLines) c.tail.pop_front();
+}
+
+// Reads what is available; returns false at end of file.
+bool pump(int rank, Child& c) {
+  char buf[8192];
+  ssize_t n = ::read(c.out_fd, buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    if (!c.partial.empty()) emit_line(rank, c, c.partial);
+    c.partial.clear();
+    return false;
+  }
+  c.partial.append(buf, static_cast<size_t>(n));
+  size_t pos;
+  while ((pos = c.partial.find('\n')) != std::string::npos) {
+    emit_line(rank, c, c.partial.substr(0, pos));
+    c.partial.erase(0, pos + 1);
+  }
+  return true;
+}
+
+pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
+            const std::string& token, int* out_fd) {
+  int fds[2];
+  DDPB_CHECK(::pipe2(fds, O_CLOEXEC) == 0) << "pipe: " << std::strerror(errno);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  DDPB_CHECK(pid >= 0) << "fork: " << std::strerror(errno);
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    std::string r = std::to_string(rank), w = std::to_string(spec.world_size),
+                p = std::to_string(port);
+    ::setenv("RANK", r.c_str(), 1);
+    ::setenv("LOCAL_RANK", r.c_str(), 1);
+    ::setenv("WORLD_SIZE", w.c_str(), 1);
+    ::setenv("MASTER_ADDR", spec.master_addr.c_str(), 1);
+    ::setenv("MASTER_PORT", p.c_str(), 1);
+    ::setenv("DDPBENCH_STORE_TOKEN", token.c_str(), 1);
+    ::setenv("DDPBENCH_LAUNCHER", "ddpbench", 1);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (size_t i = 1; i < spec.args.size(); ++i) argv.push_back(const_cast<char*>(spec.args[i].c_str()));
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  *out_fd = fds[0];
+  return pid;
+}
+
+}  // namespace
+
+int find_free_port(const std::string& addr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  DDPB_CHECK(fd >= 0) << "socket: " << std::strerror(errno);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  DDPB_USAGE_CHECK(::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) == 1)
+      << "MASTER_ADDR '" << addr << "' is not an IPv4 address";
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  socklen_t len = sizeof(sa);
+  if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  int err = errno;
+  ::close(fd);
+  DDPB_CHECK(rc == 0) << "cannot find a free port on " << addr << ": " << std::strerror(err);
+  return ntohs(sa.sin_port);
+}
+
+std::string random_token() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16];
+  in.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
+  DDPB_CHECK(in.gcount() == sizeof(bytes)) << "cannot read /dev/urandom";
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+LaunchResult launch_local(const LaunchSpec& spec) {
+  DDPB_USAGE_CHECK(spec.world_size >= 1) << "--world-size must be positive";
+  const std::string exe = self_exe();
+  const int port = find_free_port(spec.master_addr);
+  const std::string token = random_token();
+  std::vector<Child> children(static_cast<size_t>(spec.world_size));
+  for (int r = 0; r < spec.world_size; ++r) {
+    auto& c = children[static_cast<size_t>(r)];
+    c.pid = spawn(exe, spec, r, port, token, &c.out_fd);
+  }
+
+  LaunchResult result;
+  std::chrono::steady_clock::time_point kill_deadline{};
+  bool terminating = false;
+  size_t open_pipes = children.size(), running = children.size();
+  while (open_pipes > 0 || running > 0) {
+    std::vector<pollfd> pfds;
+    std::vector<int> owners;
+    for (size_t r = 0; r < children.size(); ++r) {
+      if (children[r].out_fd >= 0) {
+        pfds.push_back({children[r].out_fd, POLLIN, 0});
+        owners.push_back(static_cast<int>(r));
+      }
+    }
+    ::poll(pfds.data(), pfds.size(), 100);
+    for (size_t k = 0; k < pfds.size(); ++k) {
+      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = children[static_cast<size_t>(owners[k])];
+      if (!pump(owners[k], c)) {
+        ::close(c.out_fd);
+        c.out_fd = -1;
+        --open_pipes;
+      }
+    }
+    for (size_t r = 0; r < children.size(); ++r) {
+      Child& c = children[r];
+      if (c.exited) continue;
+      if (::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
+      c.exited = true;
+      --running;
+      bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+      if (!ok && result.failed_rank < 0 && !terminating) {
+        result.failed_rank = static_cast<int>(r);
+        result.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
+        result.failure = "rank " + std::to_string(r) + " " + describe_status(c.status);
+        // Stop the others: a collective they are in will never complete.
+        terminating = true;
+        kill_deadline = std::chrono::steady_clock::now() + spec.grace;
+        for (auto& other : children) {
+          if (!other.exited) ::kill(other.pid, SIGTERM);
+        }
+      }
+    }
+    if (terminating && std::chrono::steady_clock::now() > kill_deadline) {
+      for (auto& other : children) {
+        if (!other.exited) ::kill(other.pid, SIGKILL);
+      }
+    }
+  }
+  if (result.failed_rank >= 0) {
+    std::string lines;
+    for (const auto& l : children[static_cast<size_t>(result.failed_rank)].tail) lines += "\n    " + l;
+    result.failure += "; its last lines:" + (lines.empty() ? std::string(" (none)") : lines);
+  }
+  return result;
+}
+
+}  // namespace ddpb::comm

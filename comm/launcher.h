@@ -1,0 +1,36 @@
+// The single-node launcher behind `ddpbench run --mode ddp --world-size N`, in the way
+// torchrun works: it spawns N copies of this executable with RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT (a free port) and DDPBENCH_STORE_TOKEN (a random secret) set,
+// forwards every line of their output with a "[rank k] " prefix, and waits for all of them.
+// When one rank fails, the others are sent SIGTERM, then SIGKILL after a grace period, and
+// the result names the failed rank, how it ended and its last lines. Children get
+// PR_SET_PDEATHSIG, so they never outlive a killed launcher.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace ddpb::comm {
+
+struct LaunchSpec {
+  int world_size = 1;
+  std::vector<std::string> args;  // argv of every rank; args[0] is ignored (this executable)
+  std::string master_addr = "127.0.0.1";
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};
+};
+
+struct LaunchResult {
+  int exit_code = 0;     // 0 when every rank succeeded; else the failed rank's code (1 or 2)
+  int failed_rank = -1;  // the first rank to fail
+  std::string failure;   // "rank 1 exited with code 1" and its last lines
+};
+
+LaunchResult launch_local(const LaunchSpec& spec);
+
+// A TCP port on `addr` that was free a moment ago (bound to port 0, then released).
+int find_free_port(const std::string& addr);
+// 32 hex characters from /dev/urandom.
+std::string random_token();
+
+}  // namespace ddpb::comm

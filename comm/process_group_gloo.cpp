@@ -1,0 +1,536 @@
+#include "comm/process_group_gloo.h"
+
+#include <pthread.h>
+
+#include <cstring>
+#include <functional>
+#include <utility>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include "comm/gloo_store_adapter.h"
+#include "core/ops.h"
+
+namespace ddpb::comm {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The slot prefix of our ring reduce-scatter; Gloo's own collectives use 0x01..0x05 and the
+// bound-buffer algorithms use prefix 0, so 0x40 cannot meet them.
+constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
+
+// ---- Sum functions (Gloo's reduce signature: out, in1, in2, element count) -------------
+
+using SumFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T>
+void sum_exact(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+// Each partial sum is computed in f32 and rounded back to the 16-bit type, so the wire
+// carries 16-bit payloads (see the header).
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void sum_16bit(void* out, const void* a, const void* b, size_t n) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = FromFloat(ToFloat(x[i]) + ToFloat(y[i]));
+}
+
+SumFn sum_function(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return &sum_exact<float>;
+    case DType::I32:
+      return &sum_exact<int32_t>;
+    case DType::I64:
+      return &sum_exact<int64_t>;
+    case DType::BF16:
+      return &sum_16bit<bf16_to_float, float_to_bf16>;
+    case DType::F16:
+      return &sum_16bit<f16_to_float, float_to_f16>;
+  }
+  return nullptr;
+}
+
+// ---- Host collectives on host memory (CPU tensors or pinned staging buffers) ------------
+
+void host_allreduce(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, uint32_t tag,
+                    Millis timeout) {
+  if (t.numel() == 0) return;
+  gloo::AllreduceOptions opts(ctx);
+  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  const size_t n = static_cast<size_t>(t.numel());
+  switch (dtype_size(t.dtype())) {
+    case 2:
+      opts.setOutput(t.data<uint16_t>(), n);
+      break;
+    case 4:
+      opts.setOutput(t.data<uint32_t>(), n);
+      break;
+    case 8:
+      opts.setOutput(t.data<uint64_t>(), n);
+      break;
+    default:
+      DDPB_FAIL() << "allreduce of " << t.describe();
+  }
+  opts.setReduceFunction(sum_function(t.dtype()));
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+}
+
+void host_broadcast(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, int root,
+                    uint32_t tag, Millis timeout) {
+  if (t.numel() == 0) return;
+  gloo::BroadcastOptions opts(ctx);
+  opts.setOutput(t.data<uint8_t>(), t.nbytes());
+  opts.setRoot(root);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::broadcast(opts);
+}
+
+void host_allgather(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in,
+                    uint32_t tag, Millis timeout) {
+  if (in.numel() == 0) return;
+  gloo::AllgatherOptions opts(ctx);
+  uint8_t* own_chunk = out.data<uint8_t>() + static_cast<size_t>(ctx->rank) * in.nbytes();
+  // Without an input Gloo takes this rank's chunk of the output, which is exactly an
+  // in-place allgather; an input elsewhere is copied there first.
+  if (in.data<uint8_t>() != own_chunk) opts.setInput(in.data<uint8_t>(), in.nbytes());
+  opts.setOutput(out.data<uint8_t>(), out.nbytes());
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allgather(opts);
+}
+
+void wait_or_throw(bool completed, const char* what) {
+  DDPB_CHECK(completed) << "gloo " << what << " was aborted";
+}
+
+// Ring reduce-scatter: rank r ends with chunk r summed over all ranks. At step s (0..n-2)
+// rank r sends to r+1 the partial sum of chunk r-s-1 and receives from r-1 the partial sum
+// of chunk r-s-2, to which it adds its own. After n-1 steps the chunk received last is
+// chunk r (r-(n-2)-2 = r-n), now holding every rank's contribution. The input is only read.
+void host_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out,
+                         const Tensor& in, uint32_t tag, Millis timeout) {
+  const size_t chunk_bytes = out.nbytes();
+  if (chunk_bytes == 0) return;
+  const int n = ctx->size;
+  const int r = ctx->rank;
+  const uint8_t* input = in.data<uint8_t>();
+  auto chunk = [&](int i) { return input + static_cast<size_t>(((i % n) + n) % n) * chunk_bytes; };
+  if (n == 1) {
+    if (out.raw_data() != input) std::memcpy(out.raw_data(), input, chunk_bytes);
+    return;
+  }
+  const SumFn sum = sum_function(out.dtype());
+  const size_t count = static_cast<size_t>(out.numel());
+  auto send_mem = std::make_unique_for_overwrite<uint8_t[]>(chunk_bytes);
+  auto recv_mem = std::make_unique_for_overwrite<uint8_t[]>(chunk_bytes);
+  auto send_buf = ctx->createUnboundBuffer(send_mem.get(), chunk_bytes);
+  auto recv_buf = ctx->createUnboundBuffer(recv_mem.get(), chunk_bytes);
+  const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+  const int right = (r + 1) % n;
+  const int left = (r + n - 1) % n;
+  std::memcpy(send_mem.get(), chunk(r - 1), chunk_bytes);
+  for (int step = 0; step < n - 1; ++step) {
+    send_buf->send(right, slot);
+    recv_buf->recv(left, slot);
+    wait_or_throw(recv_buf->waitRecv(timeout), "reduce_scatter receive");
+    wait_or_throw(send_buf->waitSend(timeout), "reduce_scatter send");
+    void* dst = step == n - 2 ? out.raw_data() : send_mem.get();
+    sum(dst, recv_mem.get(), chunk(r - step - 2), count);
+  }
+}
+
+// ---- Work --------------------------------------------------------------------------------
+
+class GlooWork final : public Work {
+ public:
+  GlooWork(Device device, Millis timeout) : device_(device), timeout_(timeout) {}
+
+  bool is_completed() override { return completed_.load(std::memory_order_acquire); }
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!changed_.wait_for(lock, timeout_, [&] { return is_completed(); })) {
+      throw CommTimeout("gloo " + description + " did not complete within the group timeout of " +
+                        std::to_string(timeout_.count()) + " ms");
+    }
+    if (error_) std::rethrow_exception(error_);
+    // Staged CUDA results: later work on the caller's stream must follow the H2D copies.
+    if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
+  }
+
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
+  }
+
+  // "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", set at issue.
+  std::string description;
+
+  // Comm thread: the collective has finished (start_ns/end_ns are already set).
+  void complete(std::exception_ptr error, Event done) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::move(error);
+      done_ = std::move(done);
+      completed_.store(true, std::memory_order_release);
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  const Device device_;
+  const Millis timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::atomic<bool> completed_{false};
+  std::exception_ptr error_;
+  Event done_;
+};
+
+// A tensor a collective reads (staged D2H for CUDA) and/or writes (staged H2D).
+struct Operand {
+  Tensor tensor;
+  bool read = false;
+  bool write = false;
+};
+
+}  // namespace
+
+struct ProcessGroupGloo::PendingOp {
+  std::shared_ptr<GlooWork> work;
+  std::vector<Operand> operands;  // keeps the tensors alive until completion
+  Event ready;                    // recorded on the caller's stream at issue, when needed
+  // Runs the collective on host memory: one tensor per operand, in order.
+  std::function<void(const std::vector<Tensor>& host, uint32_t tag)> collective;
+};
+
+// ---- Construction: rendezvous ----------------------------------------------------------
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size,
+                                   const ProcessGroupOptions& options)
+    : ProcessGroup(rank, size), device_(options.device), timeout_(options.timeout) {
+  DDPB_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size)
+      << "gloo process group: rank " << rank << " is outside a group of size " << size;
+  DDPB_USAGE_CHECK(timeout_.count() > 0)
+      << "gloo process group: the timeout must be positive, got " << timeout_.count() << " ms";
+  DDPB_CHECK(store != nullptr) << "gloo process group of rank " << rank << " needs a store";
+  const std::string who =
+      "rank " + std::to_string(rank) + " of " + std::to_string(size) + " on " + device_.str();
+
+  std::shared_ptr<gloo::transport::Device> transport;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    transport = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw UsageError("gloo cannot open a TCP device on hostname '" + options.hostname + "' (" +
+                     who + "): " + e.what());
+  }
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(timeout_);
+  GlooStoreAdapter adapter(store, timeout_);
+  const std::string failed = "gloo rendezvous of " + who + " via " + options.hostname;
+  try {
+    context->connectFullMesh(adapter, transport);
+  } catch (const StoreTimeout& e) {
+    throw CommTimeout(failed + " timed out after " + std::to_string(timeout_.count()) +
+                      " ms: not every rank arrived (" + e.what() + ")");
+  } catch (const gloo::IoException& e) {
+    const std::string what = e.what();
+    if (what.find("Timed out") != std::string::npos) {
+      throw CommTimeout(failed + " timed out after " + std::to_string(timeout_.count()) +
+                        " ms: " + what);
+    }
+    throw Error(failed + " failed: " + what);
+  } catch (const gloo::Exception& e) {
+    throw Error(failed + " failed: " + e.what());
+  }
+  context_ = std::move(context);
+  if (device_.is_cuda()) stage_stream_ = make_stream(device_, "ddpb-gloo-d2h");
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  std::deque<std::unique_ptr<PendingOp>> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    cancelled.swap(queue_);
+  }
+  queue_changed_.notify_all();
+  if (thread_.joinable()) thread_.join();  // the running collective ends within timeout_
+  for (auto& op : cancelled) {
+    op->work->complete(std::make_exception_ptr(
+                           Error("gloo " + op->work->description +
+                                 " was cancelled: its process group was destroyed before it ran")),
+                       Event());
+  }
+}
+
+// ---- Issue -------------------------------------------------------------------------------
+
+void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op, const char* what) const {
+  DDPB_CHECK(t.defined()) << "gloo " << op << ": the " << what << " tensor is undefined (rank "
+                          << rank_ << ")";
+  DDPB_CHECK(t.device().is_cpu() || t.device() == device_)
+      << "gloo " << op << ": the " << what << " tensor " << t.describe()
+      << " is not on the group's device " << device_.str() << " (rank " << rank_ << ")";
+}
+
+namespace {
+
+void check_summable(const Tensor& t, const char* op, int rank) {
+  const DType d = t.dtype();
+  DDPB_CHECK(d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::I32 ||
+             d == DType::I64)
+      << "gloo " << op << " cannot sum " << t.describe() << " (rank " << rank << ")";
+}
+
+}  // namespace
+
+WorkPtr ProcessGroupGloo::issue(std::unique_ptr<PendingOp> op) {
+  // Order after the caller's pending work on these tensors: on CUDA, always (an event on
+  // the caller's current stream, which the staging stream waits for); on CPU, only when the
+  // current stream is an executor, since an inline stream has already run everything.
+  const Operand* first_cpu = nullptr;
+  bool any_cuda = false;
+  for (const Operand& o : op->operands) {
+    any_cuda = any_cuda || o.tensor.device().is_cuda();
+    if (first_cpu == nullptr && o.tensor.device().is_cpu()) first_cpu = &o;
+  }
+  if (any_cuda) {
+    op->ready = Event::create(device_);
+    op->ready.record(current_stream(device_));
+  } else if (first_cpu != nullptr) {
+    Stream& stream = current_stream(first_cpu->tensor.device());
+    if (!stream.is_inline()) {
+      op->ready = Event::create(first_cpu->tensor.device());
+      op->ready.record(stream);
+    }
+  }
+  WorkPtr work = op->work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DDPB_CHECK(!stopping_) << "gloo " << op->work->op << " issued while the group of rank " << rank_
+                           << " is being destroyed";
+    op->work->sequence = next_sequence_++;
+    op->work->description = describe_op(*op);
+    queue_.push_back(std::move(op));
+  }
+  queue_changed_.notify_one();
+  return work;
+}
+
+WorkPtr ProcessGroupGloo::allreduce(const Tensor& tensor) {
+  check_tensor(tensor, "allreduce", "input");
+  check_summable(tensor, "allreduce", rank_);
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "allreduce";
+  op->work->bytes = static_cast<int64_t>(tensor.nbytes());
+  op->operands = {{tensor, /*read=*/true, /*write=*/true}};
+  op->collective = [ctx = context_, timeout = timeout_](const std::vector<Tensor>& host,
+                                                        uint32_t tag) {
+    host_allreduce(ctx, host[0], tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::broadcast(const Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "input");
+  DDPB_CHECK(root >= 0 && root < size_)
+      << "gloo broadcast: root " << root << " is outside the group of size " << size_ << " (rank "
+      << rank_ << ")";
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "broadcast";
+  op->work->bytes = static_cast<int64_t>(tensor.nbytes());
+  op->operands = {{tensor, /*read=*/rank_ == root, /*write=*/rank_ != root}};
+  op->collective = [ctx = context_, root, timeout = timeout_](const std::vector<Tensor>& host,
+                                                              uint32_t tag) {
+    host_broadcast(ctx, host[0], root, tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::allgather(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "allgather", "output");
+  check_tensor(input, "allgather", "input");
+  DDPB_CHECK(output.dtype() == input.dtype() && output.numel() == size_ * input.numel())
+      << "gloo allgather: the output must hold " << size_ << " inputs of the same dtype; got "
+      << output.describe() << " for input " << input.describe() << " (rank " << rank_ << ")";
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "allgather";
+  op->work->bytes = static_cast<int64_t>(input.nbytes());
+  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
+  op->collective = [ctx = context_, timeout = timeout_](const std::vector<Tensor>& host,
+                                                        uint32_t tag) {
+    host_allgather(ctx, host[0], host[1], tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::reduce_scatter(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "reduce_scatter", "output");
+  check_tensor(input, "reduce_scatter", "input");
+  check_summable(input, "reduce_scatter", rank_);
+  DDPB_CHECK(output.dtype() == input.dtype() && input.numel() == size_ * output.numel())
+      << "gloo reduce_scatter: the input must hold " << size_
+      << " output-sized chunks of the same dtype; got " << input.describe() << " for output "
+      << output.describe() << " (rank " << rank_ << ")";
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "reduce_scatter";
+  op->work->bytes = static_cast<int64_t>(input.nbytes());
+  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
+  op->collective = [ctx = context_, timeout = timeout_](const std::vector<Tensor>& host,
+                                                        uint32_t tag) {
+    host_reduce_scatter(ctx, host[0], host[1], tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::barrier() {
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "barrier";
+  op->collective = [ctx = context_, timeout = timeout_](const std::vector<Tensor>&, uint32_t tag) {
+    gloo::BarrierOptions opts(ctx);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::barrier(opts);
+  };
+  return issue(std::move(op));
+}
+
+// ---- The communication thread ----------------------------------------------------------
+
+void ProcessGroupGloo::run_loop() {
+  pthread_setname_np(pthread_self(), "ddpb-gloo");
+  std::unique_ptr<DeviceGuard> device_guard;
+  std::string device_error;
+  try {
+    device_guard = std::make_unique<DeviceGuard>(device_);
+  } catch (const std::exception& e) {
+    device_error = e.what();
+  }
+  if (!device_error.empty())
+    broken_reason_ = "the comm thread cannot use " + device_.str() + ": " + device_error;
+  for (;;) {
+    std::unique_ptr<PendingOp> op;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;  // the destructor cancels what is still queued
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(*op);
+  }
+}
+
+std::string ProcessGroupGloo::describe_op(const PendingOp& op) const {
+  std::string s = op.work->op + " #" + std::to_string(op.work->sequence);
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    s += (i == 0 ? " (" : ", ") + op.operands[i].tensor.describe();
+  }
+  if (!op.operands.empty()) s += ")";
+  return s + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+}
+
+void ProcessGroupGloo::execute(PendingOp& op) {
+  GlooWork& work = *op.work;
+  work.start_ns = now_ns();
+  std::exception_ptr error;
+  Event done;
+  try {
+    if (!broken_reason_.empty()) {
+      throw Error("gloo " + work.description + " did not run: " + broken_reason_);
+    }
+    // Host views of the operands: the tensors themselves on CPU, pinned copies for CUDA.
+    std::vector<Tensor> host;
+    bool staged = false;
+    for (const Operand& o : op.operands) staged = staged || o.tensor.device().is_cuda();
+    if (!staged) {
+      if (op.ready.defined()) op.ready.synchronize();  // a CPU executor stream
+      for (const Operand& o : op.operands) host.push_back(o.tensor);
+      op.collective(host, static_cast<uint32_t>(work.sequence));
+    } else {
+      // One stream and two synchronizations per collective: Gloo needs the bytes on the
+      // host before it starts, and completing the Work only after the H2D copies means no
+      // copy is still reading or writing the tensors once the group lets go of them.
+      StreamGuard guard(stage_stream_);
+      stage_stream_->wait(op.ready);
+      for (const Operand& o : op.operands) {
+        if (!o.tensor.device().is_cuda()) {
+          host.push_back(o.tensor);
+          continue;
+        }
+        Tensor h = Tensor::empty_pinned(o.tensor.shape(), o.tensor.dtype());
+        if (o.read) ops::copy(o.tensor, h);
+        host.push_back(h);
+      }
+      stage_stream_->synchronize();
+      op.collective(host, static_cast<uint32_t>(work.sequence));
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const Operand& o = op.operands[i];
+        if (o.write && o.tensor.device().is_cuda()) ops::copy(host[i], o.tensor);
+      }
+      done = Event::create(device_);
+      done.record(*stage_stream_);
+      stage_stream_->synchronize();
+    }
+  } catch (...) {
+    std::string what = "unknown exception";
+    bool timed_out = false;
+    try {
+      throw;
+    } catch (const CommTimeout& e) {
+      what = e.what();
+      timed_out = true;
+    } catch (const std::exception& e) {
+      what = e.what();
+      timed_out = what.find("Timed out") != std::string::npos;  // Gloo's IoException
+    } catch (...) {
+    }
+    const std::string message =
+        what.starts_with("gloo ") ? what : "gloo " + work.description + " failed: " + what;
+    error = timed_out ? std::make_exception_ptr(CommTimeout(message))
+                      : std::make_exception_ptr(Error(message));
+    // Ranks are now out of step (or a peer is gone), so later collectives cannot succeed.
+    if (broken_reason_.empty()) {
+      broken_reason_ = "the group is broken since " + op.work->op + " #" +
+                       std::to_string(op.work->sequence) + " failed: " + what;
+    }
+  }
+  work.end_ns = now_ns();
+  work.complete(std::move(error), std::move(done));
+}
+
+}  // namespace ddpb::comm

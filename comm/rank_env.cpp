@@ -1,0 +1,63 @@
+#include "comm/rank_env.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+#include "core/check.h"
+
+namespace ddpb::comm {
+namespace {
+
+std::optional<int> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  int out = 0;
+  std::string_view s(v);
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  DDPB_USAGE_CHECK(ec == std::errc() && end == s.data() + s.size())
+      << "environment variable " << name << "='" << v << "' is not an integer";
+  return out;
+}
+
+std::string env_str(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+std::optional<RankEnv> detect_rank_env() {
+  struct Scheme {
+    const char *rank, *size, *local, *source;
+  };
+  const Scheme schemes[] = {
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
+  };
+  for (const auto& s : schemes) {
+    auto rank = env_int(s.rank);
+    auto size = env_int(s.size);
+    if (!rank || !size) continue;
+    RankEnv e;
+    e.rank = *rank;
+    e.world_size = *size;
+    e.local_rank = env_int(s.local).value_or(0);
+    e.source = s.source;
+    if (e.source == std::string("torchrun") && env_str("DDPBENCH_LAUNCHER", "") == "ddpbench") e.source = "ddpbench";
+    e.master_addr = env_str("MASTER_ADDR", "127.0.0.1");
+    auto port = env_int("MASTER_PORT");
+    DDPB_USAGE_CHECK(port && *port > 0 && *port < 65536)
+        << "started as rank " << e.rank << " by " << e.source
+        << " but MASTER_PORT is not set to a port number";
+    e.master_port = *port;
+    e.token = env_str("DDPBENCH_STORE_TOKEN", "");
+    DDPB_USAGE_CHECK(e.world_size >= 1 && e.rank >= 0 && e.rank < e.world_size)
+        << "rank " << e.rank << " outside a world of " << e.world_size << " (" << e.source << ")";
+    return e;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ddpb::comm

@@ -1,0 +1,30 @@
+// How a process learns that it is one rank of a job, from the launcher's environment:
+//  - torchrun style (and ddpbench's own launcher): RANK, WORLD_SIZE, LOCAL_RANK,
+//    MASTER_ADDR, MASTER_PORT;
+//  - mpirun (Open MPI): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+//    OMPI_COMM_WORLD_LOCAL_RANK;
+//  - Slurm's srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID.
+// MPI and Slurm do not set MASTER_ADDR/MASTER_PORT; the job script must (see
+// scripts/cluster/). DDPBENCH_STORE_TOKEN carries the store's shared secret.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace ddpb::comm {
+
+struct RankEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string token;
+  std::string source;  // "ddpbench" (our launcher), "torchrun", "mpirun" or "slurm"
+};
+
+// The rank environment, or nullopt when the process was not started as a rank. Throws
+// UsageError for an inconsistent environment (rank outside the world, missing port).
+std::optional<RankEnv> detect_rank_env();
+
+}  // namespace ddpb::comm

@@ -1,0 +1,75 @@
+// The TCPStore wire protocol (client <-> server), little-endian.
+//
+// Handshake, once per connection, before anything else:
+//   client: u32 kMagic | u8 kVersion | u32 token_bytes | token      (token <= kMaxTokenBytes)
+//   server: u8 Status   kOk, or kBadToken / kBadVersion / kBusy and then it closes
+// Request:  u8 Op | u32 key_bytes | key | u32 value_bytes | value
+//   kSet   value = the bytes to store (<= kMaxValueBytes)
+//   kGet   value = u64 wait_ms: the server answers once the key exists, or kTimeout
+//   kWait  value = u64 wait_ms: as kGet, without sending the value back
+//   kAdd   value = i64 delta
+//   kCheck value = empty
+// Reply:    u8 Status | u32 payload_bytes | payload
+//   kOk: the value (kGet), the new count as i64 (kAdd), u8 0/1 (kCheck), empty otherwise;
+//   kTimeout: empty; kError: a message (e.g. add() on a value that is not a counter).
+// A frame that breaks these rules (unknown op, key or value over the limits, a payload of the
+// wrong size) makes the server close that connection; the server itself carries on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "comm/store.h"
+
+namespace ddpb::comm::tcp {
+
+inline constexpr uint32_t kMagic = 0x53504444;  // "DDPS"
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kMaxTokenBytes = 1024;
+inline constexpr size_t kMaxConnections = 1024;
+inline constexpr size_t kHandshakeBytes = 4 + 1 + 4;
+inline constexpr size_t kRequestHeaderBytes = 1 + 4;  // op, key_bytes
+inline constexpr size_t kReplyHeaderBytes = 1 + 4;    // status, payload_bytes
+inline constexpr size_t kMaxErrorBytes = 4096;
+
+enum class Op : uint8_t { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
+enum class Status : uint8_t {
+  kOk = 0,
+  kTimeout = 1,
+  kError = 2,
+  kBadToken = 3,
+  kBadVersion = 4,
+  kBusy = 5,
+};
+
+inline void put_u32(Bytes& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+inline void put_u64(Bytes& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+inline uint32_t get_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+inline uint64_t get_u64(const uint8_t* p) {
+  return uint64_t(get_u32(p)) | uint64_t(get_u32(p + 4)) << 32;
+}
+inline void put_bytes(Bytes& out, const void* data, size_t n) {
+  auto* p = static_cast<const uint8_t*>(data);
+  out.insert(out.end(), p, p + n);
+}
+
+// Compares in time that depends on the expected token's length only, not on where the
+// tokens first differ, so a client cannot guess the token byte by byte.
+inline bool token_matches(const std::string& expected, const std::string& got) {
+  size_t diff = expected.size() ^ got.size();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    uint8_t g = i < got.size() ? static_cast<uint8_t>(got[i]) : 0;
+    diff |= static_cast<uint8_t>(expected[i]) ^ g;
+  }
+  return diff == 0;
+}
+
+}  // namespace ddpb::comm::tcp

@@ -1,0 +1,76 @@
+// TCPStore: a Store served over TCP by rank 0 (as torch's TCPStore); every rank, rank 0
+// included, is a client. Wire protocol: comm/tcp_protocol.h; server: comm/tcp_store_server.h.
+//
+//  - The server binds exactly `host` (MASTER_ADDR, e.g. 127.0.0.1), never the wildcard
+//    address unless asked for it; port 0 picks a free port, which port() then reports.
+//  - Every client presents the run's token (DDPBENCH_STORE_TOKEN); the server drops a client
+//    with another token, and the client throws Error saying so.
+//  - The constructor connects, retrying with backoff (10 ms doubling to 1 s) until `timeout`,
+//    so clients may start before the server ("late joiner").
+//  - get/wait block on the server until the key exists, or StoreTimeout after timeout().
+//  - A dropped connection is reconnected once per call, and the call is sent again unless it
+//    was an add() whose reply was lost (the server may have counted it); then Error.
+//
+// Thread-safety: any method from any thread. Calls on one TCPStore share one connection and
+// run one at a time (a blocked get() delays the object's other callers); a thread that must
+// not wait behind another should use its own TCPStore.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/socket.h"
+#include "comm/store.h"
+#include "comm/tcp_protocol.h"
+
+namespace ddpb::comm {
+
+class TCPStoreServer;
+
+class TCPStore final : public Store {
+ public:
+  // is_server: also run the server (rank 0), bound to host:port, before connecting to it.
+  TCPStore(std::string host, uint16_t port, bool is_server, Duration timeout, std::string token);
+  ~TCPStore() override;
+  TCPStore(const TCPStore&) = delete;
+  TCPStore& operator=(const TCPStore&) = delete;
+
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys) override;
+
+  const std::string& host() const { return host_; }
+  // The server's port (the actual one when the server was asked for port 0).
+  uint16_t port() const { return port_; }
+
+ private:
+  struct Reply {
+    tcp::Status status;
+    Bytes payload;
+  };
+  // Sends one request and reads its reply, reconnecting once if the connection dropped.
+  // `server_wait`: how long the server may park a get/wait before it answers kTimeout.
+  Reply request(tcp::Op op, const std::string& key, const Bytes& value, Duration server_wait);
+  // Connects and handshakes, retrying until `deadline`; throws Error on failure.
+  void connect(net::Deadline deadline);
+  std::string where() const;
+
+  std::unique_ptr<TCPStoreServer> server_;  // declared first: destroyed after the client
+  std::string host_;
+  uint16_t port_;
+  std::string token_;
+  std::mutex mutex_;  // serializes requests on fd_
+  net::Fd fd_;
+};
+
+// The store for a run started by torchrun or our launcher (env:// rendezvous): a TCPStore at
+// MASTER_ADDR:MASTER_PORT with the token in DDPBENCH_STORE_TOKEN (empty if unset), served by
+// rank 0. Throws UsageError if MASTER_ADDR or MASTER_PORT is missing or malformed.
+std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout);
+
+}  // namespace ddpb::comm

@@ -1,0 +1,334 @@
+#include "comm/tcp_store_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "comm/tcp_protocol.h"
+
+namespace ddpb::comm {
+
+using tcp::Op;
+using tcp::Status;
+
+namespace {
+constexpr size_t kReadChunk = 64 * 1024;
+// Stop reading requests from a client that does not read its replies.
+constexpr size_t kOutHighWater = kMaxValueBytes;
+// A client cannot park a request for longer than this (keeps deadline arithmetic sane).
+constexpr std::chrono::hours kMaxWait{24};
+constexpr int kMaxAcceptsPerRound = 64;
+}  // namespace
+
+struct TCPStoreServer::Conn {
+  net::Fd fd;
+  bool authed = false;
+  bool closed = false;  // removed at the end of this round
+  net::Deadline handshake_deadline;
+  Bytes in;  // received bytes; [in_pos, end) not yet handled
+  size_t in_pos = 0;
+  Bytes out;  // reply bytes; [out_sent, end) not yet sent
+  size_t out_sent = 0;
+  // A get/wait parked until its key exists or its deadline passes.
+  bool parked = false;
+  Op park_op = Op::kGet;
+  std::string park_key;
+  net::Deadline park_deadline;
+
+  size_t out_backlog() const { return out.size() - out_sent; }
+};
+
+TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, std::string token)
+    : token_(std::move(token)) {
+  DDPB_CHECK(token_.size() <= tcp::kMaxTokenBytes)
+      << "TCPStore token of " << token_.size() << " bytes (max " << tcp::kMaxTokenBytes << ")";
+  listen_fd_ = net::listen_tcp(host, port, SOMAXCONN);
+  port_ = net::local_port(listen_fd_.get());
+  int pipe_fds[2];
+  DDPB_CHECK(::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) == 0) << "pipe2: " << std::strerror(errno);
+  wake_read_ = net::Fd(pipe_fds[0]);
+  wake_write_ = net::Fd(pipe_fds[1]);
+  thread_ = std::thread([this] { run(); });
+}
+
+TCPStoreServer::~TCPStoreServer() {
+  uint8_t stop = 1;
+  (void)!::write(wake_write_.get(), &stop, 1);
+  if (thread_.joinable()) thread_.join();
+}
+
+void TCPStoreServer::run() {
+  try {
+    while (serve_once()) {
+    }
+  } catch (const std::exception& e) {
+    // Nothing can catch an exception on this thread; say why the clients will time out.
+    std::fprintf(stderr, "ddpbench TCPStore server on port %u stopped: %s\n", port_, e.what());
+  }
+}
+
+bool TCPStoreServer::serve_once() {
+  auto now = net::Clock::now();
+  auto next = now + std::chrono::seconds(60);
+  std::vector<pollfd> fds;
+  fds.push_back({wake_read_.get(), POLLIN, 0});
+  fds.push_back({listen_fd_.get(), short(now >= accept_paused_until_ ? POLLIN : 0), 0});
+  if (now < accept_paused_until_) next = std::min(next, accept_paused_until_);
+  for (const auto& c : conns_) {
+    short events = 0;
+    // A parked client sends nothing until answered, so only watch for it hanging up.
+    if (c->parked)
+      events |= POLLRDHUP;
+    else if (c->out_backlog() < kOutHighWater)
+      events |= POLLIN;
+    if (c->out_backlog() > 0) events |= POLLOUT;
+    fds.push_back({c->fd.get(), events, 0});
+    if (!c->authed) next = std::min(next, c->handshake_deadline);
+    if (c->parked) next = std::min(next, c->park_deadline);
+  }
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+  int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0)));
+  DDPB_CHECK(rc >= 0 || errno == EINTR) << "TCPStore server poll: " << std::strerror(errno);
+  if (rc > 0 && fds[0].revents != 0) return false;
+  if (rc > 0 && (fds[1].revents & POLLIN)) accept_new();
+
+  for (size_t i = 0; rc > 0 && i + 2 < fds.size(); ++i) {  // accept_new only appends
+    Conn& c = *conns_[i];
+    short rev = fds[i + 2].revents;
+    if (rev & POLLOUT) {
+      flush(c);
+      if (!c.parked) process_input(c);  // requests held back by the backlog
+    }
+    if (rev & POLLIN) {
+      read_from(c);
+    } else if (rev & (POLLERR | POLLHUP | POLLNVAL | POLLRDHUP)) {
+      c.closed = true;
+    }
+  }
+  now = net::Clock::now();
+  for (auto& c : conns_) {
+    if (!c->authed && now >= c->handshake_deadline) c->closed = true;
+  }
+  wake_waiters();
+  std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) { return c->closed; });
+  return true;
+}
+
+void TCPStoreServer::accept_new() {
+  for (int i = 0; i < kMaxAcceptsPerRound; ++i) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        accept_paused_until_ = net::Clock::now() + std::chrono::milliseconds(100);
+      }
+      return;  // EAGAIN: no more pending connections
+    }
+    net::Fd conn_fd(fd);
+    if (conns_.size() >= tcp::kMaxConnections) {
+      uint8_t busy = static_cast<uint8_t>(Status::kBusy);
+      (void)!::send(fd, &busy, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;  // closed by conn_fd; the client retries
+    }
+    net::set_nodelay(fd);
+    auto c = std::make_unique<Conn>();
+    c->fd = std::move(conn_fd);
+    c->handshake_deadline = net::Clock::now() + kHandshakeTimeout;
+    conns_.push_back(std::move(c));
+  }
+}
+
+void TCPStoreServer::read_from(Conn& c) {
+  // A bounded number of chunks per round, so that one busy client cannot starve the rest.
+  for (int round = 0; round < 16 && !c.closed && !c.parked; ++round) {
+    if (c.out_backlog() >= kOutHighWater) return;
+    size_t old = c.in.size();
+    c.in.resize(old + kReadChunk);
+    ssize_t r = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
+    c.in.resize(old + static_cast<size_t>(std::max<ssize_t>(r, 0)));
+    if (r > 0) {
+      process_input(c);
+    } else if (r < 0 && errno == EINTR) {
+      continue;
+    } else {
+      if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) c.closed = true;
+      return;
+    }
+  }
+}
+
+void TCPStoreServer::process_input(Conn& c) {
+  try {
+    while (!c.closed && !c.parked && c.out_backlog() < kOutHighWater) {
+      if (!(c.authed ? handle_request(c) : handle_handshake(c))) break;
+    }
+  } catch (const std::exception& e) {
+    // E.g. bad_alloc for a large value: lose this client, not the server.
+    std::fprintf(stderr, "ddpbench TCPStore server: dropping a client: %s\n", e.what());
+    c.closed = true;
+  }
+  c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(c.in_pos));
+  c.in_pos = 0;
+}
+
+bool TCPStoreServer::handle_handshake(Conn& c) {
+  const uint8_t* p = c.in.data() + c.in_pos;
+  const size_t avail = c.in.size() - c.in_pos;
+  if (avail < tcp::kHandshakeBytes) return false;
+  const uint32_t token_bytes = tcp::get_u32(p + 5);
+  if (tcp::get_u32(p) != tcp::kMagic || token_bytes > tcp::kMaxTokenBytes) {
+    c.closed = true;  // not a TCPStore client
+    return false;
+  }
+  if (p[4] != tcp::kVersion) {
+    reply_handshake(c, Status::kBadVersion);
+    c.closed = true;
+    return false;
+  }
+  if (avail < tcp::kHandshakeBytes + token_bytes) return false;
+  std::string token(reinterpret_cast<const char*>(p + tcp::kHandshakeBytes), token_bytes);
+  c.in_pos += tcp::kHandshakeBytes + token_bytes;
+  if (!tcp::token_matches(token_, token)) {
+    reply_handshake(c, Status::kBadToken);
+    c.closed = true;
+    return false;
+  }
+  c.authed = true;
+  reply_handshake(c, Status::kOk);
+  return true;
+}
+
+bool TCPStoreServer::handle_request(Conn& c) {
+  const uint8_t* p = c.in.data() + c.in_pos;
+  const size_t avail = c.in.size() - c.in_pos;
+  if (avail < tcp::kRequestHeaderBytes) return false;
+  const uint8_t op_byte = p[0];
+  const uint32_t key_bytes = tcp::get_u32(p + 1);
+  if (op_byte < uint8_t(Op::kSet) || op_byte > uint8_t(Op::kCheck) || key_bytes == 0 ||
+      key_bytes > kMaxKeyBytes) {
+    c.closed = true;
+    return false;
+  }
+  const Op op = static_cast<Op>(op_byte);
+  const size_t value_at = tcp::kRequestHeaderBytes + key_bytes + 4;
+  if (avail < value_at) return false;
+  const uint32_t value_bytes = tcp::get_u32(p + value_at - 4);
+  const bool size_ok = op == Op::kSet     ? value_bytes <= kMaxValueBytes
+                       : op == Op::kCheck ? value_bytes == 0
+                                          : value_bytes == 8;
+  if (!size_ok) {
+    c.closed = true;
+    return false;
+  }
+  if (avail < value_at + value_bytes) return false;
+  std::string key(reinterpret_cast<const char*>(p + tcp::kRequestHeaderBytes), key_bytes);
+  const uint8_t* value = p + value_at;
+  c.in_pos += value_at + value_bytes;
+
+  switch (op) {
+    case Op::kSet:
+      map_[key] = Bytes(value, value + value_bytes);
+      store_changed_ = true;
+      reply(c, uint8_t(Status::kOk), nullptr, 0);
+      break;
+    case Op::kGet:
+    case Op::kWait: {
+      auto wait = std::min<std::chrono::milliseconds>(
+          std::chrono::milliseconds(std::min<uint64_t>(tcp::get_u64(value), INT64_MAX)), kMaxWait);
+      c.parked = true;
+      c.park_op = op;
+      c.park_key = std::move(key);
+      c.park_deadline = net::Clock::now() + wait;
+      answer_parked(c, net::Clock::now());  // at once if the key exists
+      break;
+    }
+    case Op::kAdd: {
+      auto it = map_.find(key);
+      try {
+        int64_t delta = static_cast<int64_t>(tcp::get_u64(value));
+        int64_t sum = detail::add_to_counter(key, it == map_.end() ? nullptr : &it->second, delta);
+        map_[key] = detail::format_counter(sum);
+        store_changed_ = true;
+        Bytes out;
+        tcp::put_u64(out, static_cast<uint64_t>(sum));
+        reply(c, uint8_t(Status::kOk), out.data(), out.size());
+      } catch (const Error& e) {
+        size_t n = std::min(std::strlen(e.what()), tcp::kMaxErrorBytes);
+        reply(c, uint8_t(Status::kError), e.what(), n);
+      }
+      break;
+    }
+    case Op::kCheck: {
+      uint8_t found = map_.contains(key) ? 1 : 0;
+      reply(c, uint8_t(Status::kOk), &found, 1);
+      break;
+    }
+  }
+  return true;
+}
+
+void TCPStoreServer::wake_waiters() {
+  // An answered client may send a set that completes other parked requests: repeat until
+  // nothing changes (each pass consumes input, so this ends).
+  do {
+    store_changed_ = false;
+    const auto now = net::Clock::now();
+    for (auto& c : conns_) {
+      if (!c->closed && c->parked && answer_parked(*c, now)) process_input(*c);
+    }
+  } while (store_changed_);
+}
+
+bool TCPStoreServer::answer_parked(Conn& c, net::Deadline now) {
+  auto it = map_.find(c.park_key);
+  if (it != map_.end()) {
+    bool send_value = c.park_op == Op::kGet;
+    reply(c, uint8_t(Status::kOk), it->second.data(), send_value ? it->second.size() : 0);
+  } else if (now >= c.park_deadline) {
+    reply(c, uint8_t(Status::kTimeout), nullptr, 0);
+  } else {
+    return false;
+  }
+  c.parked = false;
+  c.park_key.clear();
+  return true;
+}
+
+void TCPStoreServer::reply_handshake(Conn& c, Status status) {
+  c.out.push_back(static_cast<uint8_t>(status));
+  flush(c);
+}
+
+void TCPStoreServer::reply(Conn& c, uint8_t status, const void* payload, size_t n) {
+  c.out.push_back(status);
+  tcp::put_u32(c.out, static_cast<uint32_t>(n));
+  tcp::put_bytes(c.out, payload, n);
+  flush(c);
+}
+
+void TCPStoreServer::flush(Conn& c) {
+  while (c.out_sent < c.out.size()) {
+    ssize_t w = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      c.out_sent += static_cast<size_t>(w);
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else {
+      if (w == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) c.closed = true;
+      break;
+    }
+  }
+  if (c.out_sent == c.out.size()) {
+    c.out.clear();
+    c.out_sent = 0;
+  }
+}
+
+}  // namespace ddpb::comm

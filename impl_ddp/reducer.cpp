@@ -1,0 +1,280 @@
+#include "impl_ddp/reducer.h"
+
+#include <unordered_set>
+
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+
+namespace ddpb::ddp {
+
+CommHook parse_comm_hook(const std::string& name) {
+  if (name == "none") return CommHook::None;
+  if (name == "fp16") return CommHook::FP16;
+  if (name == "bf16") return CommHook::BF16;
+  DDPB_USAGE_FAIL() << "unknown --comm-hook '" << name << "' (expected none, fp16 or bf16)";
+  return CommHook::None;
+}
+
+const char* comm_hook_name(CommHook hook) {
+  switch (hook) {
+    case CommHook::None: return "none";
+    case CommHook::FP16: return "fp16";
+    case CommHook::BF16: return "bf16";
+  }
+  return "?";
+}
+
+struct Reducer::Bucket {
+  std::vector<size_t> params;  // parameter indices, in bucket order
+  std::vector<int64_t> offsets;
+  Tensor buffer;               // flat f32 on the parameters' device
+  std::vector<Tensor> views;   // views[k] is parameter params[k]'s slot
+  Tensor compressed;           // 16-bit copy for fp16/bf16 comm hooks
+  size_t pending = 0;
+  bool launched = false;
+  comm::WorkPtr work;
+  nvtx::AsyncRange range;
+  BucketRecord record;
+};
+
+Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::ProcessGroup> pg,
+                 ReducerOptions options)
+    : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
+  DDPB_CHECK(!params_.empty()) << "DDP needs at least one parameter";
+  std::vector<ParamInfo> infos;
+  for (auto& p : params_) infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
+  build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes));
+  initial_layout_ = layout();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].var.register_grad_ready_hook([this, i](const autograd::Var&) { on_grad_ready(i); });
+  }
+  locally_used_.assign(params_.size(), false);
+}
+
+Reducer::~Reducer() {
+  for (auto& p : params_) p.var.clear_grad_ready_hooks();
+}
+
+void Reducer::build_buckets(const BucketAssignment& assignment) {
+  std::vector<Bucket> buckets(assignment.size());
+  locators_.assign(params_.size(), {});
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    Bucket& bk = buckets[b];
+    bk.params = assignment[b];
+    int64_t total = 0;
+    for (size_t i : bk.params) {
+      bk.offsets.push_back(total);
+      total += params_[i].var.data().numel();
+    }
+    const Tensor& first = params_[bk.params.front()].var.data();
+    bk.buffer = Tensor::zeros({total}, DType::F32, first.device());
+    for (size_t k = 0; k < bk.params.size(); ++k) {
+      size_t i = bk.params[k];
+      const autograd::Var& v = params_[i].var;
+      bk.views.push_back(bk.buffer.flat_view(bk.offsets[k], v.shape()));
+      locators_[i] = {b, k};
+      if (options_.grad_as_bucket_view) {
+        // The gradient lives in the bucket from now on: AccumulateGrad adds into the view.
+        if (v.grad().defined()) ops::copy(v.grad(), bk.views.back());
+        v.set_grad(bk.views.back());
+      }
+    }
+    bk.record.index = b;
+    bk.record.params = static_cast<int64_t>(bk.params.size());
+  }
+  buckets_ = std::move(buckets);
+}
+
+void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
+  sync_ = sync;
+  if (!sync_) return;
+  backward_start_ = std::chrono::steady_clock::now();
+  next_to_launch_ = 0;
+  for (auto& bk : buckets_) {
+    bk.pending = bk.params.size();
+    bk.launched = false;
+    bk.work.reset();
+    bk.record = BucketRecord{bk.record.index, bk.record.params};
+  }
+  locally_used_.assign(params_.size(), false);
+  ready_.assign(params_.size(), false);
+  if (options_.find_unused_parameters) {
+    auto reached = autograd::reachable_leaves(output);
+    std::unordered_set<const autograd::VarImpl*> used(reached.begin(), reached.end());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!used.count(params_[i].var.impl())) mark_ready(i);  // no gradient will come
+    }
+  }
+}
+
+void Reducer::on_grad_ready(size_t i) {
+  if (!sync_) return;  // no_sync: the gradient accumulates locally in .grad
+  locally_used_[i] = true;
+  mark_ready(i);
+}
+
+void Reducer::mark_ready(size_t i) {
+  const auto [b, k] = locators_[i];
+  Bucket& bk = buckets_[b];
+  DDPB_CHECK(!bk.launched) << "parameter " << params_[i].name << " became ready after bucket " << b
+                           << " was launched (marked ready twice in one backward?)";
+  const float scale = 1.0f / static_cast<float>(pg_->size());
+  DDPB_CHECK(!ready_[i]) << "parameter " << params_[i].name << " became ready twice in one backward";
+  ready_[i] = true;
+  const autograd::Var& v = params_[i].var;
+  const Tensor& view = bk.views[k];
+  {
+    nvtx::Range range("ddp.copy_in", nvtx::Category::Comm, static_cast<int64_t>(view.nbytes()));
+    if (options_.grad_as_bucket_view) {
+      if (!v.grad().defined() || v.grad().raw_data() != view.raw_data()) {
+        // Someone replaced the gradient (e.g. set_to_none): put it back into the bucket.
+        if (v.grad().defined()) {
+          ops::copy(v.grad(), view);
+        } else {
+          ops::zero(view);
+        }
+        v.set_grad(view);
+      }
+      ops::scale(view, scale);
+    } else if (v.grad().defined() && locally_used_[i]) {
+      ops::scale_copy(v.grad(), view, scale);
+    } else {
+      ops::zero(view);
+    }
+  }
+  if (options_.rebuild_buckets && !rebuilt_ && record_order_) ready_order_.push_back(i);
+  DDPB_CHECK(bk.pending > 0) << "bucket " << b << " has no pending parameter left for "
+                             << params_[i].name;
+  if (--bk.pending == 0) {
+    bk.record.ready_ms = now_ms();
+    if (options_.overlap) launch_ready_buckets();
+  }
+}
+
+// See Note [DDP bucket launch order].
+void Reducer::launch_ready_buckets() {
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
+    launch(buckets_[next_to_launch_++]);
+  }
+}
+
+void Reducer::launch(Bucket& bk) {
+  bk.launched = true;
+  bk.record.launch_ms = now_ms();
+  Tensor payload = bk.buffer;
+  if (options_.comm_hook != CommHook::None) {
+    DType half = options_.comm_hook == CommHook::FP16 ? DType::F16 : DType::BF16;
+    if (!bk.compressed.defined()) bk.compressed = Tensor::empty(bk.buffer.shape(), half, bk.buffer.device());
+    ops::cast(bk.buffer, bk.compressed);  // already divided by the world size at copy-in
+    payload = bk.compressed;
+  }
+  bk.record.bytes = static_cast<int64_t>(payload.nbytes());
+  std::string label = "ddp.allreduce bucket " + std::to_string(bk.record.index);
+  bk.range = nvtx::AsyncRange(label, nvtx::Category::Comm, bk.record.bytes);
+  nvtx::Range range(label + " launch", nvtx::Category::Comm, bk.record.bytes);
+  bk.work = pg_->allreduce(payload);
+}
+
+void Reducer::finalize_backward() {
+  if (!sync_) return;
+  std::string missing;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ready_[i]) missing += (missing.empty() ? "" : ", ") + params_[i].name;
+  }
+  DDPB_CHECK(missing.empty())
+      << "rank " << pg_->rank() << ": DDP expected every parameter to receive a gradient, but "
+      << missing << " did not: they were not used to produce the loss. Run with "
+      << "--find-unused-params, or make sure every parameter takes part in the loss";
+  // --no-overlap launches everything here, after backward, still strictly in order.
+  if (!options_.overlap) launch_ready_buckets();
+  DDPB_CHECK(next_to_launch_ == buckets_.size())
+      << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
+
+  const auto to_ms = [&](int64_t ns) {
+    if (ns == 0) return 0.0;
+    return (ns - std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     backward_start_.time_since_epoch()).count()) / 1e6;
+  };
+  for (auto& bk : buckets_) {
+    bk.work->wait();
+    bk.range.end();
+    bk.record.start_ms = to_ms(bk.work->start_ns);
+    bk.record.complete_ms = bk.work->end_ns ? to_ms(bk.work->end_ns) : now_ms();
+    if (bk.compressed.defined() && options_.comm_hook != CommHook::None) ops::cast(bk.compressed, bk.buffer);
+  }
+
+  // Parameters no rank used keep no gradient (as PyTorch): the used-map is summed over ranks.
+  std::vector<bool> globally_used(params_.size(), true);
+  if (options_.find_unused_parameters) {
+    std::vector<float> used(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1.0f : 0.0f;
+    Tensor map = Tensor::from_floats(used, {static_cast<int64_t>(used.size())},
+                                     params_[0].var.data().device());
+    pg_->allreduce(map)->wait();
+    auto summed = map.to_floats();
+    for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = summed[i] > 0.0f;
+  }
+  if (!options_.grad_as_bucket_view) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const autograd::Var& v = params_[i].var;
+      if (!globally_used[i]) continue;
+      const Tensor& view = buckets_[locators_[i].bucket].views[locators_[i].index];
+      if (v.grad().defined()) {
+        ops::copy(view, v.grad());
+      } else {
+        v.set_grad(view.clone());
+      }
+    }
+  }
+  records_.clear();
+  for (auto& bk : buckets_) records_.push_back(bk.record);
+
+  if (options_.rebuild_buckets && !rebuilt_) rebuild_from_observed_order();
+}
+
+void Reducer::rebuild_from_observed_order() {
+  // Every rank adopts rank 0's observed order, so all ranks build the same buckets and
+  // keep launching the same collectives in the same order (Note [DDP bucket launch order]).
+  std::vector<size_t> order;
+  std::vector<bool> seen(params_.size(), false);
+  for (size_t i : ready_order_) {
+    if (!seen[i]) order.push_back(i);
+    seen[i] = true;
+  }
+  for (size_t i = params_.size(); i-- > 0;) {
+    if (!seen[i]) order.push_back(i);
+  }
+  std::vector<float> as_float(order.begin(), order.end());  // exact below 2^24 parameters
+  Tensor t = Tensor::from_floats(as_float, {static_cast<int64_t>(order.size())},
+                                 params_[0].var.data().device());
+  pg_->broadcast(t, /*root=*/0)->wait();
+  auto agreed = t.to_floats();
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(agreed[k]);
+
+  std::vector<ParamInfo> infos;
+  for (auto& p : params_) infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
+  build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes, order));
+  rebuilt_ = true;
+  ready_order_.clear();
+}
+
+double Reducer::now_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - backward_start_).count();
+}
+
+nlohmann::json Reducer::layout() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    nlohmann::json names = nlohmann::json::array();
+    for (size_t i : buckets_[b].params) names.push_back(params_[i].name);
+    out.push_back({{"bucket", b}, {"bytes", buckets_[b].buffer.nbytes()}, {"params", names}});
+  }
+  return out;
+}
+
+}  // namespace ddpb::ddp
+
+namespace ddpb::ddp {
+size_t Reducer::num_buckets() const { return buckets_.size(); }
+}  // namespace ddpb::ddp

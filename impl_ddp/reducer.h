@@ -1,0 +1,124 @@
+// The DDP Reducer: turns gradient-ready hooks into bucketed, overlapped AllReduces.
+//
+// Data model (one concern each):
+//  - Bucket: one flat buffer (dtype and device of its parameters) with a view per
+//    parameter, a `pending` count of parameters not yet ready, and the Work of its
+//    collective once launched.
+//  - VariableLocator {bucket, index}: where a parameter's gradient lives.
+//  - The assignment of parameters to buckets comes from compute_bucket_assignment(), a pure
+//    function (impl_ddp/bucket_assignment.h).
+//
+// Per iteration: prepare_for_backward() before loss.backward(); the hooks fire during
+// backward; finalize_backward() after it. Each hook copies the gradient into its bucket view
+// scaled by 1/world_size (with grad_as_bucket_view the gradient *is* the view and is scaled
+// in place), and a bucket whose pending count reaches zero is launched.
+//
+// Note [DDP bucket launch order]
+// Buckets are launched strictly in bucket index order: a ready bucket waits until every
+// bucket before it has launched. Every rank therefore issues the same collectives in the
+// same order, whatever order its gradients became ready in, which is what a ProcessGroup
+// requires (comm/process_group.h). The rebuild after the first iteration uses rank 0's
+// observed order on every rank for the same reason. Code that launches collectives from
+// the Reducer (launch_ready_buckets, finalize_backward, the rebuild) relies on this note.
+//
+// Threads: all methods run on the rank's training thread (the hooks run on the thread that
+// calls backward, which is the same one).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/process_group.h"
+#include "core/nn.h"
+#include "impl_ddp/bucket_assignment.h"
+
+namespace ddpb::ddp {
+
+enum class CommHook { None, FP16, BF16 };
+CommHook parse_comm_hook(const std::string& name);  // none | fp16 | bf16 (UsageError otherwise)
+const char* comm_hook_name(CommHook hook);
+
+struct ReducerOptions {
+  size_t first_bucket_bytes = size_t{1} << 20;   // --first-bucket-mb
+  size_t bucket_bytes = size_t{25} << 20;        // --bucket-cap-mb
+  bool grad_as_bucket_view = false;              // --grad-as-bucket-view
+  bool find_unused_parameters = false;           // --find-unused-params
+  bool overlap = true;                           // false: --no-overlap
+  bool rebuild_buckets = true;                   // once, after the first iteration
+  CommHook comm_hook = CommHook::None;           // --comm-hook
+};
+
+// What one bucket did in the last synchronising iteration. Times are milliseconds since
+// the start of that backward, on the host's steady clock.
+struct BucketRecord {
+  size_t index = 0;
+  int64_t params = 0;
+  int64_t bytes = 0;       // bytes of the collective (after compression)
+  double ready_ms = 0;     // its last gradient arrived
+  double launch_ms = 0;    // its collective was issued
+  double start_ms = 0;     // the collective started on the communication thread/stream
+  double complete_ms = 0;  // the collective finished
+};
+
+class Reducer {
+ public:
+  Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::ProcessGroup> pg,
+          ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Call before loss.backward(). `sync` false is no_sync (gradient accumulation without
+  // communication). With find_unused_parameters, `output` is searched for the parameters
+  // this forward used; the others are marked ready at once.
+  void prepare_for_backward(const autograd::Var& output, bool sync);
+  // Call after loss.backward(): launches what is left, waits for every bucket, writes the
+  // averaged gradients back, and (once) rebuilds the buckets in the observed order.
+  void finalize_backward();
+
+  const std::vector<BucketRecord>& last_records() const { return records_; }
+  // Bucket layout: per bucket, parameter names and bytes.
+  nlohmann::json layout() const;
+  nlohmann::json initial_layout() const { return initial_layout_; }
+  bool rebuilt() const { return rebuilt_; }
+  size_t num_buckets() const;
+  // When the last synchronising backward started (the zero of BucketRecord's times).
+  std::chrono::steady_clock::time_point backward_start() const { return backward_start_; }
+
+ private:
+  struct Bucket;
+  struct VariableLocator {
+    size_t bucket = 0;
+    size_t index = 0;  // position within the bucket
+  };
+
+  void build_buckets(const BucketAssignment& assignment);
+  void on_grad_ready(size_t param_index);
+  void mark_ready(size_t param_index);
+  void launch_ready_buckets();  // Note [DDP bucket launch order]
+  void launch(Bucket& bucket);
+  void rebuild_from_observed_order();
+  double now_ms() const;
+
+  std::vector<nn::NamedParameter> params_;
+  std::shared_ptr<comm::ProcessGroup> pg_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<VariableLocator> locators_;
+  size_t next_to_launch_ = 0;
+  bool sync_ = true;
+  bool rebuilt_ = false;
+  bool record_order_ = true;
+  std::vector<size_t> ready_order_;
+  std::vector<bool> locally_used_;  // got a gradient from this rank's backward
+  std::vector<bool> ready_;         // marked ready in this backward
+  std::chrono::steady_clock::time_point backward_start_;
+  std::vector<BucketRecord> records_;
+  nlohmann::json initial_layout_;
+};
+
+}  // namespace ddpb::ddp

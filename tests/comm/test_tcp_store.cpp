@@ -1,0 +1,237 @@
+// TCPStore-only behaviour: the token handshake, hostile or malformed clients, binding, port 0,
+// late servers, reconnection, many clients, shutdown, and the env:// helper.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+
+#include "comm/tcp_protocol.h"
+#include "store_test_util.h"
+
+namespace ddpb::comm::testing {
+namespace {
+
+using ::testing::HasSubstr;
+constexpr const char* kToken = "s3cret-token";
+
+std::unique_ptr<TCPStore> make_server(uint16_t port = 0, Duration timeout = kTestTimeout) {
+  return std::make_unique<TCPStore>("127.0.0.1", port, /*is_server=*/true, timeout, kToken);
+}
+std::unique_ptr<TCPStore> make_client(uint16_t port, Duration timeout = kTestTimeout,
+                                      const std::string& token = kToken) {
+  return std::make_unique<TCPStore>("127.0.0.1", port, /*is_server=*/false, timeout, token);
+}
+
+// A raw blocking socket to ip:port, or -1 with errno set.
+int raw_connect(const char* ip, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &addr.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  timeval tv{5, 0};  // a bounded wait for the server's answer
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+Bytes handshake(const std::string& token) {
+  Bytes b;
+  tcp::put_u32(b, tcp::kMagic);
+  b.push_back(tcp::kVersion);
+  tcp::put_u32(b, static_cast<uint32_t>(token.size()));
+  tcp::put_bytes(b, token.data(), token.size());
+  return b;
+}
+
+// Sends `data` and reports whether the server then closed the connection (EOF or reset)
+// rather than leaving it open.
+bool server_closes_after(int fd, const Bytes& data) {
+  ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+  uint8_t buf[256];
+  for (;;) {
+    ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+    if (r < 0) return false;  // SO_RCVTIMEO expired: still open
+  }
+}
+
+uint16_t free_port() {
+  net::Fd fd = net::listen_tcp("127.0.0.1", 0, 1);
+  return net::local_port(fd.get());
+}
+
+TEST(TCPStore, PortZeroPicksAPortAndBindsOnlyTheGivenAddress) {
+  auto server = make_server();
+  ASSERT_NE(server->port(), 0);
+  int ok = raw_connect("127.0.0.1", server->port());
+  EXPECT_GE(ok, 0) << std::strerror(errno);
+  ::close(ok);
+  // 127.0.0.2 is loopback too: only a wildcard bind would accept there.
+  int other = raw_connect("127.0.0.2", server->port());
+  EXPECT_EQ(other, -1) << "the server accepted on 127.0.0.2, so it is not bound to 127.0.0.1";
+  EXPECT_EQ(errno, ECONNREFUSED);
+  if (other >= 0) ::close(other);
+}
+
+TEST(TCPStore, WrongTokenIsRejectedAndTheServerCarriesOn) {
+  auto server = make_server();
+  auto t0 = Clock::now();
+  try {
+    make_client(server->port(), kTestTimeout, "wrong-token");
+    FAIL() << "a client with the wrong token connected";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("token"));
+  }
+  EXPECT_LT(ms_since(t0), 2000) << "a rejected token must fail at once, not retry";
+  int fd = raw_connect("127.0.0.1", server->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(server_closes_after(fd, handshake("")));
+  ::close(fd);
+
+  auto good = make_client(server->port());
+  good->set_string("k", "v");
+  EXPECT_EQ(server->get_string("k"), "v");
+}
+
+TEST(TCPStore, MalformedOrOversizedRequestsCloseOnlyThatConnection) {
+  auto server = make_server();
+  auto request = [](uint8_t op, uint32_t key_bytes, const std::string& key, uint32_t value_bytes) {
+    Bytes b = handshake(kToken);
+    b.push_back(op);
+    tcp::put_u32(b, key_bytes);
+    tcp::put_bytes(b, key.data(), key.size());
+    tcp::put_u32(b, value_bytes);
+    return b;
+  };
+  const std::vector<std::pair<const char*, Bytes>> bad = {
+      {"garbage instead of a handshake", Bytes(64, 0xAB)},
+      {"a token over the limit",
+       [] {
+         Bytes b;
+         tcp::put_u32(b, tcp::kMagic);
+         b.push_back(tcp::kVersion);
+         tcp::put_u32(b, 1u << 30);
+         return b;
+       }()},
+      {"an unknown op", request(99, 1, "k", 0)},
+      {"a key over the limit", request(uint8_t(tcp::Op::kSet), 1u << 20, "", 0)},
+      {"an empty key", request(uint8_t(tcp::Op::kSet), 0, "", 0)},
+      {"a value over the limit", request(uint8_t(tcp::Op::kSet), 1, "k", 0xFFFFFFFFu)},
+      {"an add without its 8-byte delta", request(uint8_t(tcp::Op::kAdd), 1, "k", 3)},
+  };
+  for (const auto& [what, data] : bad) {
+    int fd = raw_connect("127.0.0.1", server->port());
+    ASSERT_GE(fd, 0);
+    EXPECT_TRUE(server_closes_after(fd, data)) << "the server kept a client that sent " << what;
+    ::close(fd);
+  }
+  auto good = make_client(server->port());
+  EXPECT_EQ(good->add("n", 7), 7);
+  EXPECT_THROW(good->set_string(std::string(kMaxKeyBytes + 1, 'k'), "v"), Error);
+  EXPECT_EQ(good->add("n", 1), 8);
+}
+
+TEST(TCPStore, ClientWaitsForALateServer) {
+  const uint16_t port = free_port();
+  std::unique_ptr<TCPStore> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(300ms);
+    server = make_server(port);
+  });
+  auto t0 = Clock::now();
+  auto client = make_client(port);  // retries until the server listens
+  EXPECT_GE(ms_since(t0), 250);
+  starter.join();
+  client->set_string("k", "v");
+  EXPECT_EQ(server->get_string("k"), "v");
+}
+
+TEST(TCPStore, ReconnectsOnceAfterTheServerRestartsThenFailsClearly) {
+  auto server = make_server();
+  const uint16_t port = server->port();
+  auto client = make_client(port, 2000ms);
+  client->set_string("a", "1");
+  server.reset();  // closes every connection
+  server = make_server(port);
+  EXPECT_EQ(client->add("n", 1), 1);  // the drop is seen before sending: reconnect, resend
+  client->set_string("b", "2");
+  EXPECT_EQ(client->get_string("b"), "2");
+  server.reset();
+  client->set_timeout(300ms);
+  auto t0 = Clock::now();
+  try {
+    client->add("n", 1);
+    FAIL() << "add succeeded with no server";
+  } catch (const StoreTimeout&) {
+    FAIL() << "a lost server must be an Error, not a StoreTimeout";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("could not reconnect"));
+  }
+  EXPECT_LT(ms_since(t0), 3000);
+}
+
+TEST(TCPStore, ServerShutdownDoesNotHangOnParkedClients) {
+  auto server = make_server();
+  auto client = make_client(server->port(), 500ms);
+  std::thread blocked([&] { EXPECT_THROW(client->get("never"), Error); });
+  std::this_thread::sleep_for(100ms);  // let the get park on the server
+  auto t0 = Clock::now();
+  server.reset();
+  EXPECT_LT(ms_since(t0), 1000);
+  blocked.join();
+}
+
+TEST(TCPStore, AThousandClientsAddExactly) {
+  auto server = make_server();
+  constexpr int kThreads = 50, kClientsPerThread = 20;
+  std::atomic<int> failures{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kClientsPerThread; ++i) {
+        try {
+          make_client(server->port())->add("clients", 1);
+        } catch (const std::exception& e) {
+          ++failures;
+          ADD_FAILURE() << e.what();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(server->add("clients", 0), kThreads * kClientsPerThread);
+  EXPECT_LT(ms_since(t0), 10000);
+}
+
+TEST(TCPStore, MakeStoreFromEnv) {
+  const std::string port = std::to_string(free_port());
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", port.c_str(), 1);
+  ::setenv("DDPBENCH_STORE_TOKEN", "env-token", 1);
+  {
+    auto rank0 = make_store_from_env(0, 5000ms);
+    auto rank1 = make_store_from_env(1, 5000ms);
+    rank1->set_string("from1", "hello");
+    EXPECT_EQ(rank0->get_string("from1"), "hello");
+    EXPECT_EQ(rank0->timeout(), 5000ms);
+  }
+  ::setenv("MASTER_PORT", "70000", 1);
+  EXPECT_THROW(make_store_from_env(1, 100ms), UsageError);
+  ::unsetenv("MASTER_PORT");
+  EXPECT_THROW(make_store_from_env(1, 100ms), UsageError);
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("DDPBENCH_STORE_TOKEN");
+}
+
+}  // namespace
+}  // namespace ddpb::comm::testing

@@ -1,0 +1,177 @@
+// DDP as real processes started by ddpbench's launcher, on CPU with Gloo: equivalence with
+// single-device training and DP, bucket options, no_sync accumulation, comm hooks, unused
+// parameters, and faults.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "../util/param_diff.h"
+#include "../util/run_cli.h"
+
+namespace ddpb {
+namespace {
+
+using testing::CliResult;
+using testing::max_param_rel_diff;
+using testing::run_cli;
+using testing::TempDir;
+
+const char* kTrain = "--steps 5 --warmup 0 --seed 3 --lr 0.05 --momentum 0.9 --weight-decay 0.01 --quiet";
+
+std::string train(const TempDir& dir, const std::string& name, const std::string& args) {
+  std::string dump = dir / name;
+  CliResult r = run_cli("run " + args + " " + kTrain + " --dump " + dump + " --out " + dump + ".json");
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
+  return dump + "/final.safetensors";
+}
+
+nlohmann::json record(const TempDir& dir, const std::string& name) {
+  std::ifstream in(dir / (name + ".json"));
+  return nlohmann::json::parse(in);
+}
+
+struct Case {
+  std::string workload;
+  int64_t batch;  // divisible by 2 and 3
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.workload << " batch " << c.batch; }
+
+class DdpEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DdpEquivalence, MatchesSingleDeviceForEveryBucketLayout) {
+  TempDir dir("ddp_eq_" + GetParam().workload);
+  const std::string w = "--workload " + GetParam().workload + " --global-batch " + std::to_string(GetParam().batch);
+  std::string single = train(dir, "single", "--mode single " + w);
+  struct Variant {
+    std::string name, flags;
+  };
+  const Variant variants[] = {
+      {"default", ""},
+      {"tiny_buckets", "--bucket-cap-mb 0.02 --first-bucket-mb 0.005"},
+      {"grad_view", "--grad-as-bucket-view"},
+      {"grad_view_tiny", "--grad-as-bucket-view --bucket-cap-mb 0.02 --first-bucket-mb 0.005"},
+  };
+  for (int world : {2, 3}) {
+    for (const auto& v : variants) {
+      std::string name = v.name + "_w" + std::to_string(world);
+      std::string got = train(dir, name, "--mode ddp --world-size " + std::to_string(world) + " " + w + " " + v.flags);
+      double d = max_param_rel_diff(got, single);
+      auto rec = record(dir, name);
+      size_t buckets = rec["mode"]["details"]["buckets_rebuilt"].size();
+      std::printf("%s: DDP world %d %-15s (%zu buckets, rebuilt %d): max rel diff %.3g\n",
+                  GetParam().workload.c_str(), world, v.name.c_str(), buckets,
+                  rec["mode"]["details"]["rebuilt"].get<bool>(), d);
+      EXPECT_LE(d, 1e-5) << name;
+      EXPECT_TRUE(rec["mode"]["details"]["rebuilt"].get<bool>()) << "buckets rebuilt after step 1";
+      EXPECT_EQ(rec["ranks"].size(), static_cast<size_t>(world));
+      if (v.name.find("tiny") != std::string::npos) EXPECT_GT(buckets, 3u) << "many buckets";
+    }
+  }
+}
+
+TEST_P(DdpEquivalence, MatchesDataParallelOnTheSameGlobalBatch) {
+  TempDir dir("ddp_dp_" + GetParam().workload);
+  const std::string w = "--workload " + GetParam().workload + " --global-batch " + std::to_string(GetParam().batch);
+  std::string dp = train(dir, "dp", "--mode dp --world-size 2 " + w);
+  std::string ddp = train(dir, "ddp", "--mode ddp --world-size 2 " + w);
+  double d = max_param_rel_diff(ddp, dp);
+  std::printf("%s: DDP vs DP over 2 devices: max rel diff %.3g\n", GetParam().workload.c_str(), d);
+  EXPECT_LE(d, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workloads, DdpEquivalence,
+                         ::testing::Values(Case{"mlp-small", 24}, Case{"gpt-tiny", 6}),
+                         [](const auto& info) {
+                           std::string n = info.param.workload;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(DdpAccumulate, FourMicroStepsEqualOneFourTimesStep) {
+  TempDir dir("ddp_acc");
+  std::string big = train(dir, "big", "--mode ddp --world-size 2 --workload mlp-small --global-batch 32");
+  std::string acc = train(dir, "acc", "--mode ddp --world-size 2 --workload mlp-small --global-batch 8 --accumulate 4");
+  double d = max_param_rel_diff(acc, big);
+  std::printf("accumulate 4 x batch 8 vs batch 32: max rel diff %.3g\n", d);
+  EXPECT_LE(d, 1e-5);
+}
+
+TEST(DdpCommHook, SixteenBitHooksStayWithinOnePercentOfFp32) {
+  TempDir dir("ddp_hook");
+  std::string fp32 = train(dir, "fp32", "--mode ddp --world-size 2 --workload mlp-small --global-batch 16");
+  for (std::string hook : {"fp16", "bf16"}) {
+    std::string got = train(dir, hook, "--mode ddp --world-size 2 --workload mlp-small --global-batch 16 --comm-hook " + hook);
+    double d = max_param_rel_diff(got, fp32);
+    std::printf("comm hook %s vs fp32: max rel diff %.3g\n", hook.c_str(), d);
+    EXPECT_LE(d, 1e-2);
+    EXPECT_GT(d, 0.0) << "a 16-bit hook must actually round something";
+  }
+}
+
+TEST(DdpUnusedParameters, FindUnusedParamsHandlesASkippedBranch) {
+  TempDir dir("ddp_unused");
+  // Ranks see different batches, so the `skip` branch is used on some ranks and steps only.
+  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "
+                        "--find-unused-params --steps 8 --warmup 0 --quiet --out " + (dir / "r.json"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  // The replicas stayed identical (checked by every rank at the end of the run).
+  EXPECT_EQ(r.output.find("diverged"), std::string::npos) << r.output;
+}
+
+TEST(DdpUnusedParameters, WithoutTheFlagTheErrorNamesTheParameter) {
+  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "
+                        "--steps 8 --warmup 0 --quiet --timeout 20");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skip.weight"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--find-unused-params"), std::string::npos) << r.output;
+}
+
+TEST(DdpFaults, MismatchedModelIsANamedError) {
+  // Ranks started by hand (as an external launcher would), with different models.
+  TempDir dir("ddp_mismatch");
+  std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=29581 WORLD_SIZE=2";
+  std::string args = " --mode ddp --world-size 2 --global-batch 8 --steps 1 --warmup 0 --quiet --timeout 20";
+  std::string cmd1 = env + " RANK=1 LOCAL_RANK=1 " + std::string(DDPBENCH_BIN) +
+                     " run --workload gpt-tiny" + args + " > " + (dir / "rank1.log") + " 2>&1 &";
+  ASSERT_EQ(std::system(cmd1.c_str()), 0);
+  CliResult r0 = run_cli("run --workload mlp-small" + args, env + " RANK=0 LOCAL_RANK=0");
+  EXPECT_EQ(r0.code, 2) << r0.output;
+  EXPECT_NE(r0.output.find("DDP model mismatch"), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("rank(s) 1"), std::string::npos) << r0.output;
+  std::system("sleep 1");
+}
+
+TEST(DdpFaults, MissingRankAtRendezvousTimesOut) {
+  auto t0 = std::chrono::steady_clock::now();
+  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --steps 1 --quiet --timeout 2",
+                        "MASTER_ADDR=127.0.0.1 MASTER_PORT=29583 WORLD_SIZE=2 RANK=0 LOCAL_RANK=0");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_LT(secs, 30.0) << "an error within the timeout, not a hang";
+  std::printf("missing rank detected after %.1f s (timeout 2 s): %s\n", secs, r.output.c_str());
+}
+
+TEST(DdpFaults, RankExitingMidRunFailsTheRunAndIsNamed) {
+  TempDir dir("ddp_crash");
+  std::string out = dir / "r.json";
+  auto t0 = std::chrono::steady_clock::now();
+  CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
+                        "--warmup 0 --quiet --timeout 5 --inject-fault crash@rank=1,step=3 --out " + out);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 exited with code 3"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "no report is written as if complete";
+  EXPECT_LT(secs, 60.0);
+  std::printf("crash of rank 1 at step 3: launcher returned %d after %.1f s\n", r.code, secs);
+}
+
+TEST(DdpCli, GlobalBatchMustDivide) {
+  CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 16 --steps 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("does not divide"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ddpb

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "comm/process_group_gloo.h"
+#include "core/device.h"
 
 namespace ddpb::comm {
 
@@ -26,6 +27,7 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
   DDPB_CHECK(store != nullptr) << "make_process_group(rank " << rank << ") needs a store";
 
   if (options.backend == "gloo") {
+    require_device(options.device);
     return std::make_shared<ProcessGroupGloo>(group_store(store, rank), rank, size, options);
   }
   if (options.backend == "nccl") {

@@ -165,6 +165,11 @@ void host_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const Tensor
 
 // ---- Work --------------------------------------------------------------------------------
 
+// How a collective failed. A Work keeps the kind and message and throws a fresh exception
+// in the waiting thread, rather than sharing one exception object between the comm thread and
+// its waiters (whose last owner may then be either thread).
+enum class Failure { None, Error, Timeout };
+
 class GlooWork final : public Work {
  public:
   GlooWork(Device device, Millis timeout) : device_(device), timeout_(timeout) {}
@@ -177,24 +182,25 @@ class GlooWork final : public Work {
       throw CommTimeout("gloo " + description + " did not complete within the group timeout of " +
                         std::to_string(timeout_.count()) + " ms");
     }
-    if (error_) std::rethrow_exception(error_);
+    if (failure_ != Failure::None) std::rethrow_exception(make_error());
     // Staged CUDA results: later work on the caller's stream must follow the H2D copies.
     if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
   }
 
   std::exception_ptr exception() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return error_;
+    return failure_ == Failure::None ? nullptr : make_error();
   }
 
   // "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", set at issue.
   std::string description;
 
-  // Comm thread: the collective has finished (start_ns/end_ns are already set).
-  void complete(std::exception_ptr error, Event done) {
+  // Comm thread or destructor: the collective has finished or was cancelled.
+  void complete(Failure failure, std::string message, Event done) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::move(error);
+      failure_ = failure;
+      message_ = std::move(message);
       done_ = std::move(done);
       completed_.store(true, std::memory_order_release);
     }
@@ -202,12 +208,18 @@ class GlooWork final : public Work {
   }
 
  private:
+  std::exception_ptr make_error() const {
+    return failure_ == Failure::Timeout ? std::make_exception_ptr(CommTimeout(message_))
+                                        : std::make_exception_ptr(Error(message_));
+  }
+
   const Device device_;
   const Millis timeout_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::atomic<bool> completed_{false};
-  std::exception_ptr error_;
+  Failure failure_ = Failure::None;
+  std::string message_;
   Event done_;
 };
 
@@ -285,9 +297,9 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   queue_changed_.notify_all();
   if (thread_.joinable()) thread_.join();  // the running collective ends within timeout_
   for (auto& op : cancelled) {
-    op->work->complete(std::make_exception_ptr(
-                           Error("gloo " + op->work->description +
-                                 " was cancelled: its process group was destroyed before it ran")),
+    op->work->complete(Failure::Error,
+                       "gloo " + op->work->description +
+                           " was cancelled: its process group was destroyed before it ran",
                        Event());
   }
 }
@@ -467,7 +479,8 @@ std::string ProcessGroupGloo::describe_op(const PendingOp& op) const {
 void ProcessGroupGloo::execute(PendingOp& op) {
   GlooWork& work = *op.work;
   work.start_ns = now_ns();
-  std::exception_ptr error;
+  Failure failure = Failure::None;
+  std::string message;
   Event done;
   try {
     if (!broken_reason_.empty()) {
@@ -519,10 +532,8 @@ void ProcessGroupGloo::execute(PendingOp& op) {
       timed_out = what.find("Timed out") != std::string::npos;  // Gloo's IoException
     } catch (...) {
     }
-    const std::string message =
-        what.starts_with("gloo ") ? what : "gloo " + work.description + " failed: " + what;
-    error = timed_out ? std::make_exception_ptr(CommTimeout(message))
-                      : std::make_exception_ptr(Error(message));
+    failure = timed_out ? Failure::Timeout : Failure::Error;
+    message = what.starts_with("gloo ") ? what : "gloo " + work.description + " failed: " + what;
     // Ranks are now out of step (or a peer is gone), so later collectives cannot succeed.
     if (broken_reason_.empty()) {
       broken_reason_ = "the group is broken since " + op.work->op + " #" +
@@ -530,7 +541,7 @@ void ProcessGroupGloo::execute(PendingOp& op) {
     }
   }
   work.end_ns = now_ns();
-  work.complete(std::move(error), std::move(done));
+  work.complete(failure, std::move(message), std::move(done));
 }
 
 }  // namespace ddpb::comm

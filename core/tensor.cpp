@@ -153,7 +153,7 @@ Tensor Tensor::clone() const { return to(device()); }
 std::vector<float> Tensor::to_floats() const {
   Tensor host = device().is_cpu() ? *this : to(Device::cpu());
   if (host.dtype() != DType::F32) {
-    Tensor f = empty(shape_, DType::F32, Device::cpu());
+    Tensor f = empty(shape_, DType::F32, host.device());
     ops::cast(host, f);
     host = f;
   }

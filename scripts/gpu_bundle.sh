@@ -65,7 +65,7 @@ if ! ldd "${bins[0]}" | grep -q 'libcudart'; then
   exit 1
 fi
 
-rm -rf "$bundle/bin" "$bundle/lib" "$bundle/scripts" "$bundle/MANIFEST.txt"
+rm -rf "${bundle:?}/bin" "${bundle:?}/lib" "${bundle:?}/scripts" "${bundle:?}/MANIFEST.txt"
 mkdir -p "$bundle/bin" "$bundle/lib/compat" "$bundle/lib/glibc" "$bundle/scripts/peer"
 
 for b in "${bins[@]}"; do

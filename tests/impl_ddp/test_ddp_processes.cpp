@@ -167,6 +167,30 @@ TEST(DdpFaults, RankExitingMidRunFailsTheRunAndIsNamed) {
   std::printf("crash of rank 1 at step 3: launcher returned %d after %.1f s\n", r.code, secs);
 }
 
+// The same binary runs as one rank under mpirun's or srun's environment.
+TEST(DdpExternalLaunchers, MpirunAndSlurmEnvironmentsAreDetected) {
+  TempDir dir("ddp_ext");
+  struct Scheme {
+    std::string name, rank_var, size_var, local_var;
+    int port;
+  };
+  for (const Scheme& s : {Scheme{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", 29585},
+                          Scheme{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 29587}}) {
+    auto env = [&](int rank) {
+      return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(s.port) + " " + s.size_var + "=2 " +
+             s.rank_var + "=" + std::to_string(rank) + " " + s.local_var + "=" + std::to_string(rank);
+    };
+    std::string args = " run --mode ddp --world-size 2 --workload mlp-small --global-batch 8 --steps 2 --warmup 0 --quiet --timeout 20";
+    std::string log1 = dir / (s.name + "1.log");
+    std::string cmd1 = "(" + env(1) + " " + std::string(DDPBENCH_BIN) + args + " > " + log1 + " 2>&1) &";
+    ASSERT_EQ(std::system(cmd1.c_str()), 0);
+    CliResult r0 = run_cli(args.substr(1), env(0));
+    EXPECT_EQ(r0.code, 0) << r0.output;
+    EXPECT_NE(r0.output.find("launched by " + s.name), std::string::npos) << r0.output;
+    EXPECT_NE(r0.output.find("merged records of 2 ranks"), std::string::npos) << r0.output;
+  }
+}
+
 TEST(DdpCli, GlobalBatchMustDivide) {
   CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 16 --steps 1");
   EXPECT_EQ(r.code, 2) << r.output;

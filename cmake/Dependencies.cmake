@@ -24,6 +24,8 @@ if(NOT DDPBENCH_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES "80;90")
     endif()
+    # One CUDA runtime: the shared one that CUDA::cudart links, not also the static one.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     # CMake before 3.26 has no C++20 flag for nvcc, so CUDA_STANDARD 20
     # fails to generate ("requires the language dialect CUDA20"). nvcc >= 12 takes -std=c++20;

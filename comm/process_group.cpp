@@ -1,11 +1,71 @@
 #include "comm/process_group.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/process_group_gloo.h"
 #include "core/device.h"
 
+#if defined(DDPB_HAVE_CUDA) && defined(DDPB_HAVE_NCCL)
+#include "comm/process_group_nccl.h"
+#endif
+
 namespace ddpb::comm {
+namespace {
+
+// The Work of the default allreduce_coalesced: complete when every part is. Sequence, op and
+// bytes describe the whole; the times span from the first part's start to the last end.
+class CoalescedWork final : public Work {
+ public:
+  explicit CoalescedWork(std::vector<WorkPtr> parts) : parts_(std::move(parts)) {
+    op = "allreduce_coalesced";
+    sequence = parts_.empty() ? -1 : parts_.front()->sequence;
+    for (const WorkPtr& p : parts_) bytes += p->bytes;
+  }
+
+  bool is_completed() override {
+    for (const WorkPtr& p : parts_) {
+      if (!p->is_completed()) return false;
+    }
+    fill_times();
+    return true;
+  }
+
+  // Waits for the parts in issue order and throws the first failure.
+  void wait() override {
+    for (const WorkPtr& p : parts_) p->wait();
+    (void)is_completed();  // fills the times once every part is done
+  }
+
+  std::exception_ptr exception() const override {
+    for (const WorkPtr& p : parts_) {
+      if (std::exception_ptr e = p->exception()) return e;
+    }
+    return nullptr;
+  }
+
+ private:
+  // Called once every part is complete (their times are final then).
+  void fill_times() {
+    if (parts_.empty()) return;
+    start_ns = parts_.front()->start_ns;
+    end_ns = 0;
+    for (const WorkPtr& p : parts_) end_ns = std::max(end_ns, p->end_ns);
+  }
+
+  std::vector<WorkPtr> parts_;
+};
+
+}  // namespace
+
+WorkPtr ProcessGroup::allreduce_coalesced(const std::vector<Tensor>& tensors) {
+  std::vector<WorkPtr> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(allreduce(t));
+  return std::make_shared<CoalescedWork>(std::move(parts));
+}
 
 // Note [Process group store prefix]
 // Every group's rendezvous keys live under "pg<G>/", where G counts the groups this rank
@@ -36,7 +96,8 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
       throw UsageError("NCCL backend needs CUDA GPUs; use --backend gloo (rank " +
                        std::to_string(rank) + " was given " + options.device.str() + ")");
     }
-    throw UsageError("the nccl backend is not available in this build yet; use --backend gloo");
+    require_device(options.device);
+    return std::make_shared<ProcessGroupNccl>(group_store(store, rank), rank, size, options);
 #else
     throw UsageError(
         "NCCL backend needs CUDA GPUs; use --backend gloo (this build has no CUDA/NCCL)");

@@ -39,9 +39,11 @@ class Work {
   virtual ~Work() = default;
   // True once the collective finished (successfully or not). Never blocks.
   virtual bool is_completed() = 0;
-  // Blocks until complete; throws the collective's error, or CommTimeout (naming the op,
-  // its sequence number and the timeout) if it does not finish in time. For NCCL, the
-  // caller's current stream is also made to wait for the result.
+  // Gloo: blocks until complete; throws the collective's error, or CommTimeout (naming the
+  // op, its sequence number and the timeout) if it does not finish in time.
+  // NCCL: does not block the host (barrier excepted): throws the error recorded so far and
+  // makes the caller's current stream wait for the result, so stream-ordered work and host
+  // reads through a stream sync see it (comm/process_group_nccl.h).
   virtual void wait() = 0;
   // The failure, if any (after completion).
   virtual std::exception_ptr exception() const = 0;
@@ -73,6 +75,12 @@ class ProcessGroup {
   // input holds size() equal chunks; output (one chunk) = sum over ranks of chunk[rank].
   virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input) = 0;
   virtual WorkPtr barrier() = 0;
+  // In-place sum of each tensor over all ranks, as one operation: the Work completes when
+  // every tensor is reduced. Every rank passes the same number of tensors with the same
+  // sizes, in the same order. The default issues one allreduce per tensor (each taking a
+  // sequence number); NCCL launches them in one ncclGroupStart/End. An empty list issues
+  // nothing and returns a completed Work with sequence -1.
+  virtual WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors);
 
  protected:
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}

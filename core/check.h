@@ -51,16 +51,19 @@ std::string format_check_message(const char* file, int line, const char* expr,
                                  const std::string& context);
 
 // Collects the streamed context and throws from its destructor at the end of the full
-// expression. It is only ever a temporary inside DDPB_CHECK, never unwound through.
+// expression. It is only ever a temporary inside a check macro, never unwound through.
+// `library_text` (a library's error string, e.g. from CUDA_CHECK) goes before the context.
 template <typename E>
 class CheckFailure {
  public:
-  CheckFailure(const char* file, int line, const char* expr)
-      : file_(file), line_(line), expr_(expr) {}
+  CheckFailure(const char* file, int line, const char* expr, std::string library_text = {})
+      : file_(file), line_(line), expr_(expr), library_text_(std::move(library_text)) {}
   CheckFailure(const CheckFailure&) = delete;
   CheckFailure& operator=(const CheckFailure&) = delete;
   [[noreturn]] ~CheckFailure() noexcept(false) {
-    throw E(format_check_message(file_, line_, expr_, context_.str()));
+    std::string context = context_.str();
+    if (!library_text_.empty()) context = context.empty() ? library_text_ : library_text_ + ": " + context;
+    throw E(format_check_message(file_, line_, expr_, context));
   }
   template <typename T>
   CheckFailure& operator<<(const T& value) {
@@ -72,6 +75,7 @@ class CheckFailure {
   const char* file_;
   int line_;
   const char* expr_;
+  std::string library_text_;
   std::ostringstream context_;
 };
 

@@ -20,8 +20,8 @@ struct DomainState {
   nvtxDomainHandle_t domain;
   DomainState() {
     domain = nvtxDomainCreateA("ddpbench");
-    const char* names[] = {"data", "forward", "backward", "comm", "optimizer", "dp"};
-    for (uint32_t i = 0; i < 6; ++i) nvtxDomainNameCategoryA(domain, i + 1, names[i]);
+    const char* names[] = {"data", "forward", "backward", "comm", "optimizer", "dp", "op"};
+    for (uint32_t i = 0; i < 7; ++i) nvtxDomainNameCategoryA(domain, i + 1, names[i]);
   }
 };
 
@@ -38,6 +38,7 @@ uint32_t colour(Category c) {
     case Category::Comm: return 0xFFE65100;
     case Category::Optimizer: return 0xFF6A1B9A;
     case Category::DP: return 0xFFC62828;
+    case Category::Op: return 0xFF9E9D24;
   }
   return 0xFF000000;
 }
@@ -81,6 +82,16 @@ Range::Range(const std::string& message, Category category, int64_t payload_byte
   nvtxDomainRangePushEx(domain(), &a);
 }
 
+Range::Range(const RegisteredString& message, Category category, int64_t payload_bytes) {
+  auto a = attributes(category, payload_bytes);
+  a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  a.message.registered = static_cast<nvtxStringHandle_t>(message.handle());
+  nvtxDomainRangePushEx(domain(), &a);
+}
+
+RegisteredString::RegisteredString(const char* message)
+    : message_(message), handle_(nvtxDomainRegisterStringA(domain(), message)) {}
+
 Range::~Range() { nvtxDomainRangePop(domain()); }
 
 AsyncRange::AsyncRange(const std::string& message, Category category, int64_t payload_bytes) {
@@ -111,6 +122,8 @@ bool compiled_in() { return true; }
 #else  // NVTX compiled out
 
 Range::Range(const char*, Category, int64_t) {}
+Range::Range(const RegisteredString&, Category, int64_t) {}
+RegisteredString::RegisteredString(const char* message) : message_(message) {}
 Range::Range(const std::string&, Category, int64_t) {}
 Range::~Range() = default;
 AsyncRange::AsyncRange(const std::string&, Category, int64_t) {}

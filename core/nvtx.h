@@ -12,13 +12,27 @@
 
 namespace ddpb::nvtx {
 
-enum class Category : uint32_t { Data = 1, Forward, Backward, Comm, Optimizer, DP };
+enum class Category : uint32_t { Data = 1, Forward, Backward, Comm, Optimizer, DP, Op };
+
+// A message registered once with the domain; for hot call sites (every op), declared
+// `static` so that the lookup happens once per site, not per call.
+class RegisteredString {
+ public:
+  explicit RegisteredString(const char* message);
+  void* handle() const { return handle_; }
+  const char* message() const { return message_; }
+
+ private:
+  const char* message_;
+  void* handle_ = nullptr;
+};
 
 // A push/pop range on the calling thread (must end on the same thread, properly nested).
 class Range {
  public:
   // `message` should be a string literal (it is registered once and cached by address).
   explicit Range(const char* message, Category category, int64_t payload_bytes = -1);
+  Range(const RegisteredString& message, Category category, int64_t payload_bytes = -1);
   // A dynamic message (e.g. "bucket 3").
   Range(const std::string& message, Category category, int64_t payload_bytes = -1);
   ~Range();

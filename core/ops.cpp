@@ -6,6 +6,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/nvtx.h"
 
 namespace ddpb::ops {
 namespace {
@@ -48,6 +49,12 @@ constexpr DType I = DType::I32;
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
+// One NVTX range per heavy op (category "op"), nested in the phase ranges; registered once
+// per call site. Element-wise ops are left out: their ranges would cost more than they show.
+#define DDPB_OP_RANGE(name)                               \
+  static const nvtx::RegisteredString kOpName("op." name); \
+  nvtx::Range op_range(kOpName, nvtx::Category::Op)
+
 }  // namespace
 
 void set_math_mode(MathMode mode) { g_math_mode = mode; }
@@ -55,6 +62,7 @@ MathMode math_mode() { return g_math_mode; }
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, const Tensor& bias, Activation act) {
+  DDPB_OP_RANGE("gemm");
   Backend& be = same_device("gemm", {{&a, F}, {&b, F}, {&c, F}});
   DDPB_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2)
       << "gemm needs 2-D tensors: " << a.describe() << ", " << b.describe() << ", "
@@ -180,6 +188,7 @@ void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        const Tensor& y, const Tensor& mean, const Tensor& rstd, float eps) {
+  DDPB_OP_RANGE("layernorm_forward");
   Backend& be = same_device("layernorm_forward",
                             {{&x, F}, {&weight, F}, {&bias, F}, {&y, F}, {&mean, F}, {&rstd, F}});
   DDPB_CHECK(x.dim() == 2) << "layernorm_forward needs [M,C], got " << x.describe();
@@ -195,6 +204,7 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                         const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                         const Tensor& dweight, const Tensor& dbias) {
+  DDPB_OP_RANGE("layernorm_backward");
   Backend& be = same_device("layernorm_backward", {{&dy, F},
                                                    {&x, F},
                                                    {&weight, F},
@@ -223,6 +233,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
 }
 
 void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
+  DDPB_OP_RANGE("embedding_backward");
   Backend& be = same_device("embedding_backward", {{&dout, F}, {&ids, I}, {&dtable, F}});
   DDPB_CHECK(dtable.dim() == 2) << "embedding grad must be [V,C], got " << dtable.describe();
   require_shape("embedding dout", dout, {ids.numel(), dtable.size(1)});
@@ -241,6 +252,7 @@ void check_attention(const char* op, const Tensor& qkv, const Tensor& att, int n
 }  // namespace
 
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head) {
+  DDPB_OP_RANGE("attention_forward");
   Backend& be = same_device("attention_forward", {{&qkv, F}, {&out, F}, {&att, F}});
   check_attention("attention_forward", qkv, att, n_head);
   require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
@@ -249,6 +261,7 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, 
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
                         const Tensor& dqkv, int n_head) {
+  DDPB_OP_RANGE("attention_backward");
   Backend& be = same_device("attention_backward",
                             {{&dout, F}, {&qkv, F}, {&att, F}, {&dqkv, F}});
   check_attention("attention_backward", qkv, att, n_head);
@@ -259,6 +272,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
                            const Tensor& probs) {
+  DDPB_OP_RANGE("cross_entropy_forward");
   Backend& be = same_device("cross_entropy_forward",
                             {{&logits, F}, {&targets, I}, {&loss, F}, {&probs, F}});
   DDPB_CHECK(logits.dim() == 2) << "cross_entropy logits must be [N,V], got " << logits.describe();
@@ -270,6 +284,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
 
 void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,
                             const Tensor& dlogits) {
+  DDPB_OP_RANGE("cross_entropy_backward");
   Backend& be = same_device("cross_entropy_backward",
                             {{&dloss, F}, {&probs, F}, {&targets, I}, {&dlogits, F}});
   DDPB_CHECK(probs.dim() == 2) << "cross_entropy probs must be [N,V], got " << probs.describe();
@@ -291,6 +306,7 @@ void copy(const Tensor& src, const Tensor& dst) {
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, float lr,
               float momentum, float weight_decay, bool first_step) {
+  DDPB_OP_RANGE("sgd_step");
   Backend& be = same_device("sgd_step", {{&param, F}, {&grad, F}});
   same_numel("sgd_step", param, grad);
   if (momentum != 0.0f) {
@@ -302,6 +318,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                 float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  DDPB_OP_RANGE("adamw_step");
   Backend& be = same_device("adamw_step", {{&param, F}, {&grad, F}, {&m, F}, {&v, F}});
   same_numel("adamw_step", param, grad);
   same_numel("adamw_step", param, m);

@@ -191,16 +191,10 @@ void Reducer::finalize_backward() {
   DDPB_CHECK(next_to_launch_ == buckets_.size())
       << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
 
-  const auto to_ms = [&](int64_t ns) {
-    if (ns == 0) return 0.0;
-    return (ns - std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     backward_start_.time_since_epoch()).count()) / 1e6;
-  };
   for (auto& bk : buckets_) {
-    bk.work->wait();
+    bk.work->wait();  // Gloo: the host waits; NCCL: the current stream waits
     bk.range.end();
-    bk.record.start_ms = to_ms(bk.work->start_ns);
-    bk.record.complete_ms = bk.work->end_ns ? to_ms(bk.work->end_ns) : now_ms();
+    bk.record.complete_ms = now_ms();  // replaced by the collective's own end once known
     if (bk.compressed.defined() && options_.comm_hook != CommHook::None) ops::cast(bk.compressed, bk.buffer);
   }
 
@@ -228,7 +222,13 @@ void Reducer::finalize_backward() {
     }
   }
   records_.clear();
-  for (auto& bk : buckets_) records_.push_back(bk.record);
+  record_works_.clear();
+  for (auto& bk : buckets_) {
+    records_.push_back(bk.record);
+    record_works_.push_back(bk.work);
+  }
+  records_zero_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         backward_start_.time_since_epoch()).count();
 
   if (options_.rebuild_buckets && !rebuilt_) rebuild_from_observed_order();
 }
@@ -257,6 +257,19 @@ void Reducer::rebuild_from_observed_order() {
   build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes, order));
   rebuilt_ = true;
   ready_order_.clear();
+}
+
+const std::vector<BucketRecord>& Reducer::last_records() {
+  // A collective's own start/end times are known once it completed: at once for Gloo (the
+  // host waited), after the stream caught up for NCCL (whose wait() does not block).
+  for (size_t b = 0; b < records_.size() && b < record_works_.size(); ++b) {
+    const comm::WorkPtr& w = record_works_[b];
+    if (!w || !w->is_completed() || w->end_ns == 0) continue;
+    records_[b].start_ms = (w->start_ns - records_zero_ns_) / 1e6;
+    records_[b].complete_ms = (w->end_ns - records_zero_ns_) / 1e6;
+    record_works_[b].reset();
+  }
+  return records_;
 }
 
 double Reducer::now_ms() const {

@@ -80,7 +80,8 @@ class Reducer {
   // averaged gradients back, and (once) rebuilds the buckets in the observed order.
   void finalize_backward();
 
-  const std::vector<BucketRecord>& last_records() const { return records_; }
+  // Call after the step's work is complete (the runner synchronises first).
+  const std::vector<BucketRecord>& last_records();
   // Bucket layout: per bucket, parameter names and bytes.
   nlohmann::json layout() const;
   nlohmann::json initial_layout() const { return initial_layout_; }
@@ -118,6 +119,8 @@ class Reducer {
   std::vector<bool> ready_;         // marked ready in this backward
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<BucketRecord> records_;
+  std::vector<comm::WorkPtr> record_works_;  // until their times are read into records_
+  int64_t records_zero_ns_ = 0;
   nlohmann::json initial_layout_;
 };
 

@@ -24,7 +24,7 @@ std::vector<Device> resolve_dp_devices(const std::string& device, int world_size
     std::stringstream ss(devices_list);
     std::string item;
     while (std::getline(ss, item, ',')) out.push_back(parse_device(item));
-    DDPB_USAGE_CHECK(world_size <= 0 || static_cast<int>(out.size()) == world_size)
+    DDPB_USAGE_CHECK(world_size <= 1 || static_cast<int>(out.size()) == world_size)
         << "--devices lists " << out.size() << " devices but --world-size is " << world_size;
   } else {
     DDPB_USAGE_CHECK(world_size >= 1) << "--world-size must be positive, got " << world_size;
@@ -149,10 +149,10 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
     for (auto& e : xs.ready) e.synchronize();  // host-side completion of the side copies
   }
   mark(1);
+  int64_t param_bytes = 0;
+  for (const auto& t : params_[0]) param_bytes += static_cast<int64_t>(t.nbytes());
   {
-    int64_t bytes = 0;
-    for (const auto& t : params_[0]) bytes += static_cast<int64_t>(t.nbytes());
-    stats.replicate_bytes = bytes * static_cast<int64_t>(used - 1);
+    stats.replicate_bytes = param_bytes * static_cast<int64_t>(used - 1);
     nvtx::Range range("dp.replicate", nvtx::Category::DP, stats.replicate_bytes);
     replicate(used);
   }
@@ -218,9 +218,7 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
   }
   mark(6);
   {
-    int64_t bytes = 0;
-    for (const auto& t : params_[0]) bytes += static_cast<int64_t>(t.nbytes());
-    stats.reduce_bytes = bytes * static_cast<int64_t>(used - 1);
+    stats.reduce_bytes = param_bytes * static_cast<int64_t>(used - 1);
     nvtx::Range range("dp.reduce", nvtx::Category::DP, stats.reduce_bytes);
     reduce_add(used);
   }

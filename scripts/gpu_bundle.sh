@@ -49,7 +49,7 @@ find_binary() {
     -type f -name "$1" -perm -u+x -print 2>/dev/null | sort | head -n 1
 }
 
-wanted=(ddpbench test_cuda_parity test_dp cuda_gemm_bench)
+wanted=(ddpbench test_cuda_parity test_dp test_process_group_nccl cuda_gemm_bench)
 bins=()
 for name in "${wanted[@]}"; do
   path=$(find_binary "$name")

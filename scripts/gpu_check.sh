@@ -203,7 +203,7 @@ setup_prebuilt() {
 build_local() {
   local build_dir=${BUILD_DIR:-$root/build/gpu}
   header "build (CUDA, $build_dir)"
-  local t0=$SECONDS targets=(ddpbench test_cuda_parity test_dp)
+  local t0=$SECONDS targets=(ddpbench test_cuda_parity test_dp test_process_group_nccl)
   if ! cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA=ON \
       > "$OUT/build.log" 2>&1; then
     tail -n 30 "$OUT/build.log"
@@ -365,6 +365,10 @@ echo
 echo "excluded as not applicable here ($gpu_count GPU): ${excluded//:/, }"
 run_gtest test_cuda_parity "$(bin_path test_cuda_parity)" "$parity_filter-$excluded" 150
 run_gtest test_dp_cuda "$(bin_path test_dp)" '*Cuda*' 150
+# NCCL group: world 1 and the two-ranks-on-one-GPU refusal on one GPU; more with 2+ GPUs.
+nccl_excluded=""
+(( gpu_count < 2 )) && nccl_excluded="-*TwoGpus*"
+run_gtest test_process_group_nccl "$(bin_path test_process_group_nccl)" "*$nccl_excluded" 120
 
 # ---- Training runs -----------------------------------------------------------------------
 run_train() {  # NAME TAG WANT_S ddpbench-run-args...
@@ -395,6 +399,11 @@ run_train "single gpt2-small tf32" single-gpt2-small-tf32 120 --mode single \
 run_train "dp mlp-small $dp_devices" dp-mlp-small 60 --mode dp --world-size 2 \
   --devices "$dp_devices" --workload mlp-small
 grep -h '^phases' "$OUT/dp-mlp-small.log" 2>/dev/null | sed 's/^/dp per-phase /'
+# DDP: two ranks sharing the GPU must use Gloo (NCCL refuses them); NCCL at world size 1.
+run_train "ddp gloo 2 ranks on cuda:0" ddp-gloo-mlp-small 90 --mode ddp --world-size 2 \
+  --devices "cuda:0,cuda:0" --backend gloo --workload mlp-small
+run_train "ddp nccl world 1" ddp-nccl-mlp-small 60 --mode ddp --world-size 1 --device "$device" \
+  --backend nccl --workload mlp-small
 
 # ---- GEMM table --------------------------------------------------------------------------
 header "gemm table (cuda_gemm_bench)"

@@ -64,46 +64,18 @@ inline void cuda_check_nothrow(cudaError_t err, const char* expr, const char* fi
                format_check_message(file, line, expr, cuda_error_text(err)).c_str());
 }
 
-// Like CheckFailure (core/check.h), with the library's error text in front of the streamed
-// context: "CUDA error cudaErrorMemoryAllocation (out of memory): allocating 4096 bytes".
-template <typename E>
-class LibraryCheckFailure {
- public:
-  LibraryCheckFailure(const char* file, int line, const char* expr, std::string library_text)
-      : file_(file), line_(line), expr_(expr), library_text_(std::move(library_text)) {}
-  LibraryCheckFailure(const LibraryCheckFailure&) = delete;
-  LibraryCheckFailure& operator=(const LibraryCheckFailure&) = delete;
-  [[noreturn]] ~LibraryCheckFailure() noexcept(false) {
-    std::string context = context_.str();
-    std::string text = context.empty() ? library_text_ : library_text_ + ": " + context;
-    throw E(format_check_message(file_, line_, expr_, text));
-  }
-  template <typename T>
-  LibraryCheckFailure& operator<<(const T& value) {
-    context_ << value;
-    return *this;
-  }
-
- private:
-  const char* file_;
-  int line_;
-  const char* expr_;
-  std::string library_text_;
-  std::ostringstream context_;
-};
-
 }  // namespace ddpb::detail
 
 #define CUDA_CHECK(expr)                                                  \
   if (const cudaError_t ddpb_cuda_ = (expr); ddpb_cuda_ == cudaSuccess) { \
   } else                                                                  \
-    ::ddpb::detail::LibraryCheckFailure<::ddpb::CudaError>(               \
+    ::ddpb::detail::CheckFailure<::ddpb::CudaError>(               \
         __FILE__, __LINE__, #expr, ::ddpb::detail::cuda_error_text(ddpb_cuda_))
 
 #define CUBLAS_CHECK(expr)                                                                 \
   if (const cublasStatus_t ddpb_cublas_ = (expr); ddpb_cublas_ == CUBLAS_STATUS_SUCCESS) { \
   } else                                                                                   \
-    ::ddpb::detail::LibraryCheckFailure<::ddpb::CublasError>(                              \
+    ::ddpb::detail::CheckFailure<::ddpb::CublasError>(                              \
         __FILE__, __LINE__, #expr, ::ddpb::detail::cublas_error_text(ddpb_cublas_))
 
 #ifdef DDPB_HAVE_NCCL
@@ -112,7 +84,7 @@ class LibraryCheckFailure {
 #define NCCL_CHECK(expr)                                                   \
   if (const ncclResult_t ddpb_nccl_ = (expr); ddpb_nccl_ == ncclSuccess) { \
   } else                                                                   \
-    ::ddpb::detail::LibraryCheckFailure<::ddpb::NcclError>(                \
+    ::ddpb::detail::CheckFailure<::ddpb::NcclError>(                \
         __FILE__, __LINE__, #expr, ::ddpb::detail::nccl_error_text(ddpb_nccl_))
 #endif
 

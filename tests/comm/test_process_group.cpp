@@ -291,6 +291,48 @@ TEST_P(GlooWorld, EmptyTensorsCompleteWithoutCommunicating) {
   });
 }
 
+// The default allreduce_coalesced (ProcessGroup's): one allreduce per tensor, one Work.
+TEST(GlooGroup, AllreduceCoalescedReducesEveryTensor) {
+  for (int n : {2, 3}) {
+    run_ranks(n, [&](int rank, ProcessGroup& pg) {
+      const Device d = Device::cpu(rank);
+      std::vector<Tensor> parts = {
+          Tensor::from_floats(ramp(rank, 5), {5}, d),
+          Tensor::from_floats(ramp(rank, 1000, 3), {1000}, d),
+          Tensor::empty({0}, DType::F32, d),
+          Tensor::from_ints({rank + 1, -10 * (rank + 1)}, {2}, d),
+          cast_to(Tensor::from_floats(ramp(rank, 33, 2), {33}, d), DType::BF16, d),
+      };
+      WorkPtr w = pg.allreduce_coalesced(parts);
+      w->wait();
+      EXPECT_TRUE(w->is_completed());
+      EXPECT_EQ(w->exception(), nullptr);
+      EXPECT_EQ(w->op, "allreduce_coalesced");
+      EXPECT_EQ(w->sequence, 0);
+      EXPECT_EQ(w->bytes, 5 * 4 + 1000 * 4 + 0 + 2 * 4 + 33 * 2);
+      EXPECT_GT(w->start_ns, 0);
+      EXPECT_GE(w->end_ns, w->start_ns);
+      EXPECT_EQ(parts[0].to_floats(), ramp_sum(n, 5)) << "n " << n << " rank " << rank;
+      EXPECT_EQ(parts[1].to_floats(), ramp_sum(n, 1000, 3)) << "n " << n << " rank " << rank;
+      const int s = static_cast<int>(triangle(n));
+      EXPECT_EQ(parts[3].to_ints(), (std::vector<int32_t>{s, -10 * s}));
+      EXPECT_EQ(floats_of(parts[4]), ramp_sum(n, 33, 2)) << "n " << n << " rank " << rank;
+      // The default issues one collective per tensor, each with its own sequence number.
+      Tensor t = Tensor::from_floats({float(rank + 1)}, {1}, d);
+      WorkPtr next = pg.allreduce(t);
+      next->wait();
+      EXPECT_EQ(next->sequence, 5);
+      EXPECT_EQ(t.item(), float(s));
+      // No tensors: nothing is issued, and the Work is complete at once.
+      WorkPtr none = pg.allreduce_coalesced({});
+      EXPECT_TRUE(none->is_completed());
+      none->wait();
+      EXPECT_EQ(none->sequence, -1);
+      EXPECT_EQ(none->bytes, 0);
+    });
+  }
+}
+
 TEST(GlooGroup, BadArgumentsThrowAtIssue) {
   run_ranks(2, [&](int rank, ProcessGroup& pg) {
     const Device d = Device::cpu(rank);

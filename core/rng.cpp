@@ -28,6 +28,15 @@ double rng_normal(uint64_t seed, uint64_t stream, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
+float rng_normal_fast(uint64_t key, uint64_t index) {
+  const uint64_t bits = splitmix64(key ^ (index * 0xD1B54A32D192ED03ull));
+  const uint32_t sum = static_cast<uint32_t>(bits & 0xFFFF) + static_cast<uint32_t>((bits >> 16) & 0xFFFF) +
+                       static_cast<uint32_t>((bits >> 32) & 0xFFFF) + static_cast<uint32_t>(bits >> 48);
+  // Four U(0,1) sum to mean 2 and variance 1/3.
+  constexpr float kScale = 1.7320508f / 65536.0f;
+  return (static_cast<float>(sum) - 2.0f * 65536.0f) * kScale;
+}
+
 uint64_t rng_below(uint64_t seed, uint64_t stream, uint64_t index, uint64_t n) {
   // 128-bit multiply maps 64 random bits onto [0, n) with negligible bias.
   return static_cast<uint64_t>((static_cast<unsigned __int128>(rng_bits(seed, stream, index)) * n) >> 64);

@@ -13,6 +13,12 @@ uint64_t rng_bits(uint64_t seed, uint64_t stream, uint64_t index);
 double rng_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 // Standard normal (Box-Muller on two counter values).
 double rng_normal(uint64_t seed, uint64_t stream, uint64_t index);
+// A cheap approximately standard normal value (Irwin-Hall: the sum of four 16-bit uniforms
+// from one 64-bit hash, centred and scaled to unit variance; bounded by +-3.46). For bulk
+// synthetic noise, where rng_normal's two logs and a cosine per value would make the data
+// loader the bottleneck. `key` is a per-sample value, e.g. rng_bits(seed, stream, sample).
+float rng_normal_fast(uint64_t key, uint64_t index);
+
 // Uniform integer in [0, n).
 uint64_t rng_below(uint64_t seed, uint64_t stream, uint64_t index, uint64_t n);
 

@@ -69,6 +69,7 @@ struct RunSpec {
   double lr;
   double momentum;
   double weight_decay;
+  std::string replay_dtype = "float32";
 };
 
 class ReplayTest : public ::testing::Test {
@@ -103,9 +104,10 @@ class ReplayTest : public ::testing::Test {
     ASSERT_TRUE(fs::exists(dir_ / "meta.json")) << "no meta.json after " << cmd << "\n" << o.output;
   }
 
-  Outcome replay() {
+  Outcome replay(const std::string& dtype = "float32") {
     const std::string cmd = std::string(DDPB_TEST_PYTHON) + " " + DDPB_SOURCE_DIR +
-                            "/scripts/peer/replay_pytorch.py --quiet '" + dir_.string() + "'";
+                            "/scripts/peer/replay_pytorch.py --quiet --dtype " + dtype + " '" +
+                            dir_.string() + "'";
     Outcome o = run_command(cmd);
     std::cout << "[replay " << dir_.filename().string() << "] " << result_line(o.output) << "\n";
     return o;
@@ -113,7 +115,7 @@ class ReplayTest : public ::testing::Test {
 
   void expect_replay_matches(const RunSpec& s) {
     ASSERT_NO_FATAL_FAILURE(train(s));
-    Outcome o = replay();
+    Outcome o = replay(s.replay_dtype);
     RecordProperty("replay_result", result_line(o.output));
     EXPECT_EQ(o.status, 0) << "PyTorch replay of " << s.workload << " (" << s.optimizer
                            << ") does not match ddpbench:\n" << o.output;
@@ -131,8 +133,11 @@ TEST_F(ReplayTest, GptTinySgdMatchesPyTorch) {
 }
 
 TEST_F(ReplayTest, MlpSmallAdamWMatchesPyTorch) {
-  // weight decay 0.1 (a usual AdamW setting) so that a wrong decay would be visible
-  expect_replay_matches({"mlp-small", "adamw", 32, 0.001, 0.0, 0.1});
+  // weight decay 0.1 (a usual AdamW setting) so that a wrong decay would be visible.
+  // Replayed in float64: AdamW moves every element by ~lr whatever its gradient's size, and
+  // PyTorch 1.13's own float32 replay here drifts from its float64 result (update_diff ~1e-2
+  // on some batches), while ddpbench's float32 run stays within ~2e-5 of the float64 one.
+  expect_replay_matches({"mlp-small", "adamw", 32, 0.001, 0.0, 0.1, "float64"});
 }
 
 // The comparison must be able to fail: replaying with a learning rate 1% off is rejected.

@@ -5,8 +5,10 @@
 
 #include <iostream>
 
+#include "bench/env_command.h"
 #include "bench/run_config.h"
 #include "bench/trainer.h"
+#include "bench/validate_command.h"
 #include "comm/launcher.h"
 #include "comm/rank_env.h"
 #include "core/check.h"
@@ -51,6 +53,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
   run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");
   run.add_flag("--quiet", c.quiet, "no per-step lines");
+  run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
+  run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
 }
 
 int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
@@ -88,6 +92,10 @@ int ddpbench_main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "train one configuration and report it");
   add_run_options(*run, config);
   auto* workloads = app.add_subcommand("workloads", "list the workload presets");
+  std::vector<std::string> validate_files;
+  auto* validate = app.add_subcommand("validate", "check report files against the run-record schema");
+  validate->add_option("files", validate_files, "report files (ddpbench run --out)")->required();
+  auto* env = app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -101,6 +109,8 @@ int ddpbench_main(int argc, char** argv) {
   try {
     if (run->parsed()) return run_command(config, run->count("--global-batch") > 0, argc, argv);
     if (workloads->parsed()) return list_workloads();
+    if (validate->parsed()) return validate_command(validate_files);
+    if (env->parsed()) return env_command();
   } catch (const UsageError& e) {
     std::cerr << "ddpbench: error: " << e.what() << "\n";
     return kExitUsage;

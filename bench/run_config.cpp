@@ -1,6 +1,7 @@
 #include "bench/run_config.h"
 
 #include "bench/fault_injection.h"
+#include "bench/trace.h"
 #include "core/check.h"
 #include "workloads/model.h"
 
@@ -35,6 +36,7 @@ void RunConfig::validate() const {
   DDPB_USAGE_CHECK(global_batch > 0) << "--global-batch must be positive, got " << global_batch;
   DDPB_USAGE_CHECK(steps > 0) << "--steps must be positive, got " << steps;
   DDPB_USAGE_CHECK(warmup >= 0) << "--warmup must be >= 0, got " << warmup;
+  parse_trace_steps(trace_steps);  // validates
   DDPB_USAGE_CHECK(math == "fp32" || math == "tf32")
       << "--math must be fp32 or tf32, got " << math;
 }
@@ -73,6 +75,8 @@ nlohmann::json RunConfig::to_json() const {
             {"nesterov", false},
             {"dampening", 0.0}}},
           {"out", out},
+          {"trace", trace},
+          {"trace_steps", trace_steps},
           {"dump", dump},
           {"init_from", init_from}};
 }

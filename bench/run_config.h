@@ -39,6 +39,8 @@ struct RunConfig {
   std::string dump;           // directory for meta.json and safetensors dumps
   std::string init_from;      // safetensors with the initial parameters
   bool quiet = false;         // no per-step lines
+  std::string trace;          // Chrome trace file
+  std::string trace_steps;    // "A:B" window of steps to trace
 
   int64_t total_steps() const { return warmup + steps; }
   // Checks values that the parser cannot (throws UsageError).

@@ -82,6 +82,7 @@ class DdpRunner final : public ModeRunner {
     pg_options.timeout = timeout;
     pg_options.hostname = env_.master_addr;
     pg_ = comm::make_process_group(store_, env_.rank, env_.world_size, pg_options);
+    clock_offset_ns_ = sync_clock();
     model_ = make_model(spec, device_, config.seed);
     verify_same_model();
     // Rank 0's parameters everywhere (the models have no buffers to broadcast).
@@ -125,7 +126,7 @@ class DdpRunner final : public ModeRunner {
       scale = Tensor::empty({1}, DType::F32, device_);
       ops::fill(scale, 1.0f / static_cast<float>(k));
     }
-    Event e[6];
+    Event e[5];
     for (auto& ev : e) ev = Event::create(device_);
     for (int64_t j = 0; j < k; ++j) {
       Batch batch = next_batch();
@@ -171,12 +172,20 @@ class DdpRunner final : public ModeRunner {
     const auto& recs = reducer_->last_records();
     std::vector<std::pair<double, double>> busy;
     nlohmann::json buckets = nlohmann::json::array();
+    const int64_t zero_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                reducer_->backward_start().time_since_epoch())
+                                .count();
     for (const auto& r : recs) {
       double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
       busy.emplace_back(start, r.complete_ms);
       double t = std::max(1e-9, r.complete_ms - start);
       double algbw = r.bytes / (t / 1000.0) / 1e9;
       double n = pg_->size();
+      out.spans.push_back({"allreduce bucket " + std::to_string(r.index),
+                           "comm bucket " + std::to_string(r.index),
+                           zero_ns + static_cast<int64_t>(start * 1e6), r.complete_ms - start,
+                           {{"bucket", r.index}, {"bytes", r.bytes}, {"busbw_GBps", algbw * 2.0 * (n - 1) / n},
+                            {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms}}});
       buckets.push_back({{"bucket", r.index}, {"params", r.params}, {"bytes", r.bytes},
                          {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms},
                          {"start_ms", start}, {"complete_ms", r.complete_ms},
@@ -191,6 +200,23 @@ class DdpRunner final : public ModeRunner {
                  {"comm_exposed_ms", tail_ms},
                  {"overlap_ratio", comm_ms > 0 ? 1.0 - tail_ms / comm_ms : 0.0}};
     return out;
+  }
+
+  int world_size() const override { return env_.world_size; }
+  int rank() const override { return env_.rank; }
+
+  std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(nlohmann::json mine) override {
+    nlohmann::json payload = {{"offset_ns", clock_offset_ns_}, {"events", std::move(mine)}};
+    store_->set_string("ddpbench/trace/" + std::to_string(env_.rank), payload.dump());
+    if (env_.rank != 0) return {};
+    std::vector<nlohmann::json> events;
+    std::vector<int64_t> offsets;
+    for (int r = 0; r < env_.world_size; ++r) {
+      auto p = nlohmann::json::parse(store_->get_string("ddpbench/trace/" + std::to_string(r)));
+      offsets.push_back(p["offset_ns"].get<int64_t>());
+      events.push_back(std::move(p["events"]));
+    }
+    return {std::move(events), std::move(offsets)};
   }
 
   nlohmann::json finalize_record(nlohmann::json record) override {
@@ -227,6 +253,29 @@ class DdpRunner final : public ModeRunner {
   }
 
  private:
+  // Clock offset onto rank 0's steady clock, NTP-style through the store: rank r sends its
+  // time, rank 0 answers with its own at once, and the answer is placed at the midpoint of
+  // the round trip. Zero on rank 0 (and within a round trip of zero on one node).
+  int64_t sync_clock() {
+    auto now = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    if (env_.rank == 0) {
+      for (int r = 1; r < env_.world_size; ++r) {
+        store_->get("ddpbench/clock/ping/" + std::to_string(r));
+        store_->set_string("ddpbench/clock/pong/" + std::to_string(r), std::to_string(now()));
+      }
+      return 0;
+    }
+    const int64_t sent = now();
+    store_->set_string("ddpbench/clock/ping/" + std::to_string(env_.rank), std::to_string(sent));
+    const int64_t remote = std::stoll(store_->get_string("ddpbench/clock/pong/" + std::to_string(env_.rank)));
+    const int64_t received = now();
+    return remote - (sent + received) / 2;
+  }
+
   // DDP's invariant: after every step all ranks hold identical parameters. A checksum per
   // rank (sum and sum of squares in double, sent as f32) is allgathered and compared.
   void check_replicas_consistent() {
@@ -288,6 +337,7 @@ class DdpRunner final : public ModeRunner {
   RunConfig config_;
   FaultSpec fault_;
   int64_t step_ = 0;
+  int64_t clock_offset_ns_ = 0;
   comm::RankEnv env_;
   Device device_;
   std::shared_ptr<comm::Store> store_;

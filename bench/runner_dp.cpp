@@ -33,6 +33,14 @@ class DpRunner final : public ModeRunner {
     }
     nlohmann::json devs = nlohmann::json::array();
     for (size_t r = 0; r < s.devices.size(); ++r) {
+      const auto& d = s.devices[r];
+      if (d.forward_start_ns > 0) {
+        const std::string track = "replica " + std::to_string(r) + " (" + dp_->devices()[r].str() + ")";
+        out.spans.push_back({"forward", track, d.forward_start_ns, (d.forward_end_ns - d.forward_start_ns) / 1e6,
+                             {{"rows", d.rows}}});
+        out.spans.push_back({"backward", track, d.backward_start_ns,
+                             (d.backward_end_ns - d.backward_start_ns) / 1e6, {{"rows", d.rows}}});
+      }
       devs.push_back({{"device", dp_->devices()[r].str()},
                       {"rows", s.devices[r].rows},
                       {"busy_ms", s.devices[r].busy_ms},

@@ -14,6 +14,7 @@
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "reports/json_io.h"
+#include "reports/schema_validator.h"
 #include "workloads/dataloader.h"
 #include "workloads/state_dict.h"
 
@@ -74,12 +75,36 @@ nlohmann::json run_training(const RunConfig& config) {
              config.mode, spec.name, n_params, device_list, config.global_batch);
   for (const auto& d : runner->devices()) device_allocator(d).reset_peak();
 
+  std::unique_ptr<TraceWriter> trace;
+  if (!config.trace.empty()) {
+    auto [first, last] = parse_trace_steps(config.trace_steps);
+    trace = std::make_unique<TraceWriter>(runner->rank(), first, last);
+  }
+  // A failed run still leaves a valid trace of the steps it finished (this rank's events).
+  struct PartialTrace {
+    TraceWriter* trace;
+    const RunConfig& config;
+    ModeRunner& runner;
+    bool done = false;
+    ~PartialTrace() {
+      if (!trace || done || !runner.is_primary()) return;
+      try {
+        reports::write_json_atomic(config.trace,
+                                   TraceWriter::document({trace->events()}, {0}, runner.world_size()));
+      } catch (...) {
+      }
+    }
+  } partial_trace{trace.get(), config, *runner};
+
   nlohmann::json steps = nlohmann::json::array();
   std::vector<double> step_ms;
   std::map<std::string, std::vector<double>> phase_samples;
   std::vector<std::string> phase_order;
   double first_loss = 0, last_loss = 0;
   for (int64_t step = 1; step <= config.total_steps(); ++step) {
+    const int64_t step_start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now().time_since_epoch())
+                                      .count();
     double data_ms = 0;
     int micro = 0;
     const BatchFn next_batch = [&] {
@@ -106,6 +131,11 @@ nlohmann::json run_training(const RunConfig& config) {
       if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end()) phase_order.push_back(name);
     }
     if (measured) step_ms.push_back(total);
+    if (trace) {
+      std::vector<std::pair<std::string, double>> all_phases{{"data", data_ms}};
+      all_phases.insert(all_phases.end(), out.phases_ms.begin(), out.phases_ms.end());
+      trace->add_step(step, step_start_ns, all_phases, out.spans);
+    }
     nlohmann::json rec = {{"step", step}, {"measured", measured}, {"loss", out.loss},
                           {"time_ms", total}, {"phases_ms", phases}};
     if (!out.extra.is_null()) rec["mode"] = out.extra;
@@ -166,7 +196,21 @@ nlohmann::json run_training(const RunConfig& config) {
                  {{"config", config.to_json()}, {"workload", record["workload"]}});
   }
   record = runner->finalize_record(std::move(record));
+  if (trace) {
+    auto [events, offsets] = runner->gather_trace(trace->events());
+    if (runner->is_primary()) {
+      reports::write_json_atomic(config.trace,
+                                 TraceWriter::document(events, offsets, runner->world_size()));
+      fmt::print("wrote trace {}\n", config.trace);
+    }
+    partial_trace.done = true;
+  }
   if (runner->is_primary() && !config.out.empty()) {
+    // Every record we write matches reports/schema/run.schema.json; a mismatch is our bug
+    // (a field added here but not to the schema, or a NaN that JSON turned into null).
+    const auto problems = reports::validate_run_record(record);
+    DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing " << config.out
+                                 << ": " << reports::format_errors(problems);
     reports::write_json_atomic(config.out, record);
     fmt::print("wrote {}\n", config.out);
   }

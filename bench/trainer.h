@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/run_config.h"
+#include "bench/trace.h"
 #include "core/optim.h"
 #include "workloads/model.h"
 
@@ -22,6 +23,7 @@ struct StepOutcome {
   double step_ms = 0;
   std::vector<std::pair<std::string, double>> phases_ms;  // in step order
   nlohmann::json extra;                                    // mode-specific per-step data
+  std::vector<TraceSpan> spans;                            // for --trace: replicas, buckets
 };
 
 // Fetches the next batch from the loader (timed as the data phase, and dumped with --dump).
@@ -50,6 +52,14 @@ class ModeRunner {
   virtual std::string batches_file() const { return "batches.safetensors"; }
   // DDP: rank 0 merges every rank's record; others return theirs unchanged.
   virtual nlohmann::json finalize_record(nlohmann::json record) { return record; }
+  // --trace: this rank's events go in; the primary gets every rank's events and each rank's
+  // clock offset onto rank 0's (others get nothing back). Single and DP: one process.
+  virtual std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
+      nlohmann::json mine) {
+    return {{std::move(mine)}, {0}};
+  }
+  virtual int world_size() const { return 1; }
+  virtual int rank() const { return 0; }
   // Mode-specific description for the record (transport, logical replicas, ...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 };

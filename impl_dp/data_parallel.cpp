@@ -1,5 +1,6 @@
 #include "impl_dp/data_parallel.h"
 
+#include <chrono>
 #include <set>
 #include <sstream>
 
@@ -10,6 +11,13 @@
 #include "impl_dp/scatter_gather.h"
 
 namespace ddpb::dp {
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 const char* phase_name(Phase p) {
   static const char* names[] = {"scatter", "replicate", "forward", "gather",
@@ -161,6 +169,7 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
 
   // Per-replica events around forward and backward, on the replica's own stream.
   std::vector<std::array<Event, 4>> busy(used);
+  std::vector<std::array<int64_t, 4>> host_ns(used);
   std::vector<autograd::Var> outputs(used);
   {
     nvtx::Range range("dp.forward", nvtx::Category::DP);
@@ -169,7 +178,9 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
       for (auto& e : busy[r]) e = Event::create(devices_[r]);
       compute_streams_[r]->wait(xs.ready[r]);
       busy[r][0].record(*compute_streams_[r]);
+      host_ns[r][0] = now_ns();
       outputs[r] = replicas_[r]->forward(xs.parts[r]);
+      host_ns[r][1] = now_ns();
       busy[r][1].record(*compute_streams_[r]);
     });
     join_replicas(used);
@@ -211,7 +222,9 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
     pool_->run(used, [&](size_t r) {
       nvtx::Range dev_range("dp.backward.replica " + std::to_string(r), nvtx::Category::Backward);
       busy[r][2].record(*compute_streams_[r]);
+      host_ns[r][2] = now_ns();
       outputs[r].backward(douts[r]);
+      host_ns[r][3] = now_ns();
       busy[r][3].record(*compute_streams_[r]);
     });
     join_replicas(used);
@@ -236,6 +249,10 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
     d.busy_ms = busy[r][0].elapsed_ms(busy[r][1]) + busy[r][2].elapsed_ms(busy[r][3]);
     d.idle_ms = std::max(0.0, stats.step_ms - d.busy_ms);
     d.rows = sizes[r];
+    d.forward_start_ns = host_ns[r][0];
+    d.forward_end_ns = host_ns[r][1];
+    d.backward_start_ns = host_ns[r][2];
+    d.backward_end_ns = host_ns[r][3];
   }
   for (size_t r = used; r < devices_.size(); ++r) stats.devices[r].idle_ms = stats.step_ms;
   return stats;

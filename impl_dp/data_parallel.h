@@ -46,6 +46,9 @@ struct DeviceStepStats {
   double busy_ms = 0;  // forward + backward work of this replica (its critical path)
   double idle_ms = 0;  // step time minus busy: waiting on device 0 and the transfers
   int64_t rows = 0;    // samples this replica processed
+  // Host steady-clock times (ns) when the worker issued its forward and backward: the work
+  // itself on CPU, the enqueueing on CUDA (for timelines; durations above are device time).
+  int64_t forward_start_ns = 0, forward_end_ns = 0, backward_start_ns = 0, backward_end_ns = 0;
 };
 
 struct DpStepStats {

@@ -67,6 +67,10 @@ TEST_P(DdpEquivalence, MatchesSingleDeviceForEveryBucketLayout) {
       EXPECT_TRUE(rec["mode"]["details"]["rebuilt"].get<bool>()) << "buckets rebuilt after step 1";
       EXPECT_EQ(rec["ranks"].size(), static_cast<size_t>(world));
       if (v.name.find("tiny") != std::string::npos) EXPECT_GT(buckets, 3u) << "many buckets";
+      for (int r = 0; r < world; ++r) {
+        EXPECT_TRUE(std::filesystem::exists(dir / (name + "/batches.rank" + std::to_string(r) + ".safetensors")))
+            << "rank " << r << " dumps its own batches";
+      }
     }
   }
 }

@@ -1,0 +1,45 @@
+// A small JSON Schema validator for the subset our report schemas use, and the check that a
+// report file on disk matches the run-record schema (reports/schema/run.schema.json, embedded
+// into this library at build time so installed binaries need no source tree).
+//
+// Supported keywords (draft 2020-12 meaning): type (a name or an array of names, "integer"
+// included), required, properties, additionalProperties (bool or a schema), items (one schema
+// for every element), enum, const, minimum, minItems, and $ref to "#/$defs/NAME". Annotations
+// ($schema, $id, $comment, title, description, default, $defs) are ignored. Any other keyword
+// is a schema bug and throws ReportError: a validator that skipped an unknown keyword would
+// quietly accept documents the schema author meant to reject.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb::reports {
+
+// One problem: a JSON pointer into the document ("" is the root) and what is wrong there.
+struct SchemaError {
+  std::string path;
+  std::string message;
+  // "/summary/step_time_ms/median: expected number, got string"
+  std::string str() const;
+};
+
+// Checks `doc` against `schema` (the root schema, which holds $defs). Returns every problem in
+// document order; empty means valid. Below a node whose type is wrong nothing more is checked,
+// so one mistake gives one error. Throws ReportError for an unsupported or malformed schema.
+std::vector<SchemaError> validate_schema(const nlohmann::json& schema, const nlohmann::json& doc);
+
+// The run-record schema (`ddpbench run --out`), parsed once from the embedded copy.
+const nlohmann::json& run_record_schema();
+// validate_schema(run_record_schema(), record).
+std::vector<SchemaError> validate_run_record(const nlohmann::json& record);
+
+// "N problems: first; second; ..." with at most `max_listed` problems spelled out.
+std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed = 5);
+
+// Reads `path` with read_json (size limit `max_bytes`) and validates it as a run record. Throws
+// ReportError naming the file: unreadable, not JSON, or (with the first problems) invalid.
+void validate_report_file(const std::string& path, size_t max_bytes = size_t{1} << 30);
+
+}  // namespace ddpb::reports

@@ -1,0 +1,418 @@
+#!/usr/bin/env python3
+"""Runs a ddpbench workload/config in PyTorch (CPU) and writes a record in ddpbench's layout.
+
+    torch_reference.py --mode single|ddp|dp --workload mlp-small [--world-size N]
+        [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
+        [--weight-decay] [--backend gloo] [--bucket-cap-mb 25] [--first-bucket-mb 1]
+        [--grad-as-bucket-view] [--seed] [--out FILE] [--quiet]
+
+The PyTorch side of scripts/peer/compare_pytorch.sh. Flags carry ddpbench's names and
+defaults (bench/run_config.h, core/optim.h), so one argument list drives both programs.
+
+Modes:
+  single  one process, one thread: zero_grad, forward + loss, backward, optimizer step.
+  ddp     WORLD_SIZE processes on this host (this script re-executes itself with RANK,
+          LOCAL_RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, as ddpbench's
+          own launcher does; an external launcher that sets them works too), backend gloo,
+          torch.nn.parallel.DistributedDataParallel(bucket_cap_mb, gradient_as_bucket_view),
+          each rank training on global_batch / world_size samples. Rank 0 writes the record.
+  dp      torch.nn.DataParallel needs CUDA devices; on this CPU-only PyTorch it prints why and
+          exits 2.
+
+Inputs are synthetic (same shapes as ddpbench's datasets, different values): a small
+in-memory dataset per rank, from which each step gathers its batch (the "data" phase).
+Models are replay_pytorch.py's (parameter names and layer order match ddpbench's), with
+PyTorch's default initialisation.
+
+What one step's time covers, per mode, mirrors ddpbench (bench/runner_single.cpp,
+bench/runner_ddp.cpp, bench/trainer.cpp): data + forward + backward + optimizer. In single
+mode zero_grad runs inside the backward phase (as in ddpbench); in ddp mode it runs before
+the timed region (ddpbench's DDP runner does not time it either). zero_grad uses PyTorch 1.13's
+default (set_to_none=False), which was measured faster here than set_to_none=True
+(docs/performance.md). Times come from time.perf_counter (a steady clock); CPU work is
+synchronous, so no device synchronisation is needed.
+
+DDP communication (per step, under steps[].mode): PyTorch's own DDP logger, sampled every
+iteration (_set_ddp_runtime_logging_sample_rate(1)), read through
+ddp_model._get_ddp_logging_data(). PyTorch 1.13 has, in ns, backward_comm_time (first
+bucket launched .. all buckets done), backward_compute_comm_overlap_time (first bucket
+launched .. backward compute done) and their running averages avg_*; the logger records an
+iteration's numbers in the next iteration's forward, so the script reads them one step late
+and runs one extra untimed forward at the end. Per step:
+    comm_ms          = backward_comm_time
+    comm_exposed_ms  = backward_comm_time_end - max(backward_compute_time_end, comm start)
+    overlap_ratio    = backward_compute_comm_overlap_time / backward_comm_time
+ddpbench's comm_ms is the union of the collectives' busy intervals instead of one span, so
+small differences in comm_ms are a matter of definition; the exposed part is defined alike.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+# Debian's PyTorch calls OpenBLAS (pthread build) through libblas.so.3, and
+# torch.set_num_threads() does not reach OpenBLAS's own pool: pin it before it loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from replay_pytorch import Embed, Gpt, Mlp, make_optimizer  # noqa: E402
+
+# workloads/registry.cpp, as far as the models need it. mlp-skip (a conditionally skipped
+# branch) has no PyTorch twin here.
+WORKLOADS = {
+    "mlp-small": {"family": "mlp", "widths": [1024, 1024, 1024, 1024, 10]},
+    "mlp-wide": {"family": "mlp", "widths": [4096, 8192, 8192, 8192, 1000]},
+    "gpt-tiny": {"family": "gpt", "vocab": 512, "seq_len": 64, "c": 128, "n_layer": 2, "n_head": 4},
+    "gpt2-small": {"family": "gpt", "vocab": 50257, "seq_len": 1024, "c": 768, "n_layer": 12, "n_head": 12},
+    "embed": {"family": "embed", "vocab": 262144, "dim": 64, "ids": 16, "hidden": 256, "classes": 16},
+    "embed-tiny": {"family": "embed", "vocab": 4096, "dim": 32, "ids": 8, "hidden": 64, "classes": 8},
+}
+DEFAULT_BATCH = {"mlp": 64, "gpt": 8, "embed": 64}  # bench/run_config.cpp
+DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
+SCHEMA_VERSION = 1   # reports/json_io.h kSchemaVersion
+
+
+def build(spec):
+    f = spec["family"]
+    if f == "mlp":
+        return Mlp(spec["widths"])
+    if f == "gpt":
+        return Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"])
+    return Embed(spec["vocab"], spec["dim"], spec["ids"], spec["hidden"], spec["classes"])
+
+
+def synthetic_data(spec, n, gen):
+    """(x, y) with n samples in the shapes ddpbench's dataset for this family produces."""
+    f = spec["family"]
+    if f == "mlp":
+        w = spec["widths"]
+        return torch.randn(n, w[0], generator=gen), torch.randint(0, w[-1], (n,), generator=gen)
+    if f == "gpt":
+        shape = (n, spec["seq_len"])
+        return (torch.randint(0, spec["vocab"], shape, generator=gen),
+                torch.randint(0, spec["vocab"], shape, generator=gen))
+    return (torch.randint(0, spec["vocab"], (n, spec["ids"]), generator=gen),
+            torch.randint(0, spec["classes"], (n,), generator=gen))
+
+
+def tokens_per_sample(spec):
+    return spec["seq_len"] if spec["family"] == "gpt" else 1
+
+
+def train_flops_per_sample(spec):
+    """6 x multiply-adds of the Linear layers, as ddpbench counts it for the MLP; 0 otherwise."""
+    if spec["family"] != "mlp":
+        return 0.0
+    w = spec["widths"]
+    return 6.0 * sum(a * b for a, b in zip(w[:-1], w[1:]))
+
+
+def percentile(values, q):
+    """Linear interpolation between order statistics, as bench/stats.cpp."""
+    if not values:
+        return 0.0
+    v = sorted(values)
+    pos = q / 100.0 * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def summarize(values):
+    if not values:
+        return {"median": 0.0, "mean": 0.0, "p90": 0.0, "p99": 0.0, "min": 0.0, "max": 0.0,
+                "stddev": 0.0, "count": 0}
+    return {"median": percentile(values, 50), "mean": statistics.fmean(values),
+            "p90": percentile(values, 90), "p99": percentile(values, 99), "min": min(values),
+            "max": max(values), "stddev": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "count": len(values)}
+
+
+def openblas_threads():
+    for lib in ("libopenblas.so.0", "libblas.so.3"):
+        try:
+            return int(ctypes.CDLL(lib).openblas_get_num_threads())
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def loss_of(logits, y):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mode", choices=("single", "dp", "ddp"), default="single")
+    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--device", default="cpu", help="cpu only (this PyTorch has no CUDA)")
+    ap.add_argument("--world-size", type=int, default=1)
+    ap.add_argument("--backend", default="gloo")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    ap.add_argument("--first-bucket-mb", type=float, default=1.0)
+    ap.add_argument("--grad-as-bucket-view", action="store_true")
+    ap.add_argument("--global-batch", type=int, default=0, help="default: the workload's")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--timeout", type=float, default=300.0, help="ddp: rendezvous timeout (s)")
+    ap.add_argument("--out", default="", help="write the JSON record here (default: stdout)")
+    ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    args = ap.parse_args(argv)
+    spec = WORKLOADS[args.workload]
+    if not args.global_batch:
+        args.global_batch = DEFAULT_BATCH[spec["family"]]
+    if args.device != "cpu":
+        ap.error(f"--device {args.device}: this script runs on the CPU only")
+    if args.mode == "single" and args.world_size != 1:
+        ap.error("--mode single runs on one device: drop --world-size")
+    if args.mode == "ddp" and args.global_batch % args.world_size:
+        ap.error(f"--global-batch {args.global_batch} does not divide into --world-size "
+                 f"{args.world_size} ranks")
+    if args.steps <= 0 or args.warmup < 0 or args.world_size < 1:
+        ap.error("--steps must be positive, --warmup >= 0, --world-size >= 1")
+    return args
+
+
+def config_json(args):
+    return {"mode": args.mode, "workload": args.workload, "device": args.device,
+            "world_size": args.world_size, "backend": args.backend if args.mode == "ddp" else "",
+            "bucket_cap_mb": args.bucket_cap_mb, "first_bucket_mb": args.first_bucket_mb,
+            "grad_as_bucket_view": args.grad_as_bucket_view, "global_batch": args.global_batch,
+            "steps": args.steps, "warmup": args.warmup, "seed": args.seed,
+            "optimizer": {"name": args.optimizer, "lr": args.lr, "momentum": args.momentum,
+                          "weight_decay": args.weight_decay, "beta1": args.beta1,
+                          "beta2": args.beta2, "eps": args.eps, "nesterov": False,
+                          "dampening": 0.0},
+            "zero_grad_set_to_none": False, "out": args.out}
+
+
+# ---- DDP launcher -------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args, argv):
+    """Starts world_size copies of this script as ranks and waits; the first failure ends all."""
+    port = free_port()
+    procs = []
+    for rank in range(args.world_size):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.world_size),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OPENBLAS_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv, env=env))
+    status = 0
+    pending = list(enumerate(procs))
+    while pending:
+        for item in list(pending):
+            rank, p = item
+            rc = p.poll()
+            if rc is None:
+                continue
+            pending.remove(item)
+            if rc != 0 and status == 0:
+                status = rc if rc > 0 else 1
+                print(f"torch_reference: rank {rank} exited with {rc}; stopping the other ranks",
+                      file=sys.stderr)
+                for _, q in pending:
+                    q.terminate()
+        time.sleep(0.05)
+    return status
+
+
+# ---- Training loop ------------------------------------------------------------------------
+
+def run(args):
+    spec = WORKLOADS[args.workload]
+    ddp = args.mode == "ddp"
+    rank, world = 0, 1
+    if ddp:
+        import torch.distributed as dist
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        if world != args.world_size:
+            raise SystemExit(f"torch_reference: --world-size {args.world_size} but WORLD_SIZE={world}")
+        dist.init_process_group(args.backend, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=args.timeout))
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)  # same on every rank; DDP broadcasts rank 0's anyway
+    model = build(spec)
+    n_params = sum(p.numel() for p in model.parameters())
+    if ddp:
+        # The first bucket's cap is a module-level knob in PyTorch 1.13 (read in DDP's ctor).
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 1024 * 1024)
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.grad_as_bucket_view)
+        net._set_ddp_runtime_logging_sample_rate(1)
+    else:
+        net = model
+    opt_cfg = {"name": args.optimizer, "lr": args.lr, "momentum": args.momentum,
+               "weight_decay": args.weight_decay, "beta1": args.beta1, "beta2": args.beta2,
+               "eps": args.eps}
+    opt = make_optimizer(opt_cfg, list(net.parameters()))
+
+    batch = args.global_batch // world
+    gen = torch.Generator().manual_seed(args.seed * 1000003 + rank)
+    data_x, data_y = synthetic_data(spec, DATASET_BATCHES * batch, gen)
+    order = torch.randperm(DATASET_BATCHES * batch, generator=gen)
+    if rank == 0:
+        print(f"torch_reference: mode {args.mode}, workload {args.workload} ({n_params} parameters), "
+              f"world size {world}, batch {batch} per rank, torch {torch.__version__}",
+              file=sys.stderr)
+
+    total = args.warmup + args.steps
+    steps, logs = [], []
+    cursor = 0
+    clock = time.perf_counter
+    for k in range(1, total + 1):
+        if ddp:
+            opt.zero_grad()  # untimed, as in ddpbench's DDP runner
+        t0 = clock()
+        if cursor + batch > data_x.shape[0]:
+            cursor = 0
+        idx = order[cursor:cursor + batch]
+        cursor += batch
+        x, y = data_x.index_select(0, idx), data_y.index_select(0, idx)
+        t1 = clock()
+        loss = loss_of(net(x), y)
+        t2 = clock()
+        if not ddp:
+            opt.zero_grad()  # inside the backward phase, as in ddpbench's single runner
+        loss.backward()  # DDP: returns after every bucket's allreduce is done
+        t3 = clock()
+        opt.step()
+        t4 = clock()
+        phases = {"data": (t1 - t0) * 1e3, "forward": (t2 - t1) * 1e3,
+                  "backward": (t3 - t2) * 1e3, "optimizer": (t4 - t3) * 1e3}
+        rec = {"step": k, "measured": k > args.warmup, "loss": loss.item(),
+               "time_ms": (t4 - t0) * 1e3, "phases_ms": phases}
+        steps.append(rec)
+        if ddp:
+            logs.append(net._get_ddp_logging_data())  # holds step k-1's numbers
+        if rank == 0 and not args.quiet:
+            print(f"step {k:>4}/{total} loss {rec['loss']:.6f} time {rec['time_ms']:.2f} ms"
+                  f"{'' if rec['measured'] else ' (warm-up)'}", file=sys.stderr)
+
+    details = {}
+    if ddp:
+        # Flush the last step's statistics: the logger records them in the next forward.
+        loss_of(net(x), y)
+        logs.append(net._get_ddp_logging_data())
+        for k, rec in enumerate(steps):
+            d = logs[k + 1]
+            if d.get("iteration") != k + 1 or "backward_comm_time" not in d:
+                continue  # not sampled for this step
+            comm = d["backward_comm_time"] / 1e6
+            overlap = d["backward_compute_comm_overlap_time"] / 1e6
+            exposed = max(0.0, d["backward_comm_time_end"]
+                          - max(d["backward_compute_time_end"], d["backward_comm_time_start"])) / 1e6
+            rec["mode"] = {"rank": rank, "comm_ms": comm, "comm_exposed_ms": exposed,
+                           "overlap_ms": overlap,
+                           "backward_compute_ms": d["backward_compute_time"] / 1e6,
+                           "overlap_ratio": overlap / comm if comm > 0 else 0.0}
+        last = logs[-1]
+        keys = ("avg_backward_comm_time", "avg_backward_compute_comm_overlap_time",
+                "avg_backward_compute_time", "avg_forward_compute_time")
+        avg = {k: last[k] for k in keys if k in last}
+        details = {"backend": args.backend, "world_size": world, "launcher": "torch_reference.py",
+                   "bucket_sizes": last.get("bucket_sizes"),
+                   "rebuilt_bucket_sizes": last.get("rebuilt_bucket_sizes"),
+                   "has_rebuilt_buckets": last.get("has_rebuilt_buckets"),
+                   "gloo_num_threads": last.get("gloo_num_threads"),
+                   "ddp_logging_avg_ns": avg,
+                   "ddp_logging_overlap_ratio": (avg["avg_backward_compute_comm_overlap_time"]
+                                                 / avg["avg_backward_comm_time"])
+                   if avg.get("avg_backward_comm_time") else None}
+
+    measured = [s for s in steps if s["measured"]]
+    st = summarize([s["time_ms"] for s in measured])
+    phase_med = [{"phase": p, "median_ms": percentile([s["phases_ms"][p] for s in measured], 50)}
+                 for p in ("data", "forward", "backward", "optimizer")]
+    samples_per_s = args.global_batch * 1000.0 / st["median"] if st["median"] > 0 else 0.0
+    summary = {"step_time_ms": st, "phases_median_ms": phase_med, "samples_per_s": samples_per_s,
+               "tokens_per_s": samples_per_s * tokens_per_sample(spec),
+               "achieved_flops_per_s": samples_per_s * train_flops_per_sample(spec),
+               "first_loss": steps[0]["loss"], "last_loss": steps[-1]["loss"]}
+    with_mode = [s["mode"] for s in measured if "mode" in s]
+    if ddp and with_mode:
+        summary["comm_median_ms"] = percentile([m["comm_ms"] for m in with_mode], 50)
+        summary["comm_exposed_median_ms"] = percentile([m["comm_exposed_ms"] for m in with_mode], 50)
+        summary["overlap_ratio_median"] = percentile([m["overlap_ratio"] for m in with_mode], 50)
+
+    record = {
+        "schema_version": SCHEMA_VERSION, "implementation": "pytorch", "kind": "run",
+        "context": {"torch_version": torch.__version__, "python": platform.python_version(),
+                    "host": platform.node(), "threads": torch.get_num_threads(),
+                    "openblas_threads": openblas_threads(),
+                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat()},
+        "config": config_json(args),
+        "mode": {"name": args.mode, "devices": ",".join(["cpu"] * world), "details": details},
+        "workload": {"name": args.workload, "family": spec["family"], "parameters": n_params,
+                     "tokens_per_sample": tokens_per_sample(spec),
+                     "train_flops_per_sample": train_flops_per_sample(spec)},
+        "steps": steps, "summary": summary,
+    }
+    if ddp:
+        mine = {"rank": rank, "device": "cpu", "step_time_ms": st, "phases_median_ms": phase_med}
+        ranks = [None] * world
+        dist.all_gather_object(ranks, mine)
+        meds = [r["step_time_ms"]["median"] for r in ranks]
+        record["ranks"] = ranks
+        summary["straggler_skew"] = max(meds) / min(meds) if min(meds) > 0 else 0.0
+        dist.destroy_process_group()
+    if rank != 0:
+        return 0
+    line = (f"summary: median step {st['median']:.3f} ms (p90 {st['p90']:.3f}), "
+            f"{samples_per_s:.1f} samples/s, loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f}")
+    if "overlap_ratio_median" in summary:
+        line += (f"; comm {summary['comm_median_ms']:.2f} ms, exposed {summary['comm_exposed_median_ms']:.2f} ms,"
+                 f" overlap {summary['overlap_ratio_median']:.2f} (DDP logger average "
+                 f"{details['ddp_logging_overlap_ratio'] or 0:.2f})")
+    print(line, file=sys.stderr)
+    print("phases (median ms):" + "".join(f" {p['phase']} {p['median_ms']:.2f}" for p in phase_med),
+          file=sys.stderr)
+    text = json.dumps(record, indent=1)
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.out)
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.mode == "dp":
+        print("torch_reference: --mode dp needs CUDA: torch.nn.DataParallel replicates the module "
+              f"onto GPUs, and this PyTorch ({torch.__version__}, cuda available: "
+              f"{torch.cuda.is_available()}) runs on the CPU only. Compare DP on a CUDA machine; "
+              "on the CPU use --mode single or --mode ddp.", file=sys.stderr)
+        return 2
+    if args.mode == "ddp" and "RANK" not in os.environ:
+        return launch(args, argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

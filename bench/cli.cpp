@@ -93,9 +93,11 @@ int ddpbench_main(int argc, char** argv) {
   add_run_options(*run, config);
   auto* workloads = app.add_subcommand("workloads", "list the workload presets");
   std::vector<std::string> validate_files;
-  auto* validate = app.add_subcommand("validate", "check report files against the run-record schema");
+  auto* validate =
+      app.add_subcommand("validate", "check report files against the run-record schema");
   validate->add_option("files", validate_files, "report files (ddpbench run --out)")->required();
-  auto* env = app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
+  auto* env =
+      app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -39,8 +39,12 @@ constexpr bool kNcclCompiled = true;
 constexpr bool kNcclCompiled = false;
 #endif
 
-const char* mark(bool on) { return on ? "[X]" : "[ ]"; }
-const char* yes_no(bool on) { return on ? "yes" : "no"; }
+const char* mark(bool on) {
+  return on ? "[X]" : "[ ]";
+}
+const char* yes_no(bool on) {
+  return on ? "yes" : "no";
+}
 
 }  // namespace
 

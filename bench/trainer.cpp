@@ -209,8 +209,8 @@ nlohmann::json run_training(const RunConfig& config) {
     // Every record we write matches reports/schema/run.schema.json; a mismatch is our bug
     // (a field added here but not to the schema, or a NaN that JSON turned into null).
     const auto problems = reports::validate_run_record(record);
-    DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing " << config.out
-                                 << ": " << reports::format_errors(problems);
+    DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing "
+                                 << config.out << ": " << reports::format_errors(problems);
     reports::write_json_atomic(config.out, record);
     fmt::print("wrote {}\n", config.out);
   }

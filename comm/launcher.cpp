@@ -23,6 +23,30 @@ namespace {
 
 constexpr size_t kTailLines = 20;
 
+// The signal that asked the launcher to stop (SIGINT or SIGTERM), 0 if none. Set by the
+// handler, read by the supervision loop, which forwards it to the ranks.
+volatile sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Installs the handlers for the launcher's lifetime and restores the old ones after.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
 struct Child {
   pid_t pid = -1;
   int out_fd = -1;  // read end of the child's stdout+stderr
@@ -146,6 +170,8 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   const std::string exe = self_exe();
   const int port = find_free_port(spec.master_addr);
   const std::string token = random_token();
+  g_stop_signal = 0;
+  StopSignals stop_signals;
   std::vector<Child> children(static_cast<size_t>(spec.world_size));
   for (int r = 0; r < spec.world_size; ++r) {
     auto& c = children[static_cast<size_t>(r)];
@@ -192,6 +218,17 @@ LaunchResult launch_local(const LaunchSpec& spec) {
         for (auto& other : children) {
           if (!other.exited) ::kill(other.pid, SIGTERM);
         }
+      }
+    }
+    if (g_stop_signal != 0 && !terminating) {
+      // Ctrl-C or SIGTERM to the launcher: pass SIGTERM on to every rank, then SIGKILL.
+      terminating = true;
+      result.exit_code = 128 + g_stop_signal;
+      result.failure = std::string("interrupted by ") + strsignal(g_stop_signal) +
+                       ": every rank was told to stop";
+      kill_deadline = std::chrono::steady_clock::now() + spec.grace;
+      for (auto& other : children) {
+        if (!other.exited) ::kill(other.pid, SIGTERM);
       }
     }
     if (terminating && std::chrono::steady_clock::now() > kill_deadline) {

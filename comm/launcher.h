@@ -4,7 +4,9 @@
 // forwards every line of their output with a "[rank k] " prefix, and waits for all of them.
 // When one rank fails, the others are sent SIGTERM, then SIGKILL after a grace period, and
 // the result names the failed rank, how it ended and its last lines. Children get
-// PR_SET_PDEATHSIG, so they never outlive a killed launcher.
+// PR_SET_PDEATHSIG, so they never outlive a killed launcher. SIGINT or SIGTERM to the
+// launcher is passed on to every rank as SIGTERM (SIGKILL after the grace period), and the
+// launcher exits with 128 + the signal number.
 #pragma once
 
 #include <chrono>
@@ -21,7 +23,8 @@ struct LaunchSpec {
 };
 
 struct LaunchResult {
-  int exit_code = 0;     // 0 when every rank succeeded; else the failed rank's code (1 or 2)
+  int exit_code = 0;     // 0 when every rank succeeded; else the failed rank's code (1 or 2),
+                         // or 128 + signal when the launcher was interrupted
   int failed_rank = -1;  // the first rank to fail
   std::string failure;   // "rank 1 exited with code 1" and its last lines
 };

@@ -29,15 +29,23 @@ std::string pointer_token(const std::string& key) {
 // The JSON Schema name of a value's type; integral numbers are "integer".
 std::string type_of(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    default: return "unsupported";
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    default:
+      return "unsupported";
   }
 }
 
@@ -66,11 +74,11 @@ class Validator {
       if (!schema.get<bool>()) add(path, "not allowed here");
       return;
     }
-    if (!schema.is_object()) throw ReportError("schema: expected an object at document path " + path);
-    for (auto& [key, _] : schema.items()) {
-      if (!kKnown.count(key)) throw ReportError("schema: unsupported keyword '" + key + "'");
-    }
-    if (auto it = schema.find("$ref"); it != schema.end()) check(resolve(*it), doc, path, depth + 1);
+    if (!schema.is_object())
+      throw ReportError("schema: expected an object at document path " + path);
+    for (auto& [key, value] : schema.items()) check_keyword(key, value);
+    if (auto it = schema.find("$ref"); it != schema.end())
+      check(resolve(*it), doc, path, depth + 1);
     if (auto it = schema.find("type"); it != schema.end() && !type_matches(*it, doc)) {
       add(path, "expected " + type_names(*it) + ", got " + type_of(doc));
       return;  // the remaining keywords would only repeat the same mistake
@@ -83,8 +91,8 @@ class Validator {
       for (const auto& e : *it) found = found || equal(e, doc);
       if (!found) add(path, short_dump(doc) + " is not one of " + short_dump(*it));
     }
-    if (auto it = schema.find("minimum"); it != schema.end() && doc.is_number() &&
-                                          doc.get<double>() < it->get<double>()) {
+    if (auto it = schema.find("minimum");
+        it != schema.end() && doc.is_number() && doc.get<double>() < it->get<double>()) {
       add(path, short_dump(doc) + " is below the minimum " + short_dump(*it));
     }
     if (doc.is_object()) check_object(schema, doc, path, depth);
@@ -97,11 +105,13 @@ class Validator {
   void check_object(const json& schema, const json& doc, const std::string& path, int depth) {
     if (auto it = schema.find("required"); it != schema.end()) {
       for (const auto& key : *it) {
-        if (!doc.contains(key.get<std::string>())) add(path, "missing required key '" + key.get<std::string>() + "'");
+        if (!doc.contains(key.get<std::string>()))
+          add(path, "missing required key '" + key.get<std::string>() + "'");
       }
     }
     const json* props = schema.contains("properties") ? &schema["properties"] : nullptr;
-    const json* extra = schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
+    const json* extra =
+        schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
     for (auto& [key, value] : doc.items()) {
       const std::string child = path + "/" + pointer_token(key);
       if (props && props->contains(key)) {
@@ -120,7 +130,47 @@ class Validator {
                     std::to_string(doc.size()));
     }
     if (auto it = schema.find("items"); it != schema.end()) {
-      for (size_t i = 0; i < doc.size(); ++i) check(*it, doc[i], path + "/" + std::to_string(i), depth);
+      for (size_t i = 0; i < doc.size(); ++i)
+        check(*it, doc[i], path + "/" + std::to_string(i), depth);
+    }
+  }
+
+  // Rejects unknown keywords and values of the wrong shape ("required": "a" would otherwise
+  // iterate as a one-element array and look fine).
+  static void check_keyword(const std::string& key, const json& value) {
+    auto bad = [&](const char* want) {
+      throw ReportError("schema: '" + key + "' must be " + want + ", got " + short_dump(value));
+    };
+    if (!kKnown.count(key)) throw ReportError("schema: unsupported keyword '" + key + "'");
+    if (key == "type") {
+      static const std::set<std::string> kTypes = {"null",   "boolean", "integer", "number",
+                                                   "string", "array",   "object"};
+      auto is_type = [&](const json& t) {
+        return t.is_string() && kTypes.count(t.get<std::string>());
+      };
+      if (is_type(value)) return;
+      if (!value.is_array() || value.empty()) bad("a type name or a non-empty array of them");
+      for (const auto& t : value) {
+        if (!is_type(t)) bad("a type name or a non-empty array of them");
+      }
+    } else if (key == "required") {
+      if (!value.is_array()) bad("an array of strings");
+      for (const auto& k : value) {
+        if (!k.is_string()) bad("an array of strings");
+      }
+    } else if (key == "properties" || key == "$defs") {
+      if (!value.is_object()) bad("an object");
+    } else if (key == "additionalProperties" || key == "items") {
+      if (!value.is_object() && !value.is_boolean()) bad("a schema or a boolean");
+    } else if (key == "enum") {
+      if (!value.is_array()) bad("an array");
+    } else if (key == "minimum") {
+      if (!value.is_number()) bad("a number");
+    } else if (key == "minItems") {
+      if (!value.is_number_unsigned() &&
+          !(value.is_number_integer() && value.get<int64_t>() >= 0)) {
+        bad("a non-negative integer");
+      }
     }
   }
 
@@ -157,12 +207,14 @@ class Validator {
     return a == b;
   }
 
-  void add(const std::string& path, std::string message) { errors_.push_back({path, std::move(message)}); }
+  void add(const std::string& path, std::string message) {
+    errors_.push_back({path, std::move(message)});
+  }
 
   inline static const std::set<std::string> kKnown = {
-      "$schema", "$id", "$comment", "title", "description", "default", "$defs", "$ref",
-      "type", "required", "properties", "additionalProperties", "items", "enum", "const",
-      "minimum", "minItems"};
+      "$schema", "$id",  "$comment", "title",    "description", "default",
+      "$defs",   "$ref", "type",     "required", "properties",  "additionalProperties",
+      "items",   "enum", "const",    "minimum",  "minItems"};
 
   const json& root_;
   std::vector<SchemaError> errors_;
@@ -170,7 +222,9 @@ class Validator {
 
 }  // namespace
 
-std::string SchemaError::str() const { return (path.empty() ? "(root)" : path) + ": " + message; }
+std::string SchemaError::str() const {
+  return (path.empty() ? "(root)" : path) + ": " + message;
+}
 
 std::vector<SchemaError> validate_schema(const nlohmann::json& schema, const nlohmann::json& doc) {
   Validator v(schema);
@@ -193,8 +247,10 @@ std::vector<SchemaError> validate_run_record(const nlohmann::json& record) {
 }
 
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed) {
-  std::string out = std::to_string(errors.size()) + (errors.size() == 1 ? " problem: " : " problems: ");
-  for (size_t i = 0; i < errors.size() && i < max_listed; ++i) out += (i ? "; " : "") + errors[i].str();
+  std::string out =
+      std::to_string(errors.size()) + (errors.size() == 1 ? " problem: " : " problems: ");
+  for (size_t i = 0; i < errors.size() && i < max_listed; ++i)
+    out += (i ? "; " : "") + errors[i].str();
   if (errors.size() > max_listed) out += "; ...";
   return out;
 }
@@ -202,7 +258,8 @@ std::string format_errors(const std::vector<SchemaError>& errors, size_t max_lis
 void validate_report_file(const std::string& path, size_t max_bytes) {
   const nlohmann::json doc = read_json(path, max_bytes);
   const auto errors = validate_run_record(doc);
-  if (!errors.empty()) throw ReportError(path + " does not match the run-record schema: " + format_errors(errors));
+  if (!errors.empty())
+    throw ReportError(path + " does not match the run-record schema: " + format_errors(errors));
 }
 
 }  // namespace ddpb::reports

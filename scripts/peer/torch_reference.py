@@ -38,7 +38,7 @@ ddp_model._get_ddp_logging_data(). PyTorch 1.13 has, in ns, backward_comm_time (
 bucket launched .. all buckets done), backward_compute_comm_overlap_time (first bucket
 launched .. backward compute done) and their running averages avg_*; the logger records an
 iteration's numbers in the next iteration's forward, so the script reads them one step late
-and runs one extra untimed forward at the end. Per step:
+and asks the logger once more after the last step. Per step:
     comm_ms          = backward_comm_time
     comm_exposed_ms  = backward_comm_time_end - max(backward_compute_time_end, comm start)
     overlap_ratio    = backward_compute_comm_overlap_time / backward_comm_time
@@ -313,8 +313,9 @@ def run(args):
 
     details = {}
     if ddp:
-        # Flush the last step's statistics: the logger records them in the next forward.
-        loss_of(net(x), y)
+        # Flush the last step's statistics (the logger records them in the next forward; an
+        # extra forward without its backward left rank 0 hanging at exit).
+        net.logger.set_runtime_stats_and_log()
         logs.append(net._get_ddp_logging_data())
         for k, rec in enumerate(steps):
             d = logs[k + 1]

@@ -5,7 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
 #include <fstream>
+#include <iterator>
 
 #include "../util/param_diff.h"
 #include "../util/run_cli.h"
@@ -193,6 +196,63 @@ TEST(DdpExternalLaunchers, MpirunAndSlurmEnvironmentsAreDetected) {
     EXPECT_NE(r0.output.find("launched by " + s.name), std::string::npos) << r0.output;
     EXPECT_NE(r0.output.find("merged records of 2 ranks"), std::string::npos) << r0.output;
   }
+}
+
+// ddpbench processes whose command line contains `marker` (this test's launcher and ranks).
+std::vector<pid_t> processes_with(const std::string& marker) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.rfind("sh -c", 0) == 0) continue;  // the test's own wrapper shell
+    if (cmdline.find("ddpbench") != std::string::npos && cmdline.find(marker) != std::string::npos) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+int count_processes_with(const std::string& marker) { return static_cast<int>(processes_with(marker).size()); }
+
+// Whatever happens in the test, nothing it started survives it.
+struct KillOnExit {
+  std::string marker;
+  ~KillOnExit() {
+    for (pid_t p : processes_with(marker)) ::kill(p, SIGKILL);
+  }
+};
+
+TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
+  TempDir dir("ddp_sigterm");
+  // Unique to this test process's children, even when several test binaries run at once.
+  const std::string marker = "--seed " + std::to_string(4000000 + ::getpid());
+  KillOnExit cleanup{marker};
+  std::string cmd = "sh -c '" + std::string(DDPBENCH_BIN) + " run --mode ddp --world-size 2 --workload mlp-small " +
+                    "--steps 1000000 --quiet " + marker + " > " + (dir / "log") + " 2>&1 & echo $! > " +
+                    (dir / "pid") + "; wait $!; echo $? > " + (dir / "rc") + "' &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  // Wait until both ranks are training.
+  for (int i = 0; i < 100 && count_processes_with(marker) < 3; ++i) std::system("sleep 0.1");
+  ASSERT_EQ(count_processes_with(marker), 3) << "launcher + 2 ranks";
+  std::system("sleep 1");
+  pid_t launcher = 0;
+  std::ifstream(dir / "pid") >> launcher;
+  ASSERT_GT(launcher, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(launcher, SIGTERM), 0);
+  while (!std::filesystem::exists(dir / "rc") &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    std::system("sleep 0.1");
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int rc = -1;
+  std::ifstream(dir / "rc") >> rc;
+  EXPECT_EQ(rc, 128 + SIGTERM);
+  EXPECT_LT(secs, 10.0) << "every rank stops within a few seconds";
+  EXPECT_EQ(count_processes_with(marker), 0) << "no orphaned ranks";
+  std::printf("SIGTERM to the launcher: exit %d after %.2f s, no rank left\n", rc, secs);
 }
 
 TEST(DdpCli, GlobalBatchMustDivide) {

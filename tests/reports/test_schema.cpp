@@ -12,11 +12,11 @@
 
 namespace {
 
-using nlohmann::json;
 using ddpb::reports::ReportError;
 using ddpb::reports::validate_schema;
 using ddpb::testing::run_cli;
 using ddpb::testing::TempDir;
+using nlohmann::json;
 
 // Every error as "path: message", for one-line comparisons.
 std::vector<std::string> errors_of(const json& schema, const json& doc) {
@@ -32,8 +32,10 @@ TEST(SchemaValidator, WrongTypeNamesThePathAndBothTypes) {
       "summary": {"type": "object", "properties": {"step_time_ms": {"type": "object",
           "properties": {"median": {"type": "number"}}}}}}})");
   json doc = json::parse(R"({"summary": {"step_time_ms": {"median": "fast"}}})");
-  EXPECT_EQ(errors_of(schema, doc), Strings{"/summary/step_time_ms/median: expected number, got string"});
-  EXPECT_TRUE(errors_of(schema, json::parse(R"({"summary": {"step_time_ms": {"median": 1.5}}})")).empty());
+  EXPECT_EQ(errors_of(schema, doc),
+            Strings{"/summary/step_time_ms/median: expected number, got string"});
+  EXPECT_TRUE(
+      errors_of(schema, json::parse(R"({"summary": {"step_time_ms": {"median": 1.5}}})")).empty());
 }
 
 TEST(SchemaValidator, TypeArraysAndIntegers) {
@@ -43,14 +45,18 @@ TEST(SchemaValidator, TypeArraysAndIntegers) {
   EXPECT_TRUE(errors_of(schema, nullptr).empty());
   EXPECT_EQ(errors_of(schema, 3.5), Strings{"(root): expected integer or null, got number"});
   EXPECT_EQ(errors_of(schema, "x"), Strings{"(root): expected integer or null, got string"});
-  EXPECT_EQ(errors_of(json{{"type", "number"}}, true), Strings{"(root): expected number, got boolean"});
+  EXPECT_EQ(errors_of(json{{"type", "number"}}, true),
+            Strings{"(root): expected number, got boolean"});
 }
 
 TEST(SchemaValidator, RequiredAndAdditionalProperties) {
-  json schema = json::parse(R"({"type": "object", "required": ["a", "b"], "additionalProperties": false,
+  json schema =
+      json::parse(R"({"type": "object", "required": ["a", "b"], "additionalProperties": false,
       "properties": {"a": {}, "b": {}, "c": {}}})");
-  EXPECT_EQ(errors_of(schema, json::parse(R"({"a": 1})")), Strings{"(root): missing required key 'b'"});
-  EXPECT_EQ(errors_of(schema, json::parse(R"({"a": 1, "b": 2, "zz": 3})")), Strings{"/zz: unexpected key"});
+  EXPECT_EQ(errors_of(schema, json::parse(R"({"a": 1})")),
+            Strings{"(root): missing required key 'b'"});
+  EXPECT_EQ(errors_of(schema, json::parse(R"({"a": 1, "b": 2, "zz": 3})")),
+            Strings{"/zz: unexpected key"});
   // additionalProperties as a schema checks every key not in properties.
   json numbers = json::parse(R"({"type": "object", "additionalProperties": {"type": "number"}})");
   EXPECT_EQ(errors_of(numbers, json::parse(R"({"fwd": 1.0, "bwd": "x"})")),
@@ -66,7 +72,8 @@ TEST(SchemaValidator, EnumConstMinimumMinItems) {
   EXPECT_EQ(errors_of(schema, json::parse(R"({"v": 2})")), Strings{"/v: expected 1, got 2"});
   EXPECT_TRUE(errors_of(schema, json::parse(R"({"v": 1.0})")).empty()) << "1 and 1.0 are equal";
   EXPECT_EQ(errors_of(schema, json::parse(R"({"n": 0})")), Strings{"/n: 0 is below the minimum 1"});
-  EXPECT_EQ(errors_of(schema, json::parse(R"({"xs": [1]})")), Strings{"/xs: expected at least 2 items, got 1"});
+  EXPECT_EQ(errors_of(schema, json::parse(R"({"xs": [1]})")),
+            Strings{"/xs: expected at least 2 items, got 1"});
 }
 
 TEST(SchemaValidator, RefAndNestedArrayItems) {
@@ -82,23 +89,29 @@ TEST(SchemaValidator, RefAndNestedArrayItems) {
       {"step": 1, "phases_ms": {"data": 0.5}},
       {"step": 2, "phases_ms": {"data": 0.5, "forward": "slow"}},
       {"phases_ms": {"data": -1}}]})");
-  EXPECT_EQ(errors_of(schema, doc), (Strings{"/steps/1/phases_ms/forward: expected number, got string",
-                                             "/steps/2: missing required key 'step'",
-                                             "/steps/2/phases_ms/data: -1 is below the minimum 0"}));
+  EXPECT_EQ(errors_of(schema, doc),
+            (Strings{"/steps/1/phases_ms/forward: expected number, got string",
+                     "/steps/2: missing required key 'step'",
+                     "/steps/2/phases_ms/data: -1 is below the minimum 0"}));
 }
 
 TEST(SchemaValidator, PointerEscapingAndOneErrorPerWrongType) {
   json schema = json::parse(R"({"type": "object", "additionalProperties": {"type": "object",
       "required": ["x"], "properties": {"x": {"type": "string"}}}})");
-  EXPECT_EQ(errors_of(schema, json::parse(R"({"a/b~c": 5})")), Strings{"/a~1b~0c: expected object, got integer"});
+  EXPECT_EQ(errors_of(schema, json::parse(R"({"a/b~c": 5})")),
+            Strings{"/a~1b~0c: expected object, got integer"});
 }
 
 TEST(SchemaValidator, SchemaBugsThrow) {
   EXPECT_THROW(validate_schema(json::parse(R"({"maximum": 3})"), 1), ReportError);
   EXPECT_THROW(validate_schema(json::parse(R"({"$ref": "#/$defs/missing"})"), 1), ReportError);
   EXPECT_THROW(validate_schema(json::parse(R"({"$ref": "other.json#/x"})"), 1), ReportError);
-  EXPECT_THROW(validate_schema(json::parse(R"({"type": "object", "required": "a"})"), json::object()),
-               ReportError);
+  EXPECT_THROW(
+      validate_schema(json::parse(R"({"type": "object", "required": "a"})"), json::object()),
+      ReportError);
+  EXPECT_THROW(validate_schema(json::parse(R"({"type": "float"})"), 1.0), ReportError)
+      << "an unknown type name is a schema bug";
+  EXPECT_THROW(validate_schema(json::parse(R"({"minItems": -1})"), json::array()), ReportError);
 }
 
 TEST(RunSchema, EmbeddedCopyParses) {
@@ -111,15 +124,16 @@ TEST(RunSchema, EmbeddedCopyParses) {
 
 // Runs `ddpbench run` into `out` and returns the parsed record.
 json make_record(const std::string& mode_args, const std::string& out) {
-  auto r = run_cli("run --workload mlp-small --steps 2 --warmup 1 --global-batch 8 --quiet " + mode_args +
-                   " --out " + out);
+  auto r = run_cli("run --workload mlp-small --steps 2 --warmup 1 --global-batch 8 --quiet " +
+                   mode_args + " --out " + out);
   EXPECT_EQ(r.code, 0) << r.output;
   return ddpb::reports::read_json(out);
 }
 
 class RealRecords : public ::testing::Test {
  protected:
-  TempDir dir_{"schema_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())};
+  TempDir dir_{"schema_" +
+               std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())};
 };
 
 TEST_F(RealRecords, SingleAndDpValidate) {
@@ -158,10 +172,11 @@ TEST_F(RealRecords, TruncatedMalformedAndInvalidFilesNameTheFile) {
   struct Case {
     std::string name, content, needle;
   };
-  for (const Case& c : {Case{"truncated.json", text.substr(0, text.size() / 2), "not valid JSON"},
-                        Case{"malformed.json", "{\"schema_version\": 1,, }", "not valid JSON"},
-                        Case{"empty.json", "", "not valid JSON"},
-                        Case{"wrong.json", R"({"schema_version": 2})", "/schema_version: expected 1, got 2"}}) {
+  for (const Case& c :
+       {Case{"truncated.json", text.substr(0, text.size() / 2), "not valid JSON"},
+        Case{"malformed.json", "{\"schema_version\": 1,, }", "not valid JSON"},
+        Case{"empty.json", "", "not valid JSON"},
+        Case{"wrong.json", R"({"schema_version": 2})", "missing required key 'implementation'"}}) {
     const std::string path = dir_ / c.name;
     std::ofstream(path) << c.content;
     try {
@@ -191,9 +206,11 @@ TEST_F(RealRecords, ValidateCommandExitCodes) {
 
   auto invalid = run_cli("validate " + good + " " + bad);
   EXPECT_EQ(invalid.code, 1) << invalid.output;
-  EXPECT_NE(invalid.output.find(bad + ": /steps/1/time_ms: expected number, got string\n"), std::string::npos)
+  EXPECT_NE(invalid.output.find(bad + ": /steps/1/time_ms: expected number, got string\n"),
+            std::string::npos)
       << invalid.output;
-  EXPECT_NE(invalid.output.find(bad + ": /summary: missing required key 'samples_per_s'\n"), std::string::npos)
+  EXPECT_NE(invalid.output.find(bad + ": /summary: missing required key 'samples_per_s'\n"),
+            std::string::npos)
       << invalid.output;
 
   auto missing = run_cli("validate " + (dir_ / "nope.json"));
@@ -207,8 +224,10 @@ TEST_F(RealRecords, ValidateCommandExitCodes) {
 TEST(EnvCommand, PrintsTheChecklist) {
   auto r = run_cli("env");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* needle : {"[X] CPU (OpenBLAS)", "[X] Gloo", "] CUDA", "] NCCL", "] NVTX", "openblas: ", "cpu: "}) {
-    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << r.output;
+  for (const char* needle :
+       {"[X] CPU (OpenBLAS)", "[X] Gloo", "] CUDA", "] NCCL", "] NVTX", "openblas: ", "cpu: "}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
+                                                        << r.output;
   }
   auto bad = run_cli("env --bogus");
   EXPECT_EQ(bad.code, 2) << bad.output;

@@ -14,7 +14,9 @@ TEST(DdpRecord, Validates) {
   ddpb::testing::TempDir dir("schema_ddp");
   const std::string out = dir / "ddp.json";
   auto r = ddpb::testing::run_cli(
-      "run --mode ddp --world-size 2 --workload mlp-small --steps 2 --warmup 1 --global-batch 8 --quiet --out " + out);
+      "run --mode ddp --world-size 2 --workload mlp-small --steps 2 --warmup 1 --global-batch 8 "
+      "--quiet --out " +
+      out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NO_THROW(ddpb::reports::validate_report_file(out));
   nlohmann::json rec = ddpb::reports::read_json(out);
@@ -30,8 +32,9 @@ TEST(DdpRecord, Validates) {
   rec["steps"][2]["mode"]["buckets"][0].erase("bytes");
   std::vector<std::string> got;
   for (const auto& e : ddpb::reports::validate_run_record(rec)) got.push_back(e.str());
-  EXPECT_EQ(got, (std::vector<std::string>{"/ranks/1/step_time_ms/count: 0 is below the minimum 1",
-                                           "/steps/2/mode/buckets/0: missing required key 'bytes'"}));
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"/ranks/1/step_time_ms/count: 0 is below the minimum 1",
+                                      "/steps/2/mode/buckets/0: missing required key 'bytes'"}));
 }
 
 }  // namespace

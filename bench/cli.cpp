@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "bench/env_command.h"
 #include "bench/run_config.h"
 #include "bench/trainer.h"
 #include "bench/validate_command.h"
+#include "comm/flight_recorder.h"
 #include "comm/launcher.h"
 #include "comm/rank_env.h"
 #include "core/check.h"
@@ -55,6 +57,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--quiet", c.quiet, "no per-step lines");
   run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
   run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
+  run.add_option("--flight-dir", c.flight_dir,
+                 "ddp: flight-recorder dump directory (default /tmp/ddpbench-flight-<port>)");
 }
 
 int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
@@ -68,11 +72,29 @@ int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
     fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
     std::fflush(stdout);
     comm::LaunchResult r = comm::launch_local(spec);
-    if (r.exit_code != 0) std::cerr << "ddpbench launcher: " << r.failure << "\n";
+    if (r.exit_code != 0) {
+      std::cerr << "ddpbench launcher: " << r.failure << "\n";
+      const std::string dir = config.flight_dir.empty()
+                                  ? "/tmp/ddpbench-flight-" + std::to_string(r.master_port)
+                                  : config.flight_dir;
+      if (std::filesystem::exists(dir)) {
+        std::cerr << "ddpbench launcher: flight-recorder dumps in " << dir
+                  << ": run `ddpbench doctor " << dir << "`\n";
+      }
+    }
     return r.exit_code;
   }
   fmt::print("config: {}\n", config.to_json().dump());
-  run_training(config);
+  try {
+    run_training(config);
+  } catch (const std::exception& e) {
+    if (config.mode == "ddp" && !dynamic_cast<const UsageError*>(&e)) {
+      // A failed rank leaves its last collectives behind for `ddpbench doctor`.
+      const std::string path = comm::dump_flight_recorder(e.what());
+      if (!path.empty()) std::cerr << "ddpbench: flight recorder dumped to " << path << "\n";
+    }
+    throw;
+  }
   return 0;
 }
 
@@ -98,6 +120,9 @@ int ddpbench_main(int argc, char** argv) {
   validate->add_option("files", validate_files, "report files (ddpbench run --out)")->required();
   auto* env =
       app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
+  std::string doctor_dir;
+  auto* doctor = app.add_subcommand("doctor", "explain a hang from the ranks' flight-recorder dumps");
+  doctor->add_option("dir", doctor_dir, "directory with rank<r>.json dumps")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -113,6 +138,10 @@ int ddpbench_main(int argc, char** argv) {
     if (workloads->parsed()) return list_workloads();
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();
+    if (doctor->parsed()) {
+      fmt::print("{}", comm::diagnose_flight_dumps(doctor_dir));
+      return 0;
+    }
   } catch (const UsageError& e) {
     std::cerr << "ddpbench: error: " << e.what() << "\n";
     return kExitUsage;

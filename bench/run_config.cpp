@@ -59,6 +59,7 @@ nlohmann::json RunConfig::to_json() const {
           {"broadcast_buffers", broadcast_buffers},
           {"timeout_s", timeout_s},
           {"inject_fault", inject_fault},
+          {"flight_dir", flight_dir},
           {"global_batch", global_batch},
           {"steps", steps},
           {"warmup", warmup},

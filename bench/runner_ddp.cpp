@@ -8,6 +8,7 @@
 #include "bench/fault_injection.h"
 #include "bench/stats.h"
 #include "bench/trainer.h"
+#include "comm/flight_recorder.h"
 #include "comm/process_group.h"
 #include "comm/rank_env.h"
 #include "comm/tcp_store.h"
@@ -38,6 +39,14 @@ Device rank_device(const RunConfig& c, const comm::RankEnv& env) {
   Device base = parse_device(c.device);
   return {base.type, env.local_rank};
 }
+
+}  // namespace
+
+std::string default_flight_dir(const RunConfig& c, const comm::RankEnv& env) {
+  return c.flight_dir.empty() ? "/tmp/ddpbench-flight-" + std::to_string(env.master_port) : c.flight_dir;
+}
+
+namespace {
 
 // Union of [start, end) intervals, and the part of it after `after`.
 std::pair<double, double> union_and_tail(std::vector<std::pair<double, double>> iv, double after) {
@@ -71,6 +80,9 @@ class DdpRunner final : public ModeRunner {
     DDPB_USAGE_CHECK(env_.world_size == config.world_size || config.world_size == 1)
         << "--world-size " << config.world_size << " but the launcher started "
         << env_.world_size << " ranks";
+    // The flight recorder dumps here on a timeout, a failure or a signal (comm/flight_recorder.h).
+    comm::set_flight_identity(env_.rank, env_.world_size, default_flight_dir(config, env_));
+    comm::install_flight_recorder_signal_handlers();
     device_ = rank_device(config, env_);
     require_device(device_);
     DeviceGuard guard(device_);

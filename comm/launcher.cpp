@@ -179,6 +179,7 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   }
 
   LaunchResult result;
+  result.master_port = port;
   std::chrono::steady_clock::time_point kill_deadline{};
   bool terminating = false;
   size_t open_pipes = children.size(), running = children.size();

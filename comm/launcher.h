@@ -27,6 +27,7 @@ struct LaunchResult {
                          // or 128 + signal when the launcher was interrupted
   int failed_rank = -1;  // the first rank to fail
   std::string failure;   // "rank 1 exited with code 1" and its last lines
+  int master_port = 0;   // the port the ranks met on (names their flight-recorder directory)
 };
 
 LaunchResult launch_local(const LaunchSpec& spec);

@@ -1,5 +1,7 @@
 #include "comm/process_group_gloo.h"
 
+#include "comm/flight_recorder.h"
+
 #include <pthread.h>
 
 #include <cstring>
@@ -352,6 +354,8 @@ WorkPtr ProcessGroupGloo::issue(std::unique_ptr<PendingOp> op) {
                            << " is being destroyed";
     op->work->sequence = next_sequence_++;
     op->work->description = describe_op(*op);
+    flight_recorder().enqueued(op->work->sequence, op->work->op, op->work->bytes,
+                               op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
     queue_.push_back(std::move(op));
   }
   queue_changed_.notify_one();
@@ -479,6 +483,7 @@ std::string ProcessGroupGloo::describe_op(const PendingOp& op) const {
 void ProcessGroupGloo::execute(PendingOp& op) {
   GlooWork& work = *op.work;
   work.start_ns = now_ns();
+  flight_recorder().started(work.sequence);
   Failure failure = Failure::None;
   std::string message;
   Event done;
@@ -541,6 +546,7 @@ void ProcessGroupGloo::execute(PendingOp& op) {
     }
   }
   work.end_ns = now_ns();
+  flight_recorder().finished(work.sequence, failure != Failure::None);
   work.complete(failure, std::move(message), std::move(done));
 }
 

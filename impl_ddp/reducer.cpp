@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "comm/flight_recorder.h"
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
@@ -174,6 +175,7 @@ void Reducer::launch(Bucket& bk) {
   bk.range = nvtx::AsyncRange(label, nvtx::Category::Comm, bk.record.bytes);
   nvtx::Range range(label + " launch", nvtx::Category::Comm, bk.record.bytes);
   bk.work = pg_->allreduce(payload);
+  comm::flight_recorder().tag(bk.work->sequence, "bucket " + std::to_string(bk.record.index));
 }
 
 void Reducer::finalize_backward() {

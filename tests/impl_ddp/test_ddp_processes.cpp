@@ -255,6 +255,31 @@ TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
   std::printf("SIGTERM to the launcher: exit %d after %.2f s, no rank left\n", rc, secs);
 }
 
+TEST(DdpFaults, HangIsDetectedAndTheDoctorNamesTheRankBehind) {
+  TempDir dir("ddp_hang");
+  const std::string flight = dir / "flight";
+  auto t0 = std::chrono::steady_clock::now();
+  CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
+                        "--warmup 0 --quiet --timeout 3 --inject-fault hang@rank=1,step=3 --flight-dir " + flight);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_LT(secs, 30.0) << "detected within the timeout, not a hang";
+  EXPECT_NE(r.output.find("did not complete within the group timeout"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ddpbench doctor " + flight), std::string::npos) << r.output;
+  CliResult doc = run_cli("doctor " + flight);
+  EXPECT_EQ(doc.code, 0) << doc.output;
+  EXPECT_NE(doc.output.find("verdict: rank 1 is behind"), std::string::npos) << doc.output;
+  EXPECT_NE(doc.output.find("allreduce (bucket"), std::string::npos) << doc.output;
+  std::printf("hang of rank 1 detected after %.1f s (timeout 3 s); doctor says:\n%s", secs, doc.output.c_str());
+}
+
+TEST(DdpFaults, DoctorWithoutDumpsIsAUsageError) {
+  TempDir dir("ddp_doctor_empty");
+  CliResult r = run_cli("doctor " + dir.path().string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no flight-recorder dumps"), std::string::npos) << r.output;
+}
+
 TEST(DdpCli, GlobalBatchMustDivide) {
   CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 16 --steps 1");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -1,0 +1,64 @@
+// The flight recorder: each rank keeps a ring buffer of its last N collectives (sequence
+// number, op, tag such as the DDP bucket, bytes, dtype, state and timestamps), so that when
+// a job hangs or dies the question "which rank is behind, and on which collective?" has an
+// answer. `ddpbench doctor DIR` reads every rank's dump and gives it.
+//
+// Recording is cheap (a mutex and a slot write per state change). Dumps are JSON files
+// `DIR/rank<r>.json`, written atomically, on a collective timeout or failure, on SIGTERM and
+// fatal signals (best effort), and on request with SIGUSR1.
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb::comm {
+
+class FlightRecorder {
+ public:
+  enum class State { Enqueued, Started, Completed, Failed };
+  static constexpr size_t kDefaultCapacity = 2000;
+
+  explicit FlightRecorder(size_t capacity = kDefaultCapacity);
+  void enqueued(int64_t sequence, const std::string& op, int64_t bytes, const std::string& dtype);
+  void started(int64_t sequence);
+  void finished(int64_t sequence, bool failed);
+  // What the collective was for ("bucket 3"); set by the issuer after it got the sequence.
+  void tag(int64_t sequence, const std::string& tag);
+
+  nlohmann::json to_json() const;  // entries oldest first
+
+ private:
+  struct Entry {
+    int64_t sequence = -1;
+    std::string op, tag, dtype;
+    int64_t bytes = 0;
+    State state = State::Enqueued;
+    int64_t enqueue_ns = 0, start_ns = 0, end_ns = 0;
+  };
+  Entry* slot(int64_t sequence);  // mutex_ held; null if overwritten
+  mutable std::mutex mutex_;
+  std::vector<Entry> ring_;
+  int64_t newest_ = -1;
+};
+
+// The process-wide recorder of this rank's groups, and where dumps go.
+FlightRecorder& flight_recorder();
+void set_flight_identity(int rank, int world_size, std::string dump_dir);
+// Writes DIR/rank<r>.json with `reason`; returns the path, or "" when no dump dir is set or
+// the write failed (never throws).
+std::string dump_flight_recorder(const std::string& reason) noexcept;
+// SIGUSR1 dumps on request (from a watcher thread); SIGTERM, SIGSEGV, SIGABRT, SIGBUS and
+// SIGFPE dump (best effort) and then die as they would have.
+void install_flight_recorder_signal_handlers();
+
+// `ddpbench doctor`: reads every rank<r>.json in `dir` and explains who is behind.
+// Returns the report text; throws UsageError when the directory holds no dumps.
+std::string diagnose_flight_dumps(const std::string& dir);
+
+}  // namespace ddpb::comm

@@ -41,7 +41,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
   run.add_option("--broadcast-buffers", c.broadcast_buffers, "ddp: buffers from rank 0 each forward");
   run.add_option("--timeout", c.timeout_s, "ddp: rendezvous/collective timeout in seconds");
-  run.add_option("--inject-fault", c.inject_fault, "ddp: crash|hang|slow=MS@rank=R,step=S");
+  run.add_option("--inject-fault", c.inject_fault, "ddp: crash|hang|slow=MS|corrupt-grad@rank=R,step=S");
   run.add_option("--global-batch", c.global_batch, "samples per step over all devices");
   run.add_option("--steps", c.steps, "measured steps");
   run.add_option("--warmup", c.warmup, "warm-up steps before the measured ones");
@@ -57,6 +57,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--quiet", c.quiet, "no per-step lines");
   run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
   run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
+  run.add_flag("--check-finite", c.check_finite, "ddp: stop on a NaN/Inf gradient, naming it");
   run.add_option("--flight-dir", c.flight_dir,
                  "ddp: flight-recorder dump directory (default /tmp/ddpbench-flight-<port>)");
 }

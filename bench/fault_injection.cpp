@@ -21,6 +21,8 @@ FaultSpec parse_fault(const std::string& text) {
     f.kind = FaultSpec::Kind::Crash;
   } else if (kind == "hang") {
     f.kind = FaultSpec::Kind::Hang;
+  } else if (kind == "corrupt-grad") {
+    f.kind = FaultSpec::Kind::CorruptGrad;
   } else if (kind.rfind("slow=", 0) == 0) {
     f.kind = FaultSpec::Kind::Slow;
     try {
@@ -30,7 +32,7 @@ FaultSpec parse_fault(const std::string& text) {
     }
   } else {
     DDPB_USAGE_FAIL() << "--inject-fault: unknown or unavailable kind '" << kind
-                      << "' (available: crash, hang, slow=MS)";
+                      << "' (available: crash, hang, slow=MS, corrupt-grad)";
   }
   size_t pos = 0;
   while (pos < rest.size()) {
@@ -74,6 +76,7 @@ void maybe_inject_fault(const FaultSpec& f, int rank, int64_t step) {
     case FaultSpec::Kind::Slow:
       std::this_thread::sleep_for(std::chrono::milliseconds(f.slow_ms));
       break;
+    case FaultSpec::Kind::CorruptGrad:  // applied by the DDP runner inside backward
     case FaultSpec::Kind::None: break;
   }
 }

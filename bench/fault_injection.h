@@ -2,7 +2,9 @@
 //   crash      the rank exits abruptly (_exit, no clean-up) at the start of step S
 //   hang       the rank stops issuing collectives from step S (sleeps until killed)
 //   slow=MS    the rank sleeps MS milliseconds at the start of every step from S: a straggler
-// (corrupt-grad and store-drop come with the reliability work.)
+//   corrupt-grad  a NaN in one gradient of the rank at step S (the runner arranges it with
+//              Reducer::corrupt_next_gradient; --check-finite catches it)
+// (store-drop comes with the reliability work.)
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 namespace ddpb::bench {
 
 struct FaultSpec {
-  enum class Kind { None, Crash, Hang, Slow } kind = Kind::None;
+  enum class Kind { None, Crash, Hang, Slow, CorruptGrad } kind = Kind::None;
   int rank = 0;
   int64_t step = 1;
   int64_t slow_ms = 0;

@@ -60,6 +60,7 @@ nlohmann::json RunConfig::to_json() const {
           {"timeout_s", timeout_s},
           {"inject_fault", inject_fault},
           {"flight_dir", flight_dir},
+          {"check_finite", check_finite},
           {"global_batch", global_batch},
           {"steps", steps},
           {"warmup", warmup},

@@ -29,6 +29,7 @@ struct RunConfig {
   bool broadcast_buffers = true;
   double timeout_s = 300;       // ddp: rendezvous and collective timeout
   std::string inject_fault;     // ddp: KIND@rank=R,step=S (bench/fault_injection.h)
+  bool check_finite = false;    // ddp: NaN/Inf check on every gradient before the AllReduce
   std::string flight_dir;       // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
   int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
   int64_t steps = 20;        // measured steps

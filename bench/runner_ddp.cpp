@@ -107,6 +107,7 @@ class DdpRunner final : public ModeRunner {
     ro.find_unused_parameters = config.find_unused_params;
     ro.overlap = !config.no_overlap;
     ro.comm_hook = ddp::parse_comm_hook(config.comm_hook);
+    ro.check_finite = config.check_finite;
     reducer_ = std::make_unique<ddp::Reducer>(model_->named_parameters(), pg_, ro);
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
                env_.world_size, device_.str(), pg_->backend(), env_.source, reducer_->num_buckets());
@@ -125,7 +126,10 @@ class DdpRunner final : public ModeRunner {
 
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
-    maybe_inject_fault(fault_, env_.rank, ++step_);
+    ++step_;
+    if (fault_.kind == FaultSpec::Kind::CorruptGrad && fault_.rank == env_.rank && fault_.step == step_) {
+      reducer_->corrupt_next_gradient(0);  // the first parameter: its gradient is ready last
+    }
     Stream& s = current_stream(device_);
     const int64_t k = config_.accumulate;
     // Gradients that are bucket views must stay attached, so they are zeroed in place.
@@ -143,6 +147,8 @@ class DdpRunner final : public ModeRunner {
     for (int64_t j = 0; j < k; ++j) {
       Batch batch = next_batch();
       e[0].record(s);
+      // Inside the timed forward, so that a slow rank's own compute shows the delay.
+      if (j == 0) maybe_inject_fault(fault_, env_.rank, step_);
       autograd::Var loss;
       {
         nvtx::Range r("forward", nvtx::Category::Forward);
@@ -234,8 +240,15 @@ class DdpRunner final : public ModeRunner {
   nlohmann::json finalize_record(nlohmann::json record) override {
     check_replicas_consistent();
     // Every rank publishes its summary; rank 0 merges them into the one report.
+    // Compute time: the step without waiting on communication, the part a straggler makes
+    // longer (every rank's step time is the same, since each waits for the slowest).
+    double compute = 0;
+    for (const auto& ph : record["summary"]["phases_median_ms"]) {
+      if (ph["phase"] != "comm_exposed" && ph["phase"] != "data") compute += ph["median_ms"].get<double>();
+    }
     nlohmann::json mine = {{"rank", env_.rank},
                            {"device", device_.str()},
+                           {"compute_ms", compute},
                            {"step_time_ms", record["summary"]["step_time_ms"]},
                            {"phases_median_ms", record["summary"]["phases_median_ms"]},
                            {"memory", record["memory"]}};
@@ -245,13 +258,25 @@ class DdpRunner final : public ModeRunner {
     double lo = 1e300, hi = 0;
     for (int r = 0; r < env_.world_size; ++r) {
       auto rec = nlohmann::json::parse(store_->get_string("ddpbench/record/" + std::to_string(r)));
-      double med = rec["step_time_ms"]["median"].get<double>();
+      double med = rec["compute_ms"].get<double>();
       lo = std::min(lo, med);
       hi = std::max(hi, med);
       ranks.push_back(rec);
     }
+    // A straggler is a rank whose compute time is over 20% above the fastest rank's.
+    constexpr double kStragglerFactor = 1.2;
+    nlohmann::json stragglers = nlohmann::json::array();
+    for (const auto& rec : ranks) {
+      double med = rec["compute_ms"].get<double>();
+      if (lo > 0 && med > kStragglerFactor * lo) {
+        stragglers.push_back({{"rank", rec["rank"]}, {"compute_ms", med}, {"skew", med / lo}});
+        fmt::print("ddp: straggler: rank {} computes {:.2f} ms a step, {:.2f}x the fastest rank\n",
+                   rec["rank"].get<int>(), med, med / lo);
+      }
+    }
     record["ranks"] = ranks;
     record["summary"]["straggler_skew"] = lo > 0 ? hi / lo : 0.0;
+    record["summary"]["stragglers"] = stragglers;
     record["mode"]["details"] = {{"backend", pg_->backend()},
                                  {"world_size", env_.world_size},
                                  {"launcher", env_.source},

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <map>
 
@@ -116,7 +117,17 @@ nlohmann::json run_training(const RunConfig& config) {
       ++micro;
       return batch;
     };
-    StepOutcome out = runner->step(next_batch, *optimizer);
+    StepOutcome out;
+    try {
+      out = runner->step(next_batch, *optimizer);
+    } catch (const std::exception& e) {
+      // Said at once, before unwinding tears down the process group (which can take a
+      // while): the launcher names the rank whose failure it heard first.
+      std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner->rank(),
+                   static_cast<long>(step), e.what());
+      std::fflush(stderr);
+      throw;
+    }
     DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
     const double total = data_ms + out.step_ms;
     const bool measured = step > config.warmup;

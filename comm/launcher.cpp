@@ -54,6 +54,9 @@ struct Child {
   std::deque<std::string> tail;
   bool exited = false;
   int status = 0;
+  std::chrono::steady_clock::time_point eof{std::chrono::steady_clock::time_point::max()};
+  // When it first reported its own failure ("ddpbench: rank R failed at step S: ...").
+  std::chrono::steady_clock::time_point said_failed{std::chrono::steady_clock::time_point::max()};
 };
 
 std::string describe_status(int status) {
@@ -72,7 +75,15 @@ std::string self_exe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// The time of the current poll round: everything read in one round counts as simultaneous,
+// since the order in which the round's pipes are read says nothing about what came first.
+std::chrono::steady_clock::time_point g_round_time;
+
 void emit_line(int rank, Child& c, const std::string& line) {
+  if (line.rfind("ddpbench: rank ", 0) == 0 && line.find(" failed at step ") != std::string::npos &&
+      c.said_failed == std::chrono::steady_clock::time_point::max()) {
+    c.said_failed = g_round_time;
+  }
   std::printf("[rank %d] %s\n", rank, line.c_str());
   std::fflush(stdout);
   c.tail.push_back(line);
@@ -132,6 +143,41 @@ pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
   return pid;
 }
 
+// The rank whose failure caused the others'. A failure is a rank's own report ("failed at
+// step") or, for a rank that died without one, the end of its output; ranks that only died
+// after being told to stop are casualties. Everything read in one poll round counts as
+// simultaneous, and in a tie, or within a second, a rank that died abnormally (a signal we
+// did not send, or an exit code other than 1 and 2, as a crash gives) is the cause: the
+// others' reports are about losing it.
+int name_the_cause(const std::vector<Child>& children,
+                   std::chrono::steady_clock::time_point stop_sent) {
+  using Clock = std::chrono::steady_clock;
+  auto abnormal = [&](const Child& x) {
+    if (WIFSIGNALED(x.status)) return x.eof < stop_sent;  // not our SIGTERM/SIGKILL
+    return WIFEXITED(x.status) && WEXITSTATUS(x.status) != 0 && WEXITSTATUS(x.status) != 1 &&
+           WEXITSTATUS(x.status) != 2;
+  };
+  auto failed_at = [&](const Child& x) {
+    bool died_badly = !(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0);
+    Clock::time_point died = died_badly && (x.eof <= stop_sent || abnormal(x)) ? x.eof : Clock::time_point::max();
+    return std::min(died, x.said_failed);
+  };
+  int best = -1;
+  for (size_t k = 0; k < children.size(); ++k) {
+    if (failed_at(children[k]) == Clock::time_point::max()) continue;
+    if (best < 0 || failed_at(children[k]) < failed_at(children[static_cast<size_t>(best)])) best = static_cast<int>(k);
+  }
+  if (best < 0) best = 0;
+  const Clock::time_point first = failed_at(children[static_cast<size_t>(best)]);
+  for (size_t k = 0; k < children.size(); ++k) {
+    const Child& x = children[k];
+    if (abnormal(x) && x.eof != Clock::time_point::max() && x.eof <= first + std::chrono::seconds(1)) {
+      return static_cast<int>(k);
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 int find_free_port(const std::string& addr) {
@@ -180,6 +226,8 @@ LaunchResult launch_local(const LaunchSpec& spec) {
 
   LaunchResult result;
   result.master_port = port;
+  bool failure_seen = false;
+  std::chrono::steady_clock::time_point stop_sent = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point kill_deadline{};
   bool terminating = false;
   size_t open_pipes = children.size(), running = children.size();
@@ -193,32 +241,39 @@ LaunchResult launch_local(const LaunchSpec& spec) {
       }
     }
     ::poll(pfds.data(), pfds.size(), 100);
+    g_round_time = std::chrono::steady_clock::now();
     for (size_t k = 0; k < pfds.size(); ++k) {
       if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Child& c = children[static_cast<size_t>(owners[k])];
       if (!pump(owners[k], c)) {
+        c.eof = g_round_time;  // about when it exited
         ::close(c.out_fd);
         c.out_fd = -1;
         --open_pipes;
       }
     }
+    // Ranks that died in this round: the one whose output ended first is named, since the
+    // others usually failed because of it (a peer closed the connection).
+    int first_failed = -1;
     for (size_t r = 0; r < children.size(); ++r) {
       Child& c = children[r];
-      if (c.exited) continue;
+      // Reaped only after its output ended, so that `eof` orders the deaths.
+      if (c.exited || c.out_fd >= 0) continue;
       if (::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
       c.exited = true;
       --running;
       bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-      if (!ok && result.failed_rank < 0 && !terminating) {
-        result.failed_rank = static_cast<int>(r);
-        result.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
-        result.failure = "rank " + std::to_string(r) + " " + describe_status(c.status);
-        // Stop the others: a collective they are in will never complete.
-        terminating = true;
-        kill_deadline = std::chrono::steady_clock::now() + spec.grace;
-        for (auto& other : children) {
-          if (!other.exited) ::kill(other.pid, SIGTERM);
-        }
+      if (!ok) first_failed = static_cast<int>(r);
+    }
+    if (first_failed >= 0 && !terminating) {
+      // Stop the others at once: a collective they are in will never complete. Who is to
+      // blame is decided once everyone has gone (see name_the_cause).
+      terminating = true;
+      failure_seen = true;
+      stop_sent = g_round_time;
+      kill_deadline = std::chrono::steady_clock::now() + spec.grace;
+      for (auto& other : children) {
+        if (!other.exited) ::kill(other.pid, SIGTERM);
       }
     }
     if (g_stop_signal != 0 && !terminating) {
@@ -237,6 +292,13 @@ LaunchResult launch_local(const LaunchSpec& spec) {
         if (!other.exited) ::kill(other.pid, SIGKILL);
       }
     }
+  }
+  if (failure_seen && result.exit_code == 0) {
+    const int r = name_the_cause(children, stop_sent);
+    const Child& c = children[static_cast<size_t>(r)];
+    result.failed_rank = r;
+    result.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
+    result.failure = "rank " + std::to_string(r) + " " + describe_status(c.status);
   }
   if (result.failed_rank >= 0) {
     std::string lines;

@@ -1,5 +1,6 @@
 #include "impl_ddp/reducer.h"
 
+#include <limits>
 #include <unordered_set>
 
 #include "comm/flight_recorder.h"
@@ -142,6 +143,18 @@ void Reducer::mark_ready(size_t i) {
       ops::scale_copy(v.grad(), view, scale);
     } else {
       ops::zero(view);
+    }
+    if (corrupt_param_ == static_cast<int64_t>(i)) {
+      ops::fill(view.flat_view(0, {1}), std::numeric_limits<float>::quiet_NaN());
+      corrupt_param_ = -1;
+    }
+    if (options_.check_finite) {
+      // Checked before the AllReduce, so the rank that produced the value is the one named.
+      Tensor flag = Tensor::empty({1}, DType::F32, view.device());
+      ops::all_finite(view, flag);
+      DDPB_CHECK(flag.item() != 0.0f)
+          << "non-finite gradient on rank " << pg_->rank() << " in parameter " << params_[i].name
+          << " (bucket " << b << "), found by --check-finite before the AllReduce";
     }
   }
   if (options_.rebuild_buckets && !rebuilt_ && record_order_) ready_order_.push_back(i);

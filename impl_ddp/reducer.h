@@ -50,6 +50,7 @@ struct ReducerOptions {
   bool overlap = true;                           // false: --no-overlap
   bool rebuild_buckets = true;                   // once, after the first iteration
   CommHook comm_hook = CommHook::None;           // --comm-hook
+  bool check_finite = false;                     // --check-finite: NaN/Inf check per gradient
 };
 
 // What one bucket did in the last synchronising iteration. Times are milliseconds since
@@ -87,6 +88,9 @@ class Reducer {
   nlohmann::json initial_layout() const { return initial_layout_; }
   bool rebuilt() const { return rebuilt_; }
   size_t num_buckets() const;
+  // Fault injection (--inject-fault corrupt-grad): the next gradient of parameter
+  // `param_index` to reach its bucket gets a NaN in its first element.
+  void corrupt_next_gradient(size_t param_index) { corrupt_param_ = static_cast<int64_t>(param_index); }
   // When the last synchronising backward started (the zero of BucketRecord's times).
   std::chrono::steady_clock::time_point backward_start() const { return backward_start_; }
 
@@ -117,6 +121,7 @@ class Reducer {
   std::vector<size_t> ready_order_;
   std::vector<bool> locally_used_;  // got a gradient from this rank's backward
   std::vector<bool> ready_;         // marked ready in this backward
+  int64_t corrupt_param_ = -1;      // fault injection, see corrupt_next_gradient()
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<BucketRecord> records_;
   std::vector<comm::WorkPtr> record_works_;  // until their times are read into records_

@@ -273,6 +273,36 @@ TEST(DdpFaults, HangIsDetectedAndTheDoctorNamesTheRankBehind) {
   std::printf("hang of rank 1 detected after %.1f s (timeout 3 s); doctor says:\n%s", secs, doc.output.c_str());
 }
 
+TEST(DdpFaults, CorruptGradientIsCaughtByCheckFiniteAndNamed) {
+  TempDir dir("ddp_nan");
+  std::string out = dir / "r.json";
+  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+                        "--warmup 0 --quiet --timeout 10 --check-finite --inject-fault corrupt-grad@rank=1,step=3 "
+                        "--out " + out);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("ddpbench launcher: rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1 failed at step 3: non-finite gradient on rank 1 in parameter layers.0.weight"),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "the run stops; it does not silently continue";
+}
+
+TEST(DdpFaults, SlowRankIsFlaggedAsAStraggler) {
+  TempDir dir("ddp_slow");
+  std::string out = dir / "r.json";
+  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+                        "--warmup 1 --quiet --inject-fault slow=60@rank=1,step=1 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out);
+  auto rec = nlohmann::json::parse(in);
+  // Every rank's step takes as long as the slowest one's (they wait for it in the AllReduce),
+  // so the straggler is found by compute time: rank 1's forward carries the 60 ms sleep.
+  EXPECT_EQ(rec["ranks"].size(), 2u);
+  EXPECT_GT(rec["summary"]["straggler_skew"].get<double>(), 2.0) << rec["ranks"].dump();
+  ASSERT_EQ(rec["summary"]["stragglers"].size(), 1u) << rec["summary"].dump();
+  EXPECT_EQ(rec["summary"]["stragglers"][0]["rank"], 1);
+  EXPECT_NE(r.output.find("straggler: rank 1"), std::string::npos) << r.output;
+}
+
 TEST(DdpFaults, DoctorWithoutDumpsIsAUsageError) {
   TempDir dir("ddp_doctor_empty");
   CliResult r = run_cli("doctor " + dir.path().string());

@@ -61,6 +61,39 @@ inline void put_bytes(Bytes& out, const void* data, size_t n) {
   out.insert(out.end(), p, p + n);
 }
 
+// ---- Frame parsing (pure: no I/O, no state), shared by the server and the fuzzer ----------
+
+enum class ParseResult {
+  kNeedMore,   // a prefix of a valid frame: wait for more bytes
+  kOk,         // one frame parsed; *out describes it
+  kMalformed,  // breaks the protocol: close the connection
+};
+
+struct Handshake {
+  uint8_t version = 0;
+  std::string token;
+  size_t frame_bytes = 0;  // bytes consumed
+};
+
+// Parses the handshake at the front of [data, data + size). A wrong magic or a token over
+// kMaxTokenBytes is kMalformed. A version other than kVersion is kOk as soon as the fixed
+// header is in (token left unread, frame_bytes = kHandshakeBytes): the server answers
+// kBadVersion without waiting for a token it cannot check.
+ParseResult parse_handshake(const uint8_t* data, size_t size, Handshake* out);
+
+struct Request {
+  Op op = Op::kCheck;
+  std::string key;
+  const uint8_t* value = nullptr;  // points into the parsed buffer
+  uint32_t value_bytes = 0;
+  size_t frame_bytes = 0;  // bytes consumed
+};
+
+// Parses one request at the front of [data, data + size). kMalformed: unknown op, key not
+// 1..kMaxKeyBytes, or a value of the wrong size for the op (kSet: <= kMaxValueBytes; kCheck:
+// 0; kGet, kWait, kAdd: 8). Never reads past data + size.
+ParseResult parse_request(const uint8_t* data, size_t size, Request* out);
+
 // Compares in time that depends on the expected token's length only, not on where the
 // tokens first differ, so a client cannot guess the token byte by byte.
 inline bool token_matches(const std::string& expected, const std::string& got) {

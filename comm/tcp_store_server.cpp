@@ -178,23 +178,23 @@ void TCPStoreServer::process_input(Conn& c) {
 }
 
 bool TCPStoreServer::handle_handshake(Conn& c) {
-  const uint8_t* p = c.in.data() + c.in_pos;
-  const size_t avail = c.in.size() - c.in_pos;
-  if (avail < tcp::kHandshakeBytes) return false;
-  const uint32_t token_bytes = tcp::get_u32(p + 5);
-  if (tcp::get_u32(p) != tcp::kMagic || token_bytes > tcp::kMaxTokenBytes) {
-    c.closed = true;  // not a TCPStore client
-    return false;
+  tcp::Handshake hs;
+  switch (tcp::parse_handshake(c.in.data() + c.in_pos, c.in.size() - c.in_pos, &hs)) {
+    case tcp::ParseResult::kNeedMore:
+      return false;
+    case tcp::ParseResult::kMalformed:
+      c.closed = true;  // not a TCPStore client
+      return false;
+    case tcp::ParseResult::kOk:
+      break;
   }
-  if (p[4] != tcp::kVersion) {
+  if (hs.version != tcp::kVersion) {
     reply_handshake(c, Status::kBadVersion);
     c.closed = true;
     return false;
   }
-  if (avail < tcp::kHandshakeBytes + token_bytes) return false;
-  std::string token(reinterpret_cast<const char*>(p + tcp::kHandshakeBytes), token_bytes);
-  c.in_pos += tcp::kHandshakeBytes + token_bytes;
-  if (!tcp::token_matches(token_, token)) {
+  c.in_pos += hs.frame_bytes;
+  if (!tcp::token_matches(token_, hs.token)) {
     reply_handshake(c, Status::kBadToken);
     c.closed = true;
     return false;
@@ -205,31 +205,21 @@ bool TCPStoreServer::handle_handshake(Conn& c) {
 }
 
 bool TCPStoreServer::handle_request(Conn& c) {
-  const uint8_t* p = c.in.data() + c.in_pos;
-  const size_t avail = c.in.size() - c.in_pos;
-  if (avail < tcp::kRequestHeaderBytes) return false;
-  const uint8_t op_byte = p[0];
-  const uint32_t key_bytes = tcp::get_u32(p + 1);
-  if (op_byte < uint8_t(Op::kSet) || op_byte > uint8_t(Op::kCheck) || key_bytes == 0 ||
-      key_bytes > kMaxKeyBytes) {
-    c.closed = true;
-    return false;
+  tcp::Request req;
+  switch (tcp::parse_request(c.in.data() + c.in_pos, c.in.size() - c.in_pos, &req)) {
+    case tcp::ParseResult::kNeedMore:
+      return false;
+    case tcp::ParseResult::kMalformed:
+      c.closed = true;
+      return false;
+    case tcp::ParseResult::kOk:
+      break;
   }
-  const Op op = static_cast<Op>(op_byte);
-  const size_t value_at = tcp::kRequestHeaderBytes + key_bytes + 4;
-  if (avail < value_at) return false;
-  const uint32_t value_bytes = tcp::get_u32(p + value_at - 4);
-  const bool size_ok = op == Op::kSet     ? value_bytes <= kMaxValueBytes
-                       : op == Op::kCheck ? value_bytes == 0
-                                          : value_bytes == 8;
-  if (!size_ok) {
-    c.closed = true;
-    return false;
-  }
-  if (avail < value_at + value_bytes) return false;
-  std::string key(reinterpret_cast<const char*>(p + tcp::kRequestHeaderBytes), key_bytes);
-  const uint8_t* value = p + value_at;
-  c.in_pos += value_at + value_bytes;
+  const Op op = req.op;
+  std::string key = std::move(req.key);
+  const uint8_t* value = req.value;
+  const uint32_t value_bytes = req.value_bytes;
+  c.in_pos += req.frame_bytes;
 
   switch (op) {
     case Op::kSet:

@@ -58,10 +58,15 @@ nlohmann::json read_json(const std::string& path, size_t max_bytes) {
   if (!in) throw ReportError("cannot open " + path);
   std::ostringstream buf;
   buf << in.rdbuf();
+  return parse_report_text(buf.str(), path);
+}
+
+nlohmann::json parse_report_text(const std::string& text, const std::string& name) {
   try {
-    return nlohmann::json::parse(buf.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ReportError(path + " is not valid JSON: " + e.what());
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number beyond double's range (1e400) throws out_of_range.406.
+    throw ReportError(name + " is not valid JSON: " + e.what());
   }
 }
 

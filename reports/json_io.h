@@ -23,5 +23,7 @@ void write_text_atomic(const std::string& path, const std::string& text);
 void write_json_atomic(const std::string& path, const nlohmann::json& value);
 // Parses `path`, rejecting files over `max_bytes`; throws ReportError naming the file.
 nlohmann::json read_json(const std::string& path, size_t max_bytes = size_t{1} << 30);
+// Parses report text held in memory (read_json's parser); throws ReportError naming `name`.
+nlohmann::json parse_report_text(const std::string& text, const std::string& name);
 
 }  // namespace ddpb::reports

@@ -255,11 +255,22 @@ std::string format_errors(const std::vector<SchemaError>& errors, size_t max_lis
   return out;
 }
 
-void validate_report_file(const std::string& path, size_t max_bytes) {
-  const nlohmann::json doc = read_json(path, max_bytes);
+namespace {
+void check_run_record(const nlohmann::json& doc, const std::string& name) {
   const auto errors = validate_run_record(doc);
   if (!errors.empty())
-    throw ReportError(path + " does not match the run-record schema: " + format_errors(errors));
+    throw ReportError(name + " does not match the run-record schema: " + format_errors(errors));
+}
+}  // namespace
+
+void validate_report_file(const std::string& path, size_t max_bytes) {
+  check_run_record(read_json(path, max_bytes), path);
+}
+
+nlohmann::json validate_report_text(const std::string& text, const std::string& name) {
+  nlohmann::json doc = parse_report_text(text, name);
+  check_run_record(doc, name);
+  return doc;
 }
 
 }  // namespace ddpb::reports

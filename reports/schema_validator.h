@@ -41,5 +41,8 @@ std::string format_errors(const std::vector<SchemaError>& errors, size_t max_lis
 // Reads `path` with read_json (size limit `max_bytes`) and validates it as a run record. Throws
 // ReportError naming the file: unreadable, not JSON, or (with the first problems) invalid.
 void validate_report_file(const std::string& path, size_t max_bytes = size_t{1} << 30);
+// As validate_report_file(), on report text held in memory; errors name `name`. Returns the
+// parsed record.
+nlohmann::json validate_report_text(const std::string& text, const std::string& name);
 
 }  // namespace ddpb::reports

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -195,20 +196,43 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   return e;
 }
 
-// Reads and validates the header of the open file; does not touch the data section.
-ParsedHeader read_header(int fd, const std::string& path) {
+// Where the bytes of one safetensors file come from: an open file (pread) or memory. Both
+// readers go through the same checks below, so a file and its bytes fail alike.
+struct ByteSource {
+  uint64_t size = 0;
+  // Reads exactly `nbytes` at `offset` (offset + nbytes <= size); false on a short read,
+  // which only a file that shrank after fstat can give.
+  std::function<bool(void* dst, uint64_t nbytes, uint64_t offset)> read;
+};
+
+ByteSource file_source(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     throw Error("safetensors file '" + path + "': fstat failed: " + errno_text(errno));
   }
   if (!S_ISREG(st.st_mode)) fail_file(path, "not a regular file");
-  const auto file_size = static_cast<uint64_t>(st.st_size);
+  return {static_cast<uint64_t>(st.st_size), [fd, &path](void* dst, uint64_t n, uint64_t off) {
+            return read_exact(fd, path, dst, n, off);
+          }};
+}
+
+ByteSource memory_source(const uint8_t* data, size_t size) {
+  return {size, [data, size](void* dst, uint64_t n, uint64_t off) {
+            if (off > size || n > size - off) return false;
+            if (n > 0) std::memcpy(dst, data + off, static_cast<size_t>(n));
+            return true;
+          }};
+}
+
+// Reads and validates the header; does not touch the data section.
+ParsedHeader read_header(const ByteSource& src, const std::string& path) {
+  const uint64_t file_size = src.size;
   if (file_size < 8) {
     fail_file(path, "file is " + std::to_string(file_size) +
                         " bytes, too short for the 8-byte header length (truncated?)");
   }
   unsigned char len_bytes[8];
-  if (!read_exact(fd, path, len_bytes, 8, 0)) fail_file(path, "file shrank while reading");
+  if (!src.read(len_bytes, 8, 0)) fail_file(path, "file shrank while reading");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
   if (header_len > kSafetensorsMaxHeaderBytes) {
@@ -221,7 +245,7 @@ ParsedHeader read_header(int fd, const std::string& path) {
                         std::to_string(file_size) + "-byte file (truncated?)");
   }
   std::string text(static_cast<size_t>(header_len), '\0');
-  if (!read_exact(fd, path, text.data(), header_len, 8)) {
+  if (!src.read(text.data(), header_len, 8)) {
     fail_file(path, "file shrank while reading");
   }
 
@@ -281,6 +305,23 @@ ParsedHeader read_header(int fd, const std::string& path) {
                           std::to_string(prev.end) + ") and '" + cur.name + "' [" +
                           std::to_string(cur.begin) + ", " + std::to_string(cur.end) + ") overlap");
     }
+  }
+  return out;
+}
+
+// Reads every tensor of a validated header onto `device`, in header order.
+std::vector<NamedTensor> read_tensors(const ByteSource& src, const ParsedHeader& header,
+                                      const std::string& path, const Device& device) {
+  std::vector<NamedTensor> out;
+  out.reserve(header.tensors.size());
+  for (const auto& e : header.tensors) {
+    // Read straight into the destination on any CPU device; stage through cpu:0 otherwise.
+    Tensor host = Tensor::empty(e.shape, e.dtype, device.is_cpu() ? device : Device::cpu());
+    if (host.nbytes() > 0 &&
+        !src.read(host.raw_data(), e.end - e.begin, header.data_start + e.begin)) {
+      fail_file(path, "file shrank while reading tensor '" + e.name + "'");
+    }
+    out.push_back({e.name, device.is_cpu() ? host : host.to(device)});
   }
   return out;
 }
@@ -422,24 +463,20 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
 
 std::vector<NamedTensor> load_safetensors(const std::string& path, const Device& device) {
   FileDescriptor fd(open_for_reading(path));
-  ParsedHeader header = read_header(fd.get(), path);
-  std::vector<NamedTensor> out;
-  out.reserve(header.tensors.size());
-  for (const auto& e : header.tensors) {
-    // Read straight into the destination on any CPU device; stage through cpu:0 otherwise.
-    Tensor host = Tensor::empty(e.shape, e.dtype, device.is_cpu() ? device : Device::cpu());
-    if (host.nbytes() > 0 && !read_exact(fd.get(), path, host.raw_data(), e.end - e.begin,
-                                         header.data_start + e.begin)) {
-      fail_file(path, "file shrank while reading tensor '" + e.name + "'");
-    }
-    out.push_back({e.name, device.is_cpu() ? host : host.to(device)});
-  }
-  return out;
+  const ByteSource src = file_source(fd.get(), path);
+  return read_tensors(src, read_header(src, path), path, device);
+}
+
+std::vector<NamedTensor> parse_safetensors(const uint8_t* data, size_t size,
+                                           const std::string& name_for_errors,
+                                           const Device& device) {
+  const ByteSource src = memory_source(data, size);
+  return read_tensors(src, read_header(src, name_for_errors), name_for_errors, device);
 }
 
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
   FileDescriptor fd(open_for_reading(path));
-  return read_header(fd.get(), path).metadata;
+  return read_header(file_source(fd.get(), path), path).metadata;
 }
 
 }  // namespace ddpb

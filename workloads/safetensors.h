@@ -54,6 +54,13 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
 std::vector<NamedTensor> load_safetensors(const std::string& path,
                                           const Device& device = Device::cpu());
 
+// As load_safetensors(), on the bytes of a whole file held in memory (fuzzing, embedded
+// checkpoints). The same checks give the same UsageError messages, with `name_for_errors`
+// in place of the path. Never reads outside [data, data + size).
+std::vector<NamedTensor> parse_safetensors(const uint8_t* data, size_t size,
+                                           const std::string& name_for_errors,
+                                           const Device& device = Device::cpu());
+
 // The "__metadata__" map of the file at `path` (empty when absent). Reads only the header;
 // validates the whole header like load_safetensors().
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);

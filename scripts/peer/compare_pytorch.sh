@@ -7,7 +7,7 @@
 #     --pairs   alternated (ddpbench, pytorch) pairs per configuration, default 5
 #     --json    also write the table as JSON here
 #     --steps   measured steps per run, default 30; --warmup default 5
-#   env: PYTHON (default /usr/bin/python3, Debian's PyTorch)
+#   env: PYTHON (default /usr/bin/python3, Debian's PyTorch); RUN_TIMEOUT (s per run, default 300)
 #
 # Configurations (mlp-small, SGD lr 0.01 momentum 0.9, one thread per process):
 #   single    --mode single, batch 64
@@ -74,7 +74,7 @@ run_side() {  # side config pair
   else
     cmd=("$python" "$here/torch_reference.py" "${args[@]}")
   fi
-  if ! "${cmd[@]}" >"$log" 2>&1 || [[ ! -s "$out" ]]; then
+  if ! timeout "${RUN_TIMEOUT:-300}" "${cmd[@]}" >"$log" 2>&1 || [[ ! -s "$out" ]]; then
     echo "compare_pytorch: $side run $i of $cfg failed: ${cmd[*]}" >&2
     cat "$log" >&2
     exit 2

@@ -68,6 +68,78 @@ uint16_t free_port() {
   return net::local_port(fd.get());
 }
 
+// ---- Frame parsers (pure functions; the server and fuzz/fuzz_store_protocol use them) ----
+
+Bytes request_frame(tcp::Op op, const std::string& key, const Bytes& value) {
+  Bytes f{static_cast<uint8_t>(op)};
+  tcp::put_u32(f, static_cast<uint32_t>(key.size()));
+  tcp::put_bytes(f, key.data(), key.size());
+  tcp::put_u32(f, static_cast<uint32_t>(value.size()));
+  tcp::put_bytes(f, value.data(), value.size());
+  return f;
+}
+
+TEST(TCPProtocol, ParseRequestNeedsTheWholeFrameAndConsumesExactlyIt) {
+  Bytes frame = request_frame(tcp::Op::kSet, "key", {1, 2, 3});
+  const size_t n = frame.size();
+  frame.push_back(0xEE);  // the start of the next frame is not consumed
+  for (size_t prefix = 0; prefix < n; ++prefix) {
+    tcp::Request req;
+    EXPECT_EQ(tcp::parse_request(frame.data(), prefix, &req), tcp::ParseResult::kNeedMore)
+        << prefix << " of " << n << " bytes";
+  }
+  tcp::Request req;
+  ASSERT_EQ(tcp::parse_request(frame.data(), frame.size(), &req), tcp::ParseResult::kOk);
+  EXPECT_EQ(req.op, tcp::Op::kSet);
+  EXPECT_EQ(req.key, "key");
+  EXPECT_EQ(Bytes(req.value, req.value + req.value_bytes), (Bytes{1, 2, 3}));
+  EXPECT_EQ(req.frame_bytes, n);
+}
+
+TEST(TCPProtocol, ParseRequestRejectsFramesThatBreakTheLimits) {
+  auto parse = [](const Bytes& f) {
+    tcp::Request req;
+    return tcp::parse_request(f.data(), f.size(), &req);
+  };
+  const Bytes eight(8, 0);
+  EXPECT_EQ(parse(request_frame(tcp::Op(0), "k", {})), tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op(6), "k", {})), tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::kCheck, "", {})), tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::kCheck, std::string(kMaxKeyBytes + 1, 'k'), {})),
+            tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::kCheck, "k", {1})), tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::kGet, "k", {1, 2})), tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::kAdd, "k", eight)), tcp::ParseResult::kOk);
+  // An oversized set is refused from its header alone, before any value bytes arrive.
+  Bytes big{static_cast<uint8_t>(tcp::Op::kSet)};
+  tcp::put_u32(big, 1);
+  big.push_back('k');
+  tcp::put_u32(big, static_cast<uint32_t>(kMaxValueBytes + 1));
+  EXPECT_EQ(parse(big), tcp::ParseResult::kMalformed);
+}
+
+TEST(TCPProtocol, ParseHandshake) {
+  Bytes hs;
+  tcp::put_u32(hs, tcp::kMagic);
+  hs.push_back(tcp::kVersion);
+  tcp::put_u32(hs, 3);
+  tcp::put_bytes(hs, "tok", 3);
+  tcp::Handshake out;
+  EXPECT_EQ(tcp::parse_handshake(hs.data(), hs.size() - 1, &out), tcp::ParseResult::kNeedMore);
+  ASSERT_EQ(tcp::parse_handshake(hs.data(), hs.size(), &out), tcp::ParseResult::kOk);
+  EXPECT_EQ(out.token, "tok");
+  EXPECT_EQ(out.frame_bytes, hs.size());
+  Bytes other_version = hs;
+  other_version[4] = tcp::kVersion + 1;  // answered without waiting for the token
+  ASSERT_EQ(tcp::parse_handshake(other_version.data(), tcp::kHandshakeBytes, &out),
+            tcp::ParseResult::kOk);
+  EXPECT_NE(out.version, tcp::kVersion);
+  Bytes bad_magic = hs;
+  bad_magic[0] ^= 1;
+  EXPECT_EQ(tcp::parse_handshake(bad_magic.data(), bad_magic.size(), &out),
+            tcp::ParseResult::kMalformed);
+}
+
 TEST(TCPStore, PortZeroPicksAPortAndBindsOnlyTheGivenAddress) {
   auto server = make_server();
   ASSERT_NE(server->port(), 0);

@@ -265,16 +265,20 @@ TEST_F(SafetensorsTest, PyTorchReadsAFileWeWrote) {
 // ---- Malformed files ------------------------------------------------------------------
 
 // Loading `contents` throws UsageError whose one-line message names the file and
-// contains `problem`.
+// contains `problem`; parse_safetensors() on the same bytes throws the very same message.
 void expect_rejected(const std::string& file, const std::string& contents,
                      const std::string& problem) {
   write_file(file, contents);
-  for (int variant = 0; variant < 2; ++variant) {
+  std::string load_msg;
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "load_safetensors" : variant == 1 ? "metadata" : "in memory");
     try {
       if (variant == 0) {
         load_safetensors(file);
-      } else {
+      } else if (variant == 1) {
         load_safetensors_metadata(file);
+      } else {
+        parse_safetensors(reinterpret_cast<const uint8_t*>(contents.data()), contents.size(), file);
       }
       ADD_FAILURE() << "no UsageError for a file with: " << problem;
     } catch (const UsageError& e) {
@@ -282,6 +286,8 @@ void expect_rejected(const std::string& file, const std::string& contents,
       EXPECT_NE(msg.find(file), std::string::npos) << msg;
       EXPECT_NE(msg.find(problem), std::string::npos) << "expected '" << problem << "' in: " << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
+      if (variant == 0) load_msg = msg;
+      if (variant == 2) EXPECT_EQ(msg, load_msg) << "file and memory readers must agree";
     }
   }
 }
@@ -292,6 +298,15 @@ const std::string kGoodData(8, '\x01');
 TEST_F(SafetensorsTest, TheGoodFixtureLoads) {
   write_file(path("good"), make_file(kGoodHeader, kGoodData));
   EXPECT_EQ(load_safetensors(path("good")).size(), 1u);
+}
+
+TEST_F(SafetensorsTest, ParsingBytesInMemoryMatchesLoadingTheFile) {
+  auto want = reference_tensors();
+  save_safetensors(path("m"), want, {{"k", "v"}});
+  const std::string bytes = read_file(path("m"));
+  auto got = parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "m");
+  expect_same_tensors(got, want);
+  expect_same_tensors(got, load_safetensors(path("m")));
 }
 
 TEST_F(SafetensorsTest, RejectsMissingFile) {

@@ -15,7 +15,7 @@ cd "$root"
 seconds=${1:-60}
 case $seconds in '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;; esac
 build_dir=${FUZZ_BUILD_DIR:-$root/build/fuzz}
-jobs=${JOBS:-$(nproc)}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 targets=(fuzz_safetensors fuzz_report fuzz_store_protocol)
 
 # libFuzzer ships with Clang's compiler-rt; check that a fuzzer actually links.

@@ -41,7 +41,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
   run.add_option("--broadcast-buffers", c.broadcast_buffers, "ddp: buffers from rank 0 each forward");
   run.add_option("--timeout", c.timeout_s, "ddp: rendezvous/collective timeout in seconds");
-  run.add_option("--inject-fault", c.inject_fault, "ddp: crash|hang|slow=MS|corrupt-grad@rank=R,step=S");
+  run.add_option("--inject-fault", c.inject_fault, "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
   run.add_option("--global-batch", c.global_batch, "samples per step over all devices");
   run.add_option("--steps", c.steps, "measured steps");
   run.add_option("--warmup", c.warmup, "warm-up steps before the measured ones");

@@ -21,6 +21,8 @@ FaultSpec parse_fault(const std::string& text) {
     f.kind = FaultSpec::Kind::Crash;
   } else if (kind == "hang") {
     f.kind = FaultSpec::Kind::Hang;
+  } else if (kind == "store-drop") {
+    f.kind = FaultSpec::Kind::StoreDrop;
   } else if (kind == "corrupt-grad") {
     f.kind = FaultSpec::Kind::CorruptGrad;
   } else if (kind.rfind("slow=", 0) == 0) {
@@ -32,7 +34,7 @@ FaultSpec parse_fault(const std::string& text) {
     }
   } else {
     DDPB_USAGE_FAIL() << "--inject-fault: unknown or unavailable kind '" << kind
-                      << "' (available: crash, hang, slow=MS, corrupt-grad)";
+                      << "' (available: crash, hang, slow=MS, corrupt-grad, store-drop)";
   }
   size_t pos = 0;
   while (pos < rest.size()) {
@@ -77,6 +79,7 @@ void maybe_inject_fault(const FaultSpec& f, int rank, int64_t step) {
       std::this_thread::sleep_for(std::chrono::milliseconds(f.slow_ms));
       break;
     case FaultSpec::Kind::CorruptGrad:  // applied by the DDP runner inside backward
+    case FaultSpec::Kind::StoreDrop:    // applied by the DDP runner, which owns the store
     case FaultSpec::Kind::None: break;
   }
 }

@@ -4,7 +4,8 @@
 //   slow=MS    the rank sleeps MS milliseconds at the start of every step from S: a straggler
 //   corrupt-grad  a NaN in one gradient of the rank at step S (the runner arranges it with
 //              Reducer::corrupt_next_gradient; --check-finite catches it)
-// (store-drop comes with the reliability work.)
+//   store-drop the rank's TCPStore connection is closed at step S; its next store request
+//              reconnects once (or fails with a clear error)
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 namespace ddpb::bench {
 
 struct FaultSpec {
-  enum class Kind { None, Crash, Hang, Slow, CorruptGrad } kind = Kind::None;
+  enum class Kind { None, Crash, Hang, Slow, CorruptGrad, StoreDrop } kind = Kind::None;
   int rank = 0;
   int64_t step = 1;
   int64_t slow_ms = 0;

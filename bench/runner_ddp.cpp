@@ -127,8 +127,16 @@ class DdpRunner final : public ModeRunner {
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
     ++step_;
-    if (fault_.kind == FaultSpec::Kind::CorruptGrad && fault_.rank == env_.rank && fault_.step == step_) {
-      reducer_->corrupt_next_gradient(0);  // the first parameter: its gradient is ready last
+    if (fault_.rank == env_.rank && fault_.step == step_) {
+      if (fault_.kind == FaultSpec::Kind::CorruptGrad) {
+        reducer_->corrupt_next_gradient(0);  // the first parameter: its gradient is ready last
+      } else if (fault_.kind == FaultSpec::Kind::StoreDrop) {
+        if (auto* tcp = dynamic_cast<comm::TCPStore*>(store_.get())) {
+          std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n",
+                       env_.rank, static_cast<long>(step_));
+          tcp->drop_connection();
+        }
+      }
     }
     Stream& s = current_stream(device_);
     const int64_t k = config_.accumulate;

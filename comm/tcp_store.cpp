@@ -1,8 +1,11 @@
 #include "comm/tcp_store.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -137,6 +140,9 @@ TCPStore::Reply TCPStore::request(Op op, const std::string& key, const Bytes& va
         throw Error("TCPStore lost its connection to " + where() + " during " + op_name(op) + "('" +
                     key + "') and could not reconnect: " + e.what());
       }
+      reconnects_.fetch_add(1);
+      std::fprintf(stderr, "ddpbench: TCPStore connection to %s was lost; reconnected\n",
+                   where().c_str());
     }
     const auto io_deadline =
         Clock::now() + std::max<Clock::duration>(timeout(), server_wait + kReplyGrace);
@@ -168,6 +174,11 @@ TCPStore::Reply TCPStore::request(Op op, const std::string& key, const Bytes& va
                                << std::strerror(err) << "); not resent, because the server may "
                                << "have counted it already";
   }
+}
+
+void TCPStore::drop_connection() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,12 @@ class TCPStore final : public Store {
   bool check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys) override;
 
+  // Closes this client's connection as a network failure would (fault injection:
+  // --inject-fault store-drop). The next request reconnects once.
+  void drop_connection();
+  // How many times a dropped connection was re-established.
+  int reconnects() const { return reconnects_.load(); }
+
   const std::string& host() const { return host_; }
   // The server's port (the actual one when the server was asked for port 0).
   uint16_t port() const { return port_; }
@@ -65,6 +72,7 @@ class TCPStore final : public Store {
   uint16_t port_;
   std::string token_;
   std::mutex mutex_;  // serializes requests on fd_
+  std::atomic<int> reconnects_{0};
   net::Fd fd_;
 };
 

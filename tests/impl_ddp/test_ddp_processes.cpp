@@ -303,6 +303,19 @@ TEST(DdpFaults, SlowRankIsFlaggedAsAStraggler) {
   EXPECT_NE(r.output.find("straggler: rank 1"), std::string::npos) << r.output;
 }
 
+TEST(DdpFaults, StoreDropReconnectsOnce) {
+  TempDir dir("ddp_store_drop");
+  std::string out = dir / "r.json";
+  // Rank 1's connection to the TCPStore (served by rank 0) is closed at step 2; the store is
+  // next used at the end, to merge the records, and the client reconnects once.
+  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
+                        "--warmup 0 --quiet --timeout 20 --inject-fault store-drop@rank=1,step=2 --out " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] ddpbench: TCPStore connection to"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("reconnected"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out)) << "the run completes and reports";
+}
+
 TEST(DdpFaults, DoctorWithoutDumpsIsAUsageError) {
   TempDir dir("ddp_doctor_empty");
   CliResult r = run_cli("doctor " + dir.path().string());

@@ -27,20 +27,35 @@ for w in "${workloads[@]}"; do
   "$bin" run --mode single --workload "$w" --device "$device" --steps 20 --warmup 3 --quiet \
     --out "$results/single-$w.json"
 done
+# DP and DDP over two devices on the same global batch as single (two logical CPU devices /
+# ranks here; on one GPU, two logical replicas for DP and two Gloo ranks for DDP).
+if [[ $device == cpu ]]; then
+  dp_devices="cpu:0,cpu:1"; ddp_flags=(--device cpu)
+else
+  dp_devices="cuda:0,cuda:0"; ddp_flags=(--devices cuda:0,cuda:0 --backend gloo)
+fi
+echo "bench: DP and DDP over two devices, mlp-small"
+"$bin" run --mode dp --devices "$dp_devices" --world-size 2 --workload mlp-small --steps 20 \
+  --warmup 3 --quiet --out "$results/dp-mlp-small.json"
+"$bin" run --mode ddp --world-size 2 "${ddp_flags[@]}" --workload mlp-small --steps 20 --warmup 3 \
+  --quiet --out "$results/ddp-mlp-small.json" | grep -v '^\[rank'
 
 /usr/bin/env python3 - "$results" <<'PY'
 import json, pathlib, sys
 rows = []
-for f in sorted(pathlib.Path(sys.argv[1]).glob("single-*.json")):
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
     r = json.loads(f.read_text())
     s = r["summary"]
-    rows.append((r["workload"]["name"], r["config"]["device"], r["config"]["global_batch"],
+    devices = r["mode"]["devices"]
+    if r["config"]["mode"] == "ddp":  # rank 0's record: name the ranks (its loss is rank 0's share)
+        devices = f'{r["mode"]["details"]["world_size"]} ranks ({r["mode"]["details"]["backend"]})'
+    rows.append((r["workload"]["name"], r["config"]["mode"], devices, r["config"]["global_batch"],
                  s["step_time_ms"]["median"], s["samples_per_s"], s["tokens_per_s"],
                  s["achieved_flops_per_s"] / 1e9, s["first_loss"], s["last_loss"]))
-hdr = ("workload", "device", "batch", "median ms", "samples/s", "tokens/s", "GFLOP/s", "loss first", "loss last")
+hdr = ("workload", "mode", "devices", "batch", "median ms", "samples/s", "tokens/s", "GFLOP/s", "loss first", "loss last")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
 for r in rows:
-    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.2f} | {r[4]:.1f} | {r[5]:.0f} | {r[6]:.2f} | {r[7]:.4f} | {r[8]:.4f} |")
+    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.1f} | {r[6]:.0f} | {r[7]:.2f} | {r[8]:.4f} | {r[9]:.4f} |")
 PY
 echo "bench: results in $results"

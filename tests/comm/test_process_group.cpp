@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/file_store.h"
+#include "pg_test_util.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
 #include "comm/tcp_store.h"
@@ -31,11 +32,12 @@ namespace ddpb::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using testing::Clock;
+using testing::ramp;
+using testing::ramp_sum;
+using testing::seconds_since;
+using testing::triangle;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 ProcessGroupOptions cpu_options(int rank, std::chrono::milliseconds timeout) {
   ProcessGroupOptions o;
@@ -45,48 +47,11 @@ ProcessGroupOptions cpu_options(int rank, std::chrono::milliseconds timeout) {
   return o;
 }
 
-// Runs body(rank, group) on `size` threads, one rank each, that meet through one HashStore.
-// A rank's exception is reported as a test failure naming the rank.
+// Runs body(rank, group) on `size` threads, one rank each on cpu:rank, that meet through one
+// HashStore.
 void run_ranks(int size, const std::function<void(int, ProcessGroup&)>& body,
                std::chrono::milliseconds timeout = 20s) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(timeout);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DeviceGuard guard(Device::cpu(r));
-        auto group = make_process_group(store, r, size, cpu_options(r, timeout));
-        body(r, *group);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < size; ++r) {
-    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r << " of " << size;
-  }
-}
-
-int64_t triangle(int n) {
-  return int64_t{n} * (n + 1) / 2;
-}
-
-// value[i] = (rank + 1) * (1 + (i + shift) % 7): integers, so every sum is exact.
-std::vector<float> ramp(int rank, int64_t numel, int64_t shift = 0) {
-  std::vector<float> v(static_cast<size_t>(numel));
-  for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = float((rank + 1) * (1 + (i + shift) % 7));
-  return v;
-}
-// The sum of ramp(rank, numel, shift) over `size` ranks.
-std::vector<float> ramp_sum(int size, int64_t numel, int64_t shift = 0) {
-  std::vector<float> v(static_cast<size_t>(numel));
-  for (int64_t i = 0; i < numel; ++i) {
-    v[size_t(i)] = float(triangle(size) * (1 + (i + shift) % 7));
-  }
-  return v;
+  testing::run_thread_ranks(size, [&](int r) { return cpu_options(r, timeout); }, body, timeout);
 }
 
 // The values of a CPU tensor as floats. (Tensor::to_floats casts 16-bit tensors through

@@ -24,16 +24,18 @@
 #include "core/device.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "pg_test_util.h"
 
 namespace ddpb::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using testing::Clock;
+using testing::ramp;
+using testing::ramp_sum;
+using testing::seconds_since;
+using testing::triangle;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string no_gpu_reason() {
   const std::string reason = gpu::unavailable_reason();
@@ -58,45 +60,12 @@ ProcessGroupOptions nccl_options(int gpu, std::chrono::milliseconds timeout) {
 }
 
 // Runs body(rank, group) on `size` threads that meet through one HashStore; rank r uses GPU
-// gpu_of(r). A rank's exception is reported as a test failure naming the rank.
+// gpu_of(r).
 void run_ranks(int size, const std::function<int(int)>& gpu_of,
                const std::function<void(int, ProcessGroup&)>& body,
                std::chrono::milliseconds timeout = 60s) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(timeout);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DeviceGuard guard(Device::cuda(gpu_of(r)));
-        auto group = make_process_group(store, r, size, nccl_options(gpu_of(r), timeout));
-        body(r, *group);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < size; ++r) {
-    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r << " of " << size;
-  }
-}
-
-int64_t triangle(int n) {
-  return int64_t{n} * (n + 1) / 2;
-}
-
-// value[i] = (rank + 1) * (1 + (i + shift) % 7): integers, so every sum is exact.
-std::vector<float> ramp(int rank, int64_t numel, int64_t shift = 0) {
-  std::vector<float> v(static_cast<size_t>(numel));
-  for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = float((rank + 1) * (1 + (i + shift) % 7));
-  return v;
-}
-std::vector<float> ramp_sum(int size, int64_t numel, int64_t shift = 0) {
-  std::vector<float> v(static_cast<size_t>(numel));
-  for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = float(triangle(size) * (1 + (i + shift) % 7));
-  return v;
+  testing::run_thread_ranks(size, [&](int r) { return nccl_options(gpu_of(r), timeout); }, body,
+                            timeout);
 }
 std::vector<float> concat_ramps(int size, int64_t numel) {
   std::vector<float> all;

@@ -1,0 +1,72 @@
+// Shared by the process-group tests: ranks as threads of one process, and inputs whose sums
+// over ranks are exact.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/hash_store.h"
+#include "comm/process_group.h"
+#include "core/device.h"
+
+namespace ddpb::comm::testing {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Runs body(rank, group) on `size` threads that meet through one HashStore; rank r's group is
+// made with options_of(r) on that device. A rank's exception is reported as a test failure
+// naming the rank.
+inline void run_thread_ranks(int size, const std::function<ProcessGroupOptions(int)>& options_of,
+                             const std::function<void(int, ProcessGroup&)>& body,
+                             std::chrono::milliseconds timeout) {
+  auto store = std::make_shared<HashStore>();
+  store->set_timeout(timeout);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        const ProcessGroupOptions options = options_of(r);
+        DeviceGuard guard(options.device);
+        auto group = make_process_group(store, r, size, options);
+        body(r, *group);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r << " of " << size;
+  }
+}
+
+inline int64_t triangle(int n) {
+  return int64_t{n} * (n + 1) / 2;
+}
+
+// value[i] = (rank + 1) * (1 + (i + shift) % 7): integers, so every sum is exact.
+inline std::vector<float> ramp(int rank, int64_t numel, int64_t shift = 0) {
+  std::vector<float> v(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = float((rank + 1) * (1 + (i + shift) % 7));
+  return v;
+}
+
+// The sum of ramp(rank, numel, shift) over `size` ranks.
+inline std::vector<float> ramp_sum(int size, int64_t numel, int64_t shift = 0) {
+  std::vector<float> v(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = float(triangle(size) * (1 + (i + shift) % 7));
+  return v;
+}
+
+}  // namespace ddpb::comm::testing

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,33 +14,89 @@
 
 namespace ddpb::reports {
 
+namespace {
+
+// Why a write failed, in words a user can act on, then the system's own text.
+std::string write_error_text(int err) {
+  std::string why = std::strerror(err);
+  switch (err) {
+    case ENOSPC:
+      return "the disk is full (" + why + ")";
+    case EDQUOT:
+      return "the disk quota is exhausted (" + why + ")";
+    case EFBIG:
+      return "the file size limit was reached (" + why + "; see ulimit -f)";
+    default:
+      return why;
+  }
+}
+
+// The temporary file next to the target: unlinked on scope exit unless committed (renamed),
+// and its descriptor closed, so no failure path leaves a stray file or holds its space.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) {
+    static std::atomic<uint64_t> counter{0};
+    path_ = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    // O_TRUNC, not O_EXCL: a leftover of a crashed process that had the same pid (pid 1 in
+    // a container) must not block every later write.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  // close() can be the call that reports a failed write-back (NFS, quota), so it is checked.
+  int close_checked() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+  void commit() { committed_ = true; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
 void write_text_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw ReportError("cannot create " + tmp + ": " + std::strerror(errno));
+  // Every failure before the rename leaves `path` as it was; the message says so.
+  const auto fail = [&](const std::string& what, int err) {
+    throw ReportError("cannot write report " + path + ": " + what + ": " + write_error_text(err) +
+                      "; the existing " + path + ", if any, is unchanged");
+  };
+  TempFile tmp(path);
+  if (tmp.fd() < 0) fail("cannot create the temporary file " + tmp.path(), errno);
   const char* p = text.data();
   size_t left = text.size();
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    ssize_t n = ::write(tmp.fd(), p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw ReportError("cannot write " + path + ": " + std::strerror(err));
-    }
+    // A regular file accepts at least one byte unless it is out of space.
+    if (n <= 0) fail("writing " + tmp.path(), n < 0 ? errno : ENOSPC);
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw ReportError("cannot flush " + path + ": " + std::strerror(err));
+  if (::fsync(tmp.fd()) != 0) fail("flushing " + tmp.path(), errno);
+  if (tmp.close_checked() != 0) fail("closing " + tmp.path(), errno);
+  if (std::rename(tmp.path().c_str(), path.c_str()) != 0) {
+    fail("cannot rename " + tmp.path() + " over it", errno);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw ReportError("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
+  tmp.commit();
+  // Persist the rename itself. Best effort: the new file is complete and in place either
+  // way, and some file systems refuse fsync on a directory.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  int dir_fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    (void)::fsync(dir_fd);
+    ::close(dir_fd);
   }
 }
 
@@ -64,6 +122,12 @@ nlohmann::json read_json(const std::string& path, size_t max_bytes) {
 nlohmann::json parse_report_text(const std::string& text, const std::string& name) {
   try {
     return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // A file cut short (a copy of a suite still being written, a full disk) fails at its last
+    // byte; say so, since "unexpected end of input" alone reads like a syntax mistake.
+    const bool cut_short = !text.empty() && e.byte >= text.size();
+    throw ReportError(name + " is not valid JSON" +
+                      (cut_short ? " (it ends early: truncated?)" : "") + ": " + e.what());
   } catch (const nlohmann::json::exception& e) {
     // Not only parse_error: a number beyond double's range (1e400) throws out_of_range.406.
     throw ReportError(name + " is not valid JSON: " + e.what());

@@ -4,7 +4,8 @@
 #include <set>
 
 #include "reports/json_io.h"
-#include "reports/run_schema_text.h"  // generated: kRunSchemaText
+#include "reports/run_schema_text.h"    // generated: kRunSchemaText
+#include "reports/suite_schema_text.h"  // generated: kSuiteSchemaText
 
 namespace ddpb::reports {
 namespace {
@@ -60,7 +61,9 @@ bool has_type(const json& v, const std::string& name) {
 }
 
 std::string short_dump(const json& v) {
-  std::string s = v.dump();
+  // replace: a string holding invalid UTF-8 (possible in a document built in memory) must not
+  // turn a validation message into a type_error.
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 
@@ -246,6 +249,15 @@ std::vector<SchemaError> validate_run_record(const nlohmann::json& record) {
   return validate_schema(run_record_schema(), record);
 }
 
+const nlohmann::json& suite_record_schema() {
+  static const nlohmann::json schema = nlohmann::json::parse(kSuiteSchemaText);
+  return schema;
+}
+
+std::vector<SchemaError> validate_suite_record(const nlohmann::json& record) {
+  return validate_schema(suite_record_schema(), record);
+}
+
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed) {
   std::string out =
       std::to_string(errors.size()) + (errors.size() == 1 ? " problem: " : " problems: ");
@@ -270,6 +282,23 @@ void validate_report_file(const std::string& path, size_t max_bytes) {
 nlohmann::json validate_report_text(const std::string& text, const std::string& name) {
   nlohmann::json doc = parse_report_text(text, name);
   check_run_record(doc, name);
+  return doc;
+}
+
+nlohmann::json read_record_file(const std::string& path, size_t max_bytes) {
+  nlohmann::json doc = read_json(path, max_bytes);
+  const nlohmann::json* kind = doc.is_object() && doc.contains("kind") ? &doc["kind"] : nullptr;
+  if (kind && *kind == "run") {
+    check_run_record(doc, path);
+  } else if (kind && *kind == "suite") {
+    const auto errors = validate_suite_record(doc);
+    if (!errors.empty()) {
+      throw ReportError(path + " does not match the suite-record schema: " + format_errors(errors));
+    }
+  } else {
+    throw ReportError(path + " is neither a run nor a suite record (\"kind\" is " +
+                      (kind ? short_dump(*kind) : std::string("missing")) + ")");
+  }
   return doc;
 }
 

@@ -1,6 +1,7 @@
-// A small JSON Schema validator for the subset our report schemas use, and the check that a
-// report file on disk matches the run-record schema (reports/schema/run.schema.json, embedded
-// into this library at build time so installed binaries need no source tree).
+// A small JSON Schema validator for the subset our report schemas use, and the checks that a
+// record matches the run-record schema (reports/schema/run.schema.json) or the suite schema
+// (reports/schema/suite.schema.json, docs/suite-format.md). Both are embedded into this library
+// at build time so installed binaries need no source tree.
 //
 // Supported keywords (draft 2020-12 meaning): type (a name or an array of names, "integer"
 // included), required, properties, additionalProperties (bool or a schema), items (one schema
@@ -35,6 +36,11 @@ const nlohmann::json& run_record_schema();
 // validate_schema(run_record_schema(), record).
 std::vector<SchemaError> validate_run_record(const nlohmann::json& record);
 
+// The suite-record schema (`ddpbench suite`: DIR/suite.json), parsed once from the embedded copy.
+const nlohmann::json& suite_record_schema();
+// validate_schema(suite_record_schema(), record).
+std::vector<SchemaError> validate_suite_record(const nlohmann::json& record);
+
 // "N problems: first; second; ..." with at most `max_listed` problems spelled out.
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed = 5);
 
@@ -44,5 +50,11 @@ void validate_report_file(const std::string& path, size_t max_bytes = size_t{1} 
 // As validate_report_file(), on report text held in memory; errors name `name`. Returns the
 // parsed record.
 nlohmann::json validate_report_text(const std::string& text, const std::string& name);
+
+// Reads `path` and validates it against the schema its "kind" names: "run" or "suite". Throws
+// ReportError naming the file: unreadable, not JSON (truncated included), an unknown kind, or
+// (with the first problems) invalid. Returns the parsed record. For the report and compare
+// commands, which take either kind.
+nlohmann::json read_record_file(const std::string& path, size_t max_bytes = size_t{1} << 30);
 
 }  // namespace ddpb::reports

@@ -1,0 +1,109 @@
+#include "reports/html_report.h"
+
+#include <cctype>
+
+#include "reports/report_util.h"
+#include "reports/suite_view.h"
+#include "reports/svg_chart.h"
+
+namespace ddpb::reports {
+namespace {
+
+using svg::escape_xml;
+
+// Inline so the file is self-contained; no url(), no web fonts.
+constexpr const char* kCss = R"css(
+body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1400px; }
+h1 { font-size: 24px; margin-bottom: 4px; }
+h2 { font-size: 19px; margin-top: 32px; border-bottom: 1px solid #ccc; }
+h3 { font-size: 16px; margin-bottom: 4px; }
+.meta, .caption, footer { color: #555; font-size: 13px; }
+.banner { padding: 12px 16px; border-radius: 4px; margin: 16px 0; }
+.banner.ok { background: #e6f4e6; border: 1px solid #59a14f; }
+.banner.loud { background: #c62828; color: #fff; font-size: 18px; border: 3px solid #7f0000; }
+.banner ul { margin: 6px 0 0 0; font-size: 14px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.bad td { background: #fde0e0; }
+table.kv td:last-child { word-break: break-all; max-width: 900px; }
+.nodata { color: #666; font-style: italic; }
+.chart svg { display: block; margin: 8px 0; max-width: 100%; height: auto; }
+)css";
+
+// A cell that is a number (or "-" for missing) is right-aligned.
+bool numeric(const std::string& cell) {
+  if (cell == "-") return true;
+  return !cell.empty() &&
+         (std::isdigit(static_cast<unsigned char>(cell[0])) ||
+          (cell.size() > 1 && cell[0] == '-' && std::isdigit(static_cast<unsigned char>(cell[1]))));
+}
+
+// `kv`: a key/value table, left-aligned throughout (versions like 0.3.21 are not numbers).
+std::string html_table(const TextTable& t, const std::string& id, bool kv = false) {
+  std::string out = "<table id=\"" + id + "\"" + (kv ? " class=\"kv\"" : "") + "><thead><tr>";
+  for (const auto& h : t.header) out += "<th>" + escape_xml(h) + "</th>";
+  out += "</tr></thead><tbody>";
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    out += (i < t.bad.size() && t.bad[i]) ? "<tr class=\"bad\">" : "<tr>";
+    for (const auto& cell : t.rows[i])
+      out += (!kv && numeric(cell) ? "<td class=\"num\">" : "<td>") + escape_xml(cell) + "</td>";
+    out += "</tr>\n";
+  }
+  return out + "</tbody></table>\n";
+}
+
+std::string html_banner(const Banner& b) {
+  std::string out = std::string("<div id=\"banner\" class=\"banner ") + (b.loud ? "loud" : "ok") +
+                    "\"><strong>" + escape_xml(b.headline) + "</strong>";
+  if (!b.details.empty()) {
+    out += "<ul>";
+    for (const auto& d : b.details) out += "<li>" + escape_xml(d) + "</li>";
+    out += "</ul>";
+  }
+  return out + "</div>\n";
+}
+
+std::string html_chart(const ChartView& c) {
+  std::string out =
+      "<section class=\"chart\" id=\"" + c.id + "\"><h3>" + escape_xml(c.heading) + "</h3>";
+  if (!c.caption.empty()) out += "<p class=\"caption\">" + escape_xml(c.caption) + "</p>";
+  if (c.svgs.empty()) {
+    out += "<p class=\"nodata\">no data: " + escape_xml(c.no_data) + "</p>";
+  } else {
+    for (const auto& s : c.svgs) out += s.text + "\n";
+  }
+  return out + "</section>\n";
+}
+
+}  // namespace
+
+std::string render_html(const nlohmann::json& suite) {
+  const SuiteView v = build_suite_view(suite);
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\" />"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\" />"
+      "<title>" +
+      escape_xml(v.title) + "</title><style>" + kCss + "</style></head>\n<body>\n";
+  out += "<h1>" + escape_xml(v.title) + "</h1>\n";
+  out += "<p class=\"meta\">" +
+         escape_xml(string_at(suite, {"context", "date"}, "(no date)") + " · " +
+                    string_at(suite, {"context", "host"}, "(no host)") + " · ddpbench " +
+                    string_at(suite, {"context", "ddpbench_version"}, "?") + " · commit " +
+                    string_at(suite, {"context", "git_commit"}, "?") + " · device " +
+                    string_at(suite, {"suite", "device"}, "?")) +
+         "</p>\n";
+  out += html_banner(v.banner);
+  out += "<h2>Summary</h2>\n" + html_table(v.summary, "summary");
+  out += "<h2>Charts</h2>\n";
+  for (const auto& c : v.charts) out += html_chart(c);
+  out += "<h2>Failed runs</h2>\n<div id=\"failed-runs\">";
+  out += v.failed.rows.empty() ? "<p>None.</p>\n" : html_table(v.failed, "failed-table");
+  out += "</div>\n<h2>Suite configuration</h2>\n" + html_table(v.config, "config", /*kv=*/true);
+  out += "<h2>Context</h2>\n" + html_table(v.context, "context", /*kv=*/true);
+  out += "<footer>Written by ddpbench from suite.json (docs/suite-format.md).</footer>\n";
+  return out + "</body></html>\n";
+}
+
+}  // namespace ddpb::reports

@@ -1,0 +1,91 @@
+// render_markdown (declared in reports/html_report.h): the HTML report's layout in GitHub
+// Markdown, charts as separate SVG files.
+#include "reports/html_report.h"
+#include "reports/suite_view.h"
+#include "reports/svg_chart.h"
+
+namespace ddpb::reports {
+namespace {
+
+// A table cell: '|' would end the cell and a newline the row; '<' and '&' would let record
+// text become HTML, which GitHub renders.
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '|':
+        out += "\\|";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '\n':
+      case '\r':
+        out += ' ';
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// One table row: "| a | b |".
+std::string md_row(const std::vector<std::string>& cells) {
+  std::string out = "|";
+  for (const auto& c : cells) {
+    out += ' ';
+    out += md_cell(c);
+    out += " |";
+  }
+  return out + "\n";
+}
+
+// The first three columns (names, status) left-aligned, the numbers right-aligned.
+std::string md_table(const TextTable& t) {
+  std::string out = md_row(t.header) + "|";
+  for (size_t i = 0; i < t.header.size(); ++i) out += i < 3 ? " --- |" : " ---: |";
+  out += "\n";
+  for (const auto& row : t.rows) out += md_row(row);
+  return out + "\n";
+}
+
+}  // namespace
+
+MarkdownReport render_markdown(const nlohmann::json& suite, const std::string& svg_prefix) {
+  const SuiteView v = build_suite_view(suite);
+  MarkdownReport r;
+  std::string& md = r.markdown;
+  md = "# " + md_cell(v.title) + "\n\n";
+  if (v.banner.loud) {
+    md += "> **" + md_cell(v.banner.headline) + "**\n";
+  } else {
+    md += "> " + md_cell(v.banner.headline) + "\n";
+  }
+  for (const auto& d : v.banner.details) md += ">\n> - " + md_cell(d) + "\n";
+  md += "\n## Summary\n\n" + md_table(v.summary);
+  md += "## Charts\n\n";
+  for (const auto& c : v.charts) {
+    md += "### " + md_cell(c.heading) + "\n\n";
+    if (!c.caption.empty()) md += md_cell(c.caption) + "\n\n";
+    if (c.svgs.empty()) {
+      md += "_no data: " + md_cell(c.no_data) + "_\n\n";
+      continue;
+    }
+    const std::string file = svg_prefix + c.name + ".svg";
+    r.svgs.push_back({file, svg::stack_vertical(c.svgs).text});
+    md += "![" + c.name + "](" + file + ")\n\n";
+  }
+  md += "## Failed runs\n\n" + (v.failed.rows.empty() ? "None.\n\n" : md_table(v.failed));
+  md += "## Suite configuration\n\n" + md_table(v.config);
+  md += "## Context\n\n" + md_table(v.context);
+  return r;
+}
+
+}  // namespace ddpb::reports

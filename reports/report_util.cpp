@@ -1,0 +1,121 @@
+#include "reports/report_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace ddpb::reports {
+
+using nlohmann::json;
+
+const json* find_at(const json& root, std::initializer_list<const char*> path) {
+  const json* node = &root;
+  for (const char* key : path) {
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(key);
+    if (it == node->end()) return nullptr;
+    node = &*it;
+  }
+  return node;
+}
+
+std::optional<double> number_at(const json& root, std::initializer_list<const char*> path) {
+  const json* v = find_at(root, path);
+  if (!v || !v->is_number()) return std::nullopt;
+  const double d = v->get<double>();
+  return std::isfinite(d) ? std::optional<double>(d) : std::nullopt;
+}
+
+std::string string_at(const json& root, std::initializer_list<const char*> path,
+                      const std::string& fallback) {
+  const json* v = find_at(root, path);
+  return v && v->is_string() ? v->get<std::string>() : fallback;
+}
+
+std::vector<const json*> suite_runs(const json& suite) {
+  std::vector<const json*> out;
+  const json* runs = find_at(suite, {"runs"});
+  if (!runs || !runs->is_array()) return out;
+  for (const auto& r : *runs) {
+    if (r.is_object()) out.push_back(&r);
+  }
+  return out;
+}
+
+bool run_ok(const json& run) {
+  return string_at(run, {"status"}) == "ok";
+}
+
+std::optional<std::string> run_arg(const json& run, const std::string& flag) {
+  const json* args = find_at(run, {"args"});
+  if (!args || !args->is_array()) return std::nullopt;
+  for (size_t i = 0; i + 1 < args->size(); ++i) {
+    if ((*args)[i] == flag && (*args)[i + 1].is_string()) return (*args)[i + 1].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> suite_workloads(const json& suite) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& w) {
+    if (!w.empty() && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+  };
+  if (const json* ws = find_at(suite, {"suite", "workloads"}); ws && ws->is_array()) {
+    for (const auto& w : *ws) {
+      if (w.is_string()) add(w.get<std::string>());
+    }
+  }
+  for (const json* r : suite_runs(suite)) add(string_at(*r, {"workload"}));
+  return out;
+}
+
+std::optional<double> run_peak_memory(const json& run) {
+  if (auto v = number_at(run, {"metrics", "peak_memory_bytes"})) return v;
+  std::optional<double> peak;
+  if (const json* mem = find_at(run, {"metrics", "memory"}); mem && mem->is_array()) {
+    for (const auto& m : *mem) {
+      if (auto b = number_at(m, {"peak_bytes"})) peak = std::max(peak.value_or(0), *b);
+    }
+  }
+  return peak;
+}
+
+std::string safe_dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string format_number(std::optional<double> v) {
+  if (!v) return "-";
+  const double a = std::fabs(*v);
+  if (a >= 1e7) return fmt::format("{:.3e}", *v);
+  if (a >= 1000) return fmt::format("{:.0f}", *v);
+  if (a >= 100) return fmt::format("{:.1f}", *v);
+  if (a >= 10) return fmt::format("{:.2f}", *v);
+  if (a >= 1) return fmt::format("{:.3f}", *v);
+  return fmt::format("{:.4g}", *v);
+}
+
+std::string format_percent(std::optional<double> fraction) {
+  if (!fraction) return "-";
+  return fmt::format("{:.1f}%", *fraction * 100);
+}
+
+std::string format_bytes(std::optional<double> bytes) {
+  if (!bytes) return "-";
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = *bytes;
+  size_t unit = 0;
+  while (std::fabs(v) >= 1024 && unit + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} B", v) : fmt::format("{:.1f} {}", v, kUnits[unit]);
+}
+
+std::string format_sci(std::optional<double> v) {
+  if (!v) return "-";
+  return fmt::format("{:.1e}", *v);
+}
+
+}  // namespace ddpb::reports

@@ -1,0 +1,57 @@
+// What a suite report shows, computed once from suite.json and laid out twice (html_report.cpp,
+// markdown_report.cpp), so the HTML and the Markdown never disagree. Every cell is plain text;
+// the layouts escape it for their format.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/svg_chart.h"
+
+namespace ddpb::reports {
+
+struct TextTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;  // each as long as header
+  std::vector<bool> bad;                       // per row: highlight (failed run, wrong result)
+};
+
+// The completeness banner. `loud` when the suite is incomplete, a run failed or is missing, a
+// correctness check failed, or the record does not match its schema: a benchmark that
+// computes the wrong thing must say so at the top, not in a table cell.
+struct Banner {
+  bool loud = false;
+  std::string headline;
+  std::vector<std::string> details;
+};
+
+// One chart slot with a stable id ("chart-throughput"). Either `svgs` (one per workload or per
+// compared pair) or `no_data` (why there is nothing to draw) is set.
+struct ChartView {
+  std::string id;    // HTML element id
+  std::string name;  // Markdown SVG file stem ("throughput")
+  std::string heading;
+  std::string caption;  // how to read it
+  std::vector<svg::Svg> svgs;
+  std::string no_data;
+};
+
+struct SuiteView {
+  std::string title;
+  Banner banner;
+  TextTable summary;
+  std::vector<ChartView> charts;
+  TextTable failed;  // failed, pending and interrupted runs and failed PyTorch runs
+  TextTable config;  // the resolved suite matrix and the GEMM peak, flattened
+  TextTable context;
+};
+
+SuiteView build_suite_view(const nlohmann::json& suite);
+
+// Nested objects as dotted keys ("versions.gloo"), arrays of scalars joined with ", ", other
+// arrays as compact JSON; `prefix` goes in front of every key.
+void flatten_into(const nlohmann::json& value, const std::string& prefix, TextTable& table);
+
+}  // namespace ddpb::reports

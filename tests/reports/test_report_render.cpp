@@ -1,0 +1,467 @@
+// The suite schema, suite files on disk, the SVG primitives and the HTML/Markdown reports, on
+// the synthetic suite of suite_fixture.h; and, when Chromium is installed, a real render of
+// the HTML to a PNG that must not be blank.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reports/html_report.h"
+#include "reports/json_io.h"
+#include "reports/schema_validator.h"
+#include "reports/svg_chart.h"
+#include "suite_fixture.h"
+#include "xml_check.h"
+
+namespace {
+
+using ddpb::reports::ReportError;
+using ddpb::testing::make_suite;
+using ddpb::testing::run_by_id;
+using ddpb::testing::ScratchDir;
+using ddpb::testing::xml_problem;
+using nlohmann::json;
+using Strings = std::vector<std::string>;
+
+constexpr const char* kDdpW2 = "mlp-small/ddp/w2";
+const Strings kChartIds = {"chart-throughput", "chart-scaling",      "chart-phases",
+                           "chart-buckets",    "chart-bucket-sweep", "chart-overlap"};
+
+Strings suite_errors(const json& doc) {
+  Strings out;
+  for (const auto& e : ddpb::reports::validate_suite_record(doc)) out.push_back(e.str());
+  return out;
+}
+
+// The <section> of one chart, from its id to its closing tag.
+std::string section(const std::string& html, const std::string& id) {
+  const size_t start = html.find("id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  return html.substr(start, html.find("</section>", start) - start);
+}
+
+size_t count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
+  return n;
+}
+
+// --- schema -----------------------------------------------------------------------------------
+
+TEST(SuiteSchema, FixtureWithEveryGroupValidates) {
+  EXPECT_EQ(suite_errors(make_suite()), Strings{});
+  // A suite still running: complete false, a pending run without metrics.
+  json running = make_suite();
+  running["complete"] = false;
+  json& r = run_by_id(running, "mlp-small/dp/w4");
+  r["status"] = "pending";
+  r.erase("metrics");
+  EXPECT_EQ(suite_errors(running), Strings{});
+}
+
+TEST(SuiteSchema, RejectsUnknownTopLevelKeyBadStatusAndMissingRunFields) {
+  json doc = make_suite();
+  doc["surprise"] = 1;
+  EXPECT_EQ(suite_errors(doc), Strings{"/surprise: unexpected key"});
+
+  doc = make_suite();
+  doc["runs"][0]["status"] = "done";
+  EXPECT_EQ(
+      suite_errors(doc),
+      Strings{R"(/runs/0/status: "done" is not one of ["ok","failed","pending","interrupted"])"});
+
+  doc = make_suite();
+  doc["runs"][1].erase("group");
+  doc["runs"][2]["world_size"] = 0;
+  doc["runs"][2]["metrics"]["step_time_ms"]["median"] = "fast";
+  // Document order, which is nlohmann's key order (sorted).
+  EXPECT_EQ(suite_errors(doc), (Strings{"/runs/1: missing required key 'group'",
+                                        "/runs/2/metrics/step_time_ms/median: expected number, "
+                                        "got string",
+                                        "/runs/2/world_size: 0 is below the minimum 1"}));
+
+  doc = make_suite();
+  doc["kind"] = "run";
+  EXPECT_EQ(suite_errors(doc), Strings{R"(/kind: expected "suite", got "run")"});
+}
+
+TEST(SuiteSchema, RunEntriesStayOpenForOptionalFields) {
+  // Fields the doc lists as optional, and ones a later writer may add, do not break old readers.
+  json doc = make_suite();
+  doc["runs"][0]["log"] = "logs/x.log";
+  doc["runs"][0]["metrics"]["new_counter"] = 3;
+  EXPECT_EQ(suite_errors(doc), Strings{});
+}
+
+// --- suite files ------------------------------------------------------------------------------
+
+TEST(SuiteFile, TruncatedMalformedAndInvalidFilesNameTheFileAndTheProblem) {
+  ScratchDir dir("suite_file");
+  const std::string text = make_suite().dump(2);
+  struct Case {
+    std::string name, content;
+    Strings needles;
+  };
+  for (const Case& c :
+       {Case{"truncated.json", text.substr(0, text.size() / 2), {"not valid JSON", "truncated"}},
+        Case{"malformed.json", "{\"kind\": \"suite\",, }", {"not valid JSON"}},
+        Case{"empty.json", "", {"not valid JSON"}},
+        Case{"array.json", "[1, 2]", {"neither a run nor a suite record"}},
+        Case{"invalid.json",
+             R"({"kind": "suite", "schema_version": 1})",
+             {"suite-record schema", "missing required key 'runs'"}}}) {
+    const std::string path = dir / c.name;
+    std::ofstream(path) << c.content;
+    try {
+      ddpb::reports::read_record_file(path);
+      ADD_FAILURE() << c.name << " was accepted";
+    } catch (const ReportError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path), std::string::npos) << msg;
+      for (const auto& n : c.needles) EXPECT_NE(msg.find(n), std::string::npos) << msg;
+    }
+  }
+  // A syntax error in the middle is not called truncated.
+  std::ofstream(dir / "middle.json") << "{\"a\": ]  \n  \n}";
+  try {
+    ddpb::reports::read_json(dir / "middle.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const ReportError& e) {
+    EXPECT_EQ(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir / "suite.json") << text;
+  EXPECT_EQ(ddpb::reports::read_record_file(dir / "suite.json"), make_suite());
+}
+
+// --- SVG primitives ---------------------------------------------------------------------------
+
+TEST(Svg, EscapesEveryTextAndStaysWellFormed) {
+  namespace svg = ddpb::reports::svg;
+  EXPECT_EQ(svg::escape_xml("a<b>&\"c'\x01"), "a&lt;b&gt;&amp;&quot;c&#39;?");
+  const std::string evil = "<script>alert('x')</script> & co";
+  svg::LineChart line{
+      evil, evil, evil, {{evil, {{1, 2}, {2, 4}, {4, 7}}}, {"ideal", {{1, 2}, {4, 8}}, true}}};
+  svg::BarChart bars{evil, evil, {evil, "b"}, {{evil, {{evil, {{0, 1.0}, {1, 2.0}}}}}}};
+  svg::Timeline timeline{evil, evil, {evil}, evil, {{evil, {{0, 1, 0}}, {0.5}}}};
+  for (const svg::Svg& s : {svg::render_line_chart(line), svg::render_bar_chart(bars),
+                            svg::render_timeline(timeline)}) {
+    EXPECT_EQ(xml_problem(s.text), "") << s.text;
+    EXPECT_EQ(s.text.find("<script"), std::string::npos);
+    EXPECT_NE(s.text.find("&lt;script&gt;"), std::string::npos);
+    EXPECT_EQ(s.text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+    EXPECT_GT(s.width, 0);
+    EXPECT_GT(s.height, 0);
+  }
+  EXPECT_EQ(svg::render_line_chart(line).text, svg::render_line_chart(line).text);
+  const svg::Svg both =
+      svg::stack_vertical({svg::render_line_chart(line), svg::render_bar_chart(bars)});
+  EXPECT_EQ(xml_problem(both.text), "");
+  EXPECT_EQ(count(both.text, "<svg"), 3u);
+}
+
+TEST(Svg, NothingDrawableSaysNoDataInsteadOfFailing) {
+  namespace svg = ddpb::reports::svg;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const svg::Svg& s : {svg::render_line_chart({"t", "x", "y", {{"s", {{nan, 1}, {1, nan}}}}}),
+                            svg::render_line_chart({"t", "x", "y", {}}),
+                            svg::render_bar_chart({"t", "y", {"a"}, {{"g", {{"b", {{0, -1.0}}}}}}}),
+                            svg::render_timeline({"t", "x", {"k"}, "", {}})}) {
+    EXPECT_NE(s.text.find("no data"), std::string::npos) << s.text;
+    EXPECT_EQ(xml_problem(s.text), "");
+  }
+  // A log axis drops non-positive x instead of taking log(0).
+  svg::LineChart log{"t", "x", "y", {{"s", {{0, 1}, {0.25, 2}, {25, 3}}}}};
+  log.x_log = true;
+  EXPECT_EQ(svg::render_line_chart(log).text.find("nan"), std::string::npos);
+  EXPECT_EQ(svg::format_tick(12000), "12000");
+  EXPECT_EQ(svg::format_tick(2.5e9), "2.5G");
+  EXPECT_EQ(svg::format_tick(0.25), "0.25");
+}
+
+// --- HTML -------------------------------------------------------------------------------------
+
+TEST(HtmlReport, WellFormedSelfContainedWithEveryChart) {
+  const std::string html = ddpb::reports::render_html(make_suite());
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(xml_problem(html), "");
+  for (const auto& id : kChartIds) {
+    const std::string s = section(html, id);
+    EXPECT_NE(s.find("<svg"), std::string::npos) << id << ": " << s.substr(0, 300);
+    EXPECT_EQ(s.find("no data"), std::string::npos) << id;
+  }
+  // Nothing is fetched: the only URL is the SVG namespace, there are no scripts or url().
+  std::string rest = html;
+  for (const std::string ns = "http://www.w3.org/2000/svg";;) {
+    const size_t p = rest.find(ns);
+    if (p == std::string::npos) break;
+    rest.erase(p, ns.size());
+  }
+  EXPECT_EQ(rest.find("http://"), std::string::npos);
+  EXPECT_EQ(rest.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("url("), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html, ddpb::reports::render_html(make_suite())) << "not deterministic";
+}
+
+TEST(HtmlReport, SummaryHasARowPerRunWithPyTorchColumns) {
+  const json suite = make_suite();
+  const std::string html = ddpb::reports::render_html(suite);
+  const size_t start = html.find("<table id=\"summary\"");
+  const std::string table = html.substr(start, html.find("</table>", start) - start);
+  EXPECT_EQ(count(table, "<tr"), suite["runs"].size() + 1);
+  EXPECT_NE(table.find("PyTorch samples/s"), std::string::npos);
+  // mlp-small/ddp/w2 runs at 1.25x the PyTorch samples/s; its correctness passed.
+  const size_t row = table.find("<td>mlp-small/ddp/w2</td>");
+  ASSERT_NE(row, std::string::npos);
+  const std::string line = table.substr(row, table.find("</tr>", row) - row);
+  EXPECT_NE(line.find(">1.250<"), std::string::npos) << line;
+  EXPECT_NE(line.find("3.0e-07 PASS"), std::string::npos) << line;
+  // The failed run is highlighted and appears with its error below.
+  EXPECT_NE(table.find("<tr class=\"bad\"><td>gpt-tiny/ddp/w4</td>"), std::string::npos);
+  const std::string failed = html.substr(html.find("id=\"failed-runs\""));
+  EXPECT_NE(failed.find("rank 1 exited with signal 9 (SIGKILL) during step 3 &amp; stopped"),
+            std::string::npos);
+  // A skipped PyTorch run is shown in its column, not as a failure.
+  json skipped = suite;
+  run_by_id(skipped, kDdpW2)["pytorch"] = {{"status", "skipped"},
+                                           {"error", "torch.nn.DataParallel needs CUDA devices"}};
+  const std::string html2 = ddpb::reports::render_html(skipped);
+  EXPECT_EQ(html2.find("DataParallel needs CUDA"), std::string::npos);
+  EXPECT_NE(html2.find("<td>skipped</td>"), std::string::npos);
+  // Context flattened: nested versions as dotted keys.
+  EXPECT_NE(html.find("<td>versions.gloo</td><td>0.0.1</td>"), std::string::npos);
+}
+
+TEST(HtmlReport, BannerIsLoudForFailedIncompleteAndWrongResults) {
+  json suite = make_suite();
+  EXPECT_NE(ddpb::reports::render_html(suite).find("class=\"banner loud\""), std::string::npos)
+      << "one run failed";
+
+  suite["runs"].erase(std::remove_if(suite["runs"].begin(), suite["runs"].end(),
+                                     [](const json& r) { return r["status"] != "ok"; }),
+                      suite["runs"].end());
+  std::string html = ddpb::reports::render_html(suite);
+  EXPECT_NE(html.find("class=\"banner ok\""), std::string::npos);
+  EXPECT_NE(html.find("all ok"), std::string::npos);
+
+  json wrong = suite;
+  run_by_id(wrong, "mlp-small/ddp/w4")["correctness"]["passed"] = false;
+  run_by_id(wrong, "mlp-small/ddp/w4")["correctness"]["max_rel_diff"] = 0.02;
+  html = ddpb::reports::render_html(wrong);
+  EXPECT_NE(html.find("class=\"banner loud\""), std::string::npos);
+  EXPECT_NE(html.find("WRONG RESULTS"), std::string::npos);
+  EXPECT_NE(html.find("mlp-small/ddp/w4 differs from its reference"), std::string::npos);
+  EXPECT_NE(html.find("2.0e-02 FAIL"), std::string::npos);
+
+  // A check that could not run (unreadable parameters) is not a pass either.
+  json unchecked = suite;
+  run_by_id(unchecked, "mlp-small/dp/w2")["correctness"] = {
+      {"reference", "mlp-small/single/w1/b64"},
+      {"threshold", 1e-4},
+      {"passed", false},
+      {"error", "cannot read params/x.safetensors"}};
+  html = ddpb::reports::render_html(unchecked);
+  EXPECT_NE(html.find("class=\"banner loud\""), std::string::npos);
+  EXPECT_NE(html.find("mlp-small/dp/w2 could not be checked against mlp-small/single/w1/b64: "
+                      "cannot read params/x.safetensors"),
+            std::string::npos);
+
+  json partial = suite;
+  partial["complete"] = false;
+  html = ddpb::reports::render_html(partial);
+  EXPECT_NE(html.find("class=\"banner loud\""), std::string::npos);
+  EXPECT_NE(html.find("INCOMPLETE"), std::string::npos);
+}
+
+TEST(HtmlReport, EscapesRecordText) {
+  json suite = make_suite();
+  json& r = run_by_id(suite, "mlp-small/ddp/w2");
+  r["id"] = "mlp-small/ddp/w2/<script>alert(\"x\")</script>";
+  suite["context"]["host"] = "a&b<c>";
+  suite["suite"]["name"] = "<b>name</b>";
+  const std::string html = ddpb::reports::render_html(suite);
+  EXPECT_EQ(xml_problem(html), "");
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("a&amp;b&lt;c&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<b>name"), std::string::npos);
+}
+
+TEST(HtmlReport, ChartsPickTheDocumentedRuns) {
+  const std::string html = ddpb::reports::render_html(make_suite());
+  // Buckets: the largest-world-size DDP scaling run of the first workload.
+  const std::string buckets = section(html, "chart-buckets");
+  EXPECT_NE(buckets.find("mlp-small/ddp/w4: buckets of one measured step"), std::string::npos);
+  EXPECT_EQ(count(buckets, "<rect x="), 4u * 3u + 3u /*legend*/) << "4 buckets x 3 spans";
+  // Overlap: the no-overlap run against the default DDP run of the same workload and size.
+  const std::string overlap = section(html, "chart-overlap");
+  EXPECT_NE(overlap.find("overlap on (mlp-small/ddp/w4)"), std::string::npos);
+  EXPECT_NE(overlap.find("overlap off (mlp-small/ddp/w4/no-overlap)"), std::string::npos);
+  // Bucket sweep: 0.25 and 1 MB from the sweep plus 25 MB from the default run.
+  const std::string sweep = section(html, "chart-bucket-sweep");
+  EXPECT_EQ(count(sweep, "<title>median step time: ("), 3u);
+  // Phases: one chart per workload, bars for both dp and ddp at w2 and w4.
+  const std::string phases = section(html, "chart-phases");
+  EXPECT_EQ(count(phases, "<svg"), 2u);
+  EXPECT_NE(phases.find("w4 ddp comm_exposed"), std::string::npos);
+  EXPECT_NE(phases.find("w4 dp reduce"), std::string::npos);
+}
+
+TEST(HtmlReport, MissingDataRendersANoteNotACrash) {
+  json suite = make_suite();
+  for (auto& r : suite["runs"]) {
+    r["status"] = "failed";
+    r["error"] = "boom";
+  }
+  std::string html = ddpb::reports::render_html(suite);
+  EXPECT_EQ(xml_problem(html), "");
+  for (const auto& id : kChartIds) {
+    const std::string s = section(html, id);
+    EXPECT_NE(s.find("no data: "), std::string::npos) << id;
+    EXPECT_EQ(s.find("<svg"), std::string::npos) << id;
+  }
+  // Not a suite at all: still a page, with the schema problem in the banner.
+  for (const json& junk : {json(nullptr), json::array({1, 2}), json{{"runs", 3}},
+                           json{{"runs", {{{"id", 5}, {"metrics", "x"}, {"status", "ok"}}}}}}) {
+    html = ddpb::reports::render_html(junk);
+    EXPECT_EQ(xml_problem(html), "") << junk;
+    EXPECT_NE(html.find("does not match its schema"), std::string::npos) << junk;
+  }
+}
+
+// --- Markdown ---------------------------------------------------------------------------------
+
+TEST(MarkdownReport, TablesAndOneLinkedSvgPerChart) {
+  const json suite = make_suite();
+  const auto md = ddpb::reports::render_markdown(suite, "svg/");
+  EXPECT_NE(md.markdown.find("| run | group | status | samples/s |"), std::string::npos);
+  for (const auto& r : suite["runs"])
+    EXPECT_NE(md.markdown.find("| " + r["id"].get<std::string>() + " |"), std::string::npos)
+        << r["id"];
+  ASSERT_EQ(md.svgs.size(), kChartIds.size());
+  for (const auto& [file, text] : md.svgs) {
+    const std::string stem = file.substr(4, file.size() - 8);  // svg/<stem>.svg
+    EXPECT_NE(md.markdown.find("![" + stem + "](" + file + ")"), std::string::npos) << file;
+    EXPECT_EQ(xml_problem(text), "") << file;
+  }
+  EXPECT_EQ(md.svgs[0].first, "svg/throughput.svg");
+  // A table cell cannot break the table or smuggle HTML.
+  json evil = suite;
+  run_by_id(evil, "gpt-tiny/ddp/w4")["error"] = "a | b <img src=x>\nnext";
+  const auto md2 = ddpb::reports::render_markdown(evil, "");
+  EXPECT_NE(md2.markdown.find("a \\| b &lt;img src=x&gt; next"), std::string::npos);
+  // Charts without data are a note, and no file.
+  json empty = suite;
+  empty["runs"] = json::array();
+  const auto md3 = ddpb::reports::render_markdown(empty, "");
+  EXPECT_TRUE(md3.svgs.empty());
+  EXPECT_NE(md3.markdown.find("_no data: "), std::string::npos);
+}
+
+// --- Chromium ---------------------------------------------------------------------------------
+
+std::string run_command(const std::string& cmd, int* code) {
+  std::string out;
+  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string find_browser() {
+  for (const char* name : {"chromium", "chromium-browser"}) {
+    int code = 0;
+    std::string path = run_command(std::string("command -v ") + name, &code);
+    if (code == 0 && !path.empty()) return path.substr(0, path.find('\n'));
+  }
+  return "";
+}
+
+// Decodes an 8-bit RGB/RGBA PNG with zlib (no imaging library needed) and prints
+// "WIDTH HEIGHT DISTINCT_COLOURS HAS_BANNER_RED HAS_PALETTE_BLUE".
+constexpr const char* kPngStats = R"py(
+import struct, sys, zlib
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG'
+pos, idat = 8, b''
+while pos < len(data):
+    n, kind = struct.unpack('>I4s', data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if kind == b'IHDR':
+        w, h, depth, ctype, _, _, interlace = struct.unpack('>IIBBBBB', body)
+    elif kind == b'IDAT':
+        idat += body
+    elif kind == b'IEND':
+        break
+assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
+bpp = 3 if ctype == 2 else 4
+stride = w * bpp
+raw = zlib.decompress(idat)
+prev = bytearray(stride)
+colours = set()
+for y in range(h):
+    f = raw[y * (stride + 1)]
+    line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    if f == 1:
+        for i in range(bpp, stride):
+            line[i] = (line[i] + line[i - bpp]) & 255
+    elif f == 2:
+        line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+    elif f == 3:
+        for i in range(stride):
+            left = line[i - bpp] if i >= bpp else 0
+            line[i] = (line[i] + ((left + prev[i]) >> 1)) & 255
+    elif f == 4:
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+            line[i] = (line[i] + pred) & 255
+    colours.update(bytes(line[i:i + 3]) for i in range(0, stride, bpp))
+    prev = line
+print(w, h, len(colours), int(bytes([198, 40, 40]) in colours), int(bytes([78, 121, 167]) in colours))
+)py";
+
+TEST(HtmlReport, ChromiumRendersANonBlankPage) {
+  const std::string browser = find_browser();
+  if (browser.empty()) GTEST_SKIP() << "neither chromium nor chromium-browser is on PATH";
+  ScratchDir dir("report_chromium");
+  const std::string html = dir / "report.html", png = dir / "page.png", py = dir / "png_stats.py";
+  std::ofstream(html) << ddpb::reports::render_html(make_suite());
+  std::ofstream(py) << kPngStats;
+  int code = 0;
+  const std::string log = run_command(
+      "timeout 120 " + browser +
+          " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars"
+          " --user-data-dir=" +
+          dir / "profile" + " --screenshot=" + png + " --window-size=1200,2000 file://" + html,
+      &code);
+  ASSERT_EQ(code, 0) << log;
+  ASSERT_TRUE(std::filesystem::exists(png)) << log;
+  EXPECT_GT(std::filesystem::file_size(png), 20'000u) << "a blank 1200x2000 PNG is a few KB";
+  const std::string stats = run_command("/usr/bin/python3 " + py + " " + png, &code);
+  ASSERT_EQ(code, 0) << stats;
+  int w = 0, h = 0, colours = 0, red = 0, blue = 0;
+  ASSERT_EQ(std::sscanf(stats.c_str(), "%d %d %d %d %d", &w, &h, &colours, &red, &blue), 5)
+      << stats;
+  EXPECT_EQ(w, 1200);
+  EXPECT_EQ(h, 2000);
+  EXPECT_GT(colours, 10) << "the page rendered blank";
+  EXPECT_EQ(red, 1) << "the loud banner (a run failed) is not on the page";
+  EXPECT_EQ(blue, 1) << "no chart series colour on the page";
+}
+
+}  // namespace

@@ -7,7 +7,9 @@
 #include <iostream>
 
 #include "bench/env_command.h"
+#include "bench/report_commands.h"
 #include "bench/run_config.h"
+#include "bench/suite_command.h"
 #include "bench/trainer.h"
 #include "bench/validate_command.h"
 #include "comm/flight_recorder.h"
@@ -54,6 +56,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--out", c.out, "write the JSON record here");
   run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
   run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");
+  run.add_option("--save-params", c.save_params, "write the final parameters (safetensors) here");
   run.add_flag("--quiet", c.quiet, "no per-step lines");
   run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
   run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
@@ -117,13 +120,33 @@ int ddpbench_main(int argc, char** argv) {
   auto* workloads = app.add_subcommand("workloads", "list the workload presets");
   std::vector<std::string> validate_files;
   auto* validate =
-      app.add_subcommand("validate", "check report files against the run-record schema");
-  validate->add_option("files", validate_files, "report files (ddpbench run --out)")->required();
+      app.add_subcommand("validate", "check run records and suite.json files against their schemas");
+  validate->add_option("files", validate_files, "ddpbench run --out records or suite.json files")->required();
   auto* env =
       app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
   std::string doctor_dir;
   auto* doctor = app.add_subcommand("doctor", "explain a hang from the ranks' flight-recorder dumps");
   doctor->add_option("dir", doctor_dir, "directory with rank<r>.json dumps")->required();
+  SuiteOptions suite_options;
+  auto* suite = app.add_subcommand("suite", "run the benchmark matrix into one results folder");
+  suite->add_option("suite_file", suite_options.file, "SUITE.json overriding parts of the default matrix");
+  suite->add_option("--out", suite_options.out, "results folder (default ddpbench-results/suite-<time>)");
+  suite->add_option("--device", suite_options.device, "cpu or cuda (default: cuda when a GPU is usable)");
+  suite->add_option("--max-world-size", suite_options.max_world_size, "drop world sizes above N");
+  suite->add_flag("--quick", suite_options.quick, "a short smoke version of the suite");
+  suite->add_flag("--with-pytorch", suite_options.with_pytorch,
+                  "also run each configuration in PyTorch (scripts/peer/torch_reference.py)");
+  suite->add_option("--resume", suite_options.resume, "finish the interrupted suite in this folder");
+  std::string report_in, report_out;
+  auto* report = app.add_subcommand("report", "render a suite's results as HTML or Markdown");
+  report->add_option("results", report_in, "DIR/suite.json from ddpbench suite")->required();
+  report->add_option("-o,--out", report_out, "report.html or report.md")->required();
+  std::string compare_base, compare_new;
+  double compare_threshold = 5;
+  auto* compare = app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
+  compare->add_option("base", compare_base, "baseline suite.json or run record")->required();
+  compare->add_option("new", compare_new, "new suite.json or run record")->required();
+  compare->add_option("--threshold", compare_threshold, "regression threshold in percent (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -137,6 +160,9 @@ int ddpbench_main(int argc, char** argv) {
   try {
     if (run->parsed()) return run_command(config, run->count("--global-batch") > 0, argc, argv);
     if (workloads->parsed()) return list_workloads();
+    if (suite->parsed()) return suite_command(suite_options);
+    if (report->parsed()) return report_command(report_in, report_out);
+    if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();
     if (doctor->parsed()) {

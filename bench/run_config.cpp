@@ -80,16 +80,8 @@ nlohmann::json RunConfig::to_json() const {
           {"trace", trace},
           {"trace_steps", trace_steps},
           {"dump", dump},
-          {"init_from", init_from}};
-}
-
-int64_t default_global_batch(const std::string& workload) {
-  switch (find_workload(workload).family) {
-    case Family::Mlp: return 64;
-    case Family::Gpt: return 8;
-    case Family::Embed: return 64;
-  }
-  return 64;
+          {"init_from", init_from},
+          {"save_params", save_params}};
 }
 
 }  // namespace ddpb::bench

@@ -40,6 +40,7 @@ struct RunConfig {
   std::string out;            // JSON record
   std::string dump;           // directory for meta.json and safetensors dumps
   std::string init_from;      // safetensors with the initial parameters
+  std::string save_params;    // safetensors with the final parameters (primary process)
   bool quiet = false;         // no per-step lines
   std::string trace;          // Chrome trace file
   std::string trace_steps;    // "A:B" window of steps to trace
@@ -49,8 +50,5 @@ struct RunConfig {
   void validate() const;
   nlohmann::json to_json() const;
 };
-
-// Default global batch of a workload family when --global-batch is not given.
-int64_t default_global_batch(const std::string& workload);
 
 }  // namespace ddpb::bench

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "bench/fault_injection.h"
+#include "bench/metrics.h"
 #include "bench/stats.h"
 #include "bench/trainer.h"
 #include "comm/flight_recorder.h"
@@ -49,27 +50,6 @@ std::string default_flight_dir(const RunConfig& c, const comm::RankEnv& env) {
 namespace {
 
 // Union of [start, end) intervals, and the part of it after `after`.
-std::pair<double, double> union_and_tail(std::vector<std::pair<double, double>> iv, double after) {
-  std::sort(iv.begin(), iv.end());
-  double total = 0, tail = 0, cur_s = 0, cur_e = -1;
-  auto flush = [&] {
-    if (cur_e <= cur_s) return;
-    total += cur_e - cur_s;
-    tail += std::max(0.0, cur_e - std::max(cur_s, after));
-  };
-  for (auto [s, e] : iv) {
-    if (s > cur_e) {
-      flush();
-      cur_s = s;
-      cur_e = e;
-    } else {
-      cur_e = std::max(cur_e, e);
-    }
-  }
-  flush();
-  return {total, tail};
-}
-
 class DdpRunner final : public ModeRunner {
  public:
   DdpRunner(const RunConfig& config, const WorkloadSpec& spec)
@@ -196,7 +176,7 @@ class DdpRunner final : public ModeRunner {
     // Per-bucket records; communication time is the union of the collectives' busy
     // intervals, exposed communication the part after backward compute ended.
     const auto& recs = reducer_->last_records();
-    std::vector<std::pair<double, double>> busy;
+    std::vector<Interval> busy;
     nlohmann::json buckets = nlohmann::json::array();
     const int64_t zero_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 reducer_->backward_start().time_since_epoch())
@@ -204,27 +184,26 @@ class DdpRunner final : public ModeRunner {
     for (const auto& r : recs) {
       double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
       busy.emplace_back(start, r.complete_ms);
-      double t = std::max(1e-9, r.complete_ms - start);
-      double algbw = r.bytes / (t / 1000.0) / 1e9;
-      double n = pg_->size();
+      const double algbw = algbw_GBps(static_cast<double>(r.bytes), r.complete_ms - start);
+      const double busbw = algbw * busbw_factor(Collective::AllReduce, pg_->size());
       out.spans.push_back({"allreduce bucket " + std::to_string(r.index),
                            "comm bucket " + std::to_string(r.index),
                            zero_ns + static_cast<int64_t>(start * 1e6), r.complete_ms - start,
-                           {{"bucket", r.index}, {"bytes", r.bytes}, {"busbw_GBps", algbw * 2.0 * (n - 1) / n},
+                           {{"bucket", r.index}, {"bytes", r.bytes}, {"busbw_GBps", busbw},
                             {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms}}});
       buckets.push_back({{"bucket", r.index}, {"params", r.params}, {"bytes", r.bytes},
                          {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms},
                          {"start_ms", start}, {"complete_ms", r.complete_ms},
-                         {"algbw_GBps", algbw}, {"busbw_GBps", algbw * 2.0 * (n - 1) / n}});
+                         {"algbw_GBps", algbw}, {"busbw_GBps", busbw}});
     }
     const double sync_bwd_end_ms =
         recs.empty() ? 0.0 : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start()).count();
-    auto [comm_ms, tail_ms] = union_and_tail(busy, sync_bwd_end_ms);
+    const CommTime ct = comm_time(std::move(busy), sync_bwd_end_ms);
     out.extra = {{"rank", env_.rank},
                  {"buckets", buckets},
-                 {"comm_ms", comm_ms},
-                 {"comm_exposed_ms", tail_ms},
-                 {"overlap_ratio", comm_ms > 0 ? 1.0 - tail_ms / comm_ms : 0.0}};
+                 {"comm_ms", ct.comm_ms},
+                 {"comm_exposed_ms", ct.exposed_ms},
+                 {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)}};
     return out;
   }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "bench/comm_summary.h"
 #include "bench/context.h"
 #include "bench/run_dump.h"
 #include "bench/stats.h"
@@ -202,6 +203,16 @@ nlohmann::json run_training(const RunConfig& config) {
         {"first_loss", first_loss},
         {"last_loss", last_loss}}},
       {"memory", memory}};
+  const int comm_world = config.mode == "dp" ? static_cast<int>(runner->devices().size()) : runner->world_size();
+  if (auto comm = comm_summary(config.mode, steps, comm_world); !comm.is_null()) {
+    fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",
+               comm["op"].get<std::string>(), comm["comm_ms"].get<double>(),
+               comm["comm_exposed_ms"].get<double>(), comm["overlap_ratio"].get<double>());
+    record["summary"]["comm"] = std::move(comm);
+  }
+  if (runner->is_primary() && !config.save_params.empty()) {
+    save_state_dict(model, config.save_params);
+  }
   if (dump) {
     dump->finish(runner->is_primary() ? &model : nullptr,
                  {{"config", config.to_json()}, {"workload", record["workload"]}});

@@ -12,6 +12,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/config.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
@@ -548,6 +549,11 @@ void ProcessGroupGloo::execute(PendingOp& op) {
   work.end_ns = now_ns();
   flight_recorder().finished(work.sequence, failure != Failure::None);
   work.complete(failure, std::move(message), std::move(done));
+}
+
+std::string gloo_version() {
+  return std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
+         std::to_string(GLOO_VERSION_PATCH);
 }
 
 }  // namespace ddpb::comm

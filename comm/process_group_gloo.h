@@ -96,4 +96,7 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::thread thread_;
 };
 
+// The Gloo library version this binary was built against ("0.5.0").
+std::string gloo_version();
+
 }  // namespace ddpb::comm

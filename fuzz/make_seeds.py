@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of fuzz_safetensors and fuzz_store_protocol (fuzz/corpus/).
 
-The bytes are committed; rerun this after a format change. The fuzz_report seeds are real run
+The bytes are committed; rerun this after a format change. The fuzz_suite_file seeds are
+hand-written suite files (docs/suite-format.md). The fuzz_report seeds are real run
 records from `ddpbench run --workload mlp-small --steps 1 --warmup 0 --global-batch 4 --out F`.
 Standard library only: safetensors files are written by hand, byte-compatible with the
 `safetensors` package (8-byte little-endian header length, JSON header padded with spaces to

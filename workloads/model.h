@@ -54,6 +54,9 @@ autograd::Var model_loss(const autograd::Var& logits, const Tensor& targets);
 const WorkloadSpec& find_workload(const std::string& name);
 const std::vector<WorkloadSpec>& workload_presets();
 std::string family_name(Family f);
+// The batch a workload runs at when none is given (--global-batch, a suite's per-device
+// batch): 64 samples for mlp and embed, 8 sequences for gpt.
+int64_t default_global_batch(const std::string& workload);
 
 std::unique_ptr<Model> make_model(const WorkloadSpec& spec, const Device& device, uint64_t seed);
 std::shared_ptr<const Dataset> make_dataset(const WorkloadSpec& spec, uint64_t seed);

@@ -154,4 +154,13 @@ std::shared_ptr<const Dataset> make_dataset(const WorkloadSpec& spec, uint64_t s
   return nullptr;
 }
 
+int64_t default_global_batch(const std::string& workload) {
+  switch (find_workload(workload).family) {
+    case Family::Mlp: return 64;
+    case Family::Gpt: return 8;
+    case Family::Embed: return 64;
+  }
+  return 64;
+}
+
 }  // namespace ddpb

@@ -1,0 +1,51 @@
+// The formulas behind every derived number in ddpbench's reports, defined once here and
+// documented in docs/metrics.md. They take plain numbers (no runtime types), so the tests
+// check them on synthetic timelines with known answers (tests/bench/test_metrics.cpp).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb::bench {
+
+// Busy intervals [start, end) in ms on one timeline.
+using Interval = std::pair<double, double>;
+
+struct CommTime {
+  double comm_ms = 0;     // length of the union of the collectives' busy intervals
+  double exposed_ms = 0;  // the part of that union after `compute_end_ms`, plus compute waits
+};
+
+// Communication time and its exposed part. `compute_end_ms` is when backward compute ended
+// on the same clock; `compute_wait_ms` is time compute spent blocked on communication
+// (e.g. a stream wait), which is exposed however early it happens.
+CommTime comm_time(std::vector<Interval> busy, double compute_end_ms, double compute_wait_ms = 0);
+
+// 1 - exposed / comm: 1 when all communication hides behind compute, 0 when none does.
+// Zero when there was no communication.
+double overlap_ratio(double comm_ms, double exposed_ms);
+
+// nccl-tests' bus-bandwidth factors (doc/PERFORMANCE.md there): busbw = algbw * factor.
+enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+double busbw_factor(Collective op, int world_size);
+const char* busbw_formula(Collective op);
+const char* collective_name(Collective op);
+// {"op", "factor", "formula"} for the record.
+nlohmann::json busbw_record(Collective op, int world_size);
+// algbw in GB/s (1e9 bytes) for `bytes` moved in `ms`; 0 when ms <= 0.
+double algbw_GBps(double bytes, double ms);
+
+// Weak scaling (per-device batch fixed): T(N) / (N * T(1)), T = throughput.
+double weak_scaling_efficiency(double throughput_n, int n, double throughput_1);
+// Strong scaling (global batch fixed): speed-up = t(1) / t(N) for step times; efficiency =
+// speed-up / N.
+double strong_speedup(double step_ms_1, double step_ms_n);
+double strong_efficiency(double step_ms_1, double step_ms_n, int n);
+
+// Achieved FLOP/s over the GEMM peak of the devices that did the work.
+double flop_fraction(double achieved_flops_per_s, double peak_flops_per_s_per_device, int devices);
+
+}  // namespace ddpb::bench

@@ -1,0 +1,398 @@
+#include "bench/suite_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench/child_process.h"
+#include "bench/context.h"
+#include "bench/gemm_peak.h"
+#include "bench/report_commands.h"
+#include "bench/suite_metrics.h"
+#include "bench/suite_spec.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "reports/json_io.h"
+#include "reports/schema_validator.h"
+
+#ifndef DDPB_SOURCE_DIR
+#define DDPB_SOURCE_DIR ""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace ddpb::bench {
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  g_stop = true;
+}
+
+std::string self_exe() { return fs::read_symlink("/proc/self/exe").string(); }
+
+std::string timestamp() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DDPB_USAGE_CHECK(in.good()) << "cannot read suite file " << path;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
+  std::string device = o.device;
+  if (device.empty()) device = gpus > 0 ? "cuda" : "cpu";
+  DDPB_USAGE_CHECK(device == "cpu" || device == "cuda") << "--device must be cpu or cuda, got " << device;
+  SuiteSpec spec = default_suite(device, gpus, o.quick);
+  if (!o.file.empty()) apply_suite_text(spec, read_text(o.file), o.file);
+  if (o.with_pytorch) spec.with_pytorch = true;
+  if (o.max_world_size != -1) {
+    DDPB_USAGE_CHECK(o.max_world_size >= 1) << "--max-world-size must be positive, got " << o.max_world_size;
+    std::erase_if(spec.world_sizes, [&](int n) { return n > o.max_world_size; });
+  }
+  validate_suite(spec, gpus);
+  return spec;
+}
+
+nlohmann::json new_run_entry(const SuiteRun& r) {
+  return {{"id", r.id},         {"group", r.group},     {"workload", r.workload},
+          {"mode", r.mode},     {"world_size", r.world_size}, {"global_batch", r.global_batch},
+          {"variant", r.variant}, {"args", r.args},     {"status", "pending"}};
+}
+
+// Progress: a bar redrawn in place on a terminal, one line per event otherwise (CI logs).
+class Progress {
+ public:
+  Progress(size_t total, size_t already_done)
+      : tty_(::isatty(STDOUT_FILENO) == 1), total_(total), done_(already_done) {}
+
+  void start(const std::string& id) {
+    id_ = id;
+    run_start_ = Clock::now();
+    if (tty_) {
+      draw();
+    } else {
+      fmt::print("suite: [{}/{}] {} ...\n", done_ + 1, total_, id);
+      std::fflush(stdout);
+    }
+  }
+  void tick() {
+    if (tty_) draw();
+  }
+  void finish(const std::string& line) {
+    durations_.push_back(seconds_since(run_start_));
+    ++done_;
+    if (tty_) fmt::print("\r\033[K");
+    fmt::print("suite: [{}/{}] {}{}\n", done_, total_, line, tty_ ? "" : "  ETA " + eta());
+    std::fflush(stdout);
+  }
+  void end() {
+    if (tty_) fmt::print("\r\033[K");
+    std::fflush(stdout);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+  std::string eta() const {
+    if (durations_.empty()) return "?";
+    double mean = 0;
+    for (double d : durations_) mean += d;
+    mean /= static_cast<double>(durations_.size());
+    const auto left = static_cast<long>(mean * static_cast<double>(total_ - done_));
+    return fmt::format("{}m{:02d}s", left / 60, left % 60);
+  }
+  void draw() {
+    constexpr int kWidth = 24;
+    const int filled = total_ ? static_cast<int>(kWidth * done_ / total_) : 0;
+    fmt::print("\r\033[K[{}{}] run {}/{} {} ({:.0f} s) ETA {}", std::string(filled, '#'),
+               std::string(kWidth - filled, '.'), done_ + 1, total_, id_, seconds_since(run_start_), eta());
+    std::fflush(stdout);
+  }
+
+  bool tty_;
+  size_t total_, done_;
+  std::string id_;
+  Clock::time_point run_start_;
+  std::vector<double> durations_;
+};
+
+std::string torch_reference_script() {
+  if (const char* p = std::getenv("DDPBENCH_TORCH_REFERENCE")) return p;
+  return std::string(DDPB_SOURCE_DIR) + "/scripts/peer/torch_reference.py";
+}
+
+std::string python_exe() {
+  if (const char* p = std::getenv("DDPBENCH_PYTHON")) return p;
+  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+// PyTorch's run of the same configuration (scripts/peer/torch_reference.py).
+nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, const std::string& dir) {
+  if (spec.device != "cpu") {
+    return {{"status", "skipped"}, {"error", "torch_reference.py runs on CPU only"}};
+  }
+  if (run["mode"] == "dp") {
+    return {{"status", "skipped"}, {"error", "torch.nn.DataParallel needs CUDA devices"}};
+  }
+  const std::string variant = run["variant"];
+  if (variant.find("hook") != std::string::npos || variant == "no-overlap") {
+    return {{"status", "skipped"}, {"error", "torch_reference.py has no " + variant + " option"}};
+  }
+  const std::string stem = run_file_stem(run["id"]);
+  std::vector<std::string> argv = {python_exe(), torch_reference_script()};
+  for (const auto& a : run["args"]) {
+    if (a != "run" && a != "--quiet") argv.push_back(a);
+  }
+  const std::string out = "runs/" + stem + ".pytorch.json";
+  argv.insert(argv.end(), {"--quiet", "--out", out});
+  ChildSpec cs{argv, dir, (fs::path(dir) / "logs" / (stem + ".pytorch.log")).string(),
+               2 * spec.timeout_s + 60, &g_stop, {}};
+  const ChildResult r = run_child(cs);
+  if (r.exit_code != 0 || !fs::exists(fs::path(dir) / out)) {
+    return {{"status", "failed"}, {"error", failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code)}};
+  }
+  try {
+    const auto rec = reports::read_json((fs::path(dir) / out).string());
+    const auto& s = rec.at("summary");
+    nlohmann::json p = {{"status", "ok"}, {"record", out}, {"samples_per_s", s.at("samples_per_s")},
+                        {"step_time_ms", s.at("step_time_ms")}};
+    if (s.contains("overlap_ratio_median")) p["overlap_ratio"] = s["overlap_ratio_median"];
+    return p;
+  } catch (const std::exception& e) {
+    return {{"status", "failed"}, {"error", std::string("unreadable PyTorch record: ") + e.what()}};
+  }
+}
+
+void run_one(nlohmann::json& run, const SuiteSpec& spec, const std::string& dir, double peak,
+             Progress& progress) {
+  const std::string stem = run_file_stem(run["id"]);
+  const std::string record = "runs/" + stem + ".json", trace = "traces/" + stem + ".json",
+                    params = "params/" + stem + ".safetensors";
+  std::vector<std::string> argv = {self_exe()};
+  for (const auto& a : run["args"]) argv.push_back(a);
+  argv.insert(argv.end(), {"--out", record, "--trace", trace, "--save-params", params});
+  ChildSpec cs{argv, dir, (fs::path(dir) / "logs" / (stem + ".log")).string(), 2 * spec.timeout_s + 60,
+               &g_stop, [&] { progress.tick(); }};
+  // A stale result from an interrupted attempt must not pass for this one.
+  fs::remove(fs::path(dir) / record);
+  const ChildResult r = run_child(cs);
+  run["duration_s"] = r.seconds;
+  run["exit_code"] = r.exit_code;
+  run["log"] = "logs/" + stem + ".log";
+  run.erase("error");
+  run.erase("metrics");
+  run.erase("correctness");
+  run.erase("scaling");
+  if (r.stopped) {
+    run["status"] = "interrupted";
+    run["error"] = "interrupted by a signal before it finished";
+    return;
+  }
+  if (r.exit_code == 0 && fs::exists(fs::path(dir) / record)) {
+    try {
+      const auto rec = reports::read_json((fs::path(dir) / record).string());
+      const auto problems = reports::validate_run_record(rec);
+      DDPB_CHECK(problems.empty()) << record << " does not match its schema: " << reports::format_errors(problems);
+      run["status"] = "ok";
+      run["record"] = record;
+      run["params"] = params;
+      if (fs::exists(fs::path(dir) / trace)) run["trace"] = trace;
+      run["metrics"] = run_metrics(rec, peak);
+    } catch (const std::exception& e) {
+      run["status"] = "failed";
+      run["error"] = std::string("bad record: ") + e.what();
+    }
+  } else {
+    run["status"] = "failed";
+    run["error"] = r.timed_out ? fmt::format("timed out after {:.0f} s and was killed; last output: {}",
+                                             r.seconds, failure_line(cs.log_path))
+                               : failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code);
+  }
+  if (spec.with_pytorch && run["status"] == "ok") run["pytorch"] = run_pytorch(run, spec, dir);
+}
+
+std::string outcome_line(const nlohmann::json& run) {
+  const std::string id = run["id"];
+  if (run["status"] != "ok") {
+    return fmt::format("{} {}: {}", id, run["status"].get<std::string>(), run.value("error", ""));
+  }
+  const auto& m = run["metrics"];
+  std::string line = fmt::format("{} ok: median {:.2f} ms, {:.1f} samples/s", id,
+                                 m["step_time_ms"]["median"].get<double>(), m["samples_per_s"].get<double>());
+  if (m.contains("overlap_ratio")) line += fmt::format(", overlap {:.2f}", m["overlap_ratio"].get<double>());
+  line += fmt::format(" ({:.1f} s)", run["duration_s"].get<double>());
+  return line;
+}
+
+// Every suite.json written matches reports/schema/suite.schema.json: a mismatch is our bug.
+void write_suite(const nlohmann::json& suite, const std::string& dir) {
+  const auto problems = reports::validate_suite_record(suite);
+  DDPB_CHECK(problems.empty()) << "the suite record does not match its schema, not writing it: "
+                               << reports::format_errors(problems);
+  reports::write_json_atomic((fs::path(dir) / "suite.json").string(), suite);
+}
+
+void print_summary(const nlohmann::json& suite) {
+  fmt::print("\n{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", "run", "status", "median ms",
+             "samples/s", "overlap", "weak eff", "param diff");
+  for (const auto& run : suite["runs"]) {
+    std::string median = "-", tput = "-", overlap = "-", eff = "-", diff = "-";
+    if (run["status"] == "ok") {
+      const auto& m = run["metrics"];
+      median = fmt::format("{:.2f}", m["step_time_ms"]["median"].get<double>());
+      tput = fmt::format("{:.1f}", m["samples_per_s"].get<double>());
+      if (m.contains("overlap_ratio")) overlap = fmt::format("{:.2f}", m["overlap_ratio"].get<double>());
+      if (run.contains("scaling") && run["scaling"].contains("weak_efficiency")) {
+        eff = fmt::format("{:.2f}", run["scaling"]["weak_efficiency"].get<double>());
+      }
+      if (run.contains("correctness") && run["correctness"].contains("passed")) {
+        const auto& c = run["correctness"];
+        diff = c.contains("rel_l2_diff") ? fmt::format("{:.1e}", c["rel_l2_diff"].get<double>()) : "error";
+        if (!c["passed"].get<bool>()) diff += " FAIL";
+      }
+    }
+    fmt::print("{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", run["id"].get<std::string>(),
+               run["status"].get<std::string>(), median, tput, overlap, eff, diff);
+  }
+}
+
+}  // namespace
+
+int suite_command(const SuiteOptions& o) {
+  const int gpus = cuda_device_count();
+  SuiteSpec spec;
+  nlohmann::json suite;
+  std::string dir;
+  if (!o.resume.empty()) {
+    DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 && !o.quick)
+        << "--resume takes the matrix from " << o.resume
+        << "/suite.json: drop SUITE.json, --out, --device, --max-world-size and --quick";
+    dir = o.resume;
+    const std::string path = (fs::path(dir) / "suite.json").string();
+    DDPB_USAGE_CHECK(fs::exists(path)) << "--resume " << dir << ": no suite.json there";
+    try {
+      suite = reports::read_json(path);
+    } catch (const reports::ReportError& e) {
+      throw UsageError(e.what());
+    }
+    DDPB_USAGE_CHECK(suite.is_object() && suite.value("kind", "") == "suite" && suite.contains("suite") &&
+                     suite.contains("runs") && suite["runs"].is_array())
+        << path << " is not a ddpbench suite record";
+    spec = SuiteSpec::from_json(suite["suite"]);
+    if (o.with_pytorch) spec.with_pytorch = true;
+    validate_suite(spec, gpus);
+    suite["suite"] = spec.to_json();
+    suite["context"]["resumed"].push_back(build_context()["date"]);
+  } else {
+    spec = resolve_spec(o, gpus);
+    dir = o.out.empty() ? "ddpbench-results/suite-" + timestamp() : o.out;
+    DDPB_USAGE_CHECK(!fs::exists(fs::path(dir) / "suite.json"))
+        << dir << " already holds a suite: use --resume " << dir << " or another --out";
+  }
+  for (const char* sub : {"runs", "traces", "logs", "params"}) fs::create_directories(fs::path(dir) / sub);
+
+  if (std::string_view(build_type()) == "Debug") {
+    std::fprintf(stderr, "ddpbench suite: WARNING: this is a Debug build; its timings are not representative\n");
+  }
+  if (o.resume.empty()) {
+    const auto runs = expand_suite(spec);
+    fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, runs.size(), spec.device, dir);
+    std::fflush(stdout);
+    const Device device = spec.device == "cuda" ? Device::cuda(0) : Device::cpu();
+    const nlohmann::json peak =
+        measure_gemm_peak(device, workload_gemm_shapes(spec.per_device_batch), spec.quick ? 0.05 : 0.25);
+    fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),
+               peak["flops_per_s"].get<double>() / 1e9);
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& r : runs) entries.push_back(new_run_entry(r));
+    suite = {{"schema_version", reports::kSchemaVersion},
+             {"implementation", "ddpbench"},
+             {"kind", "suite"},
+             {"complete", false},
+             {"context", build_context()},
+             {"suite", spec.to_json()},
+             {"gemm_peak", peak},
+             {"runs", entries}};
+  }
+  write_suite(suite, dir);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  const double peak = suite["gemm_peak"].value("flops_per_s", 0.0);
+  size_t todo = 0;
+  for (const auto& r : suite["runs"]) todo += r["status"] == "pending" || r["status"] == "interrupted";
+  Progress progress(suite["runs"].size(), suite["runs"].size() - todo);
+  for (auto& run : suite["runs"]) {
+    if (g_stop) break;
+    if (run["status"] != "pending" && run["status"] != "interrupted") continue;
+    progress.start(run["id"]);
+    run_one(run, spec, dir, peak, progress);
+    derive_scaling(suite);
+    derive_correctness(suite, dir);
+    write_suite(suite, dir);
+    progress.finish(outcome_line(run));
+  }
+  progress.end();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+
+  bool complete = true, any_failed = false, any_wrong = false;
+  for (const auto& run : suite["runs"]) {
+    complete = complete && (run["status"] == "ok" || run["status"] == "failed");
+    any_failed = any_failed || run["status"] == "failed";
+  }
+  for (auto& run : suite["runs"]) {
+    if (complete && run["status"] == "ok" && run["mode"] != "single" && !run.contains("correctness")) {
+      run["correctness"] = {{"skipped", "its single-device reference run failed"}};
+    }
+    if (run.contains("correctness") && run["correctness"].contains("passed")) {
+      any_wrong = any_wrong || !run["correctness"]["passed"].get<bool>();
+    }
+  }
+  suite["complete"] = complete;
+  write_suite(suite, dir);
+  print_summary(suite);
+  const std::string html = (fs::path(dir) / "report.html").string();
+  write_suite_report(suite, html);
+  write_suite_report(suite, (fs::path(dir) / "report.md").string());
+  if (!complete) {
+    fmt::print("\nddpbench suite: INCOMPLETE ({}): finished runs are kept; continue with\n"
+               "  ddpbench suite --resume {}\n",
+               g_stop ? "interrupted" : "runs missing", dir);
+  }
+  if (any_wrong) fmt::print("\nddpbench suite: a correctness check FAILED: see the param diff column (relative L2)\n");
+  fmt::print("\nresults: {}/suite.json\nreport:  {} ({} KiB), {}/report.md\n", dir, html,
+             fs::file_size(html) / 1024, dir);
+  std::fflush(stdout);
+  if (g_stop) return 128 + (g_stop_signal ? g_stop_signal.load() : SIGINT);
+  return any_failed || any_wrong ? 1 : 0;
+}
+
+}  // namespace ddpb::bench

@@ -1,0 +1,37 @@
+// What this machine is, for the context block of every report and for `ddpbench env`:
+// CPU model and cores, and (CUDA builds) runtime, driver and NCCL versions, every GPU with
+// its name, memory and compute capability, and the peer-access matrix between GPUs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int64_t total_memory_bytes = 0;
+  std::string compute_capability;  // "9.0"
+  std::string pci_bus_id;
+};
+
+struct SystemInfo {
+  std::string cpu_model;
+  int cpu_cores = 0;
+  std::string cuda_runtime_version;  // "13.0"; "" when not compiled in
+  std::string cuda_driver_version;   // "" without a usable driver
+  std::string nccl_version;          // "2.28.3"; "" when not compiled in
+  std::vector<GpuInfo> gpus;
+  // peer_access[i][j]: GPU i can access GPU j's memory directly (cudaDeviceCanAccessPeer).
+  std::vector<std::vector<bool>> peer_access;
+};
+
+// Never throws: on a machine without a GPU the CUDA fields stay empty.
+SystemInfo system_info();
+nlohmann::json to_json(const SystemInfo& info);
+
+}  // namespace ddpb

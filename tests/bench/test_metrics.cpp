@@ -1,0 +1,95 @@
+// The metric formulas of bench/metrics.h and bench/stats.h on synthetic timelines whose
+// answers are known by hand (docs/metrics.md).
+#include <gtest/gtest.h>
+
+#include "bench/metrics.h"
+#include "bench/stats.h"
+
+namespace ddpb::bench {
+namespace {
+
+TEST(CommTime, UnionOfOverlappingIntervalsAndTheExposedTail) {
+  // Buckets busy [0,4), [2,6) (overlapping: union [0,6)), [8,12); backward ends at 10.
+  const CommTime t = comm_time({{8, 12}, {0, 4}, {2, 6}}, 10);
+  EXPECT_DOUBLE_EQ(t.comm_ms, 10);    // 6 + 4
+  EXPECT_DOUBLE_EQ(t.exposed_ms, 2);  // [10,12)
+  EXPECT_DOUBLE_EQ(overlap_ratio(t.comm_ms, t.exposed_ms), 0.8);
+}
+
+TEST(CommTime, AllAfterBackwardIsAllExposed) {
+  const CommTime t = comm_time({{10, 13}, {13, 15}}, 10);  // touching intervals merge
+  EXPECT_DOUBLE_EQ(t.comm_ms, 5);
+  EXPECT_DOUBLE_EQ(t.exposed_ms, 5);
+  EXPECT_DOUBLE_EQ(overlap_ratio(t.comm_ms, t.exposed_ms), 0.0);
+}
+
+TEST(CommTime, AllHiddenAndComputeWaitsCount) {
+  CommTime t = comm_time({{1, 3}, {4, 6}}, 10);
+  EXPECT_DOUBLE_EQ(t.comm_ms, 4);
+  EXPECT_DOUBLE_EQ(t.exposed_ms, 0);
+  EXPECT_DOUBLE_EQ(overlap_ratio(t.comm_ms, t.exposed_ms), 1.0);
+  // Compute blocked 1.5 ms on communication: exposed however early it happened...
+  t = comm_time({{1, 3}, {4, 6}}, 10, 1.5);
+  EXPECT_DOUBLE_EQ(t.exposed_ms, 1.5);
+  // ...but never more than the communication itself.
+  t = comm_time({{1, 3}}, 10, 50);
+  EXPECT_DOUBLE_EQ(t.exposed_ms, 2);
+}
+
+TEST(CommTime, EmptyAndNested) {
+  EXPECT_DOUBLE_EQ(comm_time({}, 0).comm_ms, 0);
+  EXPECT_DOUBLE_EQ(overlap_ratio(0, 0), 0);
+  const CommTime t = comm_time({{0, 10}, {2, 3}, {4, 12}}, 11);  // nested and extending
+  EXPECT_DOUBLE_EQ(t.comm_ms, 12);
+  EXPECT_DOUBLE_EQ(t.exposed_ms, 1);
+}
+
+TEST(BusBandwidth, NcclTestsFactors) {
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::ReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::Broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 1), 0.0);
+  // 1 GB in 0.5 s is 2 GB/s of algorithm bandwidth.
+  EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 500), 2.0);
+  EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 0), 0.0);
+  const auto rec = busbw_record(Collective::AllReduce, 4);
+  EXPECT_EQ(rec["op"], "allreduce");
+  EXPECT_DOUBLE_EQ(rec["factor"].get<double>(), 1.5);
+  EXPECT_EQ(rec["formula"], "busbw = algbw * 2(n-1)/n");
+}
+
+TEST(Scaling, WeakAndStrong) {
+  // 1 device: 100 samples/s; 4 devices: 360 samples/s -> 90% weak-scaling efficiency.
+  EXPECT_DOUBLE_EQ(weak_scaling_efficiency(360, 4, 100), 0.9);
+  EXPECT_DOUBLE_EQ(weak_scaling_efficiency(360, 4, 0), 0.0);
+  // Same global batch: 40 ms on one device, 12.5 ms on four -> 3.2x, 80%.
+  EXPECT_DOUBLE_EQ(strong_speedup(40, 12.5), 3.2);
+  EXPECT_DOUBLE_EQ(strong_efficiency(40, 12.5, 4), 0.8);
+  EXPECT_DOUBLE_EQ(strong_speedup(40, 0), 0.0);
+}
+
+TEST(Compute, FlopFraction) {
+  EXPECT_DOUBLE_EQ(flop_fraction(50e9, 100e9, 1), 0.5);
+  EXPECT_DOUBLE_EQ(flop_fraction(50e9, 100e9, 2), 0.25);
+  EXPECT_DOUBLE_EQ(flop_fraction(50e9, 0, 2), 0.0);
+}
+
+TEST(Percentiles, LinearInterpolationLikeNumpy) {
+  const std::vector<double> v = {5, 1, 4, 2, 3};  // sorted 1..5
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3);
+  EXPECT_DOUBLE_EQ(percentile(v, 90), 4.6);   // numpy.percentile([1..5], 90)
+  EXPECT_DOUBLE_EQ(percentile(v, 99), 4.96);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2.5);
+  const Summary s = summarize(v);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+  EXPECT_NEAR(s.stddev, 1.5811388300841898, 1e-12);  // sample standard deviation
+  EXPECT_EQ(s.count, 5u);
+}
+
+}  // namespace
+}  // namespace ddpb::bench

@@ -1,0 +1,234 @@
+// `ddpbench suite`, `report` and `compare` end to end, as real processes: the --quick suite,
+// a failed run recorded while the suite goes on, Ctrl-C and --resume, usage errors.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/schema_validator.h"
+#include "tests/util/run_cli.h"
+
+namespace ddpb::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json load(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+const nlohmann::json* find_run(const nlohmann::json& suite, const std::string& id) {
+  for (const auto& r : suite["runs"]) {
+    if (r["id"] == id) return &r;
+  }
+  return nullptr;
+}
+
+// Processes whose working directory is `dir` (suite runs start there).
+int processes_in(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    const auto cwd = fs::read_symlink(e.path() / "cwd", ec);
+    if (!ec && cwd == fs::path(dir)) ++n;
+  }
+  return n;
+}
+
+TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
+  TempDir dir("suite_quick");
+  const std::string out = dir / "results";
+  CliResult r = run_cli("suite --quick --device cpu --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("report:  " + out + "/report.html"), std::string::npos) << r.output;
+  const auto suite = load(out + "/suite.json");
+  EXPECT_TRUE(reports::validate_suite_record(suite).empty())
+      << reports::format_errors(reports::validate_suite_record(suite));
+  EXPECT_TRUE(suite["complete"].get<bool>());
+  EXPECT_GT(suite["gemm_peak"]["flops_per_s"].get<double>(), 0);
+  EXPECT_NE(suite["context"]["git_commit"], "");
+  EXPECT_TRUE(suite["context"].contains("environment"));
+  EXPECT_TRUE(suite["context"]["system"].contains("cpu_model"));
+  int ddp_runs = 0, correctness_checked = 0;
+  for (const auto& run : suite["runs"]) {
+    SCOPED_TRACE(run["id"].get<std::string>());
+    ASSERT_EQ(run["status"], "ok") << run.value("error", "");
+    const auto record = load(out + "/" + run["record"].get<std::string>());
+    EXPECT_TRUE(reports::validate_run_record(record).empty()) << "every run record validates";
+    EXPECT_TRUE(fs::exists(out + "/" + run["trace"].get<std::string>()));
+    const auto& m = run["metrics"];
+    EXPECT_GT(m["samples_per_s"].get<double>(), 0);
+    EXPECT_GT(m["flop_fraction"].get<double>(), 0);
+    EXPECT_GT(m["peak_memory_bytes"].get<int64_t>(), 0);
+    if (run["mode"] != "single") {
+      ASSERT_TRUE(run.contains("correctness"));
+      EXPECT_TRUE(run["correctness"]["passed"].get<bool>()) << run["correctness"].dump();
+      ++correctness_checked;
+      EXPECT_TRUE(m.contains("overlap_ratio"));
+      EXPECT_TRUE(m.contains("busbw"));
+    }
+    if (run["mode"] == "ddp" && run["world_size"] == 2) {
+      ++ddp_runs;
+      ASSERT_TRUE(m.contains("buckets"));
+      for (const auto& b : m["buckets"]) {
+        EXPECT_GE(b["collective_ms"].get<double>(), 0);
+        EXPECT_GE(b["ready_to_launch_ms"].get<double>(), 0);
+      }
+      EXPECT_EQ(m["busbw"]["factor"], 1.0) << "allreduce over 2 ranks: 2(n-1)/n = 1";
+    }
+    if (run["group"] == "scaling") EXPECT_TRUE(run["scaling"].contains("weak_efficiency"));
+  }
+  EXPECT_GE(ddp_runs, 4) << "scaling + sweep + overlap off + fp16 hook";
+  EXPECT_GE(correctness_checked, 12);
+  const auto* w2 = find_run(suite, "mlp-small/ddp/w2");
+  ASSERT_NE(w2, nullptr);
+  EXPECT_EQ((*w2)["scaling"]["strong_baseline"], "mlp-small/single/w1/b128");
+  // The suite also rendered its report; report and validate work on the folder too.
+  EXPECT_TRUE(fs::file_size(out + "/report.html") > 10000);
+  EXPECT_TRUE(fs::exists(out + "/report.md"));
+  r = run_cli("report " + out + "/suite.json -o " + (dir / "again.md"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "again-throughput.svg")) << r.output;
+  r = run_cli("validate " + out + "/suite.json");
+  EXPECT_EQ(r.code, 0) << r.output;
+  // compare: the suite against itself is no regression; a planted one is caught.
+  r = run_cli("compare " + out + "/suite.json " + out + "/suite.json");
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto slower = suite;
+  for (auto& run : slower["runs"]) {
+    if (run["id"] == "mlp-small/ddp/w2") run["metrics"]["samples_per_s"] = run["metrics"]["samples_per_s"].get<double>() * 0.8;
+  }
+  write_file(dir / "slower.json", slower.dump());
+  r = run_cli("compare " + out + "/suite.json " + (dir / "slower.json") + " --threshold 5");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("mlp-small/ddp/w2"), std::string::npos) << r.output;
+}
+
+TEST(Suite, AFailedRunIsRecordedAndTheSuiteGoesOn) {
+  TempDir dir("suite_fail");
+  // embed-tiny's dataset is smaller than this batch: that run fails at start-up (exit 2).
+  write_file(dir / "s.json", R"({"workloads": ["embed-tiny"], "modes": ["single"], "world_sizes": [1],
+      "steps": 2, "warmup": 0, "per_device_batch": {"embed-tiny": 1000000}})");
+  write_file(dir / "ok.json", R"({"workloads": ["embed-tiny", "mlp-small"], "modes": ["single"],
+      "world_sizes": [1], "steps": 2, "warmup": 0, "per_device_batch": {"embed-tiny": 1000000, "mlp-small": 8}})");
+  CliResult r = run_cli("suite " + (dir / "ok.json") + " --out " + (dir / "out"));
+  EXPECT_EQ(r.code, 1) << "a failed run fails the suite's exit code\n" << r.output;
+  const auto suite = load(dir / "out/suite.json");
+  EXPECT_TRUE(suite["complete"].get<bool>()) << "every run has a result, failed ones included";
+  const auto* bad = find_run(suite, "embed-tiny/single/w1");
+  const auto* good = find_run(suite, "mlp-small/single/w1");
+  ASSERT_TRUE(bad && good);
+  EXPECT_EQ((*bad)["status"], "failed");
+  EXPECT_NE((*bad)["error"].get<std::string>().find("exceeds the dataset"), std::string::npos) << (*bad)["error"];
+  EXPECT_EQ((*good)["status"], "ok") << "the suite went on after the failure";
+  EXPECT_TRUE(fs::exists(dir / "out/report.html"));
+}
+
+TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
+  TempDir dir("suite_resume");
+  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"], "world_sizes": [1, 2],
+      "steps": 30, "warmup": 1, "bucket_sweep_mb": [], "comm_hooks": [], "overlap_off": false})");
+  const std::string out = dir / "out";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string log = dir / "suite.log";
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    const std::string file = dir / "s.json";
+    ::execl(DDPBENCH_BIN, DDPBENCH_BIN, "suite", file.c_str(), "--out", out.c_str(), nullptr);
+    _exit(127);
+  }
+  // Interrupt once the first run has finished.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool one_done = false;
+  while (!one_done && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    try {
+      const auto suite = load(out + "/suite.json");  // named: a temporary would die before the loop
+      for (const auto& run : suite["runs"]) one_done = one_done || run["status"] == "ok";
+    } catch (...) {
+    }
+  }
+  ASSERT_TRUE(one_done);
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_LT(stop_s, 15) << "Ctrl-C stops the suite within seconds";
+  auto suite = load(out + "/suite.json");
+  EXPECT_FALSE(suite["complete"].get<bool>());
+  int ok = 0, missing = 0;
+  std::map<std::string, double> durations;
+  for (const auto& run : suite["runs"]) {
+    if (run["status"] == "ok") {
+      ++ok;
+      durations[run["id"]] = run["duration_s"].get<double>();
+    } else {
+      EXPECT_TRUE(run["status"] == "interrupted" || run["status"] == "pending") << run.dump();
+      ++missing;
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(missing, 1);
+  // The report of an incomplete suite says so.
+  std::ifstream html(out + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), {});
+  EXPECT_NE(page.find("INCOMPLETE"), std::string::npos);
+  EXPECT_EQ(processes_in(out), 0) << "no rank of the interrupted run outlives it";
+
+  CliResult r = run_cli("suite --resume " + out + " --quick");
+  EXPECT_EQ(r.code, 2) << "--resume takes the matrix from the folder\n" << r.output;
+  r = run_cli("suite --resume " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  suite = load(out + "/suite.json");
+  EXPECT_TRUE(suite["complete"].get<bool>());
+  for (const auto& run : suite["runs"]) {
+    EXPECT_EQ(run["status"], "ok") << run.dump();
+    if (durations.count(run["id"])) {
+      EXPECT_EQ(run["duration_s"].get<double>(), durations[run["id"]]) << "finished runs are not rerun";
+    }
+  }
+  EXPECT_EQ(suite["context"]["resumed"].size(), 1u);
+}
+
+TEST(Suite, UsageErrorsExitTwoWithOneLine) {
+  TempDir dir("suite_usage");
+  write_file(dir / "typo.json", R"({"wrokloads": ["mlp-small"]})");
+  struct Case {
+    std::string args, expect;
+  } cases[] = {
+      {"suite " + (dir / "typo.json") + " --out " + (dir / "a"), "unknown key \"wrokloads\""},
+      {"suite " + (dir / "missing.json") + " --out " + (dir / "b"), "cannot read suite file"},
+      {"suite --device cuda --out " + (dir / "c"), "GPU"},
+      {"suite --device tpu --out " + (dir / "d"), "--device must be cpu or cuda"},
+      {"suite --max-world-size 0 --out " + (dir / "e"), "--max-world-size"},
+      {"suite --resume " + (dir / "nothing"), "no suite.json"},
+      {"report " + (dir / "typo.json") + " -o " + (dir / "r.pdf"), ".html or .md"},
+      {"compare " + (dir / "typo.json") + " " + (dir / "typo.json"), "typo.json"},
+  };
+  for (const auto& c : cases) {
+    CliResult r = run_cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(dir / "a/suite.json")) << "nothing written on a usage error";
+  }
+}
+
+}  // namespace
+}  // namespace ddpb::testing

@@ -2,13 +2,14 @@
 
 #include <fmt/core.h>
 
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "bench/context.h"
 #include "core/device.h"
+#include "comm/process_group_gloo.h"
 #include "core/nvtx.h"
+#include "core/system_info.h"
 
 // OpenBLAS exports this (openblas_config.h); declared here so we need not find that header.
 extern "C" char* openblas_get_config(void);
@@ -19,19 +20,6 @@ extern "C" char* openblas_get_config(void);
 
 namespace ddpb::bench {
 namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    auto colon = line.find(':');
-    if (colon == std::string::npos) break;
-    auto start = line.find_first_not_of(" \t", colon + 1);
-    return start == std::string::npos ? "unknown" : line.substr(start);
-  }
-  return "unknown";
-}
 
 #ifdef DDPB_HAVE_NCCL
 constexpr bool kNcclCompiled = true;
@@ -51,19 +39,37 @@ const char* yes_no(bool on) {
 int env_command() {
   const char* blas = openblas_get_config();
   const bool cuda = cuda_compiled_in();
-  const int gpus = cuda_device_count();
+  const SystemInfo info = system_info();
+  const int gpus = static_cast<int>(info.gpus.size());
+  auto or_none = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
   fmt::print("ddpbench {} ({} build, {})\n", DDPB_VERSION, build_type(), __VERSION__);
-  fmt::print("cpu:      {}, {} logical cores\n", cpu_model(), std::thread::hardware_concurrency());
+  fmt::print("cpu:      {}, {} logical cores\n", info.cpu_model, info.cpu_cores);
   fmt::print("openblas: {}\n", blas ? blas : "unknown");
-  fmt::print("cuda:     compiled in: {}, devices: {}\n", yes_no(cuda), gpus);
+  fmt::print("cuda:     compiled in: {}, runtime {}, driver {}, devices: {}\n", yes_no(cuda),
+             or_none(info.cuda_runtime_version), or_none(info.cuda_driver_version), gpus);
+  for (const auto& g : info.gpus) {
+    fmt::print("          cuda:{} {} ({:.1f} GiB, compute capability {}, PCI {})\n", g.index, g.name,
+               g.total_memory_bytes / 1073741824.0, g.compute_capability, g.pci_bus_id);
+  }
+  if (gpus > 1) {
+    fmt::print("peer access (row can read column's memory):\n      ");
+    for (int j = 0; j < gpus; ++j) fmt::print(" {:>3}", j);
+    fmt::print("\n");
+    for (int i = 0; i < gpus; ++i) {
+      fmt::print("  {:>3} ", i);
+      for (int j = 0; j < gpus; ++j) fmt::print(" {:>3}", info.peer_access[i][j] ? "Y" : ".");
+      fmt::print("\n");
+    }
+  }
   fmt::print("nvtx:     compiled in: {}\n", yes_no(nvtx::compiled_in()));
-  fmt::print("gloo:     compiled in: yes\n");
-  fmt::print("nccl:     compiled in: {}\n", yes_no(kNcclCompiled));
+  fmt::print("gloo:     compiled in: yes, version {}\n", comm::gloo_version());
+  fmt::print("nccl:     compiled in: {}, version {}\n", yes_no(kNcclCompiled), or_none(info.nccl_version));
   fmt::print("\nAvailable devices and backends:\n");
   fmt::print("    {} CPU (OpenBLAS)\n", mark(true));
   fmt::print("    {} Gloo\n", mark(true));
-  fmt::print("    {} CUDA{}\n", mark(cuda), cuda ? fmt::format(" ({} devices visible)", gpus) : "");
-  fmt::print("    {} NCCL\n", mark(kNcclCompiled));
+  fmt::print("    {} CUDA{}\n", mark(cuda && gpus > 0),
+             cuda ? fmt::format(" (compiled in; {} devices usable)", gpus) : " (not compiled in)");
+  fmt::print("    {} NCCL{}\n", mark(kNcclCompiled && gpus > 0), kNcclCompiled ? "" : " (not compiled in)");
   fmt::print("    {} NVTX\n", mark(nvtx::compiled_in()));
   return 0;
 }

@@ -103,7 +103,9 @@ nlohmann::json run_training(const RunConfig& config) {
   std::map<std::string, std::vector<double>> phase_samples;
   std::vector<std::string> phase_order;
   double first_loss = 0, last_loss = 0;
+  const bool on_cuda = device0.is_cuda();
   for (int64_t step = 1; step <= config.total_steps(); ++step) {
+    if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
     const int64_t step_start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                       std::chrono::steady_clock::now().time_since_epoch())
                                       .count();
@@ -158,6 +160,7 @@ nlohmann::json run_training(const RunConfig& config) {
     }
   }
 
+  if (on_cuda) nvtx::profiler_stop();
   const Summary st = summarize(step_ms);
   const double samples_per_s = st.median > 0 ? config.global_batch * 1000.0 / st.median : 0.0;
   const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());

@@ -4,6 +4,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifdef DDPB_HAVE_CUDA
+#include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+#endif
+
 #ifdef DDPB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 
@@ -134,6 +139,18 @@ void name_thread(const std::string& name) {
 bool compiled_in() { return false; }
 
 #endif
+
+void profiler_start() {
+#ifdef DDPB_HAVE_CUDA
+  if (cudaProfilerStart() != cudaSuccess) cudaGetLastError();
+#endif
+}
+
+void profiler_stop() {
+#ifdef DDPB_HAVE_CUDA
+  if (cudaProfilerStop() != cudaSuccess) cudaGetLastError();
+#endif
+}
 
 AsyncRange::AsyncRange(AsyncRange&& other) noexcept : id_(other.id_) { other.id_ = 0; }
 AsyncRange& AsyncRange::operator=(AsyncRange&& other) noexcept {

@@ -60,4 +60,10 @@ void name_thread(const std::string& name);
 
 bool compiled_in();
 
+// cudaProfilerStart/Stop, around the measured steps of a CUDA run, so that
+// `nsys profile --capture-range=cudaProfilerApi` (scripts/profile_nsys.sh) captures exactly
+// them. No-ops in builds without CUDA; errors (no GPU, no profiler) are ignored.
+void profiler_start();
+void profiler_stop();
+
 }  // namespace ddpb::nvtx

@@ -40,6 +40,7 @@
 #               compute time (step minus the data phase) against PyTorch's step time
 #               (zero_grad+forward+loss+backward+step on a resident batch), both medians
 #   memcheck    compute-sanitizer --tool memcheck on a few parity tests, when installed
+#   racecheck   compute-sanitizer --tool racecheck on the shared-memory kernels' tests
 #               (last, so that a slow sanitizer cannot eat the budget of the rest; a timeout
 #               is a warning, a reported error fails the check)
 #   summary     tables on stdout and $OUT/gpu_check.json
@@ -450,39 +451,43 @@ else
   fi
 fi
 
-# ---- compute-sanitizer memcheck ----------------------------------------------------------
-header "compute-sanitizer memcheck (test_cuda_parity, a few ops)"
-t0=$SECONDS
+# ---- compute-sanitizer: memcheck, then racecheck (shared-memory races in our kernels) ------
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-memcheck_filter='CudaParity.Arithmetic:CudaParity.Activations:CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Embedding:CudaParity.Attention:CudaParity.CrossEntropy:CudaParity.SgdStep:CudaParity.GemmUnalignedViewsUseTheFallbackCorrectly'
 parity_bin=$(bin_path test_cuda_parity)
-if [[ -z "$sanitizer" ]]; then
-  record memcheck INFO 0 "compute-sanitizer not installed: not run"
-elif [[ -z "$parity_bin" || ! -x "$parity_bin" ]]; then
-  record memcheck FAIL 0 "test_cuda_parity not found"
-elif [[ -n "$loader" ]]; then
-  record memcheck INFO 0 "not run: binaries start through the bundled glibc loader"
-elif ! t=$(step_timeout 120); then
-  record memcheck WARN 0 "not run: time budget exhausted"
-else
-  echo "filter: $memcheck_filter"
-  # The sanitizer itself starts with the bundle's libraries on the path (its own are CUDA's).
-  timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$sanitizer" --tool memcheck --error-exitcode 86 \
-    "$parity_bin" --gtest_filter="$memcheck_filter" --gtest_color=no \
-    > "$OUT/memcheck.log" 2>&1
-  rc=$?
-  tail -n 15 "$OUT/memcheck.log"
-  summary=$(grep -m 1 'ERROR SUMMARY' "$OUT/memcheck.log")
-  if [[ $rc == 124 || $rc == 137 ]]; then
-    record memcheck WARN $((SECONDS - t0)) "timed out after $t s (bounded; see $OUT/memcheck.log)"
-  elif [[ $rc == 86 ]] || grep -qE 'ERROR SUMMARY: [1-9]' <<<"$summary"; then
-    record memcheck FAIL $((SECONDS - t0)) "${summary:-memcheck reported errors}"
-  elif [[ $rc -ne 0 ]]; then
-    record memcheck FAIL $((SECONDS - t0)) "exit $rc under memcheck (see $OUT/memcheck.log)"
+run_sanitizer() {  # TOOL FILTER
+  local tool=$1 filter=$2 t rc summary t0=$SECONDS
+  header "compute-sanitizer $tool (test_cuda_parity, a few ops)"
+  if [[ -z "$sanitizer" ]]; then
+    record "$tool" INFO 0 "compute-sanitizer not installed: not run"
+  elif [[ -z "$parity_bin" || ! -x "$parity_bin" ]]; then
+    record "$tool" FAIL 0 "test_cuda_parity not found"
+  elif [[ -n "$loader" ]]; then
+    record "$tool" INFO 0 "not run: binaries start through the bundled glibc loader"
+  elif ! t=$(step_timeout 120); then
+    record "$tool" WARN 0 "not run: time budget exhausted"
   else
-    record memcheck PASS $((SECONDS - t0)) "${summary:-no errors}"
+    echo "filter: $filter"
+    # The sanitizer itself starts with the bundle's libraries on the path (its own are CUDA's).
+    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$sanitizer" --tool "$tool" --error-exitcode 86 \
+      "$parity_bin" --gtest_filter="$filter" --gtest_color=no \
+      > "$OUT/$tool.log" 2>&1
+    rc=$?
+    tail -n 15 "$OUT/$tool.log"
+    summary=$(grep -m 1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool.log")
+    if [[ $rc == 124 || $rc == 137 ]]; then
+      record "$tool" WARN $((SECONDS - t0)) "timed out after $t s (bounded; see $OUT/$tool.log)"
+    elif [[ $rc == 86 ]] || grep -qE 'SUMMARY: [1-9]' <<<"$summary"; then
+      record "$tool" FAIL $((SECONDS - t0)) "${summary:-$tool reported errors}"
+    elif [[ $rc -ne 0 ]]; then
+      record "$tool" FAIL $((SECONDS - t0)) "exit $rc under $tool (see $OUT/$tool.log)"
+    else
+      record "$tool" PASS $((SECONDS - t0)) "${summary:-no errors}"
+    fi
   fi
-fi
+}
+run_sanitizer memcheck 'CudaParity.Arithmetic:CudaParity.Activations:CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Embedding:CudaParity.Attention:CudaParity.CrossEntropy:CudaParity.SgdStep:CudaParity.GemmUnalignedViewsUseTheFallbackCorrectly'
+# The kernels that use shared memory (block reductions, attention tiles).
+run_sanitizer racecheck 'CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Attention:CudaParity.CrossEntropy'
 
 # ---- Summary -----------------------------------------------------------------------------
 header "summary"

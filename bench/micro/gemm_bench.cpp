@@ -17,18 +17,35 @@
 //   openblas  cblas_sgemm with the same shapes and transposes, beta = 0, no epilogue, after
 //             openblas_set_num_threads(1).
 // Counter "FLOPS" = 2 M N K per iteration, as a rate (FLOP/s).
+//
+// --gemm_workloads=LIST (comma-separated, or "all") adds the GEMMs of other CPU presets,
+// derived from workloads/registry.cpp at their default single-device batch, one training
+// step each (ops::gemm calls only; gpt's attention runs in its own kernel, not here):
+//   gpt-tiny  batch 8 x seq 64 = 512 tokens, d=128, vocab 512, 2 layers: per block c_attn
+//             (128 -> 384), attn.c_proj (128 -> 128), mlp.c_fc (128 -> 512), mlp.c_proj
+//             (512 -> 128), each fwd/dx/dw and 2 calls per step (one per layer), plus the LM
+//             head tied to wte (logits = h wte^T, 128 -> 512, no bias), 1 call;
+//   embed     batch 64: head.0 (16 ids x 64 = 1024 -> 256, bias + ReLU), head.1 (256 -> 16).
+// They are named gemm/<impl>/<workload>.<shape> and are off by default, so the default run
+// (which scripts/peer/gemm_ratio.sh weights into one mlp-small step) is unchanged; the
+// "workload" label of each row says which step its calls_per_step counts.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/ops.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "workloads/model.h"
 
 namespace {
 
@@ -37,12 +54,13 @@ using ddpb::Device;
 using ddpb::Tensor;
 
 struct GemmShape {
-  const char* name;
+  std::string name;
   int64_t m, n, k;
   bool trans_a, trans_b;
   bool bias;
   ddpb::ops::Activation act;
-  int calls_per_step;  // in one mlp-small training step
+  int calls_per_step;  // in one training step of `workload`
+  std::string workload = "mlp-small";
 };
 
 constexpr int64_t kBatch = 64, kHidden = 1024, kClasses = 10;
@@ -54,6 +72,75 @@ const GemmShape kShapes[] = {
     {"dw_hidden", kHidden, kHidden, kBatch, true, false, false, ddpb::ops::Activation::None, 3},
     {"dw_head", kClasses, kHidden, kBatch, true, false, false, ddpb::ops::Activation::None, 1},
 };
+
+using ddpb::ops::Activation;
+
+// The three GEMMs of one Linear layer (in -> out) over `rows` input rows, as fn::linear and
+// LinearBackward issue them, with `calls` per training step. `prefix` names the layer.
+void add_linear(std::vector<GemmShape>& out, const std::string& workload, const std::string& prefix,
+                int64_t rows, int64_t in, int64_t out_features, bool bias, Activation act,
+                int calls) {
+  out.push_back({workload + ".fwd_" + prefix, rows, out_features, in, false, true, bias, act, calls,
+                 workload});
+  out.push_back({workload + ".dx_" + prefix, rows, in, out_features, false, false, false,
+                 Activation::None, calls, workload});
+  out.push_back({workload + ".dw_" + prefix, out_features, in, rows, true, false, false,
+                 Activation::None, calls, workload});
+}
+
+// The GEMMs of one training step of a gpt or embed preset (see the top of the file).
+std::vector<GemmShape> workload_shapes(const std::string& name) {
+  const ddpb::WorkloadSpec& s = ddpb::find_workload(name);
+  std::vector<GemmShape> out;
+  if (s.family == ddpb::Family::Gpt) {
+    const int64_t tokens = 8 * s.seq_len, c = s.n_embd;  // default global batch: 8 sequences
+    const int layers = static_cast<int>(s.n_layer);
+    add_linear(out, name, "c_attn", tokens, c, 3 * c, true, Activation::None, layers);
+    add_linear(out, name, "attn_proj", tokens, c, c, true, Activation::None, layers);
+    add_linear(out, name, "c_fc", tokens, c, 4 * c, true, Activation::None, layers);
+    add_linear(out, name, "mlp_proj", tokens, 4 * c, c, true, Activation::None, layers);
+    add_linear(out, name, "lm_head", tokens, c, s.vocab, false, Activation::None, 1);
+  } else if (s.family == ddpb::Family::Embed) {
+    const int64_t batch = 64, concat = s.ids_per_sample * s.n_embd, hidden = s.hidden.at(0);
+    add_linear(out, name, "head0", batch, concat, hidden, true, Activation::ReLU, 1);
+    add_linear(out, name, "head1", batch, hidden, s.classes, true, Activation::None, 1);
+  } else {
+    DDPB_USAGE_FAIL() << "--gemm_workloads: no GEMM table for the " << ddpb::family_name(s.family)
+                      << " preset " << name << " (mlp-small is built in)";
+  }
+  return out;
+}
+
+// Takes --gemm_workloads=LIST out of argv (Google Benchmark rejects flags it does not know)
+// and returns the extra shapes. "all" = gpt-tiny and embed.
+std::vector<GemmShape> take_extra_workloads(int* argc, char** argv) {
+  constexpr const char* kFlag = "--gemm_workloads=";
+  std::vector<std::string> names;
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strncmp(argv[i], kFlag, std::strlen(kFlag)) != 0) {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    std::stringstream list(argv[i] + std::strlen(kFlag));
+    for (std::string w; std::getline(list, w, ',');) {
+      if (w == "all") {
+        names.insert(names.end(), {"gpt-tiny", "embed"});
+      } else if (!w.empty() && w != "mlp-small") {
+        names.push_back(w);
+      }
+    }
+  }
+  *argc = kept;
+  std::vector<GemmShape> shapes;
+  for (const std::string& w : names) {
+    bool seen = false;
+    for (const GemmShape& s : shapes) seen = seen || s.workload == w;
+    if (seen) continue;
+    for (GemmShape& s : workload_shapes(w)) shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
 
 // The operands of one shape, filled with N(0, 1) so that no denormals slow either side.
 struct Operands {
@@ -82,6 +169,7 @@ void set_counters(benchmark::State& state, const GemmShape& s) {
   state.counters["N"] = double(s.n);
   state.counters["K"] = double(s.k);
   state.counters["calls_per_step"] = s.calls_per_step;
+  state.SetLabel(s.workload);
 }
 
 void bm_ddpbench(benchmark::State& state, const GemmShape& s) {
@@ -122,17 +210,33 @@ void bm_openblas(benchmark::State& state, const GemmShape& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::vector<GemmShape> shapes(std::begin(kShapes), std::end(kShapes));
+  try {
+    for (GemmShape& s : take_extra_workloads(&argc, argv)) shapes.push_back(std::move(s));
+  } catch (const std::exception& e) {
+    std::cerr << "gemm_bench: " << e.what() << "\n";
+    return 2;
+  }
   // Registered here, not statically, so that nothing depends on static-initialisation order
   // (the GEMM touches ddpbench's CPU backend) and the list is the one table above.
-  for (const GemmShape& s : kShapes) {
-    benchmark::RegisterBenchmark((std::string("gemm/ddpbench/") + s.name).c_str(), bm_ddpbench, s)
+  for (const GemmShape& s : shapes) {
+    benchmark::RegisterBenchmark(("gemm/ddpbench/" + s.name).c_str(), bm_ddpbench, s)
         ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((std::string("gemm/openblas/") + s.name).c_str(), bm_openblas, s)
+    benchmark::RegisterBenchmark(("gemm/openblas/" + s.name).c_str(), bm_openblas, s)
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("workload", "mlp-small, batch 64");
+  std::string workloads = "mlp-small, batch 64";
+  for (const GemmShape& s : shapes) {
+    if (workloads.find(s.workload) != std::string::npos) continue;
+    const ddpb::WorkloadSpec& spec = ddpb::find_workload(s.workload);
+    workloads +=
+        "; " + s.workload +
+        (spec.family == ddpb::Family::Gpt ? ", batch 8 x seq " + std::to_string(spec.seq_len)
+                                          : std::string(", batch 64"));
+  }
+  benchmark::AddCustomContext("workload", workloads);
   benchmark::AddCustomContext("threads", "1 (OpenBLAS pinned to one thread on both sides)");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

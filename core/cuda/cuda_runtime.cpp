@@ -1,5 +1,8 @@
 // CUDA streams, events, memory sources and device discovery.
 #include <cuda_runtime_api.h>
+#ifdef DDPB_HAVE_NVTX
+#include <nvtx3/nvToolsExtCudaRt.h>  // after the runtime header it extends
+#endif
 
 #include <string>
 #include <utility>
@@ -98,6 +101,10 @@ CudaStream::CudaStream(const Device& device, std::string name)
   // third-party code might use implicitly.
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking))
       << "creating stream '" << name_ << "' on " << device.str();
+#ifdef DDPB_HAVE_NVTX
+  // Nsight Systems shows the stream under this name instead of "Stream 14".
+  nvtxNameCudaStreamA(stream_, (name_ + " " + device.str()).c_str());
+#endif
 }
 
 CudaStream::~CudaStream() {

@@ -207,6 +207,38 @@ TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   EXPECT_EQ(suite["context"]["resumed"].size(), 1u);
 }
 
+TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
+  if (std::system((std::string(DDPB_TEST_PYTHON) + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << DDPB_TEST_PYTHON << " cannot import torch (apt install python3-torch)";
+  }
+  TempDir dir("suite_torch");
+  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "world_sizes": [1, 2], "steps": 3, "warmup": 1,
+      "per_device_batch": {"mlp-small": 16}, "bucket_sweep_mb": [], "comm_hooks": [], "overlap_off": true})");
+  const std::string out = dir / "out";
+  CliResult r = run_cli("suite " + (dir / "s.json") + " --with-pytorch --out " + out,
+                        std::string("DDPBENCH_PYTHON=") + DDPB_TEST_PYTHON);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto suite = load(out + "/suite.json");
+  for (const auto& run : suite["runs"]) {
+    SCOPED_TRACE(run["id"].get<std::string>());
+    ASSERT_TRUE(run.contains("pytorch"));
+    const auto& p = run["pytorch"];
+    if (run["mode"] == "dp" || run["variant"] == "no-overlap") {
+      EXPECT_EQ(p["status"], "skipped") << "PyTorch's DataParallel needs CUDA; no --no-overlap there";
+      EXPECT_FALSE(p["error"].get<std::string>().empty());
+      continue;
+    }
+    ASSERT_EQ(p["status"], "ok") << p.dump();
+    EXPECT_GT(p["samples_per_s"].get<double>(), 0);
+    const auto record = load(out + "/" + p["record"].get<std::string>());
+    EXPECT_EQ(record["implementation"], "pytorch");
+    if (run["mode"] == "ddp" && run["world_size"] == 2) EXPECT_TRUE(p.contains("overlap_ratio"));
+  }
+  std::ifstream html(out + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), {});
+  EXPECT_NE(page.find("PyTorch"), std::string::npos);
+}
+
 TEST(Suite, UsageErrorsExitTwoWithOneLine) {
   TempDir dir("suite_usage");
   write_file(dir / "typo.json", R"({"wrokloads": ["mlp-small"]})");

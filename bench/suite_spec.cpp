@@ -120,6 +120,9 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
     s.workloads = {"mlp-small", "gpt-tiny", "embed"};
     s.world_sizes = {1, 2};
     s.bucket_sweep_mb = {1, 5};
+    // 2 cores are noisy: more steps than on GPUs for stable medians (about a minute in all).
+    s.steps = 40;
+    s.warmup = 5;
   }
   if (quick) {
     s.steps = 4;

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace ddpb {
 
 std::string_view dtype_name(DType t) {
@@ -36,6 +40,49 @@ bool dtype_from_safetensors_name(std::string_view name, DType* out) {
     }
   }
   return false;
+}
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void f32_to_f16_f16c(const float* in, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(in + i);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) out[i] = float_to_f16(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = f16_to_float(in[i]);
+}
+
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void f32_to_f16(const float* in, uint16_t* out, int64_t n) {
+#if defined(__x86_64__)
+  if (has_f16c()) return f32_to_f16_f16c(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = float_to_f16(in[i]);
+}
+
+void f16_to_f32(const uint16_t* in, float* out, int64_t n) {
+#if defined(__x86_64__)
+  if (has_f16c()) return f16_to_f32_f16c(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(in[i]);
 }
 
 }  // namespace ddpb

@@ -79,4 +79,9 @@ inline float f16_to_float(uint16_t h) {
 }
 
 
+// Bulk host conversions between f32 and f16 (the F16C instructions where the CPU has them,
+// else the scalar functions above; identical results for finite values and infinities).
+void f32_to_f16(const float* in, uint16_t* out, int64_t n);
+void f16_to_f32(const uint16_t* in, float* out, int64_t n);
+
 }  // namespace ddpb

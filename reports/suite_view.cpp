@@ -118,7 +118,7 @@ TextTable make_summary(const json& suite) {
               "FLOP frac",
               "peak mem",
               "weak eff",
-              "correctness (max rel diff)"};
+              "correctness (param diff)"};
   if (torch) t.header.insert(t.header.end(), {"PyTorch samples/s", "ours / PyTorch"});
   for (const json* r : runs) {
     const bool ok = run_ok(*r);

@@ -38,7 +38,8 @@ if [[ $sanitize == 1 ]]; then
   cmake -S "$root" -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
   asan_tests=(test_core test_dp test_ddp test_store test_process_group test_flight_recorder
-              test_safetensors test_sampler test_dataset test_dataloader)
+              test_safetensors test_sampler test_dataset test_dataloader test_report_render
+              test_compare)
   cmake --build "$asan_dir" -j "$jobs" --target "${asan_tests[@]}"
   export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   for t in "${asan_tests[@]}"; do

@@ -1,8 +1,5 @@
 // CPU implementations of core/ops.h. Arguments were validated by core/ops.cpp.
 // Reductions accumulate in double so that results do not depend on vector width.
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <cblas.h>
 
 #include <algorithm>
@@ -154,37 +151,12 @@ void CpuBackend::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& 
 namespace {
 
 // One tight loop per (source, destination) pair: the dtype switch and the pointers are
-// hoisted out, and the inline conversions of core/dtype.h vectorise (bf16) or at least
-// pipeline. fp16 uses the F16C instructions where the CPU has them.
+// hoisted out, and the inline conversions of core/dtype.h vectorise (bf16); fp16 goes
+// through the bulk conversions (F16C where the CPU has it).
 template <typename Src, typename Dst, typename Convert>
 void cast_loop(const Src* in, Dst* out, int64_t n, Convert convert) {
   for (int64_t i = 0; i < n; ++i) out[i] = convert(in[i]);
 }
-
-#if defined(__x86_64__)
-__attribute__((target("avx,f16c"))) void f32_to_f16_f16c(const float* in, uint16_t* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(in + i);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-  }
-  for (; i < n; ++i) out[i] = float_to_f16(in[i]);
-}
-
-__attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const uint16_t* in, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  for (; i < n; ++i) out[i] = f16_to_float(in[i]);
-}
-
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return yes;
-}
-#endif
 
 void cast_host(const Tensor& src, const Tensor& dst) {
   const int64_t n = src.numel();
@@ -198,15 +170,9 @@ void cast_host(const Tensor& src, const Tensor& dst) {
   } else if (from == DType::BF16 && to == DType::F32) {
     cast_loop(src.data<uint16_t>(), dst.data<float>(), n, bf16_to_float);
   } else if (from == DType::F32 && to == DType::F16) {
-#if defined(__x86_64__)
-    if (has_f16c()) return f32_to_f16_f16c(src.data<float>(), dst.data<uint16_t>(), n);
-#endif
-    cast_loop(src.data<float>(), dst.data<uint16_t>(), n, float_to_f16);
+    f32_to_f16(src.data<float>(), dst.data<uint16_t>(), n);
   } else if (from == DType::F16 && to == DType::F32) {
-#if defined(__x86_64__)
-    if (has_f16c()) return f16_to_f32_f16c(src.data<uint16_t>(), dst.data<float>(), n);
-#endif
-    cast_loop(src.data<uint16_t>(), dst.data<float>(), n, f16_to_float);
+    f16_to_f32(src.data<uint16_t>(), dst.data<float>(), n);
   } else if (from == DType::BF16 && to == DType::F16) {
     cast_loop(src.data<uint16_t>(), dst.data<uint16_t>(), n, [](uint16_t h) { return float_to_f16(bf16_to_float(h)); });
   } else if (from == DType::F16 && to == DType::BF16) {

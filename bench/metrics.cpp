@@ -35,6 +35,12 @@ double overlap_ratio(double comm_ms, double exposed_ms) {
   return std::clamp(1.0 - exposed_ms / comm_ms, 0.0, 1.0);
 }
 
+double span_overlap_ratio(double first_launch_ms, double last_complete_ms, double compute_end_ms) {
+  const double span = last_complete_ms - first_launch_ms;
+  if (span <= 0) return 0.0;
+  return std::clamp((std::min(compute_end_ms, last_complete_ms) - first_launch_ms) / span, 0.0, 1.0);
+}
+
 double busbw_factor(Collective op, int n) {
   if (n <= 1) return op == Collective::Broadcast || op == Collective::Reduce ? 1.0 : 0.0;
   switch (op) {

@@ -28,6 +28,12 @@ CommTime comm_time(std::vector<Interval> busy, double compute_end_ms, double com
 // Zero when there was no communication.
 double overlap_ratio(double comm_ms, double exposed_ms);
 
+// PyTorch DDP logger's definition, for side-by-side comparison: the share of the span from
+// the first bucket's launch to the last bucket's completion that lies before backward compute
+// ended (backward_compute_comm_overlap_time / backward_comm_time). The span includes time a
+// bucket queues behind another, so it reads higher than overlap_ratio on the same timeline.
+double span_overlap_ratio(double first_launch_ms, double last_complete_ms, double compute_end_ms);
+
 // nccl-tests' bus-bandwidth factors (doc/PERFORMANCE.md there): busbw = algbw * factor.
 enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
 double busbw_factor(Collective op, int world_size);

@@ -120,8 +120,10 @@ class DdpRunner final : public ModeRunner {
     }
     Stream& s = current_stream(device_);
     const int64_t k = config_.accumulate;
-    // Gradients that are bucket views must stay attached, so they are zeroed in place.
-    optimizer.zero_grad(/*set_to_none=*/!config_.grad_as_bucket_view);
+    // set_to_none also with --grad-as-bucket-view: backward then computes every gradient into
+    // its bucket slot (Note [Gradient destinations]), which is cheaper than zeroing the
+    // buckets and accumulating into them, and leaves .grad the bucket view all the same.
+    optimizer.zero_grad(/*set_to_none=*/true);
     double fwd_ms = 0, bwd_ms = 0;
     float loss_sum = 0;
     Tensor scale;
@@ -198,12 +200,19 @@ class DdpRunner final : public ModeRunner {
     }
     const double sync_bwd_end_ms =
         recs.empty() ? 0.0 : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start()).count();
+    double first_launch = 0, last_complete = 0;
+    for (size_t b = 0; b < recs.size(); ++b) {
+      first_launch = b == 0 ? recs[b].launch_ms : std::min(first_launch, recs[b].launch_ms);
+      last_complete = std::max(last_complete, recs[b].complete_ms);
+    }
     const CommTime ct = comm_time(std::move(busy), sync_bwd_end_ms);
     out.extra = {{"rank", env_.rank},
                  {"buckets", buckets},
                  {"comm_ms", ct.comm_ms},
                  {"comm_exposed_ms", ct.exposed_ms},
-                 {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)}};
+                 {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
+                 {"backward_end_ms", sync_bwd_end_ms},
+                 {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, sync_bwd_end_ms)}};
     return out;
   }
 

@@ -1,6 +1,7 @@
 #include "core/autograd.h"
 
 #include <atomic>
+#include <limits>
 #include <queue>
 #include <unordered_map>
 
@@ -13,21 +14,35 @@ namespace {
 
 std::atomic<uint64_t> g_next_sequence{0};
 thread_local bool t_grad_mode = true;
+// The destinations offered to the node being applied on this thread, by input index.
+thread_local const std::vector<Tensor>* t_offers = nullptr;
 
 // The accumulator of a leaf: sums what reaches it into .grad, then fires the hooks.
 // See Note [Gradient-ready hooks].
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::weak_ptr<VarImpl> var) : var_(std::move(var)) {}
+  // The highest sequence number: among ready nodes, an accumulator runs first, so a
+  // parameter's hooks fire the moment its gradient is final, not after the rest of backward.
+  // (An accumulator is created once per parameter and reused by every later graph, so its
+  // creation-order number would otherwise be the lowest of all and it would run last: DDP
+  // would then launch every bucket only when backward has finished.) PyTorch gives its
+  // AccumulateGrad nodes the maximum sequence number for the same reason.
+  explicit AccumulateGrad(std::weak_ptr<VarImpl> var) : var_(std::move(var)) {
+    sequence_nr = std::numeric_limits<uint64_t>::max();
+  }
   const char* name() const override { return "AccumulateGrad"; }
   std::shared_ptr<VarImpl> variable() const { return var_.lock(); }
   std::vector<Tensor> apply(const Tensor& grad) override {
     auto var = var_.lock();
     if (!var) return {};
+    const bool in_destination = var->grad_destination.defined() &&
+                                grad.raw_data() == var->grad_destination.raw_data();
+    var->grad_destination = Tensor();  // one backward only
     if (!var->grad.defined()) {
       // The incoming buffer is private to the engine when nothing else holds its storage;
-      // then it is adopted without a copy, as PyTorch steals a uniquely owned gradient.
-      var->grad = grad.storage().use_count() == 1 ? grad : grad.clone();
+      // then it is adopted without a copy, as PyTorch steals a uniquely owned gradient. A
+      // gradient computed into the leaf's destination is adopted too: that is its purpose.
+      var->grad = in_destination || grad.storage().use_count() == 1 ? grad : grad.clone();
     } else {
       ops::axpy(1.0f, grad, var->grad);
     }
@@ -73,8 +88,27 @@ void run_backward(const std::shared_ptr<Node>& root, Tensor root_grad) {
     ready.pop();
     Tensor grad = std::move(buffers[n]);
     buffers.erase(n);
+    // Offer each leaf's gradient destination when this node is its only contributor and
+    // there is nothing to accumulate into (Note [Gradient destinations]).
+    std::vector<Tensor> offers(n->next.size());
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      auto* acc = dynamic_cast<AccumulateGrad*>(n->next[i].get());
+      if (!acc || dependencies[acc] != 1) continue;
+      if (auto var = acc->variable(); var && var->grad_destination.defined() && !var->grad.defined()) {
+        offers[i] = var->grad_destination;
+      }
+    }
     std::vector<Tensor> input_grads;
-    if (grad.defined()) input_grads = n->apply(grad);
+    if (grad.defined()) {
+      t_offers = &offers;
+      try {
+        input_grads = n->apply(grad);
+      } catch (...) {
+        t_offers = nullptr;
+        throw;
+      }
+      t_offers = nullptr;
+    }
     for (size_t i = 0; i < n->next.size(); ++i) {
       Node* next = n->next[i].get();
       if (!next) continue;
@@ -127,6 +161,14 @@ void Var::backward(const Tensor& grad_output) const {
   DDPB_CHECK(g.shape() == data().shape())
       << "output gradient " << g.describe() << " does not match " << data().describe();
   run_backward(gradient_edge(*this), std::move(g));
+}
+
+Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dtype, const Device& device) {
+  if (t_offers && input < t_offers->size()) {
+    const Tensor& d = (*t_offers)[input];
+    if (d.defined() && d.shape() == shape && d.dtype() == dtype && d.device() == device) return d;
+  }
+  return Tensor::empty(shape, dtype, device);
 }
 
 Node::Node() : sequence_nr(g_next_sequence.fetch_add(1, std::memory_order_relaxed)) {}

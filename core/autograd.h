@@ -8,7 +8,8 @@
 // backward, the moment its gradient is final: the engine counts every use of the parameter
 // in the graph and runs its accumulator only after all of them delivered their gradient, so
 // a tied weight (GPT-2's wte, also the LM head) fires once with both contributions summed.
-// Hooks fire in the order gradients actually become ready. A parameter that the graph does
+// Hooks fire in the order gradients actually become ready: a ready accumulator runs before
+// any other ready node, so the hook fires before backward goes on. A parameter that the graph does
 // not reach (unused in this forward) never fires. DDP's Reducer relies on all three facts.
 //
 // Thread-safety: a graph belongs to the thread that built it; independent graphs (one per
@@ -38,7 +39,18 @@ struct VarImpl {
   std::shared_ptr<Node> grad_fn;      // null for leaves
   std::shared_ptr<Node> accumulator;  // leaves only, created on first use in a graph
   std::vector<GradReadyHook> hooks;
+  // See Note [Gradient destinations].
+  Tensor grad_destination;
 };
+
+// Note [Gradient destinations]
+// A leaf may name where its next gradient should be written (DDP sets its slot in the
+// bucket). When backward reaches the node that produces that gradient, and it is the leaf's
+// only contribution and the leaf has no gradient to accumulate into, the engine offers the
+// destination to the node: gradient_buffer() returns it, the node computes straight into it
+// (a GEMM with beta = 0 overwrites it), and the accumulator adopts it as .grad without a
+// copy. Otherwise gradient_buffer() allocates as usual and nothing changes. Either way the
+// destination is used for one backward only.
 
 // A tensor handle with autograd state. Copies share the same state (like torch.Tensor).
 class Var {
@@ -84,6 +96,11 @@ class Node {
   std::vector<std::shared_ptr<Node>> next;  // one per input; null if it needs no gradient
   uint64_t sequence_nr;                     // creation order; later nodes run first
 };
+
+// For use inside Node::apply: a buffer for the gradient of the running node's input `input`,
+// the offered destination (Note [Gradient destinations]) when it has this shape, dtype and
+// device, else a new uninitialised tensor.
+Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dtype, const Device& device);
 
 // Wires `node` to `inputs` and returns the result Var: with grad mode on and any input
 // requiring grad, the result requires grad and has `node` as grad_fn; otherwise it is a

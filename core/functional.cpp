@@ -31,12 +31,14 @@ class LinearBackward final : public Node {
       grads[0] = Tensor::empty({n, in}, DType::F32, x.device());
       ops::gemm(dz, false, weight, false, grads[0]);
     }
+    // Weight and bias gradients may go straight into their leaves' destinations (DDP's
+    // buckets, Note [Gradient destinations]); both ops overwrite their output.
     if (wants(*this, 1)) {
-      grads[1] = Tensor::empty({out, in}, DType::F32, x.device());
+      grads[1] = autograd::gradient_buffer(1, {out, in}, DType::F32, x.device());
       ops::gemm(dz, true, x, false, grads[1]);
     }
     if (has_bias && wants(*this, 2)) {
-      grads[2] = Tensor::empty({out}, DType::F32, x.device());
+      grads[2] = autograd::gradient_buffer(2, {out}, DType::F32, x.device());
       ops::sum_rows(dz, grads[2]);
     }
     return grads;

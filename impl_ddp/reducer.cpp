@@ -101,6 +101,11 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   }
   locally_used_.assign(params_.size(), false);
   ready_.assign(params_.size(), false);
+  // Backward may compute each gradient straight into its bucket slot (Note [Gradient
+  // destinations]): then the copy into the bucket below is skipped.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].var.impl()->grad_destination = buckets_[locators_[i].bucket].views[locators_[i].index];
+  }
   if (options_.find_unused_parameters) {
     auto reached = autograd::reachable_leaves(output);
     std::unordered_set<const autograd::VarImpl*> used(reached.begin(), reached.end());
@@ -128,7 +133,11 @@ void Reducer::mark_ready(size_t i) {
   const Tensor& view = bk.views[k];
   {
     nvtx::Range range("ddp.copy_in", nvtx::Category::Comm, static_cast<int64_t>(view.nbytes()));
-    if (options_.grad_as_bucket_view) {
+    const bool in_bucket = v.grad().defined() && v.grad().raw_data() == view.raw_data();
+    if (in_bucket && locally_used_[i]) {
+      // Computed into the bucket (or still the view from the last step): average in place.
+      if (scale != 1.0f) ops::scale(view, scale);
+    } else if (options_.grad_as_bucket_view) {
       if (!v.grad().defined() || v.grad().raw_data() != view.raw_data()) {
         // Someone replaced the gradient (e.g. set_to_none): put it back into the bucket.
         if (v.grad().defined()) {
@@ -138,7 +147,7 @@ void Reducer::mark_ready(size_t i) {
         }
         v.set_grad(view);
       }
-      ops::scale(view, scale);
+      if (scale != 1.0f) ops::scale(view, scale);  // world size 1: nothing to average
     } else if (v.grad().defined() && locally_used_[i]) {
       ops::scale_copy(v.grad(), view, scale);
     } else {
@@ -225,15 +234,14 @@ void Reducer::finalize_backward() {
     for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = summed[i] > 0.0f;
   }
   if (!options_.grad_as_bucket_view) {
+    // The reduced gradient is handed over as the bucket view itself rather than copied into
+    // .grad (a pass over every gradient byte saved per step). The bucket is written again
+    // only when the next synchronising backward copies the new gradients in, by which time
+    // the optimizer has used these; the trainer's zero_grad(set_to_none) detaches them first,
+    // and a gradient that still is the view is scaled in place there.
     for (size_t i = 0; i < params_.size(); ++i) {
-      const autograd::Var& v = params_[i].var;
       if (!globally_used[i]) continue;
-      const Tensor& view = buckets_[locators_[i].bucket].views[locators_[i].index];
-      if (v.grad().defined()) {
-        ops::copy(view, v.grad());
-      } else {
-        v.set_grad(view.clone());
-      }
+      params_[i].var.set_grad(buckets_[locators_[i].bucket].views[locators_[i].index]);
     }
   }
   records_.clear();

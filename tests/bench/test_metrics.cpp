@@ -44,6 +44,14 @@ TEST(CommTime, EmptyAndNested) {
   EXPECT_DOUBLE_EQ(t.exposed_ms, 1);
 }
 
+TEST(CommTime, PytorchsSpanDefinition) {
+  // First launch at 2, last completion at 12, backward ends at 10: 8 of the 10 ms span.
+  EXPECT_DOUBLE_EQ(span_overlap_ratio(2, 12, 10), 0.8);
+  EXPECT_DOUBLE_EQ(span_overlap_ratio(2, 12, 1), 0.0);   // all after backward
+  EXPECT_DOUBLE_EQ(span_overlap_ratio(2, 12, 20), 1.0);  // all hidden
+  EXPECT_DOUBLE_EQ(span_overlap_ratio(2, 2, 5), 0.0);    // no communication
+}
+
 TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 2), 1.0);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 4), 1.5);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -63,8 +64,20 @@ __attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const uint16_t* in, flo
   for (; i < n; ++i) out[i] = f16_to_float(in[i]);
 }
 
+// CPUID leaf 1: ECX bit 29 F16C, bit 28 AVX, bit 27 OSXSAVE; and the OS must save the AVX
+// state (XCR0 bits 1 and 2). Read directly: Clang's __builtin_cpu_supports knows no "f16c".
+bool detect_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool f16c = c & (1u << 29), avx = c & (1u << 28), osxsave = c & (1u << 27);
+  if (!(f16c && avx && osxsave)) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0x6u) == 0x6u;
+}
+
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes = detect_f16c();
   return yes;
 }
 #endif

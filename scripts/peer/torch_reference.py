@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Runs a ddpbench workload/config in PyTorch (CPU) and writes a record in ddpbench's layout.
+"""Runs a ddpbench workload/config in PyTorch (CPU or CUDA) and writes a record in ddpbench's layout.
 
-    torch_reference.py --mode single|ddp|dp --workload mlp-small [--world-size N]
+    torch_reference.py --mode single|ddp|dp --workload mlp-small [--device cpu|cuda] [--world-size N]
         [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
-        [--weight-decay] [--backend gloo] [--bucket-cap-mb 25] [--first-bucket-mb 1]
+        [--weight-decay] [--backend gloo|nccl] [--bucket-cap-mb 25] [--first-bucket-mb 1]
         [--grad-as-bucket-view] [--seed] [--out FILE] [--quiet]
 
 The PyTorch side of scripts/peer/compare_pytorch.sh. Flags carry ddpbench's names and
@@ -13,11 +13,16 @@ Modes:
   single  one process, one thread: zero_grad, forward + loss, backward, optimizer step.
   ddp     WORLD_SIZE processes on this host (this script re-executes itself with RANK,
           LOCAL_RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, as ddpbench's
-          own launcher does; an external launcher that sets them works too), backend gloo,
-          torch.nn.parallel.DistributedDataParallel(bucket_cap_mb, gradient_as_bucket_view),
-          each rank training on global_batch / world_size samples. Rank 0 writes the record.
-  dp      torch.nn.DataParallel needs CUDA devices; on this CPU-only PyTorch it prints why and
-          exits 2.
+          own launcher does; an external launcher that sets them works too), backend gloo on
+          CPU and nccl on CUDA (rank r on GPU LOCAL_RANK; --backend gloo for several ranks on
+          one GPU), torch.nn.parallel.DistributedDataParallel(bucket_cap_mb,
+          gradient_as_bucket_view), each rank training on global_batch / world_size samples.
+          Rank 0 writes the record.
+  dp      torch.nn.DataParallel over GPUs 0..N-1 (--device cuda); on a CPU-only PyTorch it
+          prints why and exits 2.
+
+Timing: a steady clock on CPU (synchronous work); on CUDA, events recorded on the current
+stream between the phases and read after the step's last event completes.
 
 Inputs are synthetic (same shapes as ddpbench's datasets, different values): a small
 in-memory dataset per rank, from which each step gathers its batch (the "data" phase).
@@ -155,9 +160,9 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", choices=("single", "dp", "ddp"), default="single")
     ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
-    ap.add_argument("--device", default="cpu", help="cpu only (this PyTorch has no CUDA)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (a PyTorch built with CUDA)")
     ap.add_argument("--world-size", type=int, default=1)
-    ap.add_argument("--backend", default="gloo")
+    ap.add_argument("--backend", default="auto", help="gloo or nccl (default: nccl on cuda, gloo on cpu)")
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
     ap.add_argument("--first-bucket-mb", type=float, default=1.0)
     ap.add_argument("--grad-as-bucket-view", action="store_true")
@@ -179,8 +184,15 @@ def parse_args(argv):
     spec = WORKLOADS[args.workload]
     if not args.global_batch:
         args.global_batch = DEFAULT_BATCH[spec["family"]]
-    if args.device != "cpu":
-        ap.error(f"--device {args.device}: this script runs on the CPU only")
+    args.device = args.device.split(":")[0]
+    if args.device not in ("cpu", "cuda"):
+        ap.error(f"--device {args.device}: expected cpu or cuda")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device cuda: this PyTorch ({torch.__version__}) sees no CUDA device")
+    if args.mode == "dp" and args.device == "cuda" and args.world_size > torch.cuda.device_count():
+        ap.error(f"--mode dp --world-size {args.world_size}: only {torch.cuda.device_count()} GPUs")
+    if args.backend == "auto":
+        args.backend = "nccl" if args.device == "cuda" else "gloo"
     if args.mode == "single" and args.world_size != 1:
         ap.error("--mode single runs on one device: drop --world-size")
     if args.mode == "ddp" and args.global_batch % args.world_size:
@@ -254,15 +266,26 @@ def run(args):
                                 timeout=datetime.timedelta(seconds=args.timeout))
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)  # same on every rank; DDP broadcasts rank 0's anyway
-    model = build(spec)
+    cuda = args.device == "cuda"
+    # DDP rank r uses GPU LOCAL_RANK (ranks beyond the GPU count share them, as with gloo on
+    # one GPU); DP and single use GPU 0 as the master.
+    device = torch.device("cpu")
+    if cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0")) if ddp else 0
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    model = build(spec).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    if ddp:
+    if args.mode == "dp":
+        net = torch.nn.DataParallel(model, device_ids=list(range(args.world_size)))
+    elif ddp:
         # The first bucket's cap is a module-level knob in PyTorch 1.13 (read in DDP's ctor).
         dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 1024 * 1024)
         net = torch.nn.parallel.DistributedDataParallel(
-            model, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.grad_as_bucket_view)
+            model, device_ids=[device.index] if cuda else None, bucket_cap_mb=args.bucket_cap_mb,
+            gradient_as_bucket_view=args.grad_as_bucket_view)
         net._set_ddp_runtime_logging_sample_rate(1)
-    else:
+    if args.mode == "single":
         net = model
     opt_cfg = {"name": args.optimizer, "lr": args.lr, "momentum": args.momentum,
                "weight_decay": args.weight_decay, "beta1": args.beta1, "beta2": args.beta2,
@@ -273,6 +296,7 @@ def run(args):
     gen = torch.Generator().manual_seed(args.seed * 1000003 + rank)
     data_x, data_y = synthetic_data(spec, DATASET_BATCHES * batch, gen)
     order = torch.randperm(DATASET_BATCHES * batch, generator=gen)
+    data_x, data_y, order = data_x.to(device), data_y.to(device), order.to(device)
     if rank == 0:
         print(f"torch_reference: mode {args.mode}, workload {args.workload} ({n_params} parameters), "
               f"world size {world}, batch {batch} per rank, torch {torch.__version__}",
@@ -281,10 +305,23 @@ def run(args):
     total = args.warmup + args.steps
     steps, logs = [], []
     cursor = 0
-    clock = time.perf_counter
+    # CPU: a steady clock (the work is synchronous). CUDA: events on the current stream, read
+    # after the step's last one completes, as ddpbench times GPU work.
+    if cuda:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
+        marks = iter(())
+
+        def clock():
+            e = next(marks)
+            e.record()
+            return e
+    else:
+        clock = time.perf_counter
     for k in range(1, total + 1):
         if ddp:
             opt.zero_grad()  # untimed, as in ddpbench's DDP runner
+        if cuda:
+            marks = iter(events)
         t0 = clock()
         if cursor + batch > data_x.shape[0]:
             cursor = 0
@@ -300,6 +337,10 @@ def run(args):
         t3 = clock()
         opt.step()
         t4 = clock()
+        if cuda:
+            t4.synchronize()
+            span = [0.0] + [events[0].elapsed_time(e) / 1e3 for e in events[1:]]
+            t0, t1, t2, t3, t4 = span
         phases = {"data": (t1 - t0) * 1e3, "forward": (t2 - t1) * 1e3,
                   "backward": (t3 - t2) * 1e3, "optimizer": (t4 - t3) * 1e3}
         rec = {"step": k, "measured": k > args.warmup, "loss": loss.item(),
@@ -365,14 +406,16 @@ def run(args):
                     "openblas_threads": openblas_threads(),
                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat()},
         "config": config_json(args),
-        "mode": {"name": args.mode, "devices": ",".join(["cpu"] * world), "details": details},
+        "mode": {"name": args.mode, "details": details,
+                 "devices": ",".join(f"cuda:{i}" for i in range(args.world_size)) if args.mode == "dp"
+                 else ",".join([str(device)] * world)},
         "workload": {"name": args.workload, "family": spec["family"], "parameters": n_params,
                      "tokens_per_sample": tokens_per_sample(spec),
                      "train_flops_per_sample": train_flops_per_sample(spec)},
         "steps": steps, "summary": summary,
     }
     if ddp:
-        mine = {"rank": rank, "device": "cpu", "step_time_ms": st, "phases_median_ms": phase_med}
+        mine = {"rank": rank, "device": str(device), "step_time_ms": st, "phases_median_ms": phase_med}
         ranks = [None] * world
         dist.all_gather_object(ranks, mine)
         meds = [r["step_time_ms"]["median"] for r in ranks]
@@ -405,7 +448,7 @@ def run(args):
 
 def main(argv):
     args = parse_args(argv)
-    if args.mode == "dp":
+    if args.mode == "dp" and args.device != "cuda":
         print("torch_reference: --mode dp needs CUDA: torch.nn.DataParallel replicates the module "
               f"onto GPUs, and this PyTorch ({torch.__version__}, cuda available: "
               f"{torch.cuda.is_available()}) runs on the CPU only. Compare DP on a CUDA machine; "

@@ -1,4 +1,10 @@
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
 #include "core/check.h"
+#include "core/dtype.h"
 #include "core/device.h"
 #include "core/ops.h"
 #include "test_util.h"
@@ -30,6 +36,24 @@ TEST(Tensor, CastRoundTripsThroughHalfTypes) {
   EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
   EXPECT_EQ(float_to_f16(1.0f), 0x3C00);
   EXPECT_EQ(f16_to_float(0x7BFF), 65504.0f);
+}
+
+// The bulk fp16 conversions (F16C where the CPU has it) agree bit for bit with the scalar
+// reference on normals, subnormals, ties, overflow to infinity and signed zeros.
+TEST(Tensor, BulkHalfConversionsMatchTheScalarOnes) {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e6f,
+                               6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-10f, 1.00048828125f, 1.000732421875f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  for (int i = 0; i < 1000; ++i) values.push_back(std::ldexp(float(i % 97) - 48.5f, (i % 40) - 30));
+  std::vector<uint16_t> bulk(values.size());
+  f32_to_f16(values.data(), bulk.data(), static_cast<int64_t>(values.size()));
+  std::vector<float> back(values.size());
+  f16_to_f32(bulk.data(), back.data(), static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(bulk[i], float_to_f16(values[i])) << values[i];
+    const float ref = f16_to_float(bulk[i]);
+    EXPECT_EQ(std::memcmp(&back[i], &ref, sizeof(float)), 0) << values[i];
+  }
 }
 
 TEST(Device, ParsesAndRejects) {

@@ -30,9 +30,11 @@ struct SuiteSpec {
   std::vector<std::string> comm_hooks = {"fp16"};
   bool with_pytorch = false;
   double timeout_s = 300;  // DDP collective timeout; a run's wall limit is 2x this + 60 s
-  // On the largest per-tensor relative L2 difference of the final parameters (docs/metrics.md).
-  double correctness_threshold = 1e-3;       // fp32 paths
-  double hook_correctness_threshold = 2e-2;  // with an fp16/bf16 comm hook (lossy by design)
+  // On the largest per-tensor relative L2 difference of the final parameters (docs/metrics.md):
+  // rounding-level differences grow through ReLU units switching sides over the steps (1.6e-3
+  // on embed after 45 steps); a wrong gradient scale gives 0.2 and more.
+  double correctness_threshold = 1e-2;       // fp32 paths
+  double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
 
   nlohmann::json to_json() const;
   // The inverse of to_json (for --resume); throws UsageError on a bad or unknown key.

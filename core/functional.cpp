@@ -86,7 +86,10 @@ class LayerNormBackward final : public Node {
   Shape input_shape;
   const char* name() const override { return "LayerNormBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    Tensor dx = empty_like(x), dw = empty_like(weight), db = empty_like(weight);
+    // dw and db may go straight into DDP's buckets (Note [Gradient destinations]).
+    Tensor dx = empty_like(x);
+    Tensor dw = autograd::gradient_buffer(1, weight.shape(), DType::F32, weight.device());
+    Tensor db = autograd::gradient_buffer(2, weight.shape(), DType::F32, weight.device());
     ops::layernorm_backward(dy.view(x.shape()), x, weight, mean, rstd, dx, dw, db);
     return {dx.view(input_shape), dw, db};
   }
@@ -98,7 +101,10 @@ class EmbeddingBackward final : public Node {
   Shape table_shape;
   const char* name() const override { return "EmbeddingBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    Tensor dtable = Tensor::zeros(table_shape, DType::F32, dy.device());
+    // Scatter-added into zeros; the zeros may be DDP's bucket slot (Note [Gradient
+    // destinations]), which saves copying the whole table's gradient into it.
+    Tensor dtable = autograd::gradient_buffer(0, table_shape, DType::F32, dy.device());
+    ops::zero(dtable);
     ops::embedding_backward(dy, ids, dtable);
     return {dtable};
   }

@@ -39,6 +39,8 @@
 #               scaled_dot_product_attention; the ratio ddpbench / PyTorch uses ddpbench's
 #               compute time (step minus the data phase) against PyTorch's step time
 #               (zero_grad+forward+loss+backward+step on a resident batch), both medians
+#   suite       ddpbench suite on CUDA: mlp-small and gpt-tiny, single/DP/DDP (NCCL) at world
+#               size 1, correctness against single, suite.json and report.html
 #   memcheck    compute-sanitizer --tool memcheck on a few parity tests, when installed
 #   racecheck   compute-sanitizer --tool racecheck on the shared-memory kernels' tests
 #               (last, so that a slow sanitizer cannot eat the budget of the rest; a timeout
@@ -448,6 +450,30 @@ else
     record pytorch FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$OUT/torch-gpt2-small.log")"
   else
     record pytorch PASS $((SECONDS - t0)) "torch $torch_info"
+  fi
+fi
+
+# ---- Suite on the GPU ----------------------------------------------------------------------
+# A small suite end to end on CUDA: single, DP and DDP (NCCL) at world size 1 with the
+# correctness check against single, the suite record and its HTML report.
+header "suite (small, cuda)"
+t0=$SECONDS
+if [[ -n "$loader" ]]; then
+  record suite INFO 0 "not run: binaries start through the bundled glibc loader (runs re-execute ddpbench)"
+elif ! t=$(step_timeout 90); then
+  record suite WARN 0 "not run: time budget exhausted"
+else
+  printf '{"workloads": ["%s", "%s"], "world_sizes": [1], "steps": 5, "warmup": 2}\n' \
+    mlp-small "${stand_in[gpt2-small]:-gpt-tiny}" > "$OUT/suite-small.json"
+  rm -rf "$OUT/suite"
+  timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" suite "$OUT/suite-small.json" \
+    --device "${device%%:*}" --out "$OUT/suite" > "$OUT/suite.log" 2>&1
+  rc=$?
+  tail -n 14 "$OUT/suite.log"
+  if [[ $rc -ne 0 ]]; then
+    record suite FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(grep -m 1 -E 'FAIL|failed|error' "$OUT/suite.log" || tail -n 1 "$OUT/suite.log")"
+  else
+    record suite PASS $((SECONDS - t0)) "$(grep -c ' ok ' "$OUT/suite.log") runs ok; report $OUT/suite/report.html"
   fi
 fi
 

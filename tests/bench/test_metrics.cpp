@@ -1,9 +1,15 @@
 // The metric formulas of bench/metrics.h and bench/stats.h on synthetic timelines whose
-// answers are known by hand (docs/metrics.md).
+// answers are known by hand (docs/metrics.md), and the suite's correctness verdict.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "bench/metrics.h"
 #include "bench/stats.h"
+#include "bench/suite_metrics.h"
+#include "workloads/safetensors.h"
 
 namespace ddpb::bench {
 namespace {
@@ -97,6 +103,52 @@ TEST(Percentiles, LinearInterpolationLikeNumpy) {
   EXPECT_DOUBLE_EQ(s.max, 5);
   EXPECT_NEAR(s.stddev, 1.5811388300841898, 1e-12);  // sample standard deviation
   EXPECT_EQ(s.count, 5u);
+}
+
+}  // namespace
+}  // namespace ddpb::bench
+
+// A run that computed the wrong thing says so in the suite record: derive_correctness on
+// parameter files with known differences.
+namespace ddpb::bench {
+namespace {
+
+void write_params(const std::string& path, std::vector<float> w, std::vector<float> b) {
+  const auto n = static_cast<int64_t>(w.size());
+  save_safetensors(path, {{"layer.weight", Tensor::from_floats(w, {n}, Device::cpu())},
+                          {"layer.bias", Tensor::from_floats(b, {static_cast<int64_t>(b.size())}, Device::cpu())}});
+}
+
+TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ddpb_correctness_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "params");
+  write_params((dir / "params/ref.safetensors").string(), {3, 4, 0, 0}, {1, 1});
+  write_params((dir / "params/same.safetensors").string(), {3, 4, 0, 0}, {1, 1});
+  // The weight is off by (0.3, 0.4): ||d|| / ||ref|| = 0.5 / 5 = 0.1.
+  write_params((dir / "params/wrong.safetensors").string(), {3.3f, 4.4f, 0, 0}, {1, 1});
+  nlohmann::json suite = {
+      {"suite", {{"correctness_threshold", 1e-2}, {"hook_correctness_threshold", 5e-2}}},
+      {"runs",
+       {{{"id", "m/single/w1/b8"}, {"mode", "single"}, {"status", "ok"}, {"metrics", nlohmann::json::object()},
+         {"workload", "m"}, {"world_size", 1}, {"global_batch", 8}, {"variant", "b8"},
+         {"params", "params/ref.safetensors"}},
+        {{"id", "m/dp/w2"}, {"mode", "dp"}, {"status", "ok"}, {"metrics", nlohmann::json::object()},
+         {"workload", "m"}, {"world_size", 2}, {"global_batch", 8}, {"variant", ""},
+         {"params", "params/same.safetensors"}},
+        {{"id", "m/ddp/w2"}, {"mode", "ddp"}, {"status", "ok"}, {"metrics", nlohmann::json::object()},
+         {"workload", "m"}, {"world_size", 2}, {"global_batch", 8}, {"variant", ""},
+         {"params", "params/wrong.safetensors"}}}}};
+  derive_correctness(suite, dir.string());
+  const auto& same = suite["runs"][1]["correctness"];
+  const auto& wrong = suite["runs"][2]["correctness"];
+  EXPECT_TRUE(same["passed"].get<bool>()) << same.dump();
+  EXPECT_DOUBLE_EQ(same["rel_l2_diff"].get<double>(), 0.0);
+  EXPECT_FALSE(wrong["passed"].get<bool>()) << wrong.dump();
+  EXPECT_NEAR(wrong["rel_l2_diff"].get<double>(), 0.1, 1e-6);
+  EXPECT_NEAR(wrong["max_rel_diff"].get<double>(), 0.1, 1e-6);  // 0.4 / 4
+  EXPECT_EQ(wrong["worst_tensor"], "layer.weight");
+  EXPECT_EQ(wrong["reference"], "m/single/w1/b8");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

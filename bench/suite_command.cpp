@@ -308,7 +308,11 @@ int suite_command(const SuiteOptions& o) {
     DDPB_USAGE_CHECK(!fs::exists(fs::path(dir) / "suite.json"))
         << dir << " already holds a suite: use --resume " << dir << " or another --out";
   }
-  for (const char* sub : {"runs", "traces", "logs", "params"}) fs::create_directories(fs::path(dir) / sub);
+  for (const char* sub : {"runs", "traces", "logs", "params"}) {
+    std::error_code ec;
+    fs::create_directories(fs::path(dir) / sub, ec);
+    DDPB_USAGE_CHECK(!ec) << "cannot create the results folder " << dir << ": " << ec.message();
+  }
 
   if (std::string_view(build_type()) == "Debug") {
     std::fprintf(stderr, "ddpbench suite: WARNING: this is a Debug build; its timings are not representative\n");

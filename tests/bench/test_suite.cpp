@@ -251,6 +251,7 @@ TEST(Suite, UsageErrorsExitTwoWithOneLine) {
       {"suite --device tpu --out " + (dir / "d"), "--device must be cpu or cuda"},
       {"suite --max-world-size 0 --out " + (dir / "e"), "--max-world-size"},
       {"suite --resume " + (dir / "nothing"), "no suite.json"},
+      {"suite --quick --out /proc/ddpbench-results", "cannot create the results folder"},
       {"report " + (dir / "typo.json") + " -o " + (dir / "r.pdf"), ".html or .md"},
       {"compare " + (dir / "typo.json") + " " + (dir / "typo.json"), "typo.json"},
   };

@@ -35,7 +35,8 @@ constexpr auto kGrace = std::chrono::seconds(10);  // SIGINT/SIGTERM, then SIGKI
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execv(argv[0], argv.data());
-  const std::string msg = "ddpbench suite: cannot execute " + spec.argv[0] + ": " + std::strerror(errno) + "\n";
+  const std::string msg =
+      "ddpbench suite: cannot execute " + spec.argv[0] + ": " + std::strerror(errno) + "\n";
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg.data(), msg.size());
   _exit(127);
 }
@@ -70,8 +71,8 @@ ChildResult run_child(const ChildSpec& spec) {
       break;
     }
     const auto now = Clock::now();
-    const bool over = spec.timeout_s > 0 &&
-                      std::chrono::duration<double>(now - start).count() > spec.timeout_s;
+    const bool over =
+        spec.timeout_s > 0 && std::chrono::duration<double>(now - start).count() > spec.timeout_s;
     const bool stop = spec.stop && spec.stop->load();
     if ((over || stop) && kill_at == Clock::time_point{}) {
       result.timed_out = over && !stop;
@@ -102,7 +103,8 @@ std::string failure_line(const std::string& path) {
     if (line.find("ddpbench: error:") != std::string::npos ||
         line.find("ddpbench: failed:") != std::string::npos ||
         line.find("ddpbench launcher:") != std::string::npos) {
-      if (reason.empty() || line.find("ddpbench launcher: flight") == std::string::npos) reason = line;
+      if (reason.empty() || line.find("ddpbench launcher: flight") == std::string::npos)
+        reason = line;
     }
   }
   std::string out = reason.empty() ? last : reason;

@@ -9,13 +9,15 @@
 
 namespace ddpb::bench {
 
-std::vector<GemmShape> workload_gemm_shapes(const std::map<std::string, int64_t>& per_device_batch) {
+std::vector<GemmShape> workload_gemm_shapes(
+    const std::map<std::string, int64_t>& per_device_batch) {
   std::vector<GemmShape> shapes;
   for (const auto& [name, batch] : per_device_batch) {
     const WorkloadSpec& w = find_workload(name);
     switch (w.family) {
       case Family::Mlp:
-        shapes.push_back({name, batch, w.hidden.empty() ? w.classes : w.hidden.front(), w.in_features});
+        shapes.push_back(
+            {name, batch, w.hidden.empty() ? w.classes : w.hidden.front(), w.in_features});
         if (w.hidden.size() > 1) shapes.push_back({name, batch, w.hidden[1], w.hidden[0]});
         break;
       case Family::Gpt:
@@ -54,7 +56,8 @@ nlohmann::json measure_gemm_peak(const Device& device, const std::vector<GemmSha
     ops::fill(x, 0.5f);
     ops::fill(w, 0.25f);
     const double flops = 2.0 * double(sh.m) * double(sh.n) * double(sh.k);
-    for (int i = 0; i < 2; ++i) ops::gemm(x, false, w, true, y);  // warm-up (BLAS buffers, cuBLASLt plans)
+    for (int i = 0; i < 2; ++i)
+      ops::gemm(x, false, w, true, y);  // warm-up (BLAS buffers, cuBLASLt plans)
     Event start = Event::create(device), end = Event::create(device);
     int64_t iters = 1;
     double ms = 0;
@@ -70,10 +73,17 @@ nlohmann::json measure_gemm_peak(const Device& device, const std::vector<GemmSha
     }
     const double rate = ms > 0 ? flops * double(iters) / (ms / 1000.0) : 0.0;
     best = std::max(best, rate);
-    rows.push_back({{"workload", sh.workload}, {"m", sh.m}, {"n", sh.n}, {"k", sh.k},
-                    {"iterations", iters}, {"flops_per_s", rate}});
+    rows.push_back({{"workload", sh.workload},
+                    {"m", sh.m},
+                    {"n", sh.n},
+                    {"k", sh.k},
+                    {"iterations", iters},
+                    {"flops_per_s", rate}});
   }
-  return {{"device", device.str()}, {"flops_per_s", best}, {"min_time_s", min_time_s}, {"shapes", rows}};
+  return {{"device", device.str()},
+          {"flops_per_s", best},
+          {"min_time_s", min_time_s},
+          {"shapes", rows}};
 }
 
 }  // namespace ddpb::bench

@@ -38,39 +38,51 @@ double overlap_ratio(double comm_ms, double exposed_ms) {
 double span_overlap_ratio(double first_launch_ms, double last_complete_ms, double compute_end_ms) {
   const double span = last_complete_ms - first_launch_ms;
   if (span <= 0) return 0.0;
-  return std::clamp((std::min(compute_end_ms, last_complete_ms) - first_launch_ms) / span, 0.0, 1.0);
+  return std::clamp((std::min(compute_end_ms, last_complete_ms) - first_launch_ms) / span, 0.0,
+                    1.0);
 }
 
 double busbw_factor(Collective op, int n) {
   if (n <= 1) return op == Collective::Broadcast || op == Collective::Reduce ? 1.0 : 0.0;
   switch (op) {
-    case Collective::AllReduce: return 2.0 * (n - 1) / n;
+    case Collective::AllReduce:
+      return 2.0 * (n - 1) / n;
     case Collective::AllGather:
-    case Collective::ReduceScatter: return static_cast<double>(n - 1) / n;
+    case Collective::ReduceScatter:
+      return static_cast<double>(n - 1) / n;
     case Collective::Broadcast:
-    case Collective::Reduce: return 1.0;
+    case Collective::Reduce:
+      return 1.0;
   }
   return 1.0;
 }
 
 const char* busbw_formula(Collective op) {
   switch (op) {
-    case Collective::AllReduce: return "busbw = algbw * 2(n-1)/n";
+    case Collective::AllReduce:
+      return "busbw = algbw * 2(n-1)/n";
     case Collective::AllGather:
-    case Collective::ReduceScatter: return "busbw = algbw * (n-1)/n";
+    case Collective::ReduceScatter:
+      return "busbw = algbw * (n-1)/n";
     case Collective::Broadcast:
-    case Collective::Reduce: return "busbw = algbw";
+    case Collective::Reduce:
+      return "busbw = algbw";
   }
   return "busbw = algbw";
 }
 
 const char* collective_name(Collective op) {
   switch (op) {
-    case Collective::AllReduce: return "allreduce";
-    case Collective::AllGather: return "allgather";
-    case Collective::ReduceScatter: return "reducescatter";
-    case Collective::Broadcast: return "broadcast";
-    case Collective::Reduce: return "reduce";
+    case Collective::AllReduce:
+      return "allreduce";
+    case Collective::AllGather:
+      return "allgather";
+    case Collective::ReduceScatter:
+      return "reducescatter";
+    case Collective::Broadcast:
+      return "broadcast";
+    case Collective::Reduce:
+      return "reduce";
   }
   return "unknown";
 }
@@ -81,7 +93,9 @@ nlohmann::json busbw_record(Collective op, int world_size) {
           {"formula", busbw_formula(op)}};
 }
 
-double algbw_GBps(double bytes, double ms) { return ms > 0 ? bytes / (ms / 1000.0) / 1e9 : 0.0; }
+double algbw_GBps(double bytes, double ms) {
+  return ms > 0 ? bytes / (ms / 1000.0) / 1e9 : 0.0;
+}
 
 double weak_scaling_efficiency(double throughput_n, int n, double throughput_1) {
   if (n <= 0 || throughput_1 <= 0) return 0.0;

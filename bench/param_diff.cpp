@@ -11,8 +11,8 @@ namespace ddpb::bench {
 ParamDiff param_diff(const std::string& path, const std::string& reference_path) {
   const auto got = load_safetensors(path);
   const auto ref = load_safetensors(reference_path);
-  DDPB_CHECK(got.size() == ref.size()) << path << " holds " << got.size() << " tensors, "
-                                       << reference_path << " " << ref.size();
+  DDPB_CHECK(got.size() == ref.size())
+      << path << " holds " << got.size() << " tensors, " << reference_path << " " << ref.size();
   ParamDiff out;
   for (size_t i = 0; i < got.size(); ++i) {
     DDPB_CHECK(got[i].name == ref[i].name && got[i].tensor.shape() == ref[i].tensor.shape())

@@ -16,7 +16,8 @@ namespace ddpb::bench {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Bad input files are usage errors (exit 2), with the reader's message naming the file.
@@ -48,7 +49,9 @@ int report_command(const std::string& results, const std::string& out) {
       << "-o " << out << ": the report is .html or .md";
   const nlohmann::json suite = read_record(results);
   DDPB_USAGE_CHECK(suite.value("kind", "") == "suite")
-      << results << " is a run record; `ddpbench report` renders a suite (ddpbench suite --out DIR: DIR/suite.json)";
+      << results
+      << " is a run record; `ddpbench report` renders a suite (ddpbench suite --out DIR: "
+         "DIR/suite.json)";
   write_suite_report(suite, out);
   fmt::print("wrote {} ({} bytes)\n", out, fs::file_size(out));
   return 0;

@@ -41,7 +41,9 @@ extern "C" void on_stop_signal(int sig) {
   g_stop = true;
 }
 
-std::string self_exe() { return fs::read_symlink("/proc/self/exe").string(); }
+std::string self_exe() {
+  return fs::read_symlink("/proc/self/exe").string();
+}
 
 std::string timestamp() {
   std::time_t now = std::time(nullptr);
@@ -61,12 +63,14 @@ std::string read_text(const std::string& path) {
 SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
   std::string device = o.device;
   if (device.empty()) device = gpus > 0 ? "cuda" : "cpu";
-  DDPB_USAGE_CHECK(device == "cpu" || device == "cuda") << "--device must be cpu or cuda, got " << device;
+  DDPB_USAGE_CHECK(device == "cpu" || device == "cuda")
+      << "--device must be cpu or cuda, got " << device;
   SuiteSpec spec = default_suite(device, gpus, o.quick);
   if (!o.file.empty()) apply_suite_text(spec, read_text(o.file), o.file);
   if (o.with_pytorch) spec.with_pytorch = true;
   if (o.max_world_size != -1) {
-    DDPB_USAGE_CHECK(o.max_world_size >= 1) << "--max-world-size must be positive, got " << o.max_world_size;
+    DDPB_USAGE_CHECK(o.max_world_size >= 1)
+        << "--max-world-size must be positive, got " << o.max_world_size;
     std::erase_if(spec.world_sizes, [&](int n) { return n > o.max_world_size; });
   }
   validate_suite(spec, gpus);
@@ -74,9 +78,15 @@ SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
 }
 
 nlohmann::json new_run_entry(const SuiteRun& r) {
-  return {{"id", r.id},         {"group", r.group},     {"workload", r.workload},
-          {"mode", r.mode},     {"world_size", r.world_size}, {"global_batch", r.global_batch},
-          {"variant", r.variant}, {"args", r.args},     {"status", "pending"}};
+  return {{"id", r.id},
+          {"group", r.group},
+          {"workload", r.workload},
+          {"mode", r.mode},
+          {"world_size", r.world_size},
+          {"global_batch", r.global_batch},
+          {"variant", r.variant},
+          {"args", r.args},
+          {"status", "pending"}};
 }
 
 // Progress: a bar redrawn in place on a terminal, one line per event otherwise (CI logs).
@@ -127,7 +137,8 @@ class Progress {
     constexpr int kWidth = 24;
     const int filled = total_ ? static_cast<int>(kWidth * done_ / total_) : 0;
     fmt::print("\r\033[K[{}{}] run {}/{} {} ({:.0f} s) ETA {}", std::string(filled, '#'),
-               std::string(kWidth - filled, '.'), done_ + 1, total_, id_, seconds_since(run_start_), eta());
+               std::string(kWidth - filled, '.'), done_ + 1, total_, id_, seconds_since(run_start_),
+               eta());
     std::fflush(stdout);
   }
 
@@ -149,7 +160,8 @@ std::string python_exe() {
 }
 
 // PyTorch's run of the same configuration (scripts/peer/torch_reference.py).
-nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, const std::string& dir) {
+nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec,
+                           const std::string& dir) {
   if (run["mode"] == "dp" && spec.device != "cuda") {
     return {{"status", "skipped"}, {"error", "torch.nn.DataParallel needs CUDA devices"}};
   }
@@ -164,16 +176,23 @@ nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, con
   }
   const std::string out = "runs/" + stem + ".pytorch.json";
   argv.insert(argv.end(), {"--quiet", "--out", out});
-  ChildSpec cs{argv, dir, (fs::path(dir) / "logs" / (stem + ".pytorch.log")).string(),
-               2 * spec.timeout_s + 60, &g_stop, {}};
+  ChildSpec cs{argv,
+               dir,
+               (fs::path(dir) / "logs" / (stem + ".pytorch.log")).string(),
+               2 * spec.timeout_s + 60,
+               &g_stop,
+               {}};
   const ChildResult r = run_child(cs);
   if (r.exit_code != 0 || !fs::exists(fs::path(dir) / out)) {
-    return {{"status", "failed"}, {"error", failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code)}};
+    return {{"status", "failed"},
+            {"error", failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code)}};
   }
   try {
     const auto rec = reports::read_json((fs::path(dir) / out).string());
     const auto& s = rec.at("summary");
-    nlohmann::json p = {{"status", "ok"}, {"record", out}, {"samples_per_s", s.at("samples_per_s")},
+    nlohmann::json p = {{"status", "ok"},
+                        {"record", out},
+                        {"samples_per_s", s.at("samples_per_s")},
                         {"step_time_ms", s.at("step_time_ms")}};
     if (s.contains("overlap_ratio_median")) p["overlap_ratio"] = s["overlap_ratio_median"];
     return p;
@@ -190,8 +209,12 @@ void run_one(nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
   std::vector<std::string> argv = {self_exe()};
   for (const auto& a : run["args"]) argv.push_back(a);
   argv.insert(argv.end(), {"--out", record, "--trace", trace, "--save-params", params});
-  ChildSpec cs{argv, dir, (fs::path(dir) / "logs" / (stem + ".log")).string(), 2 * spec.timeout_s + 60,
-               &g_stop, [&] { progress.tick(); }};
+  ChildSpec cs{argv,
+               dir,
+               (fs::path(dir) / "logs" / (stem + ".log")).string(),
+               2 * spec.timeout_s + 60,
+               &g_stop,
+               [&] { progress.tick(); }};
   // A stale result from an interrupted attempt must not pass for this one.
   fs::remove(fs::path(dir) / record);
   const ChildResult r = run_child(cs);
@@ -211,7 +234,8 @@ void run_one(nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
     try {
       const auto rec = reports::read_json((fs::path(dir) / record).string());
       const auto problems = reports::validate_run_record(rec);
-      DDPB_CHECK(problems.empty()) << record << " does not match its schema: " << reports::format_errors(problems);
+      DDPB_CHECK(problems.empty())
+          << record << " does not match its schema: " << reports::format_errors(problems);
       run["status"] = "ok";
       run["record"] = record;
       run["params"] = params;
@@ -223,9 +247,10 @@ void run_one(nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
     }
   } else {
     run["status"] = "failed";
-    run["error"] = r.timed_out ? fmt::format("timed out after {:.0f} s and was killed; last output: {}",
-                                             r.seconds, failure_line(cs.log_path))
-                               : failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code);
+    run["error"] = r.timed_out
+                       ? fmt::format("timed out after {:.0f} s and was killed; last output: {}",
+                                     r.seconds, failure_line(cs.log_path))
+                       : failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code);
   }
   if (spec.with_pytorch && run["status"] == "ok") run["pytorch"] = run_pytorch(run, spec, dir);
 }
@@ -236,9 +261,11 @@ std::string outcome_line(const nlohmann::json& run) {
     return fmt::format("{} {}: {}", id, run["status"].get<std::string>(), run.value("error", ""));
   }
   const auto& m = run["metrics"];
-  std::string line = fmt::format("{} ok: median {:.2f} ms, {:.1f} samples/s", id,
-                                 m["step_time_ms"]["median"].get<double>(), m["samples_per_s"].get<double>());
-  if (m.contains("overlap_ratio")) line += fmt::format(", overlap {:.2f}", m["overlap_ratio"].get<double>());
+  std::string line =
+      fmt::format("{} ok: median {:.2f} ms, {:.1f} samples/s", id,
+                  m["step_time_ms"]["median"].get<double>(), m["samples_per_s"].get<double>());
+  if (m.contains("overlap_ratio"))
+    line += fmt::format(", overlap {:.2f}", m["overlap_ratio"].get<double>());
   line += fmt::format(" ({:.1f} s)", run["duration_s"].get<double>());
   return line;
 }
@@ -260,13 +287,15 @@ void print_summary(const nlohmann::json& suite) {
       const auto& m = run["metrics"];
       median = fmt::format("{:.2f}", m["step_time_ms"]["median"].get<double>());
       tput = fmt::format("{:.1f}", m["samples_per_s"].get<double>());
-      if (m.contains("overlap_ratio")) overlap = fmt::format("{:.2f}", m["overlap_ratio"].get<double>());
+      if (m.contains("overlap_ratio"))
+        overlap = fmt::format("{:.2f}", m["overlap_ratio"].get<double>());
       if (run.contains("scaling") && run["scaling"].contains("weak_efficiency")) {
         eff = fmt::format("{:.2f}", run["scaling"]["weak_efficiency"].get<double>());
       }
       if (run.contains("correctness") && run["correctness"].contains("passed")) {
         const auto& c = run["correctness"];
-        diff = c.contains("rel_l2_diff") ? fmt::format("{:.1e}", c["rel_l2_diff"].get<double>()) : "error";
+        diff = c.contains("rel_l2_diff") ? fmt::format("{:.1e}", c["rel_l2_diff"].get<double>())
+                                         : "error";
         if (!c["passed"].get<bool>()) diff += " FAIL";
       }
     }
@@ -283,7 +312,8 @@ int suite_command(const SuiteOptions& o) {
   nlohmann::json suite;
   std::string dir;
   if (!o.resume.empty()) {
-    DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 && !o.quick)
+    DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() &&
+                     o.max_world_size == -1 && !o.quick)
         << "--resume takes the matrix from " << o.resume
         << "/suite.json: drop SUITE.json, --out, --device, --max-world-size and --quick";
     dir = o.resume;
@@ -294,8 +324,8 @@ int suite_command(const SuiteOptions& o) {
     } catch (const reports::ReportError& e) {
       throw UsageError(e.what());
     }
-    DDPB_USAGE_CHECK(suite.is_object() && suite.value("kind", "") == "suite" && suite.contains("suite") &&
-                     suite.contains("runs") && suite["runs"].is_array())
+    DDPB_USAGE_CHECK(suite.is_object() && suite.value("kind", "") == "suite" &&
+                     suite.contains("suite") && suite.contains("runs") && suite["runs"].is_array())
         << path << " is not a ddpbench suite record";
     spec = SuiteSpec::from_json(suite["suite"]);
     if (o.with_pytorch) spec.with_pytorch = true;
@@ -315,15 +345,18 @@ int suite_command(const SuiteOptions& o) {
   }
 
   if (std::string_view(build_type()) == "Debug") {
-    std::fprintf(stderr, "ddpbench suite: WARNING: this is a Debug build; its timings are not representative\n");
+    std::fprintf(
+        stderr,
+        "ddpbench suite: WARNING: this is a Debug build; its timings are not representative\n");
   }
   if (o.resume.empty()) {
     const auto runs = expand_suite(spec);
-    fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, runs.size(), spec.device, dir);
+    fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, runs.size(), spec.device,
+               dir);
     std::fflush(stdout);
     const Device device = spec.device == "cuda" ? Device::cuda(0) : Device::cpu();
-    const nlohmann::json peak =
-        measure_gemm_peak(device, workload_gemm_shapes(spec.per_device_batch), spec.quick ? 0.05 : 0.25);
+    const nlohmann::json peak = measure_gemm_peak(
+        device, workload_gemm_shapes(spec.per_device_batch), spec.quick ? 0.05 : 0.25);
     fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),
                peak["flops_per_s"].get<double>() / 1e9);
     nlohmann::json entries = nlohmann::json::array();
@@ -342,13 +375,15 @@ int suite_command(const SuiteOptions& o) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
 
   const double peak = suite["gemm_peak"].value("flops_per_s", 0.0);
   size_t todo = 0;
-  for (const auto& r : suite["runs"]) todo += r["status"] == "pending" || r["status"] == "interrupted";
+  for (const auto& r : suite["runs"])
+    todo += r["status"] == "pending" || r["status"] == "interrupted";
   Progress progress(suite["runs"].size(), suite["runs"].size() - todo);
   for (auto& run : suite["runs"]) {
     if (g_stop) break;
@@ -370,7 +405,8 @@ int suite_command(const SuiteOptions& o) {
     any_failed = any_failed || run["status"] == "failed";
   }
   for (auto& run : suite["runs"]) {
-    if (complete && run["status"] == "ok" && run["mode"] != "single" && !run.contains("correctness")) {
+    if (complete && run["status"] == "ok" && run["mode"] != "single" &&
+        !run.contains("correctness")) {
       run["correctness"] = {{"skipped", "its single-device reference run failed"}};
     }
     if (run.contains("correctness") && run["correctness"].contains("passed")) {
@@ -384,11 +420,14 @@ int suite_command(const SuiteOptions& o) {
   write_suite_report(suite, html);
   write_suite_report(suite, (fs::path(dir) / "report.md").string());
   if (!complete) {
-    fmt::print("\nddpbench suite: INCOMPLETE ({}): finished runs are kept; continue with\n"
-               "  ddpbench suite --resume {}\n",
-               g_stop ? "interrupted" : "runs missing", dir);
+    fmt::print(
+        "\nddpbench suite: INCOMPLETE ({}): finished runs are kept; continue with\n"
+        "  ddpbench suite --resume {}\n",
+        g_stop ? "interrupted" : "runs missing", dir);
   }
-  if (any_wrong) fmt::print("\nddpbench suite: a correctness check FAILED: see the param diff column (relative L2)\n");
+  if (any_wrong)
+    fmt::print(
+        "\nddpbench suite: a correctness check FAILED: see the param diff column (relative L2)\n");
   fmt::print("\nresults: {}/suite.json\nreport:  {} ({} KiB), {}/report.md\n", dir, html,
              fs::file_size(html) / 1024, dir);
   std::fflush(stdout);

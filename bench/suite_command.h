@@ -8,13 +8,13 @@
 namespace ddpb::bench {
 
 struct SuiteOptions {
-  std::string file;          // SUITE.json overriding the default matrix
-  std::string out;           // results folder (default ddpbench-results/suite-<time>)
-  std::string device;        // cpu | cuda; empty: cuda when a GPU is usable, else cpu
-  int max_world_size = -1;   // -1: no cap
+  std::string file;         // SUITE.json overriding the default matrix
+  std::string out;          // results folder (default ddpbench-results/suite-<time>)
+  std::string device;       // cpu | cuda; empty: cuda when a GPU is usable, else cpu
+  int max_world_size = -1;  // -1: no cap
   bool quick = false;
   bool with_pytorch = false;
-  std::string resume;        // results folder of an interrupted suite
+  std::string resume;  // results folder of an interrupted suite
 };
 
 // Returns the process exit code: 0 when every run succeeded and computed the right thing,

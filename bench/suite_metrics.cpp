@@ -37,7 +37,9 @@ const nlohmann::json* find_run(const nlohmann::json& suite, const std::string& i
   return nullptr;
 }
 
-bool ok(const nlohmann::json* run) { return run && run->value("status", "") == "ok" && run->contains("metrics"); }
+bool ok(const nlohmann::json* run) {
+  return run && run->value("status", "") == "ok" && run->contains("metrics");
+}
 
 }  // namespace
 
@@ -66,12 +68,15 @@ nlohmann::json run_metrics(const nlohmann::json& record, double peak) {
   }
   const int devices = distinct_devices(record);
   m["devices"] = devices;
-  if (peak > 0) m["flop_fraction"] = flop_fraction(s["achieved_flops_per_s"].get<double>(), peak, devices);
+  if (peak > 0)
+    m["flop_fraction"] = flop_fraction(s["achieved_flops_per_s"].get<double>(), peak, devices);
   int64_t peak_bytes = 0;
-  for (const auto& d : record["memory"]) peak_bytes = std::max(peak_bytes, d["peak_bytes"].get<int64_t>());
+  for (const auto& d : record["memory"])
+    peak_bytes = std::max(peak_bytes, d["peak_bytes"].get<int64_t>());
   if (record.contains("ranks")) {
     for (const auto& r : record["ranks"]) {
-      for (const auto& d : r["memory"]) peak_bytes = std::max(peak_bytes, d["peak_bytes"].get<int64_t>());
+      for (const auto& d : r["memory"])
+        peak_bytes = std::max(peak_bytes, d["peak_bytes"].get<int64_t>());
     }
   }
   m["peak_memory_bytes"] = peak_bytes;
@@ -89,8 +94,9 @@ void derive_scaling(nlohmann::json& suite) {
     nlohmann::json sc = nlohmann::json::object();
     if (ok(base)) {
       sc["baseline"] = base_id;
-      sc["weak_efficiency"] = weak_scaling_efficiency(run["metrics"]["samples_per_s"].get<double>(), n,
-                                                      (*base)["metrics"]["samples_per_s"].get<double>());
+      sc["weak_efficiency"] =
+          weak_scaling_efficiency(run["metrics"]["samples_per_s"].get<double>(), n,
+                                  (*base)["metrics"]["samples_per_s"].get<double>());
     }
     // Strong scaling: the single device at this run's global batch.
     const std::string strong_id =
@@ -111,27 +117,34 @@ void derive_correctness(nlohmann::json& suite, const std::string& dir) {
   const auto& spec = suite["suite"];
   for (auto& run : suite["runs"]) {
     if (run["mode"] == "single" || !ok(&run)) continue;
-    if (run.contains("correctness") && (run["correctness"].contains("passed") || run["correctness"].contains("skipped"))) {
+    if (run.contains("correctness") &&
+        (run["correctness"].contains("passed") || run["correctness"].contains("skipped"))) {
       continue;
     }
     const std::string w = run["workload"];
     const int64_t g = run["global_batch"];
-    const std::string ref_id = run["world_size"].get<int>() == 1 ? w + "/single/w1" : w + "/single/w1/b" + std::to_string(g);
+    const std::string ref_id = run["world_size"].get<int>() == 1
+                                   ? w + "/single/w1"
+                                   : w + "/single/w1/b" + std::to_string(g);
     const auto* ref = find_run(suite, ref_id);
     if (!ref) {
-      run["correctness"] = {{"reference", ref_id}, {"skipped", "no single-device run at this global batch in the suite"}};
+      run["correctness"] = {{"reference", ref_id},
+                            {"skipped", "no single-device run at this global batch in the suite"}};
       continue;
     }
     if (!ok(ref)) continue;  // not run yet (or failed: decided at the end of the suite)
     const bool lossy = run["variant"].get<std::string>().find("-hook") != std::string::npos;
-    const double threshold = lossy ? spec.value("hook_correctness_threshold", 5e-2) : spec.value("correctness_threshold", 1e-2);
+    const double threshold = lossy ? spec.value("hook_correctness_threshold", 5e-2)
+                                   : spec.value("correctness_threshold", 1e-2);
     const auto params = [&](const nlohmann::json& r) {
       return (std::filesystem::path(dir) / r["params"].get<std::string>()).string();
     };
     try {
       const ParamDiff d = param_diff(params(run), params(*ref));
       // A NaN or Inf parameter is as wrong as it gets; JSON has no Inf, so say so in range.
-      const auto shown = [](double v) { return std::isfinite(v) ? v : std::numeric_limits<double>::max(); };
+      const auto shown = [](double v) {
+        return std::isfinite(v) ? v : std::numeric_limits<double>::max();
+      };
       run["correctness"] = {{"reference", ref_id},
                             {"max_rel_diff", shown(d.max_rel)},
                             {"rel_l2_diff", shown(d.rel_l2)},
@@ -140,8 +153,8 @@ void derive_correctness(nlohmann::json& suite, const std::string& dir) {
                             {"threshold", threshold},
                             {"passed", d.rel_l2 <= threshold}};
     } catch (const std::exception& e) {
-      run["correctness"] = {{"reference", ref_id}, {"threshold", threshold}, {"passed", false},
-                            {"error", e.what()}};
+      run["correctness"] = {
+          {"reference", ref_id}, {"threshold", threshold}, {"passed", false}, {"error", e.what()}};
     }
   }
 }

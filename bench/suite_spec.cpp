@@ -17,7 +17,9 @@ constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
 constexpr size_t kMaxListLength = 64;
 constexpr int kMaxWorldSize = 1024;
 
-std::string fmt_mb(double mb) { return fmt::format("{:g}", mb); }
+std::string fmt_mb(double mb) {
+  return fmt::format("{:g}", mb);
+}
 
 // Typed getters that name the key in their errors.
 struct KeyReader {
@@ -151,19 +153,22 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
        [&](const KeyReader& r) {
          s.modes = r.strings();
          for (const auto& m : s.modes) {
-           if (m != "single" && m != "dp" && m != "ddp") r.fail("mode \"" + m + "\" is not single, dp or ddp");
+           if (m != "single" && m != "dp" && m != "ddp")
+             r.fail("mode \"" + m + "\" is not single, dp or ddp");
          }
        }},
       {"world_sizes",
        [&](const KeyReader& r) {
          s.world_sizes.clear();
          for (const auto& v : r.list()) {
-           s.world_sizes.push_back(static_cast<int>(KeyReader{file, r.key, v}.integer(1, kMaxWorldSize)));
+           s.world_sizes.push_back(
+               static_cast<int>(KeyReader{file, r.key, v}.integer(1, kMaxWorldSize)));
          }
        }},
       {"steps", [&](const KeyReader& r) { s.steps = r.integer(1, 100000); }},
       {"warmup", [&](const KeyReader& r) { s.warmup = r.integer(0, 10000); }},
-      {"seed", [&](const KeyReader& r) { s.seed = static_cast<uint64_t>(r.integer(0, INT64_MAX)); }},
+      {"seed",
+       [&](const KeyReader& r) { s.seed = static_cast<uint64_t>(r.integer(0, INT64_MAX)); }},
       {"per_device_batch",
        [&](const KeyReader& r) {
          if (!r.value.is_object()) r.fail("expected an object {\"workload\": batch}");
@@ -176,7 +181,8 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
       {"bucket_sweep_mb",
        [&](const KeyReader& r) {
          s.bucket_sweep_mb.clear();
-         for (const auto& v : r.list()) s.bucket_sweep_mb.push_back(KeyReader{file, r.key, v}.number(1e-3, 4096));
+         for (const auto& v : r.list())
+           s.bucket_sweep_mb.push_back(KeyReader{file, r.key, v}.number(1e-3, 4096));
        }},
       {"sweep_workload", [&](const KeyReader& r) { s.sweep_workload = r.string(); }},
       {"overlap_off", [&](const KeyReader& r) { s.overlap_off = r.boolean(); }},
@@ -189,8 +195,10 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
        }},
       {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
       {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},
-      {"correctness_threshold", [&](const KeyReader& r) { s.correctness_threshold = r.number(0, 1); }},
-      {"hook_correctness_threshold", [&](const KeyReader& r) { s.hook_correctness_threshold = r.number(0, 1); }},
+      {"correctness_threshold",
+       [&](const KeyReader& r) { s.correctness_threshold = r.number(0, 1); }},
+      {"hook_correctness_threshold",
+       [&](const KeyReader& r) { s.hook_correctness_threshold = r.number(0, 1); }},
   };
   for (const auto& [key, value] : j.items()) {
     auto it = setters.find(key);
@@ -238,15 +246,16 @@ void validate_suite(const SuiteSpec& s, int gpus) {
     DDPB_USAGE_CHECK(n >= 1) << "suite: world size " << n << " must be positive";
     DDPB_USAGE_CHECK(sizes.insert(n).second) << "suite: world size " << n << " is listed twice";
     if (s.device == "cuda") {
-      DDPB_USAGE_CHECK(n <= gpus) << "suite: world size " << n << " needs " << n << " GPUs, this machine has "
-                                  << gpus << " (lower \"world_sizes\" or --max-world-size)";
+      DDPB_USAGE_CHECK(n <= gpus) << "suite: world size " << n << " needs " << n
+                                  << " GPUs, this machine has " << gpus
+                                  << " (lower \"world_sizes\" or --max-world-size)";
     }
   }
   if (s.device == "cuda") {
     DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
   }
-  DDPB_USAGE_CHECK(s.sweep_workload.empty() ||
-                   std::find(s.workloads.begin(), s.workloads.end(), s.sweep_workload) != s.workloads.end())
+  DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
+                                                         s.sweep_workload) != s.workloads.end())
       << "suite: \"sweep_workload\" " << s.sweep_workload << " is not one of the suite's workloads";
 }
 
@@ -255,7 +264,9 @@ std::string run_file_stem(std::string id) {
   return id;
 }
 
-std::string SuiteRun::file_stem() const { return run_file_stem(id); }
+std::string SuiteRun::file_stem() const {
+  return run_file_stem(id);
+}
 
 std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
   std::vector<SuiteRun> runs;
@@ -263,7 +274,8 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     return std::find(s.modes.begin(), s.modes.end(), m) != s.modes.end();
   };
   auto make = [&](const std::string& workload, const std::string& mode, int n, int64_t global_batch,
-                  const std::string& group, const std::string& variant, std::vector<std::string> extra) {
+                  const std::string& group, const std::string& variant,
+                  std::vector<std::string> extra) {
     SuiteRun r;
     r.workload = workload;
     r.mode = mode;
@@ -271,13 +283,23 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     r.global_batch = global_batch;
     r.group = group;
     r.variant = variant;
-    r.id = workload + "/" + mode + "/w" + std::to_string(n) + (variant.empty() ? "" : "/" + variant);
-    r.args = {"run",          "--mode",         mode,
-              "--workload",   workload,         "--device",
-              s.device,       "--global-batch", std::to_string(global_batch),
-              "--steps",      std::to_string(s.steps),
-              "--warmup",     std::to_string(s.warmup),
-              "--seed",       std::to_string(s.seed),
+    r.id =
+        workload + "/" + mode + "/w" + std::to_string(n) + (variant.empty() ? "" : "/" + variant);
+    r.args = {"run",
+              "--mode",
+              mode,
+              "--workload",
+              workload,
+              "--device",
+              s.device,
+              "--global-batch",
+              std::to_string(global_batch),
+              "--steps",
+              std::to_string(s.steps),
+              "--warmup",
+              std::to_string(s.warmup),
+              "--seed",
+              std::to_string(s.seed),
               "--quiet"};
     if (mode != "single") {
       r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
@@ -297,7 +319,8 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     // Single device at each larger global batch: the correctness reference of DP and DDP at
     // that world size, and the strong-scaling baseline.
     for (int n : s.world_sizes) {
-      if (n > 1 && parallel) make(w, "single", 1, n * b, "reference", fmt::format("b{}", n * b), {});
+      if (n > 1 && parallel)
+        make(w, "single", 1, n * b, "reference", fmt::format("b{}", n * b), {});
     }
   }
   const int sweep_n = *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
@@ -305,10 +328,12 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     const std::string& w = s.sweep_workload;
     const int64_t g = sweep_n * s.per_device_batch.at(w);
     for (double mb : s.bucket_sweep_mb) {
-      make(w, "ddp", sweep_n, g, "bucket_sweep", "bucket-" + fmt_mb(mb) + "mb", {"--bucket-cap-mb", fmt_mb(mb)});
+      make(w, "ddp", sweep_n, g, "bucket_sweep", "bucket-" + fmt_mb(mb) + "mb",
+           {"--bucket-cap-mb", fmt_mb(mb)});
     }
     if (s.overlap_off) make(w, "ddp", sweep_n, g, "overlap", "no-overlap", {"--no-overlap"});
-    for (const auto& h : s.comm_hooks) make(w, "ddp", sweep_n, g, "comm_hook", h + "-hook", {"--comm-hook", h});
+    for (const auto& h : s.comm_hooks)
+      make(w, "ddp", sweep_n, g, "comm_hook", h + "-hook", {"--comm-hook", h});
   }
   return runs;
 }

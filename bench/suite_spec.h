@@ -24,8 +24,8 @@ struct SuiteSpec {
   int64_t warmup = 3;
   uint64_t seed = 0;
   std::map<std::string, int64_t> per_device_batch;  // workload -> samples per device
-  std::vector<double> bucket_sweep_mb;               // DDP bucket caps besides the default 25
-  std::string sweep_workload;                        // where the sweep, overlap-off and hooks run
+  std::vector<double> bucket_sweep_mb;              // DDP bucket caps besides the default 25
+  std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
   bool overlap_off = true;
   std::vector<std::string> comm_hooks = {"fp16"};
   bool with_pytorch = false;

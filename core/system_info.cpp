@@ -38,7 +38,8 @@ void fill_cuda(SystemInfo& info) {
   int v = 0;
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) info.cuda_runtime_version = cuda_version_string(v);
   v = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0) info.cuda_driver_version = cuda_version_string(v);
+  if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+    info.cuda_driver_version = cuda_version_string(v);
   const int n = cuda_device_count();  // 0 when the runtime reports any error
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp prop{};
@@ -54,7 +55,8 @@ void fill_cuda(SystemInfo& info) {
       int can = 0;
       if (i == j) {
         can = 1;
-      } else if (cudaDeviceCanAccessPeer(&can, static_cast<int>(i), static_cast<int>(j)) != cudaSuccess) {
+      } else if (cudaDeviceCanAccessPeer(&can, static_cast<int>(i), static_cast<int>(j)) !=
+                 cudaSuccess) {
         can = 0;
       }
       info.peer_access[i][j] = can != 0;
@@ -68,8 +70,8 @@ void fill_cuda(SystemInfo& info) {
   int nv = 0;
   if (ncclGetVersion(&nv) == ncclSuccess) {
     // NCCL >= 2.9: major * 10000 + minor * 100 + patch.
-    info.nccl_version = std::to_string(nv / 10000) + "." + std::to_string((nv % 10000) / 100) + "." +
-                        std::to_string(nv % 100);
+    info.nccl_version = std::to_string(nv / 10000) + "." + std::to_string((nv % 10000) / 100) +
+                        "." + std::to_string(nv % 100);
   }
 #endif
 }

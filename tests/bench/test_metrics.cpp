@@ -94,7 +94,7 @@ TEST(Compute, FlopFraction) {
 TEST(Percentiles, LinearInterpolationLikeNumpy) {
   const std::vector<double> v = {5, 1, 4, 2, 3};  // sorted 1..5
   EXPECT_DOUBLE_EQ(percentile(v, 50), 3);
-  EXPECT_DOUBLE_EQ(percentile(v, 90), 4.6);   // numpy.percentile([1..5], 90)
+  EXPECT_DOUBLE_EQ(percentile(v, 90), 4.6);  // numpy.percentile([1..5], 90)
   EXPECT_DOUBLE_EQ(percentile(v, 99), 4.96);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 50), 2.5);
   const Summary s = summarize(v);
@@ -115,12 +115,15 @@ namespace {
 
 void write_params(const std::string& path, std::vector<float> w, std::vector<float> b) {
   const auto n = static_cast<int64_t>(w.size());
-  save_safetensors(path, {{"layer.weight", Tensor::from_floats(w, {n}, Device::cpu())},
-                          {"layer.bias", Tensor::from_floats(b, {static_cast<int64_t>(b.size())}, Device::cpu())}});
+  save_safetensors(
+      path,
+      {{"layer.weight", Tensor::from_floats(w, {n}, Device::cpu())},
+       {"layer.bias", Tensor::from_floats(b, {static_cast<int64_t>(b.size())}, Device::cpu())}});
 }
 
 TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
-  const auto dir = std::filesystem::temp_directory_path() / ("ddpb_correctness_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ddpb_correctness_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "params");
   write_params((dir / "params/ref.safetensors").string(), {3, 4, 0, 0}, {1, 1});
   write_params((dir / "params/same.safetensors").string(), {3, 4, 0, 0}, {1, 1});
@@ -129,14 +132,32 @@ TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
   nlohmann::json suite = {
       {"suite", {{"correctness_threshold", 1e-2}, {"hook_correctness_threshold", 5e-2}}},
       {"runs",
-       {{{"id", "m/single/w1/b8"}, {"mode", "single"}, {"status", "ok"}, {"metrics", nlohmann::json::object()},
-         {"workload", "m"}, {"world_size", 1}, {"global_batch", 8}, {"variant", "b8"},
+       {{{"id", "m/single/w1/b8"},
+         {"mode", "single"},
+         {"status", "ok"},
+         {"metrics", nlohmann::json::object()},
+         {"workload", "m"},
+         {"world_size", 1},
+         {"global_batch", 8},
+         {"variant", "b8"},
          {"params", "params/ref.safetensors"}},
-        {{"id", "m/dp/w2"}, {"mode", "dp"}, {"status", "ok"}, {"metrics", nlohmann::json::object()},
-         {"workload", "m"}, {"world_size", 2}, {"global_batch", 8}, {"variant", ""},
+        {{"id", "m/dp/w2"},
+         {"mode", "dp"},
+         {"status", "ok"},
+         {"metrics", nlohmann::json::object()},
+         {"workload", "m"},
+         {"world_size", 2},
+         {"global_batch", 8},
+         {"variant", ""},
          {"params", "params/same.safetensors"}},
-        {{"id", "m/ddp/w2"}, {"mode", "ddp"}, {"status", "ok"}, {"metrics", nlohmann::json::object()},
-         {"workload", "m"}, {"world_size", 2}, {"global_batch", 8}, {"variant", ""},
+        {{"id", "m/ddp/w2"},
+         {"mode", "ddp"},
+         {"status", "ok"},
+         {"metrics", nlohmann::json::object()},
+         {"workload", "m"},
+         {"world_size", 2},
+         {"global_batch", 8},
+         {"variant", ""},
          {"params", "params/wrong.safetensors"}}}}};
   derive_correctness(suite, dir.string());
   const auto& same = suite["runs"][1]["correctness"];

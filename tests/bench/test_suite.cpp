@@ -26,7 +26,9 @@ nlohmann::json load(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
 
 const nlohmann::json* find_run(const nlohmann::json& suite, const std::string& id) {
   for (const auto& r : suite["runs"]) {
@@ -109,7 +111,8 @@ TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
   EXPECT_EQ(r.code, 0) << r.output;
   auto slower = suite;
   for (auto& run : slower["runs"]) {
-    if (run["id"] == "mlp-small/ddp/w2") run["metrics"]["samples_per_s"] = run["metrics"]["samples_per_s"].get<double>() * 0.8;
+    if (run["id"] == "mlp-small/ddp/w2")
+      run["metrics"]["samples_per_s"] = run["metrics"]["samples_per_s"].get<double>() * 0.8;
   }
   write_file(dir / "slower.json", slower.dump());
   r = run_cli("compare " + out + "/suite.json " + (dir / "slower.json") + " --threshold 5");
@@ -120,7 +123,8 @@ TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
 TEST(Suite, AFailedRunIsRecordedAndTheSuiteGoesOn) {
   TempDir dir("suite_fail");
   // embed-tiny's dataset is smaller than this batch: that run fails at start-up (exit 2).
-  write_file(dir / "s.json", R"({"workloads": ["embed-tiny"], "modes": ["single"], "world_sizes": [1],
+  write_file(dir / "s.json",
+             R"({"workloads": ["embed-tiny"], "modes": ["single"], "world_sizes": [1],
       "steps": 2, "warmup": 0, "per_device_batch": {"embed-tiny": 1000000}})");
   write_file(dir / "ok.json", R"({"workloads": ["embed-tiny", "mlp-small"], "modes": ["single"],
       "world_sizes": [1], "steps": 2, "warmup": 0, "per_device_batch": {"embed-tiny": 1000000, "mlp-small": 8}})");
@@ -132,14 +136,16 @@ TEST(Suite, AFailedRunIsRecordedAndTheSuiteGoesOn) {
   const auto* good = find_run(suite, "mlp-small/single/w1");
   ASSERT_TRUE(bad && good);
   EXPECT_EQ((*bad)["status"], "failed");
-  EXPECT_NE((*bad)["error"].get<std::string>().find("exceeds the dataset"), std::string::npos) << (*bad)["error"];
+  EXPECT_NE((*bad)["error"].get<std::string>().find("exceeds the dataset"), std::string::npos)
+      << (*bad)["error"];
   EXPECT_EQ((*good)["status"], "ok") << "the suite went on after the failure";
   EXPECT_TRUE(fs::exists(dir / "out/report.html"));
 }
 
 TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   TempDir dir("suite_resume");
-  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"], "world_sizes": [1, 2],
+  write_file(dir / "s.json",
+             R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"], "world_sizes": [1, 2],
       "steps": 30, "warmup": 1, "bucket_sweep_mb": [], "comm_hooks": [], "overlap_off": false})");
   const std::string out = dir / "out";
   const pid_t pid = ::fork();
@@ -167,7 +173,8 @@ TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   ::kill(pid, SIGINT);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double stop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 130);
   EXPECT_LT(stop_s, 15) << "Ctrl-C stops the suite within seconds";
@@ -201,18 +208,21 @@ TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   for (const auto& run : suite["runs"]) {
     EXPECT_EQ(run["status"], "ok") << run.dump();
     if (durations.count(run["id"])) {
-      EXPECT_EQ(run["duration_s"].get<double>(), durations[run["id"]]) << "finished runs are not rerun";
+      EXPECT_EQ(run["duration_s"].get<double>(), durations[run["id"]])
+          << "finished runs are not rerun";
     }
   }
   EXPECT_EQ(suite["context"]["resumed"].size(), 1u);
 }
 
 TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
-  if (std::system((std::string(DDPB_TEST_PYTHON) + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) {
+  if (std::system((std::string(DDPB_TEST_PYTHON) + " -c 'import torch' >/dev/null 2>&1").c_str()) !=
+      0) {
     GTEST_SKIP() << DDPB_TEST_PYTHON << " cannot import torch (apt install python3-torch)";
   }
   TempDir dir("suite_torch");
-  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "world_sizes": [1, 2], "steps": 3, "warmup": 1,
+  write_file(dir / "s.json",
+             R"({"workloads": ["mlp-small"], "world_sizes": [1, 2], "steps": 3, "warmup": 1,
       "per_device_batch": {"mlp-small": 16}, "bucket_sweep_mb": [], "comm_hooks": [], "overlap_off": true})");
   const std::string out = dir / "out";
   CliResult r = run_cli("suite " + (dir / "s.json") + " --with-pytorch --out " + out,
@@ -224,7 +234,8 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
     ASSERT_TRUE(run.contains("pytorch"));
     const auto& p = run["pytorch"];
     if (run["mode"] == "dp" || run["variant"] == "no-overlap") {
-      EXPECT_EQ(p["status"], "skipped") << "PyTorch's DataParallel needs CUDA; no --no-overlap there";
+      EXPECT_EQ(p["status"], "skipped")
+          << "PyTorch's DataParallel needs CUDA; no --no-overlap there";
       EXPECT_FALSE(p["error"].get<std::string>().empty());
       continue;
     }

@@ -106,7 +106,8 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
   }
   SuiteSpec spec = default_suite("cpu", 0, false);
-  EXPECT_NE(usage_error(spec, std::string(2 << 20, ' ')).find("at most"), std::string::npos) << "size limit";
+  EXPECT_NE(usage_error(spec, std::string(2 << 20, ' ')).find("at most"), std::string::npos)
+      << "size limit";
 }
 
 TEST(SuiteSpec, QuickIsShort) {

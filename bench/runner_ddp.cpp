@@ -183,9 +183,12 @@ class DdpRunner final : public ModeRunner {
     const int64_t zero_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 reducer_->backward_start().time_since_epoch())
                                 .count();
+    double first_launch = recs.empty() ? 0.0 : recs.front().launch_ms, last_complete = 0;
     for (const auto& r : recs) {
       double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
       busy.emplace_back(start, r.complete_ms);
+      first_launch = std::min(first_launch, r.launch_ms);
+      last_complete = std::max(last_complete, r.complete_ms);
       const double algbw = algbw_GBps(static_cast<double>(r.bytes), r.complete_ms - start);
       const double busbw = algbw * busbw_factor(Collective::AllReduce, pg_->size());
       out.spans.push_back({"allreduce bucket " + std::to_string(r.index),
@@ -200,11 +203,6 @@ class DdpRunner final : public ModeRunner {
     }
     const double sync_bwd_end_ms =
         recs.empty() ? 0.0 : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start()).count();
-    double first_launch = 0, last_complete = 0;
-    for (size_t b = 0; b < recs.size(); ++b) {
-      first_launch = b == 0 ? recs[b].launch_ms : std::min(first_launch, recs[b].launch_ms);
-      last_complete = std::max(last_complete, recs[b].complete_ms);
-    }
     const CommTime ct = comm_time(std::move(busy), sync_bwd_end_ms);
     out.extra = {{"rank", env_.rank},
                  {"buckets", buckets},

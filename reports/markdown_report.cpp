@@ -1,5 +1,7 @@
 // render_markdown (declared in reports/html_report.h): the HTML report's layout in GitHub
 // Markdown, charts as separate SVG files.
+#include <algorithm>
+
 #include "reports/html_report.h"
 #include "reports/suite_view.h"
 #include "reports/svg_chart.h"
@@ -7,31 +9,15 @@
 namespace ddpb::reports {
 namespace {
 
-// A table cell: '|' would end the cell and a newline the row; '<' and '&' would let record
-// text become HTML, which GitHub renders.
-std::string md_cell(const std::string& s) {
+// A table cell: '<' and '&' would let record text become HTML, which GitHub renders (the
+// SVG escaping covers them); '|' would end the cell and a line break the row.
+std::string md_cell(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\r', ' ');
   std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '|':
-        out += "\\|";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '\n':
-      case '\r':
-        out += ' ';
-        break;
-      default:
-        out += c;
-    }
+  for (char c : svg::escape_xml(s)) {
+    if (c == '|') out += '\\';
+    out += c;
   }
   return out;
 }

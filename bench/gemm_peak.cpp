@@ -26,7 +26,9 @@ std::vector<GemmShape> workload_gemm_shapes(
         shapes.push_back({name, batch * w.seq_len, w.vocab, w.n_embd});
         break;
       case Family::Embed:
-        shapes.push_back({name, batch, w.hidden.empty() ? w.classes : w.hidden.front(), w.n_embd});
+        // head.0 reads the sample's concatenated embeddings: ids_per_sample x n_embd features.
+        shapes.push_back({name, batch, w.hidden.empty() ? w.classes : w.hidden.front(),
+                          w.ids_per_sample * w.n_embd});
         break;
     }
   }

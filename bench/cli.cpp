@@ -52,7 +52,9 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--lr", c.optimizer.lr, "learning rate");
   run.add_option("--momentum", c.optimizer.momentum, "SGD momentum");
   run.add_option("--weight-decay", c.optimizer.weight_decay, "weight decay");
-  run.add_option("--math", c.math, "fp32 or tf32 (CUDA GEMM math mode)");
+  // --math is the flag's earlier name, kept so that older scripts still run.
+  run.add_option("--precision,--math", c.precision,
+                 "fp32, tf32 or bf16 GEMM compute (f32 weights, optimizer state, gradients)");
   run.add_option("--out", c.out, "write the JSON record here");
   run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
   run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");

@@ -37,8 +37,15 @@ void RunConfig::validate() const {
   DDPB_USAGE_CHECK(steps > 0) << "--steps must be positive, got " << steps;
   DDPB_USAGE_CHECK(warmup >= 0) << "--warmup must be >= 0, got " << warmup;
   parse_trace_steps(trace_steps);  // validates
-  DDPB_USAGE_CHECK(math == "fp32" || math == "tf32")
-      << "--math must be fp32 or tf32, got " << math;
+  math_mode_from_name(precision);  // validates
+}
+
+ops::MathMode math_mode_from_name(const std::string& precision) {
+  if (precision == "fp32") return ops::MathMode::FP32;
+  if (precision == "tf32") return ops::MathMode::TF32;
+  DDPB_USAGE_CHECK(precision == "bf16")
+      << "--precision must be fp32, tf32 or bf16, got " << precision;
+  return ops::MathMode::BF16;
 }
 
 nlohmann::json RunConfig::to_json() const {
@@ -65,7 +72,7 @@ nlohmann::json RunConfig::to_json() const {
           {"steps", steps},
           {"warmup", warmup},
           {"seed", seed},
-          {"math", math},
+          {"precision", precision},
           {"optimizer",
            {{"name", optimizer.name},
             {"lr", optimizer.lr},

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ops.h"
 #include "core/optim.h"
 
 namespace ddpb::bench {
@@ -36,7 +37,7 @@ struct RunConfig {
   int64_t warmup = 3;        // steps before the measured ones (they train too)
   uint64_t seed = 0;
   optim::OptimizerConfig optimizer;
-  std::string math = "fp32";  // fp32 | tf32 (CUDA GEMMs only)
+  std::string precision = "fp32";  // fp32 | tf32 | bf16: GEMM compute (ops::MathMode)
   std::string out;            // JSON record
   std::string dump;           // directory for meta.json and safetensors dumps
   std::string init_from;      // safetensors with the initial parameters
@@ -50,5 +51,8 @@ struct RunConfig {
   void validate() const;
   nlohmann::json to_json() const;
 };
+
+// "fp32" | "tf32" | "bf16" -> the GEMM math mode; anything else is a UsageError.
+ops::MathMode math_mode_from_name(const std::string& precision);
 
 }  // namespace ddpb::bench

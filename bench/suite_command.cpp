@@ -17,10 +17,12 @@
 #include "bench/context.h"
 #include "bench/gemm_peak.h"
 #include "bench/report_commands.h"
+#include "bench/run_config.h"
 #include "bench/suite_metrics.h"
 #include "bench/suite_spec.h"
 #include "core/check.h"
 #include "core/device.h"
+#include "core/ops.h"
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
 
@@ -355,6 +357,8 @@ int suite_command(const SuiteOptions& o) {
                dir);
     std::fflush(stdout);
     const Device device = spec.device == "cuda" ? Device::cuda(0) : Device::cpu();
+    // The peak in the precision the runs use: a bf16 run's FLOP fraction is against bf16 GEMMs.
+    ops::set_math_mode(math_mode_from_name(spec.precision));
     const nlohmann::json peak = measure_gemm_peak(
         device, workload_gemm_shapes(spec.per_device_batch), spec.quick ? 0.05 : 0.25);
     fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),

@@ -94,6 +94,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"sweep_workload", sweep_workload},
           {"overlap_off", overlap_off},
           {"comm_hooks", comm_hooks},
+          {"precision", precision},
           {"with_pytorch", with_pytorch},
           {"timeout_s", timeout_s},
           {"correctness_threshold", correctness_threshold},
@@ -192,6 +193,12 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
          for (const auto& h : s.comm_hooks) {
            if (h != "fp16" && h != "bf16") r.fail("hook \"" + h + "\" is not fp16 or bf16");
          }
+       }},
+      {"precision",
+       [&](const KeyReader& r) {
+         s.precision = r.string();
+         if (s.precision != "fp32" && s.precision != "tf32" && s.precision != "bf16")
+           r.fail("precision \"" + s.precision + "\" is not fp32, tf32 or bf16");
        }},
       {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
       {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},
@@ -300,6 +307,8 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
               std::to_string(s.warmup),
               "--seed",
               std::to_string(s.seed),
+              "--precision",
+              s.precision,
               "--quiet"};
     if (mode != "single") {
       r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});

@@ -28,6 +28,7 @@ struct SuiteSpec {
   std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
   bool overlap_off = true;
   std::vector<std::string> comm_hooks = {"fp16"};
+  std::string precision = "fp32";  // every run's --precision, and the GEMM peak's
   bool with_pytorch = false;
   double timeout_s = 300;  // DDP collective timeout; a run's wall limit is 2x this + 60 s
   // On the largest per-tensor relative L2 difference of the final parameters (docs/metrics.md):

@@ -46,7 +46,7 @@ nlohmann::json memory_record(const std::vector<Device>& devices) {
 }  // namespace
 
 nlohmann::json run_training(const RunConfig& config) {
-  ops::set_math_mode(config.math == "tf32" ? ops::MathMode::TF32 : ops::MathMode::FP32);
+  ops::set_math_mode(math_mode_from_name(config.precision));
   const WorkloadSpec& spec = find_workload(config.workload);
   auto runner = make_runner(config, spec);
   Model& model = runner->model();

@@ -91,6 +91,18 @@ void f32_to_f16(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = float_to_f16(in[i]);
 }
 
+void round_to_bf16(const float* src, float* dst, int64_t n) {
+  // Branch-free, so the loop vectorises: the rounded value and the quieted NaN are both
+  // computed and one is selected.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(src[i]);
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+    const uint32_t quiet_nan = (bits | 0x00400000u) & 0xFFFF0000u;
+    const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+    dst[i] = std::bit_cast<float>(is_nan ? quiet_nan : rounded);
+  }
+}
+
 void f16_to_f32(const uint16_t* in, float* out, int64_t n) {
 #if defined(__x86_64__)
   if (has_f16c()) return f16_to_f32_f16c(in, out, n);

@@ -84,4 +84,9 @@ inline float f16_to_float(uint16_t h) {
 void f32_to_f16(const float* in, uint16_t* out, int64_t n);
 void f16_to_f32(const uint16_t* in, float* out, int64_t n);
 
+// dst[i] = src[i] rounded to the nearest bf16 value (ties to even), kept as f32: exactly
+// what a bf16 GEMM operand holds. NaN stays NaN (quiet); overflow rounds to infinity.
+// src and dst may be the same buffer.
+void round_to_bf16(const float* src, float* dst, int64_t n);
+
 }  // namespace ddpb

@@ -15,9 +15,14 @@ namespace ddpb::ops {
 
 enum class Activation { None, ReLU, GeLU };
 
-// GEMM math mode on CUDA. FP32 is exact fp32; TF32 lets tensor cores round inputs to
-// tf32. The mode is explicit so that a tf32 run is never an accident. CPU ignores it.
-enum class MathMode { FP32, TF32 };
+// GEMM precision (`--precision`). FP32 is exact fp32. TF32 lets CUDA tensor cores round
+// the operands to tf32 (CPU has no tf32 and computes fp32). BF16 computes with the operands
+// rounded to bf16 and accumulates in fp32, on both devices: CUDA through cuBLASLt's
+// FAST_16BF compute type, CPU by rounding copies of the operands before sgemm, so a CPU run
+// has the numerics of a bf16 run. Tensors, master weights, optimizer state and gradients
+// stay f32 in every mode; see docs/performance.md, "Precision". The mode is explicit so that
+// a reduced-precision run is never an accident. It applies to every GEMM, attention's too.
+enum class MathMode { FP32, TF32, BF16 };
 void set_math_mode(MathMode mode);
 MathMode math_mode();
 

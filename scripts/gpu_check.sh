@@ -31,11 +31,11 @@
 #               apply are excluded up front and named: CudaRuntime.NoDeviceMeansCudaErrorNotCrash
 #               (needs a machine *without* a GPU) and, with one GPU, CudaParity.PeerCopy.
 #   training    ddpbench run --mode single on cuda:0 (10 steps after 3 warm-up) for mlp-small,
-#               mlp-wide, gpt-tiny, gpt2-small (batch 8, fp32 and tf32) and embed; then
+#               mlp-wide, gpt-tiny, gpt2-small (batch 8, fp32, tf32 and bf16) and embed; then
 #               --mode dp over cuda:0,cuda:0 (two logical replicas) on mlp-small
 #   gemm        cuda_gemm_bench: ddpb::ops::gemm vs cuBLAS on gpt2-small/mlp-wide shapes
-#   pytorch     scripts/peer/torch_gpt_step.py: gpt2-small eager step, fp32 and tf32, with
-#               matmul+softmax attention (ddpbench's algorithm) and, where PyTorch has it,
+#   pytorch     scripts/peer/torch_gpt_step.py: gpt2-small eager step, fp32, tf32 and bf16
+#               (autocast), with matmul+softmax attention (ddpbench's algorithm) and, where PyTorch has it,
 #               scaled_dot_product_attention; the ratio ddpbench / PyTorch uses ddpbench's
 #               compute time (step minus the data phase) against PyTorch's step time
 #               (zero_grad+forward+loss+backward+step on a resident batch), both medians
@@ -258,7 +258,7 @@ torch_script="$root/scripts/peer/torch_gpt_step.py"
 
 selftest=${GPU_CHECK_SELFTEST:-0}
 device=cuda:0 dp_devices=cuda:0,cuda:0 steps=10 warmup=3
-torch_args=(--device cuda:0 --batch 8 --math "fp32,tf32" --attention both --warmup 3 --steps 10)
+torch_args=(--device cuda:0 --batch 8 --math "fp32,tf32,bf16" --attention both --warmup 3 --steps 10)
 declare -A stand_in=()
 if [[ $selftest == 1 ]]; then
   echo "gpu_check: SELFTEST on the CPU: exercises the script only; the results mean nothing"
@@ -398,7 +398,9 @@ for w in mlp-small mlp-wide gpt-tiny gpt2-small embed; do
   run_train "single $w" "single-$w" "$want" --mode single --workload "${stand_in[$w]:-$w}" --device "$device"
 done
 run_train "single gpt2-small tf32" single-gpt2-small-tf32 120 --mode single \
-  --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --math tf32
+  --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --precision tf32
+run_train "single gpt2-small bf16" single-gpt2-small-bf16 120 --mode single \
+  --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --precision bf16
 run_train "dp mlp-small $dp_devices" dp-mlp-small 60 --mode dp --world-size 2 \
   --devices "$dp_devices" --workload mlp-small
 grep -h '^phases' "$OUT/dp-mlp-small.log" 2>/dev/null | sed 's/^/dp per-phase /'
@@ -544,14 +546,14 @@ def compute_ms(rec):
 
 training = []
 for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
-            "single-gpt2-small-tf32", "single-embed", "dp-mlp-small"]:
+            "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-embed", "dp-mlp-small"]:
     r = load(tag + ".json")
     if not r:
         continue
     s = r["summary"]
     training.append({
         "run": tag, "workload": r["workload"]["name"], "mode": r["mode"]["name"],
-        "devices": r["mode"]["devices"], "math": r["config"].get("math", "fp32"),
+        "devices": r["mode"]["devices"], "math": r["config"].get("precision", r["config"].get("math", "fp32")),
         "global_batch": r["config"]["global_batch"],
         "step_ms_median": s["step_time_ms"]["median"], "compute_ms_median": compute_ms(r),
         "samples_per_s": s["samples_per_s"], "tokens_per_s": s["tokens_per_s"],
@@ -565,8 +567,8 @@ gemm = load("cuda_gemm_bench.json")
 torch_rec = load("torch-gpt2-small.json")
 vs_torch = []
 if torch_rec:
-    for math in ("fp32", "tf32"):
-        tag = "single-gpt2-small" + ("-tf32" if math == "tf32" else "")
+    for math in ("fp32", "tf32", "bf16"):
+        tag = "single-gpt2-small" + ("" if math == "fp32" else "-" + math)
         ours = next((t for t in training if t["run"] == tag), None)
         row = {"math": math, "ddpbench_compute_ms": ours["compute_ms_median"] if ours else None,
                "ddpbench_step_ms": ours["step_ms_median"] if ours else None}

@@ -1,6 +1,6 @@
 // CUDA GEMM micro-benchmark: ddpbench's GEMM path (ddpb::ops::gemm on cuBLASLt) against
 // plain cuBLAS, on the training GEMMs of gpt2-small (batch 8 x seq 1024) and mlp-wide
-// (batch 64), in fp32 and tf32 math.
+// (batch 64), in fp32, tf32 and bf16 math.
 //
 // A Linear layer y = act(x W^T + b), x [M, in], W [out, in], runs three GEMMs per training
 // step (core/functional.cpp, fn::linear and LinearBackward):
@@ -15,14 +15,15 @@
 //   ddpbench  ddpb::ops::gemm exactly as training calls it: dispatch, shape checks, the
 //             cuBLASLt heuristic (cached after the first call) and the bias/ReLU epilogue
 //             (--no-epilogue drops it);
-//   cublas    cublasSgemm (fp32) or cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (tf32),
-//             beta = 0, no epilogue: the library's own choice for the plain product.
+//   cublas    cublasSgemm (fp32) or cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (tf32) or
+//             CUBLAS_COMPUTE_32F_FAST_16BF (bf16), beta = 0, no epilogue: the library's own
+//             choice for the plain product.
 // Timing: CUDA events on the stream around `reps` back-to-back calls (reps chosen so that a
 // sample lasts >= --min-sample-ms; host overhead that the GPU cannot hide is included),
 // --warmup untimed calls first, then --iters samples per implementation, interleaved so
 // that clock drift hits both alike; the median sample is reported. TFLOP/s = 2 M N K / time.
 // Before timing, each shape checks ddpbench (no epilogue) against cuBLAS on device:
-// max |ddpb - cublas| / max |cublas| must stay below 1e-4 (fp32) or 1e-2 (tf32).
+// max |ddpb - cublas| / max |cublas| must stay below 1e-4 (fp32) or 1e-2 (tf32, bf16).
 //
 // Output: a table on stdout; --json FILE writes the same rows (one record, two renderings).
 // Exit codes: 0 success; 1 no CUDA device, a failed check or a runtime error; 2 bad flag.
@@ -111,10 +112,17 @@ struct Options {
   double min_sample_ms = 1.0;
   bool epilogue = true;
   bool check = true;
-  std::vector<MathMode> modes = {MathMode::FP32, MathMode::TF32};
+  std::vector<MathMode> modes = {MathMode::FP32, MathMode::TF32, MathMode::BF16};
 };
 
-const char* mode_name(MathMode m) { return m == MathMode::TF32 ? "tf32" : "fp32"; }
+const char* mode_name(MathMode m) {
+  switch (m) {
+    case MathMode::TF32: return "tf32";
+    case MathMode::BF16: return "bf16";
+    case MathMode::FP32: break;
+  }
+  return "fp32";
+}
 
 const char* act_name(Activation a) {
   switch (a) {
@@ -136,7 +144,7 @@ std::string epilogue_name(const GemmShape& s, bool enabled) {
   std::fprintf(code == 0 ? stdout : stderr,
                "cuda_gemm_bench: %s\n"
                "usage: cuda_gemm_bench [--json FILE] [--iters N] [--warmup N] [--min-sample-ms X]\n"
-               "                       [--filter SUBSTR] [--modes fp32,tf32] [--no-epilogue]\n"
+               "                       [--filter SUBSTR] [--modes fp32,tf32,bf16] [--no-epilogue]\n"
                "                       [--no-check]\n",
                why.c_str());
   std::exit(code);
@@ -182,8 +190,10 @@ Options parse(int argc, char** argv) {
           o.modes.push_back(MathMode::FP32);
         } else if (m == "tf32") {
           o.modes.push_back(MathMode::TF32);
+        } else if (m == "bf16") {
+          o.modes.push_back(MathMode::BF16);
         } else {
-          usage("--modes takes fp32 and/or tf32, got '" + m + "'");
+          usage("--modes takes fp32, tf32 and/or bf16, got '" + m + "'");
         }
         start = end + 1;
       }
@@ -278,9 +288,11 @@ void run_cublas(cublasHandle_t handle, const GemmShape& s, const Operands& o, Ma
                              o.a.data<float>(), lda, &beta, out.data<float>(), n))
         << s.workload << "/" << s.name;
   } else {
+    const cublasComputeType_t compute =
+        mode == MathMode::BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_FAST_TF32;
     CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, n, m, k, &alpha, o.b.data<float>(), CUDA_R_32F,
                               ldb, o.a.data<float>(), CUDA_R_32F, lda, &beta, out.data<float>(),
-                              CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT))
+                              CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT))
         << s.workload << "/" << s.name;
   }
 }

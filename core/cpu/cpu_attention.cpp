@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/cpu_math.h"
 
 namespace ddpb::cpu {
 namespace {
@@ -42,7 +43,7 @@ void CpuBackend::attention_forward(const Tensor& qkv, const Tensor& out, const T
           for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
           double sum = 0.0;
           for (int64_t j = 0; j <= i; ++j) {
-            row[j] = std::exp(row[j] - mx);
+            row[j] = fast_exp(row[j] - mx);
             sum += row[j];
           }
           float inv = static_cast<float>(1.0 / sum);

@@ -118,8 +118,11 @@ std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> g_algo_cache;
 // no algorithm for it and allow_unsupported is set; throws otherwise.
 bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epilogue,
                 bool allow_unsupported) {
-  const cublasComputeType_t compute =
-      ctx.math_mode == ops::MathMode::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // f32 operands and output in every mode; the compute type decides what the tensor cores
+  // see: exact f32, operands rounded to tf32, or rounded to bf16 with f32 accumulation.
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (ctx.math_mode == ops::MathMode::TF32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (ctx.math_mode == ops::MathMode::BF16) compute = CUBLAS_COMPUTE_32F_FAST_16BF;
   const cublasLtHandle_t handle = lt_handle(ctx.device);
 
   MatmulDesc op(compute);

@@ -2,7 +2,7 @@
 """Times one PyTorch eager training step of gpt2-small and prints JSON.
 
     torch_gpt_step.py [--device cuda:0] [--batch 8] [--seq 1024] [--layers 12] [--embd 768]
-                      [--heads 12] [--vocab 50257] [--math fp32,tf32]
+                      [--heads 12] [--vocab 50257] [--math fp32,tf32,bf16]
                       [--attention matmul|sdpa|both] [--warmup 3] [--steps 10]
                       [--lr 0.05] [--momentum 0.9] [--out FILE]
 
@@ -24,7 +24,11 @@ Attention (--attention):
 
 Math (--math, comma-separated, each timed in turn in this one process):
   fp32  torch.backends.cuda.matmul.allow_tf32 = False (exact fp32 GEMMs);
-  tf32  allow_tf32 = True (ddpbench's --math tf32). Attention GEMMs follow the same switch.
+  tf32  allow_tf32 = True (ddpbench's --precision tf32). Attention GEMMs follow the same switch.
+  bf16  torch.autocast(dtype=torch.bfloat16) around forward + loss: PyTorch's bf16 mixed
+        precision (f32 weights and optimizer state; GEMMs in bf16, their outputs stored in
+        bf16). ddpbench's --precision bf16 computes its GEMMs in bf16 too but keeps every
+        tensor in f32, so this side also saves activation memory traffic.
 
 Timing: every step is zero_grad(set_to_none=True) + forward + loss + backward + step on a
 batch already on the device (random tokens, made once), bracketed by CUDA events on the
@@ -179,8 +183,9 @@ def run_one(args, device, math_mode, kind):
     for step in range(args.warmup + args.steps):
         timer.begin()
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, args.vocab), y)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=math_mode == "bf16"):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, args.vocab).float(), y)
         loss.backward()
         opt.step()
         ms = timer.end_ms()
@@ -208,7 +213,7 @@ def main():
     ap.add_argument("--embd", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--vocab", type=int, default=50257)
-    ap.add_argument("--math", default="fp32,tf32", help="comma-separated: fp32, tf32")
+    ap.add_argument("--math", default="fp32,tf32", help="comma-separated: fp32, tf32, bf16")
     ap.add_argument("--attention", default="matmul", choices=["matmul", "sdpa", "both"])
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
@@ -219,8 +224,8 @@ def main():
     args = ap.parse_args()
 
     modes = [m for m in args.math.split(",") if m]
-    if not modes or any(m not in ("fp32", "tf32") for m in modes):
-        ap.error(f"--math takes fp32 and/or tf32, got {args.math!r}")
+    if not modes or any(m not in ("fp32", "tf32", "bf16") for m in modes):
+        ap.error(f"--math takes fp32, tf32 and/or bf16, got {args.math!r}")
     if min(args.batch, args.seq, args.layers, args.embd, args.heads, args.vocab, args.steps) <= 0 \
             or args.warmup < 0 or args.embd % args.heads != 0:
         ap.error("sizes must be positive, --warmup >= 0, and --embd divisible by --heads")

@@ -4,7 +4,8 @@
     torch_reference.py --mode single|ddp|dp --workload mlp-small [--device cpu|cuda] [--world-size N]
         [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
         [--weight-decay] [--backend gloo|nccl] [--bucket-cap-mb 25] [--first-bucket-mb 1]
-        [--grad-as-bucket-view] [--seed] [--out FILE] [--quiet]
+        [--grad-as-bucket-view] [--seed] [--precision fp32|tf32|bf16] [--threads N]
+        [--out FILE] [--quiet]
 
 The PyTorch side of scripts/peer/compare_pytorch.sh. Flags carry ddpbench's names and
 defaults (bench/run_config.h, core/optim.h), so one argument list drives both programs.
@@ -54,6 +55,7 @@ import argparse
 import ctypes
 import datetime
 import json
+import math
 import os
 import platform
 import socket
@@ -64,7 +66,20 @@ import time
 
 # Debian's PyTorch calls OpenBLAS (pthread build) through libblas.so.3, and
 # torch.set_num_threads() does not reach OpenBLAS's own pool: pin it before it loads.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# "--threads 0" keeps PyTorch's out-of-the-box threading (one thread per core in every
+# process), which is what a script started without torchrun gets; it must be seen before
+# torch is imported, so it is read from argv here and again by argparse below.
+def _threads_from_argv():
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+if _threads_from_argv() != "0":
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", _threads_from_argv())
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -92,8 +107,26 @@ def build(spec):
     if f == "mlp":
         return Mlp(spec["widths"])
     if f == "gpt":
-        return Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"])
+        model = Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"])
+        gpt2_init_(model, spec["n_layer"])
+        return model
     return Embed(spec["vocab"], spec["dim"], spec["ids"], spec["hidden"], spec["classes"])
+
+
+def gpt2_init_(model, n_layer):
+    """ddpbench's GPT initialisation (workloads/): N(0, 0.02) weights, c_proj N(0, 0.02/sqrt(2L)),
+    wpe N(0, 0.01), zero biases. replay_pytorch's Gpt loads ddpbench's dumped parameters and
+    keeps PyTorch's defaults otherwise, whose N(0, 1) tied embedding starts the loss near 90
+    instead of ln(vocab)."""
+    proj_std = 0.02 / math.sqrt(2.0 * n_layer)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name == "wpe.weight":
+                p.normal_(0.0, 0.01)
+            elif p.dim() == 2 and ".ln" not in name and not name.startswith("ln"):
+                p.normal_(0.0, proj_std if name.endswith("c_proj.weight") else 0.02)
+            elif name.endswith("bias"):
+                p.zero_()
 
 
 def synthetic_data(spec, n, gen):
@@ -177,6 +210,12 @@ def parse_args(argv):
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                    help="bf16: torch.autocast(bfloat16) around the forward (f32 weights and "
+                         "optimizer state), the counterpart of ddpbench --precision bf16")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per process (default 1, as torchrun sets for several ranks "
+                         "per node); 0 keeps PyTorch's default")
     ap.add_argument("--timeout", type=float, default=300.0, help="ddp: rendezvous timeout (s)")
     ap.add_argument("--out", default="", help="write the JSON record here (default: stdout)")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
@@ -264,7 +303,8 @@ def run(args):
             raise SystemExit(f"torch_reference: --world-size {args.world_size} but WORLD_SIZE={world}")
         dist.init_process_group(args.backend, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=args.timeout))
-    torch.set_num_threads(1)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)  # same on every rank; DDP broadcasts rank 0's anyway
     cuda = args.device == "cuda"
     # DDP rank r uses GPU LOCAL_RANK (ranks beyond the GPU count share them, as with gloo on
@@ -274,6 +314,9 @@ def run(args):
         local = int(os.environ.get("LOCAL_RANK", "0")) if ddp else 0
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
+    if cuda:  # tf32 has no CPU counterpart (ddpbench's CPU GEMMs stay f32 as well)
+        torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     model = build(spec).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     if args.mode == "dp":
@@ -329,7 +372,9 @@ def run(args):
         cursor += batch
         x, y = data_x.index_select(0, idx), data_y.index_select(0, idx)
         t1 = clock()
-        loss = loss_of(net(x), y)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            out = net(x)
+        loss = loss_of(out.float(), y)
         t2 = clock()
         if not ddp:
             opt.zero_grad()  # inside the backward phase, as in ddpbench's single runner

@@ -120,6 +120,30 @@ TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
   EXPECT_NE(r.output.find("mlp-small/ddp/w2"), std::string::npos) << r.output;
 }
 
+// "precision" reaches every run and the GEMM peak; DDP in bf16 (with and without the bf16
+// hook) still matches the single-device bf16 reference.
+TEST(Suite, Bf16SuitePassesItsCorrectnessChecks) {
+  TempDir dir("suite_bf16");
+  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"],
+      "world_sizes": [2], "steps": 8, "warmup": 1, "per_device_batch": {"mlp-small": 16},
+      "bucket_sweep_mb": [], "overlap_off": false, "comm_hooks": ["bf16"], "precision": "bf16"})");
+  CliResult r = run_cli("suite " + (dir / "s.json") + " --out " + (dir / "out"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto suite = load(dir / "out/suite.json");
+  EXPECT_EQ(suite["suite"]["precision"], "bf16");
+  int checked = 0;
+  for (const auto& run : suite["runs"]) {
+    EXPECT_EQ(run["status"], "ok") << run.dump();
+    const auto record = load(dir / ("out/" + run["record"].get<std::string>()));
+    EXPECT_EQ(record["config"]["precision"], "bf16") << run["id"];
+    if (run.contains("correctness") && run["correctness"].contains("passed")) {
+      EXPECT_TRUE(run["correctness"]["passed"].get<bool>()) << run["correctness"].dump();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 2) << "ddp w2 and its bf16-hook variant";
+}
+
 TEST(Suite, AFailedRunIsRecordedAndTheSuiteGoesOn) {
   TempDir dir("suite_fail");
   // embed-tiny's dataset is smaller than this batch: that run fails at start-up (exit 2).

@@ -1,17 +1,22 @@
 // Training makes progress: the loss falls over 50 steps on mlp-small and gpt-tiny.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "bench/run_config.h"
 #include "bench/trainer.h"
 
 namespace ddpb::bench {
 namespace {
 
-nlohmann::json train(const std::string& workload, int64_t batch, float lr, float momentum) {
+nlohmann::json train(const std::string& workload, int64_t batch, float lr, float momentum,
+                     const std::string& precision = "fp32", int64_t steps = 50) {
   RunConfig c;
+  c.precision = precision;
   c.workload = workload;
   c.global_batch = batch;
-  c.steps = 50;
+  c.steps = steps;
   c.warmup = 0;
   c.seed = 1;
   c.optimizer.lr = lr;
@@ -41,6 +46,25 @@ TEST(Training, GptTinyLossFalls) {
   std::printf("gpt-tiny loss: first 5 steps %.4f, last 5 steps %.4f\n", first, last);
   EXPECT_NEAR(first, std::log(512.0), 0.3) << "512 tokens start near ln(512)";
   EXPECT_LT(last, 0.8 * first);
+}
+
+// --precision bf16 computes every GEMM (attention's included) on bf16-rounded operands. The
+// loss curve must follow fp32's to within bf16's precision, and must not be fp32's exactly
+// (which would mean the mode never reached the GEMMs).
+TEST(Training, GptTinyInBf16TracksFp32) {
+  const auto f32 = train("gpt-tiny", 8, 0.1f, 0.9f, "fp32", 20);
+  const auto bf16 = train("gpt-tiny", 8, 0.1f, 0.9f, "bf16", 20);
+  EXPECT_EQ(bf16["config"]["precision"], "bf16");
+  double worst = 0;
+  bool any_different = false;
+  for (size_t i = 0; i < 20; ++i) {
+    const double a = f32["steps"][i]["loss"].get<double>(), b = bf16["steps"][i]["loss"].get<double>();
+    worst = std::max(worst, std::fabs(a - b) / a);
+    any_different = any_different || a != b;
+  }
+  std::printf("gpt-tiny bf16 vs fp32: largest relative loss difference over 20 steps %.2e\n", worst);
+  EXPECT_TRUE(any_different);
+  EXPECT_LT(worst, 2e-2);
 }
 
 }  // namespace

@@ -261,6 +261,16 @@ TEST_F(CudaParity, GemmTf32WithinTf32Tolerance) {
   check_gemm({false, true, true, ops::Activation::None, 0.0f}, 64, 64, 61, {2e-2, 1e-2});
 }
 
+TEST_F(CudaParity, GemmBf16MatchesTheCpuEmulation) {
+  // --precision bf16: cuBLASLt's FAST_16BF compute type on CUDA; operands rounded to bf16
+  // before an f32 sgemm on CPU. Both accumulate bf16 products in f32, so they differ by the
+  // order of accumulation and by how cuBLAS down-converts (to nearest or toward zero: up to
+  // 2^-8 per operand), not by f32-vs-bf16 (~2^-9 per operand against unrounded inputs).
+  ops::set_math_mode(ops::MathMode::BF16);
+  check_gemm({false, true, true, ops::Activation::GeLU, 0.0f}, 64, 64, 61, {1e-2, 1e-2});
+  check_gemm({true, false, false, ops::Activation::None, 0.5f}, 48, 80, 96, {1e-2, 1e-2});
+}
+
 TEST_F(CudaParity, GemmFromTwoThreadsOnTwoStreams) {
   // Each stream has its own cuBLASLt workspace; the handle is shared. Run both at once.
   const int64_t n = 128;

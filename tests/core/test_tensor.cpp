@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -98,6 +100,71 @@ TEST(Ops, ShapeMismatchNamesTheShapes) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tensor, RoundToBf16MatchesTheScalarConversion) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -2.5f, 3.0e38f, 3.3961e38f, -3.3961e38f,
+                               1e-40f, 1.00390625f, 1.005859375f, 1.001953125f, inf, -inf};
+  for (int i = 0; i < 2000; ++i) values.push_back(std::ldexp(float(i % 997) - 498.3f, (i % 60) - 30));
+  std::vector<float> rounded(values.size());
+  round_to_bf16(values.data(), rounded.data(), static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float ref = bf16_to_float(float_to_bf16(values[i]));
+    EXPECT_EQ(std::memcmp(&rounded[i], &ref, sizeof(float)), 0) << values[i];
+  }
+  // Ties go to even: 1 + 2^-8 lies half-way between 1 and 1 + 2^-7.
+  EXPECT_EQ(rounded[8], 1.0f);
+  // A NaN whose payload sits only in the low 16 bits must not truncate to infinity.
+  const float nan_low = std::bit_cast<float>(0x7F800001u);
+  float out = 0.0f;
+  round_to_bf16(&nan_low, &out, 1);
+  EXPECT_TRUE(std::isnan(out));
+  // In place is allowed.
+  round_to_bf16(values.data(), values.data(), static_cast<int64_t>(values.size()));
+  EXPECT_EQ(std::memcmp(values.data(), rounded.data(), values.size() * sizeof(float)), 0);
+}
+
+// --precision bf16 on CPU: every GEMM sees its operands rounded to bf16 and accumulates in
+// f32, i.e. it equals an f32 GEMM of rounded copies, bit for bit; f32 mode does not round.
+TEST(Ops, GemmInBf16ModeRoundsBothOperands) {
+  struct ModeGuard {
+    ~ModeGuard() { ops::set_math_mode(ops::MathMode::FP32); }
+  } guard;
+  const int64_t m = 33, n = 29, k = 47;
+  for (bool trans_a : {false, true}) {
+    for (bool trans_b : {false, true}) {
+      Tensor a = testing::random_tensor(trans_a ? Shape{k, m} : Shape{m, k}, 1);
+      Tensor b = testing::random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, 2);
+      Tensor bias = testing::random_tensor({n}, 3);
+      auto rounded = [](const Tensor& t) {
+        std::vector<float> v = t.to_floats();
+        round_to_bf16(v.data(), v.data(), static_cast<int64_t>(v.size()));
+        return Tensor::from_floats(v, t.shape());
+      };
+      Tensor c_bf16 = Tensor::empty({m, n}, DType::F32, Device::cpu());
+      Tensor c_ref = Tensor::empty({m, n}, DType::F32, Device::cpu());
+      Tensor c_f32 = Tensor::empty({m, n}, DType::F32, Device::cpu());
+      ops::set_math_mode(ops::MathMode::BF16);
+      ops::gemm(a, trans_a, b, trans_b, c_bf16, 0.5f, 0.0f, bias, ops::Activation::GeLU);
+      ops::set_math_mode(ops::MathMode::FP32);
+      ops::gemm(rounded(a), trans_a, rounded(b), trans_b, c_ref, 0.5f, 0.0f, bias,
+                ops::Activation::GeLU);
+      ops::gemm(a, trans_a, b, trans_b, c_f32, 0.5f, 0.0f, bias, ops::Activation::GeLU);
+      const auto got = c_bf16.to_floats(), ref = c_ref.to_floats(), f32 = c_f32.to_floats();
+      EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)), 0)
+          << "trans_a " << trans_a << " trans_b " << trans_b;
+      // Random operands are not bf16 values: the f32 result must differ, by about bf16's
+      // relative precision (2^-9 per operand) against the largest output, not by more.
+      double worst = 0, largest = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        worst = std::max(worst, std::fabs(double(got[i]) - f32[i]));
+        largest = std::max(largest, std::fabs(double(f32[i])));
+      }
+      EXPECT_GT(worst / largest, 1e-5);
+      EXPECT_LT(worst / largest, 1e-2);
+    }
   }
 }
 

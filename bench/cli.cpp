@@ -53,6 +53,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--momentum", c.optimizer.momentum, "SGD momentum");
   run.add_option("--weight-decay", c.optimizer.weight_decay, "weight decay");
   // --math is the flag's earlier name, kept so that older scripts still run.
+  run.add_option("--attention", c.attention,
+                 "math (keeps the [B,H,T,T] probabilities) or flash (tiled, keeps [B,H,T])");
   run.add_option("--precision,--math", c.precision,
                  "fp32, tf32 or bf16 GEMM compute (f32 weights, optimizer state, gradients)");
   run.add_option("--out", c.out, "write the JSON record here");

@@ -38,6 +38,8 @@ void RunConfig::validate() const {
   DDPB_USAGE_CHECK(warmup >= 0) << "--warmup must be >= 0, got " << warmup;
   parse_trace_steps(trace_steps);  // validates
   math_mode_from_name(precision);  // validates
+  DDPB_USAGE_CHECK(attention == "math" || attention == "flash")
+      << "--attention must be math or flash, got " << attention;
 }
 
 ops::MathMode math_mode_from_name(const std::string& precision) {
@@ -73,6 +75,7 @@ nlohmann::json RunConfig::to_json() const {
           {"warmup", warmup},
           {"seed", seed},
           {"precision", precision},
+          {"attention", attention},
           {"optimizer",
            {{"name", optimizer.name},
             {"lr", optimizer.lr},

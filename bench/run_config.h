@@ -38,6 +38,7 @@ struct RunConfig {
   uint64_t seed = 0;
   optim::OptimizerConfig optimizer;
   std::string precision = "fp32";  // fp32 | tf32 | bf16: GEMM compute (ops::MathMode)
+  std::string attention = "math";  // math | flash (ops::AttentionKind)
   std::string out;            // JSON record
   std::string dump;           // directory for meta.json and safetensors dumps
   std::string init_from;      // safetensors with the initial parameters

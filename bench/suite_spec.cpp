@@ -95,6 +95,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"overlap_off", overlap_off},
           {"comm_hooks", comm_hooks},
           {"precision", precision},
+          {"attention", attention},
           {"with_pytorch", with_pytorch},
           {"timeout_s", timeout_s},
           {"correctness_threshold", correctness_threshold},
@@ -199,6 +200,12 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
          s.precision = r.string();
          if (s.precision != "fp32" && s.precision != "tf32" && s.precision != "bf16")
            r.fail("precision \"" + s.precision + "\" is not fp32, tf32 or bf16");
+       }},
+      {"attention",
+       [&](const KeyReader& r) {
+         s.attention = r.string();
+         if (s.attention != "math" && s.attention != "flash")
+           r.fail("attention \"" + s.attention + "\" is not math or flash");
        }},
       {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
       {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},
@@ -309,6 +316,8 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
               std::to_string(s.seed),
               "--precision",
               s.precision,
+              "--attention",
+              s.attention,
               "--quiet"};
     if (mode != "single") {
       r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});

@@ -29,6 +29,7 @@ struct SuiteSpec {
   bool overlap_off = true;
   std::vector<std::string> comm_hooks = {"fp16"};
   std::string precision = "fp32";  // every run's --precision, and the GEMM peak's
+  std::string attention = "math";  // every run's --attention
   bool with_pytorch = false;
   double timeout_s = 300;  // DDP collective timeout; a run's wall limit is 2x this + 60 s
   // On the largest per-tensor relative L2 difference of the final parameters (docs/metrics.md):

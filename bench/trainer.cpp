@@ -47,6 +47,8 @@ nlohmann::json memory_record(const std::vector<Device>& devices) {
 
 nlohmann::json run_training(const RunConfig& config) {
   ops::set_math_mode(math_mode_from_name(config.precision));
+  ops::set_attention_kind(config.attention == "flash" ? ops::AttentionKind::Flash
+                                                      : ops::AttentionKind::Math);
   const WorkloadSpec& spec = find_workload(config.workload);
   auto runner = make_runner(config, spec);
   Model& model = runner->model();

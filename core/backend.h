@@ -64,6 +64,10 @@ class Backend {
                                  int n_head) = 0;
   virtual void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
                                   const Tensor& dqkv, int n_head) = 0;
+  virtual void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                       int n_head) = 0;
+  virtual void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                        const Tensor& lse, const Tensor& dqkv, int n_head) = 0;
   virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets,
                                      const Tensor& loss, const Tensor& probs) = 0;
   virtual void cross_entropy_backward(const Tensor& dloss, const Tensor& probs,

@@ -122,6 +122,20 @@ class AttentionBackward final : public Node {
   }
 };
 
+// Keeps the output (which the next projection holds anyway) and lse [B,H,T] instead of the
+// probabilities.
+class FlashAttentionBackward final : public Node {
+ public:
+  Tensor qkv, out, lse;
+  int n_head = 1;
+  const char* name() const override { return "FlashAttentionBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dqkv = empty_like(qkv);
+    ops::flash_attention_backward(dy, qkv, out, lse, dqkv, n_head);
+    return {dqkv};
+  }
+};
+
 class CrossEntropyBackward final : public Node {
  public:
   Tensor probs, targets;
@@ -213,6 +227,16 @@ Var causal_attention(const Var& qkv, int n_head) {
   DDPB_CHECK(q.dim() == 3) << "attention input must be [B, T, 3C], got " << q.describe();
   int64_t b = q.size(0), t = q.size(1), c = q.size(2) / 3;
   Tensor y = Tensor::empty({b, t, c}, DType::F32, q.device());
+  if (ops::attention_kind() == ops::AttentionKind::Flash) {
+    Tensor lse = Tensor::empty({b, n_head, t}, DType::F32, q.device());
+    ops::flash_attention_forward(q, y, lse, n_head);
+    auto node = std::make_shared<FlashAttentionBackward>();
+    node->qkv = q;
+    node->out = y;
+    node->lse = lse;
+    node->n_head = n_head;
+    return make_result(y, node, {qkv});
+  }
   Tensor att = Tensor::empty({b, n_head, t, t}, DType::F32, q.device());
   ops::attention_forward(q, y, att, n_head);
   auto node = std::make_shared<AttentionBackward>();

@@ -23,7 +23,8 @@ Var reshape(const Var& x, const Shape& shape);
 Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps = 1e-5f);
 // ids i32 (any shape, N elements), table [V, C] -> [N, C].
 Var embedding(const Tensor& ids, const Var& table);
-// qkv [B, T, 3C] -> [B, T, C], causal, scaled by 1/sqrt(C/n_head).
+// qkv [B, T, 3C] -> [B, T, C], causal, scaled by 1/sqrt(C/n_head). ops::attention_kind()
+// picks the materialised or the flash-style kernels.
 Var causal_attention(const Var& qkv, int n_head);
 // logits [N, V], targets i32 [N] -> scalar mean loss.
 Var cross_entropy(const Var& logits, const Tensor& targets);

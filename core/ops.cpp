@@ -12,6 +12,7 @@ namespace ddpb::ops {
 namespace {
 
 std::atomic<MathMode> g_math_mode{MathMode::FP32};
+std::atomic<AttentionKind> g_attention_kind{AttentionKind::Math};
 
 void require_defined(const Tensor& t, const char* what) {
   DDPB_CHECK(t.defined()) << what << " is an undefined tensor";
@@ -58,6 +59,8 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DTyp
 }  // namespace
 
 void set_math_mode(MathMode mode) { g_math_mode = mode; }
+void set_attention_kind(AttentionKind kind) { g_attention_kind = kind; }
+AttentionKind attention_kind() { return g_attention_kind; }
 MathMode math_mode() { return g_math_mode; }
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
@@ -249,6 +252,15 @@ void check_attention(const char* op, const Tensor& qkv, const Tensor& att, int n
       << op << ": " << c << " channels do not split into " << n_head << " heads";
   require_shape(op, att, {b, n_head, t, t});
 }
+
+void check_flash_attention(const char* op, const Tensor& qkv, const Tensor& lse, int n_head) {
+  DDPB_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0)
+      << op << ": qkv must be [B,T,3C], got " << qkv.describe();
+  int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
+  DDPB_CHECK(n_head > 0 && c % n_head == 0)
+      << op << ": " << c << " channels do not split into " << n_head << " heads";
+  require_shape(op, lse, {b, n_head, t});
+}
 }  // namespace
 
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head) {
@@ -257,6 +269,27 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, 
   check_attention("attention_forward", qkv, att, n_head);
   require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
   be.attention_forward(qkv, out, att, n_head);
+}
+
+void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
+  DDPB_OP_RANGE("flash_attention_forward");
+  Backend& be = same_device("flash_attention_forward", {{&qkv, F}, {&out, F}, {&lse, F}});
+  check_flash_attention("flash_attention_forward", qkv, lse, n_head);
+  require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  be.flash_attention_forward(qkv, out, lse, n_head);
+}
+
+void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, const Tensor& dqkv, int n_head) {
+  DDPB_OP_RANGE("flash_attention_backward");
+  Backend& be = same_device("flash_attention_backward",
+                            {{&dout, F}, {&qkv, F}, {&out, F}, {&lse, F}, {&dqkv, F}});
+  check_flash_attention("flash_attention_backward", qkv, lse, n_head);
+  const Shape o{qkv.size(0), qkv.size(1), qkv.size(2) / 3};
+  require_shape("attention dout", dout, o);
+  require_shape("attention output", out, o);
+  require_shape("attention dqkv", dqkv, qkv.shape());
+  be.flash_attention_backward(dout, qkv, out, lse, dqkv, n_head);
 }
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,

@@ -82,6 +82,21 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
                         const Tensor& dqkv, int n_head);
 
+// The same attention, flash-style: the [B,H,T,T] scores are never stored. Forward walks the
+// keys in tiles with an online softmax and saves only lse [B,H,T] (each row's log-sum-exp of
+// its scaled, masked scores); backward recomputes the probabilities tile by tile from q, k
+// and lse, using out for each row's sum(dout * out). Same results as above up to rounding.
+// CUDA supports head_dim 16, 32, 64 and 128; CPU any.
+void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head);
+void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                              const Tensor& lse, const Tensor& dqkv, int n_head);
+
+// Which of the two fn::causal_attention uses (`--attention`). Math keeps the probabilities
+// (B*H*T*T floats a layer, 48 MiB per layer for gpt2-small at batch 1); Flash keeps lse.
+enum class AttentionKind { Math, Flash };
+void set_attention_kind(AttentionKind kind);
+AttentionKind attention_kind();
+
 // ---- Softmax cross-entropy (mean over rows) --------------------------------------------
 // logits [N,V]; targets i32 [N]; loss [1]; probs [N,V] (saved softmax for backward).
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,

@@ -31,7 +31,8 @@
 #               apply are excluded up front and named: CudaRuntime.NoDeviceMeansCudaErrorNotCrash
 #               (needs a machine *without* a GPU) and, with one GPU, CudaParity.PeerCopy.
 #   training    ddpbench run --mode single on cuda:0 (10 steps after 3 warm-up) for mlp-small,
-#               mlp-wide, gpt-tiny, gpt2-small (batch 8, fp32, tf32 and bf16) and embed; then
+#               mlp-wide, gpt-tiny, gpt2-small (batch 8, fp32, tf32 and bf16, and fp32 with
+#               --attention flash) and embed; then
 #               --mode dp over cuda:0,cuda:0 (two logical replicas) on mlp-small
 #   gemm        cuda_gemm_bench: ddpb::ops::gemm vs cuBLAS on gpt2-small/mlp-wide shapes
 #   pytorch     scripts/peer/torch_gpt_step.py: gpt2-small eager step, fp32, tf32 and bf16
@@ -401,6 +402,8 @@ run_train "single gpt2-small tf32" single-gpt2-small-tf32 120 --mode single \
   --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --precision tf32
 run_train "single gpt2-small bf16" single-gpt2-small-bf16 120 --mode single \
   --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --precision bf16
+run_train "single gpt2-small flash" single-gpt2-small-flash 120 --mode single \
+  --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --attention flash
 run_train "dp mlp-small $dp_devices" dp-mlp-small 60 --mode dp --world-size 2 \
   --devices "$dp_devices" --workload mlp-small
 grep -h '^phases' "$OUT/dp-mlp-small.log" 2>/dev/null | sed 's/^/dp per-phase /'
@@ -546,7 +549,8 @@ def compute_ms(rec):
 
 training = []
 for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
-            "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-embed", "dp-mlp-small"]:
+            "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-gpt2-small-flash",
+            "single-embed", "dp-mlp-small"]:
     r = load(tag + ".json")
     if not r:
         continue
@@ -554,6 +558,7 @@ for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gp
     training.append({
         "run": tag, "workload": r["workload"]["name"], "mode": r["mode"]["name"],
         "devices": r["mode"]["devices"], "math": r["config"].get("precision", r["config"].get("math", "fp32")),
+        "attention": r["config"].get("attention", "math"),
         "global_batch": r["config"]["global_batch"],
         "step_ms_median": s["step_time_ms"]["median"], "compute_ms_median": compute_ms(r),
         "samples_per_s": s["samples_per_s"], "tokens_per_s": s["tokens_per_s"],
@@ -567,11 +572,15 @@ gemm = load("cuda_gemm_bench.json")
 torch_rec = load("torch-gpt2-small.json")
 vs_torch = []
 if torch_rec:
-    for math in ("fp32", "tf32", "bf16"):
-        tag = "single-gpt2-small" + ("" if math == "fp32" else "-" + math)
+    # (row label, ddpbench run, PyTorch precision): flash is ddpbench --attention flash in fp32.
+    for label, tag, math in (("fp32", "single-gpt2-small", "fp32"),
+                             ("tf32", "single-gpt2-small-tf32", "tf32"),
+                             ("bf16", "single-gpt2-small-bf16", "bf16"),
+                             ("flash", "single-gpt2-small-flash", "fp32")):
         ours = next((t for t in training if t["run"] == tag), None)
-        row = {"math": math, "ddpbench_compute_ms": ours["compute_ms_median"] if ours else None,
-               "ddpbench_step_ms": ours["step_ms_median"] if ours else None}
+        row = {"math": label, "ddpbench_compute_ms": ours["compute_ms_median"] if ours else None,
+               "ddpbench_step_ms": ours["step_ms_median"] if ours else None,
+               "ddpbench_peak_mib": ours["peak_mib"] if ours else None}
         for r in torch_rec["results"]:
             if r["math"] == math:
                 row[f"pytorch_{r['attention']}_ms"] = r["step_time_ms"]["median"]
@@ -607,9 +616,11 @@ if gemm:
               f"{s['ddpbench_tflops']:>10.2f} {s['cublas_tflops']:>12.2f} {s['ratio']:>6.3f}")
 if vs_torch:
     print("\ngpt2-small batch 8, single GPU: ddpbench compute time / PyTorch eager step time (medians; < 1 = ddpbench faster)")
-    print(f"{'math':<5} {'ddpbench ms':>12} {'torch matmul':>13} {'ratio':>6} {'torch sdpa':>11} {'ratio':>6}")
+    print("(flash: ddpbench --attention flash, fp32, against PyTorch fp32)")
+    print(f"{'math':<5} {'ddpbench ms':>12} {'peak MiB':>9} {'torch matmul':>13} {'ratio':>6} {'torch sdpa':>11} {'ratio':>6}")
     for r in vs_torch:
-        print(f"{r['math']:<5} {f(r['ddpbench_compute_ms'], '12.2f'):>12} {f(r.get('pytorch_matmul_ms'), '13.2f'):>13} "
+        print(f"{r['math']:<5} {f(r['ddpbench_compute_ms'], '12.2f'):>12} {f(r.get('ddpbench_peak_mib'), '9.0f'):>9} "
+              f"{f(r.get('pytorch_matmul_ms'), '13.2f'):>13} "
               f"{f(r.get('ratio_vs_matmul'), '6.3f'):>6} {f(r.get('pytorch_sdpa_ms'), '11.2f'):>11} "
               f"{f(r.get('ratio_vs_sdpa'), '6.3f'):>6}")
 

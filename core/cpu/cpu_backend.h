@@ -46,6 +46,10 @@ class CpuBackend final : public Backend {
                          int n_head) override;
   void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
                           const Tensor& dqkv, int n_head) override;
+  void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                               int n_head) override;
+  void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                const Tensor& lse, const Tensor& dqkv, int n_head) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
                              const Tensor& probs) override;
   void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tensor& targets,

@@ -233,6 +233,21 @@ class CudaBackend final : public Backend {
                               batch, seq, channels, n_head, scratch);
   }
 
+  void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                               int n_head) override {
+    OpScope op(out);
+    launch_flash_attention_forward(f32(qkv), f32(out), f32(lse), qkv.size(0), qkv.size(1),
+                                   out.size(2), n_head, op.stream());
+  }
+  void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                const Tensor& lse, const Tensor& dqkv, int n_head) override {
+    OpScope op(dqkv);
+    const int64_t batch = qkv.size(0), seq = qkv.size(1);
+    float* scratch = op.scratch(flash_attention_backward_scratch_floats(batch, seq, n_head));
+    launch_flash_attention_backward(f32(dout), f32(qkv), f32(out), f32(lse), f32(dqkv), batch,
+                                    seq, out.size(2), n_head, scratch, op.stream());
+  }
+
   // ---- Cross-entropy ----
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
                              const Tensor& probs) override {

@@ -94,6 +94,18 @@ void launch_attention_backward(const GemmContext& ctx, const float* dout, const 
                                const float* att, float* dqkv, int64_t batch, int64_t seq,
                                int64_t channels, int64_t heads, float* scratch);
 
+// ---- cuda_flash_attention.cu -----------------------------------------------------------
+// The same attention without att: lse [B,H,T] is saved instead (see core/ops.h).
+bool flash_attention_supports(int64_t head_dim);  // 16, 32, 64, 128
+void launch_flash_attention_forward(const float* qkv, float* out, float* lse, int64_t batch,
+                                    int64_t seq, int64_t channels, int64_t heads,
+                                    cudaStream_t stream);
+int64_t flash_attention_backward_scratch_floats(int64_t batch, int64_t seq, int64_t heads);
+void launch_flash_attention_backward(const float* dout, const float* qkv, const float* out,
+                                     const float* lse, float* dqkv, int64_t batch, int64_t seq,
+                                     int64_t channels, int64_t heads, float* scratch,
+                                     cudaStream_t stream);
+
 // ---- cuda_optim.cu ---------------------------------------------------------------------
 // momentum_buf may be null when momentum == 0.
 void launch_sgd_step(float* param, const float* grad, float* momentum_buf, int64_t n, float lr,

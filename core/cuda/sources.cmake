@@ -8,6 +8,7 @@ set(DDPB_CUDA_SOURCES
   cuda/cuda_reduce.cu
   cuda/cuda_norm_softmax.cu
   cuda/cuda_attention.cu
+  cuda/cuda_flash_attention.cu
   cuda/cuda_loss_embedding.cu
   cuda/cuda_optim.cu
 )

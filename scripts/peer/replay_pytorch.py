@@ -75,6 +75,10 @@ class Mlp(nn.Module):
 
 
 class Attention(nn.Module):
+    # torch_reference.py --attention flash sets this: F.scaled_dot_product_attention (PyTorch
+    # >= 2.0, its flash/memory-efficient kernels) instead of the explicit softmax.
+    use_sdpa = False
+
     def __init__(self, c, n_head):
         super().__init__()
         self.n_head = n_head
@@ -87,10 +91,14 @@ class Attention(nn.Module):
         # q | k | v along the last dim; heads are contiguous slices of each.
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, hd).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        if self.use_sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(b, t, c)
         return self.c_proj(y)
 
 

@@ -85,7 +85,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from replay_pytorch import Embed, Gpt, Mlp, make_optimizer  # noqa: E402
+from replay_pytorch import Attention, Embed, Gpt, Mlp, make_optimizer  # noqa: E402
 
 # workloads/registry.cpp, as far as the models need it. mlp-skip (a conditionally skipped
 # branch) has no PyTorch twin here.
@@ -213,6 +213,8 @@ def parse_args(argv):
     ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
                     help="bf16: torch.autocast(bfloat16) around the forward (f32 weights and "
                          "optimizer state), the counterpart of ddpbench --precision bf16")
+    ap.add_argument("--attention", choices=("math", "flash"), default="math",
+                    help="gpt: flash uses F.scaled_dot_product_attention (PyTorch >= 2.0)")
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per process (default 1, as torchrun sets for several ranks "
                          "per node); 0 keeps PyTorch's default")
@@ -294,6 +296,12 @@ def launch(args, argv):
 
 def run(args):
     spec = WORKLOADS[args.workload]
+    if args.attention == "flash" and spec["family"] == "gpt":
+        if not hasattr(F, "scaled_dot_product_attention"):
+            print(f"torch_reference: --attention flash needs F.scaled_dot_product_attention "
+                  f"(PyTorch >= 2.0); this is {torch.__version__}", file=sys.stderr)
+            return 2
+        Attention.use_sdpa = True
     ddp = args.mode == "ddp"
     rank, world = 0, 1
     if ddp:

@@ -626,6 +626,57 @@ TEST_F(CudaParity, Attention) {
   }
 }
 
+TEST_F(CudaParity, FlashAttention) {
+  // Every supported head size, T around the 64-row block and the 32-row tile, several heads
+  // and batches (grid.y = B*H).
+  struct Case {
+    int64_t b, t, c;
+    int h;
+  };
+  for (const Case& k : {Case{2, 37, 64, 4}, Case{1, 128, 64, 2}, Case{3, 1, 48, 3},
+                        Case{1, 65, 128, 1}, Case{2, 200, 256, 2}, Case{1, 96, 1536, 12}}) {
+    const Shape qkv_shape{k.b, k.t, 3 * k.c};
+    const Shape out_shape{k.b, k.t, k.c};
+    const Shape lse_shape{k.b, k.h, k.t};
+    const auto qkv = uniform(shape_numel(qkv_shape), 29, -2.0f, 2.0f);
+    const auto dout = uniform(shape_numel(out_shape), 30);
+    Tensor out_ref = Tensor::empty(out_shape, DType::F32, kCpu);
+    Tensor lse_ref = Tensor::empty(lse_shape, DType::F32, kCpu);
+    ops::flash_attention_forward(floats(qkv, qkv_shape, kCpu), out_ref, lse_ref, k.h);
+    const auto out_host = out_ref.to_floats(), lse_host = lse_ref.to_floats();
+    const std::string what = "flash attention B=" + std::to_string(k.b) +
+                             " T=" + std::to_string(k.t) + " C=" + std::to_string(k.c) +
+                             " H=" + std::to_string(k.h);
+    expect_parity(what + " forward",
+                  [&](const Device& d) -> std::vector<Tensor> {
+                    Tensor out = Tensor::empty(out_shape, DType::F32, d);
+                    Tensor lse = Tensor::empty(lse_shape, DType::F32, d);
+                    ops::flash_attention_forward(floats(qkv, qkv_shape, d), out, lse, k.h);
+                    return {out, lse};
+                  },
+                  {{1e-5, 1e-4}, {1e-5, 1e-5}});
+    expect_parity(what + " backward",
+                  [&](const Device& d) -> std::vector<Tensor> {
+                    Tensor dqkv = floats(std::vector<float>(qkv.size(), 7.0f), qkv_shape, d);
+                    ops::flash_attention_backward(floats(dout, out_shape, d),
+                                                  floats(qkv, qkv_shape, d),
+                                                  floats(out_host, out_shape, d),
+                                                  floats(lse_host, lse_shape, d), dqkv, k.h);
+                    return {dqkv};
+                  },
+                  {{2e-5, 1e-4}});
+  }
+}
+
+TEST_F(CudaParity, FlashAttentionRejectsUnsupportedHeadSizes) {
+  const Shape qkv_shape{1, 8, 3 * 24};  // head_dim 24
+  Tensor out = Tensor::empty({1, 8, 24}, DType::F32, kGpu);
+  Tensor lse = Tensor::empty({1, 1, 8}, DType::F32, kGpu);
+  EXPECT_THROW(ops::flash_attention_forward(
+                   floats(uniform(shape_numel(qkv_shape), 31), qkv_shape, kGpu), out, lse, 1),
+               Error);
+}
+
 // ==== Cross-entropy =====================================================================
 
 TEST_F(CudaParity, CrossEntropy) {

@@ -105,6 +105,13 @@ TEST(GradCheck, CausalAttention) {
             {}, 48);
 }
 
+TEST(GradCheck, FlashCausalAttention) {
+  ops::set_attention_kind(ops::AttentionKind::Flash);
+  gradcheck([](auto& v) { return fn::causal_attention(v[0], 2); }, {leaf({2, 5, 3 * 8}, 18)},
+            {}, 48);
+  ops::set_attention_kind(ops::AttentionKind::Math);
+}
+
 TEST(GradCheck, CrossEntropy) {
   Tensor targets = Tensor::from_ints({2, 0, 4, 4, 1}, {5});
   gradcheck([targets](auto& v) { return fn::cross_entropy(v[0], targets); }, {leaf({5, 6}, 19)});

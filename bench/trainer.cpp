@@ -9,12 +9,14 @@
 
 #include "bench/comm_summary.h"
 #include "bench/context.h"
+#include "bench/mfu.h"
 #include "bench/run_dump.h"
 #include "bench/stats.h"
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/system_info.h"
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
 #include "workloads/dataloader.h"
@@ -41,6 +43,26 @@ nlohmann::json memory_record(const std::vector<Device>& devices) {
                           {"reserved_bytes", m.reserved_bytes}});
   }
   return per_device;
+}
+
+// MFU of a CUDA run (null on CPU or for a GPU without a datasheet row). The FLOPs are the
+// whole run's; they are shared by the distinct GPUs: DP's logical replicas on one GPU and
+// DDP ranks beyond the GPU count (Gloo on one GPU) share theirs.
+nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devices,
+                       double flops_per_s) {
+  if (devices.empty() || devices.front().is_cpu()) return nullptr;
+  const SystemInfo info = system_info();
+  const int index = devices.front().index;
+  if (index >= static_cast<int>(info.gpus.size())) return nullptr;
+  std::vector<int> distinct;
+  for (const auto& d : devices) {
+    if (std::find(distinct.begin(), distinct.end(), d.index) == distinct.end())
+      distinct.push_back(d.index);
+  }
+  int gpus = static_cast<int>(distinct.size());
+  if (config.mode == "ddp")
+    gpus = std::min(config.world_size, static_cast<int>(info.gpus.size()));
+  return mfu_json(flops_per_s, gpus, info.gpus[static_cast<size_t>(index)].name, config.precision);
 }
 
 }  // namespace
@@ -175,10 +197,13 @@ nlohmann::json run_training(const RunConfig& config) {
     breakdown_line += fmt::format(" {} {:.2f}", name, med);
   }
   nlohmann::json memory = memory_record(runner->devices());
+  const nlohmann::json mfu = run_mfu(config, runner->devices(), flops_per_s);
 
   fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90, samples_per_s);
   if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
-  fmt::print(", {:.2f} GFLOP/s, loss {:.4f} -> {:.4f}\n", flops_per_s / 1e9, first_loss, last_loss);
+  fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
+  if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
+  fmt::print(", loss {:.4f} -> {:.4f}\n", first_loss, last_loss);
   fmt::print("phases (median ms):{}\n", breakdown_line);
   for (const auto& m : memory) {
     fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
@@ -208,6 +233,7 @@ nlohmann::json run_training(const RunConfig& config) {
         {"first_loss", first_loss},
         {"last_loss", last_loss}}},
       {"memory", memory}};
+  if (!mfu.is_null()) record["summary"]["mfu"] = mfu;
   const int comm_world = config.mode == "dp" ? static_cast<int>(runner->devices().size()) : runner->world_size();
   if (auto comm = comm_summary(config.mode, steps, comm_world); !comm.is_null()) {
     fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",

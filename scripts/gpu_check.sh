@@ -563,6 +563,7 @@ for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gp
         "step_ms_median": s["step_time_ms"]["median"], "compute_ms_median": compute_ms(r),
         "samples_per_s": s["samples_per_s"], "tokens_per_s": s["tokens_per_s"],
         "tflops": s["achieved_flops_per_s"] / 1e12,
+        "mfu": s.get("mfu", {}).get("mfu"), "mfu_source": s.get("mfu", {}).get("source"),
         "peak_mib": max(m["peak_bytes"] for m in r["memory"]) / 1048576.0,
         "first_loss": s["first_loss"], "last_loss": s["last_loss"],
         "phases_median_ms": {p["phase"]: p["median_ms"] for p in s["phases_median_ms"]},
@@ -599,11 +600,15 @@ if training:
     print(f"\ntraining ({cfg['steps']} measured steps after {cfg['warmup']} warm-up; medians; "
           "compute = step - data phase)")
     print(f"{'run':<24} {'math':<4} {'batch':>5} {'step ms':>9} {'compute':>9} {'samples/s':>10} "
-          f"{'tokens/s':>10} {'TFLOP/s':>8} {'peak MiB':>9}  loss")
+          f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU %':>6} {'peak MiB':>9}  loss")
     for t in training:
         print(f"{t['run']:<24} {t['math']:<4} {t['global_batch']:>5} {t['step_ms_median']:>9.2f} "
               f"{t['compute_ms_median']:>9.2f} {t['samples_per_s']:>10.1f} {t['tokens_per_s']:>10.0f} "
-              f"{t['tflops']:>8.2f} {t['peak_mib']:>9.0f}  {t['first_loss']:.3f} -> {t['last_loss']:.3f}")
+              f"{t['tflops']:>8.2f} {f(t['mfu'] and 100 * t['mfu'], '6.1f'):>6} {t['peak_mib']:>9.0f}  "
+              f"{t['first_loss']:.3f} -> {t['last_loss']:.3f}")
+    sources = sorted({t["mfu_source"] for t in training if t["mfu_source"]})
+    if sources:
+        print("MFU = model training FLOPs/s over the datasheet peak: " + "; ".join(sources))
     for t in training:
         if t["mode"] == "dp":
             print(f"dp {t['workload']} on {t['devices']}: " +

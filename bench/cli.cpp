@@ -1,7 +1,7 @@
 #include "bench/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <filesystem>
 #include <iostream>
@@ -26,24 +26,28 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
 void add_run_options(CLI::App& run, RunConfig& c) {
-  run.add_option("--mode", c.mode, "single, dp or ddp")
-      ;
-  run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")->required();
+  run.add_option("--mode", c.mode, "single, dp or ddp");
+  run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")
+      ->required();
   run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");
   run.add_option("--world-size", c.world_size, "dp: number of devices");
   run.add_option("--devices", c.devices, "dp: explicit device list, e.g. cuda:0,cuda:0");
   run.add_option("--dp-broadcast-mb", c.dp_broadcast_mb, "dp: coalescing cap in MiB (default 10)");
   run.add_option("--backend", c.backend, "ddp: gloo or nccl (default nccl on CUDA, gloo on CPU)");
   run.add_option("--bucket-cap-mb", c.bucket_cap_mb, "ddp: bucket cap in MiB (default 25)");
-  run.add_option("--first-bucket-mb", c.first_bucket_mb, "ddp: first bucket cap in MiB (default 1)");
-  run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view, "ddp: gradients live in the buckets");
+  run.add_option("--first-bucket-mb", c.first_bucket_mb,
+                 "ddp: first bucket cap in MiB (default 1)");
+  run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view,
+               "ddp: gradients live in the buckets");
   run.add_option("--accumulate", c.accumulate, "ddp: micro-steps per step (no_sync for K-1)");
   run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
   run.add_option("--comm-hook", c.comm_hook, "ddp: none, fp16 or bf16 bucket compression");
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
-  run.add_option("--broadcast-buffers", c.broadcast_buffers, "ddp: buffers from rank 0 each forward");
+  run.add_option("--broadcast-buffers", c.broadcast_buffers,
+                 "ddp: buffers from rank 0 each forward");
   run.add_option("--timeout", c.timeout_s, "ddp: rendezvous/collective timeout in seconds");
-  run.add_option("--inject-fault", c.inject_fault, "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
+  run.add_option("--inject-fault", c.inject_fault,
+                 "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
   run.add_option("--global-batch", c.global_batch, "samples per step over all devices");
   run.add_option("--steps", c.steps, "measured steps");
   run.add_option("--warmup", c.warmup, "warm-up steps before the measured ones");
@@ -123,34 +127,42 @@ int ddpbench_main(int argc, char** argv) {
   add_run_options(*run, config);
   auto* workloads = app.add_subcommand("workloads", "list the workload presets");
   std::vector<std::string> validate_files;
-  auto* validate =
-      app.add_subcommand("validate", "check run records and suite.json files against their schemas");
-  validate->add_option("files", validate_files, "ddpbench run --out records or suite.json files")->required();
+  auto* validate = app.add_subcommand(
+      "validate", "check run records and suite.json files against their schemas");
+  validate->add_option("files", validate_files, "ddpbench run --out records or suite.json files")
+      ->required();
   auto* env =
       app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
   std::string doctor_dir;
-  auto* doctor = app.add_subcommand("doctor", "explain a hang from the ranks' flight-recorder dumps");
+  auto* doctor =
+      app.add_subcommand("doctor", "explain a hang from the ranks' flight-recorder dumps");
   doctor->add_option("dir", doctor_dir, "directory with rank<r>.json dumps")->required();
   SuiteOptions suite_options;
   auto* suite = app.add_subcommand("suite", "run the benchmark matrix into one results folder");
-  suite->add_option("suite_file", suite_options.file, "SUITE.json overriding parts of the default matrix");
-  suite->add_option("--out", suite_options.out, "results folder (default ddpbench-results/suite-<time>)");
-  suite->add_option("--device", suite_options.device, "cpu or cuda (default: cuda when a GPU is usable)");
+  suite->add_option("suite_file", suite_options.file,
+                    "SUITE.json overriding parts of the default matrix");
+  suite->add_option("--out", suite_options.out,
+                    "results folder (default ddpbench-results/suite-<time>)");
+  suite->add_option("--device", suite_options.device,
+                    "cpu or cuda (default: cuda when a GPU is usable)");
   suite->add_option("--max-world-size", suite_options.max_world_size, "drop world sizes above N");
   suite->add_flag("--quick", suite_options.quick, "a short smoke version of the suite");
   suite->add_flag("--with-pytorch", suite_options.with_pytorch,
                   "also run each configuration in PyTorch (scripts/peer/torch_reference.py)");
-  suite->add_option("--resume", suite_options.resume, "finish the interrupted suite in this folder");
+  suite->add_option("--resume", suite_options.resume,
+                    "finish the interrupted suite in this folder");
   std::string report_in, report_out;
   auto* report = app.add_subcommand("report", "render a suite's results as HTML or Markdown");
   report->add_option("results", report_in, "DIR/suite.json from ddpbench suite")->required();
   report->add_option("-o,--out", report_out, "report.html or report.md")->required();
   std::string compare_base, compare_new;
   double compare_threshold = 5;
-  auto* compare = app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
+  auto* compare =
+      app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
   compare->add_option("base", compare_base, "baseline suite.json or run record")->required();
   compare->add_option("new", compare_new, "new suite.json or run record")->required();
-  compare->add_option("--threshold", compare_threshold, "regression threshold in percent (default 5)");
+  compare->add_option("--threshold", compare_threshold,
+                      "regression threshold in percent (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

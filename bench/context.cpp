@@ -27,9 +27,13 @@ extern char** environ;
 
 namespace ddpb::bench {
 
-const char* build_type() { return DDPB_BUILD_TYPE; }
+const char* build_type() {
+  return DDPB_BUILD_TYPE;
+}
 
-bool is_debug_build() { return std::string_view(DDPB_BUILD_TYPE) == "Debug"; }
+bool is_debug_build() {
+  return std::string_view(DDPB_BUILD_TYPE) == "Debug";
+}
 
 // Variables that change what NCCL, Gloo, OpenMP or OpenBLAS do. The store token is a
 // secret and never recorded.
@@ -40,7 +44,8 @@ nlohmann::json tuning_environment() {
     const auto eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view key = kv.substr(0, eq);
-    for (std::string_view prefix : {"NCCL_", "OMP_", "GLOO_", "OPENBLAS_", "CUDA_VISIBLE_DEVICES"}) {
+    for (std::string_view prefix :
+         {"NCCL_", "OMP_", "GLOO_", "OPENBLAS_", "CUDA_VISIBLE_DEVICES"}) {
       if (key.substr(0, prefix.size()) == prefix) {
         env[std::string(key)] = std::string(kv.substr(eq + 1));
         break;

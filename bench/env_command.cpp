@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "bench/context.h"
-#include "core/device.h"
 #include "comm/process_group_gloo.h"
+#include "core/device.h"
 #include "core/nvtx.h"
 #include "core/system_info.h"
 
@@ -48,8 +48,8 @@ int env_command() {
   fmt::print("cuda:     compiled in: {}, runtime {}, driver {}, devices: {}\n", yes_no(cuda),
              or_none(info.cuda_runtime_version), or_none(info.cuda_driver_version), gpus);
   for (const auto& g : info.gpus) {
-    fmt::print("          cuda:{} {} ({:.1f} GiB, compute capability {}, PCI {})\n", g.index, g.name,
-               g.total_memory_bytes / 1073741824.0, g.compute_capability, g.pci_bus_id);
+    fmt::print("          cuda:{} {} ({:.1f} GiB, compute capability {}, PCI {})\n", g.index,
+               g.name, g.total_memory_bytes / 1073741824.0, g.compute_capability, g.pci_bus_id);
   }
   if (gpus > 1) {
     fmt::print("peer access (row can read column's memory):\n      ");
@@ -63,13 +63,15 @@ int env_command() {
   }
   fmt::print("nvtx:     compiled in: {}\n", yes_no(nvtx::compiled_in()));
   fmt::print("gloo:     compiled in: yes, version {}\n", comm::gloo_version());
-  fmt::print("nccl:     compiled in: {}, version {}\n", yes_no(kNcclCompiled), or_none(info.nccl_version));
+  fmt::print("nccl:     compiled in: {}, version {}\n", yes_no(kNcclCompiled),
+             or_none(info.nccl_version));
   fmt::print("\nAvailable devices and backends:\n");
   fmt::print("    {} CPU (OpenBLAS)\n", mark(true));
   fmt::print("    {} Gloo\n", mark(true));
   fmt::print("    {} CUDA{}\n", mark(cuda && gpus > 0),
              cuda ? fmt::format(" (compiled in; {} devices usable)", gpus) : " (not compiled in)");
-  fmt::print("    {} NCCL{}\n", mark(kNcclCompiled && gpus > 0), kNcclCompiled ? "" : " (not compiled in)");
+  fmt::print("    {} NCCL{}\n", mark(kNcclCompiled && gpus > 0),
+             kNcclCompiled ? "" : " (not compiled in)");
   fmt::print("    {} NVTX\n", mark(nvtx::compiled_in()));
   return 0;
 }

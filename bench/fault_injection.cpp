@@ -30,7 +30,8 @@ FaultSpec parse_fault(const std::string& text) {
     try {
       f.slow_ms = std::stoll(kind.substr(5));
     } catch (...) {
-      DDPB_USAGE_FAIL() << "--inject-fault '" << text << "': slow=MS needs a number of milliseconds";
+      DDPB_USAGE_FAIL() << "--inject-fault '" << text
+                        << "': slow=MS needs a number of milliseconds";
     }
   } else {
     DDPB_USAGE_FAIL() << "--inject-fault: unknown or unavailable kind '" << kind
@@ -39,9 +40,11 @@ FaultSpec parse_fault(const std::string& text) {
   size_t pos = 0;
   while (pos < rest.size()) {
     size_t comma = rest.find(',', pos);
-    std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     auto eq = item.find('=');
-    DDPB_USAGE_CHECK(eq != std::string::npos) << "--inject-fault '" << text << "': bad item '" << item << "'";
+    DDPB_USAGE_CHECK(eq != std::string::npos)
+        << "--inject-fault '" << text << "': bad item '" << item << "'";
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     try {
       if (key == "rank") {
@@ -57,7 +60,8 @@ FaultSpec parse_fault(const std::string& text) {
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
-  DDPB_USAGE_CHECK(f.rank >= 0 && f.step >= 1) << "--inject-fault '" << text << "': rank >= 0, step >= 1";
+  DDPB_USAGE_CHECK(f.rank >= 0 && f.step >= 1)
+      << "--inject-fault '" << text << "': rank >= 0, step >= 1";
   return f;
 }
 
@@ -66,13 +70,15 @@ void maybe_inject_fault(const FaultSpec& f, int rank, int64_t step) {
   switch (f.kind) {
     case FaultSpec::Kind::Crash:
       if (step == f.step) {
-        std::fprintf(stderr, "injected fault: rank %d crashes at step %ld\n", rank, static_cast<long>(step));
+        std::fprintf(stderr, "injected fault: rank %d crashes at step %ld\n", rank,
+                     static_cast<long>(step));
         std::fflush(stderr);
         ::_exit(3);
       }
       break;
     case FaultSpec::Kind::Hang:
-      std::fprintf(stderr, "injected fault: rank %d hangs at step %ld\n", rank, static_cast<long>(step));
+      std::fprintf(stderr, "injected fault: rank %d hangs at step %ld\n", rank,
+                   static_cast<long>(step));
       std::fflush(stderr);
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     case FaultSpec::Kind::Slow:
@@ -80,7 +86,8 @@ void maybe_inject_fault(const FaultSpec& f, int rank, int64_t step) {
       break;
     case FaultSpec::Kind::CorruptGrad:  // applied by the DDP runner inside backward
     case FaultSpec::Kind::StoreDrop:    // applied by the DDP runner, which owns the store
-    case FaultSpec::Kind::None: break;
+    case FaultSpec::Kind::None:
+      break;
   }
 }
 

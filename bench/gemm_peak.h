@@ -1,7 +1,8 @@
 // The device's measured GEMM peak, the denominator of the FLOP fraction in suite reports:
 // ddpbench's own GEMM path timed at the largest forward GEMM shapes of the suite's
-// workloads (a subset of what bench/micro/gemm_bench times), taking the fastest. Measured, not a datasheet
-// figure, so the fraction says how close training gets to what this machine's GEMMs reach.
+// workloads (a subset of what bench/micro/gemm_bench times), taking the fastest. Measured, not a
+// datasheet figure, so the fraction says how close training gets to what this machine's GEMMs
+// reach.
 #pragma once
 
 #include <cstdint>

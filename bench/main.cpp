@@ -1,3 +1,5 @@
 #include "bench/cli.h"
 
-int main(int argc, char** argv) { return ddpb::bench::ddpbench_main(argc, argv); }
+int main(int argc, char** argv) {
+  return ddpb::bench::ddpbench_main(argc, argv);
+}

@@ -24,8 +24,8 @@ void RunConfig::validate() const {
     DDPB_USAGE_CHECK(timeout_s > 0) << "--timeout must be positive";
     parse_fault(inject_fault);  // validates
   } else {
-    DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params && !no_overlap &&
-                     comm_hook == "none" && backend.empty() && inject_fault.empty())
+    DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
+                     !no_overlap && comm_hook == "none" && backend.empty() && inject_fault.empty())
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
            "--comm-hook, --no-overlap, --inject-fault) need --mode ddp";
   }

@@ -16,36 +16,36 @@ struct RunConfig {
   std::string mode = "single";  // single | dp | ddp
   std::string workload;
   std::string device = "cpu";
-  int world_size = 1;          // dp: number of devices
-  std::string devices;         // dp: explicit list, e.g. "cuda:0,cuda:0"
-  double dp_broadcast_mb = 10; // dp: coalescing cap of replicate and reduce_add
+  int world_size = 1;           // dp: number of devices
+  std::string devices;          // dp: explicit list, e.g. "cuda:0,cuda:0"
+  double dp_broadcast_mb = 10;  // dp: coalescing cap of replicate and reduce_add
   std::string backend;          // ddp: gloo | nccl (default: nccl on CUDA, gloo on CPU)
   double bucket_cap_mb = 25;    // ddp
   double first_bucket_mb = 1;   // ddp
   bool grad_as_bucket_view = false;
-  int64_t accumulate = 1;       // ddp: micro-steps per step (no_sync for the first K-1)
+  int64_t accumulate = 1;  // ddp: micro-steps per step (no_sync for the first K-1)
   bool find_unused_params = false;
   std::string comm_hook = "none";  // none | fp16 | bf16
   bool no_overlap = false;
   bool broadcast_buffers = true;
-  double timeout_s = 300;       // ddp: rendezvous and collective timeout
-  std::string inject_fault;     // ddp: KIND@rank=R,step=S (bench/fault_injection.h)
-  bool check_finite = false;    // ddp: NaN/Inf check on every gradient before the AllReduce
-  std::string flight_dir;       // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
-  int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
-  int64_t steps = 20;        // measured steps
-  int64_t warmup = 3;        // steps before the measured ones (they train too)
+  double timeout_s = 300;     // ddp: rendezvous and collective timeout
+  std::string inject_fault;   // ddp: KIND@rank=R,step=S (bench/fault_injection.h)
+  bool check_finite = false;  // ddp: NaN/Inf check on every gradient before the AllReduce
+  std::string flight_dir;     // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
+  int64_t global_batch = 0;   // the CLI fills in the workload's default when not given
+  int64_t steps = 20;         // measured steps
+  int64_t warmup = 3;         // steps before the measured ones (they train too)
   uint64_t seed = 0;
   optim::OptimizerConfig optimizer;
   std::string precision = "fp32";  // fp32 | tf32 | bf16: GEMM compute (ops::MathMode)
   std::string attention = "math";  // math | flash (ops::AttentionKind)
-  std::string out;            // JSON record
-  std::string dump;           // directory for meta.json and safetensors dumps
-  std::string init_from;      // safetensors with the initial parameters
-  std::string save_params;    // safetensors with the final parameters (primary process)
-  bool quiet = false;         // no per-step lines
-  std::string trace;          // Chrome trace file
-  std::string trace_steps;    // "A:B" window of steps to trace
+  std::string out;                 // JSON record
+  std::string dump;                // directory for meta.json and safetensors dumps
+  std::string init_from;           // safetensors with the initial parameters
+  std::string save_params;         // safetensors with the final parameters (primary process)
+  bool quiet = false;              // no per-step lines
+  std::string trace;               // Chrome trace file
+  std::string trace_steps;         // "A:B" window of steps to trace
 
   int64_t total_steps() const { return warmup + steps; }
   // Checks values that the parser cannot (throws UsageError).

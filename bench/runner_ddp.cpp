@@ -44,7 +44,8 @@ Device rank_device(const RunConfig& c, const comm::RankEnv& env) {
 }  // namespace
 
 std::string default_flight_dir(const RunConfig& c, const comm::RankEnv& env) {
-  return c.flight_dir.empty() ? "/tmp/ddpbench-flight-" + std::to_string(env.master_port) : c.flight_dir;
+  return c.flight_dir.empty() ? "/tmp/ddpbench-flight-" + std::to_string(env.master_port)
+                              : c.flight_dir;
 }
 
 namespace {
@@ -58,8 +59,8 @@ class DdpRunner final : public ModeRunner {
     DDPB_CHECK(env) << "--mode ddp runs as a rank of a launcher (RANK/WORLD_SIZE not set)";
     env_ = *env;
     DDPB_USAGE_CHECK(env_.world_size == config.world_size || config.world_size == 1)
-        << "--world-size " << config.world_size << " but the launcher started "
-        << env_.world_size << " ranks";
+        << "--world-size " << config.world_size << " but the launcher started " << env_.world_size
+        << " ranks";
     // The flight recorder dumps here on a timeout, a failure or a signal (comm/flight_recorder.h).
     comm::set_flight_identity(env_.rank, env_.world_size, default_flight_dir(config, env_));
     comm::install_flight_recorder_signal_handlers();
@@ -69,7 +70,8 @@ class DdpRunner final : public ModeRunner {
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
     store_ = comm::make_store_from_env(env_.rank, timeout);
     comm::ProcessGroupOptions pg_options;
-    pg_options.backend = config.backend.empty() ? (device_.is_cuda() ? "nccl" : "gloo") : config.backend;
+    pg_options.backend =
+        config.backend.empty() ? (device_.is_cuda() ? "nccl" : "gloo") : config.backend;
     pg_options.device = device_;
     pg_options.timeout = timeout;
     pg_options.hostname = env_.master_addr;
@@ -90,7 +92,8 @@ class DdpRunner final : public ModeRunner {
     ro.check_finite = config.check_finite;
     reducer_ = std::make_unique<ddp::Reducer>(model_->named_parameters(), pg_, ro);
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
-               env_.world_size, device_.str(), pg_->backend(), env_.source, reducer_->num_buckets());
+               env_.world_size, device_.str(), pg_->backend(), env_.source,
+               reducer_->num_buckets());
   }
 
   Model& model() override { return *model_; }
@@ -193,31 +196,45 @@ class DdpRunner final : public ModeRunner {
       const double busbw = algbw * busbw_factor(Collective::AllReduce, pg_->size());
       out.spans.push_back({"allreduce bucket " + std::to_string(r.index),
                            "comm bucket " + std::to_string(r.index),
-                           zero_ns + static_cast<int64_t>(start * 1e6), r.complete_ms - start,
-                           {{"bucket", r.index}, {"bytes", r.bytes}, {"busbw_GBps", busbw},
-                            {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms}}});
-      buckets.push_back({{"bucket", r.index}, {"params", r.params}, {"bytes", r.bytes},
-                         {"ready_ms", r.ready_ms}, {"launch_ms", r.launch_ms},
-                         {"start_ms", start}, {"complete_ms", r.complete_ms},
-                         {"algbw_GBps", algbw}, {"busbw_GBps", busbw}});
+                           zero_ns + static_cast<int64_t>(start * 1e6),
+                           r.complete_ms - start,
+                           {{"bucket", r.index},
+                            {"bytes", r.bytes},
+                            {"busbw_GBps", busbw},
+                            {"ready_ms", r.ready_ms},
+                            {"launch_ms", r.launch_ms}}});
+      buckets.push_back({{"bucket", r.index},
+                         {"params", r.params},
+                         {"bytes", r.bytes},
+                         {"ready_ms", r.ready_ms},
+                         {"launch_ms", r.launch_ms},
+                         {"start_ms", start},
+                         {"complete_ms", r.complete_ms},
+                         {"algbw_GBps", algbw},
+                         {"busbw_GBps", busbw}});
     }
     const double sync_bwd_end_ms =
-        recs.empty() ? 0.0 : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start()).count();
+        recs.empty()
+            ? 0.0
+            : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start())
+                  .count();
     const CommTime ct = comm_time(std::move(busy), sync_bwd_end_ms);
-    out.extra = {{"rank", env_.rank},
-                 {"buckets", buckets},
-                 {"comm_ms", ct.comm_ms},
-                 {"comm_exposed_ms", ct.exposed_ms},
-                 {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
-                 {"backward_end_ms", sync_bwd_end_ms},
-                 {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, sync_bwd_end_ms)}};
+    out.extra = {
+        {"rank", env_.rank},
+        {"buckets", buckets},
+        {"comm_ms", ct.comm_ms},
+        {"comm_exposed_ms", ct.exposed_ms},
+        {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
+        {"backward_end_ms", sync_bwd_end_ms},
+        {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, sync_bwd_end_ms)}};
     return out;
   }
 
   int world_size() const override { return env_.world_size; }
   int rank() const override { return env_.rank; }
 
-  std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(nlohmann::json mine) override {
+  std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
+      nlohmann::json mine) override {
     nlohmann::json payload = {{"offset_ns", clock_offset_ns_}, {"events", std::move(mine)}};
     store_->set_string("ddpbench/trace/" + std::to_string(env_.rank), payload.dump());
     if (env_.rank != 0) return {};
@@ -238,7 +255,8 @@ class DdpRunner final : public ModeRunner {
     // longer (every rank's step time is the same, since each waits for the slowest).
     double compute = 0;
     for (const auto& ph : record["summary"]["phases_median_ms"]) {
-      if (ph["phase"] != "comm_exposed" && ph["phase"] != "data") compute += ph["median_ms"].get<double>();
+      if (ph["phase"] != "comm_exposed" && ph["phase"] != "data")
+        compute += ph["median_ms"].get<double>();
     }
     nlohmann::json mine = {{"rank", env_.rank},
                            {"device", device_.str()},
@@ -302,7 +320,8 @@ class DdpRunner final : public ModeRunner {
     }
     const int64_t sent = now();
     store_->set_string("ddpbench/clock/ping/" + std::to_string(env_.rank), std::to_string(sent));
-    const int64_t remote = std::stoll(store_->get_string("ddpbench/clock/pong/" + std::to_string(env_.rank)));
+    const int64_t remote =
+        std::stoll(store_->get_string("ddpbench/clock/pong/" + std::to_string(env_.rank)));
     const int64_t received = now();
     return remote - (sent + received) / 2;
   }
@@ -318,7 +337,8 @@ class DdpRunner final : public ModeRunner {
       }
     }
     const int n = pg_->size();
-    Tensor mine = Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq)}, {2}, device_);
+    Tensor mine =
+        Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq)}, {2}, device_);
     Tensor all = Tensor::empty({2 * n}, DType::F32, device_);
     pg_->allgather(all, mine)->wait();
     auto v = all.to_floats();
@@ -352,16 +372,20 @@ class DdpRunner final : public ModeRunner {
     for (int64_t i = 0; i < max_count; ++i) {
       std::vector<int> differing;
       for (int r = 1; r < n; ++r) {
-        if (av[static_cast<size_t>(r * max_count + i)] != av[static_cast<size_t>(i)]) differing.push_back(r);
+        if (av[static_cast<size_t>(r * max_count + i)] != av[static_cast<size_t>(i)])
+          differing.push_back(r);
       }
       if (differing.empty()) continue;
       std::string who;
       for (int r : differing) who += (who.empty() ? "" : ", ") + std::to_string(r);
-      std::string name = i < static_cast<int64_t>(params.size())
-                             ? params[static_cast<size_t>(i)].name + " " + shape_str(params[static_cast<size_t>(i)].var.shape())
-                             : "(none: this rank has only " + std::to_string(params.size()) + " parameters)";
-      DDPB_USAGE_FAIL() << "DDP model mismatch: parameter #" << i << " differs between rank 0 and rank(s) "
-                        << who << " (on rank " << env_.rank << " it is " << name << ")";
+      std::string name =
+          i < static_cast<int64_t>(params.size())
+              ? params[static_cast<size_t>(i)].name + " " +
+                    shape_str(params[static_cast<size_t>(i)].var.shape())
+              : "(none: this rank has only " + std::to_string(params.size()) + " parameters)";
+      DDPB_USAGE_FAIL() << "DDP model mismatch: parameter #" << i
+                        << " differs between rank 0 and rank(s) " << who << " (on rank "
+                        << env_.rank << " it is " << name << ")";
     }
   }
 

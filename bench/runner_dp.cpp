@@ -11,8 +11,8 @@ class DpRunner final : public ModeRunner {
   DpRunner(const RunConfig& config, const WorkloadSpec& spec) {
     auto devices = dp::resolve_dp_devices(config.device, config.world_size, config.devices);
     DDPB_USAGE_CHECK(config.global_batch >= static_cast<int64_t>(devices.size()))
-        << "--global-batch " << config.global_batch << " is smaller than the "
-        << devices.size() << " DP devices: every device needs at least one sample";
+        << "--global-batch " << config.global_batch << " is smaller than the " << devices.size()
+        << " DP devices: every device needs at least one sample";
     dp::DpOptions options;
     options.broadcast_bytes = static_cast<size_t>(config.dp_broadcast_mb * 1048576.0);
     DDPB_USAGE_CHECK(options.broadcast_bytes > 0) << "--dp-broadcast-mb must be positive";
@@ -35,11 +35,18 @@ class DpRunner final : public ModeRunner {
     for (size_t r = 0; r < s.devices.size(); ++r) {
       const auto& d = s.devices[r];
       if (d.forward_start_ns > 0) {
-        const std::string track = "replica " + std::to_string(r) + " (" + dp_->devices()[r].str() + ")";
-        out.spans.push_back({"forward", track, d.forward_start_ns, (d.forward_end_ns - d.forward_start_ns) / 1e6,
+        const std::string track =
+            "replica " + std::to_string(r) + " (" + dp_->devices()[r].str() + ")";
+        out.spans.push_back({"forward",
+                             track,
+                             d.forward_start_ns,
+                             (d.forward_end_ns - d.forward_start_ns) / 1e6,
                              {{"rows", d.rows}}});
-        out.spans.push_back({"backward", track, d.backward_start_ns,
-                             (d.backward_end_ns - d.backward_start_ns) / 1e6, {{"rows", d.rows}}});
+        out.spans.push_back({"backward",
+                             track,
+                             d.backward_start_ns,
+                             (d.backward_end_ns - d.backward_start_ns) / 1e6,
+                             {{"rows", d.rows}}});
       }
       devs.push_back({{"device", dp_->devices()[r].str()},
                       {"rows", s.devices[r].rows},
@@ -57,9 +64,10 @@ class DpRunner final : public ModeRunner {
   nlohmann::json describe() const override {
     return {{"transport", dp_->transport_name()},
             {"logical_replicas", dp::has_logical_replicas(dp_->devices())},
-            {"note", dp::has_logical_replicas(dp_->devices())
-                         ? "several replicas share one GPU: this verifies the mechanics, it is not scaling"
-                         : ""}};
+            {"note",
+             dp::has_logical_replicas(dp_->devices())
+                 ? "several replicas share one GPU: this verifies the mechanics, it is not scaling"
+                 : ""}};
   }
 
  private:

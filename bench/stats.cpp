@@ -33,7 +33,7 @@ Summary summarize(const std::vector<double>& values) {
 }
 
 nlohmann::json Summary::to_json() const {
-  return {{"median", median}, {"mean", mean}, {"p90", p90}, {"p99", p99},
+  return {{"median", median}, {"mean", mean}, {"p90", p90},       {"p99", p99},
           {"min", min},       {"max", max},   {"stddev", stddev}, {"count", count}};
 }
 

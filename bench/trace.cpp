@@ -32,29 +32,51 @@ void TraceWriter::add_step(int64_t step, int64_t step_start_ns,
   const double start_us = static_cast<double>(step_start_ns) / 1000.0;
   double t = start_us, total = 0;
   for (const auto& [name, ms] : phases) total += ms;
-  events_.push_back({{"name", "step " + std::to_string(step)}, {"cat", "step"}, {"ph", "X"},
-                     {"ts", start_us}, {"dur", total * 1000.0}, {"pid", rank_}, {"tid", 0},
+  events_.push_back({{"name", "step " + std::to_string(step)},
+                     {"cat", "step"},
+                     {"ph", "X"},
+                     {"ts", start_us},
+                     {"dur", total * 1000.0},
+                     {"pid", rank_},
+                     {"tid", 0},
                      {"args", {{"step", step}}}});
   for (const auto& [name, ms] : phases) {
-    events_.push_back({{"name", name}, {"cat", "phase"}, {"ph", "X"}, {"ts", t},
-                       {"dur", ms * 1000.0}, {"pid", rank_}, {"tid", 0}, {"args", {{"step", step}}}});
+    events_.push_back({{"name", name},
+                       {"cat", "phase"},
+                       {"ph", "X"},
+                       {"ts", t},
+                       {"dur", ms * 1000.0},
+                       {"pid", rank_},
+                       {"tid", 0},
+                       {"args", {{"step", step}}}});
     t += ms * 1000.0;
   }
   for (const auto& s : spans) {
     nlohmann::json args = s.args;
     args["step"] = step;
-    events_.push_back({{"name", s.name}, {"cat", s.track}, {"ph", "X"},
-                       {"ts", static_cast<double>(s.start_ns) / 1000.0}, {"dur", std::max(0.0, s.dur_ms) * 1000.0},
-                       {"pid", rank_}, {"tid", tid(s.track)}, {"args", args}});
+    events_.push_back({{"name", s.name},
+                       {"cat", s.track},
+                       {"ph", "X"},
+                       {"ts", static_cast<double>(s.start_ns) / 1000.0},
+                       {"dur", std::max(0.0, s.dur_ms) * 1000.0},
+                       {"pid", rank_},
+                       {"tid", tid(s.track)},
+                       {"args", args}});
   }
 }
 
 nlohmann::json TraceWriter::events() const {
   nlohmann::json out = events_;
-  out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
+  out.push_back({{"name", "process_name"},
+                 {"ph", "M"},
+                 {"pid", rank_},
+                 {"tid", 0},
                  {"args", {{"name", "rank " + std::to_string(rank_)}}}});
   for (const auto& [track, id] : tids_) {
-    out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", id},
+    out.push_back({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", rank_},
+                   {"tid", id},
                    {"args", {{"name", track}}}});
   }
   return out;
@@ -91,7 +113,8 @@ std::pair<int64_t, int64_t> parse_trace_steps(const std::string& text) {
     try {
       size_t used = 0;
       int64_t v = std::stoll(s, &used);
-      DDPB_USAGE_CHECK(used == s.size() && v >= 1) << "--trace-steps '" << text << "': steps count from 1";
+      DDPB_USAGE_CHECK(used == s.size() && v >= 1)
+          << "--trace-steps '" << text << "': steps count from 1";
       return v;
     } catch (const std::logic_error&) {
       DDPB_USAGE_FAIL() << "--trace-steps '" << text << "': '" << s << "' is not a step number";

@@ -3,8 +3,8 @@
 #include <fmt/core.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "bench/comm_summary.h"
@@ -38,9 +38,8 @@ nlohmann::json memory_record(const std::vector<Device>& devices) {
     if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;  // logical replicas
     seen.push_back(d);
     MemoryStats m = device_allocator(d).stats();
-    per_device.push_back({{"device", d.str()},
-                          {"peak_bytes", m.peak_bytes},
-                          {"reserved_bytes", m.reserved_bytes}});
+    per_device.push_back(
+        {{"device", d.str()}, {"peak_bytes", m.peak_bytes}, {"reserved_bytes", m.reserved_bytes}});
   }
   return per_device;
 }
@@ -60,8 +59,7 @@ nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devic
       distinct.push_back(d.index);
   }
   int gpus = static_cast<int>(distinct.size());
-  if (config.mode == "ddp")
-    gpus = std::min(config.world_size, static_cast<int>(info.gpus.size()));
+  if (config.mode == "ddp") gpus = std::min(config.world_size, static_cast<int>(info.gpus.size()));
   return mfu_json(flops_per_s, gpus, info.gpus[static_cast<size_t>(index)].name, config.precision);
 }
 
@@ -115,8 +113,8 @@ nlohmann::json run_training(const RunConfig& config) {
     ~PartialTrace() {
       if (!trace || done || !runner.is_primary()) return;
       try {
-        reports::write_json_atomic(config.trace,
-                                   TraceWriter::document({trace->events()}, {0}, runner.world_size()));
+        reports::write_json_atomic(
+            config.trace, TraceWriter::document({trace->events()}, {0}, runner.world_size()));
       } catch (...) {
       }
     }
@@ -139,7 +137,8 @@ nlohmann::json run_training(const RunConfig& config) {
       nvtx::Range r("data", nvtx::Category::Data);
       auto t0 = std::chrono::steady_clock::now();
       Batch batch = loader.next();
-      data_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      data_ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (dump) dump->add_batch(step, micro, batch);
       ++micro;
       return batch;
@@ -166,7 +165,8 @@ nlohmann::json run_training(const RunConfig& config) {
     for (auto& [name, ms] : out.phases_ms) {
       phases[name] = ms;
       if (measured) phase_samples[name].push_back(ms);
-      if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end()) phase_order.push_back(name);
+      if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end())
+        phase_order.push_back(name);
     }
     if (measured) step_ms.push_back(total);
     if (trace) {
@@ -174,13 +174,16 @@ nlohmann::json run_training(const RunConfig& config) {
       all_phases.insert(all_phases.end(), out.phases_ms.begin(), out.phases_ms.end());
       trace->add_step(step, step_start_ns, all_phases, out.spans);
     }
-    nlohmann::json rec = {{"step", step}, {"measured", measured}, {"loss", out.loss},
-                          {"time_ms", total}, {"phases_ms", phases}};
+    nlohmann::json rec = {{"step", step},
+                          {"measured", measured},
+                          {"loss", out.loss},
+                          {"time_ms", total},
+                          {"phases_ms", phases}};
     if (!out.extra.is_null()) rec["mode"] = out.extra;
     steps.push_back(rec);
     if (!config.quiet) {
-      fmt::print("step {:>4}/{} loss {:.6f} time {:.2f} ms{}\n", step, config.total_steps(), out.loss,
-                 total, measured ? "" : " (warm-up)");
+      fmt::print("step {:>4}/{} loss {:.6f} time {:.2f} ms{}\n", step, config.total_steps(),
+                 out.loss, total, measured ? "" : " (warm-up)");
     }
   }
 
@@ -199,7 +202,8 @@ nlohmann::json run_training(const RunConfig& config) {
   nlohmann::json memory = memory_record(runner->devices());
   const nlohmann::json mfu = run_mfu(config, runner->devices(), flops_per_s);
 
-  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90, samples_per_s);
+  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90,
+             samples_per_s);
   if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
   fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
   if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
@@ -234,7 +238,8 @@ nlohmann::json run_training(const RunConfig& config) {
         {"last_loss", last_loss}}},
       {"memory", memory}};
   if (!mfu.is_null()) record["summary"]["mfu"] = mfu;
-  const int comm_world = config.mode == "dp" ? static_cast<int>(runner->devices().size()) : runner->world_size();
+  const int comm_world =
+      config.mode == "dp" ? static_cast<int>(runner->devices().size()) : runner->world_size();
   if (auto comm = comm_summary(config.mode, steps, comm_world); !comm.is_null()) {
     fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",
                comm["op"].get<std::string>(), comm["comm_ms"].get<double>(),

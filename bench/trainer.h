@@ -22,8 +22,8 @@ struct StepOutcome {
   float loss = 0;
   double step_ms = 0;
   std::vector<std::pair<std::string, double>> phases_ms;  // in step order
-  nlohmann::json extra;                                    // mode-specific per-step data
-  std::vector<TraceSpan> spans;                            // for --trace: replicas, buckets
+  nlohmann::json extra;                                   // mode-specific per-step data
+  std::vector<TraceSpan> spans;                           // for --trace: replicas, buckets
 };
 
 // Fetches the next batch from the loader (timed as the data phase, and dumped with --dump).

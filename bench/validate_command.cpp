@@ -21,7 +21,8 @@ int validate_command(const std::vector<std::string>& files) {
       continue;
     }
     const bool suite = doc.is_object() && doc.value("kind", "") == "suite";
-    const auto errors = suite ? reports::validate_suite_record(doc) : reports::validate_run_record(doc);
+    const auto errors =
+        suite ? reports::validate_suite_record(doc) : reports::validate_run_record(doc);
     if (errors.empty()) {
       fmt::print("{}: valid\n", file);
       continue;

@@ -24,10 +24,14 @@ int64_t now_ns() {
 
 const char* state_name(FlightRecorder::State s) {
   switch (s) {
-    case FlightRecorder::State::Enqueued: return "enqueued";
-    case FlightRecorder::State::Started: return "started";
-    case FlightRecorder::State::Completed: return "completed";
-    case FlightRecorder::State::Failed: return "failed";
+    case FlightRecorder::State::Enqueued:
+      return "enqueued";
+    case FlightRecorder::State::Started:
+      return "started";
+    case FlightRecorder::State::Completed:
+      return "completed";
+    case FlightRecorder::State::Failed:
+      return "failed";
   }
   return "?";
 }
@@ -94,9 +98,15 @@ nlohmann::json FlightRecorder::to_json() const {
   for (int64_t s = oldest; s <= newest_; ++s) {
     const Entry& e = ring_[static_cast<size_t>(s) % ring_.size()];
     if (e.sequence != s) continue;
-    out.push_back({{"seq", e.sequence}, {"op", e.op}, {"tag", e.tag}, {"bytes", e.bytes},
-                   {"dtype", e.dtype}, {"state", state_name(e.state)}, {"enqueue_ns", e.enqueue_ns},
-                   {"start_ns", e.start_ns}, {"end_ns", e.end_ns}});
+    out.push_back({{"seq", e.sequence},
+                   {"op", e.op},
+                   {"tag", e.tag},
+                   {"bytes", e.bytes},
+                   {"dtype", e.dtype},
+                   {"state", state_name(e.state)},
+                   {"enqueue_ns", e.enqueue_ns},
+                   {"start_ns", e.start_ns},
+                   {"end_ns", e.end_ns}});
   }
   return out;
 }
@@ -127,9 +137,9 @@ std::string dump_flight_recorder(const std::string& reason) noexcept {
     }
     if (dir.empty()) return "";
     std::filesystem::create_directories(dir);
-    nlohmann::json doc = {{"rank", rank},        {"world_size", world}, {"pid", ::getpid()},
-                          {"reason", reason},    {"dumped_ns", now_ns()},
-                          {"entries", flight_recorder().to_json()}};
+    nlohmann::json doc = {{"rank", rank},          {"world_size", world},
+                          {"pid", ::getpid()},     {"reason", reason},
+                          {"dumped_ns", now_ns()}, {"entries", flight_recorder().to_json()}};
     const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {
@@ -156,7 +166,9 @@ void on_fatal(int sig) {
   ::raise(sig);
 }
 
-void on_usr1(int) { g_dump_requested = 1; }
+void on_usr1(int) {
+  g_dump_requested = 1;
+}
 
 }  // namespace
 
@@ -223,7 +235,8 @@ std::string diagnose_flight_dumps(const std::string& dir) {
   };
 
   std::ostringstream out;
-  out << "flight recorder: " << dumps.size() << " of " << world << " ranks dumped in " << dir << "\n";
+  out << "flight recorder: " << dumps.size() << " of " << world << " ranks dumped in " << dir
+      << "\n";
   for (int r = 0; r < world; ++r) {
     if (!dumps.count(r)) {
       out << "  rank " << r << ": no dump (it died without one, or never started)\n";
@@ -231,7 +244,9 @@ std::string diagnose_flight_dumps(const std::string& dir) {
     }
     const Progress& p = progress[r];
     out << "  rank " << r << ": issued up to #" << p.issued << ", completed up to #" << p.completed;
-    if (!p.stuck.is_null()) out << ", waiting in " << describe(p.stuck) << " [" << p.stuck["state"].get<std::string>() << "]";
+    if (!p.stuck.is_null())
+      out << ", waiting in " << describe(p.stuck) << " [" << p.stuck["state"].get<std::string>()
+          << "]";
     out << "; dumped on " << p.reason << "\n";
   }
   // The rank that issued the fewest collectives is behind: the others wait for it in the

@@ -26,7 +26,9 @@ constexpr size_t kTailLines = 20;
 // The signal that asked the launcher to stop (SIGINT or SIGTERM), 0 if none. Set by the
 // handler, read by the supervision loop, which forwards it to the ranks.
 volatile sig_atomic_t g_stop_signal = 0;
-void on_stop_signal(int sig) { g_stop_signal = sig; }
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
 
 // Installs the handlers for the launcher's lifetime and restores the old ones after.
 class StopSignals {
@@ -44,7 +46,8 @@ class StopSignals {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 struct Child {
@@ -133,7 +136,8 @@ pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
     ::setenv("DDPBENCH_LAUNCHER", "ddpbench", 1);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(exe.c_str()));
-    for (size_t i = 1; i < spec.args.size(); ++i) argv.push_back(const_cast<char*>(spec.args[i].c_str()));
+    for (size_t i = 1; i < spec.args.size(); ++i)
+      argv.push_back(const_cast<char*>(spec.args[i].c_str()));
     argv.push_back(nullptr);
     ::execv(exe.c_str(), argv.data());
     ::_exit(127);
@@ -159,19 +163,22 @@ int name_the_cause(const std::vector<Child>& children,
   };
   auto failed_at = [&](const Child& x) {
     bool died_badly = !(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0);
-    Clock::time_point died = died_badly && (x.eof <= stop_sent || abnormal(x)) ? x.eof : Clock::time_point::max();
+    Clock::time_point died =
+        died_badly && (x.eof <= stop_sent || abnormal(x)) ? x.eof : Clock::time_point::max();
     return std::min(died, x.said_failed);
   };
   int best = -1;
   for (size_t k = 0; k < children.size(); ++k) {
     if (failed_at(children[k]) == Clock::time_point::max()) continue;
-    if (best < 0 || failed_at(children[k]) < failed_at(children[static_cast<size_t>(best)])) best = static_cast<int>(k);
+    if (best < 0 || failed_at(children[k]) < failed_at(children[static_cast<size_t>(best)]))
+      best = static_cast<int>(k);
   }
   if (best < 0) best = 0;
   const Clock::time_point first = failed_at(children[static_cast<size_t>(best)]);
   for (size_t k = 0; k < children.size(); ++k) {
     const Child& x = children[k];
-    if (abnormal(x) && x.eof != Clock::time_point::max() && x.eof <= first + std::chrono::seconds(1)) {
+    if (abnormal(x) && x.eof != Clock::time_point::max() &&
+        x.eof <= first + std::chrono::seconds(1)) {
       return static_cast<int>(k);
     }
   }
@@ -302,7 +309,8 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   }
   if (result.failed_rank >= 0) {
     std::string lines;
-    for (const auto& l : children[static_cast<size_t>(result.failed_rank)].tail) lines += "\n    " + l;
+    for (const auto& l : children[static_cast<size_t>(result.failed_rank)].tail)
+      lines += "\n    " + l;
     result.failure += "; its last lines:" + (lines.empty() ? std::string(" (none)") : lines);
   }
   return result;

@@ -13,8 +13,8 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/config.h>
 #include <gloo/common/error.h>
+#include <gloo/config.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
@@ -373,8 +373,9 @@ WorkPtr ProcessGroupGloo::issue(std::unique_ptr<PendingOp> op) {
                            << " is being destroyed";
     op->work->sequence = next_sequence_++;
     op->work->description = describe_op(*op);
-    flight_recorder().enqueued(op->work->sequence, op->work->op, op->work->bytes,
-                               op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
+    flight_recorder().enqueued(
+        op->work->sequence, op->work->op, op->work->bytes,
+        op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
     queue_.push_back(std::move(op));
   }
   queue_changed_.notify_one();

@@ -45,7 +45,8 @@ std::optional<RankEnv> detect_rank_env() {
     e.world_size = *size;
     e.local_rank = env_int(s.local).value_or(0);
     e.source = s.source;
-    if (e.source == std::string("torchrun") && env_str("DDPBENCH_LAUNCHER", "") == "ddpbench") e.source = "ddpbench";
+    if (e.source == std::string("torchrun") && env_str("DDPBENCH_LAUNCHER", "") == "ddpbench")
+      e.source = "ddpbench";
     e.master_addr = env_str("MASTER_ADDR", "127.0.0.1");
     auto port = env_int("MASTER_PORT");
     DDPB_USAGE_CHECK(port && *port > 0 && *port < 65536)

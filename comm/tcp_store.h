@@ -16,8 +16,8 @@
 // not wait behind another should use its own TCPStore.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>

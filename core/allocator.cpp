@@ -116,7 +116,9 @@ class AlignedHostMemory : public MemoryBackend {
 };
 }  // namespace
 
-std::unique_ptr<MemoryBackend> make_host_memory() { return std::make_unique<AlignedHostMemory>(); }
+std::unique_ptr<MemoryBackend> make_host_memory() {
+  return std::make_unique<AlignedHostMemory>();
+}
 
 CachingAllocator& pinned_host_allocator() {
 #ifdef DDPB_HAVE_CUDA

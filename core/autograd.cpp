@@ -35,8 +35,8 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> apply(const Tensor& grad) override {
     auto var = var_.lock();
     if (!var) return {};
-    const bool in_destination = var->grad_destination.defined() &&
-                                grad.raw_data() == var->grad_destination.raw_data();
+    const bool in_destination =
+        var->grad_destination.defined() && grad.raw_data() == var->grad_destination.raw_data();
     var->grad_destination = Tensor();  // one backward only
     if (!var->grad.defined()) {
       // The incoming buffer is private to the engine when nothing else holds its storage;
@@ -94,7 +94,8 @@ void run_backward(const std::shared_ptr<Node>& root, Tensor root_grad) {
     for (size_t i = 0; i < n->next.size(); ++i) {
       auto* acc = dynamic_cast<AccumulateGrad*>(n->next[i].get());
       if (!acc || dependencies[acc] != 1) continue;
-      if (auto var = acc->variable(); var && var->grad_destination.defined() && !var->grad.defined()) {
+      if (auto var = acc->variable();
+          var && var->grad_destination.defined() && !var->grad.defined()) {
         offers[i] = var->grad_destination;
       }
     }
@@ -146,11 +147,12 @@ void Var::register_grad_ready_hook(GradReadyHook hook) const {
   impl_->hooks.push_back(std::move(hook));
 }
 
-void Var::clear_grad_ready_hooks() const { impl_->hooks.clear(); }
+void Var::clear_grad_ready_hooks() const {
+  impl_->hooks.clear();
+}
 
 void Var::backward(const Tensor& grad_output) const {
-  DDPB_CHECK(defined() && requires_grad())
-      << "backward() on a value that does not require grad";
+  DDPB_CHECK(defined() && requires_grad()) << "backward() on a value that does not require grad";
   Tensor g = grad_output;
   if (!g.defined()) {
     DDPB_CHECK(data().numel() == 1)
@@ -163,7 +165,8 @@ void Var::backward(const Tensor& grad_output) const {
   run_backward(gradient_edge(*this), std::move(g));
 }
 
-Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dtype, const Device& device) {
+Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dtype,
+                       const Device& device) {
   if (t_offers && input < t_offers->size()) {
     const Tensor& d = (*t_offers)[input];
     if (d.defined() && d.shape() == shape && d.dtype() == dtype && d.device() == device) return d;
@@ -208,8 +211,14 @@ Var make_result(Tensor output, std::shared_ptr<Node> node, const std::vector<Var
   return result;
 }
 
-bool grad_mode_enabled() { return t_grad_mode; }
-NoGradGuard::NoGradGuard() : previous_(t_grad_mode) { t_grad_mode = false; }
-NoGradGuard::~NoGradGuard() { t_grad_mode = previous_; }
+bool grad_mode_enabled() {
+  return t_grad_mode;
+}
+NoGradGuard::NoGradGuard() : previous_(t_grad_mode) {
+  t_grad_mode = false;
+}
+NoGradGuard::~NoGradGuard() {
+  t_grad_mode = previous_;
+}
 
 }  // namespace ddpb::autograd

@@ -100,7 +100,8 @@ class Node {
 // For use inside Node::apply: a buffer for the gradient of the running node's input `input`,
 // the offered destination (Note [Gradient destinations]) when it has this shape, dtype and
 // device, else a new uninitialised tensor.
-Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dtype, const Device& device);
+Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dtype,
+                       const Device& device);
 
 // Wires `node` to `inputs` and returns the result Var: with grad mode on and any input
 // requiring grad, the result requires grad and has `node` as grad_fn; otherwise it is a

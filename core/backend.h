@@ -31,9 +31,8 @@ class Backend {
   virtual int current_device_index() const { return -1; }
 
   // ---- Ops: the same contracts as core/ops.h, arguments already validated ----
-  virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                    const Tensor& c, float alpha, float beta, const Tensor& bias,
-                    ops::Activation act) = 0;
+  virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                    float alpha, float beta, const Tensor& bias, ops::Activation act) = 0;
   virtual void fill(const Tensor& t, float value) = 0;
   virtual void zero(const Tensor& t) = 0;
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
@@ -58,8 +57,7 @@ class Backend {
                                   const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                                   const Tensor& dweight, const Tensor& dbias) = 0;
   virtual void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
-  virtual void embedding_backward(const Tensor& dout, const Tensor& ids,
-                                  const Tensor& dtable) = 0;
+  virtual void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dtable) = 0;
   virtual void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att,
                                  int n_head) = 0;
   virtual void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
@@ -77,9 +75,9 @@ class Backend {
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
   virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
                         float lr, float momentum, float weight_decay, bool first_step) = 0;
-  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m,
-                          const Tensor& v, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, int64_t step) = 0;
+  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          float lr, float beta1, float beta2, float eps, float weight_decay,
+                          int64_t step) = 0;
 };
 
 // The backend for a device type. Throws UsageError for CUDA in a build without CUDA.

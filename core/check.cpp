@@ -5,8 +5,12 @@ namespace {
 thread_local std::string t_device_label;
 }
 
-const std::string& current_device_label() { return t_device_label; }
-void set_current_device_label(std::string label) { t_device_label = std::move(label); }
+const std::string& current_device_label() {
+  return t_device_label;
+}
+void set_current_device_label(std::string label) {
+  t_device_label = std::move(label);
+}
 
 namespace detail {
 std::string format_check_message(const char* file, int line, const char* expr,

@@ -62,7 +62,8 @@ class CheckFailure {
   CheckFailure& operator=(const CheckFailure&) = delete;
   [[noreturn]] ~CheckFailure() noexcept(false) {
     std::string context = context_.str();
-    if (!library_text_.empty()) context = context.empty() ? library_text_ : library_text_ + ": " + context;
+    if (!library_text_.empty())
+      context = context.empty() ? library_text_ : library_text_ + ": " + context;
     throw E(format_check_message(file_, line_, expr_, context));
   }
   template <typename T>

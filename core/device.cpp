@@ -52,9 +52,9 @@ void require_device(const Device& d) {
   DDPB_USAGE_CHECK(cuda_compiled_in())
       << d.str() << " requested, but this ddpbench was built without CUDA (use --device cpu)";
   int count = cuda_device_count();
-  DDPB_USAGE_CHECK(d.index < count) << d.str() << " requested, but this machine has " << count
-                                    << " usable GPU" << (count == 1 ? "" : "s")
-                                    << " (use --device cpu)";
+  DDPB_USAGE_CHECK(d.index < count)
+      << d.str() << " requested, but this machine has " << count << " usable GPU"
+      << (count == 1 ? "" : "s") << " (use --device cpu)";
 }
 
 DeviceGuard::DeviceGuard(const Device& d) : previous_label_(current_device_label()) {

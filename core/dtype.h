@@ -14,11 +14,16 @@ enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::BF16:
+      return 2;
+    case DType::F16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
   }
   return 0;
 }
@@ -39,7 +44,9 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-inline float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_float(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t float_to_f16(float f) {
   // IEEE 754 binary16 with round-to-nearest-even, including subnormals and overflow to inf.
@@ -77,7 +84,6 @@ inline float f16_to_float(uint16_t h) {
   if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000 | (mant << 13));
   return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
-
 
 // Bulk host conversions between f32 and f16 (the F16C instructions where the CPU has them,
 // else the scalar functions above; identical results for finite values and infinities).

@@ -8,10 +8,14 @@ namespace {
 using autograd::make_result;
 using autograd::Node;
 
-Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) {
+  return Tensor::empty(t.shape(), t.dtype(), t.device());
+}
 
 // Gradient only for inputs that need one: `next[i]` is null for the others.
-bool wants(const Node& n, size_t i) { return i < n.next.size() && n.next[i] != nullptr; }
+bool wants(const Node& n, size_t i) {
+  return i < n.next.size() && n.next[i] != nullptr;
+}
 
 class LinearBackward final : public Node {
  public:
@@ -154,8 +158,8 @@ Var linear(const Var& x, const Var& weight, const Var& bias, ops::Activation act
   const Tensor& xt = x.data();
   DDPB_CHECK(xt.dim() == 2) << "linear input must be [N, in], got " << xt.describe();
   Tensor y = Tensor::empty({xt.size(0), weight.data().size(0)}, DType::F32, xt.device());
-  ops::gemm(xt, false, weight.data(), true, y, 1.0f, 0.0f,
-            bias.defined() ? bias.data() : Tensor(), act);
+  ops::gemm(xt, false, weight.data(), true, y, 1.0f, 0.0f, bias.defined() ? bias.data() : Tensor(),
+            act);
   auto node = std::make_shared<LinearBackward>();
   node->x = xt;
   node->weight = weight.data();

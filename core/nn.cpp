@@ -50,8 +50,12 @@ Var make_parameter(const Shape& shape, const Init& init, uint64_t seed, const st
   for (int64_t i = 0; i < host.numel(); ++i) {
     auto idx = static_cast<uint64_t>(i);
     switch (init.kind) {
-      case Init::Kind::Zeros: p[i] = 0.0f; break;
-      case Init::Kind::Ones: p[i] = 1.0f; break;
+      case Init::Kind::Zeros:
+        p[i] = 0.0f;
+        break;
+      case Init::Kind::Ones:
+        p[i] = 1.0f;
+        break;
       case Init::Kind::Normal:
         p[i] = static_cast<float>(rng_normal(seed, stream, idx)) * init.scale;
         break;
@@ -82,19 +86,23 @@ Var Linear::forward(const Var& x, ops::Activation act) const {
 }
 
 LayerNorm::LayerNorm(const Context& ctx, int64_t dim, float eps) : eps_(eps) {
-  weight_ = register_parameter(
-      "weight", make_parameter({dim}, Init::ones(), ctx.seed, ctx.param_name("weight"), ctx.device));
+  weight_ = register_parameter("weight", make_parameter({dim}, Init::ones(), ctx.seed,
+                                                        ctx.param_name("weight"), ctx.device));
   bias_ = register_parameter(
       "bias", make_parameter({dim}, Init::zeros(), ctx.seed, ctx.param_name("bias"), ctx.device));
 }
 
-Var LayerNorm::forward(const Var& x) const { return fn::layer_norm(x, weight_, bias_, eps_); }
+Var LayerNorm::forward(const Var& x) const {
+  return fn::layer_norm(x, weight_, bias_, eps_);
+}
 
 Embedding::Embedding(const Context& ctx, int64_t num, int64_t dim, float std) {
   weight_ = register_parameter("weight", make_parameter({num, dim}, Init::normal(std), ctx.seed,
                                                         ctx.param_name("weight"), ctx.device));
 }
 
-Var Embedding::forward(const Tensor& ids) const { return fn::embedding(ids, weight_); }
+Var Embedding::forward(const Tensor& ids) const {
+  return fn::embedding(ids, weight_);
+}
 
 }  // namespace ddpb::nn

@@ -37,13 +37,20 @@ nvtxDomainHandle_t domain() {
 
 uint32_t colour(Category c) {
   switch (c) {
-    case Category::Data: return 0xFF8E8E8E;
-    case Category::Forward: return 0xFF2E7D32;
-    case Category::Backward: return 0xFF1565C0;
-    case Category::Comm: return 0xFFE65100;
-    case Category::Optimizer: return 0xFF6A1B9A;
-    case Category::DP: return 0xFFC62828;
-    case Category::Op: return 0xFF9E9D24;
+    case Category::Data:
+      return 0xFF8E8E8E;
+    case Category::Forward:
+      return 0xFF2E7D32;
+    case Category::Backward:
+      return 0xFF1565C0;
+    case Category::Comm:
+      return 0xFFE65100;
+    case Category::Optimizer:
+      return 0xFF6A1B9A;
+    case Category::DP:
+      return 0xFFC62828;
+    case Category::Op:
+      return 0xFF9E9D24;
   }
   return 0xFF000000;
 }
@@ -97,7 +104,9 @@ Range::Range(const RegisteredString& message, Category category, int64_t payload
 RegisteredString::RegisteredString(const char* message)
     : message_(message), handle_(nvtxDomainRegisterStringA(domain(), message)) {}
 
-Range::~Range() { nvtxDomainRangePop(domain()); }
+Range::~Range() {
+  nvtxDomainRangePop(domain());
+}
 
 AsyncRange::AsyncRange(const std::string& message, Category category, int64_t payload_bytes) {
   auto a = attributes(category, payload_bytes);
@@ -122,7 +131,9 @@ void name_thread(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 }
 
-bool compiled_in() { return true; }
+bool compiled_in() {
+  return true;
+}
 
 #else  // NVTX compiled out
 
@@ -132,11 +143,15 @@ RegisteredString::RegisteredString(const char* message) : message_(message) {}
 Range::Range(const std::string&, Category, int64_t) {}
 Range::~Range() = default;
 AsyncRange::AsyncRange(const std::string&, Category, int64_t) {}
-void AsyncRange::end() { id_ = 0; }
+void AsyncRange::end() {
+  id_ = 0;
+}
 void name_thread(const std::string& name) {
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 }
-bool compiled_in() { return false; }
+bool compiled_in() {
+  return false;
+}
 
 #endif
 
@@ -152,7 +167,9 @@ void profiler_stop() {
 #endif
 }
 
-AsyncRange::AsyncRange(AsyncRange&& other) noexcept : id_(other.id_) { other.id_ = 0; }
+AsyncRange::AsyncRange(AsyncRange&& other) noexcept : id_(other.id_) {
+  other.id_ = 0;
+}
 AsyncRange& AsyncRange::operator=(AsyncRange&& other) noexcept {
   if (this != &other) {
     end();
@@ -161,6 +178,8 @@ AsyncRange& AsyncRange::operator=(AsyncRange&& other) noexcept {
   }
   return *this;
 }
-AsyncRange::~AsyncRange() { end(); }
+AsyncRange::~AsyncRange() {
+  end();
+}
 
 }  // namespace ddpb::nvtx

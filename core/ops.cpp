@@ -23,13 +23,13 @@ Backend& same_device(const char* op, std::initializer_list<std::pair<const Tenso
   const Device* dev = nullptr;
   for (auto& [t, dtype] : ts) {
     DDPB_CHECK(t->defined()) << op << ": undefined tensor argument";
-    DDPB_CHECK(t->dtype() == dtype) << op << ": expected " << dtype_name(dtype) << ", got "
-                                    << t->describe();
+    DDPB_CHECK(t->dtype() == dtype)
+        << op << ": expected " << dtype_name(dtype) << ", got " << t->describe();
     if (!dev) {
       dev = &t->device();
     } else {
-      DDPB_CHECK(t->device() == *dev) << op << ": tensors on different devices ("
-                                      << dev->str() << " and " << t->describe() << ")";
+      DDPB_CHECK(t->device() == *dev) << op << ": tensors on different devices (" << dev->str()
+                                      << " and " << t->describe() << ")";
     }
   }
   return backend_for(dev->type);
@@ -48,28 +48,37 @@ void require_shape(const char* op, const Tensor& t, const Shape& shape) {
 constexpr DType F = DType::F32;
 constexpr DType I = DType::I32;
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
 
 // One NVTX range per heavy op (category "op"), nested in the phase ranges; registered once
 // per call site. Element-wise ops are left out: their ranges would cost more than they show.
-#define DDPB_OP_RANGE(name)                               \
+#define DDPB_OP_RANGE(name)                                \
   static const nvtx::RegisteredString kOpName("op." name); \
   nvtx::Range op_range(kOpName, nvtx::Category::Op)
 
 }  // namespace
 
-void set_math_mode(MathMode mode) { g_math_mode = mode; }
-void set_attention_kind(AttentionKind kind) { g_attention_kind = kind; }
-AttentionKind attention_kind() { return g_attention_kind; }
-MathMode math_mode() { return g_math_mode; }
+void set_math_mode(MathMode mode) {
+  g_math_mode = mode;
+}
+void set_attention_kind(AttentionKind kind) {
+  g_attention_kind = kind;
+}
+AttentionKind attention_kind() {
+  return g_attention_kind;
+}
+MathMode math_mode() {
+  return g_math_mode;
+}
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, const Tensor& bias, Activation act) {
   DDPB_OP_RANGE("gemm");
   Backend& be = same_device("gemm", {{&a, F}, {&b, F}, {&c, F}});
   DDPB_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2)
-      << "gemm needs 2-D tensors: " << a.describe() << ", " << b.describe() << ", "
-      << c.describe();
+      << "gemm needs 2-D tensors: " << a.describe() << ", " << b.describe() << ", " << c.describe();
   int64_t m = trans_a ? a.size(1) : a.size(0);
   int64_t k = trans_a ? a.size(0) : a.size(1);
   int64_t kb = trans_b ? b.size(1) : b.size(0);
@@ -84,7 +93,9 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
   be.gemm(a, trans_a, b, trans_b, c, alpha, beta, bias, act);
 }
 
-void fill(const Tensor& t, float value) { same_device("fill", {{&t, F}}).fill(t, value); }
+void fill(const Tensor& t, float value) {
+  same_device("fill", {{&t, F}}).fill(t, value);
+}
 
 void zero(const Tensor& t) {
   require_defined(t, "zero");
@@ -111,7 +122,9 @@ void axpy(float alpha, const Tensor& x, const Tensor& y) {
   be.axpy(alpha, x, y);
 }
 
-void scale(const Tensor& t, float s) { same_device("scale", {{&t, F}}).scale(t, s); }
+void scale(const Tensor& t, float s) {
+  same_device("scale", {{&t, F}}).scale(t, s);
+}
 
 void scale_copy(const Tensor& src, const Tensor& dst, float s) {
   Backend& be = same_device("scale_copy", {{&src, F}, {&dst, F}});
@@ -189,8 +202,8 @@ void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
   be.softmax_backward(dy, y, dx);
 }
 
-void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd, float eps) {
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd, float eps) {
   DDPB_OP_RANGE("layernorm_forward");
   Backend& be = same_device("layernorm_forward",
                             {{&x, F}, {&weight, F}, {&bias, F}, {&y, F}, {&mean, F}, {&rstd, F}});
@@ -204,9 +217,9 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   be.layernorm_forward(x, weight, bias, y, mean, rstd, eps);
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                        const Tensor& dweight, const Tensor& dbias) {
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias) {
   DDPB_OP_RANGE("layernorm_backward");
   Backend& be = same_device("layernorm_backward", {{&dy, F},
                                                    {&x, F},
@@ -295,8 +308,7 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att,
                         const Tensor& dqkv, int n_head) {
   DDPB_OP_RANGE("attention_backward");
-  Backend& be = same_device("attention_backward",
-                            {{&dout, F}, {&qkv, F}, {&att, F}, {&dqkv, F}});
+  Backend& be = same_device("attention_backward", {{&dout, F}, {&qkv, F}, {&att, F}, {&dqkv, F}});
   check_attention("attention_backward", qkv, att, n_head);
   require_shape("attention dout", dout, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
   require_shape("attention dqkv", dqkv, qkv.shape());
@@ -306,8 +318,8 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,
                            const Tensor& probs) {
   DDPB_OP_RANGE("cross_entropy_forward");
-  Backend& be = same_device("cross_entropy_forward",
-                            {{&logits, F}, {&targets, I}, {&loss, F}, {&probs, F}});
+  Backend& be =
+      same_device("cross_entropy_forward", {{&logits, F}, {&targets, I}, {&loss, F}, {&probs, F}});
   DDPB_CHECK(logits.dim() == 2) << "cross_entropy logits must be [N,V], got " << logits.describe();
   require_shape("cross_entropy targets", targets, {logits.size(0)});
   require_shape("cross_entropy loss", loss, {1});
@@ -349,8 +361,8 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   be.sgd_step(param, grad, momentum_buf, lr, momentum, weight_decay, first_step);
 }
 
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
+                float beta1, float beta2, float eps, float weight_decay, int64_t step) {
   DDPB_OP_RANGE("adamw_step");
   Backend& be = same_device("adamw_step", {{&param, F}, {&grad, F}, {&m, F}, {&v, F}});
   same_numel("adamw_step", param, grad);

@@ -35,13 +35,13 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
           Activation act = Activation::None);
 
 // ---- Element-wise ----------------------------------------------------------------------
-void fill(const Tensor& t, float value);            // f32
-void zero(const Tensor& t);                          // any dtype: all bits zero
-void add(const Tensor& a, const Tensor& b, const Tensor& out);  // out = a + b
-void mul(const Tensor& a, const Tensor& b, const Tensor& out);  // out = a * b
-void axpy(float alpha, const Tensor& x, const Tensor& y);       // y += alpha * x
-void scale(const Tensor& t, float s);                           // t *= s
-void scale_copy(const Tensor& src, const Tensor& dst, float s); // dst = s * src
+void fill(const Tensor& t, float value);                         // f32
+void zero(const Tensor& t);                                      // any dtype: all bits zero
+void add(const Tensor& a, const Tensor& b, const Tensor& out);   // out = a + b
+void mul(const Tensor& a, const Tensor& b, const Tensor& out);   // out = a * b
+void axpy(float alpha, const Tensor& x, const Tensor& y);        // y += alpha * x
+void scale(const Tensor& t, float s);                            // t *= s
+void scale_copy(const Tensor& src, const Tensor& dst, float s);  // dst = s * src
 void relu_forward(const Tensor& x, const Tensor& y);
 void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx = dy * (y > 0)
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -60,12 +60,12 @@ void all_finite(const Tensor& x, const Tensor& out);
 void softmax_forward(const Tensor& x, const Tensor& y);  // row-wise over the last dim
 void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);
 // x [M,C]; weight, bias [C]; y [M,C]; mean, rstd [M] (saved for backward).
-void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd, float eps);
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd, float eps);
 // Writes dx; *overwrites* dweight and dbias.
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                        const Tensor& dweight, const Tensor& dbias);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                        const Tensor& dbias);
 
 // ---- Embedding -------------------------------------------------------------------------
 // ids: i32 [N] with values in [0, V); table [V,C]; out [N,C].
@@ -118,7 +118,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
               float momentum, float weight_decay, bool first_step);
 // AdamW: param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // param -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps). step counts from 1.
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
+                float beta1, float beta2, float eps, float weight_decay, int64_t step);
 
 }  // namespace ddpb::ops

@@ -30,8 +30,9 @@ double rng_normal(uint64_t seed, uint64_t stream, uint64_t index) {
 
 float rng_normal_fast(uint64_t key, uint64_t index) {
   const uint64_t bits = splitmix64(key ^ (index * 0xD1B54A32D192ED03ull));
-  const uint32_t sum = static_cast<uint32_t>(bits & 0xFFFF) + static_cast<uint32_t>((bits >> 16) & 0xFFFF) +
-                       static_cast<uint32_t>((bits >> 32) & 0xFFFF) + static_cast<uint32_t>(bits >> 48);
+  const uint32_t sum =
+      static_cast<uint32_t>(bits & 0xFFFF) + static_cast<uint32_t>((bits >> 16) & 0xFFFF) +
+      static_cast<uint32_t>((bits >> 32) & 0xFFFF) + static_cast<uint32_t>(bits >> 48);
   // Four U(0,1) sum to mean 2 and variance 1/3.
   constexpr float kScale = 1.7320508f / 65536.0f;
   return (static_cast<float>(sum) - 2.0f * 65536.0f) * kScale;
@@ -39,14 +40,16 @@ float rng_normal_fast(uint64_t key, uint64_t index) {
 
 uint64_t rng_below(uint64_t seed, uint64_t stream, uint64_t index, uint64_t n) {
   // 128-bit multiply maps 64 random bits onto [0, n) with negligible bias.
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(rng_bits(seed, stream, index)) * n) >> 64);
+  return static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(rng_bits(seed, stream, index)) * n) >> 64);
 }
 
 std::vector<int64_t> rng_permutation(uint64_t seed, uint64_t stream, int64_t n) {
   std::vector<int64_t> perm(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = i;
   for (int64_t i = n - 1; i > 0; --i) {
-    auto j = static_cast<int64_t>(rng_below(seed, stream, static_cast<uint64_t>(i), static_cast<uint64_t>(i + 1)));
+    auto j = static_cast<int64_t>(
+        rng_below(seed, stream, static_cast<uint64_t>(i), static_cast<uint64_t>(i + 1)));
     std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
   }
   return perm;

@@ -15,7 +15,8 @@ StreamPtr default_stream(const Device& device) {
   static std::unordered_map<Device, StreamPtr> streams;
   std::lock_guard lock(mutex);
   auto& s = streams[device];
-  if (!s) s = backend_for(device.type).make_stream(device, "default:" + device.str(), StreamKind::Inline);
+  if (!s)
+    s = backend_for(device.type).make_stream(device, "default:" + device.str(), StreamKind::Inline);
   return s;
 }
 
@@ -45,7 +46,9 @@ StreamGuard::StreamGuard(StreamPtr stream) : device_(stream->device()) {
   t_current[device_] = std::move(stream);
 }
 
-StreamGuard::~StreamGuard() { t_current[device_] = previous_; }
+StreamGuard::~StreamGuard() {
+  t_current[device_] = previous_;
+}
 
 Event Event::create(const Device& device) {
   Event e;
@@ -62,7 +65,9 @@ void Event::synchronize() const {
   if (impl_) impl_->wait_host();
 }
 
-bool Event::query() const { return !impl_ || impl_->query(); }
+bool Event::query() const {
+  return !impl_ || impl_->query();
+}
 
 double Event::elapsed_ms(const Event& end) const {
   DDPB_CHECK(impl_ && end.impl_) << "elapsed_ms needs two recorded events";

@@ -148,7 +148,9 @@ Tensor Tensor::to(const Device& device) const {
   return t;
 }
 
-Tensor Tensor::clone() const { return to(device()); }
+Tensor Tensor::clone() const {
+  return to(device());
+}
 
 std::vector<float> Tensor::to_floats() const {
   Tensor host = device().is_cpu() ? *this : to(Device::cpu());

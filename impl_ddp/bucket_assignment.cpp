@@ -11,8 +11,8 @@ BucketAssignment compute_bucket_assignment(const std::vector<ParamInfo>& params,
                                            size_t first_bucket_bytes, size_t bucket_bytes,
                                            const std::vector<size_t>& order) {
   DDPB_CHECK(first_bucket_bytes > 0 && bucket_bytes > 0)
-      << "bucket caps must be positive (first " << first_bucket_bytes << ", others "
-      << bucket_bytes << ")";
+      << "bucket caps must be positive (first " << first_bucket_bytes << ", others " << bucket_bytes
+      << ")";
   std::vector<size_t> walk = order;
   if (walk.empty()) {
     walk.resize(params.size());
@@ -38,7 +38,8 @@ BucketAssignment compute_bucket_assignment(const std::vector<ParamInfo>& params,
     seen[i] = true;
     position[i] = pos;
     const ParamInfo& p = params[i];
-    auto key = std::make_tuple(static_cast<int>(p.dtype), static_cast<int>(p.device.type), p.device.index);
+    auto key =
+        std::make_tuple(static_cast<int>(p.dtype), static_cast<int>(p.device.type), p.device.index);
     Open& b = open[key];
     b.members.push_back(i);
     b.bytes += static_cast<size_t>(p.numel) * dtype_size(p.dtype);

@@ -20,9 +20,12 @@ CommHook parse_comm_hook(const std::string& name) {
 
 const char* comm_hook_name(CommHook hook) {
   switch (hook) {
-    case CommHook::None: return "none";
-    case CommHook::FP16: return "fp16";
-    case CommHook::BF16: return "bf16";
+    case CommHook::None:
+      return "none";
+    case CommHook::FP16:
+      return "fp16";
+    case CommHook::BF16:
+      return "bf16";
   }
   return "?";
 }
@@ -30,9 +33,9 @@ const char* comm_hook_name(CommHook hook) {
 struct Reducer::Bucket {
   std::vector<size_t> params;  // parameter indices, in bucket order
   std::vector<int64_t> offsets;
-  Tensor buffer;               // flat f32 on the parameters' device
-  std::vector<Tensor> views;   // views[k] is parameter params[k]'s slot
-  Tensor compressed;           // 16-bit copy for fp16/bf16 comm hooks
+  Tensor buffer;              // flat f32 on the parameters' device
+  std::vector<Tensor> views;  // views[k] is parameter params[k]'s slot
+  Tensor compressed;          // 16-bit copy for fp16/bf16 comm hooks
   size_t pending = 0;
   bool launched = false;
   comm::WorkPtr work;
@@ -45,8 +48,10 @@ Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::P
     : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
   DDPB_CHECK(!params_.empty()) << "DDP needs at least one parameter";
   std::vector<ParamInfo> infos;
-  for (auto& p : params_) infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
-  build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes));
+  for (auto& p : params_)
+    infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
+  build_buckets(
+      compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes));
   initial_layout_ = layout();
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].var.register_grad_ready_hook([this, i](const autograd::Var&) { on_grad_ready(i); });
@@ -104,7 +109,8 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   // Backward may compute each gradient straight into its bucket slot (Note [Gradient
   // destinations]): then the copy into the bucket below is skipped.
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].var.impl()->grad_destination = buckets_[locators_[i].bucket].views[locators_[i].index];
+    params_[i].var.impl()->grad_destination =
+        buckets_[locators_[i].bucket].views[locators_[i].index];
   }
   if (options_.find_unused_parameters) {
     auto reached = autograd::reachable_leaves(output);
@@ -127,7 +133,8 @@ void Reducer::mark_ready(size_t i) {
   DDPB_CHECK(!bk.launched) << "parameter " << params_[i].name << " became ready after bucket " << b
                            << " was launched (marked ready twice in one backward?)";
   const float scale = 1.0f / static_cast<float>(pg_->size());
-  DDPB_CHECK(!ready_[i]) << "parameter " << params_[i].name << " became ready twice in one backward";
+  DDPB_CHECK(!ready_[i]) << "parameter " << params_[i].name
+                         << " became ready twice in one backward";
   ready_[i] = true;
   const autograd::Var& v = params_[i].var;
   const Tensor& view = bk.views[k];
@@ -188,7 +195,8 @@ void Reducer::launch(Bucket& bk) {
   Tensor payload = bk.buffer;
   if (options_.comm_hook != CommHook::None) {
     DType half = options_.comm_hook == CommHook::FP16 ? DType::F16 : DType::BF16;
-    if (!bk.compressed.defined()) bk.compressed = Tensor::empty(bk.buffer.shape(), half, bk.buffer.device());
+    if (!bk.compressed.defined())
+      bk.compressed = Tensor::empty(bk.buffer.shape(), half, bk.buffer.device());
     ops::cast(bk.buffer, bk.compressed);  // already divided by the world size at copy-in
     payload = bk.compressed;
   }
@@ -219,7 +227,8 @@ void Reducer::finalize_backward() {
     bk.work->wait();  // Gloo: the host waits; NCCL: the current stream waits
     bk.range.end();
     bk.record.complete_ms = now_ms();  // replaced by the collective's own end once known
-    if (bk.compressed.defined() && options_.comm_hook != CommHook::None) ops::cast(bk.compressed, bk.buffer);
+    if (bk.compressed.defined() && options_.comm_hook != CommHook::None)
+      ops::cast(bk.compressed, bk.buffer);
   }
 
   // Parameters no rank used keep no gradient (as PyTorch): the used-map is summed over ranks.
@@ -250,8 +259,9 @@ void Reducer::finalize_backward() {
     records_.push_back(bk.record);
     record_works_.push_back(bk.work);
   }
-  records_zero_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         backward_start_.time_since_epoch()).count();
+  records_zero_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(backward_start_.time_since_epoch())
+          .count();
 
   if (options_.rebuild_buckets && !rebuilt_) rebuild_from_observed_order();
 }
@@ -276,8 +286,10 @@ void Reducer::rebuild_from_observed_order() {
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(agreed[k]);
 
   std::vector<ParamInfo> infos;
-  for (auto& p : params_) infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
-  build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes, order));
+  for (auto& p : params_)
+    infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
+  build_buckets(
+      compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes, order));
   rebuilt_ = true;
   ready_order_.clear();
 }
@@ -296,7 +308,9 @@ const std::vector<BucketRecord>& Reducer::last_records() {
 }
 
 double Reducer::now_ms() const {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - backward_start_).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                   backward_start_)
+      .count();
 }
 
 nlohmann::json Reducer::layout() const {
@@ -312,5 +326,7 @@ nlohmann::json Reducer::layout() const {
 }  // namespace ddpb::ddp
 
 namespace ddpb::ddp {
-size_t Reducer::num_buckets() const { return buckets_.size(); }
+size_t Reducer::num_buckets() const {
+  return buckets_.size();
+}
 }  // namespace ddpb::ddp

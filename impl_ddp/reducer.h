@@ -43,14 +43,14 @@ CommHook parse_comm_hook(const std::string& name);  // none | fp16 | bf16 (Usage
 const char* comm_hook_name(CommHook hook);
 
 struct ReducerOptions {
-  size_t first_bucket_bytes = size_t{1} << 20;   // --first-bucket-mb
-  size_t bucket_bytes = size_t{25} << 20;        // --bucket-cap-mb
-  bool grad_as_bucket_view = false;              // --grad-as-bucket-view
-  bool find_unused_parameters = false;           // --find-unused-params
-  bool overlap = true;                           // false: --no-overlap
-  bool rebuild_buckets = true;                   // once, after the first iteration
-  CommHook comm_hook = CommHook::None;           // --comm-hook
-  bool check_finite = false;                     // --check-finite: NaN/Inf check per gradient
+  size_t first_bucket_bytes = size_t{1} << 20;  // --first-bucket-mb
+  size_t bucket_bytes = size_t{25} << 20;       // --bucket-cap-mb
+  bool grad_as_bucket_view = false;             // --grad-as-bucket-view
+  bool find_unused_parameters = false;          // --find-unused-params
+  bool overlap = true;                          // false: --no-overlap
+  bool rebuild_buckets = true;                  // once, after the first iteration
+  CommHook comm_hook = CommHook::None;          // --comm-hook
+  bool check_finite = false;                    // --check-finite: NaN/Inf check per gradient
 };
 
 // What one bucket did in the last synchronising iteration. Times are milliseconds since
@@ -90,7 +90,9 @@ class Reducer {
   size_t num_buckets() const;
   // Fault injection (--inject-fault corrupt-grad): the next gradient of parameter
   // `param_index` to reach its bucket gets a NaN in its first element.
-  void corrupt_next_gradient(size_t param_index) { corrupt_param_ = static_cast<int64_t>(param_index); }
+  void corrupt_next_gradient(size_t param_index) {
+    corrupt_param_ = static_cast<int64_t>(param_index);
+  }
   // When the last synchronising backward started (the zero of BucketRecord's times).
   std::chrono::steady_clock::time_point backward_start() const { return backward_start_; }
 

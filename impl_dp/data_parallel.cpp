@@ -72,8 +72,10 @@ DataParallel::DataParallel(const WorkloadSpec& spec, std::vector<Device> devices
     params_.push_back(std::move(ps));
     // CPU: the worker thread is the replica's executor (Inline); the side stream is a
     // thread of its own so scatter copies overlap.
-    compute_streams_.push_back(make_stream(devices_[r], "dp-compute-" + std::to_string(r), StreamKind::Inline));
-    side_streams_.push_back(make_stream(devices_[r], "dp-h2d-" + std::to_string(r), StreamKind::Executor));
+    compute_streams_.push_back(
+        make_stream(devices_[r], "dp-compute-" + std::to_string(r), StreamKind::Inline));
+    side_streams_.push_back(
+        make_stream(devices_[r], "dp-h2d-" + std::to_string(r), StreamKind::Executor));
   }
   groups_ = coalesce_groups(params_[0], options_.broadcast_bytes);
   transport_ = make_transport(devices_);
@@ -117,7 +119,8 @@ void DataParallel::reduce_add(size_t used) {
   for (size_t r = 0; r < used; ++r) {
     for (auto& p : replicas_[r]->named_parameters()) {
       // A parameter this step did not reach contributes zeros (the sum stays exact).
-      if (!p.var.grad().defined()) p.var.set_grad(Tensor::zeros(p.var.shape(), DType::F32, devices_[r]));
+      if (!p.var.grad().defined())
+        p.var.set_grad(Tensor::zeros(p.var.shape(), DType::F32, devices_[r]));
       grads[r].push_back(p.var.grad());
     }
   }

@@ -11,11 +11,16 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::F32: return ncclFloat32;
-    case DType::BF16: return ncclBfloat16;
-    case DType::F16: return ncclFloat16;
-    case DType::I32: return ncclInt32;
-    case DType::I64: return ncclInt64;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
   }
   return ncclFloat32;
 }
@@ -45,9 +50,9 @@ class NcclTransport final : public Transport {
     for (size_t i = 0; i < comms_.size(); ++i) {
       const Tensor& t = i == 0 ? src : dst[i - 1];
       // The element count comes from the tensor, never from the caller.
-      NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(),
-                               static_cast<size_t>(t.numel()), nccl_type(t.dtype()), /*root=*/0,
-                               comms_[i], stream_of(devices_[i])));
+      NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                               nccl_type(t.dtype()), /*root=*/0, comms_[i],
+                               stream_of(devices_[i])));
     }
     NCCL_CHECK(ncclGroupEnd());
   }

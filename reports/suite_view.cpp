@@ -34,8 +34,8 @@ Banner make_banner(const json& suite) {
       } else if (!passed->get<bool>()) {
         const std::string metric = string_at(*r, {"correctness", "metric"}, "max_rel_diff");
         wrong.push_back(string_at(*r, {"id"}) + " differs from its reference " +
-                        string_at(*r, {"correctness", "reference"}, "(unnamed)") +
-                        ": " + metric + " " + format_sci(number_at(*r, {"correctness", metric.c_str()})) +
+                        string_at(*r, {"correctness", "reference"}, "(unnamed)") + ": " + metric +
+                        " " + format_sci(number_at(*r, {"correctness", metric.c_str()})) +
                         " over the threshold " +
                         format_sci(number_at(*r, {"correctness", "threshold"})));
       }

@@ -113,7 +113,8 @@ void ClassificationDataset::fill(int64_t index, void* x, int32_t* y) const {
   auto* out = static_cast<float*>(x);
   // The cheap normal: this loop runs for every feature of every sample on the loader thread.
   const uint64_t key = rng_bits(seed_, stream, 0);
-  for (int j = 0; j < features_; ++j) out[j] = mean[j] + rng_normal_fast(key, static_cast<uint64_t>(j));
+  for (int j = 0; j < features_; ++j)
+    out[j] = mean[j] + rng_normal_fast(key, static_cast<uint64_t>(j));
   *y = label;
 }
 

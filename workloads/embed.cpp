@@ -7,13 +7,13 @@ namespace ddpb {
 EmbedModel::EmbedModel(const WorkloadSpec& spec, const Device& device, uint64_t seed)
     : spec_(spec) {
   nn::Context ctx{device, seed, ""};
-  emb_ = register_module("emb", std::make_shared<nn::Embedding>(ctx.child("emb"), spec.vocab,
-                                                                spec.n_embd, 1.0f));
+  emb_ = register_module(
+      "emb", std::make_shared<nn::Embedding>(ctx.child("emb"), spec.vocab, spec.n_embd, 1.0f));
   const int64_t concat = spec.ids_per_sample * spec.n_embd;
-  head0_ = register_module("head.0",
-                           std::make_shared<nn::Linear>(ctx.child("head.0"), concat, spec.hidden.at(0)));
-  head1_ = register_module("head.1", std::make_shared<nn::Linear>(ctx.child("head.1"),
-                                                                  spec.hidden.at(0), spec.classes));
+  head0_ = register_module(
+      "head.0", std::make_shared<nn::Linear>(ctx.child("head.0"), concat, spec.hidden.at(0)));
+  head1_ = register_module(
+      "head.1", std::make_shared<nn::Linear>(ctx.child("head.1"), spec.hidden.at(0), spec.classes));
 }
 
 autograd::Var EmbedModel::forward(const Tensor& x) const {

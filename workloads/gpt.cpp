@@ -15,8 +15,8 @@ GptBlock::GptBlock(const nn::Context& ctx, const WorkloadSpec& spec)
   // GPT-2 scales the residual projections by 1/sqrt(2 * n_layer).
   const float proj_std = kStd / std::sqrt(2.0f * static_cast<float>(spec.n_layer));
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(ctx.child("ln_1"), c));
-  c_attn_ = register_module("attn.c_attn", std::make_shared<nn::Linear>(ctx.child("attn.c_attn"), c,
-                                                                        3 * c, true, kStd));
+  c_attn_ = register_module(
+      "attn.c_attn", std::make_shared<nn::Linear>(ctx.child("attn.c_attn"), c, 3 * c, true, kStd));
   attn_proj_ = register_module(
       "attn.c_proj", std::make_shared<nn::Linear>(ctx.child("attn.c_proj"), c, c, true, proj_std));
   ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(ctx.child("ln_2"), c));
@@ -28,7 +28,8 @@ GptBlock::GptBlock(const nn::Context& ctx, const WorkloadSpec& spec)
 
 Var GptBlock::forward(const Var& x, int64_t batch) const {
   Var qkv = c_attn_->forward(ln_1_->forward(x));
-  Var att = fn::causal_attention(fn::reshape(qkv, {batch, seq_len_, 3 * n_embd_}), static_cast<int>(n_head_));
+  Var att = fn::causal_attention(fn::reshape(qkv, {batch, seq_len_, 3 * n_embd_}),
+                                 static_cast<int>(n_head_));
   Var h = fn::add(x, attn_proj_->forward(fn::reshape(att, {batch * seq_len_, n_embd_})));
   Var m = mlp_proj_->forward(fn::gelu(c_fc_->forward(ln_2_->forward(h))));
   return fn::add(h, m);
@@ -38,10 +39,10 @@ GptModel::GptModel(const WorkloadSpec& spec, const Device& device, uint64_t seed
   DDPB_CHECK(spec.n_embd % spec.n_head == 0)
       << "n_embd " << spec.n_embd << " does not split into " << spec.n_head << " heads";
   nn::Context ctx{device, seed, ""};
-  wte_ = register_module("wte", std::make_shared<nn::Embedding>(ctx.child("wte"), spec.vocab,
-                                                                spec.n_embd, 0.02f));
-  wpe_ = register_module("wpe", std::make_shared<nn::Embedding>(ctx.child("wpe"), spec.seq_len,
-                                                                spec.n_embd, 0.01f));
+  wte_ = register_module(
+      "wte", std::make_shared<nn::Embedding>(ctx.child("wte"), spec.vocab, spec.n_embd, 0.02f));
+  wpe_ = register_module(
+      "wpe", std::make_shared<nn::Embedding>(ctx.child("wpe"), spec.seq_len, spec.n_embd, 0.01f));
   for (int64_t i = 0; i < spec.n_layer; ++i) {
     auto name = "h." + std::to_string(i);
     blocks_.push_back(register_module(name, std::make_shared<GptBlock>(ctx.child(name), spec)));

@@ -11,13 +11,14 @@ MlpModel::MlpModel(const WorkloadSpec& spec, const Device& device, uint64_t seed
   nn::Context ctx{device, seed, "layers"};
   for (size_t i = 0; i + 1 < widths_.size(); ++i) {
     auto name = std::to_string(i);
-    layers_.push_back(register_module(
-        "layers." + name, std::make_shared<nn::Linear>(ctx.child(name), widths_[i], widths_[i + 1])));
+    layers_.push_back(
+        register_module("layers." + name,
+                        std::make_shared<nn::Linear>(ctx.child(name), widths_[i], widths_[i + 1])));
   }
   if (spec.conditional_branch) {
     nn::Context root{device, seed, ""};
-    skip_ = register_module("skip", std::make_shared<nn::Linear>(root.child("skip"), spec.in_features,
-                                                                 spec.classes));
+    skip_ = register_module(
+        "skip", std::make_shared<nn::Linear>(root.child("skip"), spec.in_features, spec.classes));
   }
 }
 
@@ -36,7 +37,8 @@ autograd::Var MlpModel::forward(const Tensor& x) const {
 
 double MlpModel::train_flops_per_sample() const {
   double f = 0.0;
-  for (size_t i = 0; i + 1 < widths_.size(); ++i) f += 2.0 * double(widths_[i]) * double(widths_[i + 1]);
+  for (size_t i = 0; i + 1 < widths_.size(); ++i)
+    f += 2.0 * double(widths_[i]) * double(widths_[i + 1]);
   return 3.0 * f;
 }
 

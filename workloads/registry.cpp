@@ -116,9 +116,12 @@ const WorkloadSpec& find_workload(const std::string& name) {
 
 std::string family_name(Family f) {
   switch (f) {
-    case Family::Mlp: return "mlp";
-    case Family::Gpt: return "gpt";
-    case Family::Embed: return "embed";
+    case Family::Mlp:
+      return "mlp";
+    case Family::Gpt:
+      return "gpt";
+    case Family::Embed:
+      return "embed";
   }
   return "?";
 }
@@ -129,9 +132,12 @@ autograd::Var model_loss(const autograd::Var& logits, const Tensor& targets) {
 
 std::unique_ptr<Model> make_model(const WorkloadSpec& spec, const Device& device, uint64_t seed) {
   switch (spec.family) {
-    case Family::Mlp: return std::make_unique<MlpModel>(spec, device, seed);
-    case Family::Gpt: return std::make_unique<GptModel>(spec, device, seed);
-    case Family::Embed: return std::make_unique<EmbedModel>(spec, device, seed);
+    case Family::Mlp:
+      return std::make_unique<MlpModel>(spec, device, seed);
+    case Family::Gpt:
+      return std::make_unique<GptModel>(spec, device, seed);
+    case Family::Embed:
+      return std::make_unique<EmbedModel>(spec, device, seed);
   }
   return nullptr;
 }
@@ -141,24 +147,28 @@ std::shared_ptr<const Dataset> make_dataset(const WorkloadSpec& spec, uint64_t s
   const uint64_t data_seed = seed ^ 0xD47A5EEDull;
   switch (spec.family) {
     case Family::Mlp:
-      return std::make_shared<ClassificationDataset>(spec.dataset_size, static_cast<int>(spec.in_features),
+      return std::make_shared<ClassificationDataset>(spec.dataset_size,
+                                                     static_cast<int>(spec.in_features),
                                                      static_cast<int>(spec.classes), data_seed);
     case Family::Gpt:
       return std::make_shared<MarkovTokenDataset>(spec.dataset_size, static_cast<int>(spec.seq_len),
                                                   static_cast<int>(spec.vocab), data_seed);
     case Family::Embed:
-      return std::make_shared<BagOfIdsDataset>(spec.dataset_size, static_cast<int>(spec.ids_per_sample),
-                                               static_cast<int>(spec.vocab),
-                                               static_cast<int>(spec.classes), data_seed);
+      return std::make_shared<BagOfIdsDataset>(
+          spec.dataset_size, static_cast<int>(spec.ids_per_sample), static_cast<int>(spec.vocab),
+          static_cast<int>(spec.classes), data_seed);
   }
   return nullptr;
 }
 
 int64_t default_global_batch(const std::string& workload) {
   switch (find_workload(workload).family) {
-    case Family::Mlp: return 64;
-    case Family::Gpt: return 8;
-    case Family::Embed: return 64;
+    case Family::Mlp:
+      return 64;
+    case Family::Gpt:
+      return 8;
+    case Family::Embed:
+      return 64;
   }
   return 64;
 }

@@ -24,9 +24,8 @@ void load_state_dict(const nn::Module& module, const std::string& path) {
   auto params = module.named_parameters();
   for (auto& p : params) {
     auto it = by_name.find(p.name);
-    DDPB_USAGE_CHECK(it != by_name.end())
-        << path << " has no parameter '" << p.name << "' (it holds " << loaded.size()
-        << " tensors)";
+    DDPB_USAGE_CHECK(it != by_name.end()) << path << " has no parameter '" << p.name
+                                          << "' (it holds " << loaded.size() << " tensors)";
     const Tensor& src = it->second;
     const Tensor& dst = p.var.data();
     DDPB_USAGE_CHECK(src.dtype() == dst.dtype() && src.shape() == dst.shape())

@@ -82,8 +82,8 @@ void add_linear(std::vector<GemmShape>& out, const std::string& workload, const 
     out.push_back({workload, layer + ".dx", rows, in, features, false, false, false,
                    Activation::None, count});
   }
-  out.push_back({workload, layer + ".dw", features, in, rows, true, false, false,
-                 Activation::None, count});
+  out.push_back(
+      {workload, layer + ".dw", features, in, rows, true, false, false, Activation::None, count});
 }
 
 std::vector<GemmShape> all_shapes() {
@@ -117,18 +117,24 @@ struct Options {
 
 const char* mode_name(MathMode m) {
   switch (m) {
-    case MathMode::TF32: return "tf32";
-    case MathMode::BF16: return "bf16";
-    case MathMode::FP32: break;
+    case MathMode::TF32:
+      return "tf32";
+    case MathMode::BF16:
+      return "bf16";
+    case MathMode::FP32:
+      break;
   }
   return "fp32";
 }
 
 const char* act_name(Activation a) {
   switch (a) {
-    case Activation::ReLU: return "relu";
-    case Activation::GeLU: return "gelu";
-    case Activation::None: break;
+    case Activation::ReLU:
+      return "relu";
+    case Activation::GeLU:
+      return "gelu";
+    case Activation::None:
+      break;
   }
   return "none";
 }
@@ -235,8 +241,8 @@ class RandomFill {
     while (done < n) {
       const int64_t len = std::min(n - done, kBlock - offset);
       CUDA_CHECK(cudaMemcpyAsync(t.data<float>() + done, block_.data<float>() + offset,
-                                 static_cast<size_t>(len) * sizeof(float),
-                                 cudaMemcpyDeviceToDevice, stream))
+                                 static_cast<size_t>(len) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 stream))
           << "tiling random data";
       done += len;
       offset = 0;
@@ -254,8 +260,10 @@ struct Operands {
 
 Operands make_operands(const GemmShape& s, const Device& device, const RandomFill& fill) {
   Operands o;
-  o.a = Tensor::empty(s.trans_a ? ddpb::Shape{s.k, s.m} : ddpb::Shape{s.m, s.k}, DType::F32, device);
-  o.b = Tensor::empty(s.trans_b ? ddpb::Shape{s.n, s.k} : ddpb::Shape{s.k, s.n}, DType::F32, device);
+  o.a =
+      Tensor::empty(s.trans_a ? ddpb::Shape{s.k, s.m} : ddpb::Shape{s.m, s.k}, DType::F32, device);
+  o.b =
+      Tensor::empty(s.trans_b ? ddpb::Shape{s.n, s.k} : ddpb::Shape{s.k, s.n}, DType::F32, device);
   o.c = Tensor::empty({s.m, s.n}, DType::F32, device);
   o.c_ref = Tensor::empty({s.m, s.n}, DType::F32, device);
   fill(o.a, 1);
@@ -413,7 +421,8 @@ Row measure(const GemmShape& s, MathMode mode, const Options& opt, cublasHandle_
   }
   // One timed call each sizes the samples.
   const double probe = std::min(timer.time_ms(1, ours), timer.time_ms(1, theirs));
-  row.reps = static_cast<int>(std::clamp(std::ceil(opt.min_sample_ms / std::max(probe, 1e-4)), 1.0, 1000.0));
+  row.reps = static_cast<int>(
+      std::clamp(std::ceil(opt.min_sample_ms / std::max(probe, 1e-4)), 1.0, 1000.0));
   std::vector<double> a, b;
   for (int i = 0; i < opt.iters; ++i) {
     a.push_back(timer.time_ms(row.reps, ours));
@@ -487,16 +496,16 @@ void print_table(const nlohmann::json& record) {
               ctx["compute_capability"].get<std::string>().c_str(), ctx["cuda_runtime"].get<int>(),
               ctx["cublas"].get<int>(), record["config"]["iters"].get<int>());
   std::printf("ratio = ddpbench / cublas throughput (1.0 = parity); TFLOP/s = 2MNK / time\n");
-  std::printf("%-10s %-12s %-4s %6s %6s %6s %5s %-9s %9s %9s %6s %9s\n", "workload", "gemm",
-              "math", "M", "N", "K", "calls", "epilogue", "ddpb TF/s", "cuBLAS", "ratio",
-              "max rel");
+  std::printf("%-10s %-12s %-4s %6s %6s %6s %5s %-9s %9s %9s %6s %9s\n", "workload", "gemm", "math",
+              "M", "N", "K", "calls", "epilogue", "ddpb TF/s", "cuBLAS", "ratio", "max rel");
   for (const auto& r : record["rows"]) {
     const double diff = r["max_rel_diff"].get<double>();
     char diff_text[32];
     if (diff < 0) {
       std::snprintf(diff_text, sizeof(diff_text), "-");
     } else {
-      std::snprintf(diff_text, sizeof(diff_text), "%.1e%s", diff, r["check_ok"].get<bool>() ? "" : "!");
+      std::snprintf(diff_text, sizeof(diff_text), "%.1e%s", diff,
+                    r["check_ok"].get<bool>() ? "" : "!");
     }
     std::printf("%-10s %-12s %-4s %6ld %6ld %6ld %5d %-9s %9.2f %9.2f %6.3f %9s\n",
                 r["workload"].get<std::string>().c_str(), r["gemm"].get<std::string>().c_str(),
@@ -508,11 +517,12 @@ void print_table(const nlohmann::json& record) {
   }
   std::printf("GEMM time of one training step (calls x median):\n");
   for (const auto& s : record["step_summary"]) {
-    std::printf("  %-10s %-4s ddpbench %8.3f ms (%6.2f TFLOP/s)  cublas %8.3f ms (%6.2f TFLOP/s)  ratio %.3f\n",
-                s["workload"].get<std::string>().c_str(), s["math"].get<std::string>().c_str(),
-                s["ddpbench_ms"].get<double>(), s["ddpbench_tflops"].get<double>(),
-                s["cublas_ms"].get<double>(), s["cublas_tflops"].get<double>(),
-                s["ratio"].get<double>());
+    std::printf(
+        "  %-10s %-4s ddpbench %8.3f ms (%6.2f TFLOP/s)  cublas %8.3f ms (%6.2f TFLOP/s)  ratio "
+        "%.3f\n",
+        s["workload"].get<std::string>().c_str(), s["math"].get<std::string>().c_str(),
+        s["ddpbench_ms"].get<double>(), s["ddpbench_tflops"].get<double>(),
+        s["cublas_ms"].get<double>(), s["cublas_tflops"].get<double>(), s["ratio"].get<double>());
   }
 }
 
@@ -552,12 +562,9 @@ int run(const Options& opt) {
   record["schema_version"] = kSchemaVersion;
   record["kind"] = "cuda_gemm_bench";
   record["context"] = context_json(device.index);
-  record["config"] = {{"iters", opt.iters},
-                      {"warmup", opt.warmup},
-                      {"min_sample_ms", opt.min_sample_ms},
-                      {"epilogue", opt.epilogue},
-                      {"filter", opt.filter},
-                      {"check", opt.check}};
+  record["config"] = {
+      {"iters", opt.iters},       {"warmup", opt.warmup}, {"min_sample_ms", opt.min_sample_ms},
+      {"epilogue", opt.epilogue}, {"filter", opt.filter}, {"check", opt.check}};
   record["rows"] = nlohmann::json::array();
   for (const auto& r : rows) record["rows"].push_back(r.to_json());
   record["step_summary"] = step_summary(rows);
@@ -578,7 +585,8 @@ int run(const Options& opt) {
   for (const auto& r : rows) {
     if (r.check_ok) continue;
     ++failed;
-    std::fprintf(stderr, "cuda_gemm_bench: %s/%s %s: ddpbench differs from cuBLAS by %.3g (max rel)\n",
+    std::fprintf(stderr,
+                 "cuda_gemm_bench: %s/%s %s: ddpbench differs from cuBLAS by %.3g (max rel)\n",
                  r.shape.workload.c_str(), r.shape.name.c_str(), mode_name(r.mode), r.max_rel_diff);
   }
   return failed == 0 ? 0 : 1;

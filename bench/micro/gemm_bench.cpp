@@ -49,8 +49,8 @@
 
 namespace {
 
-using ddpb::DType;
 using ddpb::Device;
+using ddpb::DType;
 using ddpb::Tensor;
 
 struct GemmShape {
@@ -163,8 +163,8 @@ struct Operands {
 
 void set_counters(benchmark::State& state, const GemmShape& s) {
   const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
-  state.counters["FLOPS"] = benchmark::Counter(flops * double(state.iterations()),
-                                               benchmark::Counter::kIsRate);
+  state.counters["FLOPS"] =
+      benchmark::Counter(flops * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["M"] = double(s.m);
   state.counters["N"] = double(s.n);
   state.counters["K"] = double(s.k);
@@ -199,8 +199,8 @@ void bm_openblas(benchmark::State& state, const GemmShape& s) {
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
                 s.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(s.m),
-                static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a, lda, b, ldb, 0.0f,
-                c, static_cast<blasint>(s.n));
+                static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a, lda, b, ldb, 0.0f, c,
+                static_cast<blasint>(s.n));
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();
   }

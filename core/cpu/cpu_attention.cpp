@@ -81,7 +81,8 @@ void CpuBackend::attention_backward(const Tensor& dout, const Tensor& qkv, const
           const float* ar = ap + i * dm.t;
           double dot = 0.0;
           for (int64_t j = 0; j <= i; ++j) dot += static_cast<double>(dr[j]) * ar[j];
-          for (int64_t j = 0; j <= i; ++j) dr[j] = scale * ar[j] * (dr[j] - static_cast<float>(dot));
+          for (int64_t j = 0; j <= i; ++j)
+            dr[j] = scale * ar[j] * (dr[j] - static_cast<float>(dot));
           for (int64_t j = i + 1; j < dm.t; ++j) dr[j] = 0.0f;
         }
         // dq = dscores k;  dk = dscores^T q

@@ -34,9 +34,8 @@ class CpuBackend final : public Backend {
   void all_finite(const Tensor& x, const Tensor& out) override;
   void softmax_forward(const Tensor& x, const Tensor& y) override;
   void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
-  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                         const Tensor& y, const Tensor& mean, const Tensor& rstd,
-                         float eps) override;
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                         const Tensor& mean, const Tensor& rstd, float eps) override;
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                           const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                           const Tensor& dweight, const Tensor& dbias) override;
@@ -76,8 +75,7 @@ void run_on_stream(const Device& device, Fn&& fn) {
 
 // Single-threaded row-major SGEMM on raw pointers with leading dimensions (used by the
 // GEMM op and by attention).
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc);
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace ddpb::cpu

@@ -47,7 +47,9 @@ void for_each(const Tensor& anchor, Fn&& fn) {
 }
 
 #if defined(__x86_64__)
-[[gnu::target("avx2")]] void gelu_forward_avx2(float* c, int64_t n) { gelu_forward_body(c, n); }
+[[gnu::target("avx2")]] void gelu_forward_avx2(float* c, int64_t n) {
+  gelu_forward_body(c, n);
+}
 [[gnu::target("avx2")]] void gelu_backward_avx2(const float* dy, const float* x, float* dx,
                                                 int64_t n) {
   gelu_backward_body(dy, x, dx, n);
@@ -90,9 +92,8 @@ const float* round_operand_to_bf16(const float* p, int64_t rows, int64_t cols, i
 
 }  // namespace
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc) {
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
@@ -108,15 +109,14 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     lda = trans_a ? m : k;
     ldb = trans_b ? k : n;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                      const Tensor& c, float alpha, float beta, const Tensor& bias,
-                      ops::Activation act) {
+void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                      float alpha, float beta, const Tensor& bias, ops::Activation act) {
   run_on_stream(c.device(), [=] {
     int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
     float* cp = c.data<float>();
@@ -127,8 +127,8 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
       for (int64_t i = 0; i < m; ++i) std::memcpy(cp + i * n, bp, static_cast<size_t>(n) * 4);
       effective_beta = 1.0f;
     }
-    sgemm(trans_a, trans_b, m, n, k, alpha, a.data<float>(), a.size(1), b.data<float>(),
-          b.size(1), effective_beta, cp, n);
+    sgemm(trans_a, trans_b, m, n, k, alpha, a.data<float>(), a.size(1), b.data<float>(), b.size(1),
+          effective_beta, cp, n);
     if (bias.defined() && beta != 0.0f) {
       const float* bp = bias.data<float>();
       for (int64_t i = 0; i < m; ++i)
@@ -231,11 +231,14 @@ void cast_host(const Tensor& src, const Tensor& dst) {
   } else if (from == DType::F16 && to == DType::F32) {
     f16_to_f32(src.data<uint16_t>(), dst.data<float>(), n);
   } else if (from == DType::BF16 && to == DType::F16) {
-    cast_loop(src.data<uint16_t>(), dst.data<uint16_t>(), n, [](uint16_t h) { return float_to_f16(bf16_to_float(h)); });
+    cast_loop(src.data<uint16_t>(), dst.data<uint16_t>(), n,
+              [](uint16_t h) { return float_to_f16(bf16_to_float(h)); });
   } else if (from == DType::F16 && to == DType::BF16) {
-    cast_loop(src.data<uint16_t>(), dst.data<uint16_t>(), n, [](uint16_t h) { return float_to_bf16(f16_to_float(h)); });
+    cast_loop(src.data<uint16_t>(), dst.data<uint16_t>(), n,
+              [](uint16_t h) { return float_to_bf16(f16_to_float(h)); });
   } else {
-    DDPB_FAIL() << "cast from " << dtype_name(from) << " to " << dtype_name(to) << " is not supported";
+    DDPB_FAIL() << "cast from " << dtype_name(from) << " to " << dtype_name(to)
+                << " is not supported";
   }
 }
 
@@ -292,7 +295,8 @@ void softmax_row(const float* x, float* y, int64_t n) {
 void CpuBackend::softmax_forward(const Tensor& x, const Tensor& y) {
   run_on_stream(y.device(), [=] {
     int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
-    for (int64_t r = 0; r < rows; ++r) softmax_row(x.data<float>() + r * n, y.data<float>() + r * n, n);
+    for (int64_t r = 0; r < rows; ++r)
+      softmax_row(x.data<float>() + r * n, y.data<float>() + r * n, n);
   });
 }
 
@@ -410,7 +414,8 @@ void CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targe
       for (int64_t j = 0; j < v; ++j) s += std::exp(static_cast<double>(l[j] - mx));
       total += std::log(s) + mx - l[t];
     }
-    loss.data<float>()[0] = static_cast<float>(total / static_cast<double>(std::max<int64_t>(n, 1)));
+    loss.data<float>()[0] =
+        static_cast<float>(total / static_cast<double>(std::max<int64_t>(n, 1)));
   });
 }
 

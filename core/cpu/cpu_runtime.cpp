@@ -192,7 +192,9 @@ std::unique_ptr<EventImpl> CpuBackend::make_event(const Device&) {
   return std::make_unique<CpuEvent>();
 }
 
-std::unique_ptr<MemoryBackend> CpuBackend::make_memory(const Device&) { return make_host_memory(); }
+std::unique_ptr<MemoryBackend> CpuBackend::make_memory(const Device&) {
+  return make_host_memory();
+}
 
 }  // namespace ddpb::cpu
 

@@ -244,8 +244,8 @@ class CudaBackend final : public Backend {
     OpScope op(dqkv);
     const int64_t batch = qkv.size(0), seq = qkv.size(1);
     float* scratch = op.scratch(flash_attention_backward_scratch_floats(batch, seq, n_head));
-    launch_flash_attention_backward(f32(dout), f32(qkv), f32(out), f32(lse), f32(dqkv), batch,
-                                    seq, out.size(2), n_head, scratch, op.stream());
+    launch_flash_attention_backward(f32(dout), f32(qkv), f32(out), f32(lse), f32(dqkv), batch, seq,
+                                    out.size(2), n_head, scratch, op.stream());
   }
 
   // ---- Cross-entropy ----

@@ -66,26 +66,26 @@ inline void cuda_check_nothrow(cudaError_t err, const char* expr, const char* fi
 
 }  // namespace ddpb::detail
 
-#define CUDA_CHECK(expr)                                                  \
-  if (const cudaError_t ddpb_cuda_ = (expr); ddpb_cuda_ == cudaSuccess) { \
-  } else                                                                  \
-    ::ddpb::detail::CheckFailure<::ddpb::CudaError>(               \
-        __FILE__, __LINE__, #expr, ::ddpb::detail::cuda_error_text(ddpb_cuda_))
+#define CUDA_CHECK(expr)                                                       \
+  if (const cudaError_t ddpb_cuda_ = (expr); ddpb_cuda_ == cudaSuccess) {      \
+  } else                                                                       \
+    ::ddpb::detail::CheckFailure<::ddpb::CudaError>(__FILE__, __LINE__, #expr, \
+                                                    ::ddpb::detail::cuda_error_text(ddpb_cuda_))
 
 #define CUBLAS_CHECK(expr)                                                                 \
   if (const cublasStatus_t ddpb_cublas_ = (expr); ddpb_cublas_ == CUBLAS_STATUS_SUCCESS) { \
   } else                                                                                   \
-    ::ddpb::detail::CheckFailure<::ddpb::CublasError>(                              \
+    ::ddpb::detail::CheckFailure<::ddpb::CublasError>(                                     \
         __FILE__, __LINE__, #expr, ::ddpb::detail::cublas_error_text(ddpb_cublas_))
 
 #ifdef DDPB_HAVE_NCCL
 // ncclInProgress (non-blocking communicators) counts as a failure here; code that uses
 // non-blocking communicators polls ncclCommGetAsyncError itself.
-#define NCCL_CHECK(expr)                                                   \
-  if (const ncclResult_t ddpb_nccl_ = (expr); ddpb_nccl_ == ncclSuccess) { \
-  } else                                                                   \
-    ::ddpb::detail::CheckFailure<::ddpb::NcclError>(                \
-        __FILE__, __LINE__, #expr, ::ddpb::detail::nccl_error_text(ddpb_nccl_))
+#define NCCL_CHECK(expr)                                                       \
+  if (const ncclResult_t ddpb_nccl_ = (expr); ddpb_nccl_ == ncclSuccess) {     \
+  } else                                                                       \
+    ::ddpb::detail::CheckFailure<::ddpb::NcclError>(__FILE__, __LINE__, #expr, \
+                                                    ::ddpb::detail::nccl_error_text(ddpb_nccl_))
 #endif
 
 #define CUDA_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError()) << "kernel launch"

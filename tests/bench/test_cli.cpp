@@ -10,7 +10,9 @@ namespace {
 
 using Result = ddpb::testing::CliResult;
 
-Result run(const std::string& args) { return ddpb::testing::run_cli(args); }
+Result run(const std::string& args) {
+  return ddpb::testing::run_cli(args);
+}
 
 class BadInput : public ::testing::Test {
  protected:
@@ -27,7 +29,8 @@ class BadInput : public ::testing::Test {
     std::string out = (dir_ / "out.json").string();
     Result r = run("run " + args + " --steps 1 --warmup 0 --out " + out);
     EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
+                                                        << r.output;
     EXPECT_FALSE(std::filesystem::exists(out)) << "a failed run must not write a report";
     for (auto& e : std::filesystem::directory_iterator(dir_)) {
       EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "leftover " << e.path();
@@ -36,9 +39,13 @@ class BadInput : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(BadInput, UnknownWorkload) { expect_usage_error("--workload resnet", "unknown workload 'resnet'"); }
+TEST_F(BadInput, UnknownWorkload) {
+  expect_usage_error("--workload resnet", "unknown workload 'resnet'");
+}
 
-TEST_F(BadInput, UnknownDevice) { expect_usage_error("--workload mlp-small --device tpu", "unknown device 'tpu'"); }
+TEST_F(BadInput, UnknownDevice) {
+  expect_usage_error("--workload mlp-small --device tpu", "unknown device 'tpu'");
+}
 
 TEST_F(BadInput, NonPositiveSizes) {
   expect_usage_error("--workload mlp-small --global-batch 0", "--global-batch must be positive");
@@ -61,7 +68,8 @@ TEST_F(BadInput, UnreadableInitFrom) {
 TEST_F(BadInput, MismatchedInitFrom) {
   // Parameters of gpt-tiny cannot start mlp-small.
   std::string dump = (dir_ / "dump").string();
-  Result r = run("run --workload gpt-tiny --steps 1 --warmup 0 --global-batch 2 --quiet --dump " + dump);
+  Result r =
+      run("run --workload gpt-tiny --steps 1 --warmup 0 --global-batch 2 --quiet --dump " + dump);
   ASSERT_EQ(r.code, 0) << r.output;
   expect_usage_error("--workload mlp-small --init-from " + dump + "/init.safetensors",
                      "has no parameter 'layers.0.weight'");
@@ -93,8 +101,10 @@ TEST_F(BadInput, ErrorIsOneLine) {
 }
 
 TEST(Cli, SuccessfulRunWritesAValidRecord) {
-  auto out = std::filesystem::temp_directory_path() / ("ddpb_ok_" + std::to_string(::getpid()) + ".json");
-  Result r = run("run --workload mlp-small --steps 2 --warmup 1 --global-batch 8 --quiet --out " + out.string());
+  auto out =
+      std::filesystem::temp_directory_path() / ("ddpb_ok_" + std::to_string(::getpid()) + ".json");
+  Result r = run("run --workload mlp-small --steps 2 --warmup 1 --global-batch 8 --quiet --out " +
+                 out.string());
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_TRUE(std::filesystem::exists(out));
   EXPECT_GT(std::filesystem::file_size(out), 100u);

@@ -93,12 +93,12 @@ class ReplayTest : public ::testing::Test {
 
   // ddpbench: 3 steps, no warm-up, seed 7, dumped into dir_.
   void train(const RunSpec& s) {
-    const std::string cmd = std::string(DDPBENCH_BIN) + " run --mode single --workload " +
-                            s.workload + " --steps 3 --warmup 0 --seed 7 --optimizer " +
-                            s.optimizer + " --lr " + std::to_string(s.lr) + " --momentum " +
-                            std::to_string(s.momentum) + " --weight-decay " +
-                            std::to_string(s.weight_decay) + " --global-batch " +
-                            std::to_string(s.global_batch) + " --quiet --dump '" + dir_.string() + "'";
+    const std::string cmd =
+        std::string(DDPBENCH_BIN) + " run --mode single --workload " + s.workload +
+        " --steps 3 --warmup 0 --seed 7 --optimizer " + s.optimizer + " --lr " +
+        std::to_string(s.lr) + " --momentum " + std::to_string(s.momentum) + " --weight-decay " +
+        std::to_string(s.weight_decay) + " --global-batch " + std::to_string(s.global_batch) +
+        " --quiet --dump '" + dir_.string() + "'";
     Outcome o = run_command(cmd);
     ASSERT_EQ(o.status, 0) << cmd << "\n" << o.output;
     ASSERT_TRUE(fs::exists(dir_ / "meta.json")) << "no meta.json after " << cmd << "\n" << o.output;
@@ -118,7 +118,8 @@ class ReplayTest : public ::testing::Test {
     Outcome o = replay(s.replay_dtype);
     RecordProperty("replay_result", result_line(o.output));
     EXPECT_EQ(o.status, 0) << "PyTorch replay of " << s.workload << " (" << s.optimizer
-                           << ") does not match ddpbench:\n" << o.output;
+                           << ") does not match ddpbench:\n"
+                           << o.output;
   }
 
   fs::path dir_;
@@ -156,7 +157,8 @@ TEST_F(ReplayTest, ReplayRejectsAWrongLearningRate) {
     out << meta.dump(2);
   }
   Outcome o = replay();
-  EXPECT_EQ(o.status, 1) << "a replay with lr x1.01 should report a mismatch (exit 1):\n" << o.output;
+  EXPECT_EQ(o.status, 1) << "a replay with lr x1.01 should report a mismatch (exit 1):\n"
+                         << o.output;
 }
 
 }  // namespace

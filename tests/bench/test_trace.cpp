@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -28,8 +28,8 @@ void expect_nesting(const nlohmann::json& events) {
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
   for (const auto& e : events) {
     if (e["ph"] != "X") continue;
-    tracks[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(e["ts"].get<double>(),
-                                                                   e["ts"].get<double>() + e["dur"].get<double>());
+    tracks[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(
+        e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
   }
   for (auto& [track, spans] : tracks) {
     std::sort(spans.begin(), spans.end(), [](auto& a, auto& b) {
@@ -51,9 +51,10 @@ void expect_nesting(const nlohmann::json& events) {
 TEST(Trace, DdpTraceHasEveryRankBucketsOnTheirOwnTracksAndNests) {
   TempDir dir("trace_ddp");
   std::string path = dir / "t.json";
-  auto r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
-                   "--warmup 1 --quiet --bucket-cap-mb 2 --first-bucket-mb 0.1 --trace " + path +
-                   " --trace-steps 2:4");
+  auto r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
+      "--warmup 1 --quiet --bucket-cap-mb 2 --first-bucket-mb 0.1 --trace " +
+      path + " --trace-steps 2:4");
   ASSERT_EQ(r.code, 0) << r.output;
   auto doc = load(path);
   EXPECT_EQ(doc["distributedInfo"]["world_size"], 2);
@@ -82,8 +83,10 @@ TEST(Trace, DdpTraceHasEveryRankBucketsOnTheirOwnTracksAndNests) {
 TEST(Trace, DpTraceShowsEveryReplica) {
   TempDir dir("trace_dp");
   std::string path = dir / "t.json";
-  auto r = run_cli("run --mode dp --world-size 2 --workload gpt-tiny --global-batch 8 --steps 2 --warmup 0 "
-                   "--quiet --trace " + path);
+  auto r = run_cli(
+      "run --mode dp --world-size 2 --workload gpt-tiny --global-batch 8 --steps 2 --warmup 0 "
+      "--quiet --trace " +
+      path);
   ASSERT_EQ(r.code, 0) << r.output;
   auto doc = load(path);
   std::set<std::string> threads;
@@ -100,8 +103,10 @@ TEST(Trace, AFailedRunStillLeavesAValidTrace) {
   std::string path = dir / "t.json";
   // The skipped branch without --find-unused-params fails on rank 0 in the first step that
   // skips it; the trace of the steps before (maybe none) is still written and parses.
-  auto r = run_cli("run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 --steps 8 --warmup 0 "
-                   "--quiet --timeout 20 --trace " + path);
+  auto r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 --steps 8 --warmup 0 "
+      "--quiet --timeout 20 --trace " +
+      path);
   ASSERT_NE(r.code, 0) << r.output;
   auto doc = load(path);
   EXPECT_TRUE(doc.contains("traceEvents"));

@@ -58,11 +58,13 @@ TEST(Training, GptTinyInBf16TracksFp32) {
   double worst = 0;
   bool any_different = false;
   for (size_t i = 0; i < 20; ++i) {
-    const double a = f32["steps"][i]["loss"].get<double>(), b = bf16["steps"][i]["loss"].get<double>();
+    const double a = f32["steps"][i]["loss"].get<double>(),
+                 b = bf16["steps"][i]["loss"].get<double>();
     worst = std::max(worst, std::fabs(a - b) / a);
     any_different = any_different || a != b;
   }
-  std::printf("gpt-tiny bf16 vs fp32: largest relative loss difference over 20 steps %.2e\n", worst);
+  std::printf("gpt-tiny bf16 vs fp32: largest relative loss difference over 20 steps %.2e\n",
+              worst);
   EXPECT_TRUE(any_different);
   EXPECT_LT(worst, 2e-2);
 }

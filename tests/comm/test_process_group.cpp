@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "comm/file_store.h"
-#include "pg_test_util.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
 #include "comm/tcp_store.h"
 #include "core/device.h"
 #include "core/tensor.h"
+#include "pg_test_util.h"
 
 namespace ddpb::comm {
 namespace {
@@ -37,7 +37,6 @@ using testing::ramp;
 using testing::ramp_sum;
 using testing::seconds_since;
 using testing::triangle;
-
 
 ProcessGroupOptions cpu_options(int rank, std::chrono::milliseconds timeout) {
   ProcessGroupOptions o;
@@ -51,7 +50,8 @@ ProcessGroupOptions cpu_options(int rank, std::chrono::milliseconds timeout) {
 // HashStore.
 void run_ranks(int size, const std::function<void(int, ProcessGroup&)>& body,
                std::chrono::milliseconds timeout = 20s) {
-  testing::run_thread_ranks(size, [&](int r) { return cpu_options(r, timeout); }, body, timeout);
+  testing::run_thread_ranks(
+      size, [&](int r) { return cpu_options(r, timeout); }, body, timeout);
 }
 
 // The values of a CPU tensor as floats. (Tensor::to_floats casts 16-bit tensors through

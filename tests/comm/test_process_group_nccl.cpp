@@ -36,7 +36,6 @@ using testing::ramp_sum;
 using testing::seconds_since;
 using testing::triangle;
 
-
 std::string no_gpu_reason() {
   const std::string reason = gpu::unavailable_reason();
   return reason.empty() ? "cuda_device_count() returned 0" : reason;
@@ -64,8 +63,8 @@ ProcessGroupOptions nccl_options(int gpu, std::chrono::milliseconds timeout) {
 void run_ranks(int size, const std::function<int(int)>& gpu_of,
                const std::function<void(int, ProcessGroup&)>& body,
                std::chrono::milliseconds timeout = 60s) {
-  testing::run_thread_ranks(size, [&](int r) { return nccl_options(gpu_of(r), timeout); }, body,
-                            timeout);
+  testing::run_thread_ranks(
+      size, [&](int r) { return nccl_options(gpu_of(r), timeout); }, body, timeout);
 }
 std::vector<float> concat_ramps(int size, int64_t numel) {
   std::vector<float> all;

@@ -658,10 +658,9 @@ TEST_F(CudaParity, FlashAttention) {
     expect_parity(what + " backward",
                   [&](const Device& d) -> std::vector<Tensor> {
                     Tensor dqkv = floats(std::vector<float>(qkv.size(), 7.0f), qkv_shape, d);
-                    ops::flash_attention_backward(floats(dout, out_shape, d),
-                                                  floats(qkv, qkv_shape, d),
-                                                  floats(out_host, out_shape, d),
-                                                  floats(lse_host, lse_shape, d), dqkv, k.h);
+                    ops::flash_attention_backward(
+                        floats(dout, out_shape, d), floats(qkv, qkv_shape, d),
+                        floats(out_host, out_shape, d), floats(lse_host, lse_shape, d), dqkv, k.h);
                     return {dqkv};
                   },
                   {{2e-5, 1e-4}});

@@ -67,23 +67,31 @@ TEST(GradCheck, Linear) {
 }
 
 TEST(GradCheck, LinearNoBias) {
-  gradcheck([](auto& v) { return fn::linear(v[0], v[1], Var()); }, {leaf({4, 6}, 4), leaf({5, 6}, 5)});
+  gradcheck([](auto& v) { return fn::linear(v[0], v[1], Var()); },
+            {leaf({4, 6}, 4), leaf({5, 6}, 5)});
 }
 
 TEST(GradCheck, LinearFusedRelu) {
   gradcheck([](auto& v) { return fn::linear(v[0], v[1], v[2], ops::Activation::ReLU); },
-            {leaf({6, 5}, 6), leaf({4, 5}, 7), leaf({4}, 8)}, {.h = 1e-3f, .atol = 3e-3f, .rtol = 2e-2f});
+            {leaf({6, 5}, 6), leaf({4, 5}, 7), leaf({4}, 8)},
+            {.h = 1e-3f, .atol = 3e-3f, .rtol = 2e-2f});
 }
 
 TEST(GradCheck, Relu) {
-  gradcheck([](auto& v) { return fn::relu(v[0]); }, {leaf({40}, 9)}, {.h = 1e-3f, .atol = 3e-3f, .rtol = 2e-2f});
+  gradcheck([](auto& v) { return fn::relu(v[0]); }, {leaf({40}, 9)},
+            {.h = 1e-3f, .atol = 3e-3f, .rtol = 2e-2f});
 }
 
-TEST(GradCheck, Gelu) { gradcheck([](auto& v) { return fn::gelu(v[0]); }, {leaf({50}, 10, 2.0f)}); }
+TEST(GradCheck, Gelu) {
+  gradcheck([](auto& v) { return fn::gelu(v[0]); }, {leaf({50}, 10, 2.0f)});
+}
 
 TEST(GradCheck, AddAndReshape) {
-  gradcheck([](auto& v) { return fn::reshape(fn::add(v[0], v[1]), {3, 8}); },
-            {leaf({4, 6}, 11), leaf({4, 6}, 12)});
+  gradcheck(
+      [](auto& v) {
+        return fn::reshape(fn::add(v[0], v[1]), {3, 8});
+      },
+      {leaf({4, 6}, 11), leaf({4, 6}, 12)});
 }
 
 TEST(GradCheck, SharedInputUsedTwice) {
@@ -101,14 +109,14 @@ TEST(GradCheck, Embedding) {
 }
 
 TEST(GradCheck, CausalAttention) {
-  gradcheck([](auto& v) { return fn::causal_attention(v[0], 2); }, {leaf({2, 5, 3 * 8}, 18)},
-            {}, 48);
+  gradcheck([](auto& v) { return fn::causal_attention(v[0], 2); }, {leaf({2, 5, 3 * 8}, 18)}, {},
+            48);
 }
 
 TEST(GradCheck, FlashCausalAttention) {
   ops::set_attention_kind(ops::AttentionKind::Flash);
-  gradcheck([](auto& v) { return fn::causal_attention(v[0], 2); }, {leaf({2, 5, 3 * 8}, 18)},
-            {}, 48);
+  gradcheck([](auto& v) { return fn::causal_attention(v[0], 2); }, {leaf({2, 5, 3 * 8}, 18)}, {},
+            48);
   ops::set_attention_kind(ops::AttentionKind::Math);
 }
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/dtype.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/ops.h"
 #include "test_util.h"
 
@@ -43,9 +43,22 @@ TEST(Tensor, CastRoundTripsThroughHalfTypes) {
 // The bulk fp16 conversions (F16C where the CPU has it) agree bit for bit with the scalar
 // reference on normals, subnormals, ties, overflow to infinity and signed zeros.
 TEST(Tensor, BulkHalfConversionsMatchTheScalarOnes) {
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e6f,
-                               6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-10f, 1.00048828125f, 1.000732421875f,
-                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -2.5f,
+                               65504.0f,
+                               65520.0f,
+                               1e6f,
+                               -1e6f,
+                               6.1e-5f,
+                               5.96e-8f,
+                               2.98e-8f,
+                               1e-10f,
+                               1.00048828125f,
+                               1.000732421875f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity()};
   for (int i = 0; i < 1000; ++i) values.push_back(std::ldexp(float(i % 97) - 48.5f, (i % 40) - 30));
   std::vector<uint16_t> bulk(values.size());
   f32_to_f16(values.data(), bulk.data(), static_cast<int64_t>(values.size()));
@@ -105,9 +118,11 @@ TEST(Ops, ShapeMismatchNamesTheShapes) {
 
 TEST(Tensor, RoundToBf16MatchesTheScalarConversion) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, -2.5f, 3.0e38f, 3.3961e38f, -3.3961e38f,
-                               1e-40f, 1.00390625f, 1.005859375f, 1.001953125f, inf, -inf};
-  for (int i = 0; i < 2000; ++i) values.push_back(std::ldexp(float(i % 997) - 498.3f, (i % 60) - 30));
+  std::vector<float> values = {0.0f,         -0.0f,       1.0f,   -2.5f,       3.0e38f,
+                               3.3961e38f,   -3.3961e38f, 1e-40f, 1.00390625f, 1.005859375f,
+                               1.001953125f, inf,         -inf};
+  for (int i = 0; i < 2000; ++i)
+    values.push_back(std::ldexp(float(i % 997) - 498.3f, (i % 60) - 30));
   std::vector<float> rounded(values.size());
   round_to_bf16(values.data(), rounded.data(), static_cast<int64_t>(values.size()));
   for (size_t i = 0; i < values.size(); ++i) {

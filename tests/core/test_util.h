@@ -22,8 +22,7 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, float scale = 1.0
 
 // Compares with tolerance atol + |ref| * rtol and reports the worst elements on failure.
 inline ::testing::AssertionResult all_close(const std::vector<float>& got,
-                                            const std::vector<float>& ref, float atol,
-                                            float rtol) {
+                                            const std::vector<float>& ref, float atol, float rtol) {
   if (got.size() != ref.size()) {
     return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.size();
   }
@@ -42,9 +41,8 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got,
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
-         << bad << " of " << got.size() << " elements outside atol " << atol << " + rtol "
-         << rtol << "; worst at " << worst << ": got " << got[worst] << ", expected "
-         << ref[worst];
+         << bad << " of " << got.size() << " elements outside atol " << atol << " + rtol " << rtol
+         << "; worst at " << worst << ": got " << got[worst] << ", expected " << ref[worst];
 }
 
 inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -27,8 +27,8 @@ TEST(BucketAssignment, FirstBucketHasItsOwnSmallerCap) {
   // reaches its cap.
   auto a = compute_bucket_assignment(f32({10, 10, 10, 10, 10, 10}), 20 * kB, 50 * kB);
   ASSERT_EQ(a.size(), 2u);
-  EXPECT_EQ(a[0], (std::vector<size_t>{5, 4}));           // 20 floats: reaches the first cap
-  EXPECT_EQ(a[1], (std::vector<size_t>{3, 2, 1, 0}));     // 40 floats: under 50, left open
+  EXPECT_EQ(a[0], (std::vector<size_t>{5, 4}));        // 20 floats: reaches the first cap
+  EXPECT_EQ(a[1], (std::vector<size_t>{3, 2, 1, 0}));  // 40 floats: under 50, left open
 }
 
 TEST(BucketAssignment, CapsSplitLaterBuckets) {

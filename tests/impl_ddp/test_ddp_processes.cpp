@@ -21,11 +21,13 @@ using testing::max_param_rel_diff;
 using testing::run_cli;
 using testing::TempDir;
 
-const char* kTrain = "--steps 5 --warmup 0 --seed 3 --lr 0.05 --momentum 0.9 --weight-decay 0.01 --quiet";
+const char* kTrain =
+    "--steps 5 --warmup 0 --seed 3 --lr 0.05 --momentum 0.9 --weight-decay 0.01 --quiet";
 
 std::string train(const TempDir& dir, const std::string& name, const std::string& args) {
   std::string dump = dir / name;
-  CliResult r = run_cli("run " + args + " " + kTrain + " --dump " + dump + " --out " + dump + ".json");
+  CliResult r =
+      run_cli("run " + args + " " + kTrain + " --dump " + dump + " --out " + dump + ".json");
   EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
   return dump + "/final.safetensors";
 }
@@ -39,13 +41,16 @@ struct Case {
   std::string workload;
   int64_t batch;  // divisible by 2 and 3
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.workload << " batch " << c.batch; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.workload << " batch " << c.batch;
+}
 
 class DdpEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DdpEquivalence, MatchesSingleDeviceForEveryBucketLayout) {
   TempDir dir("ddp_eq_" + GetParam().workload);
-  const std::string w = "--workload " + GetParam().workload + " --global-batch " + std::to_string(GetParam().batch);
+  const std::string w =
+      "--workload " + GetParam().workload + " --global-batch " + std::to_string(GetParam().batch);
   std::string single = train(dir, "single", "--mode single " + w);
   struct Variant {
     std::string name, flags;
@@ -59,7 +64,8 @@ TEST_P(DdpEquivalence, MatchesSingleDeviceForEveryBucketLayout) {
   for (int world : {2, 3}) {
     for (const auto& v : variants) {
       std::string name = v.name + "_w" + std::to_string(world);
-      std::string got = train(dir, name, "--mode ddp --world-size " + std::to_string(world) + " " + w + " " + v.flags);
+      std::string got = train(
+          dir, name, "--mode ddp --world-size " + std::to_string(world) + " " + w + " " + v.flags);
       double d = max_param_rel_diff(got, single);
       auto rec = record(dir, name);
       size_t buckets = rec["mode"]["details"]["buckets_rebuilt"].size();
@@ -71,7 +77,8 @@ TEST_P(DdpEquivalence, MatchesSingleDeviceForEveryBucketLayout) {
       EXPECT_EQ(rec["ranks"].size(), static_cast<size_t>(world));
       if (v.name.find("tiny") != std::string::npos) EXPECT_GT(buckets, 3u) << "many buckets";
       for (int r = 0; r < world; ++r) {
-        EXPECT_TRUE(std::filesystem::exists(dir / (name + "/batches.rank" + std::to_string(r) + ".safetensors")))
+        EXPECT_TRUE(std::filesystem::exists(
+            dir / (name + "/batches.rank" + std::to_string(r) + ".safetensors")))
             << "rank " << r << " dumps its own batches";
       }
     }
@@ -80,7 +87,8 @@ TEST_P(DdpEquivalence, MatchesSingleDeviceForEveryBucketLayout) {
 
 TEST_P(DdpEquivalence, MatchesDataParallelOnTheSameGlobalBatch) {
   TempDir dir("ddp_dp_" + GetParam().workload);
-  const std::string w = "--workload " + GetParam().workload + " --global-batch " + std::to_string(GetParam().batch);
+  const std::string w =
+      "--workload " + GetParam().workload + " --global-batch " + std::to_string(GetParam().batch);
   std::string dp = train(dir, "dp", "--mode dp --world-size 2 " + w);
   std::string ddp = train(dir, "ddp", "--mode ddp --world-size 2 " + w);
   double d = max_param_rel_diff(ddp, dp);
@@ -98,8 +106,10 @@ INSTANTIATE_TEST_SUITE_P(Workloads, DdpEquivalence,
 
 TEST(DdpAccumulate, FourMicroStepsEqualOneFourTimesStep) {
   TempDir dir("ddp_acc");
-  std::string big = train(dir, "big", "--mode ddp --world-size 2 --workload mlp-small --global-batch 32");
-  std::string acc = train(dir, "acc", "--mode ddp --world-size 2 --workload mlp-small --global-batch 8 --accumulate 4");
+  std::string big =
+      train(dir, "big", "--mode ddp --world-size 2 --workload mlp-small --global-batch 32");
+  std::string acc = train(
+      dir, "acc", "--mode ddp --world-size 2 --workload mlp-small --global-batch 8 --accumulate 4");
   double d = max_param_rel_diff(acc, big);
   std::printf("accumulate 4 x batch 8 vs batch 32: max rel diff %.3g\n", d);
   EXPECT_LE(d, 1e-5);
@@ -107,9 +117,12 @@ TEST(DdpAccumulate, FourMicroStepsEqualOneFourTimesStep) {
 
 TEST(DdpCommHook, SixteenBitHooksStayWithinOnePercentOfFp32) {
   TempDir dir("ddp_hook");
-  std::string fp32 = train(dir, "fp32", "--mode ddp --world-size 2 --workload mlp-small --global-batch 16");
+  std::string fp32 =
+      train(dir, "fp32", "--mode ddp --world-size 2 --workload mlp-small --global-batch 16");
   for (std::string hook : {"fp16", "bf16"}) {
-    std::string got = train(dir, hook, "--mode ddp --world-size 2 --workload mlp-small --global-batch 16 --comm-hook " + hook);
+    std::string got = train(
+        dir, hook,
+        "--mode ddp --world-size 2 --workload mlp-small --global-batch 16 --comm-hook " + hook);
     double d = max_param_rel_diff(got, fp32);
     std::printf("comm hook %s vs fp32: max rel diff %.3g\n", hook.c_str(), d);
     EXPECT_LE(d, 1e-2);
@@ -120,16 +133,19 @@ TEST(DdpCommHook, SixteenBitHooksStayWithinOnePercentOfFp32) {
 TEST(DdpUnusedParameters, FindUnusedParamsHandlesASkippedBranch) {
   TempDir dir("ddp_unused");
   // Ranks see different batches, so the `skip` branch is used on some ranks and steps only.
-  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "
-                        "--find-unused-params --steps 8 --warmup 0 --quiet --out " + (dir / "r.json"));
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "
+      "--find-unused-params --steps 8 --warmup 0 --quiet --out " +
+      (dir / "r.json"));
   EXPECT_EQ(r.code, 0) << r.output;
   // The replicas stayed identical (checked by every rank at the end of the run).
   EXPECT_EQ(r.output.find("diverged"), std::string::npos) << r.output;
 }
 
 TEST(DdpUnusedParameters, WithoutTheFlagTheErrorNamesTheParameter) {
-  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "
-                        "--steps 8 --warmup 0 --quiet --timeout 20");
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "
+      "--steps 8 --warmup 0 --quiet --timeout 20");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("skip.weight"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--find-unused-params"), std::string::npos) << r.output;
@@ -139,7 +155,8 @@ TEST(DdpFaults, MismatchedModelIsANamedError) {
   // Ranks started by hand (as an external launcher would), with different models.
   TempDir dir("ddp_mismatch");
   std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=29581 WORLD_SIZE=2";
-  std::string args = " --mode ddp --world-size 2 --global-batch 8 --steps 1 --warmup 0 --quiet --timeout 20";
+  std::string args =
+      " --mode ddp --world-size 2 --global-batch 8 --steps 1 --warmup 0 --quiet --timeout 20";
   std::string cmd1 = env + " RANK=1 LOCAL_RANK=1 " + std::string(DDPBENCH_BIN) +
                      " run --workload gpt-tiny" + args + " > " + (dir / "rank1.log") + " 2>&1 &";
   ASSERT_EQ(std::system(cmd1.c_str()), 0);
@@ -152,8 +169,9 @@ TEST(DdpFaults, MismatchedModelIsANamedError) {
 
 TEST(DdpFaults, MissingRankAtRendezvousTimesOut) {
   auto t0 = std::chrono::steady_clock::now();
-  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --steps 1 --quiet --timeout 2",
-                        "MASTER_ADDR=127.0.0.1 MASTER_PORT=29583 WORLD_SIZE=2 RANK=0 LOCAL_RANK=0");
+  CliResult r =
+      run_cli("run --mode ddp --world-size 2 --workload mlp-small --steps 1 --quiet --timeout 2",
+              "MASTER_ADDR=127.0.0.1 MASTER_PORT=29583 WORLD_SIZE=2 RANK=0 LOCAL_RANK=0");
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_LT(secs, 30.0) << "an error within the timeout, not a hang";
@@ -164,8 +182,10 @@ TEST(DdpFaults, RankExitingMidRunFailsTheRunAndIsNamed) {
   TempDir dir("ddp_crash");
   std::string out = dir / "r.json";
   auto t0 = std::chrono::steady_clock::now();
-  CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
-                        "--warmup 0 --quiet --timeout 5 --inject-fault crash@rank=1,step=3 --out " + out);
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
+      "--warmup 0 --quiet --timeout 5 --inject-fault crash@rank=1,step=3 --out " +
+      out);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("rank 1 exited with code 3"), std::string::npos) << r.output;
@@ -181,15 +201,21 @@ TEST(DdpExternalLaunchers, MpirunAndSlurmEnvironmentsAreDetected) {
     std::string name, rank_var, size_var, local_var;
     int port;
   };
-  for (const Scheme& s : {Scheme{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", 29585},
-                          Scheme{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 29587}}) {
+  for (const Scheme& s :
+       {Scheme{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+               "OMPI_COMM_WORLD_LOCAL_RANK", 29585},
+        Scheme{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 29587}}) {
     auto env = [&](int rank) {
-      return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(s.port) + " " + s.size_var + "=2 " +
-             s.rank_var + "=" + std::to_string(rank) + " " + s.local_var + "=" + std::to_string(rank);
+      return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(s.port) + " " + s.size_var +
+             "=2 " + s.rank_var + "=" + std::to_string(rank) + " " + s.local_var + "=" +
+             std::to_string(rank);
     };
-    std::string args = " run --mode ddp --world-size 2 --workload mlp-small --global-batch 8 --steps 2 --warmup 0 --quiet --timeout 20";
+    std::string args =
+        " run --mode ddp --world-size 2 --workload mlp-small --global-batch 8 --steps 2 --warmup 0 "
+        "--quiet --timeout 20";
     std::string log1 = dir / (s.name + "1.log");
-    std::string cmd1 = "(" + env(1) + " " + std::string(DDPBENCH_BIN) + args + " > " + log1 + " 2>&1) &";
+    std::string cmd1 =
+        "(" + env(1) + " " + std::string(DDPBENCH_BIN) + args + " > " + log1 + " 2>&1) &";
     ASSERT_EQ(std::system(cmd1.c_str()), 0);
     CliResult r0 = run_cli(args.substr(1), env(0));
     EXPECT_EQ(r0.code, 0) << r0.output;
@@ -208,13 +234,16 @@ std::vector<pid_t> processes_with(const std::string& marker) {
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     if (cmdline.rfind("sh -c", 0) == 0) continue;  // the test's own wrapper shell
-    if (cmdline.find("ddpbench") != std::string::npos && cmdline.find(marker) != std::string::npos) {
+    if (cmdline.find("ddpbench") != std::string::npos &&
+        cmdline.find(marker) != std::string::npos) {
       pids.push_back(std::stoi(name));
     }
   }
   return pids;
 }
-int count_processes_with(const std::string& marker) { return static_cast<int>(processes_with(marker).size()); }
+int count_processes_with(const std::string& marker) {
+  return static_cast<int>(processes_with(marker).size());
+}
 
 // Whatever happens in the test, nothing it started survives it.
 struct KillOnExit {
@@ -229,9 +258,11 @@ TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
   // Unique to this test process's children, even when several test binaries run at once.
   const std::string marker = "--seed " + std::to_string(4000000 + ::getpid());
   KillOnExit cleanup{marker};
-  std::string cmd = "sh -c '" + std::string(DDPBENCH_BIN) + " run --mode ddp --world-size 2 --workload mlp-small " +
-                    "--steps 1000000 --quiet " + marker + " > " + (dir / "log") + " 2>&1 & echo $! > " +
-                    (dir / "pid") + "; wait $!; echo $? > " + (dir / "rc") + "' &";
+  std::string cmd = "sh -c '" + std::string(DDPBENCH_BIN) +
+                    " run --mode ddp --world-size 2 --workload mlp-small " +
+                    "--steps 1000000 --quiet " + marker + " > " + (dir / "log") +
+                    " 2>&1 & echo $! > " + (dir / "pid") + "; wait $!; echo $? > " + (dir / "rc") +
+                    "' &";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   // Wait until both ranks are training.
   for (int i = 0; i < 100 && count_processes_with(marker) < 3; ++i) std::system("sleep 0.1");
@@ -259,38 +290,49 @@ TEST(DdpFaults, HangIsDetectedAndTheDoctorNamesTheRankBehind) {
   TempDir dir("ddp_hang");
   const std::string flight = dir / "flight";
   auto t0 = std::chrono::steady_clock::now();
-  CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
-                        "--warmup 0 --quiet --timeout 3 --inject-fault hang@rank=1,step=3 --flight-dir " + flight);
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
+      "--warmup 0 --quiet --timeout 3 --inject-fault hang@rank=1,step=3 --flight-dir " +
+      flight);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_LT(secs, 30.0) << "detected within the timeout, not a hang";
-  EXPECT_NE(r.output.find("did not complete within the group timeout"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did not complete within the group timeout"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("ddpbench doctor " + flight), std::string::npos) << r.output;
   CliResult doc = run_cli("doctor " + flight);
   EXPECT_EQ(doc.code, 0) << doc.output;
   EXPECT_NE(doc.output.find("verdict: rank 1 is behind"), std::string::npos) << doc.output;
   EXPECT_NE(doc.output.find("allreduce (bucket"), std::string::npos) << doc.output;
-  std::printf("hang of rank 1 detected after %.1f s (timeout 3 s); doctor says:\n%s", secs, doc.output.c_str());
+  std::printf("hang of rank 1 detected after %.1f s (timeout 3 s); doctor says:\n%s", secs,
+              doc.output.c_str());
 }
 
 TEST(DdpFaults, CorruptGradientIsCaughtByCheckFiniteAndNamed) {
   TempDir dir("ddp_nan");
   std::string out = dir / "r.json";
-  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
-                        "--warmup 0 --quiet --timeout 10 --check-finite --inject-fault corrupt-grad@rank=1,step=3 "
-                        "--out " + out);
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+      "--warmup 0 --quiet --timeout 10 --check-finite --inject-fault corrupt-grad@rank=1,step=3 "
+      "--out " +
+      out);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("ddpbench launcher: rank 1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rank 1 failed at step 3: non-finite gradient on rank 1 in parameter layers.0.weight"),
-            std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find(
+          "rank 1 failed at step 3: non-finite gradient on rank 1 in parameter layers.0.weight"),
+      std::string::npos)
+      << r.output;
   EXPECT_FALSE(std::filesystem::exists(out)) << "the run stops; it does not silently continue";
 }
 
 TEST(DdpFaults, SlowRankIsFlaggedAsAStraggler) {
   TempDir dir("ddp_slow");
   std::string out = dir / "r.json";
-  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
-                        "--warmup 1 --quiet --inject-fault slow=60@rank=1,step=1 --out " + out);
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+      "--warmup 1 --quiet --inject-fault slow=60@rank=1,step=1 --out " +
+      out);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream in(out);
   auto rec = nlohmann::json::parse(in);
@@ -308,10 +350,13 @@ TEST(DdpFaults, StoreDropReconnectsOnce) {
   std::string out = dir / "r.json";
   // Rank 1's connection to the TCPStore (served by rank 0) is closed at step 2; the store is
   // next used at the end, to merge the records, and the client reconnects once.
-  CliResult r = run_cli("run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
-                        "--warmup 0 --quiet --timeout 20 --inject-fault store-drop@rank=1,step=2 --out " + out);
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
+      "--warmup 0 --quiet --timeout 20 --inject-fault store-drop@rank=1,step=2 --out " +
+      out);
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("[rank 1] ddpbench: TCPStore connection to"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] ddpbench: TCPStore connection to"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("reconnected"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(out)) << "the run completes and reports";
 }
@@ -324,7 +369,8 @@ TEST(DdpFaults, DoctorWithoutDumpsIsAUsageError) {
 }
 
 TEST(DdpCli, GlobalBatchMustDivide) {
-  CliResult r = run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 16 --steps 1");
+  CliResult r =
+      run_cli("run --mode ddp --world-size 3 --workload mlp-small --global-batch 16 --steps 1");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("does not divide"), std::string::npos) << r.output;
 }

@@ -5,8 +5,8 @@
 
 #include "core/device.h"
 
-#include "bench/trainer.h"
 #include "../util/param_diff.h"
+#include "bench/trainer.h"
 
 namespace ddpb {
 namespace {
@@ -17,7 +17,9 @@ struct Case {
   std::string workload;
   int64_t batch;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.workload << " batch " << c.batch; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.workload << " batch " << c.batch;
+}
 
 class DpEquivalence : public ::testing::TestWithParam<Case> {
  protected:
@@ -67,16 +69,19 @@ TEST_P(DpEquivalence, MatchesSingleDeviceAfterFiveSgdSteps) {
 // use copies), and distinct GPUs (NCCL broadcast/reduce) when there are several.
 TEST_P(DpEquivalence, MatchesSingleDeviceOnCuda) {
   const int gpus = cuda_device_count();
-  if (gpus == 0) GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU DP equivalence not run";
+  if (gpus == 0)
+    GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU DP equivalence not run";
   std::string single = run("single", 1, "cuda_single", "cuda:0");
   std::string logical = run("dp", 2, "cuda_logical", "cuda", "cuda:0,cuda:0");
   double d = max_param_rel_diff(logical, single);
-  std::printf("%s: DP over cuda:0,cuda:0 vs single cuda:0: max rel diff %.3g\n", GetParam().workload.c_str(), d);
+  std::printf("%s: DP over cuda:0,cuda:0 vs single cuda:0: max rel diff %.3g\n",
+              GetParam().workload.c_str(), d);
   EXPECT_LE(d, 1e-5);
   if (gpus >= 2) {
     std::string distinct = run("dp", 2, "cuda_distinct", "cuda");
     double d2 = max_param_rel_diff(distinct, single);
-    std::printf("%s: DP over cuda:0,cuda:1 vs single cuda:0: max rel diff %.3g\n", GetParam().workload.c_str(), d2);
+    std::printf("%s: DP over cuda:0,cuda:1 vs single cuda:0: max rel diff %.3g\n",
+                GetParam().workload.c_str(), d2);
     EXPECT_LE(d2, 1e-5);
   }
 }
@@ -85,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(Workloads, DpEquivalence,
                          ::testing::Values(Case{"mlp-small", 32}, Case{"mlp-small", 30},
                                            Case{"gpt-tiny", 8}, Case{"gpt-tiny", 7}),
                          [](const auto& info) {
-                           std::string n = info.param.workload + "_b" + std::to_string(info.param.batch);
+                           std::string n =
+                               info.param.workload + "_b" + std::to_string(info.param.batch);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

@@ -72,7 +72,8 @@ TEST(Coalesce, GroupsRespectTheCapWithOddSizes) {
       bytes += ts[i].nbytes();
       seen.push_back(i);
     }
-    EXPECT_TRUE(bytes <= cap || g.size() == 1) << "group over the cap with " << g.size() << " tensors";
+    EXPECT_TRUE(bytes <= cap || g.size() == 1)
+        << "group over the cap with " << g.size() << " tensors";
   }
   std::vector<size_t> expect(ts.size());
   std::iota(expect.begin(), expect.end(), 0);
@@ -103,7 +104,8 @@ TEST(Transport, BroadcastIsBitIdenticalAndReduceAddSums) {
   t->broadcast(src, dst);
   for (auto& d : dst) EXPECT_EQ(std::memcmp(d.raw_data(), src.raw_data(), src.nbytes()), 0);
 
-  std::vector<Tensor> parts = {iota({4}, 1, devices[0]), iota({4}, 10, devices[1]), iota({4}, 100, devices[2])};
+  std::vector<Tensor> parts = {iota({4}, 1, devices[0]), iota({4}, 10, devices[1]),
+                               iota({4}, 100, devices[2])};
   t->reduce_add(parts);
   EXPECT_EQ(parts[0].to_floats(), (std::vector<float>{111, 114, 117, 120}));
 }

@@ -17,7 +17,8 @@ struct CliResult {
 };
 
 inline CliResult run_cli(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + std::string(DDPBENCH_BIN) + " " + args + " 2>&1";
+  std::string cmd =
+      env + (env.empty() ? "" : " ") + std::string(DDPBENCH_BIN) + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};

@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev libgloo-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libbenchmark-dev
   python3-torch
+  clang-format  # scripts/check_format.sh: every C++/CUDA source follows .clang-format
   chromium  # the report test renders the HTML report headless to PNG (about 16 s, 130 MB)
 )
 

@@ -25,6 +25,7 @@ done
 jobs=${JOBS:-$(nproc)}
 
 if [[ $main == 1 ]]; then
+  "$root/scripts/check_format.sh"
   build_dir=${BUILD_DIR:-$root/build/ci}
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}"
   cmake --build "$build_dir" -j "$jobs"

@@ -12,6 +12,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/cuda/nccl_dtype.h"
 #include "core/device.h"
 
 namespace ddpb::comm {
@@ -38,23 +39,6 @@ int64_t now_ns() {
 
 std::string ms_text(Millis ms) {
   return std::to_string(ms.count()) + " ms";
-}
-
-ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::F32:
-      return ncclFloat32;
-    case DType::BF16:
-      return ncclBfloat16;
-    case DType::F16:
-      return ncclFloat16;
-    case DType::I32:
-      return ncclInt32;
-    case DType::I64:
-      return ncclInt64;
-  }
-  DDPB_FAIL() << "no NCCL type for dtype " << static_cast<int>(t);
-  return ncclFloat32;
 }
 
 // Sleeps with a backoff from 20 us to `cap`, for polling loops.
@@ -696,7 +680,7 @@ WorkPtr ProcessGroupNccl::allreduce(const Tensor& tensor) {
   check_tensor(tensor, "allreduce", "input");
   void* data = tensor.raw_data();
   const auto count = static_cast<size_t>(tensor.numel());
-  const ncclDataType_t type = nccl_detail::nccl_type(tensor.dtype());
+  const ncclDataType_t type = nccl_type(tensor.dtype());
   return launch(
       "allreduce", static_cast<int64_t>(tensor.nbytes()), {tensor},
       [=](ncclComm_t comm, cudaStream_t stream) {
@@ -713,7 +697,7 @@ WorkPtr ProcessGroupNccl::broadcast(const Tensor& tensor, int root) {
       << rank_ << ")";
   void* data = tensor.raw_data();
   const auto count = static_cast<size_t>(tensor.numel());
-  const ncclDataType_t type = nccl_detail::nccl_type(tensor.dtype());
+  const ncclDataType_t type = nccl_type(tensor.dtype());
   return launch(
       "broadcast", static_cast<int64_t>(tensor.nbytes()), {tensor},
       [=](ncclComm_t comm, cudaStream_t stream) {
@@ -732,7 +716,7 @@ WorkPtr ProcessGroupNccl::allgather(const Tensor& output, const Tensor& input) {
   const void* in = input.raw_data();
   void* out = output.raw_data();
   const auto count = static_cast<size_t>(input.numel());  // per rank
-  const ncclDataType_t type = nccl_detail::nccl_type(input.dtype());
+  const ncclDataType_t type = nccl_type(input.dtype());
   // In place when the input is this rank's chunk of the output; NCCL handles that itself.
   return launch(
       "allgather", static_cast<int64_t>(input.nbytes()), {output, input},
@@ -753,7 +737,7 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
   const void* in = input.raw_data();
   void* out = output.raw_data();
   const auto count = static_cast<size_t>(output.numel());  // per rank
-  const ncclDataType_t type = nccl_detail::nccl_type(input.dtype());
+  const ncclDataType_t type = nccl_type(input.dtype());
   return launch(
       "reduce_scatter", static_cast<int64_t>(input.nbytes()), {output, input},
       [=](ncclComm_t comm, cudaStream_t stream) {
@@ -795,8 +779,7 @@ WorkPtr ProcessGroupNccl::allreduce_coalesced(const std::vector<Tensor>& tensors
   for (const Tensor& t : tensors) {
     check_tensor(t, "allreduce_coalesced", "input");
     if (t.numel() > 0) {
-      parts.push_back(
-          {t.raw_data(), static_cast<size_t>(t.numel()), nccl_detail::nccl_type(t.dtype())});
+      parts.push_back({t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype())});
     }
     bytes += static_cast<int64_t>(t.nbytes());
   }

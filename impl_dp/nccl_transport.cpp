@@ -3,27 +3,12 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/nccl_dtype.h"
 #include "core/stream.h"
 #include "impl_dp/transport.h"
 
 namespace ddpb::dp {
 namespace {
-
-ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::F32:
-      return ncclFloat32;
-    case DType::BF16:
-      return ncclBfloat16;
-    case DType::F16:
-      return ncclFloat16;
-    case DType::I32:
-      return ncclInt32;
-    case DType::I64:
-      return ncclInt64;
-  }
-  return ncclFloat32;
-}
 
 cudaStream_t stream_of(const Device& d) {
   return static_cast<cudaStream_t>(current_stream(d).native_handle());

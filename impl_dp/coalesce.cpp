@@ -48,4 +48,29 @@ void unflatten(const Tensor& flat, const std::vector<Tensor>& tensors,
   DDPB_CHECK(offset == flat.numel()) << "unflatten used " << offset << " of " << flat.describe();
 }
 
+void broadcast_coalesced(Transport& transport, const std::vector<std::vector<Tensor>>& per_device,
+                         const std::vector<std::vector<size_t>>& groups, size_t used) {
+  if (used < 2) return;
+  for (const auto& group : groups) {
+    Tensor src = flatten(per_device[0], group);
+    std::vector<Tensor> dst;
+    for (size_t r = 1; r < used; ++r) {
+      dst.push_back(Tensor::empty(src.shape(), src.dtype(), per_device[r][group.front()].device()));
+    }
+    transport.broadcast(src, dst);
+    for (size_t r = 1; r < used; ++r) unflatten(dst[r - 1], per_device[r], group);
+  }
+}
+
+void reduce_add_coalesced(Transport& transport, const std::vector<std::vector<Tensor>>& per_device,
+                          const std::vector<std::vector<size_t>>& groups, size_t used) {
+  if (used < 2) return;
+  for (const auto& group : groups) {
+    std::vector<Tensor> flats;
+    for (size_t r = 0; r < used; ++r) flats.push_back(flatten(per_device[r], group));
+    transport.reduce_add(flats);
+    unflatten(flats[0], per_device[0], group);
+  }
+}
+
 }  // namespace ddpb::dp

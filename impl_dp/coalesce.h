@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "impl_dp/transport.h"
 
 namespace ddpb::dp {
 
@@ -20,5 +21,14 @@ Tensor flatten(const std::vector<Tensor>& tensors, const std::vector<size_t>& gr
 // Copies consecutive slices of `flat` back into the tensors of `group`.
 void unflatten(const Tensor& flat, const std::vector<Tensor>& tensors,
                const std::vector<size_t>& group);
+
+// DP's replicate and reduce_add over the first `used` devices, one transfer per chunk of
+// `groups` (indices into each device's tensor list; from coalesce_groups):
+// per_device[0]'s tensors are copied into per_device[1..used) ...
+void broadcast_coalesced(Transport& transport, const std::vector<std::vector<Tensor>>& per_device,
+                         const std::vector<std::vector<size_t>>& groups, size_t used);
+// ... and per_device[1..used)'s tensors are summed into per_device[0]'s.
+void reduce_add_coalesced(Transport& transport, const std::vector<std::vector<Tensor>>& per_device,
+                          const std::vector<std::vector<size_t>>& groups, size_t used);
 
 }  // namespace ddpb::dp

@@ -102,16 +102,7 @@ void DataParallel::fork_replicas(size_t used) {
 }
 
 void DataParallel::replicate(size_t used) {
-  if (used < 2) return;
-  for (const auto& group : groups_) {
-    Tensor src = flatten(params_[0], group);
-    std::vector<Tensor> dst;
-    for (size_t r = 1; r < used; ++r) {
-      dst.push_back(Tensor::empty(src.shape(), src.dtype(), devices_[r]));
-    }
-    transport_->broadcast(src, dst);
-    for (size_t r = 1; r < used; ++r) unflatten(dst[r - 1], params_[r], group);
-  }
+  broadcast_coalesced(*transport_, params_, groups_, used);
 }
 
 void DataParallel::reduce_add(size_t used) {
@@ -124,13 +115,7 @@ void DataParallel::reduce_add(size_t used) {
       grads[r].push_back(p.var.grad());
     }
   }
-  if (used < 2) return;
-  for (const auto& group : groups_) {
-    std::vector<Tensor> flats;
-    for (size_t r = 0; r < used; ++r) flats.push_back(flatten(grads[r], group));
-    transport_->reduce_add(flats);
-    unflatten(flats[0], grads[0], group);
-  }
+  reduce_add_coalesced(*transport_, grads, groups_, used);
 }
 
 DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) {

@@ -1,6 +1,7 @@
 // DataParallel's data-movement primitives (impl_dp) on two logical CPU devices, cpu:0 and
 // cpu:1, at the sizes of the CPU workloads, each called exactly as DataParallel::step calls
-// it (impl_dp/data_parallel.cpp):
+// it (impl_dp/data_parallel.cpp; replicate and reduce_add are the same functions,
+// dp::broadcast_coalesced and dp::reduce_add_coalesced):
 //
 //   dp/scatter/<workload>.x          the host batch split along dim 0 (torch.chunk) and
 //                                    copied to each device on its own side stream (an
@@ -172,17 +173,7 @@ void bm_replicate(benchmark::State& state, const std::string& workload) {
     Replicas r(workload);
     auto transport = ddpb::dp::make_transport(kDevices);
     for (auto _ : state) {
-      for (const auto& group : r.groups) {
-        Tensor src = ddpb::dp::flatten(r.params[0], group);
-        std::vector<Tensor> dst;
-        for (size_t d = 1; d < kDevices.size(); ++d) {
-          dst.push_back(Tensor::empty(src.shape(), src.dtype(), kDevices[d]));
-        }
-        transport->broadcast(src, dst);
-        for (size_t d = 1; d < kDevices.size(); ++d) {
-          ddpb::dp::unflatten(dst[d - 1], r.params[d], group);
-        }
-      }
+      ddpb::dp::broadcast_coalesced(*transport, r.params, r.groups, kDevices.size());
       benchmark::ClobberMemory();
     }
     set_replica_counters(state, r);
@@ -199,14 +190,7 @@ void bm_reduce_add(benchmark::State& state, const std::string& workload) {
     Replicas r(workload);
     auto transport = ddpb::dp::make_transport(kDevices);
     for (auto _ : state) {
-      for (const auto& group : r.groups) {
-        std::vector<Tensor> flats;
-        for (size_t d = 0; d < kDevices.size(); ++d) {
-          flats.push_back(ddpb::dp::flatten(r.grads[d], group));
-        }
-        transport->reduce_add(flats);
-        ddpb::dp::unflatten(flats[0], r.grads[0], group);
-      }
+      ddpb::dp::reduce_add_coalesced(*transport, r.grads, r.groups, kDevices.size());
       benchmark::ClobberMemory();
     }
     set_replica_counters(state, r);

@@ -6,6 +6,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "workloads/model.h"
+#include "workloads/training_gemms.h"
 
 namespace ddpb::bench {
 
@@ -13,24 +14,16 @@ std::vector<GemmShape> workload_gemm_shapes(
     const std::map<std::string, int64_t>& per_device_batch) {
   std::vector<GemmShape> shapes;
   for (const auto& [name, batch] : per_device_batch) {
-    const WorkloadSpec& w = find_workload(name);
-    switch (w.family) {
-      case Family::Mlp:
-        shapes.push_back(
-            {name, batch, w.hidden.empty() ? w.classes : w.hidden.front(), w.in_features});
-        if (w.hidden.size() > 1) shapes.push_back({name, batch, w.hidden[1], w.hidden[0]});
-        break;
-      case Family::Gpt:
-        // The MLP's c_fc and the tied LM head: the two largest GEMMs of a block and of the model.
-        shapes.push_back({name, batch * w.seq_len, 4 * w.n_embd, w.n_embd});
-        shapes.push_back({name, batch * w.seq_len, w.vocab, w.n_embd});
-        break;
-      case Family::Embed:
-        // head.0 reads the sample's concatenated embeddings: ids_per_sample x n_embd features.
-        shapes.push_back({name, batch, w.hidden.empty() ? w.classes : w.hidden.front(),
-                          w.ids_per_sample * w.n_embd});
-        break;
+    // The two largest forward GEMMs of the workload's training step.
+    std::vector<TrainingGemm> fwd;
+    for (TrainingGemm& g : training_gemms(find_workload(name), batch)) {
+      if (g.pass == "fwd") fwd.push_back(std::move(g));
     }
+    std::stable_sort(fwd.begin(), fwd.end(), [](const TrainingGemm& a, const TrainingGemm& b) {
+      return a.flops() > b.flops();
+    });
+    for (size_t i = 0; i < fwd.size() && i < 2; ++i)
+      shapes.push_back({name, fwd[i].m, fwd[i].n, fwd[i].k});
   }
   // Identical shapes are timed once.
   std::sort(shapes.begin(), shapes.end(), [](const GemmShape& a, const GemmShape& b) {

@@ -9,7 +9,8 @@
 //   dw   dW = dz^T x                                      M=out, N=in,  K=M     (A transposed)
 // `calls` is how often one training step runs a shape (gpt2-small: 12 blocks; the tied LM
 // head has no bias; mlp-wide's first layer has no dx), so the summary can weight shapes into
-// the GEMM time of a whole step. Attention's batched GEMMs are not included.
+// the GEMM time of a whole step. Attention's batched GEMMs are not included. The list is
+// workloads/training_gemms.h's, shared with the CPU benchmark and the suite's GEMM peak.
 //
 // Two implementations per shape and math mode, on the same buffers and the same stream:
 //   ddpbench  ddpb::ops::gemm exactly as training calls it: dispatch, shape checks, the
@@ -52,6 +53,7 @@
 #include "core/device.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "workloads/training_gemms.h"
 
 namespace {
 
@@ -63,45 +65,19 @@ using ddpb::ops::MathMode;
 
 constexpr int kSchemaVersion = 1;
 
-struct GemmShape {
-  std::string workload;
-  std::string name;  // layer.pass
-  int64_t m, n, k;
-  bool trans_a, trans_b;
-  bool bias;
-  Activation act;
-  int calls;  // per training step
+// A GEMM of a training step (workloads/training_gemms.h), named "<layer>.<pass>".
+struct GemmShape : ddpb::TrainingGemm {
+  std::string name;
 };
 
-// The three GEMMs of a Linear layer in -> out over `rows` input rows.
-void add_linear(std::vector<GemmShape>& out, const std::string& workload, const std::string& layer,
-                int64_t rows, int64_t in, int64_t features, bool bias, Activation act, int count,
-                bool needs_dx) {
-  out.push_back({workload, layer + ".fwd", rows, features, in, false, true, bias, act, count});
-  if (needs_dx) {
-    out.push_back({workload, layer + ".dx", rows, in, features, false, false, false,
-                   Activation::None, count});
-  }
-  out.push_back(
-      {workload, layer + ".dw", features, in, rows, true, false, false, Activation::None, count});
-}
-
 std::vector<GemmShape> all_shapes() {
-  std::vector<GemmShape> s;
-  // gpt2-small (workloads/registry.cpp): 12 layers, d=768, vocab 50257, batch 8 x seq 1024.
-  const int64_t tokens = 8 * 1024, d = 768, layers = 12, vocab = 50257;
-  const auto L = static_cast<int>(layers);
-  add_linear(s, "gpt2-small", "qkv", tokens, d, 3 * d, true, Activation::None, L, true);
-  add_linear(s, "gpt2-small", "proj", tokens, d, d, true, Activation::None, L, true);
-  add_linear(s, "gpt2-small", "fc", tokens, d, 4 * d, true, Activation::None, L, true);
-  add_linear(s, "gpt2-small", "fc_proj", tokens, 4 * d, d, true, Activation::None, L, true);
-  add_linear(s, "gpt2-small", "lm_head", tokens, d, vocab, false, Activation::None, 1, true);
-  // mlp-wide: 4096 -> 8192 x3 -> 1000 at batch 64, ReLU fused into the hidden layers.
-  const int64_t batch = 64;
-  add_linear(s, "mlp-wide", "in", batch, 4096, 8192, true, Activation::ReLU, 1, false);
-  add_linear(s, "mlp-wide", "hidden", batch, 8192, 8192, true, Activation::ReLU, 2, true);
-  add_linear(s, "mlp-wide", "head", batch, 8192, 1000, true, Activation::None, 1, true);
-  return s;
+  std::vector<GemmShape> out;
+  // gpt2-small at batch 8 x seq 1024; mlp-wide at batch 64 (ReLU fused into hidden layers).
+  for (const auto& [workload, batch] : {std::pair{"gpt2-small", 8}, std::pair{"mlp-wide", 64}}) {
+    for (const ddpb::TrainingGemm& g : ddpb::training_gemms(ddpb::find_workload(workload), batch))
+      out.push_back({g, g.layer + "." + g.pass});
+  }
+  return out;
 }
 
 struct Options {

@@ -28,7 +28,8 @@
 //   embed     batch 64: head.0 (16 ids x 64 = 1024 -> 256, bias + ReLU), head.1 (256 -> 16).
 // They are named gemm/<impl>/<workload>.<shape> and are off by default, so the default run
 // (which scripts/peer/gemm_ratio.sh weights into one mlp-small step) is unchanged; the
-// "workload" label of each row says which step its calls_per_step counts.
+// "workload" label of each row says which step its calls_per_step counts. Every list comes
+// from workloads/training_gemms.h, as the suite's GEMM peak's does.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -46,6 +47,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "workloads/model.h"
+#include "workloads/training_gemms.h"
 
 namespace {
 
@@ -53,60 +55,23 @@ using ddpb::Device;
 using ddpb::DType;
 using ddpb::Tensor;
 
-struct GemmShape {
-  std::string name;
-  int64_t m, n, k;
-  bool trans_a, trans_b;
-  bool bias;
-  ddpb::ops::Activation act;
-  int calls_per_step;  // in one training step of `workload`
-  std::string workload = "mlp-small";
+// One benchmarked GEMM: a GEMM of a training step (workloads/training_gemms.h) and its
+// benchmark name (mlp-small's unprefixed, so the default run's names stay put).
+struct GemmShape : ddpb::TrainingGemm {
+  std::string bench_name;
 };
 
-constexpr int64_t kBatch = 64, kHidden = 1024, kClasses = 10;
-const GemmShape kShapes[] = {
-    {"fwd_hidden", kBatch, kHidden, kHidden, false, true, true, ddpb::ops::Activation::ReLU, 3},
-    {"fwd_head", kBatch, kClasses, kHidden, false, true, true, ddpb::ops::Activation::None, 1},
-    {"dx_hidden", kBatch, kHidden, kHidden, false, false, false, ddpb::ops::Activation::None, 2},
-    {"dx_head", kBatch, kHidden, kClasses, false, false, false, ddpb::ops::Activation::None, 1},
-    {"dw_hidden", kHidden, kHidden, kBatch, true, false, false, ddpb::ops::Activation::None, 3},
-    {"dw_head", kClasses, kHidden, kBatch, true, false, false, ddpb::ops::Activation::None, 1},
-};
-
-using ddpb::ops::Activation;
-
-// The three GEMMs of one Linear layer (in -> out) over `rows` input rows, as fn::linear and
-// LinearBackward issue them, with `calls` per training step. `prefix` names the layer.
-void add_linear(std::vector<GemmShape>& out, const std::string& workload, const std::string& prefix,
-                int64_t rows, int64_t in, int64_t out_features, bool bias, Activation act,
-                int calls) {
-  out.push_back({workload + ".fwd_" + prefix, rows, out_features, in, false, true, bias, act, calls,
-                 workload});
-  out.push_back({workload + ".dx_" + prefix, rows, in, out_features, false, false, false,
-                 Activation::None, calls, workload});
-  out.push_back({workload + ".dw_" + prefix, out_features, in, rows, true, false, false,
-                 Activation::None, calls, workload});
-}
-
-// The GEMMs of one training step of a gpt or embed preset (see the top of the file).
-std::vector<GemmShape> workload_shapes(const std::string& name) {
-  const ddpb::WorkloadSpec& s = ddpb::find_workload(name);
+// The GEMMs of one training step of `name` at its default single-device batch (64 samples,
+// 8 sequences for gpt: bench/run_config.cpp).
+std::vector<GemmShape> workload_shapes(const std::string& name, bool prefixed) {
+  const ddpb::WorkloadSpec& spec = ddpb::find_workload(name);
+  if (spec.gpu_size) {
+    DDPB_USAGE_FAIL() << "--gemm_workloads: " << name << " is a GPU-sized preset";
+  }
+  const int64_t batch = spec.family == ddpb::Family::Gpt ? 8 : 64;
   std::vector<GemmShape> out;
-  if (s.family == ddpb::Family::Gpt) {
-    const int64_t tokens = 8 * s.seq_len, c = s.n_embd;  // default global batch: 8 sequences
-    const int layers = static_cast<int>(s.n_layer);
-    add_linear(out, name, "c_attn", tokens, c, 3 * c, true, Activation::None, layers);
-    add_linear(out, name, "attn_proj", tokens, c, c, true, Activation::None, layers);
-    add_linear(out, name, "c_fc", tokens, c, 4 * c, true, Activation::None, layers);
-    add_linear(out, name, "mlp_proj", tokens, 4 * c, c, true, Activation::None, layers);
-    add_linear(out, name, "lm_head", tokens, c, s.vocab, false, Activation::None, 1);
-  } else if (s.family == ddpb::Family::Embed) {
-    const int64_t batch = 64, concat = s.ids_per_sample * s.n_embd, hidden = s.hidden.at(0);
-    add_linear(out, name, "head0", batch, concat, hidden, true, Activation::ReLU, 1);
-    add_linear(out, name, "head1", batch, hidden, s.classes, true, Activation::None, 1);
-  } else {
-    DDPB_USAGE_FAIL() << "--gemm_workloads: no GEMM table for the " << ddpb::family_name(s.family)
-                      << " preset " << name << " (mlp-small is built in)";
+  for (const ddpb::TrainingGemm& g : ddpb::training_gemms(spec, batch)) {
+    out.push_back({g, prefixed ? name + "." + g.name() : g.name()});
   }
   return out;
 }
@@ -137,7 +102,7 @@ std::vector<GemmShape> take_extra_workloads(int* argc, char** argv) {
     bool seen = false;
     for (const GemmShape& s : shapes) seen = seen || s.workload == w;
     if (seen) continue;
-    for (GemmShape& s : workload_shapes(w)) shapes.push_back(std::move(s));
+    for (GemmShape& s : workload_shapes(w, /*prefixed=*/true)) shapes.push_back(std::move(s));
   }
   return shapes;
 }
@@ -168,7 +133,7 @@ void set_counters(benchmark::State& state, const GemmShape& s) {
   state.counters["M"] = double(s.m);
   state.counters["N"] = double(s.n);
   state.counters["K"] = double(s.k);
-  state.counters["calls_per_step"] = s.calls_per_step;
+  state.counters["calls_per_step"] = s.calls;
   state.SetLabel(s.workload);
 }
 
@@ -210,19 +175,20 @@ void bm_openblas(benchmark::State& state, const GemmShape& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<GemmShape> shapes(std::begin(kShapes), std::end(kShapes));
+  std::vector<GemmShape> shapes;
   try {
+    shapes = workload_shapes("mlp-small", /*prefixed=*/false);
     for (GemmShape& s : take_extra_workloads(&argc, argv)) shapes.push_back(std::move(s));
   } catch (const std::exception& e) {
     std::cerr << "gemm_bench: " << e.what() << "\n";
     return 2;
   }
   // Registered here, not statically, so that nothing depends on static-initialisation order
-  // (the GEMM touches ddpbench's CPU backend) and the list is the one table above.
+  // (the GEMM touches ddpbench's CPU backend) and the shapes come from one place.
   for (const GemmShape& s : shapes) {
-    benchmark::RegisterBenchmark(("gemm/ddpbench/" + s.name).c_str(), bm_ddpbench, s)
+    benchmark::RegisterBenchmark(("gemm/ddpbench/" + s.bench_name).c_str(), bm_ddpbench, s)
         ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("gemm/openblas/" + s.name).c_str(), bm_openblas, s)
+    benchmark::RegisterBenchmark(("gemm/openblas/" + s.bench_name).c_str(), bm_openblas, s)
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::Initialize(&argc, argv);

@@ -57,6 +57,9 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--momentum", c.optimizer.momentum, "SGD momentum");
   run.add_option("--weight-decay", c.optimizer.weight_decay, "weight decay");
   // --math is the flag's earlier name, kept so that older scripts still run.
+  run.add_flag("--cuda-graph", c.cuda_graph,
+               "single: capture the steady-state step once and replay it (CUDA graph; on CPU "
+               "the recorded ops)");
   run.add_option("--attention", c.attention,
                  "math (keeps the [B,H,T,T] probabilities) or flash (tiled, keeps [B,H,T])");
   run.add_option("--precision,--math", c.precision,

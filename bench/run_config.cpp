@@ -40,6 +40,18 @@ void RunConfig::validate() const {
   math_mode_from_name(precision);  // validates
   DDPB_USAGE_CHECK(attention == "math" || attention == "flash")
       << "--attention must be math or flash, got " << attention;
+  if (cuda_graph) {
+    // What a replay cannot redo: another process's or device's part (DP/DDP), a step count
+    // baked into the kernel arguments (AdamW's bias correction), control flow that depends
+    // on the data (mlp-skip's branch).
+    DDPB_USAGE_CHECK(mode == "single")
+        << "--cuda-graph captures a single-device step; use --mode single";
+    DDPB_USAGE_CHECK(optimizer.name == "sgd")
+        << "--cuda-graph needs --optimizer sgd (AdamW's step count would be frozen into the graph)";
+    DDPB_USAGE_CHECK(!find_workload(workload).conditional_branch)
+        << "--cuda-graph cannot capture " << workload
+        << ": its forward takes a branch that depends on the data";
+  }
 }
 
 ops::MathMode math_mode_from_name(const std::string& precision) {
@@ -76,6 +88,7 @@ nlohmann::json RunConfig::to_json() const {
           {"seed", seed},
           {"precision", precision},
           {"attention", attention},
+          {"cuda_graph", cuda_graph},
           {"optimizer",
            {{"name", optimizer.name},
             {"lr", optimizer.lr},

@@ -39,13 +39,14 @@ struct RunConfig {
   optim::OptimizerConfig optimizer;
   std::string precision = "fp32";  // fp32 | tf32 | bf16: GEMM compute (ops::MathMode)
   std::string attention = "math";  // math | flash (ops::AttentionKind)
-  std::string out;                 // JSON record
-  std::string dump;                // directory for meta.json and safetensors dumps
-  std::string init_from;           // safetensors with the initial parameters
-  std::string save_params;         // safetensors with the final parameters (primary process)
-  bool quiet = false;              // no per-step lines
-  std::string trace;               // Chrome trace file
-  std::string trace_steps;         // "A:B" window of steps to trace
+  bool cuda_graph = false;  // single: capture the step once, replay it (Stream::begin_capture)
+  std::string out;          // JSON record
+  std::string dump;         // directory for meta.json and safetensors dumps
+  std::string init_from;    // safetensors with the initial parameters
+  std::string save_params;  // safetensors with the final parameters (primary process)
+  bool quiet = false;       // no per-step lines
+  std::string trace;        // Chrome trace file
+  std::string trace_steps;  // "A:B" window of steps to trace
 
   int64_t total_steps() const { return warmup + steps; }
   // Checks values that the parser cannot (throws UsageError).

@@ -1,6 +1,7 @@
 // --mode single: one device, the baseline.
 #include "bench/trainer.h"
 #include "core/nvtx.h"
+#include "core/ops.h"
 #include "core/stream.h"
 
 namespace ddpb::bench {
@@ -9,7 +10,7 @@ namespace {
 class SingleRunner final : public ModeRunner {
  public:
   SingleRunner(const RunConfig& config, const WorkloadSpec& spec)
-      : device_(parse_device(config.device)) {
+      : device_(parse_device(config.device)), graph_mode_(config.cuda_graph) {
     require_device(device_);
     DeviceGuard guard(device_);
     model_ = make_model(spec, device_, config.seed);
@@ -22,6 +23,11 @@ class SingleRunner final : public ModeRunner {
   // timestamps on CUDA, so phases measure device work rather than enqueue time.
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     const Batch batch = next_batch();
+    // --cuda-graph: the first step runs eagerly (it creates the optimizer state, the GEMM
+    // plans and the allocator's blocks), the second captures, and every step from then on
+    // replays.
+    if (graph_mode_ && eager_steps_ >= 1) return graph_step(batch, optimizer);
+    ++eager_steps_;
     DeviceGuard guard(device_);
     Stream& s = current_stream(device_);
     Event marks[4];
@@ -51,8 +57,58 @@ class SingleRunner final : public ModeRunner {
   }
 
  private:
+  // Copies the batch into the graph's static inputs and replays the captured step (forward,
+  // loss, backward and the optimizer step); captures it first if there is no graph yet.
+  // The whole step is one phase: events inside a graph do not time its parts.
+  StepOutcome graph_step(const Batch& batch, optim::Optimizer& optimizer) {
+    DeviceGuard guard(device_);
+    Stream& s = current_stream(device_);
+    if (!graph_) capture(batch, optimizer, s);
+    Event start = Event::create(device_), end = Event::create(device_);
+    start.record(s);
+    ops::copy(batch.x, static_x_);
+    ops::copy(batch.y, static_y_);
+    {
+      nvtx::Range r("graph replay", nvtx::Category::Forward);
+      graph_->replay(s);
+    }
+    end.record(s);
+    StepOutcome out;
+    out.loss = static_loss_.item();  // synchronises with the device
+    out.step_ms = start.elapsed_ms(end);
+    out.phases_ms = {{"graph", out.step_ms}};
+    return out;
+  }
+
+  void capture(const Batch& batch, optim::Optimizer& optimizer, Stream& s) {
+    static_x_ = Tensor::empty(batch.x.shape(), batch.x.dtype(), device_);
+    static_y_ = Tensor::empty(batch.y.shape(), batch.y.dtype(), device_);
+    // Gradients are dropped so that the captured backward allocates (and the graph owns)
+    // them; every replay then writes the same buffers, which the optimizer step reads.
+    optimizer.zero_grad();
+    s.begin_capture();
+    try {
+      nvtx::Range r("graph capture", nvtx::Category::Forward);
+      autograd::Var loss = model_loss(model_->forward(static_x_), static_y_);
+      loss.backward();
+      optimizer.step();
+      static_loss_ = loss.data();
+    } catch (...) {
+      try {
+        s.end_capture();  // leaves capture mode; the step's own error is the one to report
+      } catch (...) {
+      }
+      throw;
+    }
+    graph_ = s.end_capture();
+  }
+
   Device device_;
   std::unique_ptr<Model> model_;
+  bool graph_mode_ = false;
+  int eager_steps_ = 0;
+  std::unique_ptr<StreamGraph> graph_;
+  Tensor static_x_, static_y_, static_loss_;
 };
 
 }  // namespace

@@ -195,6 +195,9 @@ nlohmann::json run_training(const RunConfig& config) {
   nlohmann::json breakdown = nlohmann::json::array();
   std::string breakdown_line;
   for (const auto& name : phase_order) {
+    // A phase seen only in warm-up steps (the eager step before a --cuda-graph capture) has
+    // no measured samples and no median.
+    if (phase_samples[name].empty()) continue;
     double med = percentile(phase_samples[name], 50);
     breakdown.push_back({{"phase", name}, {"median_ms", med}});
     breakdown_line += fmt::format(" {} {:.2f}", name, med);

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/stream.h"
 
 namespace ddpb::autograd {
 namespace {
@@ -42,7 +43,13 @@ class AccumulateGrad final : public Node {
       // The incoming buffer is private to the engine when nothing else holds its storage;
       // then it is adopted without a copy, as PyTorch steals a uniquely owned gradient. A
       // gradient computed into the leaf's destination is adopted too: that is its purpose.
-      var->grad = in_destination || grad.storage().use_count() == 1 ? grad : grad.clone();
+      // (A graph capture's own reference to the buffer does not count as sharing. On CPU the
+      // closures a capture records hold references too, so a captured CPU step copies the
+      // gradients that an eager one adopts: CPU capture is for testing the capture, not for
+      // speed. CUDA kernels hold no references, so a CUDA graph adopts as eager steps do.)
+      const long owners = grad.storage().use_count() -
+                          (capture_detail::held_by_capture(grad.storage().get()) ? 1 : 0);
+      var->grad = in_destination || owners == 1 ? grad : grad.clone();
     } else {
       ops::axpy(1.0f, grad, var->grad);
     }

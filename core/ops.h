@@ -86,7 +86,8 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att
 // keys in tiles with an online softmax and saves only lse [B,H,T] (each row's log-sum-exp of
 // its scaled, masked scores); backward recomputes the probabilities tile by tile from q, k
 // and lse, using out for each row's sum(dout * out). Same results as above up to rounding.
-// CUDA supports head_dim 16, 32, 64 and 128; CPU any.
+// CUDA supports head_dim 16, 32, 64 and 128; CPU any. The CUDA kernels compute in fp32
+// whatever ops::math_mode() says (the CPU tiles go through sgemm and follow it).
 void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head);
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, const Tensor& dqkv, int n_head);

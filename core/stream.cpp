@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/backend.h"
 #include "core/check.h"
@@ -22,7 +23,52 @@ StreamPtr default_stream(const Device& device) {
 
 thread_local std::unordered_map<Device, StreamPtr> t_current;
 
+// The capture in progress on this thread, if any: its device and what it keeps alive.
+struct Keepalive {
+  bool active = false;
+  Device device;
+  std::vector<std::shared_ptr<void>> storages;
+  std::unordered_set<const void*> held;
+};
+thread_local Keepalive t_keepalive;
+
 }  // namespace
+
+void Stream::begin_capture() {
+  DDPB_USAGE_FAIL() << "stream " << name() << " on " << device().str()
+                    << " cannot capture a graph (CPU executor streams do not)";
+}
+
+std::unique_ptr<StreamGraph> Stream::end_capture() {
+  DDPB_FAIL() << "stream " << name() << " is not capturing";
+  return nullptr;
+}
+
+namespace capture_detail {
+
+void begin_keepalive(const Device& device) {
+  DDPB_CHECK(!t_keepalive.active) << "a graph capture is already in progress on this thread";
+  t_keepalive = Keepalive{true, device, {}};
+}
+
+std::vector<std::shared_ptr<void>> end_keepalive() {
+  std::vector<std::shared_ptr<void>> out = std::move(t_keepalive.storages);
+  t_keepalive = Keepalive{};
+  return out;
+}
+
+void keep_alive_if_capturing(const Device& device, std::shared_ptr<void> storage) {
+  if (t_keepalive.active && t_keepalive.device == device) {
+    t_keepalive.held.insert(storage.get());
+    t_keepalive.storages.push_back(std::move(storage));
+  }
+}
+
+bool held_by_capture(const void* storage) {
+  return t_keepalive.active && t_keepalive.held.count(storage) > 0;
+}
+
+}  // namespace capture_detail
 
 StreamPtr make_stream(const Device& device, std::string name, StreamKind kind) {
   return backend_for(device.type).make_stream(device, std::move(name), kind);

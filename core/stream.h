@@ -18,12 +18,25 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 
 namespace ddpb {
 
 class Event;
+class Stream;
+
+// Work recorded from a stream by Stream::end_capture, replayed as a whole: a CUDA graph, or
+// on CPU the recorded closures. Owns every tensor allocated on the device by the capturing
+// thread during the capture, so the addresses the recorded work uses stay valid (and are
+// never handed to another tensor) for as long as the graph lives.
+class StreamGraph {
+ public:
+  virtual ~StreamGraph() = default;
+  // Enqueues the recorded work on `stream` (a stream of the same device).
+  virtual void replay(Stream& stream) = 0;
+};
 
 enum class StreamKind { Inline, Executor };
 
@@ -42,7 +55,29 @@ class Stream {
   // cudaStream_t on CUDA, nullptr on CPU.
   virtual void* native_handle() const { return nullptr; }
   virtual bool is_inline() const { return false; }
+
+  // Graph capture (`--cuda-graph`). Between begin_capture() and end_capture() the work
+  // enqueued on this stream is recorded, not run: cudaStreamBeginCapture on CUDA; an Inline
+  // CPU stream keeps the closures. Host code must not read device results meanwhile, and
+  // every op must use this stream. CPU Executor streams do not capture (UsageError).
+  virtual void begin_capture();
+  // Ends the capture; throws (leaving the stream out of capture) when it failed.
+  virtual std::unique_ptr<StreamGraph> end_capture();
+  virtual bool capturing() const { return false; }
 };
+
+// Capture bookkeeping shared by the backends (core/stream.cpp).
+namespace capture_detail {
+// From begin_capture on, tensors allocated on `device` by this thread are kept alive ...
+void begin_keepalive(const Device& device);
+// ... until end_keepalive hands them over (to the graph).
+std::vector<std::shared_ptr<void>> end_keepalive();
+// Called by Tensor allocation: keeps `storage` when this thread is capturing on `device`.
+void keep_alive_if_capturing(const Device& device, std::shared_ptr<void> storage);
+// Whether this thread's capture holds `storage`: one of its owners then is the graph, which
+// ownership tests (autograd's adopt-if-unshared) must not count.
+bool held_by_capture(const void* storage);
+}  // namespace capture_detail
 
 using StreamPtr = std::shared_ptr<Stream>;
 

@@ -60,6 +60,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, const Device& device) {
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.storage_ = std::make_shared<Storage>(device, std::max<size_t>(t.nbytes(), 1));
+  capture_detail::keep_alive_if_capturing(device, t.storage_);
   return t;
 }
 

@@ -32,7 +32,8 @@
 #               (needs a machine *without* a GPU) and, with one GPU, CudaParity.PeerCopy.
 #   training    ddpbench run --mode single on cuda:0 (10 steps after 3 warm-up) for mlp-small,
 #               mlp-wide, gpt-tiny, gpt2-small (batch 8, fp32, tf32 and bf16, and fp32 with
-#               --attention flash) and embed; then
+#               --attention flash and with --cuda-graph) and embed, gpt-tiny with --cuda-graph;
+#               then
 #               --mode dp over cuda:0,cuda:0 (two logical replicas) on mlp-small
 #   gemm        cuda_gemm_bench: ddpb::ops::gemm vs cuBLAS on gpt2-small/mlp-wide shapes
 #   pytorch     scripts/peer/torch_gpt_step.py: gpt2-small eager step, fp32, tf32 and bf16
@@ -404,6 +405,10 @@ run_train "single gpt2-small bf16" single-gpt2-small-bf16 120 --mode single \
   --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --precision bf16
 run_train "single gpt2-small flash" single-gpt2-small-flash 120 --mode single \
   --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --attention flash
+run_train "single gpt2-small graph" single-gpt2-small-graph 120 --mode single \
+  --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --cuda-graph
+run_train "single gpt-tiny graph" single-gpt-tiny-graph 60 --mode single \
+  --workload gpt-tiny --device "$device" --cuda-graph
 run_train "dp mlp-small $dp_devices" dp-mlp-small 60 --mode dp --world-size 2 \
   --devices "$dp_devices" --workload mlp-small
 grep -h '^phases' "$OUT/dp-mlp-small.log" 2>/dev/null | sed 's/^/dp per-phase /'
@@ -550,7 +555,7 @@ def compute_ms(rec):
 training = []
 for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
             "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-gpt2-small-flash",
-            "single-embed", "dp-mlp-small"]:
+            "single-gpt2-small-graph", "single-gpt-tiny-graph", "single-embed", "dp-mlp-small"]:
     r = load(tag + ".json")
     if not r:
         continue
@@ -613,6 +618,22 @@ if training:
         if t["mode"] == "dp":
             print(f"dp {t['workload']} on {t['devices']}: " +
                   " ".join(f"{k} {v:.2f}" for k, v in t["phases_median_ms"].items()) + " (median ms)")
+graph_rows = []
+for eager_tag, graph_tag in (("single-gpt-tiny", "single-gpt-tiny-graph"),
+                             ("single-gpt2-small", "single-gpt2-small-graph")):
+    e = next((t for t in training if t["run"] == eager_tag), None)
+    g = next((t for t in training if t["run"] == graph_tag), None)
+    if e and g:
+        graph_rows.append({"workload": e["workload"], "eager_ms": e["compute_ms_median"],
+                           "graph_ms": g["compute_ms_median"],
+                           "ratio": g["compute_ms_median"] / e["compute_ms_median"],
+                           "same_first_loss": abs(e["first_loss"] - g["first_loss"]) < 1e-6})
+if graph_rows:
+    print("\n--cuda-graph: the steady-state step captured once and replayed (compute medians; "
+          "the launch overhead a graph removes)")
+    for r in graph_rows:
+        print(f"{r['workload']:<11} eager {r['eager_ms']:9.2f} ms  graph {r['graph_ms']:9.2f} ms  "
+              f"ratio {r['ratio']:.3f}")
 if gemm:
     print("\nGEMM time of one training step, ddpb::ops::gemm vs cuBLAS (cuda_gemm_bench; ratio = throughput ddpbench/cuBLAS)")
     print(f"{'workload':<11} {'math':<4} {'ddpbench ms':>12} {'cuBLAS ms':>10} {'ddpb TF/s':>10} {'cuBLAS TF/s':>12} {'ratio':>6}")
@@ -640,6 +661,7 @@ record = {
                 "elapsed_s": int(os.environ["GPU_CHECK_ELAPSED"])},
     "steps": steps,
     "training": training,
+    "cuda_graph": graph_rows,
     "gemm": {"step_summary": gemm["step_summary"], "rows": gemm["rows"], "context": gemm["context"]} if gemm else None,
     "vs_pytorch": {"rows": vs_torch, "pytorch": torch_rec["context"] if torch_rec else None,
                    "attention_note": "matmul = q k^T, masked softmax, @ v (ddpbench's algorithm); "

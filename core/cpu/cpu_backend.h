@@ -62,14 +62,23 @@ class CpuBackend final : public Backend {
 };
 
 // Runs `fn` on the current stream of `device`: now for an Inline stream, queued for an
-// Executor. Every CPU op goes through here so that side streams keep their order.
+// Executor, recorded while the stream captures a graph. Every CPU op goes through here so
+// that side streams keep their order and captures see every op.
 template <typename Fn>
 void run_on_stream(const Device& device, Fn&& fn) {
   Stream& s = current_stream(device);
-  if (s.is_inline()) {
+  if (s.is_inline() && !s.capturing()) {
     fn();
   } else {
-    s.enqueue(std::forward<Fn>(fn));
+    // Run a stack copy of the closure, not the heap one std::function holds: a kernel's
+    // float stores could alias the heap closure's captured floats (lr, alpha, ...), so GCC
+    // reloads them on every iteration and does not vectorise; a local copy whose address
+    // does not escape is split into registers. (Measured: the SGD step of `embed` ran 2.6x
+    // slower replayed from a captured graph than inline, the same on executor streams.)
+    s.enqueue([fn = std::forward<Fn>(fn)] {
+      auto local = fn;
+      local();
+    });
   }
 }
 

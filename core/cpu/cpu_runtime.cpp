@@ -69,20 +69,59 @@ class CpuEvent final : public EventImpl {
   std::shared_ptr<EventState> state_;
 };
 
+// The recorded closures of an Inline stream's capture, and the tensors they use.
+class CpuGraph final : public StreamGraph {
+ public:
+  CpuGraph(std::vector<std::function<void()>> work, std::vector<std::shared_ptr<void>> keep)
+      : work_(std::move(work)), keep_(std::move(keep)) {}
+  void replay(Stream& stream) override {
+    if (stream.is_inline() && !stream.capturing()) {
+      for (const auto& fn : work_) fn();  // now, on this thread: no copies of the closures
+      return;
+    }
+    for (const auto& fn : work_) stream.enqueue(fn);
+  }
+
+ private:
+  std::vector<std::function<void()>> work_;
+  std::vector<std::shared_ptr<void>> keep_;
+};
+
 class CpuInlineStream final : public Stream {
  public:
   CpuInlineStream(Device device, std::string name) : device_(device), name_(std::move(name)) {}
   Device device() const override { return device_; }
   const std::string& name() const override { return name_; }
-  void enqueue(std::function<void()> fn) override { fn(); }
+  // While capturing, work is recorded instead of run (run_on_stream routes it here then).
+  void enqueue(std::function<void()> fn) override {
+    if (capture_) {
+      capture_->push_back(std::move(fn));
+    } else {
+      fn();
+    }
+  }
   void synchronize() override {}
   // The caller is this stream's executor, so waiting means blocking the caller.
   void wait(const Event& e) override { e.synchronize(); }
   bool is_inline() const override { return true; }
 
+  void begin_capture() override {
+    DDPB_CHECK(!capture_) << "stream " << name_ << " is already capturing";
+    capture_detail::begin_keepalive(device_);
+    capture_ = std::make_unique<std::vector<std::function<void()>>>();
+  }
+  std::unique_ptr<StreamGraph> end_capture() override {
+    DDPB_CHECK(capture_) << "stream " << name_ << " is not capturing";
+    auto work = std::move(*capture_);
+    capture_.reset();
+    return std::make_unique<CpuGraph>(std::move(work), capture_detail::end_keepalive());
+  }
+  bool capturing() const override { return capture_ != nullptr; }
+
  private:
   Device device_;
   std::string name_;
+  std::unique_ptr<std::vector<std::function<void()>>> capture_;
 };
 
 class CpuExecutorStream final : public Stream {

@@ -254,15 +254,27 @@ void launch_matmul(const GemmContext& ctx, const Matmul& mm) {
   // cuBLASLt documents no alignment rule for the bias pointer; an unaligned view (a bias
   // inside a flat parameter buffer) takes the separate kernel rather than risk a fault.
   const bool bias_aligned = mm.bias == nullptr || alignment_bytes(mm.bias, 0) >= 16;
+  // The plain product. Should cuBLASLt offer nothing for a reduced-precision compute type
+  // (tf32/bf16) on some layout, exact fp32 computes it rather than failing the step.
+  auto plain = [&] {
+    if (ctx.math_mode == ops::MathMode::FP32) {
+      try_matmul(ctx, mm, CUBLASLT_EPILOGUE_DEFAULT, /*allow_unsupported=*/false);
+      return;
+    }
+    if (try_matmul(ctx, mm, CUBLASLT_EPILOGUE_DEFAULT, /*allow_unsupported=*/true)) return;
+    GemmContext exact = ctx;
+    exact.math_mode = ops::MathMode::FP32;
+    try_matmul(exact, mm, CUBLASLT_EPILOGUE_DEFAULT, /*allow_unsupported=*/false);
+  };
   if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
-    try_matmul(ctx, mm, epilogue, /*allow_unsupported=*/false);
+    plain();
     return;
   }
   if (bias_aligned && try_matmul(ctx, mm, epilogue, /*allow_unsupported=*/true)) return;
   // Fallback: plain GEMM, then bias and activation in one element-wise pass.
   DDPB_CHECK(mm.batch == 1 || mm.stride_c == mm.m * mm.n)
       << "batched GEMM with an activation needs densely packed outputs";
-  try_matmul(ctx, mm, CUBLASLT_EPILOGUE_DEFAULT, /*allow_unsupported=*/false);
+  plain();
   launch_bias_activation(mm.c, mm.batch * mm.m, mm.n, mm.bias, mm.act, ctx.stream);
 }
 

@@ -141,6 +141,61 @@ void CudaStream::wait(const Event& e) {
   e.synchronize();
 }
 
+namespace {
+
+class CudaGraph final : public StreamGraph {
+ public:
+  CudaGraph(const Device& device, cudaGraphExec_t exec, std::vector<std::shared_ptr<void>> keep)
+      : device_(device), exec_(exec), keep_(std::move(keep)) {}
+  ~CudaGraph() override {
+    DeviceScope scope(device_.index);
+    cudaGraphExecDestroy(exec_);
+  }
+  void replay(Stream& stream) override {
+    DeviceScope scope(device_.index);
+    CUDA_CHECK(cudaGraphLaunch(exec_, static_cast<cudaStream_t>(stream.native_handle())))
+        << "replaying a graph on stream '" << stream.name() << "'";
+  }
+
+ private:
+  Device device_;
+  cudaGraphExec_t exec_;
+  std::vector<std::shared_ptr<void>> keep_;  // released after the exec is destroyed
+};
+
+}  // namespace
+
+void CudaStream::begin_capture() {
+  DDPB_CHECK(!capturing_) << "stream '" << name_ << "' is already capturing";
+  DeviceScope scope(device_.index);
+  // The GEMM workspace must exist before the capture: its cudaMalloc would not be replayed.
+  gemm_workspace();
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed))
+      << "stream '" << name_ << "' on " << device_.str();
+  capture_detail::begin_keepalive(device_);
+  capturing_ = true;
+}
+
+std::unique_ptr<StreamGraph> CudaStream::end_capture() {
+  DDPB_CHECK(capturing_) << "stream '" << name_ << "' is not capturing";
+  DeviceScope scope(device_.index);
+  capturing_ = false;
+  auto keep = capture_detail::end_keepalive();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (ended != cudaSuccess) {
+    cudaGetLastError();  // the capture error is reported below, not by the next call
+    DDPB_FAIL() << "the step could not be captured in a CUDA graph on " << device_.str() << ": "
+                << cudaGetErrorString(ended)
+                << " (a host synchronisation or work on another stream inside the step?)";
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(made) << "instantiating the captured graph on " << device_.str();
+  return std::make_unique<CudaGraph>(device_, exec, std::move(keep));
+}
+
 void* CudaStream::gemm_workspace() {
   std::lock_guard<std::mutex> lock(workspace_mutex_);
   if (workspace_ == nullptr) {

@@ -49,6 +49,11 @@ class CudaStream final : public Stream {
   // for the event before returning, since a CUDA stream cannot wait on a CPU executor.
   void wait(const Event& e) override;
   void* native_handle() const override { return stream_; }
+  // cudaStreamBeginCapture in relaxed mode (the caching allocator may cudaMalloc while the
+  // step is captured); end_capture instantiates the graph.
+  void begin_capture() override;
+  std::unique_ptr<StreamGraph> end_capture() override;
+  bool capturing() const override { return capturing_; }
 
   cudaStream_t handle() const { return stream_; }
 
@@ -64,6 +69,7 @@ class CudaStream final : public Stream {
   cudaStream_t stream_ = nullptr;
   std::mutex workspace_mutex_;
   void* workspace_ = nullptr;
+  bool capturing_ = false;
 };
 
 class CudaEvent final : public EventImpl {

@@ -6,14 +6,17 @@
 
 #include "bench/run_config.h"
 #include "bench/trainer.h"
+#include "core/check.h"
 
 namespace ddpb::bench {
 namespace {
 
 nlohmann::json train(const std::string& workload, int64_t batch, float lr, float momentum,
-                     const std::string& precision = "fp32", int64_t steps = 50) {
+                     const std::string& precision = "fp32", int64_t steps = 50,
+                     bool cuda_graph = false) {
   RunConfig c;
   c.precision = precision;
+  c.cuda_graph = cuda_graph;
   c.workload = workload;
   c.global_batch = batch;
   c.steps = steps;
@@ -67,6 +70,42 @@ TEST(Training, GptTinyInBf16TracksFp32) {
               worst);
   EXPECT_TRUE(any_different);
   EXPECT_LT(worst, 2e-2);
+}
+
+// --cuda-graph on CPU: step 1 eager, step 2 captured, every later step a replay of the
+// recorded ops. Same ops on the same data in the same order: the same losses, bit for bit.
+TEST(Training, CapturedStepReplaysTheEagerStepExactly) {
+  for (const char* workload : {"mlp-small", "gpt-tiny", "embed"}) {
+    const int64_t batch = std::string(workload) == "gpt-tiny" ? 8 : 32;
+    const auto eager = train(workload, batch, 0.05f, 0.9f, "fp32", 6, false);
+    const auto graph = train(workload, batch, 0.05f, 0.9f, "fp32", 6, true);
+    EXPECT_TRUE(graph["config"]["cuda_graph"].get<bool>());
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_EQ(eager["steps"][i]["loss"].get<double>(), graph["steps"][i]["loss"].get<double>())
+          << workload << " step " << i + 1;
+    }
+    // Replayed steps report one phase: events inside a graph do not time its parts.
+    EXPECT_TRUE(graph["steps"][5]["phases_ms"].contains("graph")) << graph["steps"][5].dump();
+  }
+}
+
+TEST(Training, CudaGraphRefusesWhatAReplayCannotRedo) {
+  auto config = [](auto edit) {
+    RunConfig c;
+    c.workload = "mlp-small";
+    c.global_batch = 8;
+    c.cuda_graph = true;
+    edit(c);
+    return c;
+  };
+  EXPECT_THROW(config([](RunConfig& c) {
+                 c.mode = "ddp";
+                 c.world_size = 2;
+               }).validate(),
+               UsageError);
+  EXPECT_THROW(config([](RunConfig& c) { c.optimizer.name = "adamw"; }).validate(), UsageError);
+  EXPECT_THROW(config([](RunConfig& c) { c.workload = "mlp-skip"; }).validate(), UsageError);
+  EXPECT_NO_THROW(config([](RunConfig&) {}).validate());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 #include <chrono>
 #include <thread>
 
+#include "core/allocator.h"
+#include "core/check.h"
 #include "core/ops.h"
 #include "core/stream.h"
 #include "test_util.h"
@@ -72,6 +74,46 @@ TEST(Event, ElapsedTimeOnCpu) {
   std::this_thread::sleep_for(std::chrono::milliseconds(15));
   b.record(s);
   EXPECT_GE(a.elapsed_ms(b), 14.0);
+}
+
+// Graph capture on an Inline CPU stream: recorded, not run; replayed as often as asked;
+// what the capture allocated lives as long as the graph.
+TEST(StreamCapture, CpuRecordsReplaysAndKeepsItsTensorsAlive) {
+  Stream& s = current_stream(Device::cpu());
+  Tensor acc = Tensor::from_floats({1, 2, 3}, {3});
+  Tensor input = Tensor::from_floats({10, 20, 30}, {3});
+  CachingAllocator& alloc = device_allocator(Device::cpu());
+  const int64_t before = alloc.stats().current_bytes;
+  s.begin_capture();
+  EXPECT_TRUE(s.capturing());
+  {
+    // A temporary made inside the capture, whose handle dies before the replay.
+    Tensor tmp = Tensor::empty({3}, DType::F32, Device::cpu());
+    ops::scale_copy(input, tmp, 0.5f);  // tmp = input / 2
+    ops::axpy(1.0f, tmp, acc);          // acc += tmp
+  }
+  auto graph = s.end_capture();
+  EXPECT_FALSE(s.capturing());
+  EXPECT_EQ(acc.to_floats(), (std::vector<float>{1, 2, 3})) << "capture must not run the work";
+  EXPECT_GT(alloc.stats().current_bytes, before) << "the graph keeps its temporary";
+  graph->replay(s);
+  EXPECT_EQ(acc.to_floats(), (std::vector<float>{6, 12, 18}));
+  // A replay reads the inputs' current contents: new data goes into the same tensors.
+  ops::fill(input, 2.0f);
+  graph->replay(s);
+  EXPECT_EQ(acc.to_floats(), (std::vector<float>{7, 13, 19}));
+  graph.reset();
+  EXPECT_EQ(alloc.stats().current_bytes, before) << "destroying the graph frees what it kept";
+}
+
+TEST(StreamCapture, ExecutorStreamsRefuseAndNestedCapturesFail) {
+  auto exec = make_stream(Device::cpu(), "test-exec", StreamKind::Executor);
+  EXPECT_THROW(exec->begin_capture(), UsageError);
+  Stream& s = current_stream(Device::cpu());
+  EXPECT_THROW(s.end_capture(), Error) << "not capturing";
+  s.begin_capture();
+  EXPECT_THROW(s.begin_capture(), Error);
+  s.end_capture();
 }
 
 }  // namespace

@@ -139,18 +139,22 @@ __global__ void __launch_bounds__(kRows* kLanes)
   if (lane == 0) lse[(static_cast<int64_t>(b) * s.heads + h) * s.seq + i] = row_max + logf(row_sum);
 }
 
-// delta[b,h,t] = sum_e dout[b,t,h*D+e] * out[b,t,h*D+e]; one thread per row.
+// delta[b,h,t] = sum_e dout[b,t,h*D+e] * out[b,t,h*D+e]; one warp per row, so that a
+// warp's loads are D consecutive floats.
 __global__ void flash_delta_kernel(const float* dout, const float* out, float* delta, FlashShape s,
                                    int head_dim) {
   const int64_t rows = static_cast<int64_t>(s.batch) * s.heads * s.seq;
-  for (int64_t idx = global_thread_index(); idx < rows; idx += global_thread_count()) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warps = global_thread_count() / kWarpSize;
+  for (int64_t idx = global_thread_index() / kWarpSize; idx < rows; idx += warps) {
     const int t = static_cast<int>(idx % s.seq);
     const int h = static_cast<int>((idx / s.seq) % s.heads);
     const int b = static_cast<int>(idx / (static_cast<int64_t>(s.seq) * s.heads));
     const int64_t off = out_offset(s, b, h, t, head_dim);
     float acc = 0.0f;
-    for (int e = 0; e < head_dim; ++e) acc += dout[off + e] * out[off + e];
-    delta[idx] = acc;
+    for (int e = lane; e < head_dim; e += kWarpSize) acc += dout[off + e] * out[off + e];
+    acc = warp_reduce_sum(acc);  // the loop bound is uniform per warp: every lane arrives
+    if (lane == 0) delta[idx] = acc;
   }
 }
 
@@ -338,8 +342,8 @@ void launch_flash_attention_backward(const float* dout, const float* qkv, const 
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   DDPB_CHECK(scratch != nullptr) << "flash_attention_backward needs scratch";
   float* delta = scratch;
-  flash_delta_kernel<<<elementwise_blocks(batch * heads * seq), kElementwiseBlock, 0, stream>>>(
-      dout, out, delta, s, head_dim);
+  flash_delta_kernel<<<elementwise_blocks(batch * heads * seq * kWarpSize), kElementwiseBlock, 0,
+                       stream>>>(dout, out, delta, s, head_dim);
   CUDA_LAUNCH_CHECK() << "flash_delta_kernel";
   dispatch_head_dim(head_dim, [&]<int D, int kLanes>() {
     flash_dq_kernel<D, kLanes>

@@ -80,13 +80,20 @@ class SingleRunner final : public ModeRunner {
     return out;
   }
 
+  // Captures on a stream of its own, not the device's default stream: other threads use
+  // that one meanwhile (the data loader records its batch events there), and in a capture
+  // their work would be recorded instead of run. The capture stream's GEMM workspace and
+  // memory pool are the graph's; `capture_stream_` outlives `graph_`.
   void capture(const Batch& batch, optim::Optimizer& optimizer, Stream& s) {
     static_x_ = Tensor::empty(batch.x.shape(), batch.x.dtype(), device_);
     static_y_ = Tensor::empty(batch.y.shape(), batch.y.dtype(), device_);
     // Gradients are dropped so that the captured backward allocates (and the graph owns)
     // them; every replay then writes the same buffers, which the optimizer step reads.
     optimizer.zero_grad();
-    s.begin_capture();
+    s.synchronize();  // the eager step's work is done before the graph's may replay over it
+    capture_stream_ = make_stream(device_, "graph-capture", StreamKind::Inline);
+    StreamGuard on_capture_stream(capture_stream_);
+    capture_stream_->begin_capture();
     try {
       nvtx::Range r("graph capture", nvtx::Category::Forward);
       autograd::Var loss = model_loss(model_->forward(static_x_), static_y_);
@@ -95,18 +102,19 @@ class SingleRunner final : public ModeRunner {
       static_loss_ = loss.data();
     } catch (...) {
       try {
-        s.end_capture();  // leaves capture mode; the step's own error is the one to report
+        capture_stream_->end_capture();  // leaves capture mode; the step's error is reported
       } catch (...) {
       }
       throw;
     }
-    graph_ = s.end_capture();
+    graph_ = capture_stream_->end_capture();
   }
 
   Device device_;
   std::unique_ptr<Model> model_;
   bool graph_mode_ = false;
   int eager_steps_ = 0;
+  StreamPtr capture_stream_;  // declared before graph_: destroyed after it
   std::unique_ptr<StreamGraph> graph_;
   Tensor static_x_, static_y_, static_loss_;
 };

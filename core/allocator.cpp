@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/stream.h"
 
 namespace ddpb {
 
@@ -44,7 +45,9 @@ void* CachingAllocator::allocate(size_t nbytes, uintptr_t pool) {
     try {
       ptr = backend_->raw_alloc(size);
     } catch (const Error&) {
-      // Out of memory: give the cache back and try once more before failing.
+      // Out of memory: give the cache back and try once more before failing. Not while this
+      // thread captures a graph: freeing device memory would end the capture.
+      if (capture_detail::capturing_on_this_thread()) throw;
       empty_cache();
       ptr = backend_->raw_alloc(size);
     }

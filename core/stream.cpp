@@ -64,6 +64,10 @@ void keep_alive_if_capturing(const Device& device, std::shared_ptr<void> storage
   }
 }
 
+bool capturing_on_this_thread() {
+  return t_keepalive.active;
+}
+
 bool held_by_capture(const void* storage) {
   return t_keepalive.active && t_keepalive.held.count(storage) > 0;
 }

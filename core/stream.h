@@ -30,7 +30,11 @@ class Stream;
 // Work recorded from a stream by Stream::end_capture, replayed as a whole: a CUDA graph, or
 // on CPU the recorded closures. Owns every tensor allocated on the device by the capturing
 // thread during the capture, so the addresses the recorded work uses stay valid (and are
-// never handed to another tensor) for as long as the graph lives.
+// never handed to another tensor) for as long as the graph lives. Tensors from before the
+// capture are the caller's to keep alive while the graph may replay (the single runner's
+// parameters, optimizer state and static inputs live as long as it does). Nothing is reused
+// within a capture either, so a captured step holds the sum of its temporaries, not their
+// peak.
 class StreamGraph {
  public:
   virtual ~StreamGraph() = default;
@@ -77,6 +81,7 @@ void keep_alive_if_capturing(const Device& device, std::shared_ptr<void> storage
 // Whether this thread's capture holds `storage`: one of its owners then is the graph, which
 // ownership tests (autograd's adopt-if-unshared) must not count.
 bool held_by_capture(const void* storage);
+bool capturing_on_this_thread();
 }  // namespace capture_detail
 
 using StreamPtr = std::shared_ptr<Stream>;

@@ -147,10 +147,7 @@ class CudaGraph final : public StreamGraph {
  public:
   CudaGraph(const Device& device, cudaGraphExec_t exec, std::vector<std::shared_ptr<void>> keep)
       : device_(device), exec_(exec), keep_(std::move(keep)) {}
-  ~CudaGraph() override {
-    DeviceScope scope(device_.index);
-    cudaGraphExecDestroy(exec_);
-  }
+  ~CudaGraph() override { CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec_)); }
   void replay(Stream& stream) override {
     DeviceScope scope(device_.index);
     CUDA_CHECK(cudaGraphLaunch(exec_, static_cast<cudaStream_t>(stream.native_handle())))
@@ -170,9 +167,10 @@ void CudaStream::begin_capture() {
   DeviceScope scope(device_.index);
   // The GEMM workspace must exist before the capture: its cudaMalloc would not be replayed.
   gemm_workspace();
-  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed))
-      << "stream '" << name_ << "' on " << device_.str();
-  capture_detail::begin_keepalive(device_);
+  capture_detail::begin_keepalive(device_);  // throws if this thread captures already
+  const cudaError_t begun = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+  if (begun != cudaSuccess) capture_detail::end_keepalive();
+  CUDA_CHECK(begun) << "stream '" << name_ << "' on " << device_.str();
   capturing_ = true;
 }
 

@@ -2,8 +2,8 @@
 # Packs a CUDA build into a self-contained folder for a GPU machine that has the CUDA
 # toolkit and driver but none of our Debian packages (fmt, OpenBLAS, gloo, ...):
 #
-#   scripts/gpu_bundle.sh BUILD_DIR BUNDLE_DIR
-#   then, there:  scripts/gpu_check.sh --prebuilt BUNDLE_DIR
+#   scripts/gpu_bundle.sh BUILD_DIR BUNDLE_DIR      (also writes BUNDLE_DIR.tar.gz)
+#   then, there:  scripts/gpu_check.sh --prebuilt BUNDLE_DIR.tar.gz   (or the folder)
 #
 # BUILD_DIR is a build configured with -DDDPBENCH_CUDA=ON (CMAKE_CUDA_ARCHITECTURES "80;90",
 # the default). BUNDLE_DIR is emptied of what this script owns (bin/, lib/, scripts/,
@@ -24,7 +24,8 @@
 #                 then starts each binary through the bundled loader. Never on any path.
 #   scripts/      gpu_check.sh and the Python peers it runs (torch_gpt_step.py)
 #   MANIFEST.txt  what was built (commit, date, CUDA architectures) and what needs what
-# It prints the size per folder and fails when the total exceeds LIMIT_MIB (default 60).
+# It prints the size per folder, packs the folder into BUNDLE_DIR.tar.gz (what the device
+# tool carries) and fails when the archive exceeds LIMIT_MIB (default 60).
 #
 # Environment: LIMIT_MIB (default 60), NO_STRIP=1 keeps symbol tables (bigger; nicer host
 # backtraces under compute-sanitizer).
@@ -135,7 +136,13 @@ if [[ -z "$loader" ]]; then
   echo "gpu_bundle: warning: no ld-linux loader found; the old-glibc fallback is unavailable"
 fi
 
-archs=$(grep -E '^CMAKE_CUDA_ARCHITECTURES:' "$build/CMakeCache.txt" | cut -d= -f2)
+# The cache holds the architectures only when they were given on the command line; the
+# project's default ("80;90") is a plain variable, so fall back to the compile flags.
+archs=$(grep -E '^CMAKE_CUDA_ARCHITECTURES:' "$build/CMakeCache.txt" | cut -d= -f2 || true)
+if [[ -z "$archs" && -f "$build/build.ninja" ]]; then
+  archs=$(grep -oE 'code=\[?compute_[0-9]+,sm_[0-9]+' "$build/build.ninja" | grep -oE 'sm_[0-9]+' \
+    | sort -u | sed 's/sm_//' | paste -sd ';' || true)
+fi
 if [[ ";$archs;" != *";90"* && "$archs" != all* && "$archs" != native ]]; then
   echo "gpu_bundle: warning: CUDA architectures '$archs' have no 90: an H100/H200 would JIT from PTX or fail"
 fi
@@ -152,9 +159,9 @@ need_version() {  # highest symbol version of family $2 (GLIBC, GLIBCXX, CXXABI)
   echo "ddpbench GPU bundle"
   echo "created:   $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
   echo "commit:    $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
-  echo "build:     $build ($(grep -E '^CMAKE_BUILD_TYPE:' "$build/CMakeCache.txt" | cut -d= -f2))"
+  echo "build:     $build ($(grep -E '^CMAKE_BUILD_TYPE:' "$build/CMakeCache.txt" | cut -d= -f2 || true))"
   echo "cuda arch: $archs"
-  echo "nvcc:      $(grep -E '^CMAKE_CUDA_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2)"
+  echo "nvcc:      $(grep -E '^CMAKE_CUDA_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2 || true)"
   echo "binaries:  $(cd "$bundle/bin" && echo *)"
   echo "lib:       ${bundled[*]}"
   echo "lib/compat (only if the system libstdc++ is too old): ${compat[*]}"
@@ -176,10 +183,16 @@ printf '  %-11s %7s MiB\n' lib "$(mib "$(find "$bundle/lib" -maxdepth 1 -type f 
 for d in lib/compat lib/glibc scripts; do
   printf '  %-11s %7s MiB\n' "$d" "$(mib "$(size_of "$bundle/$d")")"
 done
-printf '  %-11s %7s MiB (limit %s MiB)\n' total "$(mib "$total")" "$limit_mib"
+printf '  %-11s %7s MiB unpacked\n' total "$(mib "$total")"
 echo "  lib: ${bundled[*]}"
 echo "  from the GPU machine: ${provided[*]}"
-if (( total > limit_mib * 1048576 )); then
-  echo "gpu_bundle: the bundle is $(mib "$total") MiB, over the $limit_mib MiB limit" >&2
+# What travels is BUNDLE_DIR.tar.gz (the device tool carries at most 64 MiB; OpenBLAS alone is
+# 35 MiB unpacked): gpu_check.sh --prebuilt takes the archive and unpacks it there.
+archive="$bundle.tar.gz"
+tar -C "$(dirname "$bundle")" -czf "$archive" "$(basename "$bundle")"
+packed=$(size_of "$archive")
+printf '  %-11s %7s MiB (limit %s MiB): %s\n' archive "$(mib "$packed")" "$limit_mib" "$archive"
+if (( packed > limit_mib * 1048576 )); then
+  echo "gpu_bundle: the archive is $(mib "$packed") MiB, over the $limit_mib MiB limit" >&2
   exit 1
 fi

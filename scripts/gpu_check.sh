@@ -4,7 +4,8 @@
 # a summary that is also written as JSON.
 #
 #   scripts/gpu_check.sh                  configure + build with CUDA in build/gpu, then check
-#   scripts/gpu_check.sh --prebuilt DIR   use a bundle made by scripts/gpu_bundle.sh (no build;
+#   scripts/gpu_check.sh --prebuilt DIR   use a bundle made by scripts/gpu_bundle.sh, the folder
+#                                         or its .tar.gz, which is unpacked first (no build;
 #                                         for a GPU machine without our Debian packages)
 # Options: --budget SECONDS (default $BUDGET_S or 480): the whole check after the build;
 #          every step runs under `timeout`, capped by what is left of the budget.
@@ -57,7 +58,7 @@ prebuilt=""
 budget=${BUDGET_S:-480}
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --prebuilt) prebuilt=${2:?--prebuilt needs a directory}; shift 2 ;;
+    --prebuilt) prebuilt=${2:?--prebuilt needs a bundle directory or .tar.gz}; shift 2 ;;
     --budget) budget=${2:?--budget needs seconds}; shift 2
               [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_check: --budget takes whole seconds" >&2; exit 2; } ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -246,6 +247,13 @@ bin_path() {
   fi
 }
 
+if [[ -n "$prebuilt" && -f "$prebuilt" && "$prebuilt" == *.tar.gz ]]; then
+  # The archive scripts/gpu_bundle.sh writes (what the device tool carries): unpack it.
+  unpack_dir=$(mktemp -d "${TMPDIR:-/tmp}/ddpb-bundle.XXXXXX")
+  tar -C "$unpack_dir" -xzf "$prebuilt" || { echo "gpu_check: cannot unpack $prebuilt" >&2; exit 2; }
+  prebuilt=$(find "$unpack_dir" -mindepth 2 -maxdepth 2 -type d -name bin -printf '%h\n' | head -n 1)
+  [[ -n "$prebuilt" ]] || { echo "gpu_check: $unpack_dir has no bundle (bin/) after unpacking" >&2; exit 2; }
+fi
 if [[ -n "$prebuilt" ]]; then
   [[ -d "$prebuilt" ]] || { echo "gpu_check: --prebuilt $prebuilt: no such directory" >&2; exit 2; }
   prebuilt=$(cd "$prebuilt" && pwd)

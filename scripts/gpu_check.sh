@@ -626,6 +626,57 @@ for eager_tag, graph_tag in (("single-gpt-tiny", "single-gpt-tiny-graph"),
             with open(out / "steps.tsv", "a") as f:  # the exit status reads steps.tsv
                 f.write(f"cuda-graph losses\tFAIL\t0\t{detail}\n")
 
+# The performance issue's GPU targets, each with what was measured: printed last, and in the
+# JSON as "targets". status: met / not met / reported (no threshold) / not measured.
+def by_run(tag):
+    return next((t for t in training if t["run"] == tag), None)
+
+targets = []
+def target(name, goal, value, text, met=None):
+    status = "not measured" if value is None else ("reported" if met is None else
+                                                   ("met" if met else "not met"))
+    targets.append({"target": name, "goal": goal, "value": value, "measured": text,
+                    "status": status})
+
+if gemm:
+    for s in gemm["step_summary"]:
+        target(f"GEMM step time vs cuBLAS, {s['workload']} {s['math']}", ">= 0.85",
+               s["ratio"], f"{s['ratio']:.3f}", s["ratio"] >= 0.85)
+else:
+    target("GEMM step time vs cuBLAS", ">= 0.85", None, "-")
+for r in vs_torch:
+    v = r.get("ratio_vs_matmul")
+    target(f"gpt2-small step vs PyTorch eager ({r['math']})", "<= 0.8", v,
+           f"{v:.3f}" if v is not None else "-", None if v is None else v <= 0.8)
+for tag in ("single-gpt2-small", "single-gpt2-small-tf32", "single-gpt2-small-bf16"):
+    t = by_run(tag)
+    mfu = t and t["mfu"]
+    target(f"MFU, {tag}", "report", mfu, f"{100 * mfu:.1f}%" if mfu else "-")
+single, ddp1 = by_run("single-mlp-small"), load("ddp-nccl-mlp-small.json")
+if single and ddp1:
+    over = compute_ms(ddp1) / single["compute_ms_median"] - 1
+    target("DDP world size 1 (NCCL) overhead over single, mlp-small", "<= 2%", over,
+           f"{100 * over:.1f}%", over <= 0.02)
+else:
+    target("DDP world size 1 (NCCL) overhead over single", "<= 2%", None, "-")
+ddp2 = load("ddp-gloo-mlp-small.json")
+comm = (ddp2 or {}).get("summary", {}).get("comm")
+if comm:
+    target("DDP 2 ranks on one GPU (Gloo): overlap ratio", "> 0.5", comm["overlap_ratio"],
+           f"{comm['overlap_ratio']:.2f} (exposed {comm['comm_exposed_ms']:.2f} of "
+           f"{comm['comm_ms']:.2f} ms)", comm["overlap_ratio"] > 0.5)
+else:
+    target("DDP 2 ranks on one GPU (Gloo): overlap ratio", "> 0.5", None, "-")
+for g in graph_rows:
+    target(f"--cuda-graph step / eager, {g['workload']}", "report", g["ratio"],
+           f"{g['ratio']:.3f}" + ("" if g["losses_match"] else " (losses differ!)"))
+flash, plain = by_run("single-gpt2-small-flash"), by_run("single-gpt2-small")
+if flash and plain:
+    target("flash attention: step and peak memory / math attention, gpt2-small", "report",
+           flash["compute_ms_median"] / plain["compute_ms_median"],
+           f"time {flash['compute_ms_median'] / plain['compute_ms_median']:.3f}, "
+           f"peak {flash['peak_mib']:.0f} / {plain['peak_mib']:.0f} MiB")
+
 def f(x, fmt):
     return format(x, fmt) if isinstance(x, (int, float)) else "-"
 
@@ -673,6 +724,11 @@ if vs_torch:
               f"{f(r.get('ratio_vs_matmul'), '6.3f'):>6} {f(r.get('pytorch_sdpa_ms'), '11.2f'):>11} "
               f"{f(r.get('ratio_vs_sdpa'), '6.3f'):>6}")
 
+print("\nperformance targets (GPU)")
+print(f"{'target':<66} {'goal':<7} {'measured':<34} status")
+for t in targets:
+    print(f"{t['target'][:66]:<66} {t['goal']:<7} {t['measured'][:34]:<34} {t['status']}")
+
 device = (out / "device.txt").read_text().strip() if (out / "device.txt").exists() else ""
 record = {
     "schema_version": 1,
@@ -685,6 +741,7 @@ record = {
     "steps": steps,
     "training": training,
     "cuda_graph": graph_rows,
+    "targets": targets,
     "gemm": {"step_summary": gemm["step_summary"], "rows": gemm["rows"], "context": gemm["context"]} if gemm else None,
     "vs_pytorch": {"rows": vs_torch, "pytorch": torch_rec["context"] if torch_rec else None,
                    "attention_note": "matmul = q k^T, masked softmax, @ v (ddpbench's algorithm); "

@@ -4,7 +4,8 @@
 # archive in SELFTEST mode (every step on the CPU with stand-ins), and checks that:
 #   - the archive fits the device tool's 64 MiB carry;
 #   - exactly the steps that need a GPU fail, and every other step passes;
-#   - the summary JSON carries the training, --cuda-graph and PyTorch tables.
+#   - the summary JSON carries the training, --cuda-graph and PyTorch tables and a row for
+#     every GPU target of the performance issue.
 #   tests/scripts/gpu_check_selftest.sh BUILD_DIR     (exit 77: skipped, no CUDA build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -48,6 +49,11 @@ if len(r.get("cuda_graph") or []) != 2 or not all(g["losses_match"] for g in r["
     problems.append(f"cuda_graph rows: {r.get('cuda_graph')}")
 if not r["vs_pytorch"]["rows"]:
     problems.append("no vs-PyTorch rows")
+names = " ".join(t["target"] for t in r.get("targets", []))
+for want in ("GEMM step time vs cuBLAS", "gpt2-small step vs PyTorch eager", "MFU",
+             "DDP world size 1", "DDP 2 ranks on one GPU", "--cuda-graph", "flash attention"):
+    if want not in names:
+        problems.append(f"no target row '{want}'")
 for p in problems:
     print("FAIL:", p)
 if not problems:

@@ -2,11 +2,17 @@
 # ddpbench vs PyTorch 1.13 (CPU, gloo) on the same configurations: a ratio table.
 #
 #   scripts/peer/compare_pytorch.sh [--bin DDPBENCH] [--pairs N] [--json FILE]
-#                                   [--steps S] [--warmup W]
+#                                   [--steps S] [--warmup W] [--targets]
 #     --bin     default build/bench/ddpbench (this script builds nothing)
 #     --pairs   alternated (ddpbench, pytorch) pairs per configuration, default 5
 #     --json    also write the table as JSON here
 #     --steps   measured steps per run, default 30; --warmup default 5
+#     --targets also the configurations the performance issue's other CPU targets need, run
+#               by ddpbench alone in the same alternation (PyTorch has no --no-overlap and no
+#               CPU DataParallel): ddp-w2 --no-overlap, single and DP over 2 CPU devices at
+#               batch 256; then scripts/peer/gloo_ratio.sh on the build ddpbench came from;
+#               and a table of every CPU target with its goal, the measured value and met /
+#               not met
 #   env: PYTHON (default /usr/bin/python3, Debian's PyTorch); RUN_TIMEOUT (s per run, default 300)
 #
 # Configurations (mlp-small, SGD lr 0.01 momentum 0.9, one thread per process):
@@ -31,6 +37,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bin=build/bench/ddpbench
 pairs=5
 json_out=""
+targets=0
 steps=30
 warmup=5
 python="${PYTHON:-/usr/bin/python3}"
@@ -41,7 +48,8 @@ while [[ $# -gt 0 ]]; do
     --json) json_out="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --targets) targets=1; shift ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "compare_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,8 +71,13 @@ declare -A cfg_args=(
   [single]="--mode single --global-batch 64"
   [ddp-w2]="--mode ddp --world-size 2 --backend gloo --global-batch 128"
   [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch 64"
+  [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch 128 --no-overlap"
+  [single-b256]="--mode single --global-batch 256"
+  [dp-w2-b256]="--mode dp --world-size 2 --global-batch 256"
 )
 configs=(single ddp-w2 ddp-w1)
+solo_configs=()  # ddpbench only
+if ((targets)); then solo_configs=(ddp-w2-noovl single-b256 dp-w2-b256); fi
 
 run_side() {  # side config pair
   local side="$1" cfg="$2" i="$3" out="$tmp/$1.$2.$3.json" log="$tmp/$1.$2.$3.log"
@@ -93,23 +106,39 @@ for ((i = 1; i <= pairs; ++i)); do
       run_side pytorch "$cfg" "$i"; run_side ddpbench "$cfg" "$i"
     fi
   done
+  for cfg in "${solo_configs[@]+"${solo_configs[@]}"}"; do run_side ddpbench "$cfg" "$i"; done
   echo "compare_pytorch: pair $i/$pairs done ($((SECONDS - start)) s)" >&2
 done
 
+gloo_ratio=""
+if ((targets)); then
+  build_dir=$(cd "$(dirname "$bin")/.." && pwd)
+  if [[ -x "$build_dir/bench/micro/gloo_raw_bench" ]]; then
+    echo "compare_pytorch: scripts/peer/gloo_ratio.sh $build_dir" >&2
+    gloo_ratio=$("$here/gloo_ratio.sh" "$build_dir" 2>&1 | tee "$tmp/gloo.log" |
+      sed -nE 's/^ratio PG\/raw \(median time\): ([0-9.]+).*/\1/p' || true)
+  else
+    echo "compare_pytorch: no gloo_raw_bench in $build_dir: the Gloo target is not measured" >&2
+  fi
+fi
+
 # One function builds the table; the text and the JSON are two renderings of it.
-"$python" - "$tmp" "$pairs" "$steps" "$warmup" "$json_out" <<'PY'
+"$python" - "$tmp" "$pairs" "$steps" "$warmup" "$json_out" "$targets" "$gloo_ratio" <<'PY'
 import json
 import statistics
 import sys
 
 tmp, pairs, steps, warmup, json_out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+with_targets, gloo_ratio = sys.argv[6] == "1", (float(sys.argv[7]) if sys.argv[7] else None)
 configs = ["single", "ddp-w2", "ddp-w1"]
 sides = ["ddpbench", "pytorch"]
 
 
 def run_numbers(path):
     r = json.load(open(path))
-    modes = [s["mode"] for s in r["steps"] if s.get("measured") and "mode" in s]
+    # DDP steps carry the bucket timing (DP steps carry per-device busy times instead).
+    modes = [s["mode"] for s in r["steps"]
+             if s.get("measured") and "overlap_ratio" in s.get("mode", {})]
     out = {"step_ms": r["summary"]["step_time_ms"]["median"]}
     if modes:
         out["overlap"] = statistics.median(m["overlap_ratio"] for m in modes)
@@ -134,7 +163,43 @@ def build():
         table["configs"][cfg] = row
     c = table["configs"]
     table["ddp_w1_over_single"] = {s: c["ddp-w1"][s]["step_ms"] / c["single"][s]["step_ms"] for s in sides}
+    if with_targets:
+        solo = {}
+        for cfg in ("ddp-w2-noovl", "single-b256", "dp-w2-b256"):
+            runs = [run_numbers(p.strip()) for p in open(f"{tmp}/records.ddpbench.{cfg}")]
+            solo[cfg] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        table["ddpbench_only"] = solo
+        table["targets"] = targets_of(table)
     return table
+
+
+def targets_of(t):
+    """The performance issue's CPU targets: goal, measured value, met."""
+    c, solo = t["configs"], t["ddpbench_only"]
+    d2, p2 = c["ddp-w2"]["ddpbench"], c["ddp-w2"]["pytorch"]
+    rows = []
+
+    def row(name, goal, value, text, met):
+        rows.append({"target": name, "goal": goal, "value": value, "measured": text,
+                     "status": "not measured" if value is None else ("met" if met else "not met")})
+
+    r = c["ddp-w2"]["ratio"]
+    row("DDP 2 ranks step / PyTorch DDP", "<= 0.70", r, f"{r:.3f}", r <= 0.70)
+    over = c["ddp-w1"]["ddpbench"]["step_ms"] / c["single"]["ddpbench"]["step_ms"] - 1
+    row("DDP world size 1 overhead over single", "<= 3%", over, f"{100 * over:.1f}%", over <= 0.03)
+    speed = solo["single-b256"]["step_ms"] / solo["dp-w2-b256"]["step_ms"]
+    row("DP 2 devices speed-up over single, batch 256", ">= 1.0", speed, f"{speed:.2f}x", speed >= 1.0)
+    row("overlap ratio >= PyTorch's (PyTorch's span definition)", ">= PT", d2["span_overlap"],
+        f"{d2['span_overlap']:.3f} vs {p2['span_overlap']:.3f}",
+        d2["span_overlap"] >= p2["span_overlap"])
+    exp = d2["exposed_ms"] / solo["ddp-w2-noovl"]["exposed_ms"]
+    row("exposed comm with overlap / --no-overlap", "<= 0.50", exp,
+        f"{d2['exposed_ms']:.2f} / {solo['ddp-w2-noovl']['exposed_ms']:.2f} ms = {exp:.2f}",
+        exp <= 0.5)
+    row("Gloo allreduce through the group / raw Gloo, 64 MiB", "<= 1.05", gloo_ratio,
+        f"{gloo_ratio:.3f}" if gloo_ratio is not None else "-",
+        gloo_ratio is not None and gloo_ratio <= 1.05)
+    return rows
 
 
 def fmt(v, spec):
@@ -157,6 +222,11 @@ for cfg, row in t["configs"].items():
     print(line)
 o = t["ddp_w1_over_single"]
 print(f"DDP hooks+buckets overhead (ddp-w1 / single): ddpbench {o['ddpbench']:.3f}, pytorch {o['pytorch']:.3f}")
+if with_targets:
+    print("\nddpbench only (ms): " + ", ".join(f"{k} {v['step_ms']:.2f}" for k, v in t["ddpbench_only"].items()))
+    print(f"\n{'CPU target':<56} {'goal':<8} {'measured':<32} status")
+    for r in t["targets"]:
+        print(f"{r['target']:<56} {r['goal']:<8} {r['measured']:<32} {r['status']}")
 if json_out:
     with open(json_out, "w") as f:
         json.dump(t, f, indent=1)

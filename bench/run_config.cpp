@@ -36,10 +36,9 @@ void RunConfig::validate() const {
   DDPB_USAGE_CHECK(global_batch > 0) << "--global-batch must be positive, got " << global_batch;
   DDPB_USAGE_CHECK(steps > 0) << "--steps must be positive, got " << steps;
   DDPB_USAGE_CHECK(warmup >= 0) << "--warmup must be >= 0, got " << warmup;
-  parse_trace_steps(trace_steps);  // validates
-  math_mode_from_name(precision);  // validates
-  DDPB_USAGE_CHECK(attention == "math" || attention == "flash")
-      << "--attention must be math or flash, got " << attention;
+  parse_trace_steps(trace_steps);       // validates
+  math_mode_from_name(precision);       // validates
+  attention_kind_from_name(attention);  // validates
   if (cuda_graph) {
     // What a replay cannot redo: another process's or device's part (DP/DDP), a step count
     // baked into the kernel arguments (AdamW's bias correction), control flow that depends
@@ -60,6 +59,12 @@ ops::MathMode math_mode_from_name(const std::string& precision) {
   DDPB_USAGE_CHECK(precision == "bf16")
       << "--precision must be fp32, tf32 or bf16, got " << precision;
   return ops::MathMode::BF16;
+}
+
+ops::AttentionKind attention_kind_from_name(const std::string& attention) {
+  if (attention == "math") return ops::AttentionKind::Math;
+  DDPB_USAGE_CHECK(attention == "flash") << "--attention must be math or flash, got " << attention;
+  return ops::AttentionKind::Flash;
 }
 
 nlohmann::json RunConfig::to_json() const {

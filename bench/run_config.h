@@ -56,5 +56,7 @@ struct RunConfig {
 
 // "fp32" | "tf32" | "bf16" -> the GEMM math mode; anything else is a UsageError.
 ops::MathMode math_mode_from_name(const std::string& precision);
+// "math" | "flash" -> the attention algorithm; anything else is a UsageError.
+ops::AttentionKind attention_kind_from_name(const std::string& attention);
 
 }  // namespace ddpb::bench

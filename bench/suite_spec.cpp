@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "bench/run_config.h"
 #include "core/check.h"
 #include "workloads/model.h"
 
@@ -198,14 +199,20 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
       {"precision",
        [&](const KeyReader& r) {
          s.precision = r.string();
-         if (s.precision != "fp32" && s.precision != "tf32" && s.precision != "bf16")
-           r.fail("precision \"" + s.precision + "\" is not fp32, tf32 or bf16");
+         try {
+           math_mode_from_name(s.precision);  // the run flag's own check
+         } catch (const UsageError& e) {
+           r.fail(e.what());
+         }
        }},
       {"attention",
        [&](const KeyReader& r) {
          s.attention = r.string();
-         if (s.attention != "math" && s.attention != "flash")
-           r.fail("attention \"" + s.attention + "\" is not math or flash");
+         try {
+           attention_kind_from_name(s.attention);
+         } catch (const UsageError& e) {
+           r.fail(e.what());
+         }
        }},
       {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
       {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},

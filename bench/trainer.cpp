@@ -67,8 +67,7 @@ nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devic
 
 nlohmann::json run_training(const RunConfig& config) {
   ops::set_math_mode(math_mode_from_name(config.precision));
-  ops::set_attention_kind(config.attention == "flash" ? ops::AttentionKind::Flash
-                                                      : ops::AttentionKind::Math);
+  ops::set_attention_kind(attention_kind_from_name(config.attention));
   const WorkloadSpec& spec = find_workload(config.workload);
   auto runner = make_runner(config, spec);
   Model& model = runner->model();

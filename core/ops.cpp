@@ -257,29 +257,26 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dta
 }
 
 namespace {
-void check_attention(const char* op, const Tensor& qkv, const Tensor& att, int n_head) {
+// qkv [B,T,3C] with C split into n_head heads; `saved` is what the attention keeps for
+// backward: the probabilities [B,H,T,T] (materialised) or the row log-sum-exps [B,H,T]
+// (flash).
+enum class Saved { Probabilities, LogSumExp };
+void check_attention(const char* op, const Tensor& qkv, const Tensor& saved, int n_head,
+                     Saved kind) {
   DDPB_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0)
       << op << ": qkv must be [B,T,3C], got " << qkv.describe();
   int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
   DDPB_CHECK(n_head > 0 && c % n_head == 0)
       << op << ": " << c << " channels do not split into " << n_head << " heads";
-  require_shape(op, att, {b, n_head, t, t});
-}
-
-void check_flash_attention(const char* op, const Tensor& qkv, const Tensor& lse, int n_head) {
-  DDPB_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0)
-      << op << ": qkv must be [B,T,3C], got " << qkv.describe();
-  int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3;
-  DDPB_CHECK(n_head > 0 && c % n_head == 0)
-      << op << ": " << c << " channels do not split into " << n_head << " heads";
-  require_shape(op, lse, {b, n_head, t});
+  require_shape(op, saved,
+                kind == Saved::Probabilities ? Shape{b, n_head, t, t} : Shape{b, n_head, t});
 }
 }  // namespace
 
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, int n_head) {
   DDPB_OP_RANGE("attention_forward");
   Backend& be = same_device("attention_forward", {{&qkv, F}, {&out, F}, {&att, F}});
-  check_attention("attention_forward", qkv, att, n_head);
+  check_attention("attention_forward", qkv, att, n_head, Saved::Probabilities);
   require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
   be.attention_forward(qkv, out, att, n_head);
 }
@@ -287,7 +284,7 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, 
 void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
   DDPB_OP_RANGE("flash_attention_forward");
   Backend& be = same_device("flash_attention_forward", {{&qkv, F}, {&out, F}, {&lse, F}});
-  check_flash_attention("flash_attention_forward", qkv, lse, n_head);
+  check_attention("flash_attention_forward", qkv, lse, n_head, Saved::LogSumExp);
   require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
   be.flash_attention_forward(qkv, out, lse, n_head);
 }
@@ -297,7 +294,7 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
   DDPB_OP_RANGE("flash_attention_backward");
   Backend& be = same_device("flash_attention_backward",
                             {{&dout, F}, {&qkv, F}, {&out, F}, {&lse, F}, {&dqkv, F}});
-  check_flash_attention("flash_attention_backward", qkv, lse, n_head);
+  check_attention("flash_attention_backward", qkv, lse, n_head, Saved::LogSumExp);
   const Shape o{qkv.size(0), qkv.size(1), qkv.size(2) / 3};
   require_shape("attention dout", dout, o);
   require_shape("attention output", out, o);
@@ -309,7 +306,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att
                         const Tensor& dqkv, int n_head) {
   DDPB_OP_RANGE("attention_backward");
   Backend& be = same_device("attention_backward", {{&dout, F}, {&qkv, F}, {&att, F}, {&dqkv, F}});
-  check_attention("attention_backward", qkv, att, n_head);
+  check_attention("attention_backward", qkv, att, n_head, Saved::Probabilities);
   require_shape("attention dout", dout, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
   require_shape("attention dqkv", dqkv, qkv.shape());
   be.attention_backward(dout, qkv, att, dqkv, n_head);

@@ -2,7 +2,6 @@
 
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/backend.h"
 #include "core/check.h"
@@ -27,8 +26,8 @@ thread_local std::unordered_map<Device, StreamPtr> t_current;
 struct Keepalive {
   bool active = false;
   Device device;
-  std::vector<std::shared_ptr<void>> storages;
-  std::unordered_set<const void*> held;
+  // By address, so that held_by_capture is a lookup.
+  std::unordered_map<const void*, std::shared_ptr<void>> storages;
 };
 thread_local Keepalive t_keepalive;
 
@@ -52,15 +51,17 @@ void begin_keepalive(const Device& device) {
 }
 
 std::vector<std::shared_ptr<void>> end_keepalive() {
-  std::vector<std::shared_ptr<void>> out = std::move(t_keepalive.storages);
+  std::vector<std::shared_ptr<void>> out;
+  out.reserve(t_keepalive.storages.size());
+  for (auto& entry : t_keepalive.storages) out.push_back(std::move(entry.second));
   t_keepalive = Keepalive{};
   return out;
 }
 
 void keep_alive_if_capturing(const Device& device, std::shared_ptr<void> storage) {
   if (t_keepalive.active && t_keepalive.device == device) {
-    t_keepalive.held.insert(storage.get());
-    t_keepalive.storages.push_back(std::move(storage));
+    const void* address = storage.get();
+    t_keepalive.storages.emplace(address, std::move(storage));
   }
 }
 
@@ -69,7 +70,7 @@ bool capturing_on_this_thread() {
 }
 
 bool held_by_capture(const void* storage) {
-  return t_keepalive.active && t_keepalive.held.count(storage) > 0;
+  return t_keepalive.active && t_keepalive.storages.count(storage) > 0;
 }
 
 }  // namespace capture_detail

@@ -51,6 +51,43 @@ __device__ __forceinline__ float lane_group_sum(float v) {
   return v;
 }
 
+// A thread's part of a row of D = E * kLanes floats is elements lane, lane + kLanes, ...
+// (see the top of the file). The helpers below are the only places that index it.
+
+// dst = scale * this lane's part of `row`.
+template <int E, int kLanes>
+__device__ __forceinline__ void load_part(float (&dst)[E], const float* row, int lane,
+                                          float scale = 1.0f) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) dst[e] = row[e * kLanes + lane] * scale;
+}
+
+// This lane's part of `row` = scale * src.
+template <int E, int kLanes>
+__device__ __forceinline__ void store_part(float* row, const float (&src)[E], int lane,
+                                           float scale = 1.0f) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) row[e * kLanes + lane] = src[e] * scale;
+}
+
+// The dot product of the whole row with the row whose part `part` holds, summed over the
+// row's lanes: every lane of the warp must call it (it shuffles).
+template <int E, int kLanes>
+__device__ __forceinline__ float row_dot(const float (&part)[E], const float* row, int lane) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) sum += part[e] * row[e * kLanes + lane];
+  return lane_group_sum<kLanes>(sum);
+}
+
+// acc += alpha * this lane's part of `row`.
+template <int E, int kLanes>
+__device__ __forceinline__ void add_scaled(float (&acc)[E], float alpha, const float* row,
+                                           int lane) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] += alpha * row[e * kLanes + lane];
+}
+
 // Row `t` of part `part` (0 q, 1 k, 2 v) of head h in qkv.
 __device__ __forceinline__ const float* qkv_row(const float* qkv, const FlashShape& s, int b, int h,
                                                 int part, int t, int head_dim) {
@@ -90,12 +127,8 @@ __global__ void __launch_bounds__(kRows* kLanes)
   const int i = blockIdx.x * kRows + threadIdx.x / kLanes;
   const bool active = i < s.seq;
   const float* qrow = qkv_row(qkv, s, b, h, 0, active ? i : s.seq - 1, D);
-  float q[E], o[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    q[e] = qrow[e * kLanes + lane] * scale;
-    o[e] = 0.0f;
-  }
+  float q[E], o[E] = {};
+  load_part<E, kLanes>(q, qrow, lane, scale);
   float row_max = -INFINITY, row_sum = 0.0f;
   const int key_end = min(s.seq, (blockIdx.x + 1) * kRows);  // the block's last query + 1
   for (int j0 = 0; j0 < key_end; j0 += kTile) {
@@ -107,10 +140,7 @@ __global__ void __launch_bounds__(kRows* kLanes)
     float tile_max = -INFINITY;
 #pragma unroll
     for (int r = 0; r < kTile; ++r) {
-      float part = 0.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) part += q[e] * k_tile[r][e * kLanes + lane];
-      const float dot = lane_group_sum<kLanes>(part);
+      const float dot = row_dot<E, kLanes>(q, k_tile[r], lane);
       score[r] = active && j0 + r <= i ? dot : -INFINITY;
       tile_max = fmaxf(tile_max, score[r]);
     }
@@ -126,16 +156,13 @@ __global__ void __launch_bounds__(kRows* kLanes)
     for (int r = 0; r < kTile; ++r) {
       const float p = any ? expf(score[r] - new_max) : 0.0f;  // exp(-inf) = 0 for masked keys
       row_sum += p;
-#pragma unroll
-      for (int e = 0; e < E; ++e) o[e] += p * v_tile[r][e * kLanes + lane];
+      add_scaled<E, kLanes>(o, p, v_tile[r], lane);
     }
     row_max = new_max;
   }
   if (!active) return;  // no shuffles below
   float* orow = out + out_offset(s, b, h, i, D);
-  const float inv = 1.0f / row_sum;
-#pragma unroll
-  for (int e = 0; e < E; ++e) orow[e * kLanes + lane] = o[e] * inv;
+  store_part<E, kLanes>(orow, o, lane, 1.0f / row_sum);
   if (lane == 0) lse[(static_cast<int64_t>(b) * s.heads + h) * s.seq + i] = row_max + logf(row_sum);
 }
 
@@ -174,13 +201,9 @@ __global__ void __launch_bounds__(kRows* kLanes)
   const float* dorow = dout + out_offset(s, b, h, ic, D);
   const int64_t stat = (static_cast<int64_t>(b) * s.heads + h) * s.seq + ic;
   const float row_lse = lse[stat], row_delta = delta[stat];
-  float q[E], d_o[E], dq[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    q[e] = qrow[e * kLanes + lane] * scale;
-    d_o[e] = dorow[e * kLanes + lane];
-    dq[e] = 0.0f;
-  }
+  float q[E], d_o[E], dq[E] = {};
+  load_part<E, kLanes>(q, qrow, lane, scale);
+  load_part<E, kLanes>(d_o, dorow, lane);
   const int key_end = min(s.seq, (blockIdx.x + 1) * kRows);
   for (int j0 = 0; j0 < key_end; j0 += kTile) {
     __syncthreads();
@@ -189,24 +212,15 @@ __global__ void __launch_bounds__(kRows* kLanes)
     __syncthreads();
 #pragma unroll 4
     for (int r = 0; r < kTile; ++r) {
-      float qk = 0.0f, dv = 0.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        qk += q[e] * k_tile[r][e * kLanes + lane];
-        dv += d_o[e] * v_tile[r][e * kLanes + lane];
-      }
-      const float score = lane_group_sum<kLanes>(qk);
-      const float dp = lane_group_sum<kLanes>(dv);
+      const float score = row_dot<E, kLanes>(q, k_tile[r], lane);
+      const float dp = row_dot<E, kLanes>(d_o, v_tile[r], lane);
       const float p = active && j0 + r <= i ? expf(score - row_lse) : 0.0f;
-      const float ds = p * (dp - row_delta);
-#pragma unroll
-      for (int e = 0; e < E; ++e) dq[e] += ds * k_tile[r][e * kLanes + lane];
+      add_scaled<E, kLanes>(dq, p * (dp - row_delta), k_tile[r], lane);
     }
   }
   if (!active) return;
   float* dqrow = dqkv + (static_cast<int64_t>(b) * s.seq + i) * 3 * s.channels + h * D;
-#pragma unroll
-  for (int e = 0; e < E; ++e) dqrow[e * kLanes + lane] = dq[e] * scale;
+  store_part<E, kLanes>(dqrow, dq, lane, scale);
 }
 
 template <int D, int kLanes>
@@ -226,14 +240,9 @@ __global__ void __launch_bounds__(kRows* kLanes)
   const float* krow = qkv_row(qkv, s, b, h, 1, jc, D);
   const float* vrow = qkv_row(qkv, s, b, h, 2, jc, D);
   const int64_t stats = (static_cast<int64_t>(b) * s.heads + h) * s.seq;
-  float k[E], v[E], dk[E], dv[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    k[e] = krow[e * kLanes + lane] * scale;
-    v[e] = vrow[e * kLanes + lane];
-    dk[e] = 0.0f;
-    dv[e] = 0.0f;
-  }
+  float k[E], v[E], dk[E] = {}, dv[E] = {};
+  load_part<E, kLanes>(k, krow, lane, scale);
+  load_part<E, kLanes>(v, vrow, lane);
   // Queries at or after the block's first key.
   for (int i0 = blockIdx.x * kRows; i0 < s.seq; i0 += kTile) {
     __syncthreads();
@@ -247,32 +256,18 @@ __global__ void __launch_bounds__(kRows* kLanes)
     __syncthreads();
 #pragma unroll 4
     for (int r = 0; r < kTile; ++r) {
-      float qk = 0.0f, dov = 0.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        qk += k[e] * q_tile[r][e * kLanes + lane];
-        dov += v[e] * do_tile[r][e * kLanes + lane];
-      }
-      const float score = lane_group_sum<kLanes>(qk);
-      const float dp = lane_group_sum<kLanes>(dov);
+      const float score = row_dot<E, kLanes>(k, q_tile[r], lane);
+      const float dp = row_dot<E, kLanes>(v, do_tile[r], lane);
       const int i = i0 + r;
       const float p = active && i < s.seq && i >= j ? expf(score - lse_tile[r]) : 0.0f;
-      const float ds = p * (dp - delta_tile[r]);
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        dv[e] += p * do_tile[r][e * kLanes + lane];
-        dk[e] += ds * q_tile[r][e * kLanes + lane];
-      }
+      add_scaled<E, kLanes>(dv, p, do_tile[r], lane);
+      add_scaled<E, kLanes>(dk, p * (dp - delta_tile[r]), q_tile[r], lane);
     }
   }
   if (!active) return;
   float* dkrow = dqkv + (static_cast<int64_t>(b) * s.seq + j) * 3 * s.channels + s.channels + h * D;
-  float* dvrow = dkrow + s.channels;
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    dkrow[e * kLanes + lane] = dk[e] * scale;
-    dvrow[e * kLanes + lane] = dv[e];
-  }
+  store_part<E, kLanes>(dkrow, dk, lane, scale);
+  store_part<E, kLanes>(dkrow + s.channels, dv, lane);
 }
 
 FlashShape make_shape(int64_t batch, int64_t seq, int64_t channels, int64_t heads) {

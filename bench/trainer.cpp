@@ -16,7 +16,6 @@
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
-#include "core/system_info.h"
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
 #include "workloads/dataloader.h"
@@ -46,21 +45,23 @@ nlohmann::json memory_record(const std::vector<Device>& devices) {
 
 // MFU of a CUDA run (null on CPU or for a GPU without a datasheet row). The FLOPs are the
 // whole run's; they are shared by the distinct GPUs: DP's logical replicas on one GPU and
-// DDP ranks beyond the GPU count (Gloo on one GPU) share theirs.
+// DDP ranks beyond the GPU count (Gloo on one GPU) share theirs. `gpu_list` is the record
+// context's system.gpus (the GPU names, queried once per run).
 nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devices,
-                       double flops_per_s) {
+                       const nlohmann::json& gpu_list, double flops_per_s) {
   if (devices.empty() || devices.front().is_cpu()) return nullptr;
-  const SystemInfo info = system_info();
   const int index = devices.front().index;
-  if (index >= static_cast<int>(info.gpus.size())) return nullptr;
+  const int gpu_count = static_cast<int>(gpu_list.size());
+  if (index >= gpu_count) return nullptr;
   std::vector<int> distinct;
   for (const auto& d : devices) {
     if (std::find(distinct.begin(), distinct.end(), d.index) == distinct.end())
       distinct.push_back(d.index);
   }
   int gpus = static_cast<int>(distinct.size());
-  if (config.mode == "ddp") gpus = std::min(config.world_size, static_cast<int>(info.gpus.size()));
-  return mfu_json(flops_per_s, gpus, info.gpus[static_cast<size_t>(index)].name, config.precision);
+  if (config.mode == "ddp") gpus = std::min(config.world_size, gpu_count);
+  return mfu_json(flops_per_s, gpus, gpu_list[static_cast<size_t>(index)].at("name"),
+                  config.precision);
 }
 
 }  // namespace
@@ -202,7 +203,9 @@ nlohmann::json run_training(const RunConfig& config) {
     breakdown_line += fmt::format(" {} {:.2f}", name, med);
   }
   nlohmann::json memory = memory_record(runner->devices());
-  const nlohmann::json mfu = run_mfu(config, runner->devices(), flops_per_s);
+  nlohmann::json context = build_context();
+  const nlohmann::json mfu =
+      run_mfu(config, runner->devices(), context.at("system").at("gpus"), flops_per_s);
 
   fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90,
              samples_per_s);
@@ -220,7 +223,7 @@ nlohmann::json run_training(const RunConfig& config) {
       {"schema_version", reports::kSchemaVersion},
       {"implementation", "ddpbench"},
       {"kind", "run"},
-      {"context", build_context()},
+      {"context", std::move(context)},
       {"config", config.to_json()},
       {"mode", {{"name", config.mode}, {"devices", device_list}, {"details", runner->describe()}}},
       {"workload",

@@ -54,17 +54,15 @@ void RunConfig::validate() const {
 }
 
 ops::MathMode math_mode_from_name(const std::string& precision) {
-  if (precision == "fp32") return ops::MathMode::FP32;
-  if (precision == "tf32") return ops::MathMode::TF32;
-  DDPB_USAGE_CHECK(precision == "bf16")
-      << "--precision must be fp32, tf32 or bf16, got " << precision;
-  return ops::MathMode::BF16;
+  const auto mode = ops::math_mode_named(precision);
+  DDPB_USAGE_CHECK(mode.has_value()) << "--precision must be fp32, tf32 or bf16, got " << precision;
+  return *mode;
 }
 
 ops::AttentionKind attention_kind_from_name(const std::string& attention) {
-  if (attention == "math") return ops::AttentionKind::Math;
-  DDPB_USAGE_CHECK(attention == "flash") << "--attention must be math or flash, got " << attention;
-  return ops::AttentionKind::Flash;
+  const auto kind = ops::attention_kind_named(attention);
+  DDPB_USAGE_CHECK(kind.has_value()) << "--attention must be math or flash, got " << attention;
+  return *kind;
 }
 
 nlohmann::json RunConfig::to_json() const {

@@ -6,8 +6,8 @@
 #include <functional>
 #include <set>
 
-#include "bench/run_config.h"
 #include "core/check.h"
+#include "core/ops.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
@@ -199,20 +199,14 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
       {"precision",
        [&](const KeyReader& r) {
          s.precision = r.string();
-         try {
-           math_mode_from_name(s.precision);  // the run flag's own check
-         } catch (const UsageError& e) {
-           r.fail(e.what());
-         }
+         if (!ops::math_mode_named(s.precision))
+           r.fail("precision \"" + s.precision + "\" is not fp32, tf32 or bf16");
        }},
       {"attention",
        [&](const KeyReader& r) {
          s.attention = r.string();
-         try {
-           attention_kind_from_name(s.attention);
-         } catch (const UsageError& e) {
-           r.fail(e.what());
-         }
+         if (!ops::attention_kind_named(s.attention))
+           r.fail("attention \"" + s.attention + "\" is not math or flash");
        }},
       {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
       {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},

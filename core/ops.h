@@ -9,6 +9,9 @@
 // Shapes are checked and a mismatch throws ddpb::Error naming the shapes.
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 #include "core/tensor.h"
 
 namespace ddpb::ops {
@@ -25,6 +28,8 @@ enum class Activation { None, ReLU, GeLU };
 enum class MathMode { FP32, TF32, BF16 };
 void set_math_mode(MathMode mode);
 MathMode math_mode();
+// "fp32" | "tf32" | "bf16" (the --precision names); nullopt for anything else.
+std::optional<MathMode> math_mode_named(std::string_view name);
 
 // ---- GEMM ------------------------------------------------------------------------------
 // c = act(alpha * op(a) @ op(b) + beta * c + bias), with op(x) = x^T when trans_x.
@@ -97,6 +102,8 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
 enum class AttentionKind { Math, Flash };
 void set_attention_kind(AttentionKind kind);
 AttentionKind attention_kind();
+// "math" | "flash" (the --attention names); nullopt for anything else.
+std::optional<AttentionKind> attention_kind_named(std::string_view name);
 
 // ---- Softmax cross-entropy (mean over rows) --------------------------------------------
 // logits [N,V]; targets i32 [N]; loss [1]; probs [N,V] (saved softmax for backward).

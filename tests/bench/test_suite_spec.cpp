@@ -98,8 +98,10 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
       {R"([1, 2])", "a suite file is a JSON object"},
       {R"({"steps": 3)", "not valid JSON"},
       {R"({"device": "tpu"})", "key \"device\""},
-      {R"({"precision": "fp16"})", "key \"precision\": --precision must be fp32, tf32 or bf16"},
-      {R"({"attention": "sparse"})", "key \"attention\": --attention must be math or flash"},
+      {R"({"precision": "fp16"})",
+       "key \"precision\": precision \"fp16\" is not fp32, tf32 or bf16"},
+      {R"({"attention": "sparse"})",
+       "key \"attention\": attention \"sparse\" is not math or flash"},
   };
   for (const auto& c : cases) {
     SuiteSpec spec = default_suite("cpu", 0, false);

@@ -112,8 +112,70 @@ bool pump(int rank, Child& c) {
   return true;
 }
 
+// The environment of rank `rank`: this process's, with the rendezvous variables set.
+std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int port,
+                                          const std::string& token) {
+  const std::vector<std::pair<std::string, std::string>> vars{
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(spec.world_size)},
+      {"MASTER_ADDR", spec.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {"DDPBENCH_STORE_TOKEN", token},
+      {"DDPBENCH_LAUNCHER", "ddpbench"}};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& v : vars) replaced = replaced || v.first == name;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& v : vars) env.push_back(v.first + "=" + v.second);
+  return env;
+}
+
+std::vector<char*> pointers_of(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// This process's command line as the kernel saw it (/proc/self/cmdline).
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> out;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) out.push_back(arg);
+  return out;
+}
+
+// The argv of a rank: this program with the rank's arguments. A program started through a
+// loader (gpu_check.sh's bundled ld-linux: `ld.so --library-path DIRS ddpbench ARGS`) has
+// the loader as /proc/self/exe and the loader's options before its own argv; those are
+// kept, so that the rank starts the same way.
+std::vector<std::string> rank_argv(const std::string& exe, const LaunchSpec& spec) {
+  std::vector<std::string> argv{exe};
+  const std::vector<std::string> cmdline = own_command_line();
+  const bool through_loader = exe.substr(exe.rfind('/') + 1).starts_with("ld-linux");
+  if (through_loader && !spec.args.empty() && cmdline.size() > spec.args.size()) {
+    const size_t loader_args = cmdline.size() - spec.args.size();
+    argv.assign(cmdline.begin(), cmdline.begin() + static_cast<std::ptrdiff_t>(loader_args) + 1);
+    argv[0] = exe;
+  }
+  for (size_t i = 1; i < spec.args.size(); ++i) argv.push_back(spec.args[i]);
+  return argv;
+}
+
 pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
             const std::string& token, int* out_fd) {
+  // Everything the child needs is built here: between fork and exec a multi-threaded
+  // process may only make async-signal-safe calls (no allocation, no setenv).
+  std::vector<std::string> args = rank_argv(exe, spec);
+  std::vector<std::string> env = rank_environment(spec, rank, port, token);
+  std::vector<char*> argv = pointers_of(args);
+  std::vector<char*> envp = pointers_of(env);
   int fds[2];
   DDPB_CHECK(::pipe2(fds, O_CLOEXEC) == 0) << "pipe: " << std::strerror(errno);
   pid_t parent = ::getpid();
@@ -125,21 +187,7 @@ pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
     if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
-    std::string r = std::to_string(rank), w = std::to_string(spec.world_size),
-                p = std::to_string(port);
-    ::setenv("RANK", r.c_str(), 1);
-    ::setenv("LOCAL_RANK", r.c_str(), 1);
-    ::setenv("WORLD_SIZE", w.c_str(), 1);
-    ::setenv("MASTER_ADDR", spec.master_addr.c_str(), 1);
-    ::setenv("MASTER_PORT", p.c_str(), 1);
-    ::setenv("DDPBENCH_STORE_TOKEN", token.c_str(), 1);
-    ::setenv("DDPBENCH_LAUNCHER", "ddpbench", 1);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (size_t i = 1; i < spec.args.size(); ++i)
-      argv.push_back(const_cast<char*>(spec.args[i].c_str()));
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(fds[1]);

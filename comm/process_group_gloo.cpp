@@ -21,6 +21,7 @@
 
 #include "comm/gloo_store_adapter.h"
 #include "core/ops.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb::comm {
 namespace {
@@ -204,7 +205,10 @@ class GlooWork final : public Work {
                         std::to_string(timeout_.count()) + " ms");
     }
     if (failure_ != Failure::None) std::rethrow_exception(make_error());
-    // Staged CUDA results: later work on the caller's stream must follow the H2D copies.
+    // The host has waited for the collective (an event that has completed by now) ...
+    done_.synchronize();
+    // ... and for staged CUDA results, later work on the caller's stream must follow the
+    // H2D copies.
     if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
   }
 
@@ -304,7 +308,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     throw Error(failed + " failed: " + e.what());
   }
   context_ = std::move(context);
-  if (device_.is_cuda()) stage_stream_ = make_stream(device_, "ddpb-gloo-d2h");
+  comm_stream_ = make_stream(device_, "ddpb-gloo", StreamKind::Inline);
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -346,26 +350,22 @@ void check_summable(const Tensor& t, const char* op, int rank) {
 
 }  // namespace
 
+// Note [Gloo stream order]
+// A collective runs after every write the caller enqueued before issuing it: at issue an
+// event is recorded on the caller's current stream (of the operands' device), and the
+// communication thread makes the comm stream wait on it before it touches the tensors (on
+// CPU that blocks the thread until an executor stream reaches the event; an inline stream
+// has reached it already). When the collective has finished, an event recorded on the comm
+// stream completes the Work: wait() blocks the host until then and, for staged CUDA
+// tensors, makes the caller's stream wait on it. The stream-order sanitizer sees the same
+// edges on CPU and CUDA.
 WorkPtr ProcessGroupGloo::issue(std::unique_ptr<PendingOp> op) {
-  // Order after the caller's pending work on these tensors: on CUDA, always (an event on
-  // the caller's current stream, which the staging stream waits for); on CPU, only when the
-  // current stream is an executor, since an inline stream has already run everything.
-  const Operand* first_cpu = nullptr;
   bool any_cuda = false;
-  for (const Operand& o : op->operands) {
-    any_cuda = any_cuda || o.tensor.device().is_cuda();
-    if (first_cpu == nullptr && o.tensor.device().is_cpu()) first_cpu = &o;
-  }
-  if (any_cuda) {
-    op->ready = Event::create(device_);
-    op->ready.record(current_stream(device_));
-  } else if (first_cpu != nullptr) {
-    Stream& stream = current_stream(first_cpu->tensor.device());
-    if (!stream.is_inline()) {
-      op->ready = Event::create(first_cpu->tensor.device());
-      op->ready.record(stream);
-    }
-  }
+  for (const Operand& o : op->operands) any_cuda = any_cuda || o.tensor.device().is_cuda();
+  const Device caller =
+      any_cuda || op->operands.empty() ? device_ : op->operands[0].tensor.device();
+  op->ready = Event::create(caller);
+  op->ready.record(current_stream(caller));
   WorkPtr work = op->work;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -500,6 +500,28 @@ std::string ProcessGroupGloo::describe_op(const PendingOp& op) const {
   return s + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
 }
 
+namespace {
+
+// What a host collective reads and writes, for the stream-order sanitizer. The op names
+// must outlive the run (the sanitizer keeps the pointer).
+const char* collective_name(const std::string& op) {
+  for (const char* name : {"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}) {
+    if (op == name) return name;
+  }
+  return "collective";
+}
+
+}  // namespace
+
+void ProcessGroupGloo::sanitize_collective(const Stream& stream, const PendingOp& op) const {
+  std::vector<Tensor> reads, writes;
+  for (const Operand& o : op.operands) {
+    if (o.read) reads.push_back(o.tensor);
+    if (o.write) writes.push_back(o.tensor);
+  }
+  sanitizer::on_op(stream, collective_name(op.work->op), reads, writes);
+}
+
 void ProcessGroupGloo::execute(PendingOp& op) {
   GlooWork& work = *op.work;
   work.start_ns = now_ns();
@@ -516,15 +538,18 @@ void ProcessGroupGloo::execute(PendingOp& op) {
     bool staged = false;
     for (const Operand& o : op.operands) staged = staged || o.tensor.device().is_cuda();
     if (!staged) {
-      if (op.ready.defined()) op.ready.synchronize();  // a CPU executor stream
+      comm_stream_->wait(op.ready);  // an inline stream: blocks this thread until then
       for (const Operand& o : op.operands) host.push_back(o.tensor);
+      if (sanitizer::enabled()) sanitize_collective(*comm_stream_, op);
       op.collective(host, static_cast<uint32_t>(work.sequence));
+      done = Event::create(device_);
+      done.record(*comm_stream_);
     } else {
       // One stream and two synchronizations per collective: Gloo needs the bytes on the
       // host before it starts, and completing the Work only after the H2D copies means no
       // copy is still reading or writing the tensors once the group lets go of them.
-      StreamGuard guard(stage_stream_);
-      stage_stream_->wait(op.ready);
+      StreamGuard guard(comm_stream_);
+      comm_stream_->wait(op.ready);
       for (const Operand& o : op.operands) {
         if (!o.tensor.device().is_cuda()) {
           host.push_back(o.tensor);
@@ -534,15 +559,15 @@ void ProcessGroupGloo::execute(PendingOp& op) {
         if (o.read) ops::copy(o.tensor, h);
         host.push_back(h);
       }
-      stage_stream_->synchronize();
+      comm_stream_->synchronize();
       op.collective(host, static_cast<uint32_t>(work.sequence));
       for (size_t i = 0; i < op.operands.size(); ++i) {
         const Operand& o = op.operands[i];
         if (o.write && o.tensor.device().is_cuda()) ops::copy(host[i], o.tensor);
       }
       done = Event::create(device_);
-      done.record(*stage_stream_);
-      stage_stream_->synchronize();
+      done.record(*comm_stream_);
+      comm_stream_->synchronize();
     }
   } catch (...) {
     std::string what = "unknown exception";

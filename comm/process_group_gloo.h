@@ -15,14 +15,13 @@
 // Tensors:
 //  - CPU tensors are communicated in place. Any cpu:N device is accepted (host memory).
 //  - CUDA tensors must be on the group's device. They are staged through pinned host
-//    buffers: the comm thread, on its own stream "ddpb-gloo-d2h", waits for an event
-//    recorded on the caller's current stream at issue, copies D2H, synchronizes, runs the
-//    host collective, copies H2D and synchronizes again before completing the Work (so no
-//    device work on the tensors is pending after completion). Work::wait() also makes the
-//    caller's current stream wait on an event recorded after the H2D copy.
+//    buffers: the comm thread, on the comm stream "ddpb-gloo", copies D2H, synchronizes,
+//    runs the host collective, copies H2D and synchronizes again before completing the Work
+//    (so no device work on the tensors is pending after completion). Work::wait() also
+//    makes the caller's current stream wait on an event recorded after the H2D copy.
+//  - Either way the collective starts after an event recorded on the caller's current
+//    stream at issue (Note [Gloo stream order] in the .cpp).
 //  - The issued tensors are kept alive by the group until the collective completes.
-//  - If the caller's current stream is a CPU executor (not inline), the collective first
-//    waits for an event recorded on it at issue.
 //
 // Reductions (sums): f32, i32 and i64 exactly; bf16 and f16 are reduced with their 16-bit
 // payload on the wire (half the bytes of f32, which is the point of a compression hook):
@@ -79,12 +78,17 @@ class ProcessGroupGloo final : public ProcessGroup {
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
   void run_loop();
   void execute(PendingOp& op);
+  void sanitize_collective(const Stream& stream, const PendingOp& op) const;
   std::string describe_op(const PendingOp& op) const;
 
   Device device_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  StreamPtr stage_stream_;  // CUDA groups only: D2H/H2D copies of staged tensors
+  // The group's communication stream, "ddpb-gloo" on every device: on CUDA the stream of
+  // the staging copies (D2H, the host collective, H2D); on CPU an inline stream whose
+  // executor is the communication thread. Collectives are ordered on it after an event on
+  // the caller's stream, as NCCL's are (Note [Gloo stream order]).
+  StreamPtr comm_stream_;
 
   std::mutex mutex_;
   std::condition_variable queue_changed_;

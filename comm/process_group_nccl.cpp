@@ -14,6 +14,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "core/cuda/nccl_dtype.h"
 #include "core/device.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb::comm {
 namespace nccl_detail {
@@ -632,6 +633,9 @@ WorkPtr ProcessGroupNccl::launch(const std::string& op, int64_t bytes, std::vect
     Event ready = Event::create(device_);
     ready.record(current_stream(device_));
     comm_stream_->wait(ready);  // cudaStreamWaitEvent: the host does not block
+    // NCCL may read and write every operand (in place or not): the sanitizer counts each as
+    // both.
+    if (sanitizer::enabled()) sanitizer::on_op(*comm_stream_, "nccl collective", tensors, tensors);
     work->start = Event::create(device_);
     work->end = Event::create(device_);
     work->start.record(*comm_stream_);

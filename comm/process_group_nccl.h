@@ -62,6 +62,7 @@
 #include <nccl.h>
 
 #include "comm/process_group.h"
+#include "core/allocator.h"
 
 namespace ddpb::comm {
 
@@ -95,6 +96,9 @@ class ProcessGroupNccl final : public ProcessGroup {
   WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors) override;
 
  private:
+  // Declared first, destroyed last: the allocator keeps its cache on out-of-memory while
+  // the communicator lives (Note [Out of memory with NCCL live]).
+  CommunicatorLease lease_;
   // A collective issued and not yet seen complete by the watchdog.
   struct Pending {
     std::shared_ptr<nccl_detail::NcclWork> work;

@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <atomic>
 #include <bit>
 #include <memory>
 
@@ -8,6 +9,30 @@
 #include "core/stream.h"
 
 namespace ddpb {
+
+namespace {
+std::atomic<int> g_live_communicators{0};
+}  // namespace
+
+CommunicatorLease::CommunicatorLease() {
+  ++g_live_communicators;
+}
+CommunicatorLease::~CommunicatorLease() {
+  --g_live_communicators;
+}
+bool CommunicatorLease::any_live() {
+  return g_live_communicators.load() > 0;
+}
+
+std::string CachingAllocator::out_of_memory_message(size_t size, const std::string& cause) const {
+  const MemoryStats s = stats();
+  auto mib = [](int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; };
+  return "out of memory allocating " + mib(static_cast<int64_t>(size)) + " (" +
+         std::to_string(size) + " bytes) while a communicator is live, so the cache is kept " +
+         "(Note [Out of memory with NCCL live]): in use " + mib(s.current_bytes) + ", reserved " +
+         mib(s.reserved_bytes) + ", cached " + mib(s.reserved_bytes - s.current_bytes) + ", peak " +
+         mib(s.peak_bytes) + "; " + cause;
+}
 
 CachingAllocator::CachingAllocator(std::unique_ptr<MemoryBackend> backend)
     : backend_(std::move(backend)) {}
@@ -44,10 +69,11 @@ void* CachingAllocator::allocate(size_t nbytes, uintptr_t pool) {
     lock.unlock();
     try {
       ptr = backend_->raw_alloc(size);
-    } catch (const Error&) {
+    } catch (const Error& e) {
       // Out of memory: give the cache back and try once more before failing. Not while this
       // thread captures a graph: freeing device memory would end the capture.
       if (capture_detail::capturing_on_this_thread()) throw;
+      if (CommunicatorLease::any_live()) throw Error(out_of_memory_message(size, e.what()));
       empty_cache();
       ptr = backend_->raw_alloc(size);
     }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +41,21 @@ class MemoryBackend {
   virtual void raw_free(void* ptr) = 0;
 };
 
+// Note [Out of memory with NCCL live]
+// Giving cached blocks back on out-of-memory means cudaFree, which synchronises the device;
+// with an NCCL kernel waiting on the comm stream for a peer that is itself blocked in the
+// same situation, that never returns. So while a communicator is live an allocation that
+// does not fit fails at once, with the allocator's statistics, instead of emptying the cache.
+// Process groups and DP's NCCL transport hold a CommunicatorLease for their lifetime.
+class CommunicatorLease {
+ public:
+  CommunicatorLease();
+  ~CommunicatorLease();
+  CommunicatorLease(const CommunicatorLease&) = delete;
+  CommunicatorLease& operator=(const CommunicatorLease&) = delete;
+  static bool any_live();
+};
+
 class CachingAllocator {
  public:
   explicit CachingAllocator(std::unique_ptr<MemoryBackend> backend);
@@ -48,6 +64,8 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // Returns at least `nbytes` (256-byte aligned) from the pool of `pool` (a stream key).
+  // When the backend is out of memory, the cache is emptied and the allocation retried,
+  // except while a communicator is live (Note [Out of memory with NCCL live]).
   void* allocate(size_t nbytes, uintptr_t pool = 0);
   void free(void* ptr);
   MemoryStats stats() const;
@@ -58,6 +76,7 @@ class CachingAllocator {
   static size_t round_size(size_t nbytes);
 
  private:
+  std::string out_of_memory_message(size_t size, const std::string& cause) const;
   struct BlockInfo {
     size_t size;
     uintptr_t pool;

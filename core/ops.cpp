@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/nvtx.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb::ops {
 namespace {
@@ -58,6 +59,27 @@ bool is_float(DType t) {
   static const nvtx::RegisteredString kOpName("op." name); \
   nvtx::Range op_range(kOpName, nvtx::Category::Op)
 
+// Declares what an op reads and writes on the current stream of `device`, for the
+// stream-order sanitizer (Note [Stream-order sanitizer]); one relaxed load when it is off.
+void accesses(const char* op, const Device& device, std::initializer_list<const Tensor*> reads,
+              std::initializer_list<const Tensor*> writes) {
+  if (sanitizer::enabled()) sanitizer::on_op(current_stream(device), op, reads, writes);
+}
+
+// The stream a copy runs on (core/backend.h): the CUDA side's, the destination's when both
+// sides are CUDA or both are CPU. A copy between two devices of one type is also ordered
+// after the source device's current stream, as CUDA's peer copies are (an event recorded
+// there, waited on by the copying stream).
+void sanitize_copy(const Tensor& src, const Tensor& dst) {
+  const Device& s = src.device();
+  const Device& d = dst.device();
+  const Device& on = (d.is_cuda() || !s.is_cuda()) ? d : s;
+  Stream& stream = current_stream(on);
+  if (s != d && s.type == d.type)
+    sanitizer::stream_acquire(stream, sanitizer::snapshot(current_stream(s)));
+  sanitizer::on_op(stream, "copy", {&src}, {&dst});
+}
+
 }  // namespace
 
 void set_math_mode(MathMode mode) {
@@ -101,15 +123,19 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
     same_device("gemm bias", {{&c, F}, {&bias, F}});
     require_shape("gemm bias", bias, {n});
   }
+  accesses("gemm", c.device(), {&a, &b, &bias, beta != 0.0f ? &c : nullptr}, {&c});
   be.gemm(a, trans_a, b, trans_b, c, alpha, beta, bias, act);
 }
 
 void fill(const Tensor& t, float value) {
-  same_device("fill", {{&t, F}}).fill(t, value);
+  Backend& be = same_device("fill", {{&t, F}});
+  accesses("fill", t.device(), {}, {&t});
+  be.fill(t, value);
 }
 
 void zero(const Tensor& t) {
   require_defined(t, "zero");
+  accesses("zero", t.device(), {}, {&t});
   backend_for(t.device().type).zero(t);
 }
 
@@ -117,6 +143,7 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   Backend& be = same_device("add", {{&a, F}, {&b, F}, {&out, F}});
   same_numel("add", a, b);
   same_numel("add", a, out);
+  accesses("add", out.device(), {&a, &b}, {&out});
   be.add(a, b, out);
 }
 
@@ -124,28 +151,34 @@ void mul(const Tensor& a, const Tensor& b, const Tensor& out) {
   Backend& be = same_device("mul", {{&a, F}, {&b, F}, {&out, F}});
   same_numel("mul", a, b);
   same_numel("mul", a, out);
+  accesses("mul", out.device(), {&a, &b}, {&out});
   be.mul(a, b, out);
 }
 
 void axpy(float alpha, const Tensor& x, const Tensor& y) {
   Backend& be = same_device("axpy", {{&x, F}, {&y, F}});
   same_numel("axpy", x, y);
+  accesses("axpy", y.device(), {&x}, {&y});
   be.axpy(alpha, x, y);
 }
 
 void scale(const Tensor& t, float s) {
-  same_device("scale", {{&t, F}}).scale(t, s);
+  Backend& be = same_device("scale", {{&t, F}});
+  accesses("scale", t.device(), {}, {&t});
+  be.scale(t, s);
 }
 
 void scale_copy(const Tensor& src, const Tensor& dst, float s) {
   Backend& be = same_device("scale_copy", {{&src, F}, {&dst, F}});
   same_numel("scale_copy", src, dst);
+  accesses("scale_copy", dst.device(), {&src}, {&dst});
   be.scale_copy(src, dst, s);
 }
 
 void relu_forward(const Tensor& x, const Tensor& y) {
   Backend& be = same_device("relu_forward", {{&x, F}, {&y, F}});
   same_numel("relu_forward", x, y);
+  accesses("relu_forward", y.device(), {&x}, {&y});
   be.relu_forward(x, y);
 }
 
@@ -153,12 +186,14 @@ void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
   Backend& be = same_device("relu_backward", {{&dy, F}, {&y, F}, {&dx, F}});
   same_numel("relu_backward", dy, y);
   same_numel("relu_backward", dy, dx);
+  accesses("relu_backward", dx.device(), {&dy, &y}, {&dx});
   be.relu_backward(dy, y, dx);
 }
 
 void gelu_forward(const Tensor& x, const Tensor& y) {
   Backend& be = same_device("gelu_forward", {{&x, F}, {&y, F}});
   same_numel("gelu_forward", x, y);
+  accesses("gelu_forward", y.device(), {&x}, {&y});
   be.gelu_forward(x, y);
 }
 
@@ -166,6 +201,7 @@ void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
   Backend& be = same_device("gelu_backward", {{&dy, F}, {&x, F}, {&dx, F}});
   same_numel("gelu_backward", dy, x);
   same_numel("gelu_backward", dy, dx);
+  accesses("gelu_backward", dx.device(), {&dy, &x}, {&dx});
   be.gelu_backward(dy, x, dx);
 }
 
@@ -177,6 +213,7 @@ void cast(const Tensor& src, const Tensor& dst) {
   DDPB_CHECK(src.device() == dst.device())
       << "cast across devices: " << src.describe() << " -> " << dst.describe();
   same_numel("cast", src, dst);
+  accesses("cast", dst.device(), {&src}, {&dst});
   backend_for(src.device().type).cast(src, dst);
 }
 
@@ -184,18 +221,21 @@ void sum_rows(const Tensor& x, const Tensor& out) {
   Backend& be = same_device("sum_rows", {{&x, F}, {&out, F}});
   DDPB_CHECK(x.dim() == 2) << "sum_rows needs a 2-D input, got " << x.describe();
   require_shape("sum_rows", out, {x.size(1)});
+  accesses("sum_rows", out.device(), {&x}, {&out});
   be.sum_rows(x, out);
 }
 
 void sum_all(const Tensor& x, const Tensor& out) {
   Backend& be = same_device("sum_all", {{&x, F}, {&out, F}});
   DDPB_CHECK(out.numel() == 1) << "sum_all output must have one element: " << out.describe();
+  accesses("sum_all", out.device(), {&x}, {&out});
   be.sum_all(x, out);
 }
 
 void all_finite(const Tensor& x, const Tensor& out) {
   Backend& be = same_device("all_finite", {{&x, F}, {&out, F}});
   DDPB_CHECK(out.numel() == 1) << "all_finite output must have one element: " << out.describe();
+  accesses("all_finite", out.device(), {&x}, {&out});
   be.all_finite(x, out);
 }
 
@@ -203,6 +243,7 @@ void softmax_forward(const Tensor& x, const Tensor& y) {
   Backend& be = same_device("softmax_forward", {{&x, F}, {&y, F}});
   DDPB_CHECK(x.dim() >= 1 && x.shape() == y.shape())
       << "softmax_forward: " << x.describe() << " -> " << y.describe();
+  accesses("softmax_forward", y.device(), {&x}, {&y});
   be.softmax_forward(x, y);
 }
 
@@ -210,6 +251,7 @@ void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
   Backend& be = same_device("softmax_backward", {{&dy, F}, {&y, F}, {&dx, F}});
   DDPB_CHECK(y.dim() >= 1 && dy.shape() == y.shape() && dx.shape() == y.shape())
       << "softmax_backward shapes: " << dy.describe() << ", " << y.describe();
+  accesses("softmax_backward", dx.device(), {&dy, &y}, {&dx});
   be.softmax_backward(dy, y, dx);
 }
 
@@ -225,6 +267,7 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   require_shape("layernorm output", y, {m, c});
   require_shape("layernorm mean", mean, {m});
   require_shape("layernorm rstd", rstd, {m});
+  accesses("layernorm_forward", y.device(), {&x, &weight, &bias}, {&y, &mean, &rstd});
   be.layernorm_forward(x, weight, bias, y, mean, rstd, eps);
 }
 
@@ -249,6 +292,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   require_shape("layernorm dbias", dbias, {c});
   require_shape("layernorm mean", mean, {m});
   require_shape("layernorm rstd", rstd, {m});
+  accesses("layernorm_backward", dx.device(), {&dy, &x, &weight, &mean, &rstd},
+           {&dx, &dweight, &dbias});
   be.layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
 }
 
@@ -256,6 +301,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   Backend& be = same_device("embedding_forward", {{&ids, I}, {&table, F}, {&out, F}});
   DDPB_CHECK(table.dim() == 2) << "embedding table must be [V,C], got " << table.describe();
   require_shape("embedding output", out, {ids.numel(), table.size(1)});
+  accesses("embedding_forward", out.device(), {&ids, &table}, {&out});
   be.embedding_forward(ids, table, out);
 }
 
@@ -264,6 +310,7 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, const Tensor& dta
   Backend& be = same_device("embedding_backward", {{&dout, F}, {&ids, I}, {&dtable, F}});
   DDPB_CHECK(dtable.dim() == 2) << "embedding grad must be [V,C], got " << dtable.describe();
   require_shape("embedding dout", dout, {ids.numel(), dtable.size(1)});
+  accesses("embedding_backward", dtable.device(), {&dout, &ids}, {&dtable});
   be.embedding_backward(dout, ids, dtable);
 }
 
@@ -289,6 +336,7 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& att, 
   Backend& be = same_device("attention_forward", {{&qkv, F}, {&out, F}, {&att, F}});
   check_attention("attention_forward", qkv, att, n_head, Saved::Probabilities);
   require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  accesses("attention_forward", out.device(), {&qkv}, {&out, &att});
   be.attention_forward(qkv, out, att, n_head);
 }
 
@@ -297,6 +345,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& out, const Tensor&
   Backend& be = same_device("flash_attention_forward", {{&qkv, F}, {&out, F}, {&lse, F}});
   check_attention("flash_attention_forward", qkv, lse, n_head, Saved::LogSumExp);
   require_shape("attention output", out, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  accesses("flash_attention_forward", out.device(), {&qkv}, {&out, &lse});
   be.flash_attention_forward(qkv, out, lse, n_head);
 }
 
@@ -310,6 +359,7 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
   require_shape("attention dout", dout, o);
   require_shape("attention output", out, o);
   require_shape("attention dqkv", dqkv, qkv.shape());
+  accesses("flash_attention_backward", dqkv.device(), {&dout, &qkv, &out, &lse}, {&dqkv});
   be.flash_attention_backward(dout, qkv, out, lse, dqkv, n_head);
 }
 
@@ -320,6 +370,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& att
   check_attention("attention_backward", qkv, att, n_head, Saved::Probabilities);
   require_shape("attention dout", dout, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
   require_shape("attention dqkv", dqkv, qkv.shape());
+  accesses("attention_backward", dqkv.device(), {&dout, &qkv, &att}, {&dqkv});
   be.attention_backward(dout, qkv, att, dqkv, n_head);
 }
 
@@ -332,6 +383,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Te
   require_shape("cross_entropy targets", targets, {logits.size(0)});
   require_shape("cross_entropy loss", loss, {1});
   require_shape("cross_entropy probs", probs, logits.shape());
+  accesses("cross_entropy_forward", loss.device(), {&logits, &targets}, {&loss, &probs});
   be.cross_entropy_forward(logits, targets, loss, probs);
 }
 
@@ -344,6 +396,7 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& probs, const Tens
   require_shape("cross_entropy dloss", dloss, {1});
   require_shape("cross_entropy targets", targets, {probs.size(0)});
   require_shape("cross_entropy dlogits", dlogits, probs.shape());
+  accesses("cross_entropy_backward", dlogits.device(), {&dloss, &probs, &targets}, {&dlogits});
   be.cross_entropy_backward(dloss, probs, targets, dlogits);
 }
 
@@ -354,6 +407,7 @@ void copy(const Tensor& src, const Tensor& dst) {
       << "copy between mismatched tensors: " << src.describe() << " -> " << dst.describe();
   if (src.numel() == 0) return;
   bool any_cuda = src.device().is_cuda() || dst.device().is_cuda();
+  if (sanitizer::enabled()) sanitize_copy(src, dst);
   backend_for(any_cuda ? DeviceType::CUDA : DeviceType::CPU).copy(src, dst);
 }
 
@@ -366,6 +420,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
     same_device("sgd_step", {{&param, F}, {&momentum_buf, F}});
     same_numel("sgd_step", param, momentum_buf);
   }
+  accesses("sgd_step", param.device(), {&grad}, {&param, &momentum_buf});
   be.sgd_step(param, grad, momentum_buf, lr, momentum, weight_decay, first_step);
 }
 
@@ -377,6 +432,7 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   same_numel("adamw_step", param, m);
   same_numel("adamw_step", param, v);
   DDPB_CHECK(step >= 1) << "adamw_step counts steps from 1, got " << step;
+  accesses("adamw_step", param.device(), {&grad}, {&param, &m, &v});
   be.adamw_step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step);
 }
 

@@ -1,10 +1,12 @@
 #include "core/stream.h"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb {
 namespace {
@@ -33,14 +35,49 @@ thread_local Keepalive t_keepalive;
 
 }  // namespace
 
+Stream::Stream()
+    : sanitizer_id_([] {
+        static std::atomic<uint32_t> next{1};  // 0 is the host
+        return next++;
+      }()) {}
+
+void Stream::synchronize() {
+  synchronize_impl();
+  if (sanitizer::enabled()) sanitizer::on_host_sync(*this);
+}
+
+void Stream::wait(const Event& e) {
+  if (sanitizer::enabled() && e.impl()) sanitizer::on_stream_wait(*this, *e.impl());
+  wait_impl(e);
+}
+
 void Stream::begin_capture() {
   DDPB_USAGE_FAIL() << "stream " << name() << " on " << device().str()
                     << " cannot capture a graph (CPU executor streams do not)";
 }
 
-std::unique_ptr<StreamGraph> Stream::end_capture() {
+std::unique_ptr<StreamGraph> Stream::end_capture_impl() {
   DDPB_FAIL() << "stream " << name() << " is not capturing";
   return nullptr;
+}
+
+std::unique_ptr<StreamGraph> Stream::end_capture() {
+  if (!sanitizer::enabled()) return end_capture_impl();
+  std::unique_ptr<StreamGraph> graph;
+  try {
+    graph = end_capture_impl();
+  } catch (...) {
+    sanitizer::take_capture(*this, nullptr, nullptr);
+    throw;
+  }
+  sanitizer::take_capture(*this, &graph->sanitizer_reads, &graph->sanitizer_writes);
+  return graph;
+}
+
+void StreamGraph::replay(Stream& stream) {
+  if (sanitizer::enabled())
+    sanitizer::on_op(stream, "graph replay", sanitizer_reads, sanitizer_writes);
+  replay_impl(stream);
 }
 
 namespace capture_detail {
@@ -110,10 +147,13 @@ Event Event::create(const Device& device) {
 void Event::record(Stream& stream) {
   DDPB_CHECK(impl_) << "recording an undefined Event";
   impl_->record(stream);
+  if (sanitizer::enabled()) sanitizer::on_record(*impl_, stream);
 }
 
 void Event::synchronize() const {
-  if (impl_) impl_->wait_host();
+  if (!impl_) return;
+  impl_->wait_host();
+  if (sanitizer::enabled()) sanitizer::on_host_wait(*impl_);
 }
 
 bool Event::query() const {

@@ -15,12 +15,14 @@
 // *order* among concurrent callers is whatever order the calls reach the stream.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
+#include "core/tensor.h"
 
 namespace ddpb {
 
@@ -38,8 +40,15 @@ class Stream;
 class StreamGraph {
  public:
   virtual ~StreamGraph() = default;
-  // Enqueues the recorded work on `stream` (a stream of the same device).
-  virtual void replay(Stream& stream) = 0;
+  // Enqueues the recorded work on `stream` (a stream of the same device). For the
+  // stream-order sanitizer a replay is one op that reads and writes what the captured ops
+  // did; the capture itself accesses nothing (its work does not run then).
+  void replay(Stream& stream);
+  // What the captured ops read and wrote (set by Stream::end_capture when the sanitizer is on).
+  std::vector<Tensor> sanitizer_reads, sanitizer_writes;
+
+ protected:
+  virtual void replay_impl(Stream& stream) = 0;
 };
 
 enum class StreamKind { Inline, Executor };
@@ -47,15 +56,17 @@ enum class StreamKind { Inline, Executor };
 class Stream {
  public:
   virtual ~Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
   virtual Device device() const = 0;
   virtual const std::string& name() const = 0;
   // CPU only: runs fn in stream order (now, for an Inline stream). An exception thrown by fn
   // on an Executor is kept and rethrown by the next synchronize().
   virtual void enqueue(std::function<void()> fn) = 0;
   // Blocks the host until all work enqueued so far has finished.
-  virtual void synchronize() = 0;
+  void synchronize();
   // Work enqueued after this call starts only after `e` has completed.
-  virtual void wait(const Event& e) = 0;
+  void wait(const Event& e);
   // cudaStream_t on CUDA, nullptr on CPU.
   virtual void* native_handle() const { return nullptr; }
   virtual bool is_inline() const { return false; }
@@ -66,8 +77,22 @@ class Stream {
   // every op must use this stream. CPU Executor streams do not capture (UsageError).
   virtual void begin_capture();
   // Ends the capture; throws (leaving the stream out of capture) when it failed.
-  virtual std::unique_ptr<StreamGraph> end_capture();
+  std::unique_ptr<StreamGraph> end_capture();
   virtual bool capturing() const { return false; }
+
+  // This stream's index in the stream-order sanitizer's clocks (core/stream_sanitizer.h).
+  uint32_t sanitizer_id() const { return sanitizer_id_; }
+
+ protected:
+  Stream();
+  // What synchronize() and wait() do on the backend; the public calls also tell the
+  // sanitizer about the edge.
+  virtual void synchronize_impl() = 0;
+  virtual void wait_impl(const Event& e) = 0;
+  virtual std::unique_ptr<StreamGraph> end_capture_impl();
+
+ private:
+  const uint32_t sanitizer_id_;
 };
 
 // Capture bookkeeping shared by the backends (core/stream.cpp).
@@ -112,6 +137,9 @@ class StreamGuard {
 class EventImpl {
  public:
   virtual ~EventImpl() = default;
+  // The recording stream's clock at the last record(), for the stream-order sanitizer
+  // (guarded by its lock; null when it is off or the event was never recorded).
+  std::shared_ptr<const std::vector<uint64_t>> sanitizer_clock;
   virtual void record(Stream& stream) = 0;
   virtual void wait_host() const = 0;
   virtual bool query() const = 0;

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/stream.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb {
 
@@ -47,6 +48,7 @@ Storage::Storage(const Device& device, size_t nbytes, Kind kind)
 }
 
 Storage::~Storage() {
+  if (sanitizer::enabled()) sanitizer::forget(this);
   if (kind_ == Kind::PinnedHost) {
     pinned_host_allocator().free(data_);
   } else {
@@ -86,6 +88,7 @@ Tensor Tensor::from_floats(const std::vector<float>& values, const Shape& shape,
       << values.size() << " values for shape " << shape_str(shape);
   Tensor host = empty(shape, DType::F32, Device::cpu());
   std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(float));
+  if (sanitizer::enabled()) sanitizer::on_host_access("from_floats", host, /*write=*/true);
   return device.is_cpu() && device.index == 0 ? host : host.to(device);
 }
 
@@ -95,6 +98,7 @@ Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape,
       << values.size() << " values for shape " << shape_str(shape);
   Tensor host = empty(shape, DType::I32, Device::cpu());
   std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(int32_t));
+  if (sanitizer::enabled()) sanitizer::on_host_access("from_ints", host, /*write=*/true);
   return device.is_cpu() && device.index == 0 ? host : host.to(device);
 }
 
@@ -153,8 +157,18 @@ Tensor Tensor::clone() const {
   return to(device());
 }
 
-std::vector<float> Tensor::to_floats() const {
+// A host view of `t`, after the work enqueued so far on the current stream of its device:
+// on CUDA the device-to-host copy synchronises; a CPU device synchronises its stream too, so
+// that host reads are ordered as they would be on a GPU (Note [Stream-order sanitizer]).
+Tensor Tensor::host_copy_for_reading(const char* what) const {
   Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  current_stream(device()).synchronize();
+  if (sanitizer::enabled()) sanitizer::on_host_access(what, host, /*write=*/false);
+  return host;
+}
+
+std::vector<float> Tensor::to_floats() const {
+  Tensor host = host_copy_for_reading("to_floats");
   if (host.dtype() != DType::F32) {
     Tensor f = empty(shape_, DType::F32, host.device());
     ops::cast(host, f);
@@ -166,7 +180,7 @@ std::vector<float> Tensor::to_floats() const {
 
 std::vector<int32_t> Tensor::to_ints() const {
   DDPB_CHECK(dtype_ == DType::I32) << "to_ints on " << describe();
-  Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  Tensor host = host_copy_for_reading("to_ints");
   const int32_t* p = host.data<int32_t>();
   return std::vector<int32_t>(p, p + numel_);
 }

@@ -98,6 +98,8 @@ class Tensor {
   std::string describe() const;  // "f32[64, 1024] on cpu:0"
 
  private:
+  Tensor host_copy_for_reading(const char* what) const;
+
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements
   Shape shape_;

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb::ddp {
 
@@ -76,6 +77,7 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
     }
     const Tensor& first = params_[bk.params.front()].var.data();
     bk.buffer = Tensor::zeros({total}, DType::F32, first.device());
+    if (sanitizer::enabled()) sanitizer::set_name(bk.buffer, "bucket " + std::to_string(b));
     for (size_t k = 0; k < bk.params.size(); ++k) {
       size_t i = bk.params[k];
       const autograd::Var& v = params_[i].var;

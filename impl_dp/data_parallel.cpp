@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/stream_sanitizer.h"
 #include "impl_dp/coalesce.h"
 #include "impl_dp/scatter_gather.h"
 
@@ -68,7 +69,11 @@ DataParallel::DataParallel(const WorkloadSpec& spec, std::vector<Device> devices
     DeviceGuard guard(devices_[r]);
     replicas_.push_back(make_model(spec_, devices_[r], seed));
     std::vector<Tensor> ps;
-    for (auto& p : replicas_.back()->named_parameters()) ps.push_back(p.var.data());
+    for (auto& p : replicas_.back()->named_parameters()) {
+      ps.push_back(p.var.data());
+      if (sanitizer::enabled())
+        sanitizer::set_name(p.var.data(), "replica " + std::to_string(r) + " " + p.name);
+    }
     params_.push_back(std::move(ps));
     // CPU: the worker thread is the replica's executor (Inline); the side stream is a
     // thread of its own so scatter copies overlap.
@@ -84,12 +89,21 @@ DataParallel::DataParallel(const WorkloadSpec& spec, std::vector<Device> devices
 
 DataParallel::~DataParallel() = default;
 
+// Note [DP replica join]
+// After parallel_apply, replica r's results (outputs, then gradients) live on device r and
+// were written on its compute stream. They are read next by the driver thread's streams:
+// device 0's (gather, the loss, reduce_add's sums) and device r's own (reduce_add's
+// flatten, which runs on device r before the copy to device 0). Every one of those streams
+// must wait on r's event; joining device 0's alone leaves the flatten on device r racing
+// the backward that writes the gradients (the stream-order sanitizer reports it).
 void DataParallel::join_replicas(size_t used) {
   Stream& driver = current_stream(devices_[0]);
   for (size_t r = 0; r < used; ++r) {
     Event e = Event::create(devices_[r]);
     e.record(*compute_streams_[r]);
     driver.wait(e);
+    Stream& own = current_stream(devices_[r]);
+    if (&own != &driver) own.wait(e);
   }
 }
 
@@ -112,6 +126,9 @@ void DataParallel::reduce_add(size_t used) {
       // A parameter this step did not reach contributes zeros (the sum stays exact).
       if (!p.var.grad().defined())
         p.var.set_grad(Tensor::zeros(p.var.shape(), DType::F32, devices_[r]));
+      if (sanitizer::enabled()) {
+        sanitizer::set_name(p.var.grad(), "grad of replica " + std::to_string(r) + " " + p.name);
+      }
       grads[r].push_back(p.var.grad());
     }
   }

@@ -77,7 +77,8 @@ class DataParallel {
  private:
   void replicate(size_t used);
   void reduce_add(size_t used);
-  // Makes the driver's stream on device 0 wait for every replica stream's work so far.
+  // Makes the driver's streams on device 0 and on each replica's device wait for that
+  // replica stream's work so far (Note [DP replica join]).
   void join_replicas(size_t used);
   // Makes every replica stream wait for the driver's work so far on its device.
   void fork_replicas(size_t used);

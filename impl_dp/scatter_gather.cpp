@@ -18,10 +18,15 @@ Scattered scatter(const Tensor& batch, const std::vector<int64_t>& sizes,
   DDPB_CHECK(sizes.size() <= devices.size() && sizes.size() <= side_streams.size())
       << sizes.size() << " chunks for " << devices.size() << " devices";
   Scattered out;
+  // The batch became ready on its device's current stream (DataLoader::next() made that
+  // stream wait for the loader's copy): every side stream waits for it before reading.
+  Event batch_ready = Event::create(batch.device());
+  batch_ready.record(current_stream(batch.device()));
   int64_t start = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     Tensor src = batch.narrow(start, sizes[i]);
     start += sizes[i];
+    side_streams[i]->wait(batch_ready);
     StreamGuard on_side(side_streams[i]);
     Tensor dst = Tensor::empty(src.shape(), src.dtype(), devices[i]);
     ops::copy(src, dst);

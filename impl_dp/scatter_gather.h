@@ -19,8 +19,10 @@ struct Scattered {
 };
 
 // Copies the row chunks of `batch` to `devices` (chunk i to devices[i]), each on the side
-// stream side_streams[i], so the copies overlap; the caller makes each device's compute
-// stream wait on ready[i] before using parts[i]. `sizes` comes from chunk_sizes().
+// stream side_streams[i], so the copies overlap. Each side stream first waits for the work
+// enqueued so far on the current stream of the batch's device; the caller makes each
+// device's compute stream wait on ready[i] before using parts[i]. `sizes` comes from
+// chunk_sizes().
 Scattered scatter(const Tensor& batch, const std::vector<int64_t>& sizes,
                   const std::vector<Device>& devices, const std::vector<StreamPtr>& side_streams);
 

@@ -3,11 +3,11 @@
 #include <pthread.h>
 
 #include <cstdio>
-#include <optional>
 #include <utility>
 
 #include "core/check.h"
 #include "core/ops.h"
+#include "core/stream_sanitizer.h"
 
 namespace ddpb {
 
@@ -31,10 +31,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
       << sampler_.num_samples() << " samples per epoch from a dataset of " << dataset_->size()
       << (sampler_.drop_last() ? " (drop_last)" : "") << ", fewer than one batch of " << batch_size;
   require_device(device_);
-  if (device_.is_cuda()) {
-    h2d_stream_ = make_stream(device_, "ddpb-h2d");
-    consumer_stream_ = current_stream_ptr(device_);
-  }
+  // The same streams on every device (Note [Stream-order sanitizer]): on CPU the h2d
+  // stream is inline, run by the loader thread, which fills the batch in place.
+  h2d_stream_ = make_stream(device_, "ddpb-h2d",
+                            device_.is_cpu() ? StreamKind::Inline : StreamKind::Executor);
+  consumer_stream_ = current_stream_ptr(device_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -59,6 +60,14 @@ DataLoader::~DataLoader() {
   }
 }
 
+// The blocks just allocated may have been freed by the consumer a moment ago with kernels
+// that read them still queued; the batch must be written after those kernels.
+void DataLoader::wait_for_consumer() {
+  Event allocated = Event::create(device_);
+  allocated.record(*consumer_stream_);
+  h2d_stream_->wait(allocated);
+}
+
 DataLoader::Item DataLoader::assemble(std::vector<int64_t> indices, int64_t epoch) {
   Item item;
   item.epoch = epoch;
@@ -69,9 +78,16 @@ DataLoader::Item DataLoader::assemble(std::vector<int64_t> indices, int64_t epoc
     y_shape.insert(y_shape.begin(), batch_size_);
     // Allocated on device_ itself (not cpu:0) so that the ops of a logical cpu:N device
     // accept the batch without a copy.
-    item.batch.x = Tensor::empty(x_shape, dataset_->x_dtype(), device_);
-    item.batch.y = Tensor::empty(y_shape, DType::I32, device_);
-    fill_batch(*dataset_, indices, item.batch);
+    {
+      StreamGuard on_consumer(consumer_stream_);
+      item.batch.x = Tensor::empty(x_shape, dataset_->x_dtype(), device_);
+      item.batch.y = Tensor::empty(y_shape, DType::I32, device_);
+    }
+    wait_for_consumer();
+    fill_batch(*dataset_, indices, item.batch);  // on this thread: the h2d stream's executor
+    if (sanitizer::enabled()) {
+      sanitizer::on_op(*h2d_stream_, "fill_batch", {}, {&item.batch.x, &item.batch.y});
+    }
   } else {
     item.host = make_batch(*dataset_, indices, /*pinned=*/true);
     {
@@ -80,16 +96,12 @@ DataLoader::Item DataLoader::assemble(std::vector<int64_t> indices, int64_t epoc
       item.batch.x = Tensor::empty(item.host.x.shape(), item.host.x.dtype(), device_);
       item.batch.y = Tensor::empty(item.host.y.shape(), DType::I32, device_);
     }
-    // The blocks may have been freed by the consumer a moment ago with kernels that read
-    // them still queued; the copy must start after those kernels.
-    Event allocated = Event::create(device_);
-    allocated.record(*consumer_stream_);
-    h2d_stream_->wait(allocated);
+    wait_for_consumer();
     ops::copy(item.host.x, item.batch.x);  // on h2d_stream_, current on this thread
     ops::copy(item.host.y, item.batch.y);
-    item.ready = Event::create(device_);
-    item.ready.record(*h2d_stream_);
   }
+  item.ready = Event::create(device_);
+  item.ready.record(*h2d_stream_);
   item.indices = std::move(indices);
   return item;
 }
@@ -101,8 +113,7 @@ void DataLoader::run() {
   int64_t first_index = -1;
   try {
     DeviceGuard device_guard(device_);
-    std::optional<StreamGuard> stream_guard;
-    if (h2d_stream_) stream_guard.emplace(h2d_stream_);
+    StreamGuard stream_guard(h2d_stream_);
     for (;;) {
       epoch = sampler_.epoch();
       const std::vector<int64_t> order = sampler_.indices();
@@ -179,7 +190,7 @@ Batch DataLoader::next() {
     queue_.pop_front();
   }
   not_full_.notify_one();
-  if (device_.is_cuda()) {
+  {
     Stream& consumer = current_stream(device_);
     DDPB_CHECK(&consumer == consumer_stream_.get())
         << "DataLoader::next() on " << device_.str() << ": the current stream is '"
@@ -189,7 +200,7 @@ Batch DataLoader::next() {
     consumer.wait(item.ready);
     // Release the pinned buffers of copies that have finished; keep the rest.
     while (!in_flight_.empty() && in_flight_.front().ready.query()) in_flight_.pop_front();
-    in_flight_.push_back({item.ready, std::move(item.host)});
+    if (item.host.x.defined()) in_flight_.push_back({item.ready, std::move(item.host)});
   }
   last_indices_ = std::move(item.indices);
   last_epoch_ = item.epoch;

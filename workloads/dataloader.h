@@ -10,21 +10,21 @@
 // for one consumer thread (not thread-safe among themselves). The destructor stops and
 // joins the thread whether or not any batch was consumed.
 //
-// Streams and memory:
-//  - CPU device: batches are allocated on `device` and returned as they are; they are
-//    complete when next() returns.
-//  - CUDA device: the thread fills page-locked host buffers and copies them to the device
-//    on the loader's own stream "ddpb-h2d", then records an Event. next() makes the
-//    caller's current stream wait on that event (no host synchronisation), so the batch is
-//    usable by work enqueued on that stream after next() returns. The pinned host buffer
-//    is kept alive by the loader until the copy has completed.
-//    The device memory of a batch is allocated from the pool of the *consumer stream*: the
-//    stream current for `device` on the thread that constructs the loader. The caller may
-//    then keep or drop a batch whenever it likes, exactly like any tensor allocated on
-//    that stream. (Before each copy the h2d stream waits for an event on the consumer
-//    stream, so a block that the consumer just freed is not overwritten while kernels
-//    enqueued before the free may still read it.) next() must therefore be called with the
-//    consumer stream current; it throws Error otherwise.
+// Streams and memory (the same streams on both devices, so that the stream-order sanitizer
+// sees on CPU what a GPU run does):
+//  - The batch is written on the loader's stream "ddpb-h2d", after an event on the
+//    *consumer stream* (the stream current for `device` on the thread that constructs the
+//    loader), so a block that the consumer just freed is not overwritten while work
+//    enqueued before the free may still read it. An Event recorded on "ddpb-h2d" then marks
+//    the batch ready, and next() makes the caller's current stream wait on it (no host
+//    synchronisation): the batch is usable by work enqueued on that stream after next()
+//    returns. next() must therefore be called with the consumer stream current; it throws
+//    Error otherwise. Device memory comes from the consumer stream's pool, so the caller may
+//    keep or drop a batch whenever it likes, like any tensor allocated on that stream.
+//  - CPU device: "ddpb-h2d" is an inline stream run by the loader thread, which fills the
+//    batch in place on `device` (no copy).
+//  - CUDA device: the thread fills page-locked host buffers and copies them to the device on
+//    "ddpb-h2d" (asynchronous); the pinned buffer is kept alive until the copy completed.
 #pragma once
 
 #include <condition_variable>
@@ -73,7 +73,7 @@ class DataLoader {
   struct Item {
     Batch batch;  // on device_
     Batch host;   // CUDA only: the pinned source of the copy
-    Event ready;  // CUDA only: recorded on the h2d stream after the copy
+    Event ready;  // recorded on the h2d stream once the batch is written
     std::vector<int64_t> indices;
     int64_t epoch = 0;
   };
@@ -85,6 +85,7 @@ class DataLoader {
 
   void run();  // the background thread
   Item assemble(std::vector<int64_t> indices, int64_t epoch);
+  void wait_for_consumer();  // orders the h2d stream after the consumer's work so far
   [[noreturn]] void rethrow_failure() const;  // mutex_ held
 
   const std::shared_ptr<const Dataset> dataset_;
@@ -93,8 +94,8 @@ class DataLoader {
   const Device device_;
   const int prefetch_depth_;
   const int64_t batches_per_epoch_;
-  StreamPtr h2d_stream_;       // CUDA only
-  StreamPtr consumer_stream_;  // CUDA only
+  StreamPtr h2d_stream_;       // "ddpb-h2d": inline on CPU (this thread), async on CUDA
+  StreamPtr consumer_stream_;  // current when the loader was made; next() must run on it
 
   mutable std::mutex mutex_;
   std::condition_variable not_full_;   // the thread waits for room (or stop_)

@@ -74,7 +74,7 @@ class CpuGraph final : public StreamGraph {
  public:
   CpuGraph(std::vector<std::function<void()>> work, std::vector<std::shared_ptr<void>> keep)
       : work_(std::move(work)), keep_(std::move(keep)) {}
-  void replay(Stream& stream) override {
+  void replay_impl(Stream& stream) override {
     if (stream.is_inline() && !stream.capturing()) {
       for (const auto& fn : work_) fn();  // now, on this thread: no copies of the closures
       return;
@@ -100,9 +100,12 @@ class CpuInlineStream final : public Stream {
       fn();
     }
   }
-  void synchronize() override {}
-  // The caller is this stream's executor, so waiting means blocking the caller.
-  void wait(const Event& e) override { e.synchronize(); }
+  void synchronize_impl() override {}
+  // The caller is this stream's executor, so waiting means blocking the caller. (Not
+  // Event::synchronize: the host as such is not ordered after the event.)
+  void wait_impl(const Event& e) override {
+    if (e.impl()) e.impl()->wait_host();
+  }
   bool is_inline() const override { return true; }
 
   void begin_capture() override {
@@ -110,7 +113,7 @@ class CpuInlineStream final : public Stream {
     capture_detail::begin_keepalive(device_);
     capture_ = std::make_unique<std::vector<std::function<void()>>>();
   }
-  std::unique_ptr<StreamGraph> end_capture() override {
+  std::unique_ptr<StreamGraph> end_capture_impl() override {
     DDPB_CHECK(capture_) << "stream " << name_ << " is not capturing";
     auto work = std::move(*capture_);
     capture_.reset();
@@ -146,7 +149,7 @@ class CpuExecutorStream final : public Stream {
     }
     cv_.notify_all();
   }
-  void synchronize() override {
+  void synchronize_impl() override {
     std::unique_lock lock(mutex_);
     uint64_t target = enqueued_;
     idle_cv_.wait(lock, [&] { return finished_ >= target; });
@@ -156,8 +159,10 @@ class CpuExecutorStream final : public Stream {
       std::rethrow_exception(e);
     }
   }
-  void wait(const Event& e) override {
-    enqueue([e] { e.synchronize(); });
+  void wait_impl(const Event& e) override {
+    enqueue([e] {
+      if (e.impl()) e.impl()->wait_host();
+    });
   }
 
  private:

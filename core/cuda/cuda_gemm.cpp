@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -112,6 +113,17 @@ cublasLtEpilogue_t epilogue_for(bool has_bias, ops::Activation act) {
 // problem. An empty optional records that cuBLASLt offers no algorithm (for an epilogue).
 using AlgoKey = std::array<int64_t, 17>;
 std::mutex g_algo_mutex;
+
+// A cuBLASLt failure taken as "unsupported" where a fallback exists: said once per problem
+// (the answer is cached), so that a reduced-precision run that fell back is never silent.
+void log_fallback(const char* where, cublasStatus_t status, const Matmul& mm) {
+  std::fprintf(stderr,
+               "ddpbench: cuBLASLt: %s returned %s for the GEMM [%lld, %lld] x [%lld, %lld] "
+               "(batch %lld); falling back\n",
+               where, cublasGetStatusString(status), static_cast<long long>(mm.m),
+               static_cast<long long>(mm.k), static_cast<long long>(mm.k),
+               static_cast<long long>(mm.n), static_cast<long long>(mm.batch));
+}
 std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> g_algo_cache;
 
 // Runs the matmul with `epilogue`. Returns false, having enqueued nothing, when cuBLASLt has
@@ -186,9 +198,14 @@ bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epi
                                        lt_c.layout, pref.pref, 1, &result, &returned);
     if (status == CUBLAS_STATUS_SUCCESS && returned > 0) {
       algo = result.algo;
-    } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
-      CUBLAS_CHECK(status) << "heuristic for [" << mm.m << ", " << mm.k << "] x [" << mm.k << ", "
-                           << mm.n << "]";
+    } else if (status != CUBLAS_STATUS_SUCCESS) {
+      // Where a fallback exists, any failure means "unsupported" (cached below, so logged
+      // once per problem); only a caller without one sees the error.
+      if (!allow_unsupported) {
+        CUBLAS_CHECK(status) << "heuristic for [" << mm.m << ", " << mm.k << "] x [" << mm.k << ", "
+                             << mm.n << "]";
+      }
+      log_fallback("the heuristic", status, mm);
     }
     std::lock_guard<std::mutex> lock(g_algo_mutex);
     g_algo_cache.emplace(key, algo);
@@ -204,7 +221,8 @@ bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epi
   const cublasStatus_t status = cublasLtMatmul(
       handle, op.desc, &mm.alpha, mm.b, lt_a.layout, mm.a, lt_b.layout, &mm.beta, mm.c, lt_c.layout,
       mm.c, lt_c.layout, &*algo, ctx.workspace, ctx.workspace_bytes, ctx.stream);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED && allow_unsupported) {
+  if (status != CUBLAS_STATUS_SUCCESS && allow_unsupported) {
+    log_fallback("cublasLtMatmul", status, mm);
     std::lock_guard<std::mutex> lock(g_algo_mutex);
     g_algo_cache[key] = std::nullopt;  // do not try this epilogue again for the problem
     return false;

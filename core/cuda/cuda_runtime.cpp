@@ -52,8 +52,12 @@ class CudaDeviceMemory final : public MemoryBackend {
   }
 
   // Not throwing: the caching allocator frees from its destructor, which can run at process
-  // exit. With unified addressing cudaFree finds the pointer's device by itself.
-  void raw_free(void* ptr) override { CUDA_CHECK_NOTHROW(cudaFree(ptr)); }
+  // exit. Freed under the owning device: cudaFree on another current device synchronises
+  // that one instead and, on some drivers, fails for the pointer.
+  void raw_free(void* ptr) override {
+    NothrowDeviceScope scope(device_.index);
+    CUDA_CHECK_NOTHROW(cudaFree(ptr));
+  }
 
  private:
   Device device_;
@@ -124,11 +128,11 @@ void CudaStream::enqueue(std::function<void()> /*fn*/) {
               << " runs kernels, not host functions";
 }
 
-void CudaStream::synchronize() {
+void CudaStream::synchronize_impl() {
   CUDA_CHECK(cudaStreamSynchronize(stream_)) << "stream '" << name_ << "' on " << device_.str();
 }
 
-void CudaStream::wait(const Event& e) {
+void CudaStream::wait_impl(const Event& e) {
   if (!e.defined()) return;  // a default-constructed event is complete
   if (const auto* cuda_event = dynamic_cast<const CudaEvent*>(e.impl())) {
     // Events of other devices are fine: cudaStreamWaitEvent orders across GPUs.
@@ -148,7 +152,7 @@ class CudaGraph final : public StreamGraph {
   CudaGraph(const Device& device, cudaGraphExec_t exec, std::vector<std::shared_ptr<void>> keep)
       : device_(device), exec_(exec), keep_(std::move(keep)) {}
   ~CudaGraph() override { CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec_)); }
-  void replay(Stream& stream) override {
+  void replay_impl(Stream& stream) override {
     DeviceScope scope(device_.index);
     CUDA_CHECK(cudaGraphLaunch(exec_, static_cast<cudaStream_t>(stream.native_handle())))
         << "replaying a graph on stream '" << stream.name() << "'";
@@ -174,7 +178,7 @@ void CudaStream::begin_capture() {
   capturing_ = true;
 }
 
-std::unique_ptr<StreamGraph> CudaStream::end_capture() {
+std::unique_ptr<StreamGraph> CudaStream::end_capture_impl() {
   DDPB_CHECK(capturing_) << "stream '" << name_ << "' is not capturing";
   DeviceScope scope(device_.index);
   capturing_ = false;

@@ -44,15 +44,15 @@ class CudaStream final : public Stream {
   const std::string& name() const override { return name_; }
   // Always throws: host callbacks on CUDA streams are not supported.
   void enqueue(std::function<void()> fn) override;
-  void synchronize() override;
+  void synchronize_impl() override;
   // CUDA events: cudaStreamWaitEvent (the host does not block). CPU events: the host waits
   // for the event before returning, since a CUDA stream cannot wait on a CPU executor.
-  void wait(const Event& e) override;
+  void wait_impl(const Event& e) override;
   void* native_handle() const override { return stream_; }
   // cudaStreamBeginCapture in relaxed mode (the caching allocator may cudaMalloc while the
   // step is captured); end_capture instantiates the graph.
   void begin_capture() override;
-  std::unique_ptr<StreamGraph> end_capture() override;
+  std::unique_ptr<StreamGraph> end_capture_impl() override;
   bool capturing() const override { return capturing_; }
 
   cudaStream_t handle() const { return stream_; }

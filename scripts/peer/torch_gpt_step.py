@@ -23,8 +23,8 @@ Attention (--attention):
   both    matmul, then sdpa.
 
 Math (--math, comma-separated, each timed in turn in this one process):
-  fp32  torch.backends.cuda.matmul.allow_tf32 = False (exact fp32 GEMMs);
-  tf32  allow_tf32 = True (ddpbench's --precision tf32). Attention GEMMs follow the same switch.
+  fp32  TF32 off (exact fp32 GEMMs; set_cuda_tf32 below);
+  tf32  TF32 on (ddpbench's --precision tf32). Attention GEMMs follow the same switch.
   bf16  torch.autocast(dtype=torch.bfloat16) around forward + loss: PyTorch's bf16 mixed
         precision (f32 weights and optimizer state; GEMMs in bf16, their outputs stored in
         bf16). ddpbench's --precision bf16 computes its GEMMs in bf16 too but keeps every
@@ -127,6 +127,21 @@ class Gpt(nn.Module):
         return F.linear(self.ln_f(h), self.wte.weight)  # tied LM head, no bias
 
 
+
+def set_cuda_tf32(enabled):
+    """TF32 for CUDA GEMMs and convolutions: the fp32_precision API where torch has it
+    (2.9 and later, which deprecate allow_tf32), else the allow_tf32 switches."""
+    mode = "tf32" if enabled else "ieee"
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = mode
+        conv = getattr(torch.backends.cudnn, "conv", None)
+        if conv is not None and hasattr(conv, "fp32_precision"):
+            conv.fp32_precision = mode
+    else:
+        matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+
 def percentile(sorted_values, q):
     if not sorted_values:
         return float("nan")
@@ -167,8 +182,7 @@ class Timer:
 
 def run_one(args, device, math_mode, kind):
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = math_mode == "tf32"
-        torch.backends.cudnn.allow_tf32 = math_mode == "tf32"
+        set_cuda_tf32(math_mode == "tf32")
     torch.manual_seed(args.seed)
     model = Gpt(args.vocab, args.seq, args.embd, args.layers, args.heads, kind).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)

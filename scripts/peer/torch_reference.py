@@ -69,6 +69,21 @@ import time
 # "--threads 0" keeps PyTorch's out-of-the-box threading (one thread per core in every
 # process), which is what a script started without torchrun gets; it must be seen before
 # torch is imported, so it is read from argv here and again by argparse below.
+
+def set_cuda_tf32(enabled):
+    """TF32 for CUDA GEMMs and convolutions: the fp32_precision API where torch has it
+    (2.9 and later, which deprecate allow_tf32), else the allow_tf32 switches."""
+    mode = "tf32" if enabled else "ieee"
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = mode
+        conv = getattr(torch.backends.cudnn, "conv", None)
+        if conv is not None and hasattr(conv, "fp32_precision"):
+            conv.fp32_precision = mode
+    else:
+        matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+
 def _threads_from_argv():
     for i, a in enumerate(sys.argv):
         if a == "--threads" and i + 1 < len(sys.argv):
@@ -323,8 +338,7 @@ def run(args):
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
     if cuda:  # tf32 has no CPU counterpart (ddpbench's CPU GEMMs stay f32 as well)
-        torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+        set_cuda_tf32(args.precision == "tf32")
     model = build(spec).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     if args.mode == "dp":

@@ -1,5 +1,8 @@
 #include "core/allocator.h"
 
+#include <map>
+#include <string>
+
 #include "test_util.h"
 
 namespace ddpb {
@@ -17,6 +20,56 @@ class CountingMemory : public MemoryBackend {
  private:
   int* allocs_;
 };
+
+// Fails once `budget` bytes are out, like a device that is full.
+class BoundedMemory : public MemoryBackend {
+ public:
+  explicit BoundedMemory(size_t budget, int* frees) : budget_(budget), frees_(frees) {}
+  void* raw_alloc(size_t n) override {
+    if (used_ + n > budget_) throw Error("backend out of memory");
+    used_ += n;
+    sizes_[p_ = std::malloc(n)] = n;
+    return p_;
+  }
+  void raw_free(void* p) override {
+    ++*frees_;
+    used_ -= sizes_[p];
+    std::free(p);
+  }
+
+ private:
+  size_t budget_, used_ = 0;
+  int* frees_;
+  void* p_ = nullptr;
+  std::map<void*, size_t> sizes_;
+};
+
+TEST(CachingAllocator, OutOfMemoryEmptiesTheCacheAndRetries) {
+  int frees = 0;
+  CachingAllocator a(std::make_unique<BoundedMemory>(4096, &frees));
+  a.free(a.allocate(4096));    // cached
+  void* p = a.allocate(2048);  // does not fit until the cache is given back
+  EXPECT_EQ(frees, 1);
+  a.free(p);
+}
+
+// Note [Out of memory with NCCL live]: no cudaFree while a communicator may be waiting.
+TEST(CachingAllocator, OutOfMemoryWithACommunicatorLiveFailsFastWithStatistics) {
+  int frees = 0;
+  CachingAllocator a(std::make_unique<BoundedMemory>(4096, &frees));
+  a.free(a.allocate(4096));
+  CommunicatorLease lease;
+  try {
+    a.allocate(2048);
+    FAIL() << "expected an out-of-memory error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("while a communicator is live"), std::string::npos) << what;
+    EXPECT_NE(what.find("reserved 0 MiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("backend out of memory"), std::string::npos) << what;
+  }
+  EXPECT_EQ(frees, 0) << "the cache must be kept";
+}
 
 TEST(CachingAllocator, ReusesFreedBlocksOfTheSameRoundedSize) {
   int backend_allocs = 0;

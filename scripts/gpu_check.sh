@@ -71,6 +71,8 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 : > "$OUT/steps.tsv"
 PYTHON=${PYTHON:-python3}
+# NCCL's own warnings, not its INFO chatter, in the log of every run.
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 step_no=0
 clock_start=$SECONDS
 reserve_s=20  # kept back for the summary
@@ -164,11 +166,26 @@ setup_prebuilt() {
   missing=$(missing_libs "$dir/bin")
   if [[ -n "${missing// }" ]]; then
     roots=(/usr/local /usr/lib /usr/lib64 /opt)
-    local site
-    site=$(timeout 20 "$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null || true)
-    for d in $site; do [[ -d "$d/nvidia" ]] && roots=("$d/nvidia" "${roots[@]}"); done
+    local d
+    # CUDA from pip wheels: site and user site-packages, the nvidia package's folders and
+    # torch/lib (found without importing torch, which takes seconds).
+    while IFS= read -r d; do
+      [[ -n "$d" && -d "$d" ]] && roots=("$d" "${roots[@]}")
+    done < <(timeout 5 "$PYTHON" - 2>/dev/null <<'PY' || true
+import importlib.util, os, site
+dirs = list(site.getsitepackages()) + [site.getusersitepackages()]
+for name in ("nvidia", "torch"):
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        spec = None
+    for p in (spec.submodule_search_locations or []) if spec else []:
+        dirs.append(os.path.join(p, "lib") if name == "torch" else p)
+print("\n".join(d for d in dirs if os.path.isdir(d)))
+PY
+)
     for lib in $missing; do
-      found=$(timeout 30 find "${roots[@]}" -maxdepth 6 -name "$lib" \( -type f -o -type l \) -print -quit 2>/dev/null)
+      found=$(timeout 3 find "${roots[@]}" -maxdepth 6 -name "$lib" \( -type f -o -type l \) -print -quit 2>/dev/null)
       if [[ -n "$found" ]]; then
         echo "found $lib in $(dirname "$found")"
         [[ ":$ld_path:" == *":$(dirname "$found"):"* ]] || ld_path="$ld_path:$(dirname "$found")"
@@ -176,10 +193,17 @@ setup_prebuilt() {
     done
     missing=$(missing_libs "$dir/bin")
     if [[ -n "${missing// }" ]]; then
+      local older
+      older=$(timeout 3 find "${roots[@]}" -maxdepth 6 -name 'libcudart.so.12*' -print -quit 2>/dev/null)
+      [[ -n "$older" && "$missing" == *".so.13"* ]] &&
+        echo "this machine has CUDA 12 libraries only ($older); the bundle needs CUDA 13's"
       record libraries FAIL $((SECONDS - t0)) "not found on this machine: $missing"
       fail_fast "shared libraries not found: $missing(set LD_LIBRARY_PATH to their folder)"
     fi
   fi
+  # Every CUDA-side soname the binaries need, and where each was found.
+  LD_LIBRARY_PATH="$ld_path" ldd "$dir/bin/ddpbench" 2>/dev/null |
+    awk '/cuda|cublas|cudnn|nccl|nvToolsExt|nvrtc/ {print "  needs " $1 " => " $3}' | sort -u
   # Symbol versions: a too-old libstdc++ takes lib/compat; a too-old glibc, the bundled loader.
   set_prefix
   local err

@@ -51,7 +51,7 @@ struct State {
   std::unordered_map<uint32_t, CaptureLog> captures;  // by stream id
   std::mutex mutex;
   std::vector<std::vector<uint64_t>> clocks{1};  // by stream id; 0 is the host
-  std::vector<std::string> names{"'host'"};  // "'name' (device)" for the others
+  std::vector<std::string> names{"'host'"};      // "'name' (device)" for the others
   std::unordered_map<const Storage*, StorageHistory> storages;
 };
 

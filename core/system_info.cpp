@@ -1,6 +1,8 @@
 #include "core/system_info.h"
 
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/device.h"
@@ -27,6 +29,28 @@ std::string read_cpu_model() {
   }
   return "unknown";
 }
+
+std::mutex g_peer_mutex;
+std::set<std::pair<int, int>> g_peer_tried;       // pairs asked about, enabled or not
+std::vector<std::pair<int, int>> g_peer_enabled;  // in the order they were enabled
+
+#ifdef DDPB_HAVE_CUDA
+// Lets GPU `from` access GPU `to`'s memory; false when unsupported or refused.
+bool enable_one_peer(int from, int to) {
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || can == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  cudaSetDevice(from);
+  const cudaError_t err = cudaDeviceEnablePeerAccess(to, 0);
+  cudaGetLastError();  // cudaErrorPeerAccessAlreadyEnabled must not stay sticky
+  if (previous >= 0) cudaSetDevice(previous);
+  return err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled;
+}
+#endif
 
 // CUDA encodes versions as 1000 * major + 10 * minor.
 [[maybe_unused]] std::string cuda_version_string(int v) {
@@ -78,8 +102,25 @@ void fill_cuda(SystemInfo& info) {
 
 }  // namespace
 
+void enable_peer_access(const std::vector<Device>& devices) {
+  std::lock_guard lock(g_peer_mutex);
+  for (const Device& a : devices) {
+    for (const Device& b : devices) {
+      if (!a.is_cuda() || !b.is_cuda() || a.index == b.index) continue;
+      if (!g_peer_tried.insert({a.index, b.index}).second) continue;
+#ifdef DDPB_HAVE_CUDA
+      if (enable_one_peer(a.index, b.index)) g_peer_enabled.emplace_back(a.index, b.index);
+#endif
+    }
+  }
+}
+
 SystemInfo system_info() {
   SystemInfo info;
+  {
+    std::lock_guard lock(g_peer_mutex);
+    info.peer_access_enabled = g_peer_enabled;
+  }
   info.cpu_model = read_cpu_model();
   info.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   fill_cuda(info);
@@ -103,7 +144,8 @@ nlohmann::json to_json(const SystemInfo& info) {
           {"cuda_driver_version", info.cuda_driver_version},
           {"nccl_version", info.nccl_version},
           {"gpus", gpus},
-          {"peer_access", peer}};
+          {"peer_access", peer},
+          {"peer_access_enabled", info.peer_access_enabled}};
 }
 
 }  // namespace ddpb

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "core/device.h"
 
 namespace ddpb {
 
@@ -28,7 +31,15 @@ struct SystemInfo {
   std::vector<GpuInfo> gpus;
   // peer_access[i][j]: GPU i can access GPU j's memory directly (cudaDeviceCanAccessPeer).
   std::vector<std::vector<bool>> peer_access;
+  // [i, j] pairs this process enabled (cudaDeviceEnablePeerAccess: i reads and writes j's
+  // memory without staging through the host), so far.
+  std::vector<std::pair<int, int>> peer_access_enabled;
 };
+
+// Enables peer access between every two distinct GPUs of `devices` that support it, once
+// per pair and process (DP's replicas and peer copies call it); CPU devices are ignored.
+// Never throws: a pair that cannot be enabled keeps its copies staged through the host.
+void enable_peer_access(const std::vector<Device>& devices);
 
 // Never throws: on a machine without a GPU the CUDA fields stay empty.
 SystemInfo system_info();

@@ -8,6 +8,7 @@
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/stream_sanitizer.h"
+#include "core/system_info.h"
 #include "impl_dp/coalesce.h"
 #include "impl_dp/scatter_gather.h"
 
@@ -82,6 +83,7 @@ DataParallel::DataParallel(const WorkloadSpec& spec, std::vector<Device> devices
     side_streams_.push_back(
         make_stream(devices_[r], "dp-h2d-" + std::to_string(r), StreamKind::Executor));
   }
+  enable_peer_access(devices_);  // replicate, gather and reduce_add copy between the GPUs
   groups_ = coalesce_groups(params_[0], options_.broadcast_bytes);
   transport_ = make_transport(devices_);
   pool_ = std::make_unique<WorkerPool>(devices_, compute_streams_);

@@ -7,8 +7,12 @@
 #   scripts/gpu_check.sh --prebuilt DIR   use a bundle made by scripts/gpu_bundle.sh, the folder
 #                                         or its .tar.gz, which is unpacked first (no build;
 #                                         for a GPU machine without our Debian packages)
-# Options: --budget SECONDS (default $BUDGET_S or 480): the whole check after the build;
-#          every step runs under `timeout`, capped by what is left of the budget.
+# Options: --budget SECONDS (default $BUDGET_S or 330): the whole check after the build;
+#          every step runs under `timeout`, capped by what is left of the budget. The steps
+#          run in the order of their value (binaries and libraries, the CUDA tests, the runs
+#          and GEMMs of the GPU targets table, PyTorch side by side, then the suite and
+#          compute-sanitizer only with the time that remains), so that with the machine's
+#          start the check fits a 15-minute GPU window twice: at most 6 minutes.
 # Environment: OUT (default ./gpu_check_out) gets the logs, every run record and
 #   gpu_check.json; PYTHON (default python3; the PyTorch step takes the first of $PYTHON,
 #   python3, python, /usr/bin/python3 that imports torch);
@@ -55,7 +59,7 @@ set -uo pipefail
 script_dir=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$script_dir/.." && pwd)
 prebuilt=""
-budget=${BUDGET_S:-480}
+budget=${BUDGET_S:-330}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --prebuilt) prebuilt=${2:?--prebuilt needs a bundle directory or .tar.gz}; shift 2 ;;
@@ -184,17 +188,21 @@ for name in ("nvidia", "torch"):
 print("\n".join(d for d in dirs if os.path.isdir(d)))
 PY
 )
-    for lib in $missing; do
-      found=$(timeout 3 find "${roots[@]}" -maxdepth 6 -name "$lib" \( -type f -o -type l \) -print -quit 2>/dev/null)
-      if [[ -n "$found" ]]; then
-        echo "found $lib in $(dirname "$found")"
-        [[ ":$ld_path:" == *":$(dirname "$found"):"* ]] || ld_path="$ld_path:$(dirname "$found")"
-      fi
-    done
+    # One bounded walk for every missing soname (with the CUDA 12 runtime, to say so), so
+    # that a machine without them fails within the first seconds.
+    local names=() found
+    for lib in $missing libcudart.so.12; do names+=(-o -name "$lib"); done
+    while IFS= read -r found; do
+      lib=$(basename "$found")
+      [[ " $missing " == *" $lib "* ]] || continue
+      echo "found $lib in $(dirname "$found")"
+      [[ ":$ld_path:" == *":$(dirname "$found"):"* ]] || ld_path="$ld_path:$(dirname "$found")"
+    done < <(timeout 6 find "${roots[@]}" -maxdepth 6 \( -false "${names[@]}" \) \
+               \( -type f -o -type l \) -print 2>/dev/null | tee "$OUT/found-libs.txt")
     missing=$(missing_libs "$dir/bin")
     if [[ -n "${missing// }" ]]; then
       local older
-      older=$(timeout 3 find "${roots[@]}" -maxdepth 6 -name 'libcudart.so.12*' -print -quit 2>/dev/null)
+      older=$(grep -m 1 'libcudart.so.12' "$OUT/found-libs.txt")
       [[ -n "$older" && "$missing" == *".so.13"* ]] &&
         echo "this machine has CUDA 12 libraries only ($older); the bundle needs CUDA 13's"
       record libraries FAIL $((SECONDS - t0)) "not found on this machine: $missing"

@@ -19,6 +19,7 @@
 #include "core/cuda/cuda_gemm.h"
 #include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/system_info.h"
 #include "core/tensor.h"
 
 namespace ddpb {
@@ -326,6 +327,9 @@ class CudaBackend final : public Backend {
   static void copy_peer(const Tensor& src, const Tensor& dst, size_t nbytes) {
     const int from = src.device().index;
     const int to = dst.device().index;
+    // Direct over NVLink/PCIe instead of staged through the host, where the pair supports
+    // it (enabled once per pair; recorded in the run's context).
+    enable_peer_access({src.device(), dst.device()});
     cudaStream_t src_stream = nullptr;
     OrderingEvent src_ready;
     {

@@ -38,6 +38,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "core/stream.h"
+#include "core/system_info.h"
 #include "core/tensor.h"
 
 namespace ddpb {
@@ -780,6 +781,11 @@ TEST_F(CudaParity, PeerCopy) {
   Tensor b = Tensor::empty({n}, DType::F32, Device::cuda(1));
   ops::copy(a, b);
   EXPECT_TRUE(all_close(x, b.to_floats(), kExact));
+  // The copy enabled peer access where the pair supports it, and the context says so.
+  const SystemInfo info = system_info();
+  const bool enabled = std::find(info.peer_access_enabled.begin(), info.peer_access_enabled.end(),
+                                 std::pair<int, int>{0, 1}) != info.peer_access_enabled.end();
+  EXPECT_EQ(enabled, static_cast<bool>(info.peer_access[0][1]));
 }
 
 // ==== Optimizers ========================================================================

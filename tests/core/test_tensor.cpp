@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/ops.h"
+#include "core/system_info.h"
 #include "test_util.h"
 
 namespace ddpb {
@@ -191,6 +192,15 @@ TEST(Ops, GemmWithTransposesBiasAndRelu) {
   Tensor c = Tensor::empty({2, 3}, DType::F32, Device::cpu());
   ops::gemm(a, true, b, false, c, 1.0f, 0.0f, bias, ops::Activation::ReLU);
   EXPECT_EQ(c.to_floats(), (std::vector<float>{1, 0, 6, 2, 0, 7}));
+}
+
+// CPU devices have no peers: nothing is enabled, and the context says so (an empty list).
+TEST(SystemInfo, PeerAccessEnabledIsRecordedAndIgnoresCpuDevices) {
+  enable_peer_access({Device::cpu(0), Device::cpu(1)});
+  const nlohmann::json j = to_json(system_info());
+  ASSERT_TRUE(j.contains("peer_access_enabled")) << j.dump();
+  EXPECT_TRUE(j["peer_access_enabled"].is_array());
+  if (cuda_device_count() == 0) EXPECT_TRUE(j["peer_access_enabled"].empty());
 }
 
 }  // namespace

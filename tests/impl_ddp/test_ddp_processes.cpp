@@ -286,6 +286,24 @@ TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
   std::printf("SIGTERM to the launcher: exit %d after %.2f s, no rank left\n", rc, secs);
 }
 
+// gpu_check.sh starts the bundle's binaries through a bundled glibc loader
+// (`ld.so --library-path DIRS ddpbench ARGS`): /proc/self/exe is then the loader, and the
+// ranks must be started the same way, not as `ld.so run --mode ...`.
+TEST(DdpLauncher, RanksStartThroughTheLoaderThatStartedTheLauncher) {
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  if (!std::filesystem::exists(loader)) GTEST_SKIP() << "no " << loader << " on this machine";
+  const std::string cmd = loader + " --library-path /nonexistent " + DDPBENCH_BIN +
+                          " run --mode ddp --world-size 2 --workload mlp-small --steps 2" +
+                          " --warmup 1 --quiet 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("[rank 1] comm (allreduce)"), std::string::npos) << output;
+}
+
 TEST(DdpFaults, HangIsDetectedAndTheDoctorNamesTheRankBehind) {
   TempDir dir("ddp_hang");
   const std::string flight = dir / "flight";

@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <iostream>
 
+#include "bench/cli_flags.h"
 #include "bench/env_command.h"
 #include "bench/report_commands.h"
 #include "bench/run_config.h"
 #include "bench/suite_command.h"
 #include "bench/trainer.h"
 #include "bench/validate_command.h"
+#include "comm/flight_doctor.h"
 #include "comm/flight_recorder.h"
 #include "comm/launcher.h"
 #include "comm/rank_env.h"
@@ -30,32 +32,38 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")
       ->required();
   run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");
-  run.add_option("--world-size", c.world_size, "dp: number of devices");
+  add_int_flag(run, "--world-size", c.world_size, 1, kMaxWorldSize,
+               "dp: number of devices; ddp: number of ranks");
   run.add_option("--devices", c.devices, "dp: explicit device list, e.g. cuda:0,cuda:0");
-  run.add_option("--dp-broadcast-mb", c.dp_broadcast_mb, "dp: coalescing cap in MiB (default 10)");
+  add_real_flag(run, "--dp-broadcast-mb", c.dp_broadcast_mb, 1e-3, kMaxMiB,
+                "dp: coalescing cap in MiB (default 10)");
   run.add_option("--backend", c.backend, "ddp: gloo or nccl (default nccl on CUDA, gloo on CPU)");
-  run.add_option("--bucket-cap-mb", c.bucket_cap_mb, "ddp: bucket cap in MiB (default 25)");
-  run.add_option("--first-bucket-mb", c.first_bucket_mb,
-                 "ddp: first bucket cap in MiB (default 1)");
+  add_real_flag(run, "--bucket-cap-mb", c.bucket_cap_mb, 1e-3, kMaxMiB,
+                "ddp: bucket cap in MiB (default 25)");
+  add_real_flag(run, "--first-bucket-mb", c.first_bucket_mb, 1e-3, kMaxMiB,
+                "ddp: first bucket cap in MiB (default 1)");
   run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view,
                "ddp: gradients live in the buckets");
-  run.add_option("--accumulate", c.accumulate, "ddp: micro-steps per step (no_sync for K-1)");
+  add_int_flag(run, "--accumulate", c.accumulate, 1, kMaxAccumulate,
+               "ddp: micro-steps per step (no_sync for K-1)");
   run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
   run.add_option("--comm-hook", c.comm_hook, "ddp: none, fp16 or bf16 bucket compression");
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
   run.add_option("--broadcast-buffers", c.broadcast_buffers,
                  "ddp: buffers from rank 0 each forward");
-  run.add_option("--timeout", c.timeout_s, "ddp: rendezvous/collective timeout in seconds");
+  add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
+                "ddp: rendezvous/collective timeout in seconds");
   run.add_option("--inject-fault", c.inject_fault,
                  "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
-  run.add_option("--global-batch", c.global_batch, "samples per step over all devices");
-  run.add_option("--steps", c.steps, "measured steps");
-  run.add_option("--warmup", c.warmup, "warm-up steps before the measured ones");
-  run.add_option("--seed", c.seed, "seed for initialisation, data and shuffling");
+  add_int_flag(run, "--global-batch", c.global_batch, 1, kMaxGlobalBatch,
+               "samples per step over all devices");
+  add_int_flag(run, "--steps", c.steps, 1, kMaxSteps, "measured steps");
+  add_int_flag(run, "--warmup", c.warmup, 0, kMaxSteps, "warm-up steps before the measured ones");
+  add_int_flag(run, "--seed", c.seed, 0, INT64_MAX, "seed for initialisation, data and shuffling");
   run.add_option("--optimizer", c.optimizer.name, "sgd or adamw");
-  run.add_option("--lr", c.optimizer.lr, "learning rate");
-  run.add_option("--momentum", c.optimizer.momentum, "SGD momentum");
-  run.add_option("--weight-decay", c.optimizer.weight_decay, "weight decay");
+  add_real_flag(run, "--lr", c.optimizer.lr, 0, 1e6, "learning rate");
+  add_real_flag(run, "--momentum", c.optimizer.momentum, 0, 1, "SGD momentum");
+  add_real_flag(run, "--weight-decay", c.optimizer.weight_decay, 0, 1e6, "weight decay");
   // --math is the flag's earlier name, kept so that older scripts still run.
   run.add_flag("--cuda-graph", c.cuda_graph,
                "single: capture the steady-state step once and replay it (CUDA graph; on CPU "
@@ -69,37 +77,73 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");
   run.add_option("--save-params", c.save_params, "write the final parameters (safetensors) here");
   run.add_flag("--quiet", c.quiet, "no per-step lines");
+  run.add_flag("--verbose", c.verbose, "also print the resolved configuration (JSON)");
   run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
   run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
   run.add_flag("--check-finite", c.check_finite, "ddp: stop on a NaN/Inf gradient, naming it");
   run.add_option("--flight-dir", c.flight_dir,
-                 "ddp: flight-recorder dump directory (default /tmp/ddpbench-flight-<port>)");
+                 "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
+                 "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");
+}
+
+// An output file named on the command line, checked before any work is done: a device, FIFO
+// or directory there is a usage error, and a symbolic link is followed to its target (see
+// reports::resolve_output_path), which is what the writers then replace.
+std::string checked_output(const std::string& flag, const std::string& path) {
+  if (path.empty()) return path;
+  try {
+    return reports::resolve_output_path(path);
+  } catch (const reports::ReportError& e) {
+    throw UsageError(flag + ": " + e.what());
+  }
+}
+
+// What the ranks' flight-recorder dumps say of a failed run: the rank that is behind, not
+// the first to fail. A hung, slow or stopped rank makes its peers time out waiting for it,
+// so they are the ones that exit first (with code 1); the dumps show who issued fewer
+// collectives, or left none.
+void explain_failure(const comm::LaunchResult& r, const std::string& dir) {
+  comm::FlightDiagnosis d;
+  try {
+    d = comm::diagnose_flight_dir(dir);
+  } catch (const std::exception&) {
+    std::cerr << "ddpbench launcher: " << r.failure << "\n";
+    return;
+  }
+  const bool someone_behind = !d.missing.empty() || !d.behind.empty();
+  if (someone_behind) std::cerr << "ddpbench launcher: " << d.verdicts.front() << "\n";
+  std::cerr << "ddpbench launcher: " << (someone_behind ? "then " : "") << r.failure << "\n";
+  std::cerr << "ddpbench launcher: flight-recorder dumps in " << dir << ": `ddpbench doctor " << dir
+            << "` explains\n";
+}
+
+int launch_ranks(const RunConfig& config, int argc, char** argv) {
+  comm::LaunchSpec spec;
+  spec.world_size = config.world_size;
+  spec.args.assign(argv, argv + argc);
+  fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
+  std::fflush(stdout);
+  comm::LaunchResult r = comm::launch_local(spec);
+  if (r.exit_code == 0) return 0;
+  const std::string dir =
+      config.flight_dir.empty() ? comm::default_flight_dir(r.master_port) : config.flight_dir;
+  if (std::filesystem::exists(dir)) {
+    explain_failure(r, dir);
+  } else {
+    std::cerr << "ddpbench launcher: " << r.failure << "\n";
+  }
+  return r.exit_code;
 }
 
 int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
   if (!batch_given) config.global_batch = default_global_batch(config.workload);
   config.validate();
-  if (config.mode == "ddp" && !comm::detect_rank_env()) {
-    // Not started as a rank: become the launcher and start world_size ranks of ourselves.
-    comm::LaunchSpec spec;
-    spec.world_size = config.world_size;
-    spec.args.assign(argv, argv + argc);
-    fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
-    std::fflush(stdout);
-    comm::LaunchResult r = comm::launch_local(spec);
-    if (r.exit_code != 0) {
-      std::cerr << "ddpbench launcher: " << r.failure << "\n";
-      const std::string dir = config.flight_dir.empty()
-                                  ? "/tmp/ddpbench-flight-" + std::to_string(r.master_port)
-                                  : config.flight_dir;
-      if (std::filesystem::exists(dir)) {
-        std::cerr << "ddpbench launcher: flight-recorder dumps in " << dir
-                  << ": run `ddpbench doctor " << dir << "`\n";
-      }
-    }
-    return r.exit_code;
-  }
-  fmt::print("config: {}\n", config.to_json().dump());
+  checked_output("--out", config.out);
+  checked_output("--trace", config.trace);
+  config.save_params = checked_output("--save-params", config.save_params);
+  // Not started as a rank: become the launcher and start world_size ranks of ourselves.
+  if (config.mode == "ddp" && !comm::detect_rank_env()) return launch_ranks(config, argc, argv);
+  if (config.verbose) fmt::print("config: {}\n", reports::json_text(config.to_json()));
   try {
     run_training(config);
   } catch (const std::exception& e) {
@@ -148,7 +192,8 @@ int ddpbench_main(int argc, char** argv) {
                     "results folder (default ddpbench-results/suite-<time>)");
   suite->add_option("--device", suite_options.device,
                     "cpu or cuda (default: cuda when a GPU is usable)");
-  suite->add_option("--max-world-size", suite_options.max_world_size, "drop world sizes above N");
+  add_int_flag(*suite, "--max-world-size", suite_options.max_world_size, 1, kMaxWorldSize,
+               "drop world sizes above N");
   suite->add_flag("--quick", suite_options.quick, "a short smoke version of the suite");
   suite->add_flag("--with-pytorch", suite_options.with_pytorch,
                   "also run each configuration in PyTorch (scripts/peer/torch_reference.py)");
@@ -156,16 +201,19 @@ int ddpbench_main(int argc, char** argv) {
                     "finish the interrupted suite in this folder");
   std::string report_in, report_out;
   auto* report = app.add_subcommand("report", "render a suite's results as HTML or Markdown");
-  report->add_option("results", report_in, "DIR/suite.json from ddpbench suite")->required();
+  report->add_option("results", report_in, "a results folder of ddpbench suite, or its suite.json")
+      ->required();
   report->add_option("-o,--out", report_out, "report.html or report.md")->required();
   std::string compare_base, compare_new;
   double compare_threshold = 5;
   auto* compare =
       app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
-  compare->add_option("base", compare_base, "baseline suite.json or run record")->required();
-  compare->add_option("new", compare_new, "new suite.json or run record")->required();
-  compare->add_option("--threshold", compare_threshold,
-                      "regression threshold in percent (default 5)");
+  compare->add_option("base", compare_base, "baseline results folder, suite.json or run record")
+      ->required();
+  compare->add_option("new", compare_new, "new results folder, suite.json or run record")
+      ->required();
+  add_real_flag(*compare, "--threshold", compare_threshold, 0, 1e6,
+                "regression threshold in percent (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -173,14 +221,17 @@ int ddpbench_main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ddpbench: " << e.what() << " (see --help)\n";
+    std::cerr << "ddpbench: error: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  } catch (const UsageError& e) {  // a numeric flag out of range (bench/cli_flags.h)
+    std::cerr << "ddpbench: error: " << e.what() << "\n";
     return kExitUsage;
   }
   try {
     if (run->parsed()) return run_command(config, run->count("--global-batch") > 0, argc, argv);
     if (workloads->parsed()) return list_workloads();
     if (suite->parsed()) return suite_command(suite_options);
-    if (report->parsed()) return report_command(report_in, report_out);
+    if (report->parsed()) return report_command(report_in, checked_output("--out", report_out));
     if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();

@@ -1,5 +1,8 @@
 #include "bench/fault_injection.h"
 
+#include "bench/cli_flags.h"
+#include "bench/run_config.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -27,12 +30,7 @@ FaultSpec parse_fault(const std::string& text) {
     f.kind = FaultSpec::Kind::CorruptGrad;
   } else if (kind.rfind("slow=", 0) == 0) {
     f.kind = FaultSpec::Kind::Slow;
-    try {
-      f.slow_ms = std::stoll(kind.substr(5));
-    } catch (...) {
-      DDPB_USAGE_FAIL() << "--inject-fault '" << text
-                        << "': slow=MS needs a number of milliseconds";
-    }
+    f.slow_ms = parse_int_flag("--inject-fault slow=MS", kind.substr(5), 0, 3'600'000);
   } else {
     DDPB_USAGE_FAIL() << "--inject-fault: unknown or unavailable kind '" << kind
                       << "' (available: crash, hang, slow=MS, corrupt-grad, store-drop)";
@@ -46,16 +44,12 @@ FaultSpec parse_fault(const std::string& text) {
     DDPB_USAGE_CHECK(eq != std::string::npos)
         << "--inject-fault '" << text << "': bad item '" << item << "'";
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    try {
-      if (key == "rank") {
-        f.rank = std::stoi(value);
-      } else if (key == "step") {
-        f.step = std::stoll(value);
-      } else {
-        DDPB_USAGE_FAIL() << "--inject-fault '" << text << "': unknown key '" << key << "'";
-      }
-    } catch (const std::invalid_argument&) {
-      DDPB_USAGE_FAIL() << "--inject-fault '" << text << "': '" << value << "' is not a number";
+    if (key == "rank") {
+      f.rank = static_cast<int>(parse_int_flag("--inject-fault rank", value, 0, kMaxWorldSize - 1));
+    } else if (key == "step") {
+      f.step = parse_int_flag("--inject-fault step", value, 1, 2 * kMaxSteps);
+    } else {
+      DDPB_USAGE_FAIL() << "--inject-fault '" << text << "': unknown key '" << key << "'";
     }
     if (comma == std::string::npos) break;
     pos = comma + 1;

@@ -20,10 +20,20 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A results folder stands for its suite.json (the folder `ddpbench suite` printed).
+std::string record_file(const std::string& path) {
+  if (!fs::is_directory(path)) return path;
+  const fs::path suite = fs::path(path) / "suite.json";
+  DDPB_USAGE_CHECK(fs::exists(suite))
+      << path
+      << " is a folder without a suite.json (ddpbench suite --out DIR writes DIR/suite.json)";
+  return suite.string();
+}
+
 // Bad input files are usage errors (exit 2), with the reader's message naming the file.
 nlohmann::json read_record(const std::string& path) {
   try {
-    return reports::read_record_file(path);
+    return reports::read_record_file(record_file(path));
   } catch (const reports::ReportError& e) {
     throw UsageError(e.what());
   }

@@ -1,5 +1,11 @@
 #include "bench/run_config.h"
 
+#include <fmt/core.h>
+
+#include <fstream>
+#include <thread>
+
+#include "bench/cli_flags.h"
 #include "bench/fault_injection.h"
 #include "bench/trace.h"
 #include "core/check.h"
@@ -7,50 +13,116 @@
 
 namespace ddpb::bench {
 
+namespace {
+
+// "--global-batch 100 does not divide into 3 ranks; 99 or 102 would".
+std::string nearest_divisible(int64_t batch, int64_t ranks) {
+  const int64_t below = batch / ranks * ranks;
+  const int64_t above = below + ranks;
+  return below >= ranks ? fmt::format("{} or {}", below, above) : fmt::format("{}", above);
+}
+
+// Bytes of memory this machine has free (MemAvailable), or 0 when it cannot tell.
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+// What one DDP rank (a process) or one DP replica (a thread) needs at least: the
+// parameters, their gradients, the optimizer state and DDP's buckets, plus a process's own
+// footprint (the runtime, BLAS, Gloo), measured at about 150 MiB per rank on CPU.
+int64_t estimated_bytes_per_device(const RunConfig& c) {
+  const int64_t params = estimated_parameter_count(find_workload(c.workload));
+  const int64_t per_param = c.optimizer.name == "adamw" ? 5 : 4;  // + buckets or state
+  const int64_t process = c.mode == "ddp" ? int64_t{150} << 20 : int64_t{8} << 20;
+  return process + params * 4 * per_param;
+}
+
+// Refuses a CPU run this machine cannot hold: more logical devices than kMaxCpuDevices, or
+// more memory than it has (10000 ranks once forked until the machine ran out).
+void check_cpu_capacity(const RunConfig& c) {
+  if (c.device.rfind("cpu", 0) != 0 || !c.devices.empty()) return;
+  DDPB_USAGE_CHECK(c.world_size <= kMaxCpuDevices)
+      << "--world-size " << c.world_size << " asks for more logical CPU devices than the limit of "
+      << kMaxCpuDevices << " (this machine has " << std::thread::hardware_concurrency()
+      << " cores)";
+  const int64_t need = estimated_bytes_per_device(c) * c.world_size;
+  const int64_t have = available_memory_bytes();
+  DDPB_USAGE_CHECK(have == 0 || need <= have)
+      << "--world-size " << c.world_size << " of " << c.workload << " needs about " << (need >> 20)
+      << " MiB, but this machine has " << (have >> 20) << " MiB available";
+}
+
+void validate_ddp(const RunConfig& c) {
+  DDPB_USAGE_CHECK(c.global_batch % c.world_size == 0)
+      << "--global-batch " << c.global_batch << " does not divide into --world-size "
+      << c.world_size << " ranks (DDP gives every rank global-batch/world-size samples); "
+      << nearest_divisible(c.global_batch, c.world_size) << " would";
+  DDPB_USAGE_CHECK(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0)
+      << "--bucket-cap-mb and --first-bucket-mb must be positive";
+  DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
+  DDPB_USAGE_CHECK(c.backend.empty() || c.backend == "gloo" || c.backend == "nccl")
+      << "--backend must be gloo or nccl, got " << c.backend;
+  DDPB_USAGE_CHECK(c.comm_hook == "none" || c.comm_hook == "fp16" || c.comm_hook == "bf16")
+      << "--comm-hook must be none, fp16 or bf16, got " << c.comm_hook;
+  DDPB_USAGE_CHECK(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)
+      << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
+  const FaultSpec fault = parse_fault(c.inject_fault);
+  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
+      << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
+      << " is outside the world of " << c.world_size << " ranks, so it would never fire";
+}
+
+void validate_graph_capture(const RunConfig& c) {
+  // What a replay cannot redo: another process's or device's part (DP/DDP), a step count
+  // baked into the kernel arguments (AdamW's bias correction), control flow that depends
+  // on the data (mlp-skip's branch).
+  DDPB_USAGE_CHECK(c.mode == "single")
+      << "--cuda-graph captures a single-device step; use --mode single";
+  DDPB_USAGE_CHECK(c.optimizer.name == "sgd")
+      << "--cuda-graph needs --optimizer sgd (AdamW's step count would be frozen into the graph)";
+  DDPB_USAGE_CHECK(!find_workload(c.workload).conditional_branch)
+      << "--cuda-graph cannot capture " << c.workload
+      << ": its forward takes a branch that depends on the data";
+}
+
+}  // namespace
+
+// Ranges first, so that no check below divides by zero or overflows on a bad value.
 void RunConfig::validate() const {
   DDPB_USAGE_CHECK(mode == "single" || mode == "dp" || mode == "ddp")
       << "--mode must be single, dp or ddp, got " << mode;
+  DDPB_USAGE_CHECK(world_size >= 1 && world_size <= kMaxWorldSize)
+      << "--world-size must be from 1 to " << kMaxWorldSize << ", got " << world_size;
+  DDPB_USAGE_CHECK(global_batch > 0 && global_batch <= kMaxGlobalBatch)
+      << "--global-batch must be positive and at most " << kMaxGlobalBatch << ", got "
+      << global_batch;
+  DDPB_USAGE_CHECK(steps > 0 && steps <= kMaxSteps)
+      << "--steps must be positive and at most " << kMaxSteps << ", got " << steps;
+  DDPB_USAGE_CHECK(warmup >= 0 && warmup <= kMaxSteps)
+      << "--warmup must be from 0 to " << kMaxSteps << ", got " << warmup;
+  find_workload(workload);  // throws UsageError for an unknown preset
+  check_cpu_capacity(*this);
   if (mode == "ddp") {
-    DDPB_USAGE_CHECK(global_batch % world_size == 0)
-        << "--global-batch " << global_batch << " does not divide into --world-size " << world_size
-        << " ranks (DDP gives every rank global-batch/world-size samples)";
-    DDPB_USAGE_CHECK(bucket_cap_mb > 0 && first_bucket_mb > 0)
-        << "--bucket-cap-mb and --first-bucket-mb must be positive";
-    DDPB_USAGE_CHECK(accumulate >= 1) << "--accumulate must be >= 1, got " << accumulate;
-    DDPB_USAGE_CHECK(backend.empty() || backend == "gloo" || backend == "nccl")
-        << "--backend must be gloo or nccl, got " << backend;
-    DDPB_USAGE_CHECK(comm_hook == "none" || comm_hook == "fp16" || comm_hook == "bf16")
-        << "--comm-hook must be none, fp16 or bf16, got " << comm_hook;
-    DDPB_USAGE_CHECK(timeout_s > 0) << "--timeout must be positive";
-    parse_fault(inject_fault);  // validates
+    validate_ddp(*this);
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
                      !no_overlap && comm_hook == "none" && backend.empty() && inject_fault.empty())
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
            "--comm-hook, --no-overlap, --inject-fault) need --mode ddp";
   }
-  DDPB_USAGE_CHECK(world_size >= 1) << "--world-size must be positive, got " << world_size;
   DDPB_USAGE_CHECK(mode != "single" || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
-  find_workload(workload);  // throws UsageError for an unknown preset
-  DDPB_USAGE_CHECK(global_batch > 0) << "--global-batch must be positive, got " << global_batch;
-  DDPB_USAGE_CHECK(steps > 0) << "--steps must be positive, got " << steps;
-  DDPB_USAGE_CHECK(warmup >= 0) << "--warmup must be >= 0, got " << warmup;
   parse_trace_steps(trace_steps);       // validates
   math_mode_from_name(precision);       // validates
   attention_kind_from_name(attention);  // validates
-  if (cuda_graph) {
-    // What a replay cannot redo: another process's or device's part (DP/DDP), a step count
-    // baked into the kernel arguments (AdamW's bias correction), control flow that depends
-    // on the data (mlp-skip's branch).
-    DDPB_USAGE_CHECK(mode == "single")
-        << "--cuda-graph captures a single-device step; use --mode single";
-    DDPB_USAGE_CHECK(optimizer.name == "sgd")
-        << "--cuda-graph needs --optimizer sgd (AdamW's step count would be frozen into the graph)";
-    DDPB_USAGE_CHECK(!find_workload(workload).conditional_branch)
-        << "--cuda-graph cannot capture " << workload
-        << ": its forward takes a branch that depends on the data";
-  }
+  if (cuda_graph) validate_graph_capture(*this);
 }
 
 ops::MathMode math_mode_from_name(const std::string& precision) {
@@ -94,12 +166,12 @@ nlohmann::json RunConfig::to_json() const {
           {"cuda_graph", cuda_graph},
           {"optimizer",
            {{"name", optimizer.name},
-            {"lr", optimizer.lr},
-            {"momentum", optimizer.momentum},
-            {"weight_decay", optimizer.weight_decay},
-            {"beta1", optimizer.beta1},
-            {"beta2", optimizer.beta2},
-            {"eps", optimizer.eps},
+            {"lr", as_written(optimizer.lr)},
+            {"momentum", as_written(optimizer.momentum)},
+            {"weight_decay", as_written(optimizer.weight_decay)},
+            {"beta1", as_written(optimizer.beta1)},
+            {"beta2", as_written(optimizer.beta2)},
+            {"eps", as_written(optimizer.eps)},
             {"nesterov", false},
             {"dampening", 0.0}}},
           {"out", out},

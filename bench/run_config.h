@@ -12,6 +12,16 @@
 
 namespace ddpb::bench {
 
+// The ranges of the numeric flags (bench/cli_flags.h). A CPU run is further bounded by
+// kMaxCpuDevices and by the memory its ranks or replicas need (RunConfig::validate).
+inline constexpr int64_t kMaxWorldSize = 1024;
+inline constexpr int64_t kMaxCpuDevices = 64;
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxSteps = 1'000'000'000;
+inline constexpr int64_t kMaxAccumulate = 1 << 20;
+inline constexpr double kMaxMiB = 1 << 20;  // bucket and coalescing caps: 1 TiB
+inline constexpr double kMinTimeoutS = 1e-3, kMaxTimeoutS = 1e6;
+
 struct RunConfig {
   std::string mode = "single";  // single | dp | ddp
   std::string workload;
@@ -45,6 +55,7 @@ struct RunConfig {
   std::string init_from;    // safetensors with the initial parameters
   std::string save_params;  // safetensors with the final parameters (primary process)
   bool quiet = false;       // no per-step lines
+  bool verbose = false;     // also the config line (the resolved configuration as JSON)
   std::string trace;        // Chrome trace file
   std::string trace_steps;  // "A:B" window of steps to trace
 

@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "core/stream.h"
 #include "impl_ddp/reducer.h"
+#include "reports/json_io.h"
 
 namespace ddpb::bench {
 namespace {
@@ -43,9 +44,17 @@ Device rank_device(const RunConfig& c, const comm::RankEnv& env) {
 
 }  // namespace
 
+// What every rank of one job shares and another job on the same port most likely does not
+// (Note [Store job identity]): a hash of the resolved configuration and the store's port.
+std::string job_identity(const RunConfig& c, const comm::RankEnv& env) {
+  const std::string text = reports::json_text(c.to_json()) + "|" + std::to_string(env.master_port);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
 std::string default_flight_dir(const RunConfig& c, const comm::RankEnv& env) {
-  return c.flight_dir.empty() ? "/tmp/ddpbench-flight-" + std::to_string(env.master_port)
-                              : c.flight_dir;
+  return c.flight_dir.empty() ? comm::default_flight_dir(env.master_port) : c.flight_dir;
 }
 
 namespace {
@@ -68,7 +77,7 @@ class DdpRunner final : public ModeRunner {
     require_device(device_);
     DeviceGuard guard(device_);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-    store_ = comm::make_store_from_env(env_.rank, timeout);
+    store_ = comm::make_store_from_env(env_.rank, timeout, job_identity(config, env_));
     comm::ProcessGroupOptions pg_options;
     pg_options.backend =
         config.backend.empty() ? (device_.is_cuda() ? "nccl" : "gloo") : config.backend;
@@ -236,7 +245,7 @@ class DdpRunner final : public ModeRunner {
   std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
       nlohmann::json mine) override {
     nlohmann::json payload = {{"offset_ns", clock_offset_ns_}, {"events", std::move(mine)}};
-    store_->set_string("ddpbench/trace/" + std::to_string(env_.rank), payload.dump());
+    store_->set_string("ddpbench/trace/" + std::to_string(env_.rank), reports::json_text(payload));
     if (env_.rank != 0) return {};
     std::vector<nlohmann::json> events;
     std::vector<int64_t> offsets;
@@ -264,7 +273,7 @@ class DdpRunner final : public ModeRunner {
                            {"step_time_ms", record["summary"]["step_time_ms"]},
                            {"phases_median_ms", record["summary"]["phases_median_ms"]},
                            {"memory", record["memory"]}};
-    store_->set_string("ddpbench/record/" + std::to_string(env_.rank), mine.dump());
+    store_->set_string("ddpbench/record/" + std::to_string(env_.rank), reports::json_text(mine));
     if (env_.rank != 0) return record;
     nlohmann::json ranks = nlohmann::json::array();
     double lo = 1e300, hi = 0;
@@ -328,24 +337,34 @@ class DdpRunner final : public ModeRunner {
 
   // DDP's invariant: after every step all ranks hold identical parameters. A checksum per
   // rank (sum and sum of squares in double, sent as f32) is allgathered and compared.
+  // A non-finite parameter is named first: its checksum would be NaN on every rank, and
+  // NaN never equals NaN, so the checksums alone would report a meaningless difference.
   void check_replicas_consistent() {
+    auto params = model_->named_parameters();
     double sum = 0, sq = 0;
-    for (auto& p : model_->named_parameters()) {
-      for (float v : p.var.data().to_floats()) {
+    float first_bad = -1;  // index of this rank's first non-finite parameter
+    for (size_t i = 0; i < params.size(); ++i) {
+      for (float v : params[i].var.data().to_floats()) {
+        if (!std::isfinite(v) && first_bad < 0) first_bad = static_cast<float>(i);
         sum += v;
         sq += double(v) * v;
       }
     }
     const int n = pg_->size();
-    Tensor mine =
-        Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq)}, {2}, device_);
-    Tensor all = Tensor::empty({2 * n}, DType::F32, device_);
+    Tensor mine = Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq), first_bad},
+                                      {3}, device_);
+    Tensor all = Tensor::empty({3 * n}, DType::F32, device_);
     pg_->allgather(all, mine)->wait();
     auto v = all.to_floats();
+    for (int r = 0; r < n; ++r) {
+      const float bad = v[3 * r + 2];
+      DDPB_CHECK(bad < 0) << "NaN or Inf in parameter " << params[static_cast<size_t>(bad)].name
+                          << " on rank " << r << " at the end of the run";
+    }
     for (int r = 1; r < n; ++r) {
-      DDPB_CHECK(v[2 * r] == v[0] && v[2 * r + 1] == v[1])
-          << "DDP replicas diverged: rank " << r << "'s parameter checksum (" << v[2 * r] << ", "
-          << v[2 * r + 1] << ") differs from rank 0's (" << v[0] << ", " << v[1] << ")";
+      DDPB_CHECK(v[3 * r] == v[0] && v[3 * r + 1] == v[1])
+          << "DDP replicas diverged: rank " << r << "'s parameter checksum (" << v[3 * r] << ", "
+          << v[3 * r + 1] << ") differs from rank 0's (" << v[0] << ", " << v[1] << ")";
     }
   }
 

@@ -339,6 +339,11 @@ int suite_command(const SuiteOptions& o) {
     dir = o.out.empty() ? "ddpbench-results/suite-" + timestamp() : o.out;
     DDPB_USAGE_CHECK(!fs::exists(fs::path(dir) / "suite.json"))
         << dir << " already holds a suite: use --resume " << dir << " or another --out";
+    // Only the results folder itself is created: a mistyped --out is not turned into a tree.
+    const fs::path parent = fs::absolute(dir).parent_path();
+    DDPB_USAGE_CHECK(o.out.empty() || fs::is_directory(parent))
+        << "--out " << dir << ": the folder " << parent.string()
+        << " does not exist (ddpbench creates the results folder, not its parents)";
   }
   for (const char* sub : {"runs", "traces", "logs", "params"}) {
     std::error_code ec;

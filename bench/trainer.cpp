@@ -64,6 +64,22 @@ nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devic
                   config.precision);
 }
 
+// A checkpoint with NaN or Inf in it cannot start a meaningful run (a NaN would be trained
+// into every parameter): a usage error naming the first such tensor.
+void refuse_non_finite_parameters(Model& model, const std::string& file) {
+  for (auto& p : model.named_parameters()) {
+    const std::vector<float> values = p.var.data().to_floats();
+    int64_t bad = 0, first = -1;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::isfinite(values[i])) continue;
+      if (bad++ == 0) first = static_cast<int64_t>(i);
+    }
+    DDPB_USAGE_CHECK(bad == 0) << "--init-from " << file << ": tensor '" << p.name << "' holds "
+                               << bad << " non-finite value(s), the first at index " << first
+                               << " (" << values[static_cast<size_t>(first)] << ")";
+  }
+}
+
 }  // namespace
 
 nlohmann::json run_training(const RunConfig& config) {
@@ -72,7 +88,10 @@ nlohmann::json run_training(const RunConfig& config) {
   const WorkloadSpec& spec = find_workload(config.workload);
   auto runner = make_runner(config, spec);
   Model& model = runner->model();
-  if (!config.init_from.empty()) load_state_dict(model, config.init_from);
+  if (!config.init_from.empty()) {
+    load_state_dict(model, config.init_from);
+    refuse_non_finite_parameters(model, config.init_from);
+  }
   auto params = model.parameters();
   int64_t n_params = 0;
   for (auto& p : params) n_params += p.data().numel();

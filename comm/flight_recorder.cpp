@@ -1,10 +1,13 @@
 #include "comm/flight_recorder.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -116,7 +119,45 @@ FlightRecorder& flight_recorder() {
   return *recorder;
 }
 
+namespace {
+
+// Why `dir` may not hold dumps ("" when it may, or when it does not exist).
+std::string unsafe_flight_dir(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return "";
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (st.st_uid != ::geteuid())
+    return "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  return "";
+}
+
+// Creates `dir` with mode 0700 (its parents as needed) and checks what is there.
+bool make_flight_dir(const std::string& dir) {
+  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  return unsafe_flight_dir(dir).empty();
+}
+
+}  // namespace
+
+std::string default_flight_dir(int master_port) {
+  const char* base = std::getenv("XDG_RUNTIME_DIR");
+  if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");
+  if (base == nullptr || *base == '\0') base = "/tmp";
+  return std::string(base) + "/ddpbench-flight-" + std::to_string(master_port);
+}
+
+void check_flight_dir(const std::string& dir) {
+  const std::string why = unsafe_flight_dir(dir);
+  DDPB_USAGE_CHECK(why.empty()) << "the flight-recorder directory " << dir << " " << why
+                                << ": refusing to write dumps there (choose one with --flight-dir)";
+}
+
 void set_flight_identity(int rank, int world_size, std::string dump_dir) {
+  if (!dump_dir.empty()) check_flight_dir(dump_dir);
   Identity& id = identity();
   std::lock_guard lock(id.mutex);
   id.rank = rank;
@@ -135,8 +176,7 @@ std::string dump_flight_recorder(const std::string& reason) noexcept {
       world = id.world_size;
       dir = id.dir;
     }
-    if (dir.empty()) return "";
-    std::filesystem::create_directories(dir);
+    if (dir.empty() || !make_flight_dir(dir)) return "";
     nlohmann::json doc = {{"rank", rank},          {"world_size", world},
                           {"pid", ::getpid()},     {"reason", reason},
                           {"dumped_ns", now_ns()}, {"entries", flight_recorder().to_json()}};
@@ -144,7 +184,7 @@ std::string dump_flight_recorder(const std::string& reason) noexcept {
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {
       std::ofstream out(tmp);
-      out << doc.dump(1) << "\n";
+      out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       if (!out) return "";
     }
     std::filesystem::rename(tmp, path);
@@ -185,105 +225,6 @@ void install_flight_recorder_signal_handlers() {
       if (g_dump_requested.exchange(0)) dump_flight_recorder("SIGUSR1 (on request)");
     }
   }).detach();
-}
-
-std::string diagnose_flight_dumps(const std::string& dir) {
-  std::map<int, nlohmann::json> dumps;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("rank", 0) != 0 || entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    try {
-      nlohmann::json doc = nlohmann::json::parse(in);
-      const int rank = doc.at("rank").get<int>();  // before the move below
-      dumps[rank] = std::move(doc);
-    } catch (const std::exception& e) {
-      DDPB_USAGE_FAIL() << entry.path().string() << " is not a flight-recorder dump: " << e.what();
-    }
-  }
-  DDPB_USAGE_CHECK(!ec && !dumps.empty()) << "no flight-recorder dumps (rank<r>.json) in " << dir;
-  const int world = dumps.begin()->second.value("world_size", static_cast<int>(dumps.size()));
-
-  // Per rank: the last collective it issued, and the last one it completed.
-  struct Progress {
-    int64_t issued = -1, completed = -1;
-    nlohmann::json stuck;  // the first collective issued but not completed
-    std::string reason;
-  };
-  std::map<int, Progress> progress;
-  for (auto& [rank, doc] : dumps) {
-    Progress p;
-    p.reason = doc.value("reason", "");
-    for (const auto& e : doc["entries"]) {
-      int64_t seq = e["seq"].get<int64_t>();
-      p.issued = std::max(p.issued, seq);
-      if (e["state"] == "completed") {
-        p.completed = std::max(p.completed, seq);
-      } else if (p.stuck.is_null()) {
-        p.stuck = e;
-      }
-    }
-    progress[rank] = p;
-  }
-  auto describe = [](const nlohmann::json& e) {
-    std::ostringstream s;
-    s << "#" << e["seq"].get<int64_t>() << " " << e["op"].get<std::string>();
-    if (!e["tag"].get<std::string>().empty()) s << " (" << e["tag"].get<std::string>() << ")";
-    s << ", " << e["bytes"].get<int64_t>() << " bytes " << e["dtype"].get<std::string>();
-    return s.str();
-  };
-
-  std::ostringstream out;
-  out << "flight recorder: " << dumps.size() << " of " << world << " ranks dumped in " << dir
-      << "\n";
-  for (int r = 0; r < world; ++r) {
-    if (!dumps.count(r)) {
-      out << "  rank " << r << ": no dump (it died without one, or never started)\n";
-      continue;
-    }
-    const Progress& p = progress[r];
-    out << "  rank " << r << ": issued up to #" << p.issued << ", completed up to #" << p.completed;
-    if (!p.stuck.is_null())
-      out << ", waiting in " << describe(p.stuck) << " [" << p.stuck["state"].get<std::string>()
-          << "]";
-    out << "; dumped on " << p.reason << "\n";
-  }
-  // The rank that issued the fewest collectives is behind: the others wait for it in the
-  // next one. A rank without a dump is the prime suspect.
-  int64_t max_issued = -1;
-  for (auto& [r, p] : progress) max_issued = std::max(max_issued, p.issued);
-  std::vector<int> behind;
-  for (int r = 0; r < world; ++r) {
-    if (!progress.count(r) || progress[r].issued < max_issued) behind.push_back(r);
-  }
-  if (behind.empty()) {
-    out << "verdict: every rank issued the same collectives (up to #" << max_issued
-        << "); none is behind";
-    for (auto& [r, p] : progress) {
-      if (!p.stuck.is_null()) {
-        out << "; rank " << r << " did not complete " << describe(p.stuck);
-        break;
-      }
-    }
-    out << "\n";
-  } else {
-    nlohmann::json waited_on;
-    for (auto& [r, p] : progress) {
-      if (p.issued == max_issued && !p.stuck.is_null()) waited_on = p.stuck;
-    }
-    for (int r : behind) {
-      out << "verdict: rank " << r << " is behind: ";
-      if (progress.count(r)) {
-        out << "it issued collectives only up to #" << progress[r].issued;
-      } else {
-        out << "it left no dump";
-      }
-      if (!waited_on.is_null()) out << ", while other ranks wait in " << describe(waited_on);
-      out << "\n";
-    }
-  }
-  return out.str();
 }
 
 }  // namespace ddpb::comm

@@ -49,16 +49,21 @@ class FlightRecorder {
 
 // The process-wide recorder of this rank's groups, and where dumps go.
 FlightRecorder& flight_recorder();
+// Also checks `dump_dir` (check_flight_dir), so that a planted one fails the run at start.
 void set_flight_identity(int rank, int world_size, std::string dump_dir);
+
+// The default dump directory of the job whose store listens on `master_port`:
+// ddpbench-flight-<port> under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp.
+std::string default_flight_dir(int master_port);
+// The dump directory must be this user's own directory: a symbolic link, a non-directory or
+// a directory owned by another user there (planted in a shared /tmp) is a UsageError. A
+// missing one is fine; dumps create it with mode 0700.
+void check_flight_dir(const std::string& dir);
 // Writes DIR/rank<r>.json with `reason`; returns the path, or "" when no dump dir is set or
 // the write failed (never throws).
 std::string dump_flight_recorder(const std::string& reason) noexcept;
 // SIGUSR1 dumps on request (from a watcher thread); SIGTERM, SIGSEGV, SIGABRT, SIGBUS and
 // SIGFPE dump (best effort) and then die as they would have.
 void install_flight_recorder_signal_handlers();
-
-// `ddpbench doctor`: reads every rank<r>.json in `dir` and explains who is behind.
-// Returns the report text; throws UsageError when the directory holds no dumps.
-std::string diagnose_flight_dumps(const std::string& dir);
 
 }  // namespace ddpb::comm

@@ -275,12 +275,22 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   StopSignals stop_signals;
   std::vector<Child> children(static_cast<size_t>(spec.world_size));
   for (int r = 0; r < spec.world_size; ++r) {
+    if (g_stop_signal != 0) {  // Ctrl-C while starting: start no more; the loop stops these
+      children.resize(static_cast<size_t>(r));
+      break;
+    }
     auto& c = children[static_cast<size_t>(r)];
     c.pid = spawn(exe, spec, r, port, token, &c.out_fd);
   }
 
   LaunchResult result;
   result.master_port = port;
+  if (children.empty()) {
+    result.exit_code = 128 + g_stop_signal;
+    result.failure =
+        std::string("interrupted by ") + strsignal(g_stop_signal) + " before any rank started";
+    return result;
+  }
   bool failure_seen = false;
   std::chrono::steady_clock::time_point stop_sent = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point kill_deadline{};

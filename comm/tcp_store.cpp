@@ -98,7 +98,10 @@ void TCPStore::connect(net::Deadline deadline) {
         return;
       } else if (status == uint8_t(Status::kBadToken)) {
         DDPB_FAIL() << "TCPStore server " << where() << " rejected this client's token: every "
-                    << "rank must use the token of rank 0 (DDPBENCH_STORE_TOKEN)";
+                    << "rank must use the token of rank 0 (DDPBENCH_STORE_TOKEN; without one, "
+                    << "TORCHELASTIC_RUN_ID or the job identity: the same ddpbench "
+                    << "configuration on the same MASTER_PORT), so this rank belongs to "
+                    << "another job";
       } else if (status == uint8_t(Status::kBadVersion)) {
         DDPB_FAIL() << "TCPStore server " << where() << " speaks another protocol version (this "
                     << "client: " << int(tcp::kVersion) << ")";
@@ -240,7 +243,16 @@ void TCPStore::wait(const std::vector<std::string>& keys) {
   }
 }
 
-std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout) {
+std::string store_token_from_env(const std::string& job_identity) {
+  const char* token = std::getenv("DDPBENCH_STORE_TOKEN");
+  if (token != nullptr && *token != '\0') return token;
+  const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+  if (run_id != nullptr && *run_id != '\0') return "run:" + std::string(run_id);
+  return job_identity.empty() ? "" : "job:" + job_identity;
+}
+
+std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout,
+                                           const std::string& job_identity) {
   const char* addr = std::getenv("MASTER_ADDR");
   const char* port_text = std::getenv("MASTER_PORT");
   DDPB_USAGE_CHECK(addr != nullptr && *addr != '\0')
@@ -253,9 +265,21 @@ std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout) {
   DDPB_USAGE_CHECK(ec == std::errc() && ptr == end && port >= 1 && port <= 65535)
       << "MASTER_PORT='" << port_text << "' is not a port number (1..65535)";
   DDPB_USAGE_CHECK(rank >= 0) << "rank " << rank << " must be >= 0";
-  const char* token = std::getenv("DDPBENCH_STORE_TOKEN");
+  const char* secret = std::getenv("DDPBENCH_STORE_TOKEN");
+  if (rank == 0 && (secret == nullptr || *secret == '\0')) {
+    std::fprintf(stderr,
+                 "ddpbench: warning: the TCPStore on port %d runs without DDPBENCH_STORE_TOKEN: "
+                 "ranks are matched by %s, not authenticated\n",
+                 port,
+                 std::getenv("TORCHELASTIC_RUN_ID") != nullptr ? "TORCHELASTIC_RUN_ID"
+                                                               : "the job's configuration");
+  }
+  const std::string token = store_token_from_env(job_identity);
+  DDPB_USAGE_CHECK(token.size() <= tcp::kMaxTokenBytes)
+      << "the store token (DDPBENCH_STORE_TOKEN or TORCHELASTIC_RUN_ID) is longer than "
+      << tcp::kMaxTokenBytes << " bytes";
   return std::make_shared<TCPStore>(addr, static_cast<uint16_t>(port), /*is_server=*/rank == 0,
-                                    timeout, token != nullptr ? token : "");
+                                    timeout, token);
 }
 
 }  // namespace ddpb::comm

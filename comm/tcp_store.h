@@ -79,6 +79,16 @@ class TCPStore final : public Store {
 // The store for a run started by torchrun or our launcher (env:// rendezvous): a TCPStore at
 // MASTER_ADDR:MASTER_PORT with the token in DDPBENCH_STORE_TOKEN (empty if unset), served by
 // rank 0. Throws UsageError if MASTER_ADDR or MASTER_PORT is missing or malformed.
-std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout);
+// Note [Store job identity]
+// A store without DDPBENCH_STORE_TOKEN (ranks started by torchrun, mpirun or srun, not by
+// ddpbench's launcher) would let two jobs that share MASTER_PORT join each other: a rank of
+// one trains with the other's rank 0 and both report success. The handshake token is then
+// an identity the ranks of one job agree on: TORCHELASTIC_RUN_ID where torchrun sets it,
+// else `job_identity` (the caller's hash of its resolved configuration and MASTER_PORT).
+// A rank of another job is refused at the handshake. Rank 0 warns that the store is not
+// authenticated.
+std::string store_token_from_env(const std::string& job_identity);
+std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout,
+                                           const std::string& job_identity = "");
 
 }  // namespace ddpb::comm

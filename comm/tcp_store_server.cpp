@@ -120,6 +120,24 @@ bool TCPStoreServer::serve_once() {
   return true;
 }
 
+size_t TCPStoreServer::open_connections() const {
+  return static_cast<size_t>(
+      std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return !c->closed; }));
+}
+
+// Connections that have not shown the token yet cannot hold every slot: the oldest of them
+// gives its slot to the newcomer (it is erased at the end of this round), so a flood of idle
+// connections cannot lock out a rank that authenticates at once.
+bool TCPStoreServer::evict_oldest_unauthenticated() {
+  Conn* oldest = nullptr;
+  for (auto& c : conns_) {
+    if (c->authed || c->closed) continue;
+    if (oldest == nullptr || c->handshake_deadline < oldest->handshake_deadline) oldest = c.get();
+  }
+  if (oldest != nullptr) oldest->closed = true;
+  return oldest != nullptr;
+}
+
 void TCPStoreServer::accept_new() {
   for (int i = 0; i < kMaxAcceptsPerRound; ++i) {
     int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -131,7 +149,7 @@ void TCPStoreServer::accept_new() {
       return;  // EAGAIN: no more pending connections
     }
     net::Fd conn_fd(fd);
-    if (conns_.size() >= tcp::kMaxConnections) {
+    if (open_connections() >= tcp::kMaxConnections && !evict_oldest_unauthenticated()) {
       uint8_t busy = static_cast<uint8_t>(Status::kBusy);
       (void)!::send(fd, &busy, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       continue;  // closed by conn_fd; the client retries

@@ -2,7 +2,8 @@
 // and the wire protocol in comm/tcp_protocol.h).
 //
 // One background thread serves every connection with poll(2): no thread per client, at most
-// tcp::kMaxConnections connections (the rest are told kBusy and closed). A get/wait on a
+// tcp::kMaxConnections connections (when all are taken, the oldest one that has not
+// authenticated yet is dropped for a newcomer; otherwise it is told kBusy). A get/wait on a
 // missing key parks its connection until a set/add creates the key or the client's wait time
 // passes (then kTimeout), so blocked clients cost no polling. A connection that fails the
 // handshake (wrong token, or none within kHandshakeTimeout) or sends a malformed frame is
@@ -28,7 +29,9 @@ namespace ddpb::comm {
 
 class TCPStoreServer {
  public:
-  static constexpr std::chrono::seconds kHandshakeTimeout{30};
+  // An idle connection that has not shown the token is dropped this soon (an authenticating
+  // client sends its handshake at once), and gives up its slot earlier when all are taken.
+  static constexpr std::chrono::seconds kHandshakeTimeout{2};
 
   // Binds host:port (port 0: a free one) and listens now, throwing Error on failure, then
   // serves on a background thread. Only clients that present `token` are served.
@@ -47,6 +50,8 @@ class TCPStoreServer {
   // One poll round: returns false once the destructor asked the thread to stop.
   bool serve_once();
   void accept_new();
+  size_t open_connections() const;
+  bool evict_oldest_unauthenticated();
   void read_from(Conn& c);
   // Handles every complete frame buffered on c, until c parks on a wait or closes.
   void process_input(Conn& c);

@@ -2,7 +2,8 @@
 //
 // DDPB_CHECK(cond) << "context";   throws ddpb::Error with file:line, the expression, the
 //                                   streamed context and the current device of this thread.
-// DDPB_USAGE_CHECK(cond) << "...";  the same, but throws ddpb::UsageError (CLI exit code 2).
+// DDPB_USAGE_CHECK(cond) << "...";  throws ddpb::UsageError (CLI exit code 2) with the streamed
+//                                   reason alone: no expression, no source position.
 // CUDA_CHECK / CUBLAS_CHECK / NCCL_CHECK live in core/cuda/cuda_check.h (CUDA builds only).
 //
 // Exit-code contract (see bench/main): UsageError -> 2, any other ddpb::Error -> 1.
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace ddpb {
 
@@ -64,6 +66,10 @@ class CheckFailure {
     std::string context = context_.str();
     if (!library_text_.empty())
       context = context.empty() ? library_text_ : library_text_ + ": " + context;
+    // A usage error is about the user's input: its reason alone, one line, without the
+    // check's expression and source position, which are for internal errors.
+    if constexpr (std::is_base_of_v<UsageError, E>)
+      throw E(context.empty() ? "bad usage" : context);
     throw E(format_check_message(file_, line_, expr_, context));
   }
   template <typename T>

@@ -66,13 +66,60 @@ class TempFile {
 
 }  // namespace
 
+namespace {
+
+const char* file_kind(std::filesystem::file_type type) {
+  using std::filesystem::file_type;
+  switch (type) {
+    case file_type::directory:
+      return "a directory";
+    case file_type::character:
+      return "a character device";
+    case file_type::block:
+      return "a block device";
+    case file_type::fifo:
+      return "a FIFO";
+    case file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+}  // namespace
+
+std::string json_text(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string resolve_output_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40)
+      throw ReportError("cannot write " + path + ": too many levels of symbolic links");
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) throw ReportError("cannot write " + path + ": cannot read the link: " + ec.message());
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    throw ReportError("refusing to write " + path +
+                      (p.string() != path ? " (a link to " + p.string() + ")" : "") + ": it is " +
+                      file_kind(st.type()) + ", and writing would replace it with a plain file");
+  }
+  return p.string();
+}
+
 void write_text_atomic(const std::string& path, const std::string& text) {
   // Every failure before the rename leaves `path` as it was; the message says so.
   const auto fail = [&](const std::string& what, int err) {
     throw ReportError("cannot write report " + path + ": " + what + ": " + write_error_text(err) +
                       "; the existing " + path + ", if any, is unchanged");
   };
-  TempFile tmp(path);
+  const std::string target = resolve_output_path(path);
+  TempFile tmp(target);
   if (tmp.fd() < 0) fail("cannot create the temporary file " + tmp.path(), errno);
   const char* p = text.data();
   size_t left = text.size();
@@ -86,13 +133,13 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   }
   if (::fsync(tmp.fd()) != 0) fail("flushing " + tmp.path(), errno);
   if (tmp.close_checked() != 0) fail("closing " + tmp.path(), errno);
-  if (std::rename(tmp.path().c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp.path().c_str(), target.c_str()) != 0) {
     fail("cannot rename " + tmp.path() + " over it", errno);
   }
   tmp.commit();
   // Persist the rename itself. Best effort: the new file is complete and in place either
   // way, and some file systems refuse fsync on a directory.
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path parent = std::filesystem::path(target).parent_path();
   int dir_fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     (void)::fsync(dir_fd);
@@ -101,7 +148,7 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 }
 
 void write_json_atomic(const std::string& path, const nlohmann::json& value) {
-  write_text_atomic(path, value.dump(2) + "\n");
+  write_text_atomic(path, json_text(value, 2) + "\n");
 }
 
 nlohmann::json read_json(const std::string& path, size_t max_bytes) {

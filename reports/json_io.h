@@ -19,6 +19,18 @@ class ReportError : public std::runtime_error {
 // The schema version written into every report; bump it when a field changes meaning.
 inline constexpr int kSchemaVersion = 1;
 
+// The file that writing `path` replaces: `path` itself or, for a symbolic link, the file the
+// link points to (followed to the end), so that the temporary file and the rename land next
+// to the real target and the link survives. Throws ReportError, before anything is written,
+// when that file exists and is not a regular file (a device, a FIFO, a directory, a socket):
+// renaming over it would destroy it. Every writer of output files goes through this.
+std::string resolve_output_path(const std::string& path);
+
+// JSON text that never throws on a string that is not UTF-8 (a path with a stray byte):
+// such bytes become U+FFFD. Every record, dump and printed configuration uses it.
+std::string json_text(const nlohmann::json& value, int indent = -1);
+
+// Writes through resolve_output_path: a link keeps pointing at the new file.
 void write_text_atomic(const std::string& path, const std::string& text);
 void write_json_atomic(const std::string& path, const nlohmann::json& value);
 // Parses `path`, rejecting files over `max_bytes`; throws ReportError naming the file.

@@ -1,6 +1,7 @@
 // render_markdown (declared in reports/html_report.h): the HTML report's layout in GitHub
 // Markdown, charts as separate SVG files.
 #include <algorithm>
+#include <string_view>
 
 #include "reports/html_report.h"
 #include "reports/suite_view.h"
@@ -9,14 +10,16 @@
 namespace ddpb::reports {
 namespace {
 
-// A table cell: '<' and '&' would let record text become HTML, which GitHub renders (the
-// SVG escaping covers them); '|' would end the cell and a line break the row.
+// Markdown text: a backslash before every character Markdown gives a meaning inside a line
+// ('<' and '&' would let record text become HTML, '|' would end a table cell, '*', '_', '`',
+// '[' and '~' would format), so the text reads as written both rendered and raw; line
+// breaks become spaces, since they would end the row.
 std::string md_cell(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   std::replace(s.begin(), s.end(), '\r', ' ');
   std::string out;
-  for (char c : svg::escape_xml(s)) {
-    if (c == '|') out += '\\';
+  for (char c : s) {
+    if (std::string_view("\\`*_[]<>|~&").find(c) != std::string_view::npos) out += '\\';
     out += c;
   }
   return out;

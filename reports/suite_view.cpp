@@ -1,6 +1,11 @@
 #include "reports/suite_view.h"
 
+#include <fmt/core.h>
+
+#include <cmath>
+#include <iterator>
 #include <map>
+#include <string_view>
 
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
@@ -176,7 +181,40 @@ TextTable make_failed(const json& suite) {
 
 }  // namespace
 
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A scalar as a reader wants it: numbers with 4 significant digits, and a unit where the key
+// names one (bytes, FLOPs, FLOP/s); integers that are counts stay exact.
+std::string scalar_text(const std::string& key, const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_number() || v.is_boolean()) return safe_dump(v);
+  const double x = v.get<double>();
+  if (ends_with(key, "bytes")) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double scaled = x;
+    size_t u = 0;
+    while (std::fabs(scaled) >= 1024 && u + 1 < std::size(units)) scaled /= 1024, ++u;
+    return u == 0 ? safe_dump(v) : fmt::format("{:.4g} {}", scaled, units[u]);
+  }
+  if (key.find("flops") != std::string::npos) {
+    const bool rate = key.find("per_s") != std::string::npos;
+    return fmt::format("{:.4g} {}", x / 1e9, rate ? "GFLOP/s" : "GFLOP");
+  }
+  if (v.is_number_integer() || v.is_number_unsigned()) return safe_dump(v);
+  return fmt::format("{:.4g}", x);
+}
+
+}  // namespace
+
+// Arrays of objects are flattened element by element (key[i].field), at most kMaxElements
+// of them, so that no cell holds a JSON blob.
 void flatten_into(const json& value, const std::string& prefix, TextTable& table) {
+  constexpr size_t kMaxElements = 16;
   auto add = [&](const std::string& v) {
     table.rows.push_back({prefix, v});
     table.bad.push_back(false);
@@ -188,14 +226,18 @@ void flatten_into(const json& value, const std::string& prefix, TextTable& table
   } else if (value.is_array()) {
     bool scalars = true;
     for (const auto& v : value) scalars = scalars && !v.is_structured();
-    if (!scalars) return add(safe_dump(value));
+    if (!scalars) {
+      for (size_t i = 0; i < value.size() && i < kMaxElements; ++i)
+        flatten_into(value[i], prefix + "[" + std::to_string(i) + "]", table);
+      if (value.size() > kMaxElements)
+        add("(" + std::to_string(value.size() - kMaxElements) + " more)");
+      return;
+    }
     std::string joined;
-    for (const auto& v : value)
-      joined +=
-          (joined.empty() ? "" : ", ") + (v.is_string() ? v.get<std::string>() : safe_dump(v));
+    for (const auto& v : value) joined += (joined.empty() ? "" : ", ") + scalar_text(prefix, v);
     add(joined.empty() ? "(none)" : joined);
   } else {
-    add(value.is_string() ? value.get<std::string>() : safe_dump(value));
+    add(scalar_text(prefix, value));
   }
 }
 

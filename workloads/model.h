@@ -57,6 +57,9 @@ std::string family_name(Family f);
 // The batch a workload runs at when none is given (--global-batch, a suite's per-device
 // batch): 64 samples for mlp and embed, 8 sequences for gpt.
 int64_t default_global_batch(const std::string& workload);
+// The number of parameters make_model(spec) creates, from the spec alone (no allocation):
+// what a run must hold per device, checked before any device is touched.
+int64_t estimated_parameter_count(const WorkloadSpec& spec);
 
 std::unique_ptr<Model> make_model(const WorkloadSpec& spec, const Device& device, uint64_t seed);
 std::shared_ptr<const Dataset> make_dataset(const WorkloadSpec& spec, uint64_t seed);

@@ -114,6 +114,28 @@ const WorkloadSpec& find_workload(const std::string& name) {
   return workload_presets().front();
 }
 
+int64_t estimated_parameter_count(const WorkloadSpec& spec) {
+  const int64_t c = spec.n_embd;
+  switch (spec.family) {
+    case Family::Mlp: {
+      std::vector<int64_t> widths{spec.in_features};
+      widths.insert(widths.end(), spec.hidden.begin(), spec.hidden.end());
+      widths.push_back(spec.classes);
+      int64_t n = spec.conditional_branch ? spec.in_features * spec.classes + spec.classes : 0;
+      for (size_t i = 0; i + 1 < widths.size(); ++i) n += widths[i] * widths[i + 1] + widths[i + 1];
+      return n;
+    }
+    case Family::Gpt:  // per block: two LayerNorms, c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj
+      return spec.n_layer * (12 * c * c + 13 * c) + (spec.vocab + spec.seq_len) * c + 2 * c;
+    case Family::Embed: {
+      const int64_t hidden = spec.hidden.at(0);
+      return spec.vocab * c + spec.ids_per_sample * c * hidden + hidden + hidden * spec.classes +
+             spec.classes;
+    }
+  }
+  return 0;
+}
+
 std::string family_name(Family f) {
   switch (f) {
     case Family::Mlp:

@@ -76,7 +76,7 @@ void gelu_backward_kernel(const float* dy, const float* x, float* dx, int64_t n)
 
 void apply_activation(float* c, int64_t n, ops::Activation act) {
   if (act == ops::Activation::ReLU) {
-    for (int64_t i = 0; i < n; ++i) c[i] = c[i] > 0.0f ? c[i] : 0.0f;
+    for (int64_t i = 0; i < n; ++i) c[i] = c[i] <= 0.0f ? 0.0f : c[i];  // NaN stays NaN
   } else if (act == ops::Activation::GeLU) {
     gelu_forward_inplace(c, n);
   }
@@ -179,16 +179,18 @@ void CpuBackend::scale_copy(const Tensor& src, const Tensor& dst, float s) {
 void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for_each(y, [=](int64_t i) { yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f; });
+  // `x <= 0 ? 0 : x`, not `x > 0 ? x : 0`: a NaN propagates, as in PyTorch.
+  for_each(y, [=](int64_t i) { yp[i] = xp[i] <= 0.0f ? 0.0f : xp[i]; });
 }
 
 void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
   const float *dyp = dy.data<float>(), *yp = y.data<float>();
   float* dxp = dx.data<float>();
-  // Load dy unconditionally: a select instead of a branch lets the loop vectorise.
+  // Load dy unconditionally: a select instead of a branch lets the loop vectorise. PyTorch's
+  // threshold_backward: zero where y <= 0, dy elsewhere (a NaN output passes dy through).
   for_each(dx, [=](int64_t i) {
     const float d = dyp[i];
-    dxp[i] = yp[i] > 0.0f ? d : 0.0f;
+    dxp[i] = yp[i] <= 0.0f ? 0.0f : d;
   });
 }
 

@@ -42,7 +42,7 @@ __device__ __forceinline__ float gelu_grad(float x) {
 __device__ __forceinline__ float activate(float v, ops::Activation act) {
   switch (act) {
     case ops::Activation::ReLU:
-      return v > 0.0f ? v : 0.0f;
+      return v <= 0.0f ? 0.0f : v;  // NaN stays NaN, as in PyTorch
     case ops::Activation::GeLU:
       return gelu(v);
     case ops::Activation::None:
@@ -88,13 +88,13 @@ struct ScaleCopyOp {
 struct ReluForwardOp {
   const float* x;
   float* y;
-  __device__ void operator()(int64_t i) const { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+  __device__ void operator()(int64_t i) const { y[i] = x[i] <= 0.0f ? 0.0f : x[i]; }
 };
 struct ReluBackwardOp {
   const float* dy;
   const float* y;
   float* dx;
-  __device__ void operator()(int64_t i) const { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+  __device__ void operator()(int64_t i) const { dx[i] = y[i] <= 0.0f ? 0.0f : dy[i]; }
 };
 struct GeluForwardOp {
   const float* x;

@@ -48,8 +48,10 @@ TEST_F(BadInput, UnknownDevice) {
 }
 
 TEST_F(BadInput, NonPositiveSizes) {
-  expect_usage_error("--workload mlp-small --global-batch 0", "--global-batch must be positive");
-  expect_usage_error("--workload mlp-small --global-batch -3", "--global-batch must be positive");
+  expect_usage_error("--workload mlp-small --global-batch 0",
+                     "--global-batch must be an integer from 1");
+  expect_usage_error("--workload mlp-small --global-batch -3",
+                     "--global-batch must be an integer from 1");
   Result r = run("run --workload mlp-small --steps 0");
   EXPECT_EQ(r.code, 2) << r.output;
 }

@@ -1,6 +1,15 @@
+#include "comm/flight_doctor.h"
 #include "comm/flight_recorder.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
 
 namespace ddpb::comm {
 namespace {
@@ -30,6 +39,57 @@ TEST(FlightRecorder, FailedCollectivesAreMarked) {
   r.started(0);
   r.finished(0, /*failed=*/true);
   EXPECT_EQ(r.to_json()[0]["state"], "failed");
+}
+
+// `ddpbench doctor` reads untrusted files: a dump claiming a world of 10^9 ranks once made
+// it allocate 3.5 GB and print nothing. The missing ranks are now one range.
+TEST(FlightDoctor, AHugeClaimedWorldSizeCostsNothing) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ddpb_doctor_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json entry = {{"seq", 0},   {"op", "allreduce"}, {"tag", ""},
+                          {"bytes", 4}, {"dtype", "f32"},    {"state", "started"}};
+  std::ofstream(dir / "rank0.json") << nlohmann::json{
+      {"rank", 0},
+      {"world_size", 1000000000},
+      {"reason", "test"},
+      {"entries", {entry}}}.dump();
+  const std::string report = diagnose_flight_dumps(dir.string());
+  EXPECT_LT(report.size(), 2000u) << report;
+  EXPECT_NE(report.find("ranks 1-999999999 are behind: they left no dump"), std::string::npos)
+      << report;
+  // A malformed entry is a usage error naming the file, not a JSON exception.
+  std::ofstream(dir / "rank0.json")
+      << nlohmann::json{{"rank", 0}, {"world_size", 1}, {"entries", {{{"seq", "x"}}}}}.dump();
+  EXPECT_THROW(diagnose_flight_dumps(dir.string()), UsageError);
+  std::filesystem::remove_all(dir);
+}
+
+// A dump directory planted in a shared /tmp (a link, or another user's directory) is refused
+// before the run starts; the default directory prefers $XDG_RUNTIME_DIR and $TMPDIR.
+TEST(FlightDir, PlantedDirectoriesAreRefused) {
+  const auto base =
+      std::filesystem::temp_directory_path() / ("ddpb_flightdir_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(base / "real");
+  std::filesystem::create_symlink(base / "real", base / "link");
+  EXPECT_THROW(check_flight_dir((base / "link").string()), UsageError);
+  EXPECT_NO_THROW(check_flight_dir((base / "real").string()));
+  EXPECT_NO_THROW(check_flight_dir((base / "missing").string()));
+  if (::geteuid() == 0) {  // root can plant a directory owned by someone else
+    ASSERT_EQ(::chown((base / "real").c_str(), 65534, 65534), 0);
+    EXPECT_THROW(check_flight_dir((base / "real").string()), UsageError);
+  }
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", base.c_str(), 1);
+  ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(default_flight_dir(1234), base.string() + "/ddpbench-flight-1234");
+  if (old_tmpdir) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace

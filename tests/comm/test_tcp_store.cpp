@@ -3,9 +3,12 @@
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "comm/tcp_protocol.h"
 #include "store_test_util.h"
@@ -283,6 +286,41 @@ TEST(TCPStore, AThousandClientsAddExactly) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(server->add("clients", 0), kThreads * kClientsPerThread);
   EXPECT_LT(ms_since(t0), 10000);
+}
+
+// An idle connection that never shows a token is dropped within ~2 s (it held its slot for
+// 30 s, and 1030 of them blocked a real rendezvous).
+TEST(TCPStore, IdleUnauthenticatedConnectionsAreDroppedWithinTwoSeconds) {
+  auto server = make_server();
+  int fd = raw_connect("127.0.0.1", server->port());
+  ASSERT_GE(fd, 0);
+  auto t0 = Clock::now();
+  EXPECT_TRUE(server_closes_after(fd, Bytes{}));
+  EXPECT_LT(ms_since(t0), 3000);
+  ::close(fd);
+}
+
+// With every slot taken by connections that have not authenticated, a client that does
+// still gets in: the oldest idle one gives way.
+TEST(TCPStore, AnAuthenticatingClientGetsASlotWhenIdleConnectionsHoldThemAll) {
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  const rlim_t need = 2 * tcp::kMaxConnections + 256;  // both ends live in this process
+  if (lim.rlim_max < need) GTEST_SKIP() << "needs " << need << " file descriptors";
+  lim.rlim_cur = std::max(lim.rlim_cur, need);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  auto server = make_server();
+  std::vector<int> idle;
+  for (size_t i = 0; i < tcp::kMaxConnections + 8; ++i) {
+    int fd = raw_connect("127.0.0.1", server->port());
+    if (fd >= 0) idle.push_back(fd);
+  }
+  auto t0 = Clock::now();
+  auto client = make_client(server->port());
+  client->set_string("k", "v");
+  EXPECT_EQ(client->get_string("k"), "v");
+  EXPECT_LT(ms_since(t0), 2000);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(TCPStore, MakeStoreFromEnv) {

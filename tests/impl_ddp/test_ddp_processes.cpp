@@ -224,6 +224,34 @@ TEST(DdpExternalLaunchers, MpirunAndSlurmEnvironmentsAreDetected) {
   }
 }
 
+// Two jobs started torchrun-style (no DDPBENCH_STORE_TOKEN) on one MASTER_PORT: a rank of
+// the second is refused by the first's store (Note [Store job identity]) instead of training
+// with it.
+TEST(DdpExternalLaunchers, RanksOfAnotherJobOnTheSamePortAreRefused) {
+  TempDir dir("ddp_two_jobs");
+  const std::string port = std::to_string(29591 + ::getpid() % 200);
+  auto env = [&](int rank) {
+    return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+           " WORLD_SIZE=2 RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank);
+  };
+  const std::string args =
+      " run --mode ddp --world-size 2 --workload mlp-small --global-batch 8 --steps 2 "
+      "--warmup 0 --quiet --timeout 8";
+  const std::string log0 = dir / "job_a_rank0.log";
+  const std::string cmd0 =
+      "(" + env(0) + " " + std::string(DDPBENCH_BIN) + args + " --seed 1 > " + log0 + " 2>&1) &";
+  ASSERT_EQ(std::system(cmd0.c_str()), 0);
+  std::system("sleep 0.5");
+  CliResult b1 = run_cli(args.substr(1) + " --seed 2", env(1));
+  EXPECT_NE(b1.code, 0) << b1.output;
+  EXPECT_NE(b1.output.find("belongs to another job"), std::string::npos) << b1.output;
+  std::system("sleep 9");  // job A's rank 0 times out waiting for its own rank 1
+  std::ifstream in(log0);
+  const std::string a0((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(a0.find("runs without DDPBENCH_STORE_TOKEN"), std::string::npos) << a0;
+  EXPECT_EQ(a0.find("merged records of 2 ranks"), std::string::npos) << a0;
+}
+
 // ddpbench processes whose command line contains `marker` (this test's launcher and ranks).
 std::vector<pid_t> processes_with(const std::string& marker) {
   std::vector<pid_t> pids;
@@ -318,6 +346,8 @@ TEST(DdpFaults, HangIsDetectedAndTheDoctorNamesTheRankBehind) {
   EXPECT_NE(r.output.find("did not complete within the group timeout"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("ddpbench doctor " + flight), std::string::npos) << r.output;
+  // The launcher names the rank that hung, not the bystander whose timeout ended the run.
+  EXPECT_NE(r.output.find("ddpbench launcher: rank 1 is behind"), std::string::npos) << r.output;
   CliResult doc = run_cli("doctor " + flight);
   EXPECT_EQ(doc.code, 0) << doc.output;
   EXPECT_NE(doc.output.find("verdict: rank 1 is behind"), std::string::npos) << doc.output;

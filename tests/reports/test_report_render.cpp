@@ -356,7 +356,17 @@ TEST(MarkdownReport, TablesAndOneLinkedSvgPerChart) {
   json evil = suite;
   run_by_id(evil, "gpt-tiny/ddp/w4")["error"] = "a | b <img src=x>\nnext";
   const auto md2 = ddpb::reports::render_markdown(evil, "");
-  EXPECT_NE(md2.markdown.find("a \\| b &lt;img src=x&gt; next"), std::string::npos);
+  EXPECT_NE(md2.markdown.find("a \\| b \\<img src=x\\> next"), std::string::npos);
+  // Markdown escaping, not HTML entities: an apostrophe stays one in the raw text.
+  json quoted = suite;
+  quoted["suite"]["name"] = "DP's *best* run";
+  const auto md4 = ddpb::reports::render_markdown(quoted, "");
+  EXPECT_NE(md4.markdown.find("DP's \\*best\\* run"), std::string::npos);
+  EXPECT_EQ(md4.markdown.find("&#39;"), std::string::npos);
+  // Numbers get units and four significant digits; arrays of objects are rows, not blobs.
+  EXPECT_NE(md.markdown.find("| gemm\\_peak.flops\\_per\\_s | 110 GFLOP/s |"), std::string::npos);
+  EXPECT_NE(md.markdown.find("gemm\\_peak.shapes\\[0\\].m | 32 |"), std::string::npos);
+  EXPECT_EQ(md.markdown.find("[{"), std::string::npos);
   // Charts without data are a note, and no file.
   json empty = suite;
   empty["runs"] = json::array();

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "workloads/model.h"
 #include "workloads/training_gemms.h"
 
 namespace ddpb {
@@ -66,6 +67,23 @@ TEST(TrainingGemms, FlopsMatchTheModelsCountForTheMlp) {
   // The model counts 3 x forward (dx for every layer); the list has no dx for layer 0.
   const double first_layer_dx = 2.0 * 64 * 1024 * 1024;
   EXPECT_DOUBLE_EQ(flops + first_layer_dx, 64 * model->train_flops_per_sample());
+}
+
+}  // namespace
+}  // namespace ddpb
+
+namespace ddpb {
+namespace {
+
+// The estimate that bounds a run's memory before anything is allocated is the real count.
+TEST(ParameterCount, TheEstimateFromTheSpecIsWhatTheModelHolds) {
+  for (const auto& spec : workload_presets()) {
+    if (spec.gpu_size) continue;  // too big to build here; same formulas
+    auto model = make_model(spec, Device::cpu(), 0);
+    int64_t n = 0;
+    for (auto& p : model->named_parameters()) n += p.var.data().numel();
+    EXPECT_EQ(estimated_parameter_count(spec), n) << spec.name;
+  }
 }
 
 }  // namespace

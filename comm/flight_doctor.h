@@ -1,0 +1,34 @@
+// `ddpbench doctor`, and the launcher's verdict after a failed run: which rank is behind,
+// read from the ranks' flight-recorder dumps (comm/flight_recorder.h).
+//
+// The rank that issued the fewest collectives is behind: the others wait for it in the next
+// one and time out, so the first rank to *fail* is usually a bystander. A rank without a
+// dump (killed, stopped, never started) is the prime suspect.
+//
+// The dumps are untrusted input: every field is type-checked (a malformed file is a
+// UsageError naming it), and the world size a dump claims is only checked for sense; the
+// ranks without a dump are kept as ranges, so time, memory and output are proportional to
+// the dumps themselves, whatever world size a file claims.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddpb::comm {
+
+struct FlightDiagnosis {
+  int64_t world = 0;
+  std::vector<std::pair<int64_t, int64_t>> missing;  // [first, last] runs without a dump
+  std::vector<int64_t> behind;                       // dumped ranks that issued fewer
+  std::vector<std::string> verdicts;                 // one line each
+  std::string report;                                // everything, as `doctor` prints it
+};
+
+// Reads every rank<r>.json in `dir`; throws UsageError when there is none or one is malformed.
+FlightDiagnosis diagnose_flight_dir(const std::string& dir);
+// The report text of diagnose_flight_dir.
+std::string diagnose_flight_dumps(const std::string& dir);
+
+}  // namespace ddpb::comm

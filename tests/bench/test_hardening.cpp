@@ -1,0 +1,164 @@
+// Regression tests for what adversarial testing and a first-time user trial broke: output
+// targets that are not regular files, numeric flags that overflowed or wrapped, impossible
+// world sizes, NaN hidden by ops, results folders given where a file was expected.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../reports/suite_fixture.h"
+#include "../util/run_cli.h"
+#include "workloads/safetensors.h"
+
+namespace ddpb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_cli;
+using testing::TempDir;
+
+// Exit 2 with `needle` in the one-line reason.
+void expect_usage(const std::string& args, const std::string& needle) {
+  const auto r = run_cli(args);
+  EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos)
+      << args << ": missing '" << needle << "' in\n" << r.output;
+}
+
+const std::string kRun = "run --workload mlp-small --steps 1 --warmup 0 --quiet ";
+
+TEST(OutputTargets, ADeviceFifoOrDirectoryIsRefusedBeforeAnyWork) {
+  TempDir dir("out_targets");
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const char* flag : {"--out", "--trace", "--save-params"}) {
+    expect_usage(kRun + flag + " " + fifo, "it is a FIFO");
+    EXPECT_TRUE(fs::is_fifo(fifo)) << flag << " replaced the FIFO";
+  }
+  expect_usage(kRun + "--out " + dir.path().string(), "it is a directory");
+  EXPECT_TRUE(fs::is_directory(dir.path()));
+}
+
+TEST(OutputTargets, ASymlinkIsFollowedAndKept) {
+  TempDir dir("out_symlink");
+  const std::string target = dir / "real.json", link = dir / "link.json";
+  std::ofstream(target) << "old";
+  fs::create_symlink(target, link);
+  const auto r = run_cli(kRun + "--out " + link);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(link)) << "the link was replaced by a file";
+  const auto record = nlohmann::json::parse(std::ifstream(target));
+  EXPECT_EQ(record.at("kind"), "run");
+}
+
+TEST(NumericFlags, OverflowAndWrapAroundAreUsageErrors) {
+  expect_usage(kRun + "--mode ddp --world-size 0", "--world-size must be an integer from 1");
+  expect_usage("run --workload mlp-small --steps 9223372036854775807 --warmup 1",
+               "--steps must be an integer from 1 to 1000000000");
+  expect_usage(kRun + "--seed -1", "--seed must be an integer from 0");
+  expect_usage(kRun + "--global-batch 99999999999999999999", "--global-batch must be an integer");
+  expect_usage("run --workload mlp-small --steps 3x", "got '3x'");
+  expect_usage(kRun + "--mode ddp --world-size 2 --timeout inf", "--timeout must be a number");
+  expect_usage(kRun + "--mode ddp --world-size 2 --timeout 0.0001", "--timeout must be a number");
+  expect_usage(kRun + "--lr nan", "--lr must be a number");
+}
+
+TEST(NumericFlags, FaultSpecsAreParsedStrictlyAndMustFire) {
+  expect_usage(kRun + "--mode ddp --world-size 2 --inject-fault crash@rank=99999999999,step=1",
+               "--inject-fault rank must be an integer");
+  expect_usage(kRun + "--mode ddp --world-size 2 --inject-fault crash@rank=1x,step=1", "'1x'");
+  expect_usage(kRun + "--mode ddp --world-size 2 --inject-fault crash@rank=5,step=1",
+               "rank 5 is outside the world of 2 ranks");
+}
+
+TEST(NumericFlags, DdpDivisibilityErrorSuggestsBatchesThatDivide) {
+  expect_usage(kRun + "--mode ddp --world-size 3 --global-batch 100", "99 or 102 would");
+}
+
+TEST(UsageErrors, AreOneLineWithoutTheCheckOrSourcePosition) {
+  const auto r = run_cli(kRun + "--mode ddp --world-size 3 --global-batch 100");
+  EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("ddpbench: error: "), 0u) << r.output;
+  const auto parse = run_cli("run --workload mlp-small --bogus");
+  EXPECT_EQ(parse.code, 2);
+  EXPECT_EQ(parse.output.find("ddpbench: error: "), 0u) << parse.output;
+}
+
+TEST(WorldSize, ImpossibleCpuRequestsAreRefusedUpFront) {
+  expect_usage(kRun + "--mode dp --world-size 65", "more logical CPU devices than the limit");
+  expect_usage(kRun + "--mode ddp --world-size 1000", "more logical CPU devices than the limit");
+  expect_usage(kRun + "--mode ddp --world-size 10000", "--world-size must be an integer");
+}
+
+TEST(NonFinite, InitFromWithANanIsRefusedNamingTheTensor) {
+  TempDir dir("nan_init");
+  const std::string params = dir / "p.safetensors", bad = dir / "bad.safetensors";
+  ASSERT_EQ(run_cli(kRun + "--save-params " + params).code, 0);
+  auto tensors = load_safetensors(params);
+  std::vector<float> v = tensors[0].tensor.to_floats();
+  v[3] = NAN;
+  tensors[0].tensor = Tensor::from_floats(v, tensors[0].tensor.shape());
+  save_safetensors(bad, tensors);
+  expect_usage(kRun + "--init-from " + bad, "tensor '" + tensors[0].name + "' holds 1 non-finite");
+}
+
+TEST(NonFinite, ACorruptGradientIsNamedAsNanNotAsDifferingChecksums) {
+  // The fault hits the last step's gradient: the loss of that step is still finite, so the
+  // end-of-run consistency check is what finds the NaN parameters.
+  const auto r = run_cli(
+      "run --workload mlp-small --mode ddp --world-size 2 --steps 2 --warmup 1 --quiet "
+      "--inject-fault corrupt-grad@rank=1,step=3");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("NaN or Inf in parameter"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("(nan, nan)"), std::string::npos) << r.output;
+}
+
+TEST(ResultsFolders, ReportAndCompareAcceptTheFolderSuitePrinted) {
+  TempDir dir("results_folder");
+  fs::create_directories(dir.path() / "suite");
+  std::ofstream(dir / "suite/suite.json") << ddpb::testing::make_suite().dump();
+  const std::string folder = dir / "suite";
+  const auto r = run_cli("report " + folder + " -o " + (dir / "report.html"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+  const auto c = run_cli("compare " + folder + " " + folder);
+  EXPECT_EQ(c.code, 0) << c.output;
+  expect_usage("report " + dir.path().string() + " -o " + (dir / "r.html"),
+               "is a folder without a suite.json");
+}
+
+TEST(ResultsFolders, SuiteOutCreatesOnlyTheLastComponent) {
+  TempDir dir("suite_out");
+  expect_usage("suite --quick --out " + (dir / "no/such/x"), "does not exist");
+  EXPECT_FALSE(fs::exists(dir / "no"));
+}
+
+TEST(RunOutput, QuietHidesTheConfigLineAndFloatsPrintAsWritten) {
+  TempDir dir("run_output");
+  const auto quiet = run_cli(
+      "run --workload mlp-small --mode ddp --world-size 2 --steps 1 --warmup 0 --quiet");
+  ASSERT_EQ(quiet.code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("config:"), std::string::npos) << quiet.output;
+  const auto verbose = run_cli(kRun + "--verbose --lr 0.05 --out " + (dir / "r.json"));
+  ASSERT_EQ(verbose.code, 0) << verbose.output;
+  EXPECT_NE(verbose.output.find("\"lr\":0.05,"), std::string::npos) << verbose.output;
+  std::ifstream in(dir / "r.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"lr\": 0.05,"), std::string::npos);
+}
+
+TEST(RunOutput, APathThatIsNotUtf8IsWrittenNotAJsonException) {
+  TempDir dir("utf8");
+  const std::string out = dir / "r\xff.json";
+  const auto r = run_cli(kRun + "--out '" + out + "'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace ddpb

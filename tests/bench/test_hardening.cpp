@@ -26,8 +26,8 @@ using testing::TempDir;
 void expect_usage(const std::string& args, const std::string& needle) {
   const auto r = run_cli(args);
   EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos)
-      << args << ": missing '" << needle << "' in\n" << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": missing '" << needle << "' in\n"
+                                                      << r.output;
 }
 
 const std::string kRun = "run --workload mlp-small --steps 1 --warmup 0 --quiet ";
@@ -140,8 +140,8 @@ TEST(ResultsFolders, SuiteOutCreatesOnlyTheLastComponent) {
 
 TEST(RunOutput, QuietHidesTheConfigLineAndFloatsPrintAsWritten) {
   TempDir dir("run_output");
-  const auto quiet = run_cli(
-      "run --workload mlp-small --mode ddp --world-size 2 --steps 1 --warmup 0 --quiet");
+  const auto quiet =
+      run_cli("run --workload mlp-small --mode ddp --world-size 2 --steps 1 --warmup 0 --quiet");
   ASSERT_EQ(quiet.code, 0) << quiet.output;
   EXPECT_EQ(quiet.output.find("config:"), std::string::npos) << quiet.output;
   const auto verbose = run_cli(kRun + "--verbose --lr 0.05 --out " + (dir / "r.json"));

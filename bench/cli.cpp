@@ -49,8 +49,6 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
   run.add_option("--comm-hook", c.comm_hook, "ddp: none, fp16 or bf16 bucket compression");
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
-  run.add_option("--broadcast-buffers", c.broadcast_buffers,
-                 "ddp: buffers from rank 0 each forward");
   add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
                 "ddp: rendezvous/collective timeout in seconds");
   run.add_option("--inject-fault", c.inject_fault,

@@ -152,7 +152,6 @@ nlohmann::json RunConfig::to_json() const {
           {"find_unused_params", find_unused_params},
           {"comm_hook", comm_hook},
           {"no_overlap", no_overlap},
-          {"broadcast_buffers", broadcast_buffers},
           {"timeout_s", timeout_s},
           {"inject_fault", inject_fault},
           {"flight_dir", flight_dir},

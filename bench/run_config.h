@@ -37,7 +37,6 @@ struct RunConfig {
   bool find_unused_params = false;
   std::string comm_hook = "none";  // none | fp16 | bf16
   bool no_overlap = false;
-  bool broadcast_buffers = true;
   double timeout_s = 300;     // ddp: rendezvous and collective timeout
   std::string inject_fault;   // ddp: KIND@rank=R,step=S (bench/fault_injection.h)
   bool check_finite = false;  // ddp: NaN/Inf check on every gradient before the AllReduce

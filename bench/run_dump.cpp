@@ -1,5 +1,7 @@
 #include "bench/run_dump.h"
 
+#include <fmt/core.h>
+
 #include <filesystem>
 
 #include "core/check.h"
@@ -20,8 +22,9 @@ void RunDump::save_init(const nn::Module& model) {
 }
 
 void RunDump::add_batch(int64_t step, int micro, const Batch& batch) {
-  std::string prefix = "step" + std::to_string(step);
-  if (micro > 0) prefix += "." + std::to_string(micro);
+  // fmt, not "step" + std::to_string(...): GCC 12 warns (-Wrestrict) on the latter.
+  const std::string prefix =
+      micro > 0 ? fmt::format("step{}.{}", step, micro) : fmt::format("step{}", step);
   batches_.push_back({prefix + ".x", batch.x.to(Device::cpu())});
   batches_.push_back({prefix + ".y", batch.y.to(Device::cpu())});
 }

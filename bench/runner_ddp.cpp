@@ -18,7 +18,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "core/stream.h"
-#include "impl_ddp/reducer.h"
+#include "impl_ddp/distributed_data_parallel.h"
 #include "reports/json_io.h"
 
 namespace ddpb::bench {
@@ -87,10 +87,6 @@ class DdpRunner final : public ModeRunner {
     pg_ = comm::make_process_group(store_, env_.rank, env_.world_size, pg_options);
     clock_offset_ns_ = sync_clock();
     model_ = make_model(spec, device_, config.seed);
-    verify_same_model();
-    // Rank 0's parameters everywhere (the models have no buffers to broadcast).
-    for (auto& p : model_->named_parameters()) pg_->broadcast(p.var.data(), 0)->wait();
-
     ddp::ReducerOptions ro;
     ro.first_bucket_bytes = static_cast<size_t>(config.first_bucket_mb * 1048576.0);
     ro.bucket_bytes = static_cast<size_t>(config.bucket_cap_mb * 1048576.0);
@@ -99,10 +95,11 @@ class DdpRunner final : public ModeRunner {
     ro.overlap = !config.no_overlap;
     ro.comm_hook = ddp::parse_comm_hook(config.comm_hook);
     ro.check_finite = config.check_finite;
-    reducer_ = std::make_unique<ddp::Reducer>(model_->named_parameters(), pg_, ro);
+    ddp_ = std::make_unique<ddp::DistributedDataParallel>(
+        *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ro);
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
                env_.world_size, device_.str(), pg_->backend(), env_.source,
-               reducer_->num_buckets());
+               ddp_->reducer().num_buckets());
   }
 
   Model& model() override { return *model_; }
@@ -121,7 +118,7 @@ class DdpRunner final : public ModeRunner {
     ++step_;
     if (fault_.rank == env_.rank && fault_.step == step_) {
       if (fault_.kind == FaultSpec::Kind::CorruptGrad) {
-        reducer_->corrupt_next_gradient(0);  // the first parameter: its gradient is ready last
+        ddp_->reducer().corrupt_next_gradient(0);  // the first parameter: ready last
       } else if (fault_.kind == FaultSpec::Kind::StoreDrop) {
         if (auto* tcp = dynamic_cast<comm::TCPStore*>(store_.get())) {
           std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n",
@@ -154,14 +151,17 @@ class DdpRunner final : public ModeRunner {
       autograd::Var loss;
       {
         nvtx::Range r("forward", nvtx::Category::Forward);
-        loss = model_loss(model_->forward(batch.x), batch.y);
+        loss = model_loss(ddp_->forward(batch.x), batch.y);
       }
       e[1].record(s);
-      const bool sync = j == k - 1;  // no_sync for the first K-1 micro-steps
-      reducer_->prepare_for_backward(loss, sync);
       {
         nvtx::Range r("backward", nvtx::Category::Backward);
-        loss.backward(scale);
+        if (j < k - 1) {  // no_sync for the first K-1 micro-steps
+          auto no_sync = ddp_->no_sync();
+          ddp_->backward(loss, scale);
+        } else {
+          ddp_->backward(loss, scale);
+        }
       }
       e[2].record(s);
       loss_sum += loss.data().item();
@@ -171,7 +171,7 @@ class DdpRunner final : public ModeRunner {
     auto bwd_end = std::chrono::steady_clock::now();
     {
       nvtx::Range r("ddp.finalize", nvtx::Category::Comm);
-      reducer_->finalize_backward();
+      ddp_->finish_gradient_sync();
     }
     e[3].record(s);
     optimizer.step();
@@ -189,11 +189,12 @@ class DdpRunner final : public ModeRunner {
 
     // Per-bucket records; communication time is the union of the collectives' busy
     // intervals, exposed communication the part after backward compute ended.
-    const auto& recs = reducer_->last_records();
+    ddp::Reducer& reducer = ddp_->reducer();
+    const auto& recs = reducer.last_records();
     std::vector<Interval> busy;
     nlohmann::json buckets = nlohmann::json::array();
     const int64_t zero_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                reducer_->backward_start().time_since_epoch())
+                                reducer.backward_start().time_since_epoch())
                                 .count();
     double first_launch = recs.empty() ? 0.0 : recs.front().launch_ms, last_complete = 0;
     for (const auto& r : recs) {
@@ -225,8 +226,7 @@ class DdpRunner final : public ModeRunner {
     const double sync_bwd_end_ms =
         recs.empty()
             ? 0.0
-            : std::chrono::duration<double, std::milli>(bwd_end - reducer_->backward_start())
-                  .count();
+            : std::chrono::duration<double, std::milli>(bwd_end - reducer.backward_start()).count();
     const CommTime ct = comm_time(std::move(busy), sync_bwd_end_ms);
     out.extra = {
         {"rank", env_.rank},
@@ -258,7 +258,7 @@ class DdpRunner final : public ModeRunner {
   }
 
   nlohmann::json finalize_record(nlohmann::json record) override {
-    check_replicas_consistent();
+    ddp_->check_replicas_consistent();
     // Every rank publishes its summary; rank 0 merges them into the one report.
     // Compute time: the step without waiting on communication, the part a straggler makes
     // longer (every rank's step time is the same, since each waits for the slowest).
@@ -301,9 +301,9 @@ class DdpRunner final : public ModeRunner {
     record["mode"]["details"] = {{"backend", pg_->backend()},
                                  {"world_size", env_.world_size},
                                  {"launcher", env_.source},
-                                 {"buckets_initial", reducer_->initial_layout()},
-                                 {"buckets_rebuilt", reducer_->layout()},
-                                 {"rebuilt", reducer_->rebuilt()}};
+                                 {"buckets_initial", ddp_->reducer().initial_layout()},
+                                 {"buckets_rebuilt", ddp_->reducer().layout()},
+                                 {"rebuilt", ddp_->reducer().rebuilt()}};
     // The report is complete only when every rank got here: say so on rank 0's exit path.
     fmt::print("ddp: merged records of {} ranks (straggler skew {:.3f})\n", env_.world_size,
                record["summary"]["straggler_skew"].get<double>());
@@ -335,79 +335,6 @@ class DdpRunner final : public ModeRunner {
     return remote - (sent + received) / 2;
   }
 
-  // DDP's invariant: after every step all ranks hold identical parameters. A checksum per
-  // rank (sum and sum of squares in double, sent as f32) is allgathered and compared.
-  // A non-finite parameter is named first: its checksum would be NaN on every rank, and
-  // NaN never equals NaN, so the checksums alone would report a meaningless difference.
-  void check_replicas_consistent() {
-    auto params = model_->named_parameters();
-    double sum = 0, sq = 0;
-    float first_bad = -1;  // index of this rank's first non-finite parameter
-    for (size_t i = 0; i < params.size(); ++i) {
-      for (float v : params[i].var.data().to_floats()) {
-        if (!std::isfinite(v) && first_bad < 0) first_bad = static_cast<float>(i);
-        sum += v;
-        sq += double(v) * v;
-      }
-    }
-    const int n = pg_->size();
-    Tensor mine = Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq), first_bad},
-                                      {3}, device_);
-    Tensor all = Tensor::empty({3 * n}, DType::F32, device_);
-    pg_->allgather(all, mine)->wait();
-    auto v = all.to_floats();
-    for (int r = 0; r < n; ++r) {
-      const float bad = v[3 * r + 2];
-      DDPB_CHECK(bad < 0) << "NaN or Inf in parameter " << params[static_cast<size_t>(bad)].name
-                          << " on rank " << r << " at the end of the run";
-    }
-    for (int r = 1; r < n; ++r) {
-      DDPB_CHECK(v[3 * r] == v[0] && v[3 * r + 1] == v[1])
-          << "DDP replicas diverged: rank " << r << "'s parameter checksum (" << v[3 * r] << ", "
-          << v[3 * r + 1] << ") differs from rank 0's (" << v[0] << ", " << v[1] << ")";
-    }
-  }
-
-  // Every rank must hold the same parameters (names, shapes, dtypes): allgather a compact
-  // description (a 24-bit hash per parameter, exact in f32) and name the first difference.
-  void verify_same_model() {
-    auto params = model_->named_parameters();
-    const int n = pg_->size();
-    Tensor count = Tensor::from_floats({static_cast<float>(params.size())}, {1}, device_);
-    Tensor counts = Tensor::empty({n}, DType::F32, device_);
-    pg_->allgather(counts, count)->wait();
-    auto cv = counts.to_floats();
-    const int64_t max_count = static_cast<int64_t>(*std::max_element(cv.begin(), cv.end()));
-    std::vector<float> mine(static_cast<size_t>(max_count), -1.0f);
-    for (size_t i = 0; i < params.size(); ++i) {
-      std::string sig = params[i].name + "|" + shape_str(params[i].var.shape()) + "|" +
-                        std::string(dtype_name(params[i].var.data().dtype()));
-      mine[i] = static_cast<float>(hash_name(sig.c_str()) & 0xFFFFFF);
-    }
-    Tensor local = Tensor::from_floats(mine, {max_count}, device_);
-    Tensor all = Tensor::empty({n * max_count}, DType::F32, device_);
-    pg_->allgather(all, local)->wait();
-    auto av = all.to_floats();
-    for (int64_t i = 0; i < max_count; ++i) {
-      std::vector<int> differing;
-      for (int r = 1; r < n; ++r) {
-        if (av[static_cast<size_t>(r * max_count + i)] != av[static_cast<size_t>(i)])
-          differing.push_back(r);
-      }
-      if (differing.empty()) continue;
-      std::string who;
-      for (int r : differing) who += (who.empty() ? "" : ", ") + std::to_string(r);
-      std::string name =
-          i < static_cast<int64_t>(params.size())
-              ? params[static_cast<size_t>(i)].name + " " +
-                    shape_str(params[static_cast<size_t>(i)].var.shape())
-              : "(none: this rank has only " + std::to_string(params.size()) + " parameters)";
-      DDPB_USAGE_FAIL() << "DDP model mismatch: parameter #" << i
-                        << " differs between rank 0 and rank(s) " << who << " (on rank "
-                        << env_.rank << " it is " << name << ")";
-    }
-  }
-
   RunConfig config_;
   FaultSpec fault_;
   int64_t step_ = 0;
@@ -417,7 +344,7 @@ class DdpRunner final : public ModeRunner {
   std::shared_ptr<comm::Store> store_;
   std::shared_ptr<comm::ProcessGroup> pg_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<ddp::Reducer> reducer_;
+  std::unique_ptr<ddp::DistributedDataParallel> ddp_;
 };
 
 }  // namespace

@@ -16,15 +16,24 @@ class DpRunner final : public ModeRunner {
     dp::DpOptions options;
     options.broadcast_bytes = static_cast<size_t>(config.dp_broadcast_mb * 1048576.0);
     DDPB_USAGE_CHECK(options.broadcast_bytes > 0) << "--dp-broadcast-mb must be positive";
-    dp_ = std::make_unique<dp::DataParallel>(spec, devices, config.seed, options);
+    dp::ReplicaSpec replica;
+    replica.make = [&spec, seed = config.seed](const Device& device) {
+      return std::unique_ptr<nn::Module>(make_model(spec, device, seed));
+    };
+    replica.forward = [](nn::Module& m, const Tensor& x) {
+      return static_cast<Model&>(m).forward(x);
+    };
+    replica.loss = [](const autograd::Var& out, const Tensor& y) { return model_loss(out, y); };
+    dp_ = std::make_unique<dp::DataParallel>(std::move(replica), devices, options);
   }
-  Model& model() override { return dp_->module(); }
+  // The replicas are Models: ReplicaSpec::make above builds them.
+  Model& model() override { return static_cast<Model&>(dp_->module()); }
   Device data_device() const override { return Device::cpu(); }
   std::vector<Device> devices() const override { return dp_->devices(); }
 
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     const Batch batch = next_batch();
-    dp::DpStepStats s = dp_->step(batch, optimizer);
+    dp::DpStepStats s = dp_->step(batch.x, batch.y, optimizer);
     StepOutcome out;
     out.loss = s.loss;
     out.step_ms = s.step_ms;

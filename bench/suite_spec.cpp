@@ -279,10 +279,6 @@ std::string run_file_stem(std::string id) {
   return id;
 }
 
-std::string SuiteRun::file_stem() const {
-  return run_file_stem(id);
-}
-
 std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
   std::vector<SuiteRun> runs;
   auto has_mode = [&](const std::string& m) {

@@ -65,7 +65,6 @@ struct SuiteRun {
   int world_size = 1;
   int64_t global_batch = 0;
   std::vector<std::string> args;  // after "ddpbench": "run", "--mode", ...
-  std::string file_stem() const;  // id with '/' -> '_'
 };
 
 std::vector<SuiteRun> expand_suite(const SuiteSpec& spec);

@@ -5,7 +5,8 @@
 // from the step's start; DP adds a track per replica (its forward and backward), DDP a track
 // per bucket (its collective), so overlapping events never break nesting. Timestamps are
 // microseconds from the earliest event. DDP ranks send their events to rank 0, which shifts
-// them by the clock offsets measured at start-up (comm/clock_sync) and writes the one file.
+// them by the clock offsets measured at start-up (DdpRunner::sync_clock in
+// bench/runner_ddp.cpp) and writes the one file.
 // The file is written atomically, and also when the run fails (with the steps done so far).
 #pragma once
 

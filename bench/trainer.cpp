@@ -113,7 +113,10 @@ nlohmann::json run_training(const RunConfig& config) {
     if (runner->is_primary()) dump->save_init(model);
   }
   std::string device_list;
-  for (const auto& d : runner->devices()) device_list += (device_list.empty() ? "" : ",") + d.str();
+  for (const auto& d : runner->devices()) {
+    if (!device_list.empty()) device_list += ',';
+    device_list += d.str();
+  }
   fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
              config.mode, spec.name, n_params, device_list, config.global_batch);
   for (const auto& d : runner->devices()) device_allocator(d).reset_peak();

@@ -1,6 +1,5 @@
 #include "comm/socket.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -73,12 +72,6 @@ int Fd::release() {
 void Fd::reset() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-}
-
-void set_nonblocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL, 0);
-  DDPB_CHECK(flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0)
-      << "fcntl(O_NONBLOCK): " << std::strerror(errno);
 }
 
 void set_nodelay(int fd) {

@@ -56,7 +56,6 @@ Io recv_all(int fd, void* data, size_t n, Deadline deadline);
 // (a desynchronized stream): a connection in either state must not be reused.
 bool unusable(int fd);
 
-void set_nonblocking(int fd);
 void set_nodelay(int fd);
 
 }  // namespace ddpb::comm::net

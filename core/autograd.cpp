@@ -218,9 +218,6 @@ Var make_result(Tensor output, std::shared_ptr<Node> node, const std::vector<Var
   return result;
 }
 
-bool grad_mode_enabled() {
-  return t_grad_mode;
-}
 NoGradGuard::NoGradGuard() : previous_(t_grad_mode) {
   t_grad_mode = false;
 }

@@ -60,10 +60,13 @@ class Var {
 
   bool defined() const { return impl_ != nullptr; }
   const Tensor& data() const { return impl_->data; }
-  Tensor& mutable_data() const { return impl_->data; }
   const Tensor& grad() const { return impl_->grad; }
   // Replaces the gradient tensor; DDP uses this to make gradients views into buckets.
   void set_grad(Tensor grad) const { impl_->grad = std::move(grad); }
+  // Where the next backward should write this leaf's gradient (Note [Gradient destinations]).
+  void set_grad_destination(Tensor destination) const {
+    impl_->grad_destination = std::move(destination);
+  }
   bool requires_grad() const { return impl_->requires_grad; }
   bool is_leaf() const { return impl_->grad_fn == nullptr; }
   const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
@@ -113,7 +116,6 @@ Var make_result(Tensor output, std::shared_ptr<Node> node, const std::vector<Var
 std::vector<const VarImpl*> reachable_leaves(const Var& output);
 
 // Thread-local switch, as torch.no_grad().
-bool grad_mode_enabled();
 class NoGradGuard {
  public:
   NoGradGuard();

@@ -6,7 +6,8 @@
 //                                   reason alone: no expression, no source position.
 // CUDA_CHECK / CUBLAS_CHECK / NCCL_CHECK live in core/cuda/cuda_check.h (CUDA builds only).
 //
-// Exit-code contract (see bench/main): UsageError -> 2, any other ddpb::Error -> 1.
+// Exit-code contract (ddpbench_main in bench/cli.cpp): UsageError -> 2, any other
+// ddpb::Error -> 1.
 #pragma once
 
 #include <sstream>

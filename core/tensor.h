@@ -67,7 +67,6 @@ class Tensor {
   DType dtype() const { return dtype_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
   const Device& device() const;
-  int64_t storage_offset() const { return offset_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   void* raw_data() const;

@@ -19,24 +19,16 @@ CommHook parse_comm_hook(const std::string& name) {
   return CommHook::None;
 }
 
-const char* comm_hook_name(CommHook hook) {
-  switch (hook) {
-    case CommHook::None:
-      return "none";
-    case CommHook::FP16:
-      return "fp16";
-    case CommHook::BF16:
-      return "bf16";
-  }
-  return "?";
-}
-
+// A bucket: its parameters' gradients side by side in one flat f32 buffer (Note [DDP bucket
+// dtypes]), each parameter's slot a view into it. Backward writes the gradients into the
+// slots, the collective reduces the buffer in place, and the views are the reduced
+// gradients.
 struct Reducer::Bucket {
   std::vector<size_t> params;  // parameter indices, in bucket order
   std::vector<int64_t> offsets;
   Tensor buffer;              // flat f32 on the parameters' device
-  std::vector<Tensor> views;  // views[k] is parameter params[k]'s slot
-  Tensor compressed;          // 16-bit copy for fp16/bf16 comm hooks
+  std::vector<Tensor> views;  // views[k] is parameter params[k]'s slot and gradient
+  Tensor compressed;          // the buffer cast to 16 bits for the fp16/bf16 comm hooks
   size_t pending = 0;
   bool launched = false;
   comm::WorkPtr work;
@@ -48,6 +40,10 @@ Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::P
                  ReducerOptions options)
     : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
   DDPB_CHECK(!params_.empty()) << "DDP needs at least one parameter";
+  for (const auto& p : params_) {  // Note [DDP bucket dtypes]
+    DDPB_USAGE_CHECK(p.var.data().dtype() == DType::F32)
+        << "DDP buckets are f32, but parameter " << p.name << " is " << p.var.data().describe();
+  }
   std::vector<ParamInfo> infos;
   for (auto& p : params_)
     infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
@@ -111,14 +107,13 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   // Backward may compute each gradient straight into its bucket slot (Note [Gradient
   // destinations]): then the copy into the bucket below is skipped.
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].var.impl()->grad_destination =
-        buckets_[locators_[i].bucket].views[locators_[i].index];
+    params_[i].var.set_grad_destination(buckets_[locators_[i].bucket].views[locators_[i].index]);
   }
   if (options_.find_unused_parameters) {
     auto reached = autograd::reachable_leaves(output);
     std::unordered_set<const autograd::VarImpl*> used(reached.begin(), reached.end());
     for (size_t i = 0; i < params_.size(); ++i) {
-      if (!used.count(params_[i].var.impl())) mark_ready(i);  // no gradient will come
+      if (!used.count(params_[i].var.impl())) mark_variable_ready(i);  // no gradient will come
     }
   }
 }
@@ -126,20 +121,29 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
 void Reducer::on_grad_ready(size_t i) {
   if (!sync_) return;  // no_sync: the gradient accumulates locally in .grad
   locally_used_[i] = true;
-  mark_ready(i);
+  mark_variable_ready(i);
 }
 
-void Reducer::mark_ready(size_t i) {
+void Reducer::mark_variable_ready(size_t i) {
   const auto [b, k] = locators_[i];
   Bucket& bk = buckets_[b];
   DDPB_CHECK(!bk.launched) << "parameter " << params_[i].name << " became ready after bucket " << b
                            << " was launched (marked ready twice in one backward?)";
-  const float scale = 1.0f / static_cast<float>(pg_->size());
   DDPB_CHECK(!ready_[i]) << "parameter " << params_[i].name
                          << " became ready twice in one backward";
   ready_[i] = true;
+  average_into_bucket(i, bk.views[k]);
+  inspect_gradient(i, bk.views[k]);
+  if (!rebuilt_ && !options_.find_unused_parameters) ready_order_.push_back(i);
+  DDPB_CHECK(bk.pending > 0) << "bucket " << b << " has no pending parameter left for "
+                             << params_[i].name;
+  if (--bk.pending == 0) mark_bucket_ready(b);
+}
+
+// Parameter i's gradient, divided by the world size, in its bucket slot `view`.
+void Reducer::average_into_bucket(size_t i, const Tensor& view) {
+  const float scale = 1.0f / static_cast<float>(pg_->size());
   const autograd::Var& v = params_[i].var;
-  const Tensor& view = bk.views[k];
   {
     nvtx::Range range("ddp.copy_in", nvtx::Category::Comm, static_cast<int64_t>(view.nbytes()));
     const bool in_bucket = v.grad().defined() && v.grad().raw_data() == view.raw_data();
@@ -162,26 +166,27 @@ void Reducer::mark_ready(size_t i) {
     } else {
       ops::zero(view);
     }
-    if (corrupt_param_ == static_cast<int64_t>(i)) {
-      ops::fill(view.flat_view(0, {1}), std::numeric_limits<float>::quiet_NaN());
-      corrupt_param_ = -1;
-    }
-    if (options_.check_finite) {
-      // Checked before the AllReduce, so the rank that produced the value is the one named.
-      Tensor flag = Tensor::empty({1}, DType::F32, view.device());
-      ops::all_finite(view, flag);
-      DDPB_CHECK(flag.item() != 0.0f)
-          << "non-finite gradient on rank " << pg_->rank() << " in parameter " << params_[i].name
-          << " (bucket " << b << "), found by --check-finite before the AllReduce";
-    }
   }
-  if (options_.rebuild_buckets && !rebuilt_ && record_order_) ready_order_.push_back(i);
-  DDPB_CHECK(bk.pending > 0) << "bucket " << b << " has no pending parameter left for "
-                             << params_[i].name;
-  if (--bk.pending == 0) {
-    bk.record.ready_ms = now_ms();
-    if (options_.overlap) launch_ready_buckets();
+}
+
+void Reducer::inspect_gradient(size_t i, const Tensor& view) {
+  if (corrupt_param_ == static_cast<int64_t>(i)) {
+    ops::fill(view.flat_view(0, {1}), std::numeric_limits<float>::quiet_NaN());
+    corrupt_param_ = -1;
   }
+  if (!options_.check_finite) return;
+  // Checked before the AllReduce, so the rank that produced the value is the one named.
+  Tensor flag = Tensor::empty({1}, DType::F32, view.device());
+  ops::all_finite(view, flag);
+  DDPB_CHECK(flag.item() != 0.0f) << "non-finite gradient on rank " << pg_->rank()
+                                  << " in parameter " << params_[i].name << " (bucket "
+                                  << locators_[i].bucket
+                                  << "), found by --check-finite before the AllReduce";
+}
+
+void Reducer::mark_bucket_ready(size_t b) {
+  buckets_[b].record.ready_ms = now_ms();
+  if (options_.overlap) launch_ready_buckets();
 }
 
 // See Note [DDP bucket launch order].
@@ -265,7 +270,8 @@ void Reducer::finalize_backward() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(backward_start_.time_since_epoch())
           .count();
 
-  if (options_.rebuild_buckets && !rebuilt_) rebuild_from_observed_order();
+  // Note [DDP bucket launch order]: not with find_unused_parameters, as in PyTorch.
+  if (!rebuilt_ && !options_.find_unused_parameters) rebuild_from_observed_order();
 }
 
 void Reducer::rebuild_from_observed_order() {
@@ -280,11 +286,11 @@ void Reducer::rebuild_from_observed_order() {
   for (size_t i = params_.size(); i-- > 0;) {
     if (!seen[i]) order.push_back(i);
   }
-  std::vector<float> as_float(order.begin(), order.end());  // exact below 2^24 parameters
-  Tensor t = Tensor::from_floats(as_float, {static_cast<int64_t>(order.size())},
-                                 params_[0].var.data().device());
+  std::vector<int32_t> indices(order.begin(), order.end());
+  Tensor t = Tensor::from_ints(indices, {static_cast<int64_t>(order.size())},
+                               params_[0].var.data().device());
   pg_->broadcast(t, /*root=*/0)->wait();
-  auto agreed = t.to_floats();
+  const std::vector<int32_t> agreed = t.to_ints();
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(agreed[k]);
 
   std::vector<ParamInfo> infos;

@@ -9,17 +9,29 @@
 //    function (impl_ddp/bucket_assignment.h).
 //
 // Per iteration: prepare_for_backward() before loss.backward(); the hooks fire during
-// backward; finalize_backward() after it. Each hook copies the gradient into its bucket view
-// scaled by 1/world_size (with grad_as_bucket_view the gradient *is* the view and is scaled
-// in place), and a bucket whose pending count reaches zero is launched.
+// backward; finalize_backward() after it. prepare_for_backward names each parameter's
+// bucket view as the destination of its gradient (Note [Gradient destinations] in
+// core/autograd.h), so backward computes the gradient straight into the bucket. A hook then
+// averages it in place (scales by 1/world_size: mark_variable_ready); only a gradient that
+// did not land in its slot (a parameter with two uses, a replaced .grad) is copied in. A
+// bucket whose pending count reaches zero is ready (mark_bucket_ready) and launched in
+// order. After the collectives, the reduced gradients are handed over as the bucket views
+// themselves: nothing is copied out.
+//
+// Note [DDP bucket dtypes]
+// Buckets are f32 (a 16-bit comm hook casts a bucket for the wire and back), so every
+// parameter must be f32: the Reducer refuses others at construction, naming the parameter,
+// rather than mixing dtypes in one flat buffer.
 //
 // Note [DDP bucket launch order]
 // Buckets are launched strictly in bucket index order: a ready bucket waits until every
 // bucket before it has launched. Every rank therefore issues the same collectives in the
 // same order, whatever order its gradients became ready in, which is what a ProcessGroup
 // requires (comm/process_group.h). The rebuild after the first iteration uses rank 0's
-// observed order on every rank for the same reason. Code that launches collectives from
-// the Reducer (launch_ready_buckets, finalize_backward, the rebuild) relies on this note.
+// observed order on every rank for the same reason (sent as integers). As in PyTorch, the
+// buckets are not rebuilt with find_unused_parameters: which parameters get gradients may
+// change every step, and so may the ready order. Code that launches collectives from the
+// Reducer (launch_ready_buckets, finalize_backward, the rebuild) relies on this note.
 //
 // Threads: all methods run on the rank's training thread (the hooks run on the thread that
 // calls backward, which is the same one).
@@ -40,7 +52,6 @@ namespace ddpb::ddp {
 
 enum class CommHook { None, FP16, BF16 };
 CommHook parse_comm_hook(const std::string& name);  // none | fp16 | bf16 (UsageError otherwise)
-const char* comm_hook_name(CommHook hook);
 
 struct ReducerOptions {
   size_t first_bucket_bytes = size_t{1} << 20;  // --first-bucket-mb
@@ -48,7 +59,6 @@ struct ReducerOptions {
   bool grad_as_bucket_view = false;             // --grad-as-bucket-view
   bool find_unused_parameters = false;          // --find-unused-params
   bool overlap = true;                          // false: --no-overlap
-  bool rebuild_buckets = true;                  // once, after the first iteration
   CommHook comm_hook = CommHook::None;          // --comm-hook
   bool check_finite = false;                    // --check-finite: NaN/Inf check per gradient
 };
@@ -105,7 +115,13 @@ class Reducer {
 
   void build_buckets(const BucketAssignment& assignment);
   void on_grad_ready(size_t param_index);
-  void mark_ready(size_t param_index);
+  // PyTorch's mark_variable_ready: the gradient is in its slot, averaged; then the bucket's
+  // pending count drops (mark_bucket_ready once it reaches zero).
+  void mark_variable_ready(size_t param_index);
+  void average_into_bucket(size_t param_index, const Tensor& view);
+  // Fault injection and --check-finite, applied to a gradient once it is in its slot.
+  void inspect_gradient(size_t param_index, const Tensor& view);
+  void mark_bucket_ready(size_t bucket_index);
   void launch_ready_buckets();  // Note [DDP bucket launch order]
   void launch(Bucket& bucket);
   void rebuild_from_observed_order();
@@ -119,7 +135,6 @@ class Reducer {
   size_t next_to_launch_ = 0;
   bool sync_ = true;
   bool rebuilt_ = false;
-  bool record_order_ = true;
   std::vector<size_t> ready_order_;
   std::vector<bool> locally_used_;  // got a gradient from this rank's backward
   std::vector<bool> ready_;         // marked ready in this backward

@@ -63,12 +63,13 @@ bool has_logical_replicas(const std::vector<Device>& devices) {
   return false;
 }
 
-DataParallel::DataParallel(const WorkloadSpec& spec, std::vector<Device> devices, uint64_t seed,
-                           DpOptions options)
-    : spec_(spec), devices_(std::move(devices)), options_(options) {
+DataParallel::DataParallel(ReplicaSpec model, std::vector<Device> devices, DpOptions options)
+    : model_(std::move(model)), devices_(std::move(devices)), options_(options) {
+  DDPB_CHECK(model_.make && model_.forward && model_.loss)
+      << "DataParallel needs a replica factory, a forward and a loss";
   for (size_t r = 0; r < devices_.size(); ++r) {
     DeviceGuard guard(devices_[r]);
-    replicas_.push_back(make_model(spec_, devices_[r], seed));
+    replicas_.push_back(model_.make(devices_[r]));
     std::vector<Tensor> ps;
     for (auto& p : replicas_.back()->named_parameters()) {
       ps.push_back(p.var.data());
@@ -137,7 +138,7 @@ void DataParallel::reduce_add(size_t used) {
   reduce_add_coalesced(*transport_, grads, groups_, used);
 }
 
-DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) {
+DpStepStats DataParallel::step(const Tensor& x, const Tensor& y, optim::Optimizer& optimizer) {
   const Device dev0 = devices_[0];
   DeviceGuard guard(dev0);
   Stream& driver = current_stream(dev0);
@@ -145,7 +146,7 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
   for (auto& e : marks) e = Event::create(dev0);
   auto mark = [&](size_t i) { marks[i].record(driver); };
   DpStepStats stats;
-  const int64_t rows = batch.x.size(0);
+  const int64_t rows = x.size(0);
   const auto sizes = chunk_sizes(rows, static_cast<int64_t>(devices_.size()));
   const size_t used = sizes.size();
 
@@ -157,10 +158,10 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
   Scattered xs;
   Tensor targets;
   {
-    nvtx::Range range("dp.scatter", nvtx::Category::DP, static_cast<int64_t>(batch.x.nbytes()));
-    xs = scatter(batch.x, sizes, devices_, side_streams_);
-    targets = Tensor::empty(batch.y.shape(), batch.y.dtype(), dev0);
-    ops::copy(batch.y, targets);
+    nvtx::Range range("dp.scatter", nvtx::Category::DP, static_cast<int64_t>(x.nbytes()));
+    xs = scatter(x, sizes, devices_, side_streams_);
+    targets = Tensor::empty(y.shape(), y.dtype(), dev0);
+    ops::copy(y, targets);
     for (auto& e : xs.ready) e.synchronize();  // host-side completion of the side copies
   }
   mark(1);
@@ -186,7 +187,7 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
       compute_streams_[r]->wait(xs.ready[r]);
       busy[r][0].record(*compute_streams_[r]);
       host_ns[r][0] = now_ns();
-      outputs[r] = replicas_[r]->forward(xs.parts[r]);
+      outputs[r] = model_.forward(*replicas_[r], xs.parts[r]);
       host_ns[r][1] = now_ns();
       busy[r][1].record(*compute_streams_[r]);
     });
@@ -207,7 +208,7 @@ DpStepStats DataParallel::step(const Batch& batch, optim::Optimizer& optimizer) 
   autograd::Var loss;
   {
     nvtx::Range range("dp.loss", nvtx::Category::DP);
-    loss = model_loss(gathered, targets);
+    loss = model_.loss(gathered, targets);
     loss.backward();  // the gradient of the gathered outputs, on device 0
   }
   mark(5);

@@ -16,27 +16,49 @@
 // shares the original parameters. Replicas 1..n-1 are persistent modules whose parameters
 // are overwritten every step (the copy is the cost being measured, the allocation is not).
 //
+// Note [DP in PyTorch's terms]
+// ours                                   torch.nn.DataParallel / torch.nn.parallel
+// -------------------------------------  --------------------------------------------------
+// scatter (impl_dp/scatter_gather.h)     scatter / Scatter.apply (torch.chunk semantics)
+// replicate -> broadcast_coalesced       replicate -> comm.broadcast_coalesced
+// parallel_apply on the WorkerPool       parallel_apply (a thread per device)
+// gather (impl_dp/scatter_gather.h)      gather / Gather.apply (outputs to device 0)
+// reduce_add -> reduce_add_coalesced     the backward of Broadcast: comm.reduce_add_coalesced
+// Transport (copy | nccl)                comm's copies or NCCL (torch.cuda.nccl)
+// module() is replica 0                  module: device 0's replica is the original module
+//
 // Threads: step() is called from one driver thread; it uses the worker pool for the
 // per-replica work and rethrows a worker's exception with its device.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/autograd.h"
+#include "core/nn.h"
 #include "core/optim.h"
 #include "impl_dp/transport.h"
 #include "impl_dp/worker_pool.h"
-#include "workloads/model.h"
 
 namespace ddpb::dp {
 
 enum class Phase { Scatter, Replicate, Forward, Gather, Loss, Backward, Reduce, Optimizer };
 inline constexpr size_t kNumPhases = 8;
 const char* phase_name(Phase p);
+
+// What DataParallel needs of a model, without knowing which one (impl_dp/ does not include
+// workloads/): how to build a replica on a device (every call the same initial parameters),
+// how a replica runs its part of the batch, and the loss over the gathered outputs.
+struct ReplicaSpec {
+  std::function<std::unique_ptr<nn::Module>(const Device& device)> make;
+  std::function<autograd::Var(nn::Module& replica, const Tensor& x)> forward;
+  std::function<autograd::Var(const autograd::Var& outputs, const Tensor& targets)> loss;
+};
 
 struct DpOptions {
   size_t broadcast_bytes = size_t{10} << 20;  // --dp-broadcast-mb
@@ -61,18 +83,18 @@ struct DpStepStats {
 
 class DataParallel {
  public:
-  DataParallel(const WorkloadSpec& spec, std::vector<Device> devices, uint64_t seed,
-               DpOptions options = {});
+  DataParallel(ReplicaSpec model, std::vector<Device> devices, DpOptions options = {});
   ~DataParallel();
 
   // The master module (replica 0, on devices()[0]): its parameters are the trained ones.
-  Model& module() { return *replicas_[0]; }
+  nn::Module& module() { return *replicas_[0]; }
   const std::vector<Device>& devices() const { return devices_; }
   const char* transport_name() const { return transport_->name(); }
 
-  // One full training step (zero_grad, the phases above, optimizer.step()) on a host batch.
-  // `optimizer` must own module()'s parameters. Synchronises at the end to read the loss.
-  DpStepStats step(const Batch& batch, optim::Optimizer& optimizer);
+  // One full training step (zero_grad, the phases above, optimizer.step()) on a host batch
+  // of inputs x and targets y. `optimizer` must own module()'s parameters. Synchronises at
+  // the end to read the loss.
+  DpStepStats step(const Tensor& x, const Tensor& y, optim::Optimizer& optimizer);
 
  private:
   void replicate(size_t used);
@@ -83,10 +105,10 @@ class DataParallel {
   // Makes every replica stream wait for the driver's work so far on its device.
   void fork_replicas(size_t used);
 
-  WorkloadSpec spec_;
+  ReplicaSpec model_;
   std::vector<Device> devices_;
   DpOptions options_;
-  std::vector<std::unique_ptr<Model>> replicas_;
+  std::vector<std::unique_ptr<nn::Module>> replicas_;
   std::vector<std::vector<Tensor>> params_;  // params_[r][k]: parameter k of replica r
   std::vector<std::vector<size_t>> groups_;  // coalesced chunks over parameter indices
   std::vector<StreamPtr> compute_streams_, side_streams_;

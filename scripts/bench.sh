@@ -11,7 +11,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh"
 
-build_dir=${BUILD_DIR:-$root/build/release}
+# The Release build of scripts/test.sh (build/ci) serves when it is there: one full build, not
+# two. Otherwise build/release.
+default_build=$root/build/release
+if grep -qs '^CMAKE_BUILD_TYPE:STRING=Release$' "$root/build/ci/CMakeCache.txt"; then
+  default_build=$root/build/ci
+fi
+build_dir=${BUILD_DIR:-$default_build}
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}" >/dev/null
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target ddpbench
 bin="$build_dir/bench/ddpbench"

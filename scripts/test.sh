@@ -27,9 +27,25 @@ jobs=${JOBS:-$(nproc)}
 if [[ $main == 1 ]]; then
   "$root/scripts/check_format.sh"
   build_dir=${BUILD_DIR:-$root/build/ci}
-  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}"
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPB_WERROR=ON \
+    -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}"
   cmake --build "$build_dir" -j "$jobs"
-  ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure --timeout 900
+  ctest_log=$(mktemp)
+  trap 'rm -f "$ctest_log"' EXIT
+  ctest_rc=0
+  ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure --timeout 900 | tee "$ctest_log" ||
+    ctest_rc=$?
+  skipped_why=$(mktemp)
+  /usr/bin/env python3 "$root/scripts/ctest_skips.py" "$build_dir" "$skipped_why" || true
+  counts=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$ctest_log" | tail -n 1)
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$counts")
+  failed=$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$counts")
+  verdict="tests: $((total - failed)) passed, $failed failed (of $total; $(cat "$skipped_why"))"
+  rm -f "$skipped_why"
+  if [[ $ctest_rc != 0 ]]; then
+    echo "scripts/test.sh: FAILED: $verdict"
+    exit "$ctest_rc"
+  fi
 fi
 
 if [[ $sanitize == 1 ]]; then
@@ -40,7 +56,7 @@ if [[ $sanitize == 1 ]]; then
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
   asan_tests=(test_core test_dp test_ddp test_store test_process_group test_flight_recorder
               test_safetensors test_sampler test_dataset test_dataloader test_report_render
-              test_compare)
+              test_compare test_stream_sanitizer)
   cmake --build "$asan_dir" -j "$jobs" --target "${asan_tests[@]}"
   export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   for t in "${asan_tests[@]}"; do
@@ -54,7 +70,7 @@ if [[ $sanitize == 1 ]]; then
   cmake -S "$root" -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=thread >/dev/null
   cmake --build "$tsan_dir" -j "$jobs" --target test_dp test_core test_dataloader test_store \
-    test_process_group
+    test_process_group test_stream_sanitizer
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   "$tsan_dir/tests/impl_dp/test_dp" --gtest_brief=1
   "$tsan_dir/tests/test_core" --gtest_filter='CpuStream.*:Event.*' --gtest_brief=1
@@ -62,4 +78,9 @@ if [[ $sanitize == 1 ]]; then
   "$tsan_dir/tests/comm/test_store" --gtest_filter='StoreTest/HashStore.*:StoreTest/TCPStore.*' --gtest_brief=1
   # The 2000-collective stress test is left to the main pass: under TSan it takes minutes.
   "$tsan_dir/tests/comm/test_process_group" --gtest_filter='-*Stress*' --gtest_brief=1
+  "$tsan_dir/tests/test_stream_sanitizer" --gtest_brief=1
+  sanitizers="ASan+UBSan: ${#asan_tests[@]} unit test binaries passed; TSan: 6 passed"
 fi
+
+# One verdict line, last (set -e has stopped the script on any earlier failure).
+echo "scripts/test.sh: ${verdict:-main tests not run (--sanitize)}; ${sanitizers:-sanitizer passes skipped (NO_SANITIZE=1)}"

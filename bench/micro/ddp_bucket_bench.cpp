@@ -1,8 +1,8 @@
 // The DDP Reducer's per-bucket memory work, at bucket sizes of 1 MiB (--first-bucket-mb's
 // default) and 25 MiB (--bucket-cap-mb's default), on cpu:0.
 //
-// The Reducer does this work in private members (Reducer::mark_ready, launch and
-// finalize_backward in impl_ddp/reducer.cpp), which cannot be called without a backward
+// The Reducer does this work in private members (Reducer::mark_variable_ready and launch in
+// impl_ddp/reducer.cpp), which cannot be called without a backward
 // pass and a process group. So these benchmarks make the same core/ops calls on the same
 // kind of tensors (a flat f32 bucket and one view per gradient, made with flat_view as
 // Reducer::build_buckets does); keep them in step with reducer.cpp:
@@ -11,12 +11,16 @@
 //                                      the Reducer uses it when a gradient-as-bucket-view
 //                                      gradient was replaced)
 //   ddp_bucket/copy_scale/bytes:N      ops::scale_copy(grad, view, 1/world_size) per
-//                                      gradient: the Reducer's copy-in (mark_ready), which
-//                                      also divides by the world size (world size 2 here)
-//   ddp_bucket/scale_in_place/bytes:N  ops::scale(view, 1/world_size) per gradient: the copy-in
-//                                      with --grad-as-bucket-view (no copy)
-//   ddp_bucket/unflatten/bytes:N       ops::copy(view, grad) per gradient: the copy-out of the
-//                                      averaged gradients (finalize_backward)
+//                                      gradient: the Reducer's copy-in (mark_variable_ready) of a
+//                                      gradient that was not computed into its bucket slot,
+//                                      divided by the world size (world size 2 here)
+//   ddp_bucket/scale_in_place/bytes:N  ops::scale(view, 1/world_size) per gradient: what the
+//                                      Reducer does for a gradient computed straight into its
+//                                      slot (Note [Gradient destinations]) or kept as the view
+//   ddp_bucket/unflatten/bytes:N       ops::copy(view, grad) per gradient: a copy-out of the
+//                                      averaged gradients, which the Reducer no longer does
+//                                      (it hands them over as the bucket views); kept as the
+//                                      measure of what that saves
 //   ddp_bucket/fp16_compress/bytes:N   ops::cast(bucket f32 -> f16): --comm-hook fp16 before
 //                                      the allreduce (launch); bf16_compress likewise
 //   ddp_bucket/fp16_decompress/bytes:N ops::cast(f16 -> bucket f32) after it

@@ -152,9 +152,12 @@ TEST(DdpUnusedParameters, WithoutTheFlagTheErrorNamesTheParameter) {
 }
 
 TEST(DdpFaults, MismatchedModelIsANamedError) {
-  // Ranks started by hand (as an external launcher would), with different models.
+  // Ranks started by hand (as an external launcher would), with different models. They
+  // share a store token: without one, their different configurations would already be
+  // refused as two jobs (Note [Store job identity]).
   TempDir dir("ddp_mismatch");
-  std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=29581 WORLD_SIZE=2";
+  std::string env =
+      "MASTER_ADDR=127.0.0.1 MASTER_PORT=29581 WORLD_SIZE=2 DDPBENCH_STORE_TOKEN=mismatch-test";
   std::string args =
       " --mode ddp --world-size 2 --global-batch 8 --steps 1 --warmup 0 --quiet --timeout 20";
   std::string cmd1 = env + " RANK=1 LOCAL_RANK=1 " + std::string(DDPBENCH_BIN) +

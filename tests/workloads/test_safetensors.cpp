@@ -287,7 +287,9 @@ void expect_rejected(const std::string& file, const std::string& contents,
       EXPECT_NE(msg.find(problem), std::string::npos) << "expected '" << problem << "' in: " << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
       if (variant == 0) load_msg = msg;
-      if (variant == 2) EXPECT_EQ(msg, load_msg) << "file and memory readers must agree";
+      if (variant == 2) {
+        EXPECT_EQ(msg, load_msg) << "file and memory readers must agree";
+      }
     }
   }
 }

@@ -1,0 +1,109 @@
+#include "impl_ddp/distributed_data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace ddpb::ddp {
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn forward,
+                                                 std::shared_ptr<comm::ProcessGroup> pg,
+                                                 ReducerOptions options)
+    : module_(module), forward_(std::move(forward)), pg_(std::move(pg)) {
+  const auto params = module_.named_parameters();
+  DDPB_CHECK(!params.empty()) << "DDP needs a module with parameters";
+  device_ = params.front().var.data().device();
+  verify_same_model();
+  broadcast_from_rank0();
+  reducer_ = std::make_unique<Reducer>(params, pg_, options);
+}
+
+void DistributedDataParallel::backward(const autograd::Var& loss, const Tensor& grad_output) {
+  reducer_->prepare_for_backward(loss, sync_);
+  loss.backward(grad_output);
+}
+
+void DistributedDataParallel::finish_gradient_sync() {
+  reducer_->finalize_backward();
+}
+
+// Rank 0's parameters on every rank, before the first step (PyTorch's _sync_module_states).
+void DistributedDataParallel::broadcast_from_rank0() const {
+  for (auto& p : module_.named_parameters()) pg_->broadcast(p.var.data(), /*root=*/0)->wait();
+}
+
+// Every rank must hold the same parameters (names, shapes, dtypes): allgather a compact
+// description (a 24-bit hash per parameter, exact in f32) and name the first difference.
+void DistributedDataParallel::verify_same_model() const {
+  auto params = module_.named_parameters();
+  const int n = pg_->size();
+  Tensor count = Tensor::from_floats({static_cast<float>(params.size())}, {1}, device_);
+  Tensor counts = Tensor::empty({n}, DType::F32, device_);
+  pg_->allgather(counts, count)->wait();
+  auto cv = counts.to_floats();
+  const int64_t max_count = static_cast<int64_t>(*std::max_element(cv.begin(), cv.end()));
+  std::vector<float> mine(static_cast<size_t>(max_count), -1.0f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string sig = params[i].name + "|" + shape_str(params[i].var.shape()) + "|" +
+                      std::string(dtype_name(params[i].var.data().dtype()));
+    mine[i] = static_cast<float>(hash_name(sig.c_str()) & 0xFFFFFF);
+  }
+  Tensor local = Tensor::from_floats(mine, {max_count}, device_);
+  Tensor all = Tensor::empty({n * max_count}, DType::F32, device_);
+  pg_->allgather(all, local)->wait();
+  auto av = all.to_floats();
+  for (int64_t i = 0; i < max_count; ++i) {
+    std::string who;
+    for (int r = 1; r < n; ++r) {
+      if (av[static_cast<size_t>(r * max_count + i)] != av[static_cast<size_t>(i)])
+        who += (who.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (who.empty()) continue;
+    const auto index = static_cast<size_t>(i);
+    std::string name =
+        index < params.size()
+            ? params[index].name + " " + shape_str(params[index].var.shape())
+            : "(none: this rank has only " + std::to_string(params.size()) + " parameters)";
+    DDPB_USAGE_FAIL() << "DDP model mismatch: parameter #" << i
+                      << " differs between rank 0 and rank(s) " << who << " (on rank "
+                      << pg_->rank() << " it is " << name << ")";
+  }
+}
+
+// A checksum per rank (sum and sum of squares in double, sent as f32) is allgathered and
+// compared. A non-finite parameter is named first: its checksum would be NaN on every rank,
+// and NaN never equals NaN, so the checksums alone would report a meaningless difference.
+void DistributedDataParallel::check_replicas_consistent() const {
+  auto params = module_.named_parameters();
+  double sum = 0, sq = 0;
+  float first_bad = -1;  // index of this rank's first non-finite parameter
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (float v : params[i].var.data().to_floats()) {
+      if (!std::isfinite(v) && first_bad < 0) first_bad = static_cast<float>(i);
+      sum += v;
+      sq += double(v) * v;
+    }
+  }
+  const int n = pg_->size();
+  Tensor mine = Tensor::from_floats({static_cast<float>(sum), static_cast<float>(sq), first_bad},
+                                    {3}, device_);
+  Tensor all = Tensor::empty({3 * n}, DType::F32, device_);
+  pg_->allgather(all, mine)->wait();
+  auto v = all.to_floats();
+  for (int r = 0; r < n; ++r) {
+    const float bad = v[3 * r + 2];
+    DDPB_CHECK(bad < 0) << "NaN or Inf in parameter " << params[static_cast<size_t>(bad)].name
+                        << " on rank " << r << " at the end of the run";
+  }
+  for (int r = 1; r < n; ++r) {
+    DDPB_CHECK(v[3 * r] == v[0] && v[3 * r + 1] == v[1])
+        << "DDP replicas diverged: rank " << r << "'s parameter checksum (" << v[3 * r] << ", "
+        << v[3 * r + 1] << ") differs from rank 0's (" << v[0] << ", " << v[1] << ")";
+  }
+}
+
+}  // namespace ddpb::ddp

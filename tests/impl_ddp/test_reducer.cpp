@@ -29,8 +29,8 @@ Tensor input_of(int rank, size_t param) {
 // Parameter k's gradient on `rank`: of cross_entropy(x_k w_k^T, class 0).
 Tensor local_gradient(const autograd::Var& w, int rank, size_t k) {
   autograd::Var x(input_of(rank, k));
-  autograd::Var loss = fn::cross_entropy(fn::linear(x, w, autograd::Var()),
-                                         Tensor::from_ints({0}, {1}));
+  autograd::Var loss =
+      fn::cross_entropy(fn::linear(x, w, autograd::Var()), Tensor::from_ints({0}, {1}));
   loss.backward();
   return w.grad();
 }

@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/phase_timer.h"
 #include "core/rng.h"
 #include "core/stream.h"
 #include "impl_ddp/distributed_data_parallel.h"
@@ -116,36 +117,59 @@ class DdpRunner final : public ModeRunner {
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
     ++step_;
-    if (fault_.rank == env_.rank && fault_.step == step_) {
-      if (fault_.kind == FaultSpec::Kind::CorruptGrad) {
-        ddp_->reducer().corrupt_next_gradient(0);  // the first parameter: ready last
-      } else if (fault_.kind == FaultSpec::Kind::StoreDrop) {
-        if (auto* tcp = dynamic_cast<comm::TCPStore*>(store_.get())) {
-          std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n",
-                       env_.rank, static_cast<long>(step_));
-          tcp->drop_connection();
-        }
-      }
-    }
-    Stream& s = current_stream(device_);
-    const int64_t k = config_.accumulate;
+    inject_step_fault();
     // set_to_none also with --grad-as-bucket-view: backward then computes every gradient into
     // its bucket slot (Note [Gradient destinations]), which is cheaper than zeroing the
     // buckets and accumulating into them, and leaves .grad the bucket view all the same.
     optimizer.zero_grad(/*set_to_none=*/true);
-    double fwd_ms = 0, bwd_ms = 0;
-    float loss_sum = 0;
+    PhaseTimer timer(current_stream(device_));
+    StepOutcome out;
+    out.loss = run_micro_steps(next_batch, timer);  // leaves "comm_exposed" begun
+    const auto bwd_end = std::chrono::steady_clock::now();
+    {
+      nvtx::Range r("ddp.finalize", nvtx::Category::Comm);
+      ddp_->finish_gradient_sync();
+    }
+    timer.begin("optimizer");
+    optimizer.step();
+    timer.end();
+    timer.synchronize();
+    out.step_ms = 0;
+    for (const char* phase : {"forward", "backward_compute", "comm_exposed", "optimizer"}) {
+      out.phases_ms.emplace_back(phase, timer.ms(phase));
+      out.step_ms += timer.ms(phase);  // the data loading between micro-steps is not counted
+    }
+    add_bucket_records(out, bwd_end);
+    return out;
+  }
+
+  void inject_step_fault() {
+    if (fault_.rank != env_.rank || fault_.step != step_) return;
+    if (fault_.kind == FaultSpec::Kind::CorruptGrad) {
+      ddp_->reducer().corrupt_next_gradient(0);  // the first parameter: ready last
+    } else if (fault_.kind == FaultSpec::Kind::StoreDrop) {
+      if (auto* tcp = dynamic_cast<comm::TCPStore*>(store_.get())) {
+        std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n",
+                     env_.rank, static_cast<long>(step_));
+        tcp->drop_connection();
+      }
+    }
+  }
+
+  // The --accumulate micro-steps (no_sync for the first K-1); returns the mean loss. The
+  // phase after the last backward is "comm_exposed", left open for the caller.
+  float run_micro_steps(const BatchFn& next_batch, PhaseTimer& timer) {
+    const int64_t k = config_.accumulate;
     Tensor scale;
     if (k > 1) {
       // Each micro-loss is divided by K, so K micro-steps equal one step on a K-times batch.
       scale = Tensor::empty({1}, DType::F32, device_);
       ops::fill(scale, 1.0f / static_cast<float>(k));
     }
-    Event e[5];
-    for (auto& ev : e) ev = Event::create(device_);
+    float loss_sum = 0;
     for (int64_t j = 0; j < k; ++j) {
       Batch batch = next_batch();
-      e[0].record(s);
+      timer.begin("forward");
       // Inside the timed forward, so that a slow rank's own compute shows the delay.
       if (j == 0) maybe_inject_fault(fault_, env_.rank, step_);
       autograd::Var loss;
@@ -153,40 +177,27 @@ class DdpRunner final : public ModeRunner {
         nvtx::Range r("forward", nvtx::Category::Forward);
         loss = model_loss(ddp_->forward(batch.x), batch.y);
       }
-      e[1].record(s);
+      timer.begin("backward_compute");
       {
         nvtx::Range r("backward", nvtx::Category::Backward);
-        if (j < k - 1) {  // no_sync for the first K-1 micro-steps
+        if (j < k - 1) {
           auto no_sync = ddp_->no_sync();
           ddp_->backward(loss, scale);
         } else {
           ddp_->backward(loss, scale);
         }
       }
-      e[2].record(s);
+      if (j < k - 1) {
+        timer.end();
+      } else {
+        timer.begin("comm_exposed");
+      }
       loss_sum += loss.data().item();
-      fwd_ms += e[0].elapsed_ms(e[1]);
-      bwd_ms += e[1].elapsed_ms(e[2]);
     }
-    auto bwd_end = std::chrono::steady_clock::now();
-    {
-      nvtx::Range r("ddp.finalize", nvtx::Category::Comm);
-      ddp_->finish_gradient_sync();
-    }
-    e[3].record(s);
-    optimizer.step();
-    e[4].record(s);
-    e[4].synchronize();
+    return loss_sum / static_cast<float>(k);
+  }
 
-    StepOutcome out;
-    out.loss = loss_sum / static_cast<float>(k);
-    const double exposed = e[2].elapsed_ms(e[3]);
-    out.phases_ms = {{"forward", fwd_ms},
-                     {"backward_compute", bwd_ms},
-                     {"comm_exposed", exposed},
-                     {"optimizer", e[3].elapsed_ms(e[4])}};
-    out.step_ms = fwd_ms + bwd_ms + exposed + e[3].elapsed_ms(e[4]);
-
+  void add_bucket_records(StepOutcome& out, std::chrono::steady_clock::time_point bwd_end) {
     // Per-bucket records; communication time is the union of the collectives' busy
     // intervals, exposed communication the part after backward compute ended.
     ddp::Reducer& reducer = ddp_->reducer();
@@ -236,7 +247,6 @@ class DdpRunner final : public ModeRunner {
         {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
         {"backward_end_ms", sync_bwd_end_ms},
         {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, sync_bwd_end_ms)}};
-    return out;
   }
 
   int world_size() const override { return env_.world_size; }

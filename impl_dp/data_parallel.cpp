@@ -1,26 +1,18 @@
 #include "impl_dp/data_parallel.h"
 
-#include <chrono>
 #include <set>
 #include <sstream>
 
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/phase_timer.h"
 #include "core/stream_sanitizer.h"
 #include "core/system_info.h"
 #include "impl_dp/coalesce.h"
 #include "impl_dp/scatter_gather.h"
 
 namespace ddpb::dp {
-namespace {
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 const char* phase_name(Phase p) {
   static const char* names[] = {"scatter", "replicate", "forward", "gather",
                                 "loss",    "backward",  "reduce",  "optimizer"};
@@ -138,132 +130,151 @@ void DataParallel::reduce_add(size_t used) {
   reduce_add_coalesced(*transport_, grads, groups_, used);
 }
 
+// What one step carries from phase to phase.
+struct DataParallel::StepState {
+  int64_t rows = 0;            // of the batch
+  std::vector<int64_t> sizes;  // rows of each replica (torch.chunk)
+  size_t used = 0;             // replicas that got rows
+  Scattered xs;
+  Tensor targets;
+  std::vector<autograd::Var> outputs;
+  autograd::Var gathered, loss;
+  std::vector<PhaseTimer> replica;  // forward and backward on each replica's compute stream
+};
+
 DpStepStats DataParallel::step(const Tensor& x, const Tensor& y, optim::Optimizer& optimizer) {
   const Device dev0 = devices_[0];
   DeviceGuard guard(dev0);
-  Stream& driver = current_stream(dev0);
-  std::array<Event, kNumPhases + 1> marks;
-  for (auto& e : marks) e = Event::create(dev0);
-  auto mark = [&](size_t i) { marks[i].record(driver); };
+  PhaseTimer timer(current_stream(dev0));
   DpStepStats stats;
-  const int64_t rows = x.size(0);
-  const auto sizes = chunk_sizes(rows, static_cast<int64_t>(devices_.size()));
-  const size_t used = sizes.size();
-
-  mark(0);
-  optimizer.zero_grad();
-  for (size_t r = 1; r < used; ++r) {
-    for (auto& p : replicas_[r]->named_parameters()) p.var.set_grad(Tensor());
-  }
-  Scattered xs;
-  Tensor targets;
-  {
-    nvtx::Range range("dp.scatter", nvtx::Category::DP, static_cast<int64_t>(x.nbytes()));
-    xs = scatter(x, sizes, devices_, side_streams_);
-    targets = Tensor::empty(y.shape(), y.dtype(), dev0);
-    ops::copy(y, targets);
-    for (auto& e : xs.ready) e.synchronize();  // host-side completion of the side copies
-  }
-  mark(1);
+  StepState st;
+  st.rows = x.size(0);
+  st.sizes = chunk_sizes(st.rows, static_cast<int64_t>(devices_.size()));
+  st.used = st.sizes.size();
   int64_t param_bytes = 0;
   for (const auto& t : params_[0]) param_bytes += static_cast<int64_t>(t.nbytes());
-  {
-    stats.replicate_bytes = param_bytes * static_cast<int64_t>(used - 1);
-    nvtx::Range range("dp.replicate", nvtx::Category::DP, stats.replicate_bytes);
-    replicate(used);
-  }
-  mark(2);
-  fork_replicas(used);
+  stats.replicate_bytes = stats.reduce_bytes = param_bytes * static_cast<int64_t>(st.used - 1);
 
-  // Per-replica events around forward and backward, on the replica's own stream.
-  std::vector<std::array<Event, 4>> busy(used);
-  std::vector<std::array<int64_t, 4>> host_ns(used);
-  std::vector<autograd::Var> outputs(used);
-  {
-    nvtx::Range range("dp.forward", nvtx::Category::DP);
-    pool_->run(used, [&](size_t r) {
-      nvtx::Range dev_range("dp.forward.replica " + std::to_string(r), nvtx::Category::Forward);
-      for (auto& e : busy[r]) e = Event::create(devices_[r]);
-      compute_streams_[r]->wait(xs.ready[r]);
-      busy[r][0].record(*compute_streams_[r]);
-      host_ns[r][0] = now_ns();
-      outputs[r] = model_.forward(*replicas_[r], xs.parts[r]);
-      host_ns[r][1] = now_ns();
-      busy[r][1].record(*compute_streams_[r]);
-    });
-    join_replicas(used);
+  timer.begin(phase_name(Phase::Scatter));
+  optimizer.zero_grad();
+  for (size_t r = 1; r < st.used; ++r) {
+    for (auto& p : replicas_[r]->named_parameters()) p.var.set_grad(Tensor());
   }
-  mark(3);
-  autograd::Var gathered;
+  scatter_batch(st, x, y);
+  timer.begin(phase_name(Phase::Replicate));
   {
-    std::vector<Tensor> parts;
-    for (auto& o : outputs) {
-      parts.push_back(o.data());
-      stats.gather_bytes += static_cast<int64_t>(o.data().nbytes());
-    }
-    nvtx::Range range("dp.gather", nvtx::Category::DP, stats.gather_bytes);
-    gathered = autograd::Var(gather(parts, dev0), /*requires_grad=*/true);
+    nvtx::Range range("dp.replicate", nvtx::Category::DP, stats.replicate_bytes);
+    replicate(st.used);
   }
-  mark(4);
-  autograd::Var loss;
+  timer.begin(phase_name(Phase::Forward));
+  forward_replicas(st);
+  timer.begin(phase_name(Phase::Gather));
+  stats.gather_bytes = gather_outputs(st);
+  timer.begin(phase_name(Phase::Loss));
   {
     nvtx::Range range("dp.loss", nvtx::Category::DP);
-    loss = model_.loss(gathered, targets);
-    loss.backward();  // the gradient of the gathered outputs, on device 0
+    st.loss = model_.loss(st.gathered, st.targets);
+    st.loss.backward();  // the gradient of the gathered outputs, on device 0
   }
-  mark(5);
+  timer.begin(phase_name(Phase::Backward));
+  backward_replicas(st);
+  timer.begin(phase_name(Phase::Reduce));
   {
-    nvtx::Range range("dp.backward", nvtx::Category::DP);
-    // Scatter the output gradient back: rows of replica r go to device r.
-    const Tensor& dout = gathered.grad();
-    const int64_t row_elems = dout.numel() / rows;
-    std::vector<Tensor> douts(used);
-    int64_t start = 0;
-    for (size_t r = 0; r < used; ++r) {
-      const Tensor& out = outputs[r].data();
-      Tensor src = dout.flat_view(start * row_elems, out.shape());
-      start += sizes[r];
-      douts[r] = Tensor::empty(out.shape(), out.dtype(), devices_[r]);
-      ops::copy(src, douts[r]);
-    }
-    fork_replicas(used);
-    pool_->run(used, [&](size_t r) {
-      nvtx::Range dev_range("dp.backward.replica " + std::to_string(r), nvtx::Category::Backward);
-      busy[r][2].record(*compute_streams_[r]);
-      host_ns[r][2] = now_ns();
-      outputs[r].backward(douts[r]);
-      host_ns[r][3] = now_ns();
-      busy[r][3].record(*compute_streams_[r]);
-    });
-    join_replicas(used);
-  }
-  mark(6);
-  {
-    stats.reduce_bytes = param_bytes * static_cast<int64_t>(used - 1);
     nvtx::Range range("dp.reduce", nvtx::Category::DP, stats.reduce_bytes);
-    reduce_add(used);
+    reduce_add(st.used);
   }
-  mark(7);
+  timer.begin(phase_name(Phase::Optimizer));
   optimizer.step();
-  mark(8);
+  timer.end();
 
-  stats.loss = loss.data().item();  // synchronises device 0
-  for (auto& e : marks) e.synchronize();
-  for (size_t p = 0; p < kNumPhases; ++p) stats.phase_ms[p] = marks[p].elapsed_ms(marks[p + 1]);
-  stats.step_ms = marks[0].elapsed_ms(marks[kNumPhases]);
-  stats.devices.resize(devices_.size());
-  for (size_t r = 0; r < used; ++r) {
-    auto& d = stats.devices[r];
-    d.busy_ms = busy[r][0].elapsed_ms(busy[r][1]) + busy[r][2].elapsed_ms(busy[r][3]);
-    d.idle_ms = std::max(0.0, stats.step_ms - d.busy_ms);
-    d.rows = sizes[r];
-    d.forward_start_ns = host_ns[r][0];
-    d.forward_end_ns = host_ns[r][1];
-    d.backward_start_ns = host_ns[r][2];
-    d.backward_end_ns = host_ns[r][3];
-  }
-  for (size_t r = used; r < devices_.size(); ++r) stats.devices[r].idle_ms = stats.step_ms;
+  stats.loss = st.loss.data().item();  // synchronises device 0
+  timer.synchronize();
+  fill_timings(stats, st, timer);
   return stats;
+}
+
+void DataParallel::scatter_batch(StepState& st, const Tensor& x, const Tensor& y) {
+  nvtx::Range range("dp.scatter", nvtx::Category::DP, static_cast<int64_t>(x.nbytes()));
+  st.xs = scatter(x, st.sizes, devices_, side_streams_);
+  st.targets = Tensor::empty(y.shape(), y.dtype(), devices_[0]);
+  ops::copy(y, st.targets);
+  for (auto& e : st.xs.ready) e.synchronize();  // host-side completion of the side copies
+}
+
+// parallel_apply: each worker runs its replica's forward on its own compute stream.
+void DataParallel::forward_replicas(StepState& st) {
+  nvtx::Range range("dp.forward", nvtx::Category::DP);
+  fork_replicas(st.used);
+  st.outputs.assign(st.used, autograd::Var());
+  st.replica.clear();
+  for (size_t r = 0; r < st.used; ++r) st.replica.emplace_back(*compute_streams_[r]);
+  pool_->run(st.used, [&](size_t r) {
+    nvtx::Range dev_range("dp.forward.replica " + std::to_string(r), nvtx::Category::Forward);
+    compute_streams_[r]->wait(st.xs.ready[r]);
+    st.replica[r].begin("forward");
+    st.outputs[r] = model_.forward(*replicas_[r], st.xs.parts[r]);
+    st.replica[r].end();
+  });
+  join_replicas(st.used);
+}
+
+// The outputs, concatenated on device 0; returns the bytes that moved.
+int64_t DataParallel::gather_outputs(StepState& st) {
+  std::vector<Tensor> parts;
+  int64_t bytes = 0;
+  for (auto& o : st.outputs) {
+    parts.push_back(o.data());
+    bytes += static_cast<int64_t>(o.data().nbytes());
+  }
+  nvtx::Range range("dp.gather", nvtx::Category::DP, bytes);
+  st.gathered = autograd::Var(gather(parts, devices_[0]), /*requires_grad=*/true);
+  return bytes;
+}
+
+// The output gradient scattered back (rows of replica r to device r), then each replica's
+// backward on its own thread and stream.
+void DataParallel::backward_replicas(StepState& st) {
+  nvtx::Range range("dp.backward", nvtx::Category::DP);
+  const Tensor& dout = st.gathered.grad();
+  // Per batch row (an output may have several rows per sample: GPT's [B*T, V] logits).
+  const int64_t row_elems = dout.numel() / st.rows;
+  std::vector<Tensor> douts(st.used);
+  int64_t start = 0;
+  for (size_t r = 0; r < st.used; ++r) {
+    const Tensor& out = st.outputs[r].data();
+    Tensor src = dout.flat_view(start * row_elems, out.shape());
+    start += st.sizes[r];
+    douts[r] = Tensor::empty(out.shape(), out.dtype(), devices_[r]);
+    ops::copy(src, douts[r]);
+  }
+  fork_replicas(st.used);
+  pool_->run(st.used, [&](size_t r) {
+    nvtx::Range dev_range("dp.backward.replica " + std::to_string(r), nvtx::Category::Backward);
+    st.replica[r].begin("backward");
+    st.outputs[r].backward(douts[r]);
+    st.replica[r].end();
+  });
+  join_replicas(st.used);
+}
+
+void DataParallel::fill_timings(DpStepStats& stats, const StepState& st,
+                                const PhaseTimer& timer) const {
+  for (size_t p = 0; p < kNumPhases; ++p) stats.phase_ms[p] = timer.ms(phase_name(Phase(p)));
+  stats.step_ms = timer.total_ms();
+  stats.devices.resize(devices_.size());
+  for (size_t r = 0; r < st.used; ++r) {
+    const PhaseTimer& t = st.replica[r];
+    t.synchronize();
+    auto& d = stats.devices[r];
+    d.busy_ms = t.ms("forward") + t.ms("backward");
+    d.idle_ms = std::max(0.0, stats.step_ms - d.busy_ms);
+    d.rows = st.sizes[r];
+    d.forward_start_ns = t.host_start_ns("forward");
+    d.forward_end_ns = t.host_end_ns("forward");
+    d.backward_start_ns = t.host_start_ns("backward");
+    d.backward_end_ns = t.host_end_ns("backward");
+  }
+  for (size_t r = st.used; r < devices_.size(); ++r) stats.devices[r].idle_ms = stats.step_ms;
 }
 
 }  // namespace ddpb::dp

@@ -42,6 +42,7 @@
 #include "core/autograd.h"
 #include "core/nn.h"
 #include "core/optim.h"
+#include "core/phase_timer.h"
 #include "impl_dp/transport.h"
 #include "impl_dp/worker_pool.h"
 
@@ -97,6 +98,12 @@ class DataParallel {
   DpStepStats step(const Tensor& x, const Tensor& y, optim::Optimizer& optimizer);
 
  private:
+  struct StepState;
+  void scatter_batch(StepState& st, const Tensor& x, const Tensor& y);
+  void forward_replicas(StepState& st);
+  int64_t gather_outputs(StepState& st);
+  void backward_replicas(StepState& st);
+  void fill_timings(DpStepStats& stats, const StepState& st, const PhaseTimer& timer) const;
   void replicate(size_t used);
   void reduce_add(size_t used);
   // Makes the driver's streams on device 0 and on each replica's device wait for that

@@ -1,0 +1,67 @@
+#include "core/phase_timer.h"
+
+#include <chrono>
+
+#include "core/check.h"
+
+namespace ddpb {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void PhaseTimer::begin(const std::string& phase) {
+  end();
+  Interval i{phase, Event::create(stream_->device()), Event::create(stream_->device())};
+  i.start.record(*stream_);
+  i.start_ns = now_ns();
+  intervals_.push_back(std::move(i));
+  open_ = true;
+}
+
+void PhaseTimer::end() {
+  if (!open_) return;
+  Interval& i = intervals_.back();
+  i.stop_ns = now_ns();
+  i.stop.record(*stream_);
+  open_ = false;
+}
+
+void PhaseTimer::synchronize() const {
+  DDPB_CHECK(!open_) << "PhaseTimer: phase '" << intervals_.back().phase << "' is still open";
+  for (const auto& i : intervals_) i.stop.synchronize();
+}
+
+double PhaseTimer::ms(const std::string& phase) const {
+  double total = 0;
+  for (const auto& i : intervals_) {
+    if (i.phase == phase) total += i.start.elapsed_ms(i.stop);
+  }
+  return total;
+}
+
+double PhaseTimer::total_ms() const {
+  if (intervals_.empty()) return 0;
+  return intervals_.front().start.elapsed_ms(intervals_.back().stop);
+}
+
+int64_t PhaseTimer::host_start_ns(const std::string& phase) const {
+  for (const auto& i : intervals_) {
+    if (i.phase == phase) return i.start_ns;
+  }
+  return 0;
+}
+
+int64_t PhaseTimer::host_end_ns(const std::string& phase) const {
+  for (auto it = intervals_.rbegin(); it != intervals_.rend(); ++it) {
+    if (it->phase == phase) return it->stop_ns;
+  }
+  return 0;
+}
+
+}  // namespace ddpb

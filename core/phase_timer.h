@@ -1,0 +1,50 @@
+// PhaseTimer: named phases of a step, timed on a stream by events (device time) and on the
+// host clock (when the host issued them), without index arrays of events.
+//
+//   PhaseTimer t(stream);
+//   t.begin("forward");  ...  t.begin("backward");  ...  t.end();
+//   t.synchronize();  t.ms("forward"), t.total_ms()
+//
+// begin() ends the phase that is open and starts the next one; end() closes the last. A
+// phase can be begun again (its times add up). Events are recorded on the stream given at
+// construction, so the times are that stream's; on CPU, where an inline stream runs the work
+// as it is issued, they are the host's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/stream.h"
+
+namespace ddpb {
+
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(Stream& stream) : stream_(&stream) {}
+
+  void begin(const std::string& phase);
+  void end();
+  // Blocks until every recorded boundary has completed; the accessors below need it.
+  void synchronize() const;
+
+  // Milliseconds of `phase` (its intervals added up); 0 when it never ran.
+  double ms(const std::string& phase) const;
+  // From the first begin() to the last end().
+  double total_ms() const;
+  // Host steady-clock times (ns) when `phase` was first begun and last ended; 0 if never.
+  int64_t host_start_ns(const std::string& phase) const;
+  int64_t host_end_ns(const std::string& phase) const;
+
+ private:
+  struct Interval {
+    std::string phase;
+    Event start, stop;
+    int64_t start_ns = 0, stop_ns = 0;
+  };
+  Stream* stream_;
+  std::vector<Interval> intervals_;
+  bool open_ = false;
+};
+
+}  // namespace ddpb

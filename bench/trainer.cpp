@@ -82,6 +82,224 @@ void refuse_non_finite_parameters(Model& model, const std::string& file) {
 
 }  // namespace
 
+namespace {
+
+// Every step's record and the samples the summary is made of.
+struct StepLog {
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<double> step_ms;  // measured steps only
+  std::map<std::string, std::vector<double>> phase_samples;
+  std::vector<std::string> phase_order;
+  double first_loss = 0, last_loss = 0;
+
+  // Returns the step's time, data loading included.
+  double add(int64_t step, bool measured, double data_ms, const StepOutcome& out) {
+    const double total = data_ms + out.step_ms;
+    if (step == 1) first_loss = out.loss;
+    last_loss = out.loss;
+    nlohmann::json phases = {{"data", data_ms}};
+    add_phase("data", data_ms, measured);
+    for (const auto& [name, ms] : out.phases_ms) {
+      phases[name] = ms;
+      add_phase(name, ms, measured);
+    }
+    if (measured) step_ms.push_back(total);
+    nlohmann::json rec = {{"step", step},
+                          {"measured", measured},
+                          {"loss", out.loss},
+                          {"time_ms", total},
+                          {"phases_ms", phases}};
+    if (!out.extra.is_null()) rec["mode"] = out.extra;
+    steps.push_back(rec);
+    return total;
+  }
+  void add_phase(const std::string& name, double ms, bool measured) {
+    if (measured) phase_samples[name].push_back(ms);
+    if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end())
+      phase_order.push_back(name);
+  }
+  // Median per phase, in first-seen order. A phase seen only in warm-up steps (the eager
+  // step before a --cuda-graph capture) has no measured samples and no median.
+  nlohmann::json phase_medians() {
+    nlohmann::json breakdown = nlohmann::json::array();
+    for (const auto& name : phase_order) {
+      if (phase_samples[name].empty()) continue;
+      breakdown.push_back({{"phase", name}, {"median_ms", percentile(phase_samples[name], 50)}});
+    }
+    return breakdown;
+  }
+};
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One step through the runner; the batches come from `loader` (and go to `dump`), and the
+// time spent waiting for them is added to `data_ms`.
+StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader& loader,
+                     RunDump* dump, int64_t step, double& data_ms) {
+  int micro = 0;
+  const BatchFn next_batch = [&] {
+    nvtx::Range r("data", nvtx::Category::Data);
+    auto t0 = std::chrono::steady_clock::now();
+    Batch batch = loader.next();
+    data_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (dump) dump->add_batch(step, micro, batch);
+    ++micro;
+    return batch;
+  };
+  try {
+    return runner.step(next_batch, optimizer);
+  } catch (const std::exception& e) {
+    // Said at once, before unwinding tears down the process group (which can take a
+    // while): the launcher names the rank whose failure it heard first.
+    std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.rank(),
+                 static_cast<long>(step), e.what());
+    std::fflush(stderr);
+    throw;
+  }
+}
+
+// A failed run still leaves a valid trace of the steps it finished (this rank's events).
+struct PartialTrace {
+  TraceWriter* trace;
+  const RunConfig& config;
+  ModeRunner& runner;
+  bool done = false;
+  ~PartialTrace() {
+    if (!trace || done || !runner.is_primary()) return;
+    try {
+      reports::write_json_atomic(
+          config.trace, TraceWriter::document({trace->events()}, {0}, runner.world_size()));
+    } catch (...) {
+    }
+  }
+};
+
+// The training loop: warm-up and measured steps, each logged, traced and printed.
+StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& optimizer,
+              DataLoader& loader, RunDump* dump, TraceWriter* trace) {
+  StepLog log;
+  const bool on_cuda = runner.devices().front().is_cuda();
+  for (int64_t step = 1; step <= config.total_steps(); ++step) {
+    if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
+    const int64_t step_start_ns = steady_now_ns();
+    double data_ms = 0;
+    const StepOutcome out = run_step(runner, optimizer, loader, dump, step, data_ms);
+    DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
+    const bool measured = step > config.warmup;
+    const double total = log.add(step, measured, data_ms, out);
+    if (trace) {
+      std::vector<std::pair<std::string, double>> all_phases{{"data", data_ms}};
+      all_phases.insert(all_phases.end(), out.phases_ms.begin(), out.phases_ms.end());
+      trace->add_step(step, step_start_ns, all_phases, out.spans);
+    }
+    if (!config.quiet) {
+      fmt::print("step {:>4}/{} loss {:.6f} time {:.2f} ms{}\n", step, config.total_steps(),
+                 out.loss, total, measured ? "" : " (warm-up)");
+    }
+  }
+  if (on_cuda) nvtx::profiler_stop();
+  return log;
+}
+
+// The summary block of the record, printed as the run's last lines.
+nlohmann::json summarize_run(const Model& model, StepLog& log, const nlohmann::json& mfu,
+                             const nlohmann::json& memory, double flops_per_s,
+                             double samples_per_s) {
+  const Summary st = summarize(log.step_ms);
+  const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
+  const nlohmann::json breakdown = log.phase_medians();
+  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90,
+             samples_per_s);
+  if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
+  fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
+  if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
+  fmt::print(", loss {:.4f} -> {:.4f}\n", log.first_loss, log.last_loss);
+  std::string breakdown_line;
+  for (const auto& b : breakdown)
+    breakdown_line +=
+        fmt::format(" {} {:.2f}", b["phase"].get<std::string>(), b["median_ms"].get<double>());
+  fmt::print("phases (median ms):{}\n", breakdown_line);
+  for (const auto& m : memory) {
+    fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
+               m["peak_bytes"].get<int64_t>() / 1048576.0);
+  }
+  return {{"step_time_ms", st.to_json()},        {"phases_median_ms", breakdown},
+          {"samples_per_s", samples_per_s},      {"tokens_per_s", tokens_per_s},
+          {"achieved_flops_per_s", flops_per_s}, {"first_loss", log.first_loss},
+          {"last_loss", log.last_loss}};
+}
+
+std::string device_list(const ModeRunner& runner) {
+  std::string list;
+  for (const auto& d : runner.devices()) {
+    if (!list.empty()) list += ',';
+    list += d.str();
+  }
+  return list;
+}
+
+// The record of the run (before the runner's own additions).
+nlohmann::json make_record(const RunConfig& config, ModeRunner& runner, StepLog& log) {
+  const WorkloadSpec& spec = find_workload(config.workload);
+  Model& model = runner.model();
+  int64_t n_params = 0;
+  for (auto& p : model.parameters()) n_params += p.data().numel();
+  const Summary st = summarize(log.step_ms);
+  const double samples_per_s = st.median > 0 ? config.global_batch * 1000.0 / st.median : 0.0;
+  const double flops_per_s = samples_per_s * model.train_flops_per_sample();
+  nlohmann::json memory = memory_record(runner.devices());
+  nlohmann::json context = build_context();
+  const nlohmann::json mfu =
+      run_mfu(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
+  nlohmann::json summary = summarize_run(model, log, mfu, memory, flops_per_s, samples_per_s);
+  if (!mfu.is_null()) summary["mfu"] = mfu;
+  return {
+      {"schema_version", reports::kSchemaVersion},
+      {"implementation", "ddpbench"},
+      {"kind", "run"},
+      {"context", std::move(context)},
+      {"config", config.to_json()},
+      {"mode",
+       {{"name", config.mode}, {"devices", device_list(runner)}, {"details", runner.describe()}}},
+      {"workload",
+       {{"name", spec.name},
+        {"family", family_name(spec.family)},
+        {"parameters", n_params},
+        {"tokens_per_sample", model.tokens_per_sample()},
+        {"train_flops_per_sample", model.train_flops_per_sample()}}},
+      {"steps", log.steps},
+      {"summary", std::move(summary)},
+      {"memory", std::move(memory)}};
+}
+
+void add_comm_summary(const RunConfig& config, const ModeRunner& runner, nlohmann::json& record) {
+  const int comm_world =
+      config.mode == "dp" ? static_cast<int>(runner.devices().size()) : runner.world_size();
+  if (auto comm = comm_summary(config.mode, record["steps"], comm_world); !comm.is_null()) {
+    fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",
+               comm["op"].get<std::string>(), comm["comm_ms"].get<double>(),
+               comm["comm_exposed_ms"].get<double>(), comm["overlap_ratio"].get<double>());
+    record["summary"]["comm"] = std::move(comm);
+  }
+}
+
+// Every record we write matches reports/schema/run.schema.json; a mismatch is our bug (a
+// field added here but not to the schema, or a NaN that JSON turned into null).
+void write_record(const RunConfig& config, const nlohmann::json& record) {
+  const auto problems = reports::validate_run_record(record);
+  DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing "
+                               << config.out << ": " << reports::format_errors(problems);
+  reports::write_json_atomic(config.out, record);
+  fmt::print("wrote {}\n", config.out);
+}
+
+}  // namespace
+
 nlohmann::json run_training(const RunConfig& config) {
   ops::set_math_mode(math_mode_from_name(config.precision));
   ops::set_attention_kind(attention_kind_from_name(config.attention));
@@ -92,12 +310,8 @@ nlohmann::json run_training(const RunConfig& config) {
     load_state_dict(model, config.init_from);
     refuse_non_finite_parameters(model, config.init_from);
   }
-  auto params = model.parameters();
-  int64_t n_params = 0;
-  for (auto& p : params) n_params += p.data().numel();
-  const Device device0 = runner->devices().front();
-  DeviceGuard guard(device0);
-  auto optimizer = optim::make_optimizer(config.optimizer, params);
+  DeviceGuard guard(runner->devices().front());
+  auto optimizer = optim::make_optimizer(config.optimizer, model.parameters());
 
   auto dataset = make_dataset(spec, config.seed);
   DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
@@ -112,13 +326,10 @@ nlohmann::json run_training(const RunConfig& config) {
     dump = std::make_unique<RunDump>(config.dump, runner->batches_file());
     if (runner->is_primary()) dump->save_init(model);
   }
-  std::string device_list;
-  for (const auto& d : runner->devices()) {
-    if (!device_list.empty()) device_list += ',';
-    device_list += d.str();
-  }
+  int64_t n_params = 0;
+  for (auto& p : model.parameters()) n_params += p.data().numel();
   fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
-             config.mode, spec.name, n_params, device_list, config.global_batch);
+             config.mode, spec.name, n_params, device_list(*runner), config.global_batch);
   for (const auto& d : runner->devices()) device_allocator(d).reset_peak();
 
   std::unique_ptr<TraceWriter> trace;
@@ -126,156 +337,13 @@ nlohmann::json run_training(const RunConfig& config) {
     auto [first, last] = parse_trace_steps(config.trace_steps);
     trace = std::make_unique<TraceWriter>(runner->rank(), first, last);
   }
-  // A failed run still leaves a valid trace of the steps it finished (this rank's events).
-  struct PartialTrace {
-    TraceWriter* trace;
-    const RunConfig& config;
-    ModeRunner& runner;
-    bool done = false;
-    ~PartialTrace() {
-      if (!trace || done || !runner.is_primary()) return;
-      try {
-        reports::write_json_atomic(
-            config.trace, TraceWriter::document({trace->events()}, {0}, runner.world_size()));
-      } catch (...) {
-      }
-    }
-  } partial_trace{trace.get(), config, *runner};
+  PartialTrace partial_trace{trace.get(), config, *runner};
+  StepLog log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
 
-  nlohmann::json steps = nlohmann::json::array();
-  std::vector<double> step_ms;
-  std::map<std::string, std::vector<double>> phase_samples;
-  std::vector<std::string> phase_order;
-  double first_loss = 0, last_loss = 0;
-  const bool on_cuda = device0.is_cuda();
-  for (int64_t step = 1; step <= config.total_steps(); ++step) {
-    if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
-    const int64_t step_start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::steady_clock::now().time_since_epoch())
-                                      .count();
-    double data_ms = 0;
-    int micro = 0;
-    const BatchFn next_batch = [&] {
-      nvtx::Range r("data", nvtx::Category::Data);
-      auto t0 = std::chrono::steady_clock::now();
-      Batch batch = loader.next();
-      data_ms +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (dump) dump->add_batch(step, micro, batch);
-      ++micro;
-      return batch;
-    };
-    StepOutcome out;
-    try {
-      out = runner->step(next_batch, *optimizer);
-    } catch (const std::exception& e) {
-      // Said at once, before unwinding tears down the process group (which can take a
-      // while): the launcher names the rank whose failure it heard first.
-      std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner->rank(),
-                   static_cast<long>(step), e.what());
-      std::fflush(stderr);
-      throw;
-    }
-    DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
-    const double total = data_ms + out.step_ms;
-    const bool measured = step > config.warmup;
-    if (step == 1) first_loss = out.loss;
-    last_loss = out.loss;
-    nlohmann::json phases = {{"data", data_ms}};
-    if (measured) phase_samples["data"].push_back(data_ms);
-    if (phase_order.empty()) phase_order.push_back("data");
-    for (auto& [name, ms] : out.phases_ms) {
-      phases[name] = ms;
-      if (measured) phase_samples[name].push_back(ms);
-      if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end())
-        phase_order.push_back(name);
-    }
-    if (measured) step_ms.push_back(total);
-    if (trace) {
-      std::vector<std::pair<std::string, double>> all_phases{{"data", data_ms}};
-      all_phases.insert(all_phases.end(), out.phases_ms.begin(), out.phases_ms.end());
-      trace->add_step(step, step_start_ns, all_phases, out.spans);
-    }
-    nlohmann::json rec = {{"step", step},
-                          {"measured", measured},
-                          {"loss", out.loss},
-                          {"time_ms", total},
-                          {"phases_ms", phases}};
-    if (!out.extra.is_null()) rec["mode"] = out.extra;
-    steps.push_back(rec);
-    if (!config.quiet) {
-      fmt::print("step {:>4}/{} loss {:.6f} time {:.2f} ms{}\n", step, config.total_steps(),
-                 out.loss, total, measured ? "" : " (warm-up)");
-    }
-  }
-
-  if (on_cuda) nvtx::profiler_stop();
-  const Summary st = summarize(step_ms);
-  const double samples_per_s = st.median > 0 ? config.global_batch * 1000.0 / st.median : 0.0;
-  const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
-  const double flops_per_s = samples_per_s * model.train_flops_per_sample();
-  nlohmann::json breakdown = nlohmann::json::array();
-  std::string breakdown_line;
-  for (const auto& name : phase_order) {
-    // A phase seen only in warm-up steps (the eager step before a --cuda-graph capture) has
-    // no measured samples and no median.
-    if (phase_samples[name].empty()) continue;
-    double med = percentile(phase_samples[name], 50);
-    breakdown.push_back({{"phase", name}, {"median_ms", med}});
-    breakdown_line += fmt::format(" {} {:.2f}", name, med);
-  }
-  nlohmann::json memory = memory_record(runner->devices());
-  nlohmann::json context = build_context();
-  const nlohmann::json mfu =
-      run_mfu(config, runner->devices(), context.at("system").at("gpus"), flops_per_s);
-
-  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90,
-             samples_per_s);
-  if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
-  fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
-  if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
-  fmt::print(", loss {:.4f} -> {:.4f}\n", first_loss, last_loss);
-  fmt::print("phases (median ms):{}\n", breakdown_line);
-  for (const auto& m : memory) {
-    fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
-               m["peak_bytes"].get<int64_t>() / 1048576.0);
-  }
-
-  nlohmann::json record = {
-      {"schema_version", reports::kSchemaVersion},
-      {"implementation", "ddpbench"},
-      {"kind", "run"},
-      {"context", std::move(context)},
-      {"config", config.to_json()},
-      {"mode", {{"name", config.mode}, {"devices", device_list}, {"details", runner->describe()}}},
-      {"workload",
-       {{"name", spec.name},
-        {"family", family_name(spec.family)},
-        {"parameters", n_params},
-        {"tokens_per_sample", model.tokens_per_sample()},
-        {"train_flops_per_sample", model.train_flops_per_sample()}}},
-      {"steps", steps},
-      {"summary",
-       {{"step_time_ms", st.to_json()},
-        {"phases_median_ms", breakdown},
-        {"samples_per_s", samples_per_s},
-        {"tokens_per_s", tokens_per_s},
-        {"achieved_flops_per_s", flops_per_s},
-        {"first_loss", first_loss},
-        {"last_loss", last_loss}}},
-      {"memory", memory}};
-  if (!mfu.is_null()) record["summary"]["mfu"] = mfu;
-  const int comm_world =
-      config.mode == "dp" ? static_cast<int>(runner->devices().size()) : runner->world_size();
-  if (auto comm = comm_summary(config.mode, steps, comm_world); !comm.is_null()) {
-    fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",
-               comm["op"].get<std::string>(), comm["comm_ms"].get<double>(),
-               comm["comm_exposed_ms"].get<double>(), comm["overlap_ratio"].get<double>());
-    record["summary"]["comm"] = std::move(comm);
-  }
-  if (runner->is_primary() && !config.save_params.empty()) {
+  nlohmann::json record = make_record(config, *runner, log);
+  add_comm_summary(config, *runner, record);
+  if (runner->is_primary() && !config.save_params.empty())
     save_state_dict(model, config.save_params);
-  }
   if (dump) {
     dump->finish(runner->is_primary() ? &model : nullptr,
                  {{"config", config.to_json()}, {"workload", record["workload"]}});
@@ -290,15 +358,7 @@ nlohmann::json run_training(const RunConfig& config) {
     }
     partial_trace.done = true;
   }
-  if (runner->is_primary() && !config.out.empty()) {
-    // Every record we write matches reports/schema/run.schema.json; a mismatch is our bug
-    // (a field added here but not to the schema, or a NaN that JSON turned into null).
-    const auto problems = reports::validate_run_record(record);
-    DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing "
-                                 << config.out << ": " << reports::format_errors(problems);
-    reports::write_json_atomic(config.out, record);
-    fmt::print("wrote {}\n", config.out);
-  }
+  if (runner->is_primary() && !config.out.empty()) write_record(config, record);
   return record;
 }
 

@@ -306,81 +306,72 @@ void print_summary(const nlohmann::json& suite) {
   }
 }
 
-}  // namespace
-
-int suite_command(const SuiteOptions& o) {
-  const int gpus = cuda_device_count();
-  SuiteSpec spec;
+// The suite record of --resume DIR, with its matrix checked against this machine.
+nlohmann::json resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
+  DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
+                   !o.quick)
+      << "--resume takes the matrix from " << o.resume
+      << "/suite.json: drop SUITE.json, --out, --device, --max-world-size and --quick";
+  const std::string path = (fs::path(o.resume) / "suite.json").string();
+  DDPB_USAGE_CHECK(fs::exists(path)) << "--resume " << o.resume << ": no suite.json there";
   nlohmann::json suite;
-  std::string dir;
-  if (!o.resume.empty()) {
-    DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() &&
-                     o.max_world_size == -1 && !o.quick)
-        << "--resume takes the matrix from " << o.resume
-        << "/suite.json: drop SUITE.json, --out, --device, --max-world-size and --quick";
-    dir = o.resume;
-    const std::string path = (fs::path(dir) / "suite.json").string();
-    DDPB_USAGE_CHECK(fs::exists(path)) << "--resume " << dir << ": no suite.json there";
-    try {
-      suite = reports::read_json(path);
-    } catch (const reports::ReportError& e) {
-      throw UsageError(e.what());
-    }
-    DDPB_USAGE_CHECK(suite.is_object() && suite.value("kind", "") == "suite" &&
-                     suite.contains("suite") && suite.contains("runs") && suite["runs"].is_array())
-        << path << " is not a ddpbench suite record";
-    spec = SuiteSpec::from_json(suite["suite"]);
-    if (o.with_pytorch) spec.with_pytorch = true;
-    validate_suite(spec, gpus);
-    suite["suite"] = spec.to_json();
-    suite["context"]["resumed"].push_back(build_context()["date"]);
-  } else {
-    spec = resolve_spec(o, gpus);
-    dir = o.out.empty() ? "ddpbench-results/suite-" + timestamp() : o.out;
-    DDPB_USAGE_CHECK(!fs::exists(fs::path(dir) / "suite.json"))
-        << dir << " already holds a suite: use --resume " << dir << " or another --out";
-    // Only the results folder itself is created: a mistyped --out is not turned into a tree.
-    const fs::path parent = fs::absolute(dir).parent_path();
-    DDPB_USAGE_CHECK(o.out.empty() || fs::is_directory(parent))
-        << "--out " << dir << ": the folder " << parent.string()
-        << " does not exist (ddpbench creates the results folder, not its parents)";
+  try {
+    suite = reports::read_json(path);
+  } catch (const reports::ReportError& e) {
+    throw UsageError(e.what());
   }
-  for (const char* sub : {"runs", "traces", "logs", "params"}) {
-    std::error_code ec;
-    fs::create_directories(fs::path(dir) / sub, ec);
-    DDPB_USAGE_CHECK(!ec) << "cannot create the results folder " << dir << ": " << ec.message();
-  }
+  DDPB_USAGE_CHECK(suite.is_object() && suite.value("kind", "") == "suite" &&
+                   suite.contains("suite") && suite.contains("runs") && suite["runs"].is_array())
+      << path << " is not a ddpbench suite record";
+  spec = SuiteSpec::from_json(suite["suite"]);
+  if (o.with_pytorch) spec.with_pytorch = true;
+  validate_suite(spec, gpus);
+  suite["suite"] = spec.to_json();
+  suite["context"]["resumed"].push_back(build_context()["date"]);
+  return suite;
+}
 
-  if (std::string_view(build_type()) == "Debug") {
-    std::fprintf(
-        stderr,
-        "ddpbench suite: WARNING: this is a Debug build; its timings are not representative\n");
-  }
-  if (o.resume.empty()) {
-    const auto runs = expand_suite(spec);
-    fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, runs.size(), spec.device,
-               dir);
-    std::fflush(stdout);
-    const Device device = spec.device == "cuda" ? Device::cuda(0) : Device::cpu();
-    // The peak in the precision the runs use: a bf16 run's FLOP fraction is against bf16 GEMMs.
-    ops::set_math_mode(math_mode_from_name(spec.precision));
-    const nlohmann::json peak = measure_gemm_peak(
-        device, workload_gemm_shapes(spec.per_device_batch), spec.quick ? 0.05 : 0.25);
-    fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),
-               peak["flops_per_s"].get<double>() / 1e9);
-    nlohmann::json entries = nlohmann::json::array();
-    for (const auto& r : runs) entries.push_back(new_run_entry(r));
-    suite = {{"schema_version", reports::kSchemaVersion},
-             {"implementation", "ddpbench"},
-             {"kind", "suite"},
-             {"complete", false},
-             {"context", build_context()},
-             {"suite", spec.to_json()},
-             {"gemm_peak", peak},
-             {"runs", entries}};
-  }
-  write_suite(suite, dir);
+// The results folder of a new suite: --out, whose parent must exist, or a fresh one.
+std::string new_results_dir(const SuiteOptions& o) {
+  const std::string dir = o.out.empty() ? "ddpbench-results/suite-" + timestamp() : o.out;
+  DDPB_USAGE_CHECK(!fs::exists(fs::path(dir) / "suite.json"))
+      << dir << " already holds a suite: use --resume " << dir << " or another --out";
+  // Only the results folder itself is created: a mistyped --out is not turned into a tree.
+  const fs::path parent = fs::absolute(dir).parent_path();
+  DDPB_USAGE_CHECK(o.out.empty() || fs::is_directory(parent))
+      << "--out " << dir << ": the folder " << parent.string()
+      << " does not exist (ddpbench creates the results folder, not its parents)";
+  return dir;
+}
 
+// A new suite record: every run pending, and the GEMM peak the runs are measured against.
+nlohmann::json new_suite(const SuiteSpec& spec, const std::string& dir) {
+  const auto runs = expand_suite(spec);
+  fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, runs.size(), spec.device,
+             dir);
+  std::fflush(stdout);
+  const Device device = spec.device == "cuda" ? Device::cuda(0) : Device::cpu();
+  // The peak in the precision the runs use: a bf16 run's FLOP fraction is against bf16 GEMMs.
+  ops::set_math_mode(math_mode_from_name(spec.precision));
+  const nlohmann::json peak = measure_gemm_peak(device, workload_gemm_shapes(spec.per_device_batch),
+                                                spec.quick ? 0.05 : 0.25);
+  fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),
+             peak["flops_per_s"].get<double>() / 1e9);
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& r : runs) entries.push_back(new_run_entry(r));
+  return {{"schema_version", reports::kSchemaVersion},
+          {"implementation", "ddpbench"},
+          {"kind", "suite"},
+          {"complete", false},
+          {"context", build_context()},
+          {"suite", spec.to_json()},
+          {"gemm_peak", peak},
+          {"runs", entries}};
+}
+
+// Runs what is pending or was interrupted, saving the record after each run; Ctrl-C stops
+// after the run in progress.
+void run_pending(nlohmann::json& suite, const SuiteSpec& spec, const std::string& dir) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -388,7 +379,6 @@ int suite_command(const SuiteOptions& o) {
   }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-
   const double peak = suite["gemm_peak"].value("flops_per_s", 0.0);
   size_t todo = 0;
   for (const auto& r : suite["runs"])
@@ -407,41 +397,80 @@ int suite_command(const SuiteOptions& o) {
   progress.end();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+}
 
+struct SuiteVerdict {
   bool complete = true, any_failed = false, any_wrong = false;
+};
+
+// Marks the suite complete or not and settles the correctness of runs whose reference failed.
+SuiteVerdict settle(nlohmann::json& suite) {
+  SuiteVerdict v;
   for (const auto& run : suite["runs"]) {
-    complete = complete && (run["status"] == "ok" || run["status"] == "failed");
-    any_failed = any_failed || run["status"] == "failed";
+    v.complete = v.complete && (run["status"] == "ok" || run["status"] == "failed");
+    v.any_failed = v.any_failed || run["status"] == "failed";
   }
   for (auto& run : suite["runs"]) {
-    if (complete && run["status"] == "ok" && run["mode"] != "single" &&
+    if (v.complete && run["status"] == "ok" && run["mode"] != "single" &&
         !run.contains("correctness")) {
       run["correctness"] = {{"skipped", "its single-device reference run failed"}};
     }
     if (run.contains("correctness") && run["correctness"].contains("passed")) {
-      any_wrong = any_wrong || !run["correctness"]["passed"].get<bool>();
+      v.any_wrong = v.any_wrong || !run["correctness"]["passed"].get<bool>();
     }
   }
-  suite["complete"] = complete;
+  suite["complete"] = v.complete;
+  return v;
+}
+
+}  // namespace
+
+int suite_command(const SuiteOptions& o) {
+  const int gpus = cuda_device_count();
+  SuiteSpec spec;
+  nlohmann::json suite;
+  std::string dir;
+  if (!o.resume.empty()) {
+    dir = o.resume;
+    suite = resume_suite(o, gpus, spec);
+  } else {
+    spec = resolve_spec(o, gpus);
+    dir = new_results_dir(o);
+  }
+  for (const char* sub : {"runs", "traces", "logs", "params"}) {
+    std::error_code ec;
+    fs::create_directories(fs::path(dir) / sub, ec);
+    DDPB_USAGE_CHECK(!ec) << "cannot create the results folder " << dir << ": " << ec.message();
+  }
+  if (std::string_view(build_type()) == "Debug") {
+    std::fprintf(
+        stderr,
+        "ddpbench suite: WARNING: this is a Debug build; its timings are not representative\n");
+  }
+  if (o.resume.empty()) suite = new_suite(spec, dir);
+  write_suite(suite, dir);
+  run_pending(suite, spec, dir);
+
+  const SuiteVerdict v = settle(suite);
   write_suite(suite, dir);
   print_summary(suite);
   const std::string html = (fs::path(dir) / "report.html").string();
   write_suite_report(suite, html);
   write_suite_report(suite, (fs::path(dir) / "report.md").string());
-  if (!complete) {
+  if (!v.complete) {
     fmt::print(
         "\nddpbench suite: INCOMPLETE ({}): finished runs are kept; continue with\n"
         "  ddpbench suite --resume {}\n",
         g_stop ? "interrupted" : "runs missing", dir);
   }
-  if (any_wrong)
+  if (v.any_wrong)
     fmt::print(
         "\nddpbench suite: a correctness check FAILED: see the param diff column (relative L2)\n");
   fmt::print("\nresults: {}/suite.json\nreport:  {} ({} KiB), {}/report.md\n", dir, html,
              fs::file_size(html) / 1024, dir);
   std::fflush(stdout);
   if (g_stop) return 128 + (g_stop_signal ? g_stop_signal.load() : SIGINT);
-  return any_failed || any_wrong ? 1 : 0;
+  return v.any_failed || v.any_wrong ? 1 : 0;
 }
 
 }  // namespace ddpb::bench

@@ -266,6 +266,117 @@ std::string random_token() {
   return out;
 }
 
+namespace {
+
+// The launcher's watch over its ranks: one round reads their output, reaps the ones that
+// ended, and on the first failure or a stop signal tells the rest to stop (SIGTERM, then
+// SIGKILL after spec.grace).
+class Supervisor {
+ public:
+  Supervisor(const LaunchSpec& spec, std::vector<Child>& children)
+      : spec_(spec), children_(children), open_pipes_(children.size()), running_(children.size()) {}
+
+  bool done() const { return open_pipes_ == 0 && running_ == 0; }
+
+  void round() {
+    read_output();
+    const int failed = reap();
+    if (failed >= 0 && !terminating_) {
+      // Stop the others at once: a collective they are in will never complete. Who is to
+      // blame is decided once everyone has gone (see name_the_cause).
+      failure_seen_ = true;
+      stop_sent_ = g_round_time;
+      stop_all();
+    }
+    if (g_stop_signal != 0 && !terminating_) {
+      // Ctrl-C or SIGTERM to the launcher: pass SIGTERM on to every rank, then SIGKILL.
+      result_.exit_code = 128 + g_stop_signal;
+      result_.failure = std::string("interrupted by ") + strsignal(g_stop_signal) +
+                        ": every rank was told to stop";
+      stop_all();
+    }
+    if (terminating_ && std::chrono::steady_clock::now() > kill_deadline_) {
+      for (auto& other : children_) {
+        if (!other.exited) ::kill(other.pid, SIGKILL);
+      }
+    }
+  }
+
+  LaunchResult result() {
+    if (failure_seen_ && result_.exit_code == 0) {
+      const int r = name_the_cause(children_, stop_sent_);
+      const Child& c = children_[static_cast<size_t>(r)];
+      result_.failed_rank = r;
+      result_.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
+      result_.failure = "rank " + std::to_string(r) + " " + describe_status(c.status);
+    }
+    if (result_.failed_rank >= 0) {
+      std::string lines;
+      for (const auto& l : children_[static_cast<size_t>(result_.failed_rank)].tail)
+        lines += "\n    " + l;
+      result_.failure += "; its last lines:" + (lines.empty() ? std::string(" (none)") : lines);
+    }
+    return result_;
+  }
+
+ private:
+  void read_output() {
+    std::vector<pollfd> pfds;
+    std::vector<int> owners;
+    for (size_t r = 0; r < children_.size(); ++r) {
+      if (children_[r].out_fd >= 0) {
+        pfds.push_back({children_[r].out_fd, POLLIN, 0});
+        owners.push_back(static_cast<int>(r));
+      }
+    }
+    ::poll(pfds.data(), pfds.size(), 100);
+    g_round_time = std::chrono::steady_clock::now();
+    for (size_t k = 0; k < pfds.size(); ++k) {
+      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = children_[static_cast<size_t>(owners[k])];
+      if (!pump(owners[k], c)) {
+        c.eof = g_round_time;  // about when it exited
+        ::close(c.out_fd);
+        c.out_fd = -1;
+        --open_pipes_;
+      }
+    }
+  }
+
+  // Reaps the ranks whose output has ended (so that `eof` orders the deaths); returns one
+  // that failed in this round, or -1.
+  int reap() {
+    int failed = -1;
+    for (size_t r = 0; r < children_.size(); ++r) {
+      Child& c = children_[r];
+      if (c.exited || c.out_fd >= 0) continue;
+      if (::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
+      c.exited = true;
+      --running_;
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) failed = static_cast<int>(r);
+    }
+    return failed;
+  }
+
+  void stop_all() {
+    terminating_ = true;
+    kill_deadline_ = std::chrono::steady_clock::now() + spec_.grace;
+    for (auto& other : children_) {
+      if (!other.exited) ::kill(other.pid, SIGTERM);
+    }
+  }
+
+  const LaunchSpec& spec_;
+  std::vector<Child>& children_;
+  size_t open_pipes_, running_;
+  LaunchResult result_;
+  bool failure_seen_ = false, terminating_ = false;
+  std::chrono::steady_clock::time_point stop_sent_ = std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point kill_deadline_{};
+};
+
+}  // namespace
+
 LaunchResult launch_local(const LaunchSpec& spec) {
   DDPB_USAGE_CHECK(spec.world_size >= 1) << "--world-size must be positive";
   const std::string exe = self_exe();
@@ -282,95 +393,18 @@ LaunchResult launch_local(const LaunchSpec& spec) {
     auto& c = children[static_cast<size_t>(r)];
     c.pid = spawn(exe, spec, r, port, token, &c.out_fd);
   }
-
-  LaunchResult result;
-  result.master_port = port;
   if (children.empty()) {
+    LaunchResult result;
+    result.master_port = port;
     result.exit_code = 128 + g_stop_signal;
     result.failure =
         std::string("interrupted by ") + strsignal(g_stop_signal) + " before any rank started";
     return result;
   }
-  bool failure_seen = false;
-  std::chrono::steady_clock::time_point stop_sent = std::chrono::steady_clock::time_point::max();
-  std::chrono::steady_clock::time_point kill_deadline{};
-  bool terminating = false;
-  size_t open_pipes = children.size(), running = children.size();
-  while (open_pipes > 0 || running > 0) {
-    std::vector<pollfd> pfds;
-    std::vector<int> owners;
-    for (size_t r = 0; r < children.size(); ++r) {
-      if (children[r].out_fd >= 0) {
-        pfds.push_back({children[r].out_fd, POLLIN, 0});
-        owners.push_back(static_cast<int>(r));
-      }
-    }
-    ::poll(pfds.data(), pfds.size(), 100);
-    g_round_time = std::chrono::steady_clock::now();
-    for (size_t k = 0; k < pfds.size(); ++k) {
-      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Child& c = children[static_cast<size_t>(owners[k])];
-      if (!pump(owners[k], c)) {
-        c.eof = g_round_time;  // about when it exited
-        ::close(c.out_fd);
-        c.out_fd = -1;
-        --open_pipes;
-      }
-    }
-    // Ranks that died in this round: the one whose output ended first is named, since the
-    // others usually failed because of it (a peer closed the connection).
-    int first_failed = -1;
-    for (size_t r = 0; r < children.size(); ++r) {
-      Child& c = children[r];
-      // Reaped only after its output ended, so that `eof` orders the deaths.
-      if (c.exited || c.out_fd >= 0) continue;
-      if (::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
-      c.exited = true;
-      --running;
-      bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-      if (!ok) first_failed = static_cast<int>(r);
-    }
-    if (first_failed >= 0 && !terminating) {
-      // Stop the others at once: a collective they are in will never complete. Who is to
-      // blame is decided once everyone has gone (see name_the_cause).
-      terminating = true;
-      failure_seen = true;
-      stop_sent = g_round_time;
-      kill_deadline = std::chrono::steady_clock::now() + spec.grace;
-      for (auto& other : children) {
-        if (!other.exited) ::kill(other.pid, SIGTERM);
-      }
-    }
-    if (g_stop_signal != 0 && !terminating) {
-      // Ctrl-C or SIGTERM to the launcher: pass SIGTERM on to every rank, then SIGKILL.
-      terminating = true;
-      result.exit_code = 128 + g_stop_signal;
-      result.failure = std::string("interrupted by ") + strsignal(g_stop_signal) +
-                       ": every rank was told to stop";
-      kill_deadline = std::chrono::steady_clock::now() + spec.grace;
-      for (auto& other : children) {
-        if (!other.exited) ::kill(other.pid, SIGTERM);
-      }
-    }
-    if (terminating && std::chrono::steady_clock::now() > kill_deadline) {
-      for (auto& other : children) {
-        if (!other.exited) ::kill(other.pid, SIGKILL);
-      }
-    }
-  }
-  if (failure_seen && result.exit_code == 0) {
-    const int r = name_the_cause(children, stop_sent);
-    const Child& c = children[static_cast<size_t>(r)];
-    result.failed_rank = r;
-    result.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
-    result.failure = "rank " + std::to_string(r) + " " + describe_status(c.status);
-  }
-  if (result.failed_rank >= 0) {
-    std::string lines;
-    for (const auto& l : children[static_cast<size_t>(result.failed_rank)].tail)
-      lines += "\n    " + l;
-    result.failure += "; its last lines:" + (lines.empty() ? std::string(" (none)") : lines);
-  }
+  Supervisor supervisor(spec, children);
+  while (!supervisor.done()) supervisor.round();
+  LaunchResult result = supervisor.result();
+  result.master_port = port;
   return result;
 }
 

@@ -140,10 +140,13 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
   return s;
 }
 
-void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& file) {
-  DDPB_USAGE_CHECK(j.is_object()) << file << ": a suite file is a JSON object of settings";
-  using Setter = std::function<void(const KeyReader&)>;
-  const std::map<std::string, Setter> setters = {
+namespace {
+
+using SuiteSetter = std::function<void(const KeyReader&)>;
+
+// One setter per key a suite file may hold, each checking its value's type and range.
+std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::string& file) {
+  return {
       {"name", [&](const KeyReader& r) { s.name = r.string(); }},
       {"device",
        [&](const KeyReader& r) {
@@ -215,6 +218,13 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
       {"hook_correctness_threshold",
        [&](const KeyReader& r) { s.hook_correctness_threshold = r.number(0, 1); }},
   };
+}
+
+}  // namespace
+
+void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& file) {
+  DDPB_USAGE_CHECK(j.is_object()) << file << ": a suite file is a JSON object of settings";
+  const auto setters = suite_file_setters(s, file);
   for (const auto& [key, value] : j.items()) {
     auto it = setters.find(key);
     if (it == setters.end()) {

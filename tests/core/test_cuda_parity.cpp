@@ -788,6 +788,48 @@ TEST_F(CudaParity, PeerCopy) {
   EXPECT_EQ(enabled, static_cast<bool>(info.peer_access[0][1]));
 }
 
+// A NaN that enters an op comes out of it on CUDA as on CPU (tests/core/test_nan_propagation
+// checks the CPU op by op): each op runs on both devices with one NaN in its input, and the
+// NaN counts of the outputs must agree, the fused cuBLASLt epilogues included.
+TEST_F(CudaParity, NanPropagatesAsOnCpu) {
+  auto with_nan = [](std::vector<float> v) {
+    v[1] = std::numeric_limits<float>::quiet_NaN();
+    return v;
+  };
+  auto nans = [](const Tensor& t) {
+    int64_t n = 0;
+    for (float v : t.to_floats()) n += std::isnan(v) ? 1 : 0;
+    return n;
+  };
+  const auto x = with_nan(uniform(64 * 32, 71));
+  const auto w = uniform(32 * 48, 72);
+  auto run = [&](const Device& d) {
+    std::vector<int64_t> counts;
+    Tensor tx = floats(x, {64, 32}, d), tw = floats(w, {32, 48}, d);
+    for (auto act : {ops::Activation::None, ops::Activation::ReLU, ops::Activation::GeLU}) {
+      Tensor c = Tensor::empty({64, 48}, DType::F32, d);
+      ops::gemm(tx, false, tw, false, c, 1.0f, 0.0f, floats(uniform(48, 73), {48}, d), act);
+      counts.push_back(nans(c));
+    }
+    Tensor y = Tensor::empty({64, 32}, DType::F32, d);
+    ops::relu_forward(tx, y);
+    counts.push_back(nans(y));
+    ops::gelu_forward(tx, y);
+    counts.push_back(nans(y));
+    ops::softmax_forward(tx, y);
+    counts.push_back(nans(y));
+    Tensor mean = Tensor::empty({64}, DType::F32, d), rstd = Tensor::empty({64}, DType::F32, d);
+    ops::layernorm_forward(tx, floats(uniform(32, 74), {32}, d), floats(uniform(32, 75), {32}, d),
+                           y, mean, rstd, 1e-5f);
+    counts.push_back(nans(y));
+    return counts;
+  };
+  const auto cpu = run(Device::cpu()), gpu = run(Device::cuda(0));
+  EXPECT_EQ(gpu, cpu) << "NaN counts per op: gemm, gemm+relu, gemm+gelu, relu, gelu, softmax, "
+                         "layernorm";
+  EXPECT_GT(cpu[1], 0) << "the CPU's fused ReLU keeps the NaN";
+}
+
 // ==== Optimizers ========================================================================
 
 TEST_F(CudaParity, SgdStep) {

@@ -19,17 +19,28 @@ int64_t parse_int_flag(const std::string& flag, const std::string& text, int64_t
 // Parses `text` as a finite number in [lo, hi]; throws UsageError naming `flag` otherwise.
 double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi);
 
-// Options of `app` whose values are parsed by the functions above into `target`.
-CLI::Option* add_int_flag(CLI::App& app, const std::string& flag, int64_t& target, int64_t lo,
-                          int64_t hi, const std::string& help);
-CLI::Option* add_int_flag(CLI::App& app, const std::string& flag, int& target, int64_t lo,
-                          int64_t hi, const std::string& help);
-CLI::Option* add_int_flag(CLI::App& app, const std::string& flag, uint64_t& target, int64_t lo,
-                          int64_t hi, const std::string& help);
-CLI::Option* add_real_flag(CLI::App& app, const std::string& flag, double& target, double lo,
-                           double hi, const std::string& help);
-CLI::Option* add_real_flag(CLI::App& app, const std::string& flag, float& target, double lo,
-                           double hi, const std::string& help);
+// Options of `app` whose values are parsed by the functions above into `target` (any
+// integer or floating-point type).
+template <typename T>
+CLI::Option* add_int_flag(CLI::App& app, const std::string& flag, T& target, int64_t lo, int64_t hi,
+                          const std::string& help) {
+  return app.add_option_function<std::string>(
+      flag,
+      [&target, flag, lo, hi](const std::string& text) {
+        target = static_cast<T>(parse_int_flag(flag, text, lo, hi));
+      },
+      help);
+}
+template <typename T>
+CLI::Option* add_real_flag(CLI::App& app, const std::string& flag, T& target, double lo, double hi,
+                           const std::string& help) {
+  return app.add_option_function<std::string>(
+      flag,
+      [&target, flag, lo, hi](const std::string& text) {
+        target = static_cast<T>(parse_real_flag(flag, text, lo, hi));
+      },
+      help);
+}
 
 // A float as the user wrote it, as a double: 0.05f is 0.05 in output and JSON, not
 // 0.05000000074505806 (the shortest text that gives back the same float).

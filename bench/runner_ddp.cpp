@@ -49,9 +49,7 @@ Device rank_device(const RunConfig& c, const comm::RankEnv& env) {
 // (Note [Store job identity]): a hash of the resolved configuration and the store's port.
 std::string job_identity(const RunConfig& c, const comm::RankEnv& env) {
   const std::string text = reports::json_text(c.to_json()) + "|" + std::to_string(env.master_port);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", hash_name(text.c_str()));
 }
 
 std::string default_flight_dir(const RunConfig& c, const comm::RankEnv& env) {

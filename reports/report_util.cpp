@@ -1,5 +1,7 @@
 #include "reports/report_util.h"
 
+#include "reports/json_io.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -82,7 +84,7 @@ std::optional<double> run_peak_memory(const json& run) {
 }
 
 std::string safe_dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return json_text(value);
 }
 
 std::string format_number(std::optional<double> v) {

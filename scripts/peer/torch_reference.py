@@ -70,20 +70,6 @@ import time
 # process), which is what a script started without torchrun gets; it must be seen before
 # torch is imported, so it is read from argv here and again by argparse below.
 
-def set_cuda_tf32(enabled):
-    """TF32 for CUDA GEMMs and convolutions: the fp32_precision API where torch has it
-    (2.9 and later, which deprecate allow_tf32), else the allow_tf32 switches."""
-    mode = "tf32" if enabled else "ieee"
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = mode
-        conv = getattr(torch.backends.cudnn, "conv", None)
-        if conv is not None and hasattr(conv, "fp32_precision"):
-            conv.fp32_precision = mode
-    else:
-        matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
-
 def _threads_from_argv():
     for i, a in enumerate(sys.argv):
         if a == "--threads" and i + 1 < len(sys.argv):
@@ -101,6 +87,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from replay_pytorch import Attention, Embed, Gpt, Mlp, make_optimizer  # noqa: E402
+from torch_gpt_step import set_cuda_tf32  # noqa: E402
 
 # workloads/registry.cpp, as far as the models need it. mlp-skip (a conditionally skipped
 # branch) has no PyTorch twin here.

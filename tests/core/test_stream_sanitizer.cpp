@@ -40,6 +40,13 @@ void expect_race(const std::function<void()>& fn, const std::vector<std::string>
   }
 }
 
+// A Gloo group of one rank on cpu:0: its collectives run on the "ddpb-gloo" stream.
+std::shared_ptr<comm::ProcessGroup> single_rank_group() {
+  comm::ProcessGroupOptions options;
+  options.device = Device::cpu();
+  return comm::make_process_group(std::make_shared<comm::HashStore>(), 0, 1, options);
+}
+
 Tensor ones(int64_t n, const Device& device = Device::cpu()) {
   Tensor t = Tensor::empty({n}, DType::F32, device);
   ops::fill(t, 1.0f);
@@ -161,10 +168,7 @@ TEST_F(StreamSanitizer, BatchConsumedWithoutWaitingForItsCopyIsReported) {
 // recorded on the group's comm stream when it runs, so the race is found either by the read
 // (collective first) or by the collective (read first), which then fails its Work.
 TEST_F(StreamSanitizer, BucketReadBeforeItsCollectiveEndsIsReported) {
-  auto store = std::make_shared<comm::HashStore>();
-  comm::ProcessGroupOptions options;
-  options.device = Device::cpu();
-  auto group = comm::make_process_group(store, 0, 1, options);
+  auto group = single_rank_group();
   Tensor bucket = ones(128);
   sanitizer::set_name(bucket, "bucket 0");
   Tensor out = Tensor::empty({128}, DType::F32, Device::cpu());
@@ -188,10 +192,7 @@ TEST_F(StreamSanitizer, BucketReadBeforeItsCollectiveEndsIsReported) {
 }
 
 TEST_F(StreamSanitizer, BucketReadAfterWorkWaitIsClean) {
-  auto store = std::make_shared<comm::HashStore>();
-  comm::ProcessGroupOptions options;
-  options.device = Device::cpu();
-  auto group = comm::make_process_group(store, 0, 1, options);
+  auto group = single_rank_group();
   Tensor bucket = ones(128);
   Tensor out = Tensor::empty({128}, DType::F32, Device::cpu());
   for (int i = 0; i < 3; ++i) {

@@ -79,6 +79,26 @@ static std::shared_ptr<Store> group_store(const std::shared_ptr<Store>& store, i
   return std::make_shared<PrefixStore>("pg" + std::to_string(generation) + "/", store);
 }
 
+namespace {
+
+std::shared_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& store, int rank,
+                                              int size, const ProcessGroupOptions& options) {
+#if defined(DDPB_HAVE_CUDA) && defined(DDPB_HAVE_NCCL)
+  if (!options.device.is_cuda()) {
+    throw UsageError("NCCL backend needs CUDA GPUs; use --backend gloo (rank " +
+                     std::to_string(rank) + " was given " + options.device.str() + ")");
+  }
+  require_device(options.device);
+  return std::make_shared<ProcessGroupNccl>(group_store(store, rank), rank, size, options);
+#else
+  (void)store, (void)rank, (void)size, (void)options;
+  throw UsageError(
+      "NCCL backend needs CUDA GPUs; use --backend gloo (this build has no CUDA/NCCL)");
+#endif
+}
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                  const ProcessGroupOptions& options) {
   DDPB_USAGE_CHECK(size >= 1) << "a process group needs at least one rank, got size " << size;
@@ -86,25 +106,9 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
       << "rank " << rank << " is outside a process group of size " << size;
   DDPB_CHECK(store != nullptr) << "make_process_group(rank " << rank << ") needs a store";
 
-  if (options.backend == "gloo") {
-    require_device(options.device);
-    return std::make_shared<ProcessGroupGloo>(group_store(store, rank), rank, size, options);
-  }
-  if (options.backend == "nccl") {
-#if defined(DDPB_HAVE_CUDA) && defined(DDPB_HAVE_NCCL)
-    if (!options.device.is_cuda()) {
-      throw UsageError("NCCL backend needs CUDA GPUs; use --backend gloo (rank " +
-                       std::to_string(rank) + " was given " + options.device.str() + ")");
-    }
-    require_device(options.device);
-    return std::make_shared<ProcessGroupNccl>(group_store(store, rank), rank, size, options);
-#else
-    throw UsageError(
-        "NCCL backend needs CUDA GPUs; use --backend gloo (this build has no CUDA/NCCL)");
-#endif
-  }
-  throw UsageError("unknown process group backend '" + options.backend +
-                   "' (expected gloo or nccl)");
+  if (options.backend == CommBackend::Nccl) return make_nccl_group(store, rank, size, options);
+  require_device(options.device);
+  return std::make_shared<ProcessGroupGloo>(group_store(store, rank), rank, size, options);
 }
 
 }  // namespace ddpb::comm

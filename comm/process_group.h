@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/store.h"
+#include "core/named_enum.h"
 #include "core/stream.h"
 #include "core/tensor.h"
 
@@ -87,9 +88,15 @@ class ProcessGroup {
   int rank_, size_;
 };
 
+// The collective libraries a ProcessGroup runs on (`--backend`).
+enum class CommBackend { Gloo, Nccl };
+constexpr NameTable<CommBackend, 2> enum_names(CommBackend) {
+  return {{{"gloo", CommBackend::Gloo}, {"nccl", CommBackend::Nccl}}};
+}
+
 struct ProcessGroupOptions {
-  std::string backend = "gloo";  // gloo | nccl
-  Device device;                 // this rank's device (tensors live here)
+  CommBackend backend = CommBackend::Gloo;
+  Device device;  // this rank's device (tensors live here)
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string hostname = "127.0.0.1";  // interface gloo binds to (MASTER_ADDR's for one node)
 };

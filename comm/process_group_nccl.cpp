@@ -15,6 +15,7 @@
 #include "core/cuda/nccl_dtype.h"
 #include "core/device.h"
 #include "core/stream_sanitizer.h"
+#include "core/system_info.h"
 
 namespace ddpb::comm {
 namespace nccl_detail {
@@ -372,8 +373,7 @@ struct GpuIdentity {
 };
 
 GpuIdentity local_identity(const Device& device) {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown-host");
+  const std::string host = host_name();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index)) << "identifying " << device.str();
   return {host, hex(prop.uuid.bytes, sizeof(prop.uuid.bytes)), device.str()};
@@ -843,6 +843,75 @@ void ProcessGroupNccl::refresh_clock_anchor(std::chrono::milliseconds patience) 
   anchor_ = std::move(anchor);
 }
 
+// 1. Asynchronous NCCL errors (a peer that died, a network failure) come first: they also
+//    end the kernels, whose end events then complete as if they had succeeded. try_only:
+//    while a launch holds the communicator (possibly polling NCCL for up to the timeout), the
+//    watchdog must stay free to time out the collectives before it.
+void ProcessGroupNccl::check_async_error_locked(std::unique_lock<std::mutex>& lock) {
+  if (!broken_reason_.empty()) return;
+  lock.unlock();
+  const std::string error = comm_->async_error(/*try_only=*/true);
+  lock.lock();
+  if (error.empty() || !broken_reason_.empty()) return;
+  for (Pending& p : pending_) {
+    p.work->finish(Failure::Nccl, "nccl " + p.work->description + " failed: " + error);
+  }
+  fail_pending_locked("NCCL reported an error on " + who_ + ": " + error, /*timed_out=*/false);
+}
+
+// 2. Completed collectives, in issue order (one stream: if one is not done, no later one
+//    is), and the deadline of the oldest one still running.
+void ProcessGroupNccl::retire_completed_locked() {
+  const auto now = Clock::now();
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    bool done = false;
+    std::string cuda_error;
+    try {
+      done = p.work->end.query();
+    } catch (const std::exception& e) {
+      cuda_error = e.what();
+    }
+    if (!cuda_error.empty()) {
+      p.work->finish(Failure::Error, "nccl " + p.work->description + " failed: " + cuda_error);
+      fail_pending_locked(p.work->op + " #" + std::to_string(p.work->sequence) + " failed on " +
+                              who_ + ": " + cuda_error,
+                          /*timed_out=*/false);
+      return;
+    }
+    if (done) {
+      p.work->finish(Failure::None, "");
+      pending_.pop_front();  // releases its tensors
+      continue;
+    }
+    if (now >= p.deadline) {
+      p.work->finish(Failure::Timeout, "nccl " + p.work->description +
+                                           " did not complete within the group timeout of " +
+                                           nccl_detail::ms_text(timeout_) +
+                                           "; the communicator was aborted");
+      fail_pending_locked(p.work->op + " #" + std::to_string(p.work->sequence) +
+                              " timed out after " + nccl_detail::ms_text(timeout_) + " on " + who_,
+                          /*timed_out=*/true);
+    }
+    return;
+  }
+}
+
+// 3. Failed collectives: their tensors go once the stream has passed them.
+void ProcessGroupNccl::release_drained_locked() {
+  while (!draining_.empty()) {
+    bool done = false;
+    try {
+      const Event& end = draining_.front().work->end;
+      done = end.defined() && end.query();
+    } catch (const std::exception&) {
+      done = false;  // a broken context: keep them (the destructor decides)
+    }
+    if (!done) return;
+    draining_.pop_front();
+  }
+}
+
 void ProcessGroupNccl::watchdog_loop() {
   pthread_setname_np(pthread_self(), "ddpb-nccl-wd");
   // CUDA calls of this thread go to the group's GPU.
@@ -856,72 +925,9 @@ void ProcessGroupNccl::watchdog_loop() {
   auto next_anchor = Clock::now() + nccl_detail::kAnchorPeriod;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    // 1. Asynchronous NCCL errors (a peer that died, a network failure) come first: they
-    //    also end the kernels, whose end events then complete as if they had succeeded.
-    //    try_only: while a launch holds the communicator (possibly polling NCCL for up to
-    //    the timeout), the watchdog must stay free to time out the collectives before it.
-    if (broken_reason_.empty()) {
-      lock.unlock();
-      const std::string error = comm_->async_error(/*try_only=*/true);
-      lock.lock();
-      if (!error.empty() && broken_reason_.empty()) {
-        for (Pending& p : pending_) {
-          p.work->finish(Failure::Nccl, "nccl " + p.work->description + " failed: " + error);
-        }
-        fail_pending_locked("NCCL reported an error on " + who_ + ": " + error,
-                            /*timed_out=*/false);
-      }
-    }
-
-    // 2. Completed collectives, in issue order (one stream: if one is not done, no later
-    //    one is), and the deadline of the oldest one still running.
-    const auto now = Clock::now();
-    while (!pending_.empty()) {
-      Pending& p = pending_.front();
-      bool done = false;
-      std::string cuda_error;
-      try {
-        done = p.work->end.query();
-      } catch (const std::exception& e) {
-        cuda_error = e.what();
-      }
-      if (!cuda_error.empty()) {
-        p.work->finish(Failure::Error, "nccl " + p.work->description + " failed: " + cuda_error);
-        fail_pending_locked(p.work->op + " #" + std::to_string(p.work->sequence) + " failed on " +
-                                who_ + ": " + cuda_error,
-                            /*timed_out=*/false);
-        break;
-      }
-      if (done) {
-        p.work->finish(Failure::None, "");
-        pending_.pop_front();  // releases its tensors
-        continue;
-      }
-      if (now >= p.deadline) {
-        p.work->finish(Failure::Timeout, "nccl " + p.work->description +
-                                             " did not complete within the group timeout of " +
-                                             nccl_detail::ms_text(timeout_) +
-                                             "; the communicator was aborted");
-        fail_pending_locked(p.work->op + " #" + std::to_string(p.work->sequence) +
-                                " timed out after " + nccl_detail::ms_text(timeout_) + " on " +
-                                who_,
-                            /*timed_out=*/true);
-      }
-      break;
-    }
-
-    // 3. Failed collectives: their tensors go once the stream has passed them.
-    while (!draining_.empty()) {
-      bool done = false;
-      try {
-        const Event& end = draining_.front().work->end;
-        done = end.defined() && end.query();
-      } catch (const std::exception&) {
-        done = false;  // a broken context: keep them (the destructor decides)
-      }
-      if (!done) break;
-      draining_.pop_front();
-    }
+    check_async_error_locked(lock);
+    retire_completed_locked();
+    release_drained_locked();
     if (pending_.empty()) changed_.notify_all();  // the destructor may be waiting for this
 
     // 4. A fresh clock anchor now and then.
@@ -936,12 +942,8 @@ void ProcessGroupNccl::watchdog_loop() {
       lock.lock();
       continue;
     }
-
-    if (pending_.empty() && draining_.empty()) {
-      changed_.wait_for(lock, nccl_detail::kIdlePoll);
-    } else {
-      changed_.wait_for(lock, nccl_detail::kBusyPoll);
-    }
+    changed_.wait_for(lock, pending_.empty() && draining_.empty() ? nccl_detail::kIdlePoll
+                                                                  : nccl_detail::kBusyPoll);
   }
 }
 

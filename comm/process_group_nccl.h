@@ -115,6 +115,11 @@ class ProcessGroupNccl final : public ProcessGroup {
   std::string describe(const std::string& op, int64_t sequence,
                        const std::vector<Tensor>& tensors) const;
   void watchdog_loop();
+  // The watchdog's steps; each is called with mutex_ held (`lock`, which the first releases
+  // while it asks NCCL).
+  void check_async_error_locked(std::unique_lock<std::mutex>& lock);
+  void retire_completed_locked();
+  void release_drained_locked();
   // Under mutex_: aborts the communicator (once) and fails every pending Work.
   void fail_pending_locked(const std::string& reason, bool timed_out);
   // Records a new clock anchor on clock_stream_; keeps the old one if the GPU does not

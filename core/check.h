@@ -6,7 +6,7 @@
 //                                   reason alone: no expression, no source position.
 // CUDA_CHECK / CUBLAS_CHECK / NCCL_CHECK live in core/cuda/cuda_check.h (CUDA builds only).
 //
-// Exit-code contract (ddpbench_main in bench/cli.cpp): UsageError -> 2, any other
+// Exit-code contract (ddpbench_main in bench/cli/cli.cpp): UsageError -> 2, any other
 // ddpb::Error -> 1.
 #pragma once
 

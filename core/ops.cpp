@@ -91,17 +91,6 @@ void set_attention_kind(AttentionKind kind) {
 AttentionKind attention_kind() {
   return g_attention_kind;
 }
-std::optional<MathMode> math_mode_named(std::string_view name) {
-  if (name == "fp32") return MathMode::FP32;
-  if (name == "tf32") return MathMode::TF32;
-  if (name == "bf16") return MathMode::BF16;
-  return std::nullopt;
-}
-std::optional<AttentionKind> attention_kind_named(std::string_view name) {
-  if (name == "math") return AttentionKind::Math;
-  if (name == "flash") return AttentionKind::Flash;
-  return std::nullopt;
-}
 MathMode math_mode() {
   return g_math_mode;
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 
+#include "core/named_enum.h"
 #include "core/tensor.h"
 
 namespace ddpb::ops {
@@ -28,8 +29,10 @@ enum class Activation { None, ReLU, GeLU };
 enum class MathMode { FP32, TF32, BF16 };
 void set_math_mode(MathMode mode);
 MathMode math_mode();
-// "fp32" | "tf32" | "bf16" (the --precision names); nullopt for anything else.
-std::optional<MathMode> math_mode_named(std::string_view name);
+// The --precision names.
+constexpr NameTable<MathMode, 3> enum_names(MathMode) {
+  return {{{"fp32", MathMode::FP32}, {"tf32", MathMode::TF32}, {"bf16", MathMode::BF16}}};
+}
 
 // ---- GEMM ------------------------------------------------------------------------------
 // c = act(alpha * op(a) @ op(b) + beta * c + bias), with op(x) = x^T when trans_x.
@@ -102,8 +105,10 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
 enum class AttentionKind { Math, Flash };
 void set_attention_kind(AttentionKind kind);
 AttentionKind attention_kind();
-// "math" | "flash" (the --attention names); nullopt for anything else.
-std::optional<AttentionKind> attention_kind_named(std::string_view name);
+// The --attention names.
+constexpr NameTable<AttentionKind, 2> enum_names(AttentionKind) {
+  return {{{"math", AttentionKind::Math}, {"flash", AttentionKind::Flash}}};
+}
 
 // ---- Softmax cross-entropy (mean over rows) --------------------------------------------
 // logits [N,V]; targets i32 [N]; loss [1]; probs [N,V] (saved softmax for backward).

@@ -1,5 +1,9 @@
 #include "core/system_info.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -113,6 +117,21 @@ void enable_peer_access(const std::vector<Device>& devices) {
 #endif
     }
   }
+}
+
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == 0) return "unknown-host";
+  return host;
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 SystemInfo system_info() {

@@ -43,6 +43,10 @@ void enable_peer_access(const std::vector<Device>& devices);
 
 // Never throws: on a machine without a GPU the CUDA fields stay empty.
 SystemInfo system_info();
+// This machine's host name ("unknown-host" when it has none).
+std::string host_name();
+// Now, in UTC, as ISO 8601: "2026-12-01T05:44:18Z".
+std::string utc_timestamp();
 nlohmann::json to_json(const SystemInfo& info);
 
 }  // namespace ddpb

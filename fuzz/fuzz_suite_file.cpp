@@ -1,11 +1,11 @@
-// libFuzzer target: the suite-file parser (bench/suite_spec.h) on arbitrary text, applied over
-// the default CPU matrix and then validated and expanded as `ddpbench suite` would.
-// UsageError is the documented rejection (exit 2); anything else is a bug.
+// libFuzzer target: the suite-file parser (bench/suite/suite_spec.h) on arbitrary text, applied
+// over the default CPU matrix and then validated and expanded as `ddpbench suite` would. UsageError
+// is the documented rejection (exit 2); anything else is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "bench/suite_spec.h"
+#include "bench/suite/suite_spec.h"
 #include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -11,14 +11,6 @@
 
 namespace ddpb::ddp {
 
-CommHook parse_comm_hook(const std::string& name) {
-  if (name == "none") return CommHook::None;
-  if (name == "fp16") return CommHook::FP16;
-  if (name == "bf16") return CommHook::BF16;
-  DDPB_USAGE_FAIL() << "unknown --comm-hook '" << name << "' (expected none, fp16 or bf16)";
-  return CommHook::None;
-}
-
 // A bucket: its parameters' gradients side by side in one flat f32 buffer (Note [DDP bucket
 // dtypes]), each parameter's slot a view into it. Backward writes the gradients into the
 // slots, the collective reduces the buffer in place, and the views are the reduced

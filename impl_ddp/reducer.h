@@ -45,13 +45,18 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/process_group.h"
+#include "core/named_enum.h"
 #include "core/nn.h"
 #include "impl_ddp/bucket_assignment.h"
 
 namespace ddpb::ddp {
 
+// The bucket compression hooks (`--comm-hook`): PyTorch's fp16_compress_hook and
+// bf16_compress_hook.
 enum class CommHook { None, FP16, BF16 };
-CommHook parse_comm_hook(const std::string& name);  // none | fp16 | bf16 (UsageError otherwise)
+constexpr NameTable<CommHook, 3> enum_names(CommHook) {
+  return {{{"none", CommHook::None}, {"fp16", CommHook::FP16}, {"bf16", CommHook::BF16}}};
+}
 
 struct ReducerOptions {
   size_t first_bucket_bytes = size_t{1} << 20;  // --first-bucket-mb

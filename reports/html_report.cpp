@@ -1,6 +1,9 @@
 #include "reports/html_report.h"
 
 #include <cctype>
+#include <filesystem>
+
+#include "reports/json_io.h"
 
 #include "reports/report_util.h"
 #include "reports/suite_view.h"
@@ -104,6 +107,19 @@ std::string render_html(const nlohmann::json& suite) {
   out += "<h2>Context</h2>\n" + html_table(v.context, "context", /*kv=*/true);
   out += "<footer>Written by ddpbench from suite.json (docs/suite-format.md).</footer>\n";
   return out + "</body></html>\n";
+}
+
+void write_suite_report(const nlohmann::json& suite, const std::string& out) {
+  const std::filesystem::path path(out);
+  if (path.extension() == ".md") {
+    const auto report = render_markdown(suite, path.stem().string() + "-");
+    for (const auto& [name, svg] : report.svgs) {
+      write_text_atomic((path.parent_path() / name).string(), svg);
+    }
+    write_text_atomic(out, report.markdown);
+  } else {
+    write_text_atomic(out, render_html(suite));
+  }
 }
 
 }  // namespace ddpb::reports

@@ -33,4 +33,8 @@ struct MarkdownReport {
 // ![throughput](<svg_prefix>throughput.svg).
 MarkdownReport render_markdown(const nlohmann::json& suite, const std::string& svg_prefix);
 
+// Writes the report to `out`: Markdown (with its SVG files beside it) when `out` ends in .md,
+// HTML otherwise. Each file is written atomically, so a reader never sees half a report.
+void write_suite_report(const nlohmann::json& suite, const std::string& out);
+
 }  // namespace ddpb::reports

@@ -52,6 +52,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "core/device.h"
 #include "core/ops.h"
+#include "core/system_info.h"
 #include "core/tensor.h"
 #include "workloads/training_gemms.h"
 
@@ -422,13 +423,8 @@ nlohmann::json context_json(int device) {
   CUBLAS_CHECK(cublasCreate(&h));
   CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
   CUBLAS_CHECK(cublasDestroy(h));
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  char date[64];
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"date", date},
-          {"host", host},
+  return {{"date", ddpb::utc_timestamp()},
+          {"host", ddpb::host_name()},
           {"device", prop.name},
           {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
           {"sm_count", prop.multiProcessorCount},

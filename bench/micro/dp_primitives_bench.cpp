@@ -58,7 +58,7 @@ struct BatchTensor {
 };
 
 int64_t default_global_batch(const ddpb::WorkloadSpec& spec) {
-  return spec.family == ddpb::Family::Gpt ? 8 : 64;  // bench/run_config.cpp's defaults
+  return spec.family == ddpb::Family::Gpt ? 8 : 64;  // bench/run/run_config.cpp's defaults
 }
 
 std::vector<BatchTensor> batch_tensors(const std::string& workload) {

@@ -62,7 +62,7 @@ struct GemmShape : ddpb::TrainingGemm {
 };
 
 // The GEMMs of one training step of `name` at its default single-device batch (64 samples,
-// 8 sequences for gpt: bench/run_config.cpp).
+// 8 sequences for gpt: bench/run/run_config.cpp).
 std::vector<GemmShape> workload_shapes(const std::string& name, bool prefixed) {
   const ddpb::WorkloadSpec& spec = ddpb::find_workload(name);
   if (spec.gpu_size) {

@@ -19,6 +19,7 @@
 #include "bench/micro/rank_team.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
+#include "core/check.h"
 #include "core/device.h"
 #include "core/stream.h"
 
@@ -38,7 +39,9 @@ class GroupTeam {
     store->set_timeout(timeout);
     ranks_.run_void([&](int r) {
       comm::ProcessGroupOptions options;
-      options.backend = backend_;
+      const auto backend = enum_from_name<comm::CommBackend>(backend_);
+      DDPB_CHECK(backend.has_value()) << "no process group backend is named " << backend_;
+      options.backend = *backend;
       options.device = device(r);
       options.timeout = timeout;
       DeviceGuard guard(options.device);

@@ -100,7 +100,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  // The mode is set once, before the first op (bench/trainer.cpp), so reading it when the
+  // The mode is set once, before the first op (bench/run/trainer.cpp), so reading it when the
   // stream runs the GEMM rather than when it was enqueued makes no difference.
   if (ops::math_mode() == ops::MathMode::BF16) {
     thread_local std::vector<float> a_bf16, b_bf16;

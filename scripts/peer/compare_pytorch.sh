@@ -3,7 +3,7 @@
 #
 #   scripts/peer/compare_pytorch.sh [--bin DDPBENCH] [--pairs N] [--json FILE]
 #                                   [--steps S] [--warmup W] [--targets]
-#     --bin     default build/bench/ddpbench (this script builds nothing)
+#     --bin     default build/ci/bench/ddpbench (this script builds nothing)
 #     --pairs   alternated (ddpbench, pytorch) pairs per configuration, default 5
 #     --json    also write the table as JSON here
 #     --steps   measured steps per run, default 30; --warmup default 5
@@ -34,7 +34,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bin=build/bench/ddpbench
+bin=build/ci/bench/ddpbench
 pairs=5
 json_out=""
 targets=0

@@ -3,7 +3,7 @@
 # PyTorch 1.13 on one thread".
 #
 #   scripts/peer/compare_single_step.sh [DDPBENCH_BIN] [PAIRS]
-#     DDPBENCH_BIN  default build/bench/ddpbench (this script builds nothing)
+#     DDPBENCH_BIN  default build/ci/bench/ddpbench (this script builds nothing)
 #     PAIRS         default 5
 #   env: PYTHON (default /usr/bin/python3, Debian's PyTorch), MAX_RATIO (default 1.0)
 #
@@ -27,7 +27,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bin="${1:-build/bench/ddpbench}"
+bin="${1:-build/ci/bench/ddpbench}"
 pairs="${2:-5}"
 python="${PYTHON:-/usr/bin/python3}"
 max_ratio="${MAX_RATIO:-1.0}"

@@ -2,7 +2,7 @@
 # ddpbench's CPU GEMM path against raw OpenBLAS on mlp-small's training GEMMs (batch 64).
 #
 #   scripts/peer/gemm_ratio.sh [GEMM_BENCH_BIN] [benchmark flags...]
-#     GEMM_BENCH_BIN  default build/bench/micro/gemm_bench (this script builds nothing)
+#     GEMM_BENCH_BIN  default build/ci/bench/micro/gemm_bench (this script builds nothing)
 #     flags           passed on, e.g. --benchmark_repetitions=5 (then the median is used)
 #                     or --benchmark_min_time=0.5 (libbenchmark 1.7: plain seconds)
 #   env: PYTHON (default /usr/bin/python3)
@@ -15,7 +15,7 @@
 # Google Benchmark), which a busy machine disturbs less than wall-clock times.
 set -euo pipefail
 
-bin="${1:-build/bench/micro/gemm_bench}"
+bin="${1:-build/ci/bench/micro/gemm_bench}"
 shift || true
 python="${PYTHON:-/usr/bin/python3}"
 if [[ ! -x "$bin" ]]; then

@@ -3,10 +3,10 @@
 
     replay_pytorch.py DIR [--tolerance 1e-4] [--n-head H] [--write-final PATH] [--quiet]
 
-DIR holds what bench/run_dump.h writes (--mode single or dp): meta.json, init.safetensors, batches.safetensors and
+DIR holds what bench/run/run_dump.h writes (--mode single or dp): meta.json, init.safetensors, batches.safetensors and
 final.safetensors. The script rebuilds the workload's model in PyTorch (mlp, gpt and embed
 families; sizes come from the tensor shapes in init.safetensors, and for GPT the head count,
-which no shape carries, from the preset table below or --n-head), loads init.safetensors,
+which no shape carries, from the preset table in models.py or --n-head), loads init.safetensors,
 runs every dumped step (zero_grad, forward, loss, backward, optimizer step) with
 torch.optim.SGD or torch.optim.AdamW configured from meta.json, and compares the result
 with final.safetensors.
@@ -38,165 +38,17 @@ Runs on one CPU thread in float32. Interpreter: Debian's /usr/bin/python3 (PyTor
 """
 import argparse
 import json
-import math
 import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_lite  # noqa: E402
+from models import make_optimizer, model_from_shapes  # noqa: E402
 
-# Head counts of the GPT presets (workloads/registry.cpp); every other size is read from the
-# parameter shapes.
-GPT_N_HEAD = {"gpt-tiny": 4, "gpt2-small": 12}
-LAYERNORM_EPS = 1e-5  # nn::LayerNorm's default, used by every GPT layer norm
 UPDATE_FLOOR = 1e-3   # update_diff's denominator is at least this fraction of ||ref||
-
-
-# ---- Models (parameter names match ddpbench's named_parameters()) -------------------------
-
-class Mlp(nn.Module):
-    """workloads/mlp.cpp: Linear layers `layers.{i}`, ReLU between them, raw logits last."""
-
-    def __init__(self, widths):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
-
-    def forward(self, x):
-        h = x
-        for i, layer in enumerate(self.layers):
-            h = layer(h)
-            if i + 1 < len(self.layers):
-                h = F.relu(h)
-        return h
-
-
-class Attention(nn.Module):
-    # torch_reference.py --attention flash sets this: F.scaled_dot_product_attention (PyTorch
-    # >= 2.0, its flash/memory-efficient kernels) instead of the explicit softmax.
-    use_sdpa = False
-
-    def __init__(self, c, n_head):
-        super().__init__()
-        self.n_head = n_head
-        self.c_attn = nn.Linear(c, 3 * c)
-        self.c_proj = nn.Linear(c, c)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        hd = c // self.n_head
-        # q | k | v along the last dim; heads are contiguous slices of each.
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, hd).transpose(1, 2) for z in (q, k, v))
-        if self.use_sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = att @ v
-        y = y.transpose(1, 2).contiguous().view(b, t, c)
-        return self.c_proj(y)
-
-
-class GptMlp(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_fc = nn.Linear(c, 4 * c)
-        self.c_proj = nn.Linear(4 * c, c)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, c, n_head):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(c, eps=LAYERNORM_EPS)
-        self.attn = Attention(c, n_head)
-        self.ln_2 = nn.LayerNorm(c, eps=LAYERNORM_EPS)
-        self.mlp = GptMlp(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class Gpt(nn.Module):
-    """workloads/gpt.cpp: GPT-2 with the LM head tied to wte (logits = h wte^T, no bias)."""
-
-    def __init__(self, vocab, seq_len, c, n_layer, n_head):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, c)
-        self.wpe = nn.Embedding(seq_len, c)
-        self.h = nn.ModuleList(Block(c, n_head) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(c, eps=LAYERNORM_EPS)
-
-    def forward(self, idx):
-        t = idx.shape[1]
-        pos = torch.arange(t, dtype=torch.long)
-        h = self.wte(idx) + self.wpe(pos)[None]
-        for block in self.h:
-            h = block(h)
-        return self.ln_f(h) @ self.wte.weight.t()
-
-
-class Embed(nn.Module):
-    """workloads/embed.cpp: embedding rows concatenated per sample, Linear+ReLU, Linear."""
-
-    def __init__(self, vocab, dim, ids_per_sample, hidden, classes):
-        super().__init__()
-        self.ids_per_sample = ids_per_sample
-        self.emb = nn.Embedding(vocab, dim)
-        self.head = nn.ModuleList([nn.Linear(ids_per_sample * dim, hidden), nn.Linear(hidden, classes)])
-
-    def forward(self, ids):
-        h = self.emb(ids).reshape(ids.shape[0], -1)
-        return self.head[1](F.relu(self.head[0](h)))
-
-
-def build_model(family, workload, shapes, n_head_override):
-    if family == "mlp":
-        n = 0
-        while f"layers.{n}.weight" in shapes:
-            n += 1
-        if n == 0:
-            raise ValueError("no layers.0.weight in init.safetensors")
-        widths = [shapes["layers.0.weight"][1]] + [shapes[f"layers.{i}.weight"][0] for i in range(n)]
-        return Mlp(widths)
-    if family == "gpt":
-        vocab, c = shapes["wte.weight"]
-        seq_len = shapes["wpe.weight"][0]
-        n_layer = 0
-        while f"h.{n_layer}.ln_1.weight" in shapes:
-            n_layer += 1
-        n_head = n_head_override or GPT_N_HEAD.get(workload)
-        if not n_head:
-            raise ValueError(f"unknown head count for GPT workload '{workload}': pass --n-head "
-                             f"(known: {', '.join(f'{k}={v}' for k, v in GPT_N_HEAD.items())})")
-        return Gpt(vocab, seq_len, c, n_layer, n_head)
-    if family == "embed":
-        vocab, dim = shapes["emb.weight"]
-        hidden, concat = shapes["head.0.weight"]
-        classes = shapes["head.1.weight"][0]
-        if concat % dim:
-            raise ValueError(f"head.0 input {concat} is not a multiple of the embedding dim {dim}")
-        return Embed(vocab, dim, concat // dim, hidden, classes)
-    raise ValueError(f"unknown workload family '{family}' (expected mlp, gpt or embed)")
-
-
-def make_optimizer(cfg, params):
-    name = cfg["name"]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg["momentum"], dampening=0.0,
-                               weight_decay=cfg["weight_decay"], nesterov=False)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]),
-                                 eps=cfg["eps"], weight_decay=cfg["weight_decay"])
-    raise ValueError(f"unknown optimizer '{name}' (expected sgd or adamw)")
 
 
 def as_input(t, family, dtype=torch.float32):
@@ -250,7 +102,7 @@ def main():
         final, _ = safetensors_lite.load(os.path.join(d, "final.safetensors"))
         batches, _ = safetensors_lite.load(os.path.join(d, "batches.safetensors"))
         names = list(meta["parameters"])
-        model = build_model(family, workload, {k: list(v.shape) for k, v in init.items()}, args.n_head)
+        model = model_from_shapes(family, workload, {k: list(v.shape) for k, v in init.items()}, args.n_head)
         dtype = torch.float64 if args.dtype == "float64" else torch.float32
         model = model.to(dtype)
     except (OSError, KeyError, ValueError) as e:

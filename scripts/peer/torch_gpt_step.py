@@ -7,7 +7,7 @@
                       [--lr 0.05] [--momentum 0.9] [--out FILE]
 
 The PyTorch side of scripts/gpu_check.sh's "ddpbench vs PyTorch" line. The model is
-workloads/gpt.cpp's: GPT-2 with pre-LN blocks (x + attn(ln_1(x)), x + mlp(ln_2(x))),
+workloads/gpt.cpp's (models.Gpt): GPT-2 with pre-LN blocks (x + attn(ln_1(x)), x + mlp(ln_2(x))),
 LayerNorm eps 1e-5, GELU tanh approximation, causal self-attention with q|k|v packed along
 the last dim, a final ln_f and the LM head tied to wte (logits = h wte^T, no bias); GPT-2
 init (N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), wpe N(0, 0.01)).
@@ -23,7 +23,7 @@ Attention (--attention):
   both    matmul, then sdpa.
 
 Math (--math, comma-separated, each timed in turn in this one process):
-  fp32  TF32 off (exact fp32 GEMMs; set_cuda_tf32 below);
+  fp32  TF32 off (exact fp32 GEMMs; measure.set_cuda_tf32);
   tf32  TF32 on (ddpbench's --precision tf32). Attention GEMMs follow the same switch.
   bf16  torch.autocast(dtype=torch.bfloat16) around forward + loss: PyTorch's bf16 mixed
         precision (f32 weights and optimizer state; GEMMs in bf16, their outputs stored in
@@ -41,150 +41,25 @@ Exit: 0 success, 1 runtime failure, 2 usage error.
 """
 import argparse
 import json
-import math
 import os
 import platform
-import statistics
 import sys
-import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-LAYERNORM_EPS = 1e-5
-
-
-class Attention(nn.Module):
-    def __init__(self, c, n_head, seq, kind):
-        super().__init__()
-        self.n_head = n_head
-        self.kind = kind
-        self.c_attn = nn.Linear(c, 3 * c)
-        self.c_proj = nn.Linear(c, c)
-        self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).tril(), persistent=False)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        hd = c // self.n_head
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, hd).transpose(1, 2) for z in (q, k, v))
-        if self.kind == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-            att = att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(dim=-1)
-            y = att @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class Mlp(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_fc = nn.Linear(c, 4 * c)
-        self.c_proj = nn.Linear(4 * c, c)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, c, n_head, seq, kind):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(c, eps=LAYERNORM_EPS)
-        self.attn = Attention(c, n_head, seq, kind)
-        self.ln_2 = nn.LayerNorm(c, eps=LAYERNORM_EPS)
-        self.mlp = Mlp(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab, seq, c, n_layer, n_head, kind):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, c)
-        self.wpe = nn.Embedding(seq, c)
-        self.h = nn.ModuleList(Block(c, n_head, seq, kind) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(c, eps=LAYERNORM_EPS)
-        # Parameter names are ddpbench's (h.{i}.attn.c_attn, h.{i}.mlp.c_proj, ...).
-        proj_std = 0.02 / math.sqrt(2.0 * n_layer)
-        for name, p in self.named_parameters():
-            if name == "wpe.weight":
-                nn.init.normal_(p, 0.0, 0.01)
-            elif p.dim() == 2 and not name.startswith("ln"):
-                nn.init.normal_(p, 0.0, proj_std if name.endswith("c_proj.weight") else 0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-
-    def forward(self, idx):
-        t = idx.shape[1]
-        pos = torch.arange(t, device=idx.device)
-        h = self.wte(idx) + self.wpe(pos)[None]
-        for block in self.h:
-            h = block(h)
-        return F.linear(self.ln_f(h), self.wte.weight)  # tied LM head, no bias
-
-
-
-def set_cuda_tf32(enabled):
-    """TF32 for CUDA GEMMs and convolutions: the fp32_precision API where torch has it
-    (2.9 and later, which deprecate allow_tf32), else the allow_tf32 switches."""
-    mode = "tf32" if enabled else "ieee"
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = mode
-        conv = getattr(torch.backends.cudnn, "conv", None)
-        if conv is not None and hasattr(conv, "fp32_precision"):
-            conv.fp32_precision = mode
-    else:
-        matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
-
-def percentile(sorted_values, q):
-    if not sorted_values:
-        return float("nan")
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def summary(values):
-    s = sorted(values)
-    return {"median": statistics.median(s), "min": s[0], "p90": percentile(s, 90),
-            "mean": statistics.fmean(s), "count": len(s)}
-
-
-class Timer:
-    """CUDA events on the current stream, or perf_counter on CPU."""
-
-    def __init__(self, device):
-        self.cuda = device.type == "cuda"
-        if self.cuda:
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.stop = torch.cuda.Event(enable_timing=True)
-
-    def begin(self):
-        if self.cuda:
-            self.start.record()
-        else:
-            self.t0 = time.perf_counter()
-
-    def end_ms(self):
-        if self.cuda:
-            self.stop.record()
-            self.stop.synchronize()
-            return self.start.elapsed_time(self.stop)
-        return (time.perf_counter() - self.t0) * 1e3
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import Timer, set_cuda_tf32, summarize  # noqa: E402
+from models import Gpt, gpt2_init_  # noqa: E402
 
 
 def run_one(args, device, math_mode, kind):
     if device.type == "cuda":
         set_cuda_tf32(math_mode == "tf32")
     torch.manual_seed(args.seed)
-    model = Gpt(args.vocab, args.seq, args.embd, args.layers, args.heads, kind).to(device)
+    model = Gpt(args.vocab, args.seq, args.embd, args.layers, args.heads, use_sdpa=kind == "sdpa")
+    gpt2_init_(model, args.layers)
+    model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
     x = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen).to(device)
@@ -206,7 +81,7 @@ def run_one(args, device, math_mode, kind):
         losses.append(loss.item())
         if step >= args.warmup:
             times.append(ms)
-    rec = {"math": math_mode, "attention": kind, "step_time_ms": summary(times),
+    rec = {"math": math_mode, "attention": kind, "step_time_ms": summarize(times),
            "first_loss": losses[0], "last_loss": losses[-1]}
     if device.type == "cuda":
         rec["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)

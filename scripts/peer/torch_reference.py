@@ -8,7 +8,7 @@
         [--out FILE] [--quiet]
 
 The PyTorch side of scripts/peer/compare_pytorch.sh. Flags carry ddpbench's names and
-defaults (bench/run_config.h, core/optim.h), so one argument list drives both programs.
+defaults (bench/run/run_config.h, core/optim.h), so one argument list drives both programs.
 
 Modes:
   single  one process, one thread: zero_grad, forward + loss, backward, optimizer step.
@@ -30,8 +30,8 @@ in-memory dataset per rank, from which each step gathers its batch (the "data" p
 Models are replay_pytorch.py's (parameter names and layer order match ddpbench's), with
 PyTorch's default initialisation.
 
-What one step's time covers, per mode, mirrors ddpbench (bench/runner_single.cpp,
-bench/runner_ddp.cpp, bench/trainer.cpp): data + forward + backward + optimizer. In single
+What one step's time covers, per mode, mirrors ddpbench (bench/run/runner_single.cpp,
+bench/run/runner_ddp.cpp, bench/run/trainer.cpp): data + forward + backward + optimizer. In single
 mode zero_grad runs inside the backward phase (as in ddpbench); in ddp mode it runs before
 the timed region (ddpbench's DDP runner does not time it either). zero_grad uses PyTorch 1.13's
 default (set_to_none=False), which was measured faster here than set_to_none=True
@@ -52,14 +52,11 @@ ddpbench's comm_ms is the union of the collectives' busy intervals instead of on
 small differences in comm_ms are a matter of definition; the exposed part is defined alike.
 """
 import argparse
-import ctypes
 import datetime
 import json
-import math
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -86,8 +83,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from replay_pytorch import Attention, Embed, Gpt, Mlp, make_optimizer  # noqa: E402
-from torch_gpt_step import set_cuda_tf32  # noqa: E402
+from measure import openblas_threads, percentile, set_cuda_tf32, summarize  # noqa: E402
+from models import Embed, Gpt, Mlp, gpt2_init_, make_optimizer  # noqa: E402
 
 # workloads/registry.cpp, as far as the models need it. mlp-skip (a conditionally skipped
 # branch) has no PyTorch twin here.
@@ -99,36 +96,21 @@ WORKLOADS = {
     "embed": {"family": "embed", "vocab": 262144, "dim": 64, "ids": 16, "hidden": 256, "classes": 16},
     "embed-tiny": {"family": "embed", "vocab": 4096, "dim": 32, "ids": 8, "hidden": 64, "classes": 8},
 }
-DEFAULT_BATCH = {"mlp": 64, "gpt": 8, "embed": 64}  # bench/run_config.cpp
+DEFAULT_BATCH = {"mlp": 64, "gpt": 8, "embed": 64}  # bench/run/run_config.cpp
 DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
 SCHEMA_VERSION = 1   # reports/json_io.h kSchemaVersion
 
 
-def build(spec):
+def build(spec, use_sdpa):
     f = spec["family"]
     if f == "mlp":
         return Mlp(spec["widths"])
     if f == "gpt":
-        model = Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"])
+        model = Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"],
+                    use_sdpa)
         gpt2_init_(model, spec["n_layer"])
         return model
     return Embed(spec["vocab"], spec["dim"], spec["ids"], spec["hidden"], spec["classes"])
-
-
-def gpt2_init_(model, n_layer):
-    """ddpbench's GPT initialisation (workloads/): N(0, 0.02) weights, c_proj N(0, 0.02/sqrt(2L)),
-    wpe N(0, 0.01), zero biases. replay_pytorch's Gpt loads ddpbench's dumped parameters and
-    keeps PyTorch's defaults otherwise, whose N(0, 1) tied embedding starts the loss near 90
-    instead of ln(vocab)."""
-    proj_std = 0.02 / math.sqrt(2.0 * n_layer)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name == "wpe.weight":
-                p.normal_(0.0, 0.01)
-            elif p.dim() == 2 and ".ln" not in name and not name.startswith("ln"):
-                p.normal_(0.0, proj_std if name.endswith("c_proj.weight") else 0.02)
-            elif name.endswith("bias"):
-                p.zero_()
 
 
 def synthetic_data(spec, n, gen):
@@ -155,36 +137,6 @@ def train_flops_per_sample(spec):
         return 0.0
     w = spec["widths"]
     return 6.0 * sum(a * b for a, b in zip(w[:-1], w[1:]))
-
-
-def percentile(values, q):
-    """Linear interpolation between order statistics, as bench/stats.cpp."""
-    if not values:
-        return 0.0
-    v = sorted(values)
-    pos = q / 100.0 * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def summarize(values):
-    if not values:
-        return {"median": 0.0, "mean": 0.0, "p90": 0.0, "p99": 0.0, "min": 0.0, "max": 0.0,
-                "stddev": 0.0, "count": 0}
-    return {"median": percentile(values, 50), "mean": statistics.fmean(values),
-            "p90": percentile(values, 90), "p99": percentile(values, 99), "min": min(values),
-            "max": max(values), "stddev": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "count": len(values)}
-
-
-def openblas_threads():
-    for lib in ("libopenblas.so.0", "libblas.so.3"):
-        try:
-            return int(ctypes.CDLL(lib).openblas_get_num_threads())
-        except (OSError, AttributeError):
-            continue
-    return None
 
 
 def loss_of(logits, y):
@@ -303,7 +255,6 @@ def run(args):
             print(f"torch_reference: --attention flash needs F.scaled_dot_product_attention "
                   f"(PyTorch >= 2.0); this is {torch.__version__}", file=sys.stderr)
             return 2
-        Attention.use_sdpa = True
     ddp = args.mode == "ddp"
     rank, world = 0, 1
     if ddp:
@@ -326,7 +277,8 @@ def run(args):
         torch.cuda.set_device(device)
     if cuda:  # tf32 has no CPU counterpart (ddpbench's CPU GEMMs stay f32 as well)
         set_cuda_tf32(args.precision == "tf32")
-    model = build(spec).to(device)
+    use_sdpa = args.attention == "flash" and spec["family"] == "gpt"
+    model = build(spec, use_sdpa).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     if args.mode == "dp":
         net = torch.nn.DataParallel(model, device_ids=list(range(args.world_size)))

@@ -17,11 +17,10 @@ phases. It runs `warmup` untimed steps, then `steps` timed ones, and reports the
 min/p90/mean) in milliseconds.
 """
 import argparse
-import ctypes
 import json
 import os
 import platform
-import statistics
+import sys
 import time
 
 # Debian's PyTorch calls OpenBLAS (pthread build) through libblas.so.3, and
@@ -30,39 +29,14 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import openblas_threads, summarize  # noqa: E402
+from models import Mlp  # noqa: E402
 
 MLP_SMALL_WIDTHS = [1024, 1024, 1024, 1024, 10]
 DATASET_SIZE = 4096  # synthetic samples to draw batches from
-
-
-class Mlp(nn.Module):
-    def __init__(self, widths):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
-
-    def forward(self, x):
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i + 1 < len(self.layers):
-                x = F.relu(x)
-        return x
-
-
-def openblas_threads():
-    """OpenBLAS's thread count as seen by the loaded library, or None when not found."""
-    for lib in ("libopenblas.so.0", "libblas.so.3"):
-        try:
-            return int(ctypes.CDLL(lib).openblas_get_num_threads())
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-def percentile(sorted_values, q):
-    i = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
-    return sorted_values[i]
 
 
 def main():
@@ -107,13 +81,8 @@ def main():
             compute_ms.append((t1 - t_data) * 1e3)
         losses.append(loss.item())  # outside the timed region
 
-    def summary(values):
-        v = sorted(values)
-        return {"median": statistics.median(v), "min": v[0], "p90": percentile(v, 0.9),
-                "mean": statistics.fmean(v), "count": len(v)}
-
     flops_per_step = 3.0 * 2.0 * args.batch * sum(a * b for a, b in zip(widths[:-1], widths[1:]))
-    step = summary(times_ms)
+    step = summarize(times_ms)
     print(json.dumps({
         "implementation": "pytorch",
         "workload": "mlp-small",
@@ -122,7 +91,7 @@ def main():
                     "openblas_threads": openblas_threads()},
         "config": {"global_batch": args.batch, "steps": args.steps, "warmup": args.warmup,
                    "optimizer": {"name": "sgd", "lr": args.lr, "momentum": args.momentum}},
-        "summary": {"step_time_ms": step, "compute_time_ms": summary(compute_ms),
+        "summary": {"step_time_ms": step, "compute_time_ms": summarize(compute_ms),
                     "achieved_flops_per_s": flops_per_step / (step["median"] / 1e3),
                     "first_loss": losses[0], "last_loss": losses[-1]},
     }, indent=1))

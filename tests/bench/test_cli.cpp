@@ -87,7 +87,7 @@ TEST_F(BadInput, UnknownFlagAndBadValues) {
   EXPECT_NE(r.output.find("unknown optimizer 'lion'"), std::string::npos) << r.output;
   r = run("run --workload mlp-small --precision fp16 --steps 1 --warmup 0");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--precision must be fp32, tf32 or bf16, got fp16"), std::string::npos)
+  EXPECT_NE(r.output.find("--precision must be fp32, tf32 or bf16, got 'fp16'"), std::string::npos)
       << r.output;
   r = run("frobnicate");
   EXPECT_EQ(r.code, 2) << r.output;

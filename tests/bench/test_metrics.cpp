@@ -1,4 +1,4 @@
-// The metric formulas of bench/metrics.h and bench/stats.h on synthetic timelines whose
+// The metric formulas of bench/run/metrics.h and bench/run/stats.h on synthetic timelines whose
 // answers are known by hand (docs/metrics.md), and the suite's correctness verdict.
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
-#include "bench/metrics.h"
-#include "bench/stats.h"
-#include "bench/suite_metrics.h"
+#include "bench/run/metrics.h"
+#include "bench/run/stats.h"
+#include "bench/suite/suite_metrics.h"
 #include "workloads/safetensors.h"
 
 namespace ddpb::bench {
@@ -170,6 +170,29 @@ TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
   EXPECT_EQ(wrong["worst_tensor"], "layer.weight");
   EXPECT_EQ(wrong["reference"], "m/single/w1/b8");
   std::filesystem::remove_all(dir);
+}
+
+TEST(Straggler, ComputeTimeLeavesOutTheWaits) {
+  EXPECT_DOUBLE_EQ(
+      compute_time_ms(
+          {{"forward", 3}, {"backward", 5}, {"comm_exposed", 7}, {"data", 11}, {"optimizer", 1}}),
+      9.0);
+}
+
+TEST(Straggler, OnlyRanksOverTwentyPercentAboveTheFastestAreNamed) {
+  // Rank 1 is 1.5x the fastest (rank 2); rank 0 is 1.2x exactly, which is not over.
+  const StragglerSummary s = straggler_summary({12, 15, 10, 11});
+  EXPECT_DOUBLE_EQ(s.skew, 1.5);
+  ASSERT_EQ(s.stragglers.size(), 1u);
+  EXPECT_EQ(s.stragglers[0].rank, 1);
+  EXPECT_DOUBLE_EQ(s.stragglers[0].compute_ms, 15);
+  EXPECT_DOUBLE_EQ(s.stragglers[0].skew, 1.5);
+}
+
+TEST(Straggler, NoComputeTimeMeansNoSkew) {
+  EXPECT_DOUBLE_EQ(straggler_summary({}).skew, 0);
+  EXPECT_DOUBLE_EQ(straggler_summary({0, 5}).skew, 0);
+  EXPECT_TRUE(straggler_summary({0, 5}).stragglers.empty());
 }
 
 }  // namespace

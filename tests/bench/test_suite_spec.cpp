@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "bench/suite_spec.h"
+#include "bench/suite/suite_spec.h"
 #include "core/check.h"
 
 namespace ddpb::bench {

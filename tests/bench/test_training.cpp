@@ -4,15 +4,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "bench/run_config.h"
-#include "bench/trainer.h"
+#include "bench/run/run_config.h"
+#include "bench/run/trainer.h"
 #include "core/check.h"
 
 namespace ddpb::bench {
 namespace {
 
 nlohmann::json train(const std::string& workload, int64_t batch, float lr, float momentum,
-                     const std::string& precision = "fp32", int64_t steps = 50,
+                     ops::MathMode precision = ops::MathMode::FP32, int64_t steps = 50,
                      bool cuda_graph = false) {
   RunConfig c;
   c.precision = precision;
@@ -55,8 +55,8 @@ TEST(Training, GptTinyLossFalls) {
 // loss curve must follow fp32's to within bf16's precision, and must not be fp32's exactly
 // (which would mean the mode never reached the GEMMs).
 TEST(Training, GptTinyInBf16TracksFp32) {
-  const auto f32 = train("gpt-tiny", 8, 0.1f, 0.9f, "fp32", 20);
-  const auto bf16 = train("gpt-tiny", 8, 0.1f, 0.9f, "bf16", 20);
+  const auto f32 = train("gpt-tiny", 8, 0.1f, 0.9f, ops::MathMode::FP32, 20);
+  const auto bf16 = train("gpt-tiny", 8, 0.1f, 0.9f, ops::MathMode::BF16, 20);
   EXPECT_EQ(bf16["config"]["precision"], "bf16");
   double worst = 0;
   bool any_different = false;
@@ -77,8 +77,8 @@ TEST(Training, GptTinyInBf16TracksFp32) {
 TEST(Training, CapturedStepReplaysTheEagerStepExactly) {
   for (const char* workload : {"mlp-small", "gpt-tiny", "embed"}) {
     const int64_t batch = std::string(workload) == "gpt-tiny" ? 8 : 32;
-    const auto eager = train(workload, batch, 0.05f, 0.9f, "fp32", 6, false);
-    const auto graph = train(workload, batch, 0.05f, 0.9f, "fp32", 6, true);
+    const auto eager = train(workload, batch, 0.05f, 0.9f, ops::MathMode::FP32, 6, false);
+    const auto graph = train(workload, batch, 0.05f, 0.9f, ops::MathMode::FP32, 6, true);
     EXPECT_TRUE(graph["config"]["cuda_graph"].get<bool>());
     for (size_t i = 0; i < 6; ++i) {
       EXPECT_EQ(eager["steps"][i]["loss"].get<double>(), graph["steps"][i]["loss"].get<double>())
@@ -99,7 +99,7 @@ TEST(Training, CudaGraphRefusesWhatAReplayCannotRedo) {
     return c;
   };
   EXPECT_THROW(config([](RunConfig& c) {
-                 c.mode = "ddp";
+                 c.mode = Mode::Ddp;
                  c.world_size = 2;
                }).validate(),
                UsageError);

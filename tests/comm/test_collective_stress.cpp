@@ -242,7 +242,7 @@ TEST(GlooStress, TenThousandSmallAndAHundredLargeAllreducesAreExactAndLeakNothin
   Timings timings;                          // rank 0 writes it
 
   ProcessGroupOptions options;
-  options.backend = "gloo";
+  options.backend = comm::CommBackend::Gloo;
   options.timeout = 60s;
   testing::run_thread_ranks(
       kRanks,

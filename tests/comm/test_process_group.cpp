@@ -40,7 +40,7 @@ using testing::triangle;
 
 ProcessGroupOptions cpu_options(int rank, std::chrono::milliseconds timeout) {
   ProcessGroupOptions o;
-  o.backend = "gloo";
+  o.backend = CommBackend::Gloo;
   o.device = Device::cpu(rank);
   o.timeout = timeout;
   return o;
@@ -324,9 +324,10 @@ TEST(GlooGroup, MakeProcessGroupValidatesItsArguments) {
   ProcessGroupOptions on_gpu = o;
   on_gpu.device = Device::cuda(cuda_device_count());  // a GPU this machine does not have
   EXPECT_THROW(make_process_group(store, 0, 1, on_gpu), UsageError);
-  o.backend = "mpi";
-  EXPECT_THROW(make_process_group(store, 0, 1, o), UsageError);
-  o.backend = "nccl";
+  EXPECT_FALSE(enum_from_name<CommBackend>("mpi").has_value());
+  EXPECT_EQ(enum_from_name<CommBackend>("nccl"), CommBackend::Nccl);
+  EXPECT_EQ(enum_choices<CommBackend>(), "gloo or nccl");
+  o.backend = CommBackend::Nccl;
   try {
     make_process_group(store, 0, 1, o);
     FAIL() << "nccl on a cpu device must be refused";

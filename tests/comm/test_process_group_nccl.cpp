@@ -52,7 +52,7 @@ std::string no_gpu_reason() {
 
 ProcessGroupOptions nccl_options(int gpu, std::chrono::milliseconds timeout) {
   ProcessGroupOptions o;
-  o.backend = "nccl";
+  o.backend = CommBackend::Nccl;
   o.device = Device::cuda(gpu);
   o.timeout = timeout;
   return o;

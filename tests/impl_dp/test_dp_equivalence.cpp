@@ -6,7 +6,7 @@
 #include "core/device.h"
 
 #include "../util/param_diff.h"
-#include "bench/trainer.h"
+#include "bench/run/trainer.h"
 
 namespace ddpb {
 namespace {
@@ -28,7 +28,7 @@ class DpEquivalence : public ::testing::TestWithParam<Case> {
     auto dir = std::filesystem::temp_directory_path() /
                ("ddpb_dp_" + std::to_string(::getpid()) + "_" + tag);
     bench::RunConfig c;
-    c.mode = mode;
+    c.mode = *enum_from_name<bench::Mode>(mode);
     c.workload = GetParam().workload;
     c.world_size = world;
     c.device = device;

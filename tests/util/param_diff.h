@@ -1,12 +1,12 @@
 // The parameter-difference metric of the equivalence tests (docs/metrics.md): per tensor
 // max|a - b| / max|b|, maximum over tensors, between two safetensors files with the same
-// names and shapes in the same order (bench/param_diff.h; a mismatch throws and fails the
+// names and shapes in the same order (bench/run/param_diff.h; a mismatch throws and fails the
 // test).
 #pragma once
 
 #include <string>
 
-#include "bench/param_diff.h"
+#include "bench/run/param_diff.h"
 
 namespace ddpb::testing {
 

@@ -1,0 +1,260 @@
+#include "bench/cli/cli.h"
+
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "bench/cli/cli_flags.h"
+#include "bench/cli/env_command.h"
+#include "bench/cli/report_commands.h"
+#include "bench/cli/validate_command.h"
+#include "bench/run/run_config.h"
+#include "bench/run/trainer.h"
+#include "bench/suite/run_suite.h"
+#include "comm/flight_doctor.h"
+#include "comm/flight_recorder.h"
+#include "comm/launcher.h"
+#include "comm/rank_env.h"
+#include "core/check.h"
+#include "reports/json_io.h"
+#include "workloads/model.h"
+
+namespace ddpb::bench {
+namespace {
+
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+void add_run_options(CLI::App& run, RunConfig& c) {
+  add_enum_flag(run, "--mode", c.mode, "how the devices train together");
+  run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")
+      ->required();
+  run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");
+  add_int_flag(run, "--world-size", c.world_size, 1, kMaxWorldSize,
+               "dp: number of devices; ddp: number of ranks");
+  run.add_option("--devices", c.devices, "dp: explicit device list, e.g. cuda:0,cuda:0");
+  add_real_flag(run, "--dp-broadcast-mb", c.dp_broadcast_mb, 1e-3, kMaxMiB,
+                "dp: coalescing cap in MiB (default 10)");
+  add_enum_flag(run, "--backend", c.backend,
+                "ddp: collective library (default nccl on CUDA, gloo on CPU)");
+  add_real_flag(run, "--bucket-cap-mb", c.bucket_cap_mb, 1e-3, kMaxMiB,
+                "ddp: bucket cap in MiB (default 25)");
+  add_real_flag(run, "--first-bucket-mb", c.first_bucket_mb, 1e-3, kMaxMiB,
+                "ddp: first bucket cap in MiB (default 1)");
+  run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view,
+               "ddp: gradients live in the buckets");
+  add_int_flag(run, "--accumulate", c.accumulate, 1, kMaxAccumulate,
+               "ddp: micro-steps per step (no_sync for K-1)");
+  run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
+  add_enum_flag(run, "--comm-hook", c.comm_hook, "ddp: bucket compression");
+  run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
+  add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
+                "ddp: rendezvous/collective timeout in seconds");
+  run.add_option("--inject-fault", c.inject_fault,
+                 "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
+  add_int_flag(run, "--global-batch", c.global_batch, 1, kMaxGlobalBatch,
+               "samples per step over all devices");
+  add_int_flag(run, "--steps", c.steps, 1, kMaxSteps, "measured steps");
+  add_int_flag(run, "--warmup", c.warmup, 0, kMaxSteps, "warm-up steps before the measured ones");
+  add_int_flag(run, "--seed", c.seed, 0, INT64_MAX, "seed for initialisation, data and shuffling");
+  run.add_option("--optimizer", c.optimizer.name, "sgd or adamw");
+  add_real_flag(run, "--lr", c.optimizer.lr, 0, 1e6, "learning rate");
+  add_real_flag(run, "--momentum", c.optimizer.momentum, 0, 1, "SGD momentum");
+  add_real_flag(run, "--weight-decay", c.optimizer.weight_decay, 0, 1e6, "weight decay");
+  run.add_flag("--cuda-graph", c.cuda_graph,
+               "single: capture the steady-state step once and replay it (CUDA graph; on CPU "
+               "the recorded ops)");
+  add_enum_flag(run, "--attention", c.attention,
+                "math keeps the [B,H,T,T] probabilities, flash is tiled and keeps [B,H,T]");
+  // --math is the flag's earlier name, kept so that older scripts still run.
+  add_enum_flag(run, "--precision,--math", c.precision,
+                "GEMM compute (weights, optimizer state and gradients stay f32)");
+  run.add_option("--out", c.out, "write the JSON record here");
+  run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
+  run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");
+  run.add_option("--save-params", c.save_params, "write the final parameters (safetensors) here");
+  run.add_flag("--quiet", c.quiet, "no per-step lines");
+  run.add_flag("--verbose", c.verbose, "also print the resolved configuration (JSON)");
+  run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
+  run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
+  run.add_flag("--check-finite", c.check_finite, "ddp: stop on a NaN/Inf gradient, naming it");
+  run.add_option("--flight-dir", c.flight_dir,
+                 "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
+                 "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");
+}
+
+// An output file named on the command line, checked before any work is done: a device, FIFO
+// or directory there is a usage error, and a symbolic link is followed to its target (see
+// reports::resolve_output_path), which is what the writers then replace.
+std::string checked_output(const std::string& flag, const std::string& path) {
+  if (path.empty()) return path;
+  try {
+    return reports::resolve_output_path(path);
+  } catch (const reports::ReportError& e) {
+    throw UsageError(flag + ": " + e.what());
+  }
+}
+
+// What the ranks' flight-recorder dumps say of a failed run: the rank that is behind, not
+// the first to fail. A hung, slow or stopped rank makes its peers time out waiting for it,
+// so they are the ones that exit first (with code 1); the dumps show who issued fewer
+// collectives, or left none.
+void explain_failure(const comm::LaunchResult& r, const std::string& dir) {
+  comm::FlightDiagnosis d;
+  try {
+    d = comm::diagnose_flight_dir(dir);
+  } catch (const std::exception&) {
+    std::cerr << "ddpbench launcher: " << r.failure << "\n";
+    return;
+  }
+  const bool someone_behind = !d.missing.empty() || !d.behind.empty();
+  if (someone_behind) std::cerr << "ddpbench launcher: " << d.verdicts.front() << "\n";
+  std::cerr << "ddpbench launcher: " << (someone_behind ? "then " : "") << r.failure << "\n";
+  std::cerr << "ddpbench launcher: flight-recorder dumps in " << dir << ": `ddpbench doctor " << dir
+            << "` explains\n";
+}
+
+int launch_ranks(const RunConfig& config, int argc, char** argv) {
+  comm::LaunchSpec spec;
+  spec.world_size = config.world_size;
+  spec.args.assign(argv, argv + argc);
+  fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
+  std::fflush(stdout);
+  comm::LaunchResult r = comm::launch_local(spec);
+  if (r.exit_code == 0) return 0;
+  const std::string dir =
+      config.flight_dir.empty() ? comm::default_flight_dir(r.master_port) : config.flight_dir;
+  if (std::filesystem::exists(dir)) {
+    explain_failure(r, dir);
+  } else {
+    std::cerr << "ddpbench launcher: " << r.failure << "\n";
+  }
+  return r.exit_code;
+}
+
+int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
+  if (!batch_given) config.global_batch = default_global_batch(config.workload);
+  config.validate();
+  checked_output("--out", config.out);
+  checked_output("--trace", config.trace);
+  config.save_params = checked_output("--save-params", config.save_params);
+  // Not started as a rank: become the launcher and start world_size ranks of ourselves.
+  if (config.mode == Mode::Ddp && !comm::detect_rank_env()) return launch_ranks(config, argc, argv);
+  if (config.verbose) fmt::print("config: {}\n", reports::json_text(config.to_json()));
+  try {
+    run_training(config);
+  } catch (const std::exception& e) {
+    if (config.mode == Mode::Ddp && !dynamic_cast<const UsageError*>(&e)) {
+      // A failed rank leaves its last collectives behind for `ddpbench doctor`.
+      const std::string path = comm::dump_flight_recorder(e.what());
+      if (!path.empty()) std::cerr << "ddpbench: flight recorder dumped to " << path << "\n";
+    }
+    throw;
+  }
+  return 0;
+}
+
+CLI::App* add_suite_command(CLI::App& app, SuiteOptions& o) {
+  auto* suite = app.add_subcommand("suite", "run the benchmark matrix into one results folder");
+  suite->add_option("suite_file", o.file, "SUITE.json overriding parts of the default matrix");
+  suite->add_option("--out", o.out, "results folder (default ddpbench-results/suite-<time>)");
+  suite->add_option("--device", o.device, "cpu or cuda (default: cuda when a GPU is usable)");
+  add_int_flag(*suite, "--max-world-size", o.max_world_size, 1, kMaxWorldSize,
+               "drop world sizes above N");
+  suite->add_flag("--quick", o.quick, "a short smoke version of the suite");
+  suite->add_flag("--with-pytorch", o.with_pytorch,
+                  "also run each configuration in PyTorch (scripts/peer/torch_reference.py)");
+  suite->add_option("--resume", o.resume, "finish the interrupted suite in this folder");
+  return suite;
+}
+
+// Parses the command line; returns the exit code when there is nothing more to do (help, or
+// a usage error, reported on one line).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ddpbench: error: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  } catch (const UsageError& e) {  // a flag's value out of range (bench/cli/cli_flags.h)
+    std::cerr << "ddpbench: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+int list_workloads() {
+  for (const auto& w : workload_presets()) {
+    fmt::print("{:<12} {:<6} {}\n", w.name, family_name(w.family), w.description);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int ddpbench_main(int argc, char** argv) {
+  CLI::App app{"ddpbench: DataParallel vs DistributedDataParallel benchmark and profiler"};
+  app.require_subcommand(1);
+  RunConfig config;
+  auto* run = app.add_subcommand("run", "train one configuration and report it");
+  add_run_options(*run, config);
+  auto* workloads = app.add_subcommand("workloads", "list the workload presets");
+  std::vector<std::string> validate_files;
+  auto* validate = app.add_subcommand(
+      "validate", "check run records and suite.json files against their schemas");
+  validate->add_option("files", validate_files, "ddpbench run --out records or suite.json files")
+      ->required();
+  auto* env =
+      app.add_subcommand("env", "show the CPU, BLAS, CUDA, NVTX and backends this binary sees");
+  std::string doctor_dir;
+  auto* doctor =
+      app.add_subcommand("doctor", "explain a hang from the ranks' flight-recorder dumps");
+  doctor->add_option("dir", doctor_dir, "directory with rank<r>.json dumps")->required();
+  SuiteOptions suite_options;
+  auto* suite = add_suite_command(app, suite_options);
+  std::string report_in, report_out;
+  auto* report = app.add_subcommand("report", "render a suite's results as HTML or Markdown");
+  report->add_option("results", report_in, "a results folder of ddpbench suite, or its suite.json")
+      ->required();
+  report->add_option("-o,--out", report_out, "report.html or report.md")->required();
+  std::string compare_base, compare_new;
+  double compare_threshold = 5;
+  auto* compare =
+      app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
+  compare->add_option("base", compare_base, "baseline results folder, suite.json or run record")
+      ->required();
+  compare->add_option("new", compare_new, "new results folder, suite.json or run record")
+      ->required();
+  add_real_flag(*compare, "--threshold", compare_threshold, 0, 1e6,
+                "regression threshold in percent (default 5)");
+  if (const auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
+  try {
+    if (run->parsed()) return run_command(config, run->count("--global-batch") > 0, argc, argv);
+    if (workloads->parsed()) return list_workloads();
+    if (suite->parsed()) return run_suite(suite_options);
+    if (report->parsed()) return report_command(report_in, checked_output("--out", report_out));
+    if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
+    if (validate->parsed()) return validate_command(validate_files);
+    if (env->parsed()) return env_command();
+    if (doctor->parsed()) {
+      fmt::print("{}", comm::diagnose_flight_dumps(doctor_dir));
+      return 0;
+    }
+  } catch (const UsageError& e) {
+    std::cerr << "ddpbench: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "ddpbench: failed: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  return kExitUsage;
+}
+
+}  // namespace ddpb::bench

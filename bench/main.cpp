@@ -1,5 +1,0 @@
-#include "bench/cli.h"
-
-int main(int argc, char** argv) {
-  return ddpb::bench::ddpbench_main(argc, argv);
-}

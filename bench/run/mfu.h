@@ -1,0 +1,30 @@
+// Model FLOPs utilisation: the workload's training FLOPs per second (the model's own count,
+// bench/run/trainer.cpp; recomputation such as flash attention's backward is not counted) over
+// the GPU's datasheet peak at the run's precision. Measured peaks (bench/run/gemm_peak.h) answer
+// "how close to what this machine's GEMMs reach"; MFU answers "how much of what was bought".
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/ops.h"
+
+namespace ddpb::bench {
+
+struct DatasheetPeak {
+  double flops_per_s = 0;  // dense (no structured sparsity), per GPU
+  std::string source;      // e.g. "NVIDIA H200 datasheet, dense bf16"
+};
+
+// The peak of the GPU called `gpu_name` (as cudaGetDeviceProperties names it) for precision
+// `precision`; nullopt for a GPU not in the table.
+std::optional<DatasheetPeak> datasheet_peak(const std::string& gpu_name, ops::MathMode precision);
+
+// {"mfu", "peak_flops_per_s", "source", "gpus"} for a run that reached
+// `achieved_flops_per_s` on `gpus` GPUs named `gpu_name`; null when the peak is unknown.
+nlohmann::json mfu_json(double achieved_flops_per_s, int gpus, const std::string& gpu_name,
+                        ops::MathMode precision);
+
+}  // namespace ddpb::bench

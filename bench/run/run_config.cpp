@@ -1,0 +1,165 @@
+#include "bench/run/run_config.h"
+
+#include <fmt/core.h>
+
+#include <fstream>
+#include <thread>
+
+#include "bench/run/fault_injection.h"
+#include "bench/run/flag_values.h"
+#include "bench/run/trace.h"
+#include "core/check.h"
+#include "workloads/model.h"
+
+namespace ddpb::bench {
+
+namespace {
+
+// "--global-batch 100 does not divide into 3 ranks; 99 or 102 would".
+std::string nearest_divisible(int64_t batch, int64_t ranks) {
+  const int64_t below = batch / ranks * ranks;
+  const int64_t above = below + ranks;
+  return below >= ranks ? fmt::format("{} or {}", below, above) : fmt::format("{}", above);
+}
+
+// Bytes of memory this machine has free (MemAvailable), or 0 when it cannot tell.
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+// What one DDP rank (a process) or one DP replica (a thread) needs at least: the
+// parameters, their gradients, the optimizer state and DDP's buckets, plus a process's own
+// footprint (the runtime, BLAS, Gloo), measured at about 150 MiB per rank on CPU.
+int64_t estimated_bytes_per_device(const RunConfig& c) {
+  const int64_t params = estimated_parameter_count(find_workload(c.workload));
+  const int64_t per_param = c.optimizer.name == "adamw" ? 5 : 4;  // + buckets or state
+  const int64_t process = c.mode == Mode::Ddp ? int64_t{150} << 20 : int64_t{8} << 20;
+  return process + params * 4 * per_param;
+}
+
+// Refuses a CPU run this machine cannot hold: more logical devices than kMaxCpuDevices, or
+// more memory than it has (10000 ranks once forked until the machine ran out).
+void check_cpu_capacity(const RunConfig& c) {
+  if (c.device.rfind("cpu", 0) != 0 || !c.devices.empty()) return;
+  DDPB_USAGE_CHECK(c.world_size <= kMaxCpuDevices)
+      << "--world-size " << c.world_size << " asks for more logical CPU devices than the limit of "
+      << kMaxCpuDevices << " (this machine has " << std::thread::hardware_concurrency()
+      << " cores)";
+  const int64_t need = estimated_bytes_per_device(c) * c.world_size;
+  const int64_t have = available_memory_bytes();
+  DDPB_USAGE_CHECK(have == 0 || need <= have)
+      << "--world-size " << c.world_size << " of " << c.workload << " needs about " << (need >> 20)
+      << " MiB, but this machine has " << (have >> 20) << " MiB available";
+}
+
+void validate_ddp(const RunConfig& c) {
+  DDPB_USAGE_CHECK(c.global_batch % c.world_size == 0)
+      << "--global-batch " << c.global_batch << " does not divide into --world-size "
+      << c.world_size << " ranks (DDP gives every rank global-batch/world-size samples); "
+      << nearest_divisible(c.global_batch, c.world_size) << " would";
+  DDPB_USAGE_CHECK(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0)
+      << "--bucket-cap-mb and --first-bucket-mb must be positive";
+  DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
+  DDPB_USAGE_CHECK(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)
+      << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
+  const FaultSpec fault = parse_fault(c.inject_fault);
+  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
+      << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
+      << " is outside the world of " << c.world_size << " ranks, so it would never fire";
+}
+
+void validate_graph_capture(const RunConfig& c) {
+  // What a replay cannot redo: another process's or device's part (DP/DDP), a step count
+  // baked into the kernel arguments (AdamW's bias correction), control flow that depends
+  // on the data (mlp-skip's branch).
+  DDPB_USAGE_CHECK(c.mode == Mode::Single)
+      << "--cuda-graph captures a single-device step; use --mode single";
+  DDPB_USAGE_CHECK(c.optimizer.name == "sgd")
+      << "--cuda-graph needs --optimizer sgd (AdamW's step count would be frozen into the graph)";
+  DDPB_USAGE_CHECK(!find_workload(c.workload).conditional_branch)
+      << "--cuda-graph cannot capture " << c.workload
+      << ": its forward takes a branch that depends on the data";
+}
+
+}  // namespace
+
+// Ranges first, so that no check below divides by zero or overflows on a bad value.
+void RunConfig::validate() const {
+  DDPB_USAGE_CHECK(world_size >= 1 && world_size <= kMaxWorldSize)
+      << "--world-size must be from 1 to " << kMaxWorldSize << ", got " << world_size;
+  DDPB_USAGE_CHECK(global_batch > 0 && global_batch <= kMaxGlobalBatch)
+      << "--global-batch must be positive and at most " << kMaxGlobalBatch << ", got "
+      << global_batch;
+  DDPB_USAGE_CHECK(steps > 0 && steps <= kMaxSteps)
+      << "--steps must be positive and at most " << kMaxSteps << ", got " << steps;
+  DDPB_USAGE_CHECK(warmup >= 0 && warmup <= kMaxSteps)
+      << "--warmup must be from 0 to " << kMaxSteps << ", got " << warmup;
+  find_workload(workload);  // throws UsageError for an unknown preset
+  check_cpu_capacity(*this);
+  if (mode == Mode::Ddp) {
+    validate_ddp(*this);
+  } else {
+    DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
+                     !no_overlap && comm_hook == ddp::CommHook::None && !backend &&
+                     inject_fault.empty())
+        << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
+           "--comm-hook, --no-overlap, --inject-fault) need --mode ddp";
+  }
+  DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
+      << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
+  parse_trace_steps(trace_steps);  // validates
+  if (cuda_graph) validate_graph_capture(*this);
+}
+
+nlohmann::json RunConfig::to_json() const {
+  return {{"mode", enum_name(mode)},
+          {"workload", workload},
+          {"device", device},
+          {"world_size", world_size},
+          {"devices", devices},
+          {"dp_broadcast_mb", dp_broadcast_mb},
+          {"backend", backend ? enum_name(*backend) : ""},
+          {"bucket_cap_mb", bucket_cap_mb},
+          {"first_bucket_mb", first_bucket_mb},
+          {"grad_as_bucket_view", grad_as_bucket_view},
+          {"accumulate", accumulate},
+          {"find_unused_params", find_unused_params},
+          {"comm_hook", enum_name(comm_hook)},
+          {"no_overlap", no_overlap},
+          {"timeout_s", timeout_s},
+          {"inject_fault", inject_fault},
+          {"flight_dir", flight_dir},
+          {"check_finite", check_finite},
+          {"global_batch", global_batch},
+          {"steps", steps},
+          {"warmup", warmup},
+          {"seed", seed},
+          {"precision", enum_name(precision)},
+          {"attention", enum_name(attention)},
+          {"cuda_graph", cuda_graph},
+          {"optimizer",
+           {{"name", optimizer.name},
+            {"lr", as_written(optimizer.lr)},
+            {"momentum", as_written(optimizer.momentum)},
+            {"weight_decay", as_written(optimizer.weight_decay)},
+            {"beta1", as_written(optimizer.beta1)},
+            {"beta2", as_written(optimizer.beta2)},
+            {"eps", as_written(optimizer.eps)},
+            {"nesterov", false},
+            {"dampening", 0.0}}},
+          {"out", out},
+          {"trace", trace},
+          {"trace_steps", trace_steps},
+          {"dump", dump},
+          {"init_from", init_from},
+          {"save_params", save_params}};
+}
+
+}  // namespace ddpb::bench

@@ -1,0 +1,79 @@
+// The configuration of `ddpbench run`: one struct, filled by one parser (bench/cli/cli.cpp),
+// printed at start-up and embedded in every report and dump.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/process_group.h"
+#include "core/named_enum.h"
+#include "core/ops.h"
+#include "core/optim.h"
+#include "impl_ddp/reducer.h"
+
+namespace ddpb::bench {
+
+// The ranges of the numeric flags (bench/cli/cli_flags.h). A CPU run is further bounded by
+// kMaxCpuDevices and by the memory its ranks or replicas need (RunConfig::validate).
+inline constexpr int64_t kMaxWorldSize = 1024;
+inline constexpr int64_t kMaxCpuDevices = 64;
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxSteps = 1'000'000'000;
+inline constexpr int64_t kMaxAccumulate = 1 << 20;
+inline constexpr double kMaxMiB = 1 << 20;  // bucket and coalescing caps: 1 TiB
+inline constexpr double kMinTimeoutS = 1e-3, kMaxTimeoutS = 1e6;
+
+// How the devices train together (`--mode`).
+enum class Mode { Single, Dp, Ddp };
+constexpr NameTable<Mode, 3> enum_names(Mode) {
+  return {{{"single", Mode::Single}, {"dp", Mode::Dp}, {"ddp", Mode::Ddp}}};
+}
+
+// The enum-valued fields are parsed from their names once, by the CLI (core/named_enum.h),
+// and written back as names in to_json().
+struct RunConfig {
+  Mode mode = Mode::Single;
+  std::string workload;
+  std::string device = "cpu";
+  int world_size = 1;                        // dp: number of devices
+  std::string devices;                       // dp: explicit list, e.g. "cuda:0,cuda:0"
+  double dp_broadcast_mb = 10;               // dp: coalescing cap of replicate and reduce_add
+  std::optional<comm::CommBackend> backend;  // ddp (default: nccl on CUDA, gloo on CPU)
+  double bucket_cap_mb = 25;                 // ddp
+  double first_bucket_mb = 1;                // ddp
+  bool grad_as_bucket_view = false;
+  int64_t accumulate = 1;  // ddp: micro-steps per step (no_sync for the first K-1)
+  bool find_unused_params = false;
+  ddp::CommHook comm_hook = ddp::CommHook::None;
+  bool no_overlap = false;
+  double timeout_s = 300;     // ddp: rendezvous and collective timeout
+  std::string inject_fault;   // ddp: KIND@rank=R,step=S (bench/run/fault_injection.h)
+  bool check_finite = false;  // ddp: NaN/Inf check on every gradient before the AllReduce
+  std::string flight_dir;     // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
+  int64_t global_batch = 0;   // the CLI fills in the workload's default when not given
+  int64_t steps = 20;         // measured steps
+  int64_t warmup = 3;         // steps before the measured ones (they train too)
+  uint64_t seed = 0;
+  optim::OptimizerConfig optimizer;
+  ops::MathMode precision = ops::MathMode::FP32;  // GEMM compute
+  ops::AttentionKind attention = ops::AttentionKind::Math;
+  bool cuda_graph = false;  // single: capture the step once, replay it (Stream::begin_capture)
+  std::string out;          // JSON record
+  std::string dump;         // directory for meta.json and safetensors dumps
+  std::string init_from;    // safetensors with the initial parameters
+  std::string save_params;  // safetensors with the final parameters (primary process)
+  bool quiet = false;       // no per-step lines
+  bool verbose = false;     // also the config line (the resolved configuration as JSON)
+  std::string trace;        // Chrome trace file
+  std::string trace_steps;  // "A:B" window of steps to trace
+
+  int64_t total_steps() const { return warmup + steps; }
+  // Checks values that the parser cannot (throws UsageError).
+  void validate() const;
+  nlohmann::json to_json() const;
+};
+
+}  // namespace ddpb::bench

@@ -1,0 +1,43 @@
+#include "bench/run/run_dump.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "core/check.h"
+#include "reports/json_io.h"
+#include "workloads/state_dict.h"
+
+namespace ddpb::bench {
+
+RunDump::RunDump(std::string dir, std::string batches_file)
+    : dir_(std::move(dir)), batches_file_(std::move(batches_file)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  DDPB_USAGE_CHECK(!ec) << "cannot create --dump directory " << dir_ << ": " << ec.message();
+}
+
+void RunDump::save_init(const nn::Module& model) {
+  save_state_dict(model, dir_ + "/init.safetensors");
+}
+
+void RunDump::add_batch(int64_t step, int micro, const Batch& batch) {
+  // fmt, not "step" + std::to_string(...): GCC 12 warns (-Wrestrict) on the latter.
+  const std::string prefix =
+      micro > 0 ? fmt::format("step{}.{}", step, micro) : fmt::format("step{}", step);
+  batches_.push_back({prefix + ".x", batch.x.to(Device::cpu())});
+  batches_.push_back({prefix + ".y", batch.y.to(Device::cpu())});
+}
+
+void RunDump::finish(const nn::Module* model, const nlohmann::json& meta) {
+  save_safetensors(dir_ + "/" + batches_file_, batches_);
+  if (!model) return;
+  save_state_dict(*model, dir_ + "/final.safetensors");
+  nlohmann::json m = meta;
+  nlohmann::json names = nlohmann::json::array();
+  for (auto& p : model->named_parameters()) names.push_back(p.name);
+  m["parameters"] = names;
+  reports::write_json_atomic(dir_ + "/meta.json", m);
+}
+
+}  // namespace ddpb::bench

@@ -1,0 +1,92 @@
+// --mode dp: DataParallel over --world-size devices (impl_dp/).
+#include "bench/run/trainer.h"
+#include "core/check.h"
+#include "impl_dp/data_parallel.h"
+
+namespace ddpb::bench {
+namespace {
+
+class DpRunner final : public ModeRunner {
+ public:
+  DpRunner(const RunConfig& config, const WorkloadSpec& spec) {
+    auto devices = dp::resolve_dp_devices(config.device, config.world_size, config.devices);
+    DDPB_USAGE_CHECK(config.global_batch >= static_cast<int64_t>(devices.size()))
+        << "--global-batch " << config.global_batch << " is smaller than the " << devices.size()
+        << " DP devices: every device needs at least one sample";
+    dp::DpOptions options;
+    options.broadcast_bytes = static_cast<size_t>(config.dp_broadcast_mb * 1048576.0);
+    DDPB_USAGE_CHECK(options.broadcast_bytes > 0) << "--dp-broadcast-mb must be positive";
+    dp::ReplicaSpec replica;
+    replica.make = [&spec, seed = config.seed](const Device& device) {
+      return std::unique_ptr<nn::Module>(make_model(spec, device, seed));
+    };
+    replica.forward = [](nn::Module& m, const Tensor& x) {
+      return static_cast<Model&>(m).forward(x);
+    };
+    replica.loss = [](const autograd::Var& out, const Tensor& y) { return model_loss(out, y); };
+    dp_ = std::make_unique<dp::DataParallel>(std::move(replica), devices, options);
+  }
+  // The replicas are Models: ReplicaSpec::make above builds them.
+  Model& model() override { return static_cast<Model&>(dp_->module()); }
+  Device data_device() const override { return Device::cpu(); }
+  std::vector<Device> devices() const override { return dp_->devices(); }
+
+  StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
+    const Batch batch = next_batch();
+    dp::DpStepStats s = dp_->step(batch.x, batch.y, optimizer);
+    StepOutcome out;
+    out.loss = s.loss;
+    out.step_ms = s.step_ms;
+    for (size_t p = 0; p < dp::kNumPhases; ++p) {
+      out.phases_ms.emplace_back(dp::phase_name(static_cast<dp::Phase>(p)), s.phase_ms[p]);
+    }
+    nlohmann::json devs = nlohmann::json::array();
+    for (size_t r = 0; r < s.devices.size(); ++r) {
+      const auto& d = s.devices[r];
+      if (d.forward_start_ns > 0) {
+        const std::string track =
+            "replica " + std::to_string(r) + " (" + dp_->devices()[r].str() + ")";
+        out.spans.push_back({"forward",
+                             track,
+                             d.forward_start_ns,
+                             (d.forward_end_ns - d.forward_start_ns) / 1e6,
+                             {{"rows", d.rows}}});
+        out.spans.push_back({"backward",
+                             track,
+                             d.backward_start_ns,
+                             (d.backward_end_ns - d.backward_start_ns) / 1e6,
+                             {{"rows", d.rows}}});
+      }
+      devs.push_back({{"device", dp_->devices()[r].str()},
+                      {"rows", s.devices[r].rows},
+                      {"busy_ms", s.devices[r].busy_ms},
+                      {"idle_ms", s.devices[r].idle_ms}});
+    }
+    out.extra = {{"devices", devs},
+                 {"bytes",
+                  {{"replicate", s.replicate_bytes},
+                   {"gather", s.gather_bytes},
+                   {"reduce", s.reduce_bytes}}}};
+    return out;
+  }
+
+  nlohmann::json describe() const override {
+    return {{"transport", dp_->transport_name()},
+            {"logical_replicas", dp::has_logical_replicas(dp_->devices())},
+            {"note",
+             dp::has_logical_replicas(dp_->devices())
+                 ? "several replicas share one GPU: this verifies the mechanics, it is not scaling"
+                 : ""}};
+  }
+
+ private:
+  std::unique_ptr<dp::DataParallel> dp_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModeRunner> make_dp_runner(const RunConfig& config, const WorkloadSpec& spec) {
+  return std::make_unique<DpRunner>(config, spec);
+}
+
+}  // namespace ddpb::bench

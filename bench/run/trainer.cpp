@@ -1,0 +1,367 @@
+#include "bench/run/trainer.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "bench/run/comm_summary.h"
+#include "bench/run/context.h"
+#include "bench/run/mfu.h"
+#include "bench/run/run_dump.h"
+#include "bench/run/stats.h"
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+#include "reports/json_io.h"
+#include "reports/schema_validator.h"
+#include "workloads/dataloader.h"
+#include "workloads/state_dict.h"
+
+namespace ddpb::bench {
+namespace {
+
+std::unique_ptr<ModeRunner> make_runner(const RunConfig& config, const WorkloadSpec& spec) {
+  if (config.mode == Mode::Dp) return make_dp_runner(config, spec);
+  if (config.mode == Mode::Ddp) return make_ddp_runner(config, spec);
+  return make_single_runner(config, spec);
+}
+
+nlohmann::json memory_record(const std::vector<Device>& devices) {
+  nlohmann::json per_device = nlohmann::json::array();
+  std::vector<Device> seen;
+  for (const auto& d : devices) {
+    if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;  // logical replicas
+    seen.push_back(d);
+    MemoryStats m = device_allocator(d).stats();
+    per_device.push_back(
+        {{"device", d.str()}, {"peak_bytes", m.peak_bytes}, {"reserved_bytes", m.reserved_bytes}});
+  }
+  return per_device;
+}
+
+// MFU of a CUDA run (null on CPU or for a GPU without a datasheet row). The FLOPs are the
+// whole run's; they are shared by the distinct GPUs: DP's logical replicas on one GPU and
+// DDP ranks beyond the GPU count (Gloo on one GPU) share theirs. `gpu_list` is the record
+// context's system.gpus (the GPU names, queried once per run).
+nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devices,
+                       const nlohmann::json& gpu_list, double flops_per_s) {
+  if (devices.empty() || devices.front().is_cpu()) return nullptr;
+  const int index = devices.front().index;
+  const int gpu_count = static_cast<int>(gpu_list.size());
+  if (index >= gpu_count) return nullptr;
+  std::vector<int> distinct;
+  for (const auto& d : devices) {
+    if (std::find(distinct.begin(), distinct.end(), d.index) == distinct.end())
+      distinct.push_back(d.index);
+  }
+  int gpus = static_cast<int>(distinct.size());
+  if (config.mode == Mode::Ddp) gpus = std::min(config.world_size, gpu_count);
+  return mfu_json(flops_per_s, gpus, gpu_list[static_cast<size_t>(index)].at("name"),
+                  config.precision);
+}
+
+// A checkpoint with NaN or Inf in it cannot start a meaningful run (a NaN would be trained
+// into every parameter): a usage error naming the first such tensor.
+void refuse_non_finite_parameters(Model& model, const std::string& file) {
+  for (auto& p : model.named_parameters()) {
+    const std::vector<float> values = p.var.data().to_floats();
+    int64_t bad = 0, first = -1;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::isfinite(values[i])) continue;
+      if (bad++ == 0) first = static_cast<int64_t>(i);
+    }
+    DDPB_USAGE_CHECK(bad == 0) << "--init-from " << file << ": tensor '" << p.name << "' holds "
+                               << bad << " non-finite value(s), the first at index " << first
+                               << " (" << values[static_cast<size_t>(first)] << ")";
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Every step's record and the samples the summary is made of.
+struct StepLog {
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<double> step_ms;  // measured steps only
+  std::map<std::string, std::vector<double>> phase_samples;
+  std::vector<std::string> phase_order;
+  double first_loss = 0, last_loss = 0;
+
+  // Returns the step's time, data loading included.
+  double add(int64_t step, bool measured, double data_ms, const StepOutcome& out) {
+    const double total = data_ms + out.step_ms;
+    if (step == 1) first_loss = out.loss;
+    last_loss = out.loss;
+    nlohmann::json phases = {{"data", data_ms}};
+    add_phase("data", data_ms, measured);
+    for (const auto& [name, ms] : out.phases_ms) {
+      phases[name] = ms;
+      add_phase(name, ms, measured);
+    }
+    if (measured) step_ms.push_back(total);
+    nlohmann::json rec = {{"step", step},
+                          {"measured", measured},
+                          {"loss", out.loss},
+                          {"time_ms", total},
+                          {"phases_ms", phases}};
+    if (!out.extra.is_null()) rec["mode"] = out.extra;
+    steps.push_back(rec);
+    return total;
+  }
+  void add_phase(const std::string& name, double ms, bool measured) {
+    if (measured) phase_samples[name].push_back(ms);
+    if (std::find(phase_order.begin(), phase_order.end(), name) == phase_order.end())
+      phase_order.push_back(name);
+  }
+  // Median per phase, in first-seen order. A phase seen only in warm-up steps (the eager
+  // step before a --cuda-graph capture) has no measured samples and no median.
+  nlohmann::json phase_medians() {
+    nlohmann::json breakdown = nlohmann::json::array();
+    for (const auto& name : phase_order) {
+      if (phase_samples[name].empty()) continue;
+      breakdown.push_back({{"phase", name}, {"median_ms", percentile(phase_samples[name], 50)}});
+    }
+    return breakdown;
+  }
+};
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One step through the runner; the batches come from `loader` (and go to `dump`), and the
+// time spent waiting for them is added to `data_ms`.
+StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader& loader,
+                     RunDump* dump, int64_t step, double& data_ms) {
+  int micro = 0;
+  const BatchFn next_batch = [&] {
+    nvtx::Range r("data", nvtx::Category::Data);
+    auto t0 = std::chrono::steady_clock::now();
+    Batch batch = loader.next();
+    data_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (dump) dump->add_batch(step, micro, batch);
+    ++micro;
+    return batch;
+  };
+  try {
+    return runner.step(next_batch, optimizer);
+  } catch (const std::exception& e) {
+    // Said at once, before unwinding tears down the process group (which can take a
+    // while): the launcher names the rank whose failure it heard first.
+    std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.rank(),
+                 static_cast<long>(step), e.what());
+    std::fflush(stderr);
+    throw;
+  }
+}
+
+// A failed run still leaves a valid trace of the steps it finished (this rank's events).
+struct PartialTrace {
+  TraceWriter* trace;
+  const RunConfig& config;
+  ModeRunner& runner;
+  bool done = false;
+  ~PartialTrace() {
+    if (!trace || done || !runner.is_primary()) return;
+    try {
+      reports::write_json_atomic(
+          config.trace, TraceWriter::document({trace->events()}, {0}, runner.world_size()));
+    } catch (...) {
+    }
+  }
+};
+
+// The training loop: warm-up and measured steps, each logged, traced and printed.
+StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& optimizer,
+              DataLoader& loader, RunDump* dump, TraceWriter* trace) {
+  StepLog log;
+  const bool on_cuda = runner.devices().front().is_cuda();
+  for (int64_t step = 1; step <= config.total_steps(); ++step) {
+    if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
+    const int64_t step_start_ns = steady_now_ns();
+    double data_ms = 0;
+    const StepOutcome out = run_step(runner, optimizer, loader, dump, step, data_ms);
+    DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
+    const bool measured = step > config.warmup;
+    const double total = log.add(step, measured, data_ms, out);
+    if (trace) {
+      std::vector<std::pair<std::string, double>> all_phases{{"data", data_ms}};
+      all_phases.insert(all_phases.end(), out.phases_ms.begin(), out.phases_ms.end());
+      trace->add_step(step, step_start_ns, all_phases, out.spans);
+    }
+    if (!config.quiet) {
+      fmt::print("step {:>4}/{} loss {:.6f} time {:.2f} ms{}\n", step, config.total_steps(),
+                 out.loss, total, measured ? "" : " (warm-up)");
+    }
+  }
+  if (on_cuda) nvtx::profiler_stop();
+  return log;
+}
+
+// The summary block of the record, printed as the run's last lines.
+nlohmann::json summarize_run(const Model& model, StepLog& log, const nlohmann::json& mfu,
+                             const nlohmann::json& memory, double flops_per_s,
+                             double samples_per_s) {
+  const Summary st = summarize(log.step_ms);
+  const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
+  const nlohmann::json breakdown = log.phase_medians();
+  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90,
+             samples_per_s);
+  if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
+  fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
+  if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
+  fmt::print(", loss {:.4f} -> {:.4f}\n", log.first_loss, log.last_loss);
+  std::string breakdown_line;
+  for (const auto& b : breakdown)
+    breakdown_line +=
+        fmt::format(" {} {:.2f}", b["phase"].get<std::string>(), b["median_ms"].get<double>());
+  fmt::print("phases (median ms):{}\n", breakdown_line);
+  for (const auto& m : memory) {
+    fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
+               m["peak_bytes"].get<int64_t>() / 1048576.0);
+  }
+  return {{"step_time_ms", st.to_json()},        {"phases_median_ms", breakdown},
+          {"samples_per_s", samples_per_s},      {"tokens_per_s", tokens_per_s},
+          {"achieved_flops_per_s", flops_per_s}, {"first_loss", log.first_loss},
+          {"last_loss", log.last_loss}};
+}
+
+std::string device_list(const ModeRunner& runner) {
+  std::string list;
+  for (const auto& d : runner.devices()) {
+    if (!list.empty()) list += ',';
+    list += d.str();
+  }
+  return list;
+}
+
+// The record of the run (before the runner's own additions).
+nlohmann::json make_record(const RunConfig& config, ModeRunner& runner, StepLog& log) {
+  const WorkloadSpec& spec = find_workload(config.workload);
+  Model& model = runner.model();
+  int64_t n_params = 0;
+  for (auto& p : model.parameters()) n_params += p.data().numel();
+  const Summary st = summarize(log.step_ms);
+  const double samples_per_s = st.median > 0 ? config.global_batch * 1000.0 / st.median : 0.0;
+  const double flops_per_s = samples_per_s * model.train_flops_per_sample();
+  nlohmann::json memory = memory_record(runner.devices());
+  nlohmann::json context = build_context();
+  const nlohmann::json mfu =
+      run_mfu(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
+  nlohmann::json summary = summarize_run(model, log, mfu, memory, flops_per_s, samples_per_s);
+  if (!mfu.is_null()) summary["mfu"] = mfu;
+  return {{"schema_version", reports::kSchemaVersion},
+          {"implementation", "ddpbench"},
+          {"kind", "run"},
+          {"context", std::move(context)},
+          {"config", config.to_json()},
+          {"mode",
+           {{"name", enum_name(config.mode)},
+            {"devices", device_list(runner)},
+            {"details", runner.describe()}}},
+          {"workload",
+           {{"name", spec.name},
+            {"family", family_name(spec.family)},
+            {"parameters", n_params},
+            {"tokens_per_sample", model.tokens_per_sample()},
+            {"train_flops_per_sample", model.train_flops_per_sample()}}},
+          {"steps", log.steps},
+          {"summary", std::move(summary)},
+          {"memory", std::move(memory)}};
+}
+
+void add_comm_summary(const RunConfig& config, const ModeRunner& runner, nlohmann::json& record) {
+  const int comm_world =
+      config.mode == Mode::Dp ? static_cast<int>(runner.devices().size()) : runner.world_size();
+  if (auto comm = comm_summary(config.mode, record["steps"], comm_world); !comm.is_null()) {
+    fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",
+               comm["op"].get<std::string>(), comm["comm_ms"].get<double>(),
+               comm["comm_exposed_ms"].get<double>(), comm["overlap_ratio"].get<double>());
+    record["summary"]["comm"] = std::move(comm);
+  }
+}
+
+// Every record we write matches reports/schema/run.schema.json; a mismatch is our bug (a
+// field added here but not to the schema, or a NaN that JSON turned into null).
+void write_record(const RunConfig& config, const nlohmann::json& record) {
+  const auto problems = reports::validate_run_record(record);
+  DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing "
+                               << config.out << ": " << reports::format_errors(problems);
+  reports::write_json_atomic(config.out, record);
+  fmt::print("wrote {}\n", config.out);
+}
+
+}  // namespace
+
+nlohmann::json run_training(const RunConfig& config) {
+  ops::set_math_mode(config.precision);
+  ops::set_attention_kind(config.attention);
+  const WorkloadSpec& spec = find_workload(config.workload);
+  auto runner = make_runner(config, spec);
+  Model& model = runner->model();
+  if (!config.init_from.empty()) {
+    load_state_dict(model, config.init_from);
+    refuse_non_finite_parameters(model, config.init_from);
+  }
+  DeviceGuard guard(runner->devices().front());
+  auto optimizer = optim::make_optimizer(config.optimizer, model.parameters());
+
+  auto dataset = make_dataset(spec, config.seed);
+  DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
+      << "--global-batch " << config.global_batch << " exceeds the dataset of " << dataset->size();
+  const DataPlan plan = runner->data_plan(config);
+  DistributedSampler sampler(dataset->size(), plan.num_replicas, plan.rank, /*shuffle=*/true,
+                             config.seed, /*drop_last=*/false);
+  DataLoader loader(dataset, sampler, plan.batch_size, runner->data_device());
+
+  std::unique_ptr<RunDump> dump;
+  if (!config.dump.empty()) {
+    dump = std::make_unique<RunDump>(config.dump, runner->batches_file());
+    if (runner->is_primary()) dump->save_init(model);
+  }
+  int64_t n_params = 0;
+  for (auto& p : model.parameters()) n_params += p.data().numel();
+  fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
+             enum_name(config.mode), spec.name, n_params, device_list(*runner),
+             config.global_batch);
+  for (const auto& d : runner->devices()) device_allocator(d).reset_peak();
+
+  std::unique_ptr<TraceWriter> trace;
+  if (!config.trace.empty()) {
+    auto [first, last] = parse_trace_steps(config.trace_steps);
+    trace = std::make_unique<TraceWriter>(runner->rank(), first, last);
+  }
+  PartialTrace partial_trace{trace.get(), config, *runner};
+  StepLog log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
+
+  nlohmann::json record = make_record(config, *runner, log);
+  add_comm_summary(config, *runner, record);
+  if (runner->is_primary() && !config.save_params.empty())
+    save_state_dict(model, config.save_params);
+  if (dump) {
+    dump->finish(runner->is_primary() ? &model : nullptr,
+                 {{"config", config.to_json()}, {"workload", record["workload"]}});
+  }
+  record = runner->finalize_record(std::move(record));
+  if (trace) {
+    auto [events, offsets] = runner->gather_trace(trace->events());
+    if (runner->is_primary()) {
+      reports::write_json_atomic(config.trace,
+                                 TraceWriter::document(events, offsets, runner->world_size()));
+      fmt::print("wrote trace {}\n", config.trace);
+    }
+    partial_trace.done = true;
+  }
+  if (runner->is_primary() && !config.out.empty()) write_record(config, record);
+  return record;
+}
+
+}  // namespace ddpb::bench

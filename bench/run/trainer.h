@@ -1,0 +1,82 @@
+// The training loop shared by every mode of `ddpbench run`. A ModeRunner owns the model(s)
+// and performs one step; the loop owns data, optimizer, dumps, timing statistics and the
+// record, so that single, DP and DDP are measured the same way.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/run/run_config.h"
+#include "bench/run/trace.h"
+#include "core/optim.h"
+#include "workloads/model.h"
+
+namespace ddpb::bench {
+
+struct StepOutcome {
+  float loss = 0;
+  double step_ms = 0;
+  std::vector<std::pair<std::string, double>> phases_ms;  // in step order
+  nlohmann::json extra;                                   // mode-specific per-step data
+  std::vector<TraceSpan> spans;                           // for --trace: replicas, buckets
+};
+
+// Fetches the next batch from the loader (timed as the data phase, and dumped with --dump).
+using BatchFn = std::function<Batch()>;
+
+// Which share of the data this process reads: DDP ranks read 1/world_size each.
+struct DataPlan {
+  int num_replicas = 1;
+  int rank = 0;
+  int64_t batch_size = 0;  // per step of this process (per micro-step with --accumulate)
+};
+
+class ModeRunner {
+ public:
+  virtual ~ModeRunner() = default;
+  // The module whose parameters are trained and dumped (DP: the master on device 0).
+  virtual Model& model() = 0;
+  // Where the data loader puts batches (the device for single; host memory for DP).
+  virtual Device data_device() const = 0;
+  virtual std::vector<Device> devices() const = 0;
+  virtual DataPlan data_plan(const RunConfig& config) const { return {1, 0, config.global_batch}; }
+  // One training step; calls next_batch() once per batch it consumes.
+  virtual StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) = 0;
+  // Rank 0 of DDP (and every single/DP process) writes the report and the model dumps.
+  virtual bool is_primary() const { return true; }
+  virtual std::string batches_file() const { return "batches.safetensors"; }
+  // DDP: rank 0 merges every rank's record; others return theirs unchanged.
+  virtual nlohmann::json finalize_record(nlohmann::json record) { return record; }
+  // --trace: this rank's events go in; the primary gets every rank's events and each rank's
+  // clock offset onto rank 0's (others get nothing back). Single and DP: one process.
+  virtual std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
+      nlohmann::json mine) {
+    return {{std::move(mine)}, {0}};
+  }
+  virtual int world_size() const { return 1; }
+  virtual int rank() const { return 0; }
+  // Mode-specific description for the record (transport, logical replicas, ...).
+  virtual nlohmann::json describe() const { return nlohmann::json::object(); }
+};
+
+std::unique_ptr<ModeRunner> make_single_runner(const RunConfig& config, const WorkloadSpec& spec);
+std::unique_ptr<ModeRunner> make_dp_runner(const RunConfig& config, const WorkloadSpec& spec);
+std::unique_ptr<ModeRunner> make_ddp_runner(const RunConfig& config, const WorkloadSpec& spec);
+}  // namespace ddpb::bench
+namespace ddpb::comm {
+struct RankEnv;
+}
+namespace ddpb::bench {
+// Where DDP ranks dump their flight recorders: --flight-dir, or /tmp/ddpbench-flight-<port>.
+std::string default_flight_dir(const RunConfig& config, const comm::RankEnv& env);
+
+// Runs the training described by `config` (already validated) and returns its record.
+// Prints per-step losses (unless quiet) and a summary to stdout.
+nlohmann::json run_training(const RunConfig& config);
+
+}  // namespace ddpb::bench

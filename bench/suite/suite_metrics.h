@@ -1,0 +1,23 @@
+// The derived numbers of a suite report (docs/suite-format.md): each run's metrics taken
+// from its own record, then scaling against the single-device baselines and correctness
+// against the single-device references, with the formulas of bench/run/metrics.h.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ddpb::bench {
+
+// runs[].metrics from a `ddpbench run` record. `peak_flops_per_s`: the suite's GEMM peak
+// per device (0: no flop_fraction).
+nlohmann::json run_metrics(const nlohmann::json& record, double peak_flops_per_s);
+
+// Fills runs[].scaling of every ok run of group "scaling" from the suite's other runs.
+void derive_scaling(nlohmann::json& suite);
+
+// Fills runs[].correctness of every ok dp/ddp run whose reference finished, comparing the
+// final parameters under `dir`/params. Runs that already have a verdict are left alone.
+void derive_correctness(nlohmann::json& suite, const std::string& dir);
+
+}  // namespace ddpb::bench

@@ -1,0 +1,366 @@
+#include "bench/suite/suite_spec.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "bench/run/run_config.h"
+#include "core/check.h"
+#include "core/ops.h"
+#include "workloads/model.h"
+
+namespace ddpb::bench {
+namespace {
+
+// Suite files are small hand-written JSON; anything larger is a mistake or an attack.
+constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
+constexpr size_t kMaxListLength = 64;
+constexpr int kMaxWorldSize = 1024;
+
+std::string fmt_mb(double mb) {
+  return fmt::format("{:g}", mb);
+}
+
+// Typed getters that name the key in their errors.
+struct KeyReader {
+  const std::string& file;
+  const std::string& key;
+  const nlohmann::json& value;
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw UsageError(file + ": key \"" + key + "\": " + why);
+  }
+  bool boolean() const {
+    if (!value.is_boolean()) fail("expected true or false");
+    return value.get<bool>();
+  }
+  std::string string() const {
+    if (!value.is_string()) fail("expected a string");
+    auto s = value.get<std::string>();
+    if (s.size() > 256) fail("string longer than 256 characters");
+    return s;
+  }
+  int64_t integer(int64_t lo, int64_t hi) const {
+    if (!value.is_number_integer()) fail("expected an integer");
+    const auto v = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX)
+                       ? INT64_MAX
+                       : value.get<int64_t>();
+    if (v < lo || v > hi) fail(fmt::format("{} is outside [{}, {}]", v, lo, hi));
+    return v;
+  }
+  // One of E's names (core/named_enum.h), as "precision \"fp16\" is not fp32, tf32 or bf16".
+  template <typename E>
+  E named(const std::string& noun) const {
+    const std::string text = string();
+    const auto v = enum_from_name<E>(text);
+    if (!v) fail(noun + " \"" + text + "\" is not " + enum_choices<E>());
+    return *v;
+  }
+  double number(double lo, double hi) const {
+    if (!value.is_number()) fail("expected a number");
+    const double v = value.get<double>();
+    if (!(v >= lo && v <= hi)) fail(fmt::format("{} is outside [{}, {}]", v, lo, hi));
+    return v;
+  }
+  const nlohmann::json& list() const {
+    if (!value.is_array()) fail("expected a list");
+    if (value.size() > kMaxListLength) fail(fmt::format("more than {} entries", kMaxListLength));
+    return value;
+  }
+  std::vector<std::string> strings() const {
+    std::vector<std::string> out;
+    for (const auto& v : list()) {
+      KeyReader r{file, key, v};
+      out.push_back(r.string());
+    }
+    return out;
+  }
+};
+
+int64_t default_batch(const std::string& workload) {
+  try {
+    return default_global_batch(workload);
+  } catch (const UsageError&) {
+    return 0;  // an unknown workload: validate_suite names it
+  }
+}
+
+}  // namespace
+
+nlohmann::json SuiteSpec::to_json() const {
+  return {{"name", name},
+          {"device", device},
+          {"quick", quick},
+          {"workloads", workloads},
+          {"modes", modes},
+          {"world_sizes", world_sizes},
+          {"steps", steps},
+          {"warmup", warmup},
+          {"seed", seed},
+          {"per_device_batch", per_device_batch},
+          {"bucket_sweep_mb", bucket_sweep_mb},
+          {"sweep_workload", sweep_workload},
+          {"overlap_off", overlap_off},
+          {"comm_hooks", comm_hooks},
+          {"precision", enum_name(precision)},
+          {"attention", enum_name(attention)},
+          {"with_pytorch", with_pytorch},
+          {"timeout_s", timeout_s},
+          {"correctness_threshold", correctness_threshold},
+          {"hook_correctness_threshold", hook_correctness_threshold}};
+}
+
+SuiteSpec SuiteSpec::from_json(const nlohmann::json& j) {
+  SuiteSpec spec;
+  spec.workloads.clear();
+  apply_suite_file(spec, j, "suite.json \"suite\" block");
+  return spec;
+}
+
+SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
+  SuiteSpec s;
+  s.device = device;
+  s.quick = quick;
+  if (device == "cuda") {
+    s.name = quick ? "quick-cuda" : "default-cuda";
+    s.workloads = {"gpt2-small", "mlp-wide", "embed"};
+    s.world_sizes.clear();
+    for (int n = 1; n <= std::max(1, gpus); n *= 2) s.world_sizes.push_back(n);
+    s.bucket_sweep_mb = {1, 5, 100};
+  } else {
+    s.name = quick ? "quick-cpu" : "default-cpu";
+    s.workloads = {"mlp-small", "gpt-tiny", "embed"};
+    s.world_sizes = {1, 2};
+    s.bucket_sweep_mb = {1, 5};
+    // 2 cores are noisy: more steps than on GPUs for stable medians (about a minute in all).
+    s.steps = 40;
+    s.warmup = 5;
+  }
+  if (quick) {
+    s.steps = 4;
+    s.warmup = 1;
+    s.bucket_sweep_mb.resize(1);
+    if (device != "cuda") s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
+  }
+  for (const auto& w : s.workloads) s.per_device_batch[w] = default_batch(w);
+  s.sweep_workload = s.workloads.front();
+  return s;
+}
+
+namespace {
+
+using SuiteSetter = std::function<void(const KeyReader&)>;
+
+// One setter per key a suite file may hold, each checking its value's type and range.
+std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::string& file) {
+  return {
+      {"name", [&](const KeyReader& r) { s.name = r.string(); }},
+      {"device",
+       [&](const KeyReader& r) {
+         s.device = r.string();
+         if (s.device != "cpu" && s.device != "cuda") r.fail("expected \"cpu\" or \"cuda\"");
+       }},
+      {"quick", [&](const KeyReader& r) { s.quick = r.boolean(); }},
+      {"workloads", [&](const KeyReader& r) { s.workloads = r.strings(); }},
+      {"modes",
+       [&](const KeyReader& r) {
+         s.modes = r.strings();
+         for (const auto& m : s.modes) {
+           if (!enum_from_name<Mode>(m))
+             r.fail("mode \"" + m + "\" is not " + enum_choices<Mode>());
+         }
+       }},
+      {"world_sizes",
+       [&](const KeyReader& r) {
+         s.world_sizes.clear();
+         for (const auto& v : r.list()) {
+           s.world_sizes.push_back(
+               static_cast<int>(KeyReader{file, r.key, v}.integer(1, kMaxWorldSize)));
+         }
+       }},
+      {"steps", [&](const KeyReader& r) { s.steps = r.integer(1, 100000); }},
+      {"warmup", [&](const KeyReader& r) { s.warmup = r.integer(0, 10000); }},
+      {"seed",
+       [&](const KeyReader& r) { s.seed = static_cast<uint64_t>(r.integer(0, INT64_MAX)); }},
+      {"per_device_batch",
+       [&](const KeyReader& r) {
+         if (!r.value.is_object()) r.fail("expected an object {\"workload\": batch}");
+         if (r.value.size() > kMaxListLength) r.fail("too many entries");
+         for (const auto& [w, b] : r.value.items()) {
+           const std::string sub = r.key + "." + w;
+           s.per_device_batch[w] = KeyReader{file, sub, b}.integer(1, 1 << 20);
+         }
+       }},
+      {"bucket_sweep_mb",
+       [&](const KeyReader& r) {
+         s.bucket_sweep_mb.clear();
+         for (const auto& v : r.list())
+           s.bucket_sweep_mb.push_back(KeyReader{file, r.key, v}.number(1e-3, 4096));
+       }},
+      {"sweep_workload", [&](const KeyReader& r) { s.sweep_workload = r.string(); }},
+      {"overlap_off", [&](const KeyReader& r) { s.overlap_off = r.boolean(); }},
+      {"comm_hooks",
+       [&](const KeyReader& r) {
+         s.comm_hooks = r.strings();
+         for (const auto& h : s.comm_hooks) {
+           if (h != "fp16" && h != "bf16") r.fail("hook \"" + h + "\" is not fp16 or bf16");
+         }
+       }},
+      {"precision", [&](const KeyReader& r) { s.precision = r.named<ops::MathMode>("precision"); }},
+      {"attention",
+       [&](const KeyReader& r) { s.attention = r.named<ops::AttentionKind>("attention"); }},
+      {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
+      {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},
+      {"correctness_threshold",
+       [&](const KeyReader& r) { s.correctness_threshold = r.number(0, 1); }},
+      {"hook_correctness_threshold",
+       [&](const KeyReader& r) { s.hook_correctness_threshold = r.number(0, 1); }},
+  };
+}
+
+}  // namespace
+
+void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& file) {
+  DDPB_USAGE_CHECK(j.is_object()) << file << ": a suite file is a JSON object of settings";
+  const auto setters = suite_file_setters(s, file);
+  for (const auto& [key, value] : j.items()) {
+    auto it = setters.find(key);
+    if (it == setters.end()) {
+      std::string known;
+      for (const auto& [k, _] : setters) known += (known.empty() ? "" : ", ") + k;
+      DDPB_USAGE_FAIL() << file << ": unknown key \"" << key << "\" (known keys: " << known << ")";
+    }
+    it->second(KeyReader{file, key, value});
+  }
+  // A new workload list keeps the batches given and fills in defaults for the rest.
+  for (const auto& w : s.workloads) {
+    if (!s.per_device_batch.count(w)) s.per_device_batch[w] = default_batch(w);
+  }
+  if (!j.contains("sweep_workload") && !s.workloads.empty() &&
+      std::find(s.workloads.begin(), s.workloads.end(), s.sweep_workload) == s.workloads.end()) {
+    s.sweep_workload = s.workloads.front();
+  }
+}
+
+void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::string& file) {
+  DDPB_USAGE_CHECK(text.size() <= kMaxSuiteFileBytes)
+      << file << ": " << text.size() << " bytes; a suite file is at most " << kMaxSuiteFileBytes;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  DDPB_USAGE_CHECK(!j.is_discarded()) << file << ": not valid JSON";
+  apply_suite_file(spec, j, file);
+}
+
+void validate_suite(const SuiteSpec& s, int gpus) {
+  DDPB_USAGE_CHECK(s.device == "cpu" || s.device == "cuda") << "suite device must be cpu or cuda";
+  DDPB_USAGE_CHECK(!s.workloads.empty()) << "suite: \"workloads\" is empty";
+  DDPB_USAGE_CHECK(!s.modes.empty()) << "suite: \"modes\" is empty";
+  DDPB_USAGE_CHECK(!s.world_sizes.empty()) << "suite: \"world_sizes\" is empty";
+  std::set<std::string> seen;
+  for (const auto& w : s.workloads) {
+    find_workload(w);  // UsageError naming the known presets
+    DDPB_USAGE_CHECK(seen.insert(w).second) << "suite: workload " << w << " is listed twice";
+    auto b = s.per_device_batch.find(w);
+    DDPB_USAGE_CHECK(b != s.per_device_batch.end() && b->second > 0)
+        << "suite: no \"per_device_batch\" for workload " << w;
+  }
+  for (const auto& [w, b] : s.per_device_batch) find_workload(w);
+  std::set<int> sizes;
+  for (int n : s.world_sizes) {
+    DDPB_USAGE_CHECK(n >= 1) << "suite: world size " << n << " must be positive";
+    DDPB_USAGE_CHECK(sizes.insert(n).second) << "suite: world size " << n << " is listed twice";
+    if (s.device == "cuda") {
+      DDPB_USAGE_CHECK(n <= gpus) << "suite: world size " << n << " needs " << n
+                                  << " GPUs, this machine has " << gpus
+                                  << " (lower \"world_sizes\" or --max-world-size)";
+    }
+  }
+  if (s.device == "cuda") {
+    DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
+  }
+  DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
+                                                         s.sweep_workload) != s.workloads.end())
+      << "suite: \"sweep_workload\" " << s.sweep_workload << " is not one of the suite's workloads";
+}
+
+std::string run_file_stem(std::string id) {
+  std::replace(id.begin(), id.end(), '/', '_');
+  return id;
+}
+
+std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
+  std::vector<SuiteRun> runs;
+  auto has_mode = [&](const std::string& m) {
+    return std::find(s.modes.begin(), s.modes.end(), m) != s.modes.end();
+  };
+  auto make = [&](const std::string& workload, const std::string& mode, int n, int64_t global_batch,
+                  const std::string& group, const std::string& variant,
+                  std::vector<std::string> extra) {
+    SuiteRun r;
+    r.workload = workload;
+    r.mode = mode;
+    r.world_size = n;
+    r.global_batch = global_batch;
+    r.group = group;
+    r.variant = variant;
+    r.id =
+        workload + "/" + mode + "/w" + std::to_string(n) + (variant.empty() ? "" : "/" + variant);
+    r.args = {"run",
+              "--mode",
+              mode,
+              "--workload",
+              workload,
+              "--device",
+              s.device,
+              "--global-batch",
+              std::to_string(global_batch),
+              "--steps",
+              std::to_string(s.steps),
+              "--warmup",
+              std::to_string(s.warmup),
+              "--seed",
+              std::to_string(s.seed),
+              "--precision",
+              std::string(enum_name(s.precision)),
+              "--attention",
+              std::string(enum_name(s.attention)),
+              "--quiet"};
+    if (mode != "single") {
+      r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
+    }
+    if (mode == "ddp") r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
+    r.args.insert(r.args.end(), extra.begin(), extra.end());
+    runs.push_back(std::move(r));
+  };
+  const bool parallel = has_mode("dp") || has_mode("ddp");
+  for (const auto& w : s.workloads) {
+    const int64_t b = s.per_device_batch.at(w);
+    if (has_mode("single") || parallel) make(w, "single", 1, b, "scaling", "", {});
+    for (const std::string mode : {"dp", "ddp"}) {
+      if (!has_mode(mode)) continue;
+      for (int n : s.world_sizes) make(w, mode, n, n * b, "scaling", "", {});
+    }
+    // Single device at each larger global batch: the correctness reference of DP and DDP at
+    // that world size, and the strong-scaling baseline.
+    for (int n : s.world_sizes) {
+      if (n > 1 && parallel)
+        make(w, "single", 1, n * b, "reference", fmt::format("b{}", n * b), {});
+    }
+  }
+  const int sweep_n = *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
+  if (has_mode("ddp") && sweep_n > 1 && !s.sweep_workload.empty()) {
+    const std::string& w = s.sweep_workload;
+    const int64_t g = sweep_n * s.per_device_batch.at(w);
+    for (double mb : s.bucket_sweep_mb) {
+      make(w, "ddp", sweep_n, g, "bucket_sweep", "bucket-" + fmt_mb(mb) + "mb",
+           {"--bucket-cap-mb", fmt_mb(mb)});
+    }
+    if (s.overlap_off) make(w, "ddp", sweep_n, g, "overlap", "no-overlap", {"--no-overlap"});
+    for (const auto& h : s.comm_hooks)
+      make(w, "ddp", sweep_n, g, "comm_hook", h + "-hook", {"--comm-hook", h});
+  }
+  return runs;
+}
+
+}  // namespace ddpb::bench

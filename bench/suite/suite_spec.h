@@ -1,0 +1,76 @@
+// What `ddpbench suite` runs: the matrix (workloads x modes x world sizes, a DDP bucket-size
+// sweep, overlap off, comm hooks), its defaults for the detected hardware, the suite-file
+// overrides, and its expansion into a list of `ddpbench run` command lines.
+// The results-folder layout and suite.json are described in docs/suite-format.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/ops.h"
+
+namespace ddpb::bench {
+
+struct SuiteSpec {
+  std::string name = "default-cpu";
+  std::string device = "cpu";  // cpu | cuda
+  bool quick = false;
+  std::vector<std::string> workloads;
+  std::vector<std::string> modes = {"single", "dp", "ddp"};
+  std::vector<int> world_sizes = {1, 2};
+  int64_t steps = 20;
+  int64_t warmup = 3;
+  uint64_t seed = 0;
+  std::map<std::string, int64_t> per_device_batch;  // workload -> samples per device
+  std::vector<double> bucket_sweep_mb;              // DDP bucket caps besides the default 25
+  std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
+  bool overlap_off = true;
+  std::vector<std::string> comm_hooks = {"fp16"};
+  ops::MathMode precision = ops::MathMode::FP32;  // every run's --precision, and the GEMM peak's
+  ops::AttentionKind attention = ops::AttentionKind::Math;  // every run's --attention
+  bool with_pytorch = false;
+  double timeout_s = 300;  // DDP collective timeout; a run's wall limit is 2x this + 60 s
+  // On the largest per-tensor relative L2 difference of the final parameters (docs/metrics.md):
+  // rounding-level differences grow through ReLU units switching sides over the steps (1.6e-3
+  // on embed after 45 steps); a wrong gradient scale gives 0.2 and more.
+  double correctness_threshold = 1e-2;       // fp32 paths
+  double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
+
+  nlohmann::json to_json() const;
+  // The inverse of to_json (for --resume); throws UsageError on a bad or unknown key.
+  static SuiteSpec from_json(const nlohmann::json& j);
+};
+
+// The default suite for `device` ("cpu" or "cuda") on this machine: on GPUs gpt2-small,
+// mlp-wide and embed at world sizes 1, 2, 4, ... up to the GPU count (`gpus`); on CPU
+// mlp-small, gpt-tiny and embed at 1 and 2. `quick` shortens every run for a smoke test.
+SuiteSpec default_suite(const std::string& device, int gpus, bool quick);
+
+// Applies a suite file's keys over `spec`. Unknown keys, wrong types and bad values throw
+// UsageError naming the key (the CLI exits 2). `file` names the source in messages.
+void apply_suite_file(SuiteSpec& spec, const nlohmann::json& j, const std::string& file);
+// Parses suite-file text (size-limited) and applies it; the fuzz target's entry point.
+void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::string& file);
+
+// Checks the whole spec (workload names, world sizes against the devices, batch sizes).
+void validate_suite(const SuiteSpec& spec, int gpus);
+
+// One `ddpbench run` of the suite.
+struct SuiteRun {
+  std::string id;     // "<workload>/<mode>/w<N>[/<variant>]", unique
+  std::string group;  // scaling | reference | bucket_sweep | overlap | comm_hook
+  std::string workload, mode, variant;
+  int world_size = 1;
+  int64_t global_batch = 0;
+  std::vector<std::string> args;  // after "ddpbench": "run", "--mode", ...
+};
+
+std::vector<SuiteRun> expand_suite(const SuiteSpec& spec);
+// The file name stem of a run's outputs: its id with '/' replaced by '_'.
+std::string run_file_stem(std::string id);
+
+}  // namespace ddpb::bench

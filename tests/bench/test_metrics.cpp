@@ -6,7 +6,9 @@
 
 #include <filesystem>
 
+#include "bench/run/flag_values.h"
 #include "bench/run/metrics.h"
+#include "bench/run/run_config.h"
 #include "bench/run/stats.h"
 #include "bench/suite/suite_metrics.h"
 #include "workloads/safetensors.h"
@@ -193,6 +195,35 @@ TEST(Straggler, NoComputeTimeMeansNoSkew) {
   EXPECT_DOUBLE_EQ(straggler_summary({}).skew, 0);
   EXPECT_DOUBLE_EQ(straggler_summary({0, 5}).skew, 0);
   EXPECT_TRUE(straggler_summary({0, 5}).stragglers.empty());
+}
+
+// Every enum of the configuration reads back its own names, and nothing else.
+template <typename E>
+void expect_names_round_trip(const std::string& choices) {
+  for (const auto& entry : enum_names(E{})) {
+    EXPECT_EQ(enum_from_name<E>(entry.name), entry.value) << entry.name;
+    EXPECT_EQ(enum_name(entry.value), entry.name);
+  }
+  EXPECT_FALSE(enum_from_name<E>("").has_value());
+  EXPECT_FALSE(enum_from_name<E>("no-such-name").has_value());
+  EXPECT_EQ(enum_choices<E>(), choices);
+}
+
+TEST(NamedEnum, ConfigurationEnumsRoundTrip) {
+  expect_names_round_trip<Mode>("single, dp or ddp");
+  expect_names_round_trip<comm::CommBackend>("gloo or nccl");
+  expect_names_round_trip<ddp::CommHook>("none, fp16 or bf16");
+  expect_names_round_trip<ops::MathMode>("fp32, tf32 or bf16");
+  expect_names_round_trip<ops::AttentionKind>("math or flash");
+}
+
+TEST(NamedEnum, FlagParseErrorListsTheNames) {
+  try {
+    parse_enum_flag<Mode>("--mode", "dpp");
+    FAIL() << "dpp is not a mode";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--mode must be single, dp or ddp, got 'dpp'");
+  }
 }
 
 }  // namespace

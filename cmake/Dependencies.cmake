@@ -14,6 +14,17 @@ add_library(ddpb_openblas INTERFACE)
 target_include_directories(ddpb_openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(ddpb_openblas INTERFACE ${OPENBLAS_LIBRARY})
 
+# oneDNN (Debian's libdnnl-dev): the CPU convolutions (core/cpu/cpu_conv.cpp). Its OpenMP
+# runtime is held to one thread per calling thread through libgomp's omp_set_num_threads.
+# Found by hand: Debian's dnnl-config.cmake also demands OpenCL (its GPU runtime), which the
+# CPU primitives do not use.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(DNNL_LIBRARY NAMES dnnl REQUIRED)
+find_library(GOMP_LIBRARY NAMES gomp libgomp.so.1 REQUIRED)
+add_library(ddpb_onednn INTERFACE)
+target_include_directories(ddpb_onednn SYSTEM INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(ddpb_onednn INTERFACE ${DNNL_LIBRARY} ${GOMP_LIBRARY})
+
 # CUDA is optional: AUTO enables it when a CUDA compiler is found.
 set(DDPB_HAVE_CUDA OFF)
 set(DDPB_HAVE_NCCL OFF)
@@ -40,6 +51,8 @@ if(NOT DDPBENCH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     find_package(NCCL)
+    # cuDNN 9 ships in the toolkit: the CUDA convolutions (core/cuda/cuda_conv.cpp).
+    find_library(CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
     set(DDPB_HAVE_CUDA ON)
     set(DDPB_HAVE_NCCL ${NCCL_FOUND})
   elseif(DDPBENCH_CUDA STREQUAL "ON")

@@ -29,4 +29,39 @@ Var causal_attention(const Var& qkv, int n_head);
 // logits [N, V], targets i32 [N] -> scalar mean loss.
 Var cross_entropy(const Var& logits, const Tensor& targets);
 
+// ---- Images (NCHW; core/functional_image.cpp) ------------------------------------------
+// x [N,C,H,W] (*) weight [K,C,R,R] -> [N,K,P,Q], no bias.
+Var conv2d(const Var& x, const Var& weight, ops::Conv2dGeometry geometry);
+
+// How SyncBatchNorm's statistics and gradient sums cross ranks. DDP provides it over its
+// process group (core knows no process groups); both calls block until the result is
+// ready on the tensor's device's current stream.
+class BatchNormSync {
+ public:
+  virtual ~BatchNormSync() = default;
+  // Every rank's `local` [K], in rank order: [world size, K].
+  virtual Tensor all_gather(const Tensor& local) = 0;
+  // Sums `t` over the ranks, in place.
+  virtual void all_reduce_sum(const Tensor& t) = 0;
+};
+
+// A BatchNorm layer's buffers: running statistics (f32 [C]) and the i64 step count.
+struct BatchNormBuffers {
+  Tensor running_mean, running_var, num_batches_tracked;
+};
+struct BatchNormOptions {
+  bool training = true;  // batch statistics, buffers updated; else the running statistics
+  float momentum = 0.1f;
+  float eps = 1e-5f;
+  BatchNormSync* sync = nullptr;  // SyncBatchNorm: statistics over every rank's batch
+};
+// Per-channel normalisation over (N, H, W), then weight * xhat + bias (PyTorch's
+// BatchNorm2d; with options.sync, SyncBatchNorm).
+Var batch_norm(const Var& x, const Var& weight, const Var& bias, const BatchNormBuffers& buffers,
+               const BatchNormOptions& options);
+// Max pooling with a square `kernel` window (PyTorch's MaxPool2d).
+Var max_pool2d(const Var& x, int64_t kernel, ops::Conv2dGeometry geometry);
+// x [N,C,H,W] -> [N,C], each plane's mean (AdaptiveAvgPool2d((1, 1)) then flatten).
+Var global_avg_pool(const Var& x);
+
 }  // namespace ddpb::fn

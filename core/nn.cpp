@@ -32,6 +32,27 @@ void Module::zero_grad() const {
   }
 }
 
+std::vector<NamedBuffer> Module::named_buffers() const {
+  std::vector<NamedBuffer> all;
+  collect_buffers("", all);
+  return all;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+Tensor& Module::register_buffer(std::string name, Tensor tensor) {
+  buffers_.emplace_back(std::move(name), std::move(tensor));
+  return buffers_.back().second;
+}
+
+void Module::collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out) const {
+  for (auto& [name, tensor] : buffers_) out.push_back({prefix + name, tensor});
+  for (auto& [name, child] : children_) child->collect_buffers(prefix + name + ".", out);
+}
+
 Var& Module::register_parameter(std::string name, Var var) {
   params_.emplace_back(std::move(name), std::move(var));
   return params_.back().second;
@@ -103,6 +124,43 @@ Embedding::Embedding(const Context& ctx, int64_t num, int64_t dim, float std) {
 
 Var Embedding::forward(const Tensor& ids) const {
   return fn::embedding(ids, weight_);
+}
+
+Conv2d::Conv2d(const Context& ctx, int64_t in, int64_t out, int64_t kernel, int64_t stride,
+               int64_t padding)
+    : geometry_{stride, padding} {
+  DDPB_CHECK(in > 0 && out > 0 && kernel > 0 && stride > 0 && padding >= 0)
+      << "Conv2d(" << in << ", " << out << ", kernel " << kernel << ", stride " << stride
+      << ", padding " << padding << ")";
+  const float std = std::sqrt(2.0f / static_cast<float>(out * kernel * kernel));
+  weight_ =
+      register_parameter("weight", make_parameter({out, in, kernel, kernel}, Init::normal(std),
+                                                  ctx.seed, ctx.param_name("weight"), ctx.device));
+}
+
+Var Conv2d::forward(const Var& x) const {
+  return fn::conv2d(x, weight_, geometry_);
+}
+
+BatchNorm2d::BatchNorm2d(const Context& ctx, int64_t channels, float eps, float momentum)
+    : eps_(eps), momentum_(momentum) {
+  weight_ = register_parameter("weight", make_parameter({channels}, Init::ones(), ctx.seed,
+                                                        ctx.param_name("weight"), ctx.device));
+  bias_ = register_parameter("bias", make_parameter({channels}, Init::zeros(), ctx.seed,
+                                                    ctx.param_name("bias"), ctx.device));
+  Tensor ones =
+      Tensor::from_floats(std::vector<float>(static_cast<size_t>(channels), 1.0f), {channels});
+  buffers_.running_mean =
+      register_buffer("running_mean", Tensor::zeros({channels}, DType::F32, ctx.device));
+  buffers_.running_var = register_buffer("running_var", ones.to(ctx.device));
+  buffers_.num_batches_tracked =
+      register_buffer("num_batches_tracked", Tensor::zeros({}, DType::I64, ctx.device));
+}
+
+Var BatchNorm2d::forward(const Var& x) const {
+  return fn::batch_norm(
+      x, weight_, bias_, buffers_,
+      {.training = is_training(), .momentum = momentum_, .eps = eps_, .sync = sync_});
 }
 
 }  // namespace ddpb::nn

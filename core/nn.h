@@ -21,6 +21,13 @@ struct NamedParameter {
   Var var;
 };
 
+// A buffer: module state that is not trained but is saved, loaded, replicated and broadcast
+// with the parameters (BatchNorm's running statistics), as PyTorch's register_buffer.
+struct NamedBuffer {
+  std::string name;
+  Tensor tensor;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -29,9 +36,17 @@ class Module {
   std::vector<NamedParameter> named_parameters() const;
   std::vector<Var> parameters() const;
   void zero_grad() const;  // zeroes existing gradients in place (keeps bucket views)
+  // All buffers, depth first in registration order, with dotted names
+  // ("layer1.0.bn1.running_mean").
+  std::vector<NamedBuffer> named_buffers() const;
+  // Training (the default) or evaluation mode, for this module and every child (PyTorch's
+  // train() / eval()): BatchNorm uses batch statistics and updates its buffers only in training.
+  void train(bool on = true);
+  bool is_training() const { return training_; }
 
  protected:
   Var& register_parameter(std::string name, Var var);
+  Tensor& register_buffer(std::string name, Tensor tensor);
   template <typename M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
     children_.emplace_back(std::move(name), module);
@@ -40,7 +55,10 @@ class Module {
 
  private:
   void collect(const std::string& prefix, std::vector<NamedParameter>& out) const;
+  void collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out) const;
   std::vector<std::pair<std::string, Var>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  bool training_ = true;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
@@ -100,6 +118,37 @@ class Embedding : public Module {
 
  private:
   Var weight_;
+};
+
+// PyTorch's Conv2d without bias (ResNet's), square kernel; weights initialised as torchvision's
+// ResNet does: kaiming_normal_(mode="fan_out", nonlinearity="relu"), N(0, 2 / (out * k * k)).
+class Conv2d : public Module {
+ public:
+  Conv2d(const Context& ctx, int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+         int64_t padding = 0);
+  Var forward(const Var& x) const;
+  const Var& weight() const { return weight_; }
+
+ private:
+  Var weight_;
+  ops::Conv2dGeometry geometry_;
+};
+
+// PyTorch's BatchNorm2d (affine, tracking running statistics): weight 1, bias 0, buffers
+// running_mean 0, running_var 1, num_batches_tracked 0 (i64). With a sync set (DDP's
+// --sync-bn), it is SyncBatchNorm: statistics over every rank's batch.
+class BatchNorm2d : public Module {
+ public:
+  BatchNorm2d(const Context& ctx, int64_t channels, float eps = 1e-5f, float momentum = 0.1f);
+  Var forward(const Var& x) const;
+  void set_sync(fn::BatchNormSync* sync) { sync_ = sync; }
+  int64_t channels() const { return weight_.data().numel(); }
+
+ private:
+  Var weight_, bias_;
+  fn::BatchNormBuffers buffers_;
+  float eps_, momentum_;
+  fn::BatchNormSync* sync_ = nullptr;
 };
 
 }  // namespace ddpb::nn

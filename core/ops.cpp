@@ -7,19 +7,16 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/nvtx.h"
+#include "core/op_checks.h"
 #include "core/stream_sanitizer.h"
 
 namespace ddpb::ops {
-namespace {
-
-std::atomic<MathMode> g_math_mode{MathMode::FP32};
-std::atomic<AttentionKind> g_attention_kind{AttentionKind::Math};
+namespace detail {
 
 void require_defined(const Tensor& t, const char* what) {
   DDPB_CHECK(t.defined()) << what << " is an undefined tensor";
 }
 
-// All tensors defined, on one device, of the expected dtype.
 Backend& same_device(const char* op, std::initializer_list<std::pair<const Tensor*, DType>> ts) {
   const Device* dev = nullptr;
   for (auto& [t, dtype] : ts) {
@@ -46,24 +43,22 @@ void require_shape(const char* op, const Tensor& t, const Shape& shape) {
                                  << t.describe();
 }
 
-constexpr DType F = DType::F32;
-constexpr DType I = DType::I32;
-
-bool is_float(DType t) {
-  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
-}
-
-// One NVTX range per heavy op (category "op"), nested in the phase ranges; registered once
-// per call site. Element-wise ops are left out: their ranges would cost more than they show.
-#define DDPB_OP_RANGE(name)                                \
-  static const nvtx::RegisteredString kOpName("op." name); \
-  nvtx::Range op_range(kOpName, nvtx::Category::Op)
-
-// Declares what an op reads and writes on the current stream of `device`, for the
-// stream-order sanitizer (Note [Stream-order sanitizer]); one relaxed load when it is off.
 void accesses(const char* op, const Device& device, std::initializer_list<const Tensor*> reads,
               std::initializer_list<const Tensor*> writes) {
   if (sanitizer::enabled()) sanitizer::on_op(current_stream(device), op, reads, writes);
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+std::atomic<MathMode> g_math_mode{MathMode::FP32};
+std::atomic<AttentionKind> g_attention_kind{AttentionKind::Math};
+
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
 }
 
 // The stream a copy runs on (core/backend.h): the CUDA side's, the destination's when both

@@ -110,6 +110,61 @@ constexpr NameTable<AttentionKind, 2> enum_names(AttentionKind) {
   return {{{"math", AttentionKind::Math}, {"flash", AttentionKind::Flash}}};
 }
 
+// ---- Images: convolution, batch normalisation, pooling (NCHW, f32) ----------------------
+// Square kernels, the same stride and padding on both axes (all ResNet needs).
+struct Conv2dGeometry {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  // Output extent for an input extent `in` and a kernel extent `kernel`.
+  int64_t out_extent(int64_t in, int64_t kernel) const {
+    return (in + 2 * padding - kernel) / stride + 1;
+  }
+};
+// y [N,K,P,Q] = x [N,C,H,W] (*) w [K,C,R,S], cross-correlation with zero padding, no bias.
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, Conv2dGeometry g);
+// dx [N,C,H,W] (overwritten) from dy [N,K,P,Q] and w.
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx, Conv2dGeometry g);
+// dw [K,C,R,S] (overwritten) from dy and x.
+void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, Conv2dGeometry g);
+
+// Batch normalisation over (N, H, W) for each channel of x [N,C,H,W], in the decomposition
+// PyTorch's SyncBatchNorm uses, so that one set of kernels serves BatchNorm and SyncBatchNorm
+// (whose statistics and gradient sums cross ranks between the steps). Packed layouts keep
+// each crossing to one collective:
+//   stats [2C+1]      this device's mean [C], biased variance [C] and count N*H*W.
+//   gather_stats      from G devices' stats [G, 2C+1]: the union's mean [C], invstd [C] =
+//                     1/sqrt(var + eps) and count [1]; when running_mean is defined, running =
+//                     (1 - momentum) running + momentum stat, the variance unbiased by the
+//                     total count, and num_batches_tracked (i64, one value) += 1.
+//   elemt             y = (x - mean) * invstd * weight + bias.
+//   backward_reduce   sums [2C]: sum(dy) | sum(dy * xhat), xhat = (x - mean) * invstd; also
+//                     the gradients of bias and weight.
+//   backward_elemt    dx = weight * invstd * (dy - sum_dy / M - xhat * sum_dy_xhat / M),
+//                     M = count.
+void batch_norm_stats(const Tensor& x, const Tensor& stats);
+void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, const Tensor& mean,
+                             const Tensor& invstd, const Tensor& count, const Tensor& running_mean,
+                             const Tensor& running_var, const Tensor& num_batches_tracked);
+void batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& weight, const Tensor& bias, const Tensor& y);
+void batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                const Tensor& invstd, const Tensor& sums);
+void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                               const Tensor& invstd, const Tensor& weight, const Tensor& sums,
+                               const Tensor& count, const Tensor& dx);
+
+// Max pooling with a square window; padding counts as -inf, and a NaN in a window wins (as
+// in PyTorch). indices i32 [N,C,P,Q] hold the position h * W + w of each maximum in its plane.
+void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices, int64_t kernel,
+                        Conv2dGeometry g);
+// dx (overwritten) gets each dy at its maximum's position, summed where windows overlap.
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx, int64_t kernel,
+                         Conv2dGeometry g);
+// y [N,C] = the mean of each plane of x [N,C,H,W] (adaptive average pooling to 1x1).
+void global_avg_pool_forward(const Tensor& x, const Tensor& y);
+// dx [N,C,H,W] = dy [N,C] / (H * W), broadcast over each plane.
+void global_avg_pool_backward(const Tensor& dy, const Tensor& dx);
+
 // ---- Softmax cross-entropy (mean over rows) --------------------------------------------
 // logits [N,V]; targets i32 [N]; loss [1]; probs [N,V] (saved softmax for backward).
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& loss,

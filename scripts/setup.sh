@@ -8,7 +8,8 @@ packages=(
   cmake ninja-build g++ pkg-config
   libopenblas-dev libgloo-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libbenchmark-dev
-  python3-torch
+  libdnnl-dev  # oneDNN: the CPU convolutions
+  python3-torch python3-torchvision  # the PyTorch cross-checks (torchvision: ResNet)
   clang-format  # scripts/check_format.sh: every C++/CUDA source follows .clang-format
   chromium  # the report test renders the HTML report headless to PNG (about 16 s, 130 MB)
 )

@@ -19,6 +19,7 @@ constexpr uint64_t kMarkovStartStream = 0x3A2C'0002ull;
 constexpr uint64_t kMarkovStepStream = 0x3A2C'0003ull;
 constexpr uint64_t kBagLabelStream = 0xBA60'0001ull;
 constexpr uint64_t kBagIdStream = 0xBA60'0002ull;
+constexpr uint64_t kImageNoiseStream = 0x1A6E'0001ull;
 
 // A stream private to one sample: the draws of sample i are rng(seed, sample_stream, k)
 // for k = 0, 1, ..., which keeps (sample, position) pairs from ever colliding.
@@ -116,6 +117,31 @@ void ClassificationDataset::fill(int64_t index, void* x, int32_t* y) const {
   for (int j = 0; j < features_; ++j)
     out[j] = mean[j] + rng_normal_fast(key, static_cast<uint64_t>(j));
   *y = label;
+}
+
+// ---- ImageDataset ----------------------------------------------------------------------
+
+ImageDataset::ImageDataset(int64_t size, int channels, int image_size, int classes, uint64_t seed)
+    : colours_(size, channels, classes, seed),
+      channels_(channels),
+      image_size_(image_size),
+      seed_(seed) {
+  DDPB_USAGE_CHECK(image_size >= 1) << "ImageDataset: image size " << image_size;
+}
+
+void ImageDataset::fill(int64_t index, void* x, int32_t* y) const {
+  std::vector<float> colour(static_cast<size_t>(channels_));
+  colours_.fill(index, colour.data(), y);  // the class colour plus one noise draw, and the label
+  const float* mean = colours_.class_mean(*y);
+  const uint64_t key = rng_bits(seed_, sample_stream(seed_, kImageNoiseStream, index), 0);
+  const int64_t plane = int64_t{image_size_} * image_size_;
+  auto* out = static_cast<float*>(x);
+  for (int64_t ch = 0; ch < channels_; ++ch) {
+    for (int64_t j = 0; j < plane; ++j) {
+      const int64_t at = ch * plane + j;
+      out[at] = mean[ch] + rng_normal_fast(key, static_cast<uint64_t>(at));
+    }
+  }
 }
 
 // ---- MarkovTokenDataset ---------------------------------------------------------------

@@ -80,6 +80,29 @@ class ClassificationDataset final : public Dataset {
   std::vector<float> means_;  // [classes, features]
 };
 
+// Images for the `resnet` workloads: each class has a colour (a mean per channel, drawn as
+// ClassificationDataset's class means with one feature per channel), and an image is its
+// class's colour plus N(0, 1) noise on every pixel. x f32 [channels, size, size], y scalar. A
+// network that averages over the image (ResNet's global pooling) separates the classes well;
+// the noise keeps every pixel's own value uninformative.
+class ImageDataset final : public Dataset {
+ public:
+  // Throws UsageError unless size >= 1, channels >= 1, image_size >= 1 and classes >= 2.
+  ImageDataset(int64_t size, int channels, int image_size, int classes, uint64_t seed);
+
+  int64_t size() const override { return colours_.size(); }
+  Shape x_shape() const override { return {channels_, image_size_, image_size_}; }
+  DType x_dtype() const override { return DType::F32; }
+  Shape y_shape() const override { return {}; }
+  void fill(int64_t index, void* x, int32_t* y) const override;
+
+ private:
+  ClassificationDataset colours_;  // labels and per-class colours
+  int channels_;
+  int image_size_;
+  uint64_t seed_;
+};
+
 // Token sequences from a fixed random Markov chain (language modelling, `gpt` workload).
 // Each token v has kNumSuccessors successors drawn from the seed (repeats allowed), taken
 // with probabilities kSuccessorProbs; a sequence starts at a uniform random token.

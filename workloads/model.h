@@ -16,7 +16,7 @@
 
 namespace ddpb {
 
-enum class Family { Mlp, Gpt, Embed };
+enum class Family { Mlp, Gpt, Embed, ResNet };
 
 struct WorkloadSpec {
   std::string name;  // preset name, e.g. "mlp-small"
@@ -34,12 +34,17 @@ struct WorkloadSpec {
   // mlp: a `skip` Linear (in -> classes) added to the logits only in steps whose first input
   // feature is positive: a conditionally unused branch, for DDP's find-unused-parameters.
   bool conditional_branch = false;
+  // resnet: residual blocks per stage (4 stages), BasicBlock or Bottleneck, square RGB images
+  // of image_size pixels, `classes` outputs
+  std::vector<int64_t> blocks;
+  bool bottleneck = false;
+  int64_t image_size = 0;
   bool gpu_size = false;  // too big for CPU tests
 };
 
 class Model : public nn::Module {
  public:
-  // x: a batch from the workload's dataset ([B, features] f32 or [B, T] i32).
+  // x: a batch from the workload's dataset ([B, features] f32, [B, T] i32 or [B, 3, H, W] f32).
   virtual autograd::Var forward(const Tensor& x) const = 0;
   // Tokens per sample (T for gpt, 1 otherwise), for tokens/s.
   virtual int64_t tokens_per_sample() const { return 1; }
@@ -55,7 +60,7 @@ const WorkloadSpec& find_workload(const std::string& name);
 const std::vector<WorkloadSpec>& workload_presets();
 std::string family_name(Family f);
 // The batch a workload runs at when none is given (--global-batch, a suite's per-device
-// batch): 64 samples for mlp and embed, 8 sequences for gpt.
+// batch): 64 samples for mlp and embed, 8 sequences for gpt, 32 images for resnet.
 int64_t default_global_batch(const std::string& workload);
 // The number of parameters make_model(spec) creates, from the spec alone (no allocation):
 // what a run must hold per device, checked before any device is touched.

@@ -5,9 +5,59 @@
 #include "workloads/embed.h"
 #include "workloads/gpt.h"
 #include "workloads/mlp.h"
+#include "workloads/resnet.h"
 
 namespace ddpb {
 namespace {
+
+// torchvision's ResNet shapes: resnet-tiny is ResNet(BasicBlock, [1, 1, 1, 1], num_classes=10)
+// on 32x32 images, resnet18 and resnet50 the ImageNet models.
+void add_resnets(std::vector<WorkloadSpec>& p) {
+  struct Preset {
+    const char* name;
+    const char* description;
+    std::vector<int64_t> blocks;
+    bool bottleneck;
+    int64_t image_size, classes;
+    bool gpu_size;
+  };
+  const Preset presets[] = {
+      {"resnet-tiny",
+       "ResNet(BasicBlock, [1,1,1,1]), 10 classes, 3x32x32 images, 4.9M params",
+       {1, 1, 1, 1},
+       false,
+       32,
+       10,
+       false},
+      {"resnet18",
+       "torchvision resnet18, 1000 classes, 3x224x224 images, 11.7M params (GPU size)",
+       {2, 2, 2, 2},
+       false,
+       224,
+       1000,
+       true},
+      {"resnet50",
+       "torchvision resnet50 (Bottleneck), 3x224x224 images, 25.6M params (GPU size)",
+       {3, 4, 6, 3},
+       true,
+       224,
+       1000,
+       true},
+  };
+  for (const Preset& r : presets) {
+    WorkloadSpec s;
+    s.name = r.name;
+    s.family = Family::ResNet;
+    s.description = r.description;
+    s.blocks = r.blocks;
+    s.bottleneck = r.bottleneck;
+    s.image_size = r.image_size;
+    s.classes = r.classes;
+    s.gpu_size = r.gpu_size;
+    s.dataset_size = 16384;
+    p.push_back(s);
+  }
+}
 
 std::vector<WorkloadSpec> build_presets() {
   std::vector<WorkloadSpec> p;
@@ -94,6 +144,7 @@ std::vector<WorkloadSpec> build_presets() {
     s.classes = 8;
     p.push_back(s);
   }
+  add_resnets(p);
   return p;
 }
 
@@ -114,6 +165,29 @@ const WorkloadSpec& find_workload(const std::string& name) {
   return workload_presets().front();
 }
 
+namespace {
+
+// Convolutions (no bias) and BatchNorm weights and biases, stage by stage, then fc.
+int64_t resnet_parameter_count(const WorkloadSpec& spec) {
+  int64_t n = 3 * 64 * 49 + 2 * 64, in = 64;
+  for (size_t stage = 0; stage < spec.blocks.size(); ++stage) {
+    const int64_t planes = int64_t{64} << stage;
+    const int64_t out = spec.bottleneck ? 4 * planes : planes;
+    for (int64_t j = 0; j < spec.blocks[stage]; ++j) {
+      if (spec.bottleneck) {
+        n += in * planes + 2 * planes + planes * planes * 9 + 2 * planes + planes * out + 2 * out;
+      } else {
+        n += in * planes * 9 + 2 * planes + planes * planes * 9 + 2 * planes;
+      }
+      if ((stage > 0 && j == 0) || in != out) n += in * out + 2 * out;
+      in = out;
+    }
+  }
+  return n + in * spec.classes + spec.classes;
+}
+
+}  // namespace
+
 int64_t estimated_parameter_count(const WorkloadSpec& spec) {
   const int64_t c = spec.n_embd;
   switch (spec.family) {
@@ -132,6 +206,8 @@ int64_t estimated_parameter_count(const WorkloadSpec& spec) {
       return spec.vocab * c + spec.ids_per_sample * c * hidden + hidden + hidden * spec.classes +
              spec.classes;
     }
+    case Family::ResNet:
+      return resnet_parameter_count(spec);
   }
   return 0;
 }
@@ -144,6 +220,8 @@ std::string family_name(Family f) {
       return "gpt";
     case Family::Embed:
       return "embed";
+    case Family::ResNet:
+      return "resnet";
   }
   return "?";
 }
@@ -160,6 +238,8 @@ std::unique_ptr<Model> make_model(const WorkloadSpec& spec, const Device& device
       return std::make_unique<GptModel>(spec, device, seed);
     case Family::Embed:
       return std::make_unique<EmbedModel>(spec, device, seed);
+    case Family::ResNet:
+      return std::make_unique<ResNetModel>(spec, device, seed);
   }
   return nullptr;
 }
@@ -179,6 +259,9 @@ std::shared_ptr<const Dataset> make_dataset(const WorkloadSpec& spec, uint64_t s
       return std::make_shared<BagOfIdsDataset>(
           spec.dataset_size, static_cast<int>(spec.ids_per_sample), static_cast<int>(spec.vocab),
           static_cast<int>(spec.classes), data_seed);
+    case Family::ResNet:
+      return std::make_shared<ImageDataset>(spec.dataset_size, 3, static_cast<int>(spec.image_size),
+                                            static_cast<int>(spec.classes), data_seed);
   }
   return nullptr;
 }
@@ -191,6 +274,8 @@ int64_t default_global_batch(const std::string& workload) {
       return 8;
     case Family::Embed:
       return 64;
+    case Family::ResNet:
+      return 32;
   }
   return 64;
 }

@@ -1,5 +1,5 @@
-// A model's parameters as named tensors (PyTorch's state_dict), saved to and loaded from
-// safetensors files.
+// A model's parameters and buffers as named tensors (PyTorch's state_dict), saved to and
+// loaded from safetensors files.
 #pragma once
 
 #include <string>
@@ -11,9 +11,9 @@ namespace ddpb {
 
 std::vector<NamedTensor> state_dict(const nn::Module& module);
 void save_state_dict(const nn::Module& module, const std::string& path);
-// Copies every parameter from the file. The file must hold exactly the module's parameter
+// Copies every parameter and buffer from the file. The file must hold exactly the module's
 // names with matching shapes and dtypes; anything else throws UsageError naming the first
-// offending parameter and the file.
+// offending tensor and the file.
 void load_state_dict(const nn::Module& module, const std::string& path);
 
 }  // namespace ddpb

@@ -67,6 +67,12 @@ std::vector<TrainingGemm> training_gemms(const WorkloadSpec& s, int64_t batch) {
         add_linear(out, s.name, "head1", batch, hidden, s.classes, true, Activation::None, 1, true);
       break;
     }
+    case Family::ResNet: {
+      // Only fc is a GEMM: the convolutions go through oneDNN or cuDNN, not ops::gemm.
+      const int64_t features = (s.bottleneck ? 4 : 1) * 512;
+      add_linear(out, s.name, "fc", batch, features, s.classes, true, Activation::None, 1, true);
+      break;
+    }
   }
   return out;
 }

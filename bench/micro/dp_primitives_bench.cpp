@@ -57,13 +57,9 @@ struct BatchTensor {
   DType dtype;
 };
 
-int64_t default_global_batch(const ddpb::WorkloadSpec& spec) {
-  return spec.family == ddpb::Family::Gpt ? 8 : 64;  // bench/run/run_config.cpp's defaults
-}
-
 std::vector<BatchTensor> batch_tensors(const std::string& workload) {
   const ddpb::WorkloadSpec& s = ddpb::find_workload(workload);
-  const int64_t b = default_global_batch(s);
+  const int64_t b = ddpb::default_global_batch(workload);
   switch (s.family) {
     case ddpb::Family::Mlp:
       return {{workload + ".x", {b, s.in_features}, DType::F32},
@@ -73,6 +69,9 @@ std::vector<BatchTensor> batch_tensors(const std::string& workload) {
               {workload + ".logits", {b * s.seq_len, s.vocab}, DType::F32}};
     case ddpb::Family::Embed:
       return {{workload + ".x", {b, s.ids_per_sample}, DType::I32},
+              {workload + ".logits", {b, s.classes}, DType::F32}};
+    case ddpb::Family::ResNet:
+      return {{workload + ".x", {b, 3, s.image_size, s.image_size}, DType::F32},
               {workload + ".logits", {b, s.classes}, DType::F32}};
   }
   return {};

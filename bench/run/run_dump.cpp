@@ -37,6 +37,9 @@ void RunDump::finish(const nn::Module* model, const nlohmann::json& meta) {
   nlohmann::json names = nlohmann::json::array();
   for (auto& p : model->named_parameters()) names.push_back(p.name);
   m["parameters"] = names;
+  nlohmann::json buffers = nlohmann::json::array();
+  for (auto& b : model->named_buffers()) buffers.push_back(b.name);
+  m["buffers"] = buffers;
   reports::write_json_atomic(dir_ + "/meta.json", m);
 }
 

@@ -1,7 +1,7 @@
 // `--dump DIR`: everything needed to replay a run elsewhere (e.g. in PyTorch).
-//   meta.json            the resolved config, the workload and the parameter names
-//   init.safetensors     parameters before step 1
-//   final.safetensors    parameters after the last step
+//   meta.json            the resolved config, the workload, the parameter and buffer names
+//   init.safetensors     parameters and buffers before step 1
+//   final.safetensors    parameters and buffers after the last step
 //   batches.safetensors  step{k}.x and step{k}.y for k = 1..steps, exactly as used
 //                        (DDP rank r writes batches.rank{r}.safetensors; with
 //                        --accumulate, micro-batch j > 0 of step k is step{k}.{j}.x)

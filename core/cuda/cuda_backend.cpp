@@ -56,6 +56,15 @@ class OpScope {
   std::vector<Tensor> scratch_;
 };
 
+int64_t plane(const Tensor& nchw) {
+  return nchw.size(2) * nchw.size(3);
+}
+
+// The convolution of x [N,C,H,W] with w [K,C,R,R].
+ConvDims conv_dims(const Tensor& x, const Tensor& w, ops::Conv2dGeometry g) {
+  return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), g.stride, g.padding};
+}
+
 bool is_pinned(const Tensor& t) {
   return t.storage() != nullptr && t.storage()->pinned();
 }
@@ -264,6 +273,84 @@ class CudaBackend final : public Backend {
     OpScope op(dlogits);
     launch_cross_entropy_backward(f32(dloss), f32(probs), i32(targets), f32(dlogits), probs.size(0),
                                   probs.size(1), op.stream());
+  }
+
+  // ---- Images (cuda_conv.cpp, cuda_norm_pool.cu) ----
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y,
+                      ops::Conv2dGeometry g) override {
+    OpScope op(y);
+    run_convolution(ConvDirection::Forward, conv_dims(x, w, g), f32(x), f32(w), f32(y),
+                    op.device().index, op.stream());
+  }
+  void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                            ops::Conv2dGeometry g) override {
+    OpScope op(dx);
+    run_convolution(ConvDirection::BackwardData, conv_dims(dx, w, g), f32(dx), f32(w), f32(dy),
+                    op.device().index, op.stream());
+  }
+  void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
+                              ops::Conv2dGeometry g) override {
+    OpScope op(dw);
+    run_convolution(ConvDirection::BackwardFilter, conv_dims(x, dw, g), f32(x), f32(dw), f32(dy),
+                    op.device().index, op.stream());
+  }
+  void batch_norm_stats(const Tensor& x, const Tensor& stats) override {
+    OpScope op(x);
+    launch_batch_norm_stats(f32(x), f32(stats), x.size(0), x.size(1), plane(x), op.stream());
+  }
+  void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, const Tensor& mean,
+                               const Tensor& invstd, const Tensor& count,
+                               const Tensor& running_mean, const Tensor& running_var,
+                               const Tensor& num_batches_tracked) override {
+    OpScope op(mean);
+    const bool running = running_mean.defined();
+    launch_batch_norm_gather_stats(
+        f32(stats), stats.size(0), mean.numel(), eps, momentum, f32(mean), f32(invstd), f32(count),
+        running ? f32(running_mean) : nullptr, running ? f32(running_var) : nullptr,
+        running ? num_batches_tracked.data<int64_t>() : nullptr, op.stream());
+  }
+  void batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                        const Tensor& weight, const Tensor& bias, const Tensor& y) override {
+    OpScope op(y);
+    launch_batch_norm_elemt(f32(x), f32(mean), f32(invstd), f32(weight), f32(bias), f32(y),
+                            x.size(0), x.size(1), plane(x), op.stream());
+  }
+  void batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                  const Tensor& invstd, const Tensor& sums) override {
+    OpScope op(x);
+    launch_batch_norm_backward_reduce(f32(dy), f32(x), f32(mean), f32(invstd), f32(sums), x.size(0),
+                                      x.size(1), plane(x), op.stream());
+  }
+  void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                 const Tensor& invstd, const Tensor& weight, const Tensor& sums,
+                                 const Tensor& count, const Tensor& dx) override {
+    OpScope op(dx);
+    launch_batch_norm_backward_elemt(f32(dy), f32(x), f32(mean), f32(invstd), f32(weight),
+                                     f32(sums), f32(count), f32(dx), x.size(0), x.size(1), plane(x),
+                                     op.stream());
+  }
+  void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices, int64_t kernel,
+                          ops::Conv2dGeometry g) override {
+    OpScope op(y);
+    launch_max_pool2d_forward(f32(x), f32(y), indices.data<int32_t>(), x.size(0) * x.size(1),
+                              x.size(2), x.size(3), y.size(2), y.size(3), kernel, g.stride,
+                              g.padding, op.stream());
+  }
+  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                           int64_t kernel, ops::Conv2dGeometry g) override {
+    OpScope op(dx);
+    launch_max_pool2d_backward(f32(dy), i32(indices), f32(dx), dx.size(0) * dx.size(1), dx.size(2),
+                               dx.size(3), dy.size(2), dy.size(3), kernel, g.stride, g.padding,
+                               op.stream());
+  }
+  void global_avg_pool_forward(const Tensor& x, const Tensor& y) override {
+    OpScope op(y);
+    launch_global_avg_pool_forward(f32(x), f32(y), x.size(0) * x.size(1), plane(x), op.stream());
+  }
+  void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) override {
+    OpScope op(dx);
+    launch_global_avg_pool_backward(f32(dy), f32(dx), dx.size(0) * dx.size(1), plane(dx),
+                                    op.stream());
   }
 
   // ---- Copies ----

@@ -114,4 +114,45 @@ void launch_adamw_step(float* param, const float* grad, float* m, float* v, int6
                        float beta1, float beta2, float eps, float weight_decay, int64_t step,
                        cudaStream_t stream);
 
+// ---- cuda_norm_pool.cu -----------------------------------------------------------------
+// Batch normalisation in core/ops.h's decomposition, and pooling; NCHW with hw = H * W.
+void launch_batch_norm_stats(const float* x, float* stats, int64_t n, int64_t c, int64_t hw,
+                             cudaStream_t stream);
+// running_mean, running_var and num_batches_tracked are null when not updated.
+void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t channels, float eps,
+                                    float momentum, float* mean, float* invstd, float* count,
+                                    float* running_mean, float* running_var,
+                                    int64_t* num_batches_tracked, cudaStream_t stream);
+void launch_batch_norm_elemt(const float* x, const float* mean, const float* invstd,
+                             const float* weight, const float* bias, float* y, int64_t n, int64_t c,
+                             int64_t hw, cudaStream_t stream);
+void launch_batch_norm_backward_reduce(const float* dy, const float* x, const float* mean,
+                                       const float* invstd, float* sums, int64_t n, int64_t c,
+                                       int64_t hw, cudaStream_t stream);
+void launch_batch_norm_backward_elemt(const float* dy, const float* x, const float* mean,
+                                      const float* invstd, const float* weight, const float* sums,
+                                      const float* count, float* dx, int64_t n, int64_t c,
+                                      int64_t hw, cudaStream_t stream);
+void launch_max_pool2d_forward(const float* x, float* y, int32_t* indices, int64_t planes,
+                               int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t kernel,
+                               int64_t stride, int64_t padding, cudaStream_t stream);
+void launch_max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, int64_t planes,
+                                int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t kernel,
+                                int64_t stride, int64_t padding, cudaStream_t stream);
+void launch_global_avg_pool_forward(const float* x, float* y, int64_t planes, int64_t hw,
+                                    cudaStream_t stream);
+void launch_global_avg_pool_backward(const float* dy, float* dx, int64_t planes, int64_t hw,
+                                     cudaStream_t stream);
+
+// ---- cuda_conv.cpp ---------------------------------------------------------------------
+// One convolution through cuDNN's graph API (Note [cuDNN convolution plans]): x [N,C,H,W],
+// w [K,C,R,R], y [N,K,P,Q]. Forward writes y, BackwardData writes x (from dy = y),
+// BackwardFilter writes w (from x and dy = y); each overwrites its output.
+enum class ConvDirection { Forward, BackwardData, BackwardFilter };
+struct ConvDims {
+  int64_t n, c, h, w, k, r, stride, padding;
+};
+void run_convolution(ConvDirection direction, const ConvDims& dims, const float* x, const float* w,
+                     const float* y, int device, cudaStream_t stream);
+
 }  // namespace ddpb::gpu

@@ -11,4 +11,6 @@ set(DDPB_CUDA_SOURCES
   cuda/cuda_flash_attention.cu
   cuda/cuda_loss_embedding.cu
   cuda/cuda_optim.cu
+  cuda/cuda_norm_pool.cu
+  cuda/cuda_conv.cpp
 )

@@ -6,6 +6,7 @@ Parameter names match ddpbench's named_parameters() (and so its safetensors dump
          LayerNorm eps 1e-5, GELU tanh approximation, causal self-attention with q|k|v
          packed along the last dim, a final ln_f and the LM head tied to wte (no bias).
   Embed  workloads/embed.cpp: embedding rows concatenated per sample, Linear+ReLU, Linear.
+  ResNet workloads/resnet.cpp: torchvision's own ResNet (same names, shapes and buffers).
 
 Used by replay_pytorch.py (loads ddpbench's dumped parameters), torch_reference.py and
 torch_gpt_step.py (gpt2_init_: ddpbench's initialisation) and torch_single_step.py.
@@ -160,7 +161,22 @@ def model_from_shapes(family, workload, shapes, n_head=None):
         if concat % dim:
             raise ValueError(f"head.0 input {concat} is not a multiple of the embedding dim {dim}")
         return Embed(vocab, dim, concat // dim, hidden, classes)
-    raise ValueError(f"unknown workload family '{family}' (expected mlp, gpt or embed)")
+    if family == "resnet":
+        return resnet_from_shapes(shapes)
+    raise ValueError(f"unknown workload family '{family}' (expected mlp, gpt, embed or resnet)")
+
+
+def resnet_from_shapes(shapes):
+    """torchvision's ResNet with the stages, block type and classes these shapes have."""
+    from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+    layers = []
+    for stage in range(1, 5):
+        n = 0
+        while f"layer{stage}.{n}.conv1.weight" in shapes:
+            n += 1
+        layers.append(n)
+    block = Bottleneck if "layer1.0.conv3.weight" in shapes else BasicBlock
+    return ResNet(block, layers, num_classes=shapes["fc.weight"][0])
 
 
 def make_optimizer(cfg, params):

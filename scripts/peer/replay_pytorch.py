@@ -53,7 +53,7 @@ UPDATE_FLOOR = 1e-3   # update_diff's denominator is at least this fraction of |
 
 def as_input(t, family, dtype=torch.float32):
     """ddpbench stores token/id inputs as i32; PyTorch's embedding wants int64."""
-    return t.to(dtype) if family == "mlp" else t.long()
+    return t.to(dtype) if family in ("mlp", "resnet") else t.long()
 
 
 def update_diff(ours, ref, init):
@@ -109,8 +109,11 @@ def main():
         print(f"replay: cannot set up the replay of {d}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
+    # Parameters and buffers (BatchNorm's running statistics), as ddpbench's state dict.
     own = dict(model.named_parameters())
-    for label, keys in (("meta.json parameters", names), ("init.safetensors", list(init)),
+    own.update(dict(model.named_buffers()))
+    names = names + list(meta.get("buffers", []))
+    for label, keys in (("meta.json parameters and buffers", names), ("init.safetensors", list(init)),
                         ("final.safetensors", list(final))):
         if sorted(keys) != sorted(own):
             missing = sorted(set(own) - set(keys))
@@ -124,7 +127,7 @@ def main():
                 print(f"replay: {name}: PyTorch shape {list(p.shape)} vs init {list(init[name].shape)}",
                       file=sys.stderr)
                 return 2
-            p.copy_(init[name].to(dtype))
+            p.copy_(init[name].to(p.dtype))
 
     total_steps = int(cfg["warmup"]) + int(cfg["steps"])
     for k in range(1, total_steps + 1):
@@ -133,7 +136,8 @@ def main():
                   file=sys.stderr)
             return 2
 
-    opt = make_optimizer(cfg["optimizer"], [own[n] for n in names])
+    trained = [n for n in names if own[n].is_floating_point() and own[n].requires_grad]
+    opt = make_optimizer(cfg["optimizer"], [own[n] for n in trained])
     print(f"replay: {workload} ({family}, {sum(p.numel() for p in own.values())} parameters), "
           f"{total_steps} steps, batch {list(batches['step1.x'].shape)}, optimizer {cfg['optimizer']['name']} "
           f"lr {cfg['optimizer']['lr']:g} momentum {cfg['optimizer']['momentum']:g} "
@@ -150,13 +154,20 @@ def main():
             print(f"step {k:>4}/{total_steps} loss {loss.item():.6f}")
 
     if args.write_final:
-        safetensors_lite.save(args.write_final, {n: own[n].detach() for n in names},
+        safetensors_lite.save(args.write_final, {n: own[n].detach().to(final[n].dtype) for n in names},
                               {"source": "replay_pytorch.py"})
 
     print(f"{'parameter':<28} {'shape':<14} {'max|ref|':>10} {'elem_diff':>10} {'update_diff':>11}")
     worst_name, worst = "", -1.0
     elem_name, elem_worst, elem_idx = "", -1.0, 0
     for name in names:
+        if not own[name].is_floating_point():  # num_batches_tracked: a count, equal or not
+            ok_count = int(own[name].item()) == int(final[name].item())
+            print(f"{name:<28} {'[]':<14} {int(final[name].item()):>10} "
+                  f"{'equal' if ok_count else 'DIFFERS':>10} {0.0 if ok_count else 1.0:>11.3e}")
+            if not ok_count:
+                worst_name, worst = name, float("inf")
+            continue
         ours, ref, start = own[name].detach().double(), final[name].double(), init[name].double()
         udiff = update_diff(ours, ref, start)
         ediff, idx = elem_diff(ours, ref)

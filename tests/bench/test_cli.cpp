@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../util/run_cli.h"
+#include "workloads/safetensors.h"
 
 namespace {
 
@@ -74,7 +75,29 @@ TEST_F(BadInput, MismatchedInitFrom) {
       run("run --workload gpt-tiny --steps 1 --warmup 0 --global-batch 2 --quiet --dump " + dump);
   ASSERT_EQ(r.code, 0) << r.output;
   expect_usage_error("--workload mlp-small --init-from " + dump + "/init.safetensors",
-                     "has no parameter 'layers.0.weight'");
+                     "has no tensor 'layers.0.weight'");
+}
+
+// A ResNet checkpoint whose class count (fc) or channels do not match the preset: one line,
+// naming the tensor and both shapes.
+TEST_F(BadInput, ResNetCheckpointOfAnotherShape) {
+  std::string dump = (dir_ / "dump").string();
+  Result r =
+      run("run --workload resnet-tiny --steps 1 --warmup 0 --global-batch 2 --quiet "
+          "--dump " +
+          dump);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto tensors = ddpb::load_safetensors(dump + "/init.safetensors", ddpb::Device::cpu());
+  for (auto& t : tensors) {
+    if (t.name == "fc.weight")
+      t.tensor = ddpb::Tensor::zeros({5, 512}, ddpb::DType::F32, ddpb::Device::cpu());
+    if (t.name == "fc.bias")
+      t.tensor = ddpb::Tensor::zeros({5}, ddpb::DType::F32, ddpb::Device::cpu());
+  }
+  const std::string edited = (dir_ / "five_classes.safetensors").string();
+  ddpb::save_safetensors(edited, tensors);
+  expect_usage_error("--workload resnet-tiny --init-from " + edited,
+                     "'fc.weight' is f32[5, 512] on cpu:0, the model needs f32[10, 512]");
 }
 
 TEST_F(BadInput, UnknownFlagAndBadValues) {

@@ -141,6 +141,13 @@ TEST_F(ReplayTest, MlpSmallAdamWMatchesPyTorch) {
   expect_replay_matches({"mlp-small", "adamw", 32, 0.001, 0.0, 0.1, "float64"});
 }
 
+// torchvision's own ResNet, parameters and buffers (running statistics, num_batches_tracked),
+// replayed in float64 in training mode. 16 images: at layer4's 1x1 planes BatchNorm normalises
+// over the batch alone, and fewer values amplify float32 rounding past the gate.
+TEST_F(ReplayTest, ResNetTinyMatchesTorchvisionParametersAndBuffers) {
+  expect_replay_matches({"resnet-tiny", "sgd", 16, 0.01, 0.9, 0.0, "float64"});
+}
+
 // The comparison must be able to fail: replaying with a learning rate 1% off is rejected.
 TEST_F(ReplayTest, ReplayRejectsAWrongLearningRate) {
   ASSERT_NO_FATAL_FAILURE(train({"mlp-small", "sgd", 32, 0.01, 0.9, 0.01}));

@@ -51,6 +51,13 @@ TEST(Training, GptTinyLossFalls) {
   EXPECT_LT(last, 0.8 * first);
 }
 
+TEST(Training, ResNetTinyLossFalls) {
+  auto r = train("resnet-tiny", 32, 0.01f, 0.9f);
+  double first = mean_loss(r["steps"], 0, 5), last = mean_loss(r["steps"], 45, 50);
+  std::printf("resnet-tiny loss: first 5 steps %.4f, last 5 steps %.4f\n", first, last);
+  EXPECT_LT(last, 0.5 * first);
+}
+
 // --precision bf16 computes every GEMM (attention's included) on bf16-rounded operands. The
 // loss curve must follow fp32's to within bf16's precision, and must not be fp32's exactly
 // (which would mean the mode never reached the GEMMs).
@@ -105,6 +112,9 @@ TEST(Training, CudaGraphRefusesWhatAReplayCannotRedo) {
                UsageError);
   EXPECT_THROW(config([](RunConfig& c) { c.optimizer.name = "adamw"; }).validate(), UsageError);
   EXPECT_THROW(config([](RunConfig& c) { c.workload = "mlp-skip"; }).validate(), UsageError);
+  // BatchNorm's buffers under a replayed graph are unverified: refused explicitly, so that a
+  // wrong num_batches_tracked can never pass silently.
+  EXPECT_THROW(config([](RunConfig& c) { c.workload = "resnet-tiny"; }).validate(), UsageError);
   EXPECT_NO_THROW(config([](RunConfig&) {}).validate());
 }
 

@@ -77,6 +77,57 @@ TEST(GradCheck, LinearFusedRelu) {
             {.h = 1e-3f, .atol = 3e-3f, .rtol = 2e-2f});
 }
 
+TEST(GradCheck, Conv2d3x3Padded) {
+  const ops::Conv2dGeometry g{.stride = 1, .padding = 1};
+  gradcheck([g](auto& v) { return fn::conv2d(v[0], v[1], g); },
+            {leaf({2, 3, 5, 5}, 31), leaf({4, 3, 3, 3}, 32, 0.5f)});
+}
+
+TEST(GradCheck, Conv2dStrided) {
+  const ops::Conv2dGeometry seven{.stride = 2, .padding = 3};
+  gradcheck([seven](auto& v) { return fn::conv2d(v[0], v[1], seven); },
+            {leaf({2, 3, 9, 8}, 33), leaf({2, 3, 7, 7}, 34, 0.3f)});
+  const ops::Conv2dGeometry downsample{.stride = 2, .padding = 0};
+  gradcheck([downsample](auto& v) { return fn::conv2d(v[0], v[1], downsample); },
+            {leaf({2, 4, 6, 6}, 35), leaf({3, 4, 1, 1}, 36)});
+}
+
+// Buffers of a C-channel BatchNorm at PyTorch's initial values.
+fn::BatchNormBuffers bn_buffers(int64_t c) {
+  return {Tensor::zeros({c}, DType::F32, Device::cpu()),
+          Tensor::from_floats(std::vector<float>(static_cast<size_t>(c), 1.0f), {c}),
+          Tensor::zeros({1}, DType::I64, Device::cpu())};
+}
+
+TEST(GradCheck, BatchNormTraining) {
+  const auto buffers = bn_buffers(3);
+  gradcheck([&](auto& v) { return fn::batch_norm(v[0], v[1], v[2], buffers, {}); },
+            {leaf({4, 3, 3, 2}, 37), leaf({3}, 38), leaf({3}, 39)},
+            {.h = 1e-2f, .atol = 3e-3f, .rtol = 3e-2f});
+}
+
+TEST(GradCheck, BatchNormEval) {
+  auto buffers = bn_buffers(3);
+  buffers.running_mean = Tensor::from_floats({0.1f, -0.2f, 0.3f}, {3});
+  buffers.running_var = Tensor::from_floats({0.5f, 1.5f, 2.0f}, {3});
+  gradcheck([&](auto& v) { return fn::batch_norm(v[0], v[1], v[2], buffers, {.training = false}); },
+            {leaf({2, 3, 2, 2}, 40), leaf({3}, 41), leaf({3}, 42)});
+}
+
+TEST(GradCheck, MaxPool2d) {
+  // Distinct values, so that a nudge of h never changes which element is a window's maximum.
+  std::vector<float> values(2 * 3 * 7 * 6);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((i * 37) % 101) * 0.1f;
+  Var x(Tensor::from_floats(values, {2, 3, 7, 6}), true);
+  const ops::Conv2dGeometry g{.stride = 2, .padding = 1};
+  gradcheck([g](auto& v) { return fn::max_pool2d(v[0], 3, g); }, {x},
+            {.h = 1e-3f, .atol = 1e-3f, .rtol = 1e-2f});
+}
+
+TEST(GradCheck, GlobalAvgPool) {
+  gradcheck([](auto& v) { return fn::global_avg_pool(v[0]); }, {leaf({3, 4, 3, 5}, 43)});
+}
+
 TEST(GradCheck, Relu) {
   gradcheck([](auto& v) { return fn::relu(v[0]); }, {leaf({40}, 9)},
             {.h = 1e-3f, .atol = 3e-3f, .rtol = 2e-2f});

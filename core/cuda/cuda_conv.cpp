@@ -1,0 +1,332 @@
+// CUDA convolutions through cuDNN 9's graph API (the backend descriptors): forward,
+// backward-data and backward-filter, NCHW f32.
+//
+// Note [cuDNN convolution plans]
+// For each shape and direction a one-operation graph is built, cuDNN's heuristics (mode A)
+// rank the engine configurations, and the first one that finalises into an execution plan is
+// kept. In fp32 math mode, configurations with the tensor-core note are skipped (on fp32 data
+// they compute in TF32, which --precision fp32 promises not to do); in tf32 and bf16 modes they
+// are allowed. Plans are cached per (thread, device, shape, direction, alignment): a plan holds
+// its cudnnHandle, which must not be used by two threads at once. The workspace comes from
+// the caching allocator on the op's stream (Note [Scratch memory in CUDA ops]).
+//
+// libcudnn is opened at the first convolution (dlopen), not linked: a machine without cuDNN
+// runs everything else, and the first convolution says what is missing.
+#include <cuda_runtime_api.h>
+#include <cudnn_graph.h>
+#include <dlfcn.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda/cuda_kernels.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+namespace ddpb::gpu {
+namespace {
+
+// The cuDNN entry points we use, resolved from libcudnn.so.9.
+struct Cudnn {
+  decltype(&cudnnCreate) create;
+  decltype(&cudnnSetStream) set_stream;
+  decltype(&cudnnGetErrorString) error_string;
+  decltype(&cudnnBackendCreateDescriptor) create_descriptor;
+  decltype(&cudnnBackendDestroyDescriptor) destroy_descriptor;
+  decltype(&cudnnBackendFinalize) finalize;
+  decltype(&cudnnBackendSetAttribute) set_attribute;
+  decltype(&cudnnBackendGetAttribute) get_attribute;
+  decltype(&cudnnBackendExecute) execute;
+};
+
+template <typename F>
+void resolve(void* lib, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  DDPB_CHECK(fn != nullptr) << "libcudnn.so.9 has no " << name;
+}
+
+const Cudnn& cudnn() {
+  static Cudnn api = [] {
+    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_GLOBAL);
+    DDPB_CHECK(lib != nullptr) << "convolutions on CUDA need cuDNN 9 (libcudnn.so.9), which "
+                                  "was not found: install it or add its folder to "
+                                  "LD_LIBRARY_PATH ("
+                               << dlerror() << ")";
+    Cudnn a{};
+    resolve(lib, "cudnnCreate", a.create);
+    resolve(lib, "cudnnSetStream", a.set_stream);
+    resolve(lib, "cudnnGetErrorString", a.error_string);
+    resolve(lib, "cudnnBackendCreateDescriptor", a.create_descriptor);
+    resolve(lib, "cudnnBackendDestroyDescriptor", a.destroy_descriptor);
+    resolve(lib, "cudnnBackendFinalize", a.finalize);
+    resolve(lib, "cudnnBackendSetAttribute", a.set_attribute);
+    resolve(lib, "cudnnBackendGetAttribute", a.get_attribute);
+    resolve(lib, "cudnnBackendExecute", a.execute);
+    return a;
+  }();
+  return api;
+}
+
+#define CUDNN_CALL(expr)                                                                    \
+  do {                                                                                      \
+    const cudnnStatus_t status_ = (expr);                                                   \
+    DDPB_CHECK(status_ == CUDNN_STATUS_SUCCESS)                                             \
+        << #expr << " failed: " << cudnn().error_string(status_) << " (" << status_ << ")"; \
+  } while (false)
+
+// An owned backend descriptor.
+class Descriptor {
+ public:
+  explicit Descriptor(cudnnBackendDescriptorType_t type) {
+    CUDNN_CALL(cudnn().create_descriptor(type, &d_));
+  }
+  ~Descriptor() {
+    if (d_ != nullptr) cudnn().destroy_descriptor(d_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+  template <typename T>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+           const std::vector<T>& values) {
+    CUDNN_CALL(
+        cudnn().set_attribute(d_, name, type, static_cast<int64_t>(values.size()), values.data()));
+  }
+  template <typename T>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, T value) {
+    CUDNN_CALL(cudnn().set_attribute(d_, name, type, 1, &value));
+  }
+  void set(cudnnBackendAttributeName_t name, const Descriptor& other) {
+    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, other.get());
+  }
+  void finalize() { CUDNN_CALL(cudnn().finalize(d_)); }
+  bool try_finalize() { return cudnn().finalize(d_) == CUDNN_STATUS_SUCCESS; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// The operands' unique ids in the graph and the variant pack.
+enum Uid : int64_t { kX = 1, kW = 2, kY = 3 };
+
+struct ConvKey {
+  int device;
+  ConvDirection direction;
+  std::array<int64_t, 8> dims;  // N, C, H, W, K, R, stride, padding
+  int64_t alignment;
+  bool tensor_cores;
+  bool operator<(const ConvKey& o) const {
+    return std::tie(device, direction, dims, alignment, tensor_cores) <
+           std::tie(o.device, o.direction, o.dims, o.alignment, o.tensor_cores);
+  }
+};
+
+std::unique_ptr<Descriptor> tensor_desc(Uid uid, const std::vector<int64_t>& dims,
+                                        int64_t alignment) {
+  std::vector<int64_t> strides(4, 1);
+  for (int i = 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  auto t = std::make_unique<Descriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
+  t->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims);
+  t->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides);
+  t->set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, static_cast<int64_t>(uid));
+  t->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, alignment);
+  t->finalize();
+  return t;
+}
+
+std::unique_ptr<Descriptor> conv_desc(int64_t stride, int64_t padding) {
+  auto c = std::make_unique<Descriptor>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  c->set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
+  c->set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, CUDNN_CROSS_CORRELATION);
+  c->set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, int64_t{2});
+  c->set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, std::vector<int64_t>{1, 1});
+  c->set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64,
+         std::vector<int64_t>{stride, stride});
+  c->set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64,
+         std::vector<int64_t>{padding, padding});
+  c->set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64,
+         std::vector<int64_t>{padding, padding});
+  c->finalize();
+  return c;
+}
+
+// The one operation of the graph, wired to the x, w and y tensors.
+std::unique_ptr<Descriptor> conv_operation(ConvDirection d, const Descriptor& x,
+                                           const Descriptor& w, const Descriptor& y,
+                                           const Descriptor& conv) {
+  const float alpha = 1.0f, beta = 0.0f;
+  std::unique_ptr<Descriptor> op;
+  switch (d) {
+    case ConvDirection::Forward:
+      op = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, alpha);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, beta);
+      break;
+    case ConvDirection::BackwardData:
+      op = std::make_unique<Descriptor>(
+          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, alpha);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, beta);
+      break;
+    case ConvDirection::BackwardFilter:
+      op = std::make_unique<Descriptor>(
+          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, alpha);
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, beta);
+      break;
+  }
+  op->finalize();
+  return op;
+}
+
+// Whether an engine configuration computes fp32 data on tensor cores (TF32).
+bool uses_tensor_cores(const Descriptor& config) {
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t engine_handle = engine.get();
+  int64_t count = 0;
+  CUDNN_CALL(cudnn().get_attribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine_handle));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  CUDNN_CALL(cudnn().get_attribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                   CUDNN_TYPE_NUMERICAL_NOTE, static_cast<int64_t>(notes.size()),
+                                   &count, notes.data()));
+  for (int64_t i = 0; i < count; ++i) {
+    if (notes[static_cast<size_t>(i)] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) return true;
+  }
+  return false;
+}
+
+struct ConvPlan {
+  cudnnHandle_t handle = nullptr;
+  std::unique_ptr<Descriptor> plan;
+  int64_t workspace_bytes = 0;
+};
+
+// The first configuration the heuristics rank that builds (Note [cuDNN convolution plans]).
+std::unique_ptr<Descriptor> first_working_plan(cudnnHandle_t handle, const Descriptor& graph,
+                                               bool tensor_cores, const ConvKey& key) {
+  Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, CUDNN_HEUR_MODE_A);
+  heuristics.finalize();
+  int64_t available = 0;
+  CUDNN_CALL(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
+  std::vector<std::unique_ptr<Descriptor>> configs;
+  std::vector<cudnnBackendDescriptor_t> handles;
+  for (int64_t i = 0; i < available; ++i) {
+    configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    handles.push_back(configs.back()->get());
+  }
+  int64_t returned = 0;
+  CUDNN_CALL(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
+                                   handles.data()));
+  for (int64_t i = 0; i < returned; ++i) {
+    const Descriptor& config = *configs[static_cast<size_t>(i)];
+    if (!tensor_cores && uses_tensor_cores(config)) continue;
+    auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored \
+    "-Wdeprecated-declarations"  // the handle attributes, as 9.0 has them
+    plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, handle);
+#pragma GCC diagnostic pop
+    plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+    if (plan->try_finalize()) return plan;
+  }
+  DDPB_FAIL() << "cuDNN has no engine for this convolution (N, C, H, W, K, R, stride, padding = "
+              << key.dims[0] << ", " << key.dims[1] << ", " << key.dims[2] << ", " << key.dims[3]
+              << ", " << key.dims[4] << ", " << key.dims[5] << ", " << key.dims[6] << ", "
+              << key.dims[7] << ")";
+  return nullptr;
+}
+
+cudnnHandle_t thread_handle(int device) {
+  thread_local std::map<int, cudnnHandle_t> handles;  // one per device, never destroyed
+  auto& h = handles[device];
+  if (h == nullptr) CUDNN_CALL(cudnn().create(&h));
+  return h;
+}
+
+std::unique_ptr<ConvPlan> make_plan(const ConvKey& key) {
+  const auto [n, c, h, w, k, r, stride, pad] = key.dims;
+  const int64_t p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - r) / stride + 1;
+  auto x = tensor_desc(kX, {n, c, h, w}, key.alignment);
+  auto wt = tensor_desc(kW, {k, c, r, r}, key.alignment);
+  auto y = tensor_desc(kY, {n, k, p, q}, key.alignment);
+  auto conv = conv_desc(stride, pad);
+  auto op = conv_operation(key.direction, *x, *wt, *y, *conv);
+  auto result = std::make_unique<ConvPlan>();
+  result->handle = thread_handle(key.device);
+  Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            std::vector<cudnnBackendDescriptor_t>{op->get()});
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, result->handle);
+#pragma GCC diagnostic pop
+  graph.finalize();
+  result->plan = first_working_plan(result->handle, graph, key.tensor_cores, key);
+  int64_t count = 0;
+  CUDNN_CALL(cudnn().get_attribute(result->plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                   CUDNN_TYPE_INT64, 1, &count, &result->workspace_bytes));
+  return result;
+}
+
+int64_t alignment_of(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 4;
+  }
+  return 16;
+}
+
+}  // namespace
+
+void run_convolution(ConvDirection direction, const ConvDims& d, const float* x, const float* w,
+                     const float* y, int device, cudaStream_t stream) {
+  ConvKey key{device,
+              direction,
+              {d.n, d.c, d.h, d.w, d.k, d.r, d.stride, d.padding},
+              alignment_of({x, w, y}),
+              ops::math_mode() != ops::MathMode::FP32};
+  thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> plans;
+  auto& plan = plans[key];
+  if (!plan) plan = make_plan(key);
+  CUDNN_CALL(cudnn().set_stream(plan->handle, stream));
+  Tensor workspace;  // Note [Scratch memory in CUDA ops]
+  if (plan->workspace_bytes > 0) {
+    workspace = Tensor::empty({(plan->workspace_bytes + 3) / 4}, DType::F32, Device::cuda(device));
+  }
+  std::vector<int64_t> uids = {kX, kW, kY};
+  std::vector<void*> pointers = {const_cast<float*>(x), const_cast<float*>(w),
+                                 const_cast<float*>(y)};
+  Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+           workspace.defined() ? workspace.data<float>() : nullptr);
+  pack.finalize();
+  CUDNN_CALL(cudnn().execute(plan->handle, plan->plan->get(), pack.get()));
+}
+
+}  // namespace ddpb::gpu

@@ -43,6 +43,11 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [name, child] : children_) child->apply(fn);
+}
+
 Tensor& Module::register_buffer(std::string name, Tensor tensor) {
   buffers_.emplace_back(std::move(name), std::move(tensor));
   return buffers_.back().second;

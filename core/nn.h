@@ -5,6 +5,7 @@
 // (seed, parameter name) on the host, so every device and rank starts identical.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,6 +44,8 @@ class Module {
   // train() / eval()): BatchNorm uses batch statistics and updates its buffers only in training.
   void train(bool on = true);
   bool is_training() const { return training_; }
+  // Calls fn on this module and every descendant, depth first (PyTorch's Module.apply).
+  void apply(const std::function<void(Module&)>& fn);
 
  protected:
   Var& register_parameter(std::string name, Var var);

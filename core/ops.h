@@ -115,9 +115,11 @@ constexpr NameTable<AttentionKind, 2> enum_names(AttentionKind) {
 struct Conv2dGeometry {
   int64_t stride = 1;
   int64_t padding = 0;
-  // Output extent for an input extent `in` and a kernel extent `kernel`.
+  // Output extent for an input extent `in` and a kernel extent `kernel`; 0 when the padded
+  // input is smaller than the kernel.
   int64_t out_extent(int64_t in, int64_t kernel) const {
-    return (in + 2 * padding - kernel) / stride + 1;
+    const int64_t span = in + 2 * padding - kernel;
+    return span < 0 ? 0 : span / stride + 1;
   }
 };
 // y [N,K,P,Q] = x [N,C,H,W] (*) w [K,C,R,S], cross-correlation with zero padding, no bias.

@@ -37,6 +37,13 @@ void PhaseTimer::synchronize() const {
   for (const auto& i : intervals_) i.stop.synchronize();
 }
 
+bool PhaseTimer::has(const std::string& phase) const {
+  for (const auto& i : intervals_) {
+    if (i.phase == phase) return true;
+  }
+  return false;
+}
+
 double PhaseTimer::ms(const std::string& phase) const {
   double total = 0;
   for (const auto& i : intervals_) {

@@ -28,6 +28,8 @@ class PhaseTimer {
   // Blocks until every recorded boundary has completed; the accessors below need it.
   void synchronize() const;
 
+  // Whether `phase` was ever begun.
+  bool has(const std::string& phase) const;
   // Milliseconds of `phase` (its intervals added up); 0 when it never ran.
   double ms(const std::string& phase) const;
   // From the first begin() to the last end().

@@ -6,20 +6,61 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/ops.h"
 #include "core/rng.h"
 
 namespace ddpb::ddp {
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn forward,
                                                  std::shared_ptr<comm::ProcessGroup> pg,
-                                                 ReducerOptions options)
-    : module_(module), forward_(std::move(forward)), pg_(std::move(pg)) {
+                                                 DdpOptions options)
+    : module_(module), forward_(std::move(forward)), pg_(std::move(pg)), options_(options) {
   const auto params = module_.named_parameters();
   DDPB_CHECK(!params.empty()) << "DDP needs a module with parameters";
   device_ = params.front().var.data().device();
+  if (options_.sync_batch_norm) {
+    bn_sync_ = std::make_unique<ProcessGroupBatchNormSync>(pg_);
+    DDPB_USAGE_CHECK(convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
+        << "--sync-bn needs a model with BatchNorm layers (the resnet workloads)";
+  }
   verify_same_model();
   broadcast_from_rank0();
-  reducer_ = std::make_unique<Reducer>(params, pg_, options);
+  reducer_ = std::make_unique<Reducer>(params, pg_, options_.reducer);
+}
+
+bool DistributedDataParallel::syncs_buffers() const {
+  return options_.broadcast_buffers && pg_->size() > 1 && !module_.named_buffers().empty();
+}
+
+int64_t DistributedDataParallel::sync_buffers() {
+  if (!syncs_buffers()) return 0;
+  std::vector<Tensor> f32, i64;
+  int64_t bytes = 0;
+  for (auto& b : module_.named_buffers()) {
+    (b.tensor.dtype() == DType::I64 ? i64 : f32).push_back(b.tensor);
+    bytes += static_cast<int64_t>(b.tensor.nbytes());
+  }
+  broadcast_coalesced(f32);
+  broadcast_coalesced(i64);
+  return bytes;
+}
+
+void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors) const {
+  if (tensors.empty()) return;
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  Tensor flat = Tensor::empty({total}, tensors.front().dtype(), device_);
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    ops::copy(t, flat.flat_view(at, t.shape()));
+    at += t.numel();
+  }
+  pg_->broadcast(flat, /*root=*/0)->wait();
+  at = 0;
+  for (const Tensor& t : tensors) {
+    ops::copy(flat.flat_view(at, t.shape()), t);
+    at += t.numel();
+  }
 }
 
 void DistributedDataParallel::backward(const autograd::Var& loss, const Tensor& grad_output) {
@@ -31,9 +72,11 @@ void DistributedDataParallel::finish_gradient_sync() {
   reducer_->finalize_backward();
 }
 
-// Rank 0's parameters on every rank, before the first step (PyTorch's _sync_module_states).
+// Rank 0's parameters and buffers on every rank, before the first step (PyTorch's
+// _sync_module_states).
 void DistributedDataParallel::broadcast_from_rank0() const {
   for (auto& p : module_.named_parameters()) pg_->broadcast(p.var.data(), /*root=*/0)->wait();
+  for (auto& b : module_.named_buffers()) pg_->broadcast(b.tensor, /*root=*/0)->wait();
 }
 
 // Every rank must hold the same parameters (names, shapes, dtypes): allgather a compact

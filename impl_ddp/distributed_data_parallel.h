@@ -12,8 +12,11 @@
 // --------------------------------  ------------------------------------------------------
 // constructor: verify_same_model    _verify_param_shape_across_processes (names, shapes,
 //                                   dtypes; a mismatch names the parameter and the ranks)
-// constructor: broadcast from 0     _sync_module_states (parameters; the workloads here
-//                                   have no buffers, so broadcast_buffers has nothing to do)
+// constructor: broadcast from 0     _sync_module_states (parameters and buffers)
+// DdpOptions::sync_batch_norm       nn.SyncBatchNorm.convert_sync_batchnorm (before DDP)
+// sync_buffers()                    _sync_buffers: rank 0's buffers to every rank, one
+//                                   coalesced broadcast per dtype (PyTorch runs it at the top
+//                                   of forward; here the harness calls it, to time it)
 // constructor: Reducer              the C++ Reducer (bucket assignment, autograd hooks)
 // forward(x)                        forward (where _sync_buffers would run)
 // backward(loss, grad)              Reducer::prepare_for_backward, then loss.backward(); the
@@ -21,6 +24,15 @@
 // no_sync()                         no_sync(): gradients accumulate locally, no collective
 // finish_gradient_sync()            Reducer::finalize_backward (wait for every bucket)
 // check_replicas_consistent()       none: our end-of-run proof of DDP's invariant
+//
+// Note [DDP buffers]
+// Buffers (BatchNorm's running statistics) are state, not gradients: no hook, no bucket.
+// With broadcast_buffers, every synchronising step starts from rank 0's buffers, as in
+// PyTorch, and each rank then updates them from its own batch during forward; so after any
+// step the ranks' buffers differ by design, and only rank 0's are "the model's". Without it
+// each rank keeps its own statistics throughout. Either way the end-of-run check compares
+// parameters only. With sync_batch_norm the statistics are the global batch's, so every
+// rank's updates are the same.
 //
 // Threads: one thread per rank (the Reducer's, see its header).
 #pragma once
@@ -32,8 +44,15 @@
 #include "core/autograd.h"
 #include "core/nn.h"
 #include "impl_ddp/reducer.h"
+#include "impl_ddp/sync_batch_norm.h"
 
 namespace ddpb::ddp {
+
+struct DdpOptions {
+  ReducerOptions reducer;
+  bool broadcast_buffers = true;  // false: --no-broadcast-buffers
+  bool sync_batch_norm = false;   // --sync-bn: BatchNorm layers become SyncBatchNorm
+};
 
 class DistributedDataParallel {
  public:
@@ -41,10 +60,15 @@ class DistributedDataParallel {
 
   // Collective: every rank constructs it at the same point with the same model. `module`
   // and `pg` must outlive this object; `forward` runs the module on a batch.
+  // Throws UsageError for sync_batch_norm on a module without BatchNorm layers.
   DistributedDataParallel(nn::Module& module, ForwardFn forward,
-                          std::shared_ptr<comm::ProcessGroup> pg, ReducerOptions options);
+                          std::shared_ptr<comm::ProcessGroup> pg, DdpOptions options);
 
   autograd::Var forward(const Tensor& x) const { return forward_(x); }
+  // Rank 0's buffers onto every rank (Note [DDP buffers]); a no-op without broadcast_buffers,
+  // at world size 1 or for a module without buffers. Returns the bytes broadcast.
+  int64_t sync_buffers();
+  bool syncs_buffers() const;
   // Backward of one micro-step: synchronising unless inside no_sync().
   void backward(const autograd::Var& loss, const Tensor& grad_output = Tensor());
   // After the synchronising backward: every bucket is reduced, the gradients are averaged.
@@ -72,16 +96,22 @@ class DistributedDataParallel {
   Reducer& reducer() { return *reducer_; }
   const Reducer& reducer() const { return *reducer_; }
   comm::ProcessGroup& process_group() const { return *pg_; }
+  // The SyncBatchNorm bridge (null without sync_batch_norm).
+  ProcessGroupBatchNormSync* batch_norm_sync() const { return bn_sync_.get(); }
 
  private:
   void verify_same_model() const;
   void broadcast_from_rank0() const;
+  // Broadcasts `tensors` (one dtype) from rank 0 as one flat tensor.
+  void broadcast_coalesced(const std::vector<Tensor>& tensors) const;
 
   nn::Module& module_;
   ForwardFn forward_;
   std::shared_ptr<comm::ProcessGroup> pg_;
   std::unique_ptr<Reducer> reducer_;
   Device device_;
+  DdpOptions options_;
+  std::unique_ptr<ProcessGroupBatchNormSync> bn_sync_;
   bool sync_ = true;
 };
 

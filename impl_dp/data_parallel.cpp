@@ -69,6 +69,9 @@ DataParallel::DataParallel(ReplicaSpec model, std::vector<Device> devices, DpOpt
         sanitizer::set_name(p.var.data(), "replica " + std::to_string(r) + " " + p.name);
     }
     params_.push_back(std::move(ps));
+    std::vector<Tensor> bs;
+    for (auto& b : replicas_.back()->named_buffers()) bs.push_back(b.tensor);
+    buffers_.push_back(std::move(bs));
     // CPU: the worker thread is the replica's executor (Inline); the side stream is a
     // thread of its own so scatter copies overlap.
     compute_streams_.push_back(
@@ -78,6 +81,7 @@ DataParallel::DataParallel(ReplicaSpec model, std::vector<Device> devices, DpOpt
   }
   enable_peer_access(devices_);  // replicate, gather and reduce_add copy between the GPUs
   groups_ = coalesce_groups(params_[0], options_.broadcast_bytes);
+  buffer_groups_ = coalesce_groups(buffers_[0], options_.broadcast_bytes);
   transport_ = make_transport(devices_);
   pool_ = std::make_unique<WorkerPool>(devices_, compute_streams_);
 }
@@ -110,8 +114,16 @@ void DataParallel::fork_replicas(size_t used) {
   }
 }
 
+// Note [DP buffers]
+// Every step the replicas get device 0's buffers along with its parameters, as PyTorch's
+// replicate() does. In training mode each replica's BatchNorm then updates its own copy of
+// the running statistics from its own part of the batch, and only replica 0's copy is the
+// module's: the other replicas' updates are overwritten by the next replicate. So after a DP
+// step the running statistics are those of device 0's chunk of the batch alone, exactly as
+// with torch.nn.DataParallel (the record says so under mode.details.buffers).
 void DataParallel::replicate(size_t used) {
   broadcast_coalesced(*transport_, params_, groups_, used);
+  if (!buffer_groups_.empty()) broadcast_coalesced(*transport_, buffers_, buffer_groups_, used);
 }
 
 void DataParallel::reduce_add(size_t used) {
@@ -151,9 +163,12 @@ DpStepStats DataParallel::step(const Tensor& x, const Tensor& y, optim::Optimize
   st.rows = x.size(0);
   st.sizes = chunk_sizes(st.rows, static_cast<int64_t>(devices_.size()));
   st.used = st.sizes.size();
-  int64_t param_bytes = 0;
+  int64_t param_bytes = 0, buffer_bytes = 0;
   for (const auto& t : params_[0]) param_bytes += static_cast<int64_t>(t.nbytes());
-  stats.replicate_bytes = stats.reduce_bytes = param_bytes * static_cast<int64_t>(st.used - 1);
+  for (const auto& t : buffers_[0]) buffer_bytes += static_cast<int64_t>(t.nbytes());
+  const auto copies = static_cast<int64_t>(st.used - 1);
+  stats.reduce_bytes = param_bytes * copies;
+  stats.replicate_bytes = (param_bytes + buffer_bytes) * copies;
 
   timer.begin(phase_name(Phase::Scatter));
   optimizer.zero_grad();

@@ -2,9 +2,9 @@
 // torch.nn.DataParallel's design. Every step:
 //   1. scatter   the batch is split along dim 0 (torch.chunk) and copied to the devices on
 //                side streams that the compute streams wait on;
-//   2. replicate parameters are broadcast from device 0 to the other replicas, coalesced in
-//                flat chunks of at most `broadcast_bytes` (NCCL for distinct GPUs, copies
-//                otherwise);
+//   2. replicate parameters and buffers are broadcast from device 0 to the other replicas,
+//                coalesced in flat chunks of at most `broadcast_bytes` (NCCL for distinct
+//                GPUs, copies otherwise); Note [DP buffers] in data_parallel.cpp;
 //   3. forward   each worker runs its replica's forward on its own stream (parallel_apply);
 //   4. gather    the outputs are copied to device 0;
 //   5. loss      on device 0 over the whole global batch;
@@ -116,8 +116,10 @@ class DataParallel {
   std::vector<Device> devices_;
   DpOptions options_;
   std::vector<std::unique_ptr<nn::Module>> replicas_;
-  std::vector<std::vector<Tensor>> params_;  // params_[r][k]: parameter k of replica r
-  std::vector<std::vector<size_t>> groups_;  // coalesced chunks over parameter indices
+  std::vector<std::vector<Tensor>> params_;   // params_[r][k]: parameter k of replica r
+  std::vector<std::vector<size_t>> groups_;   // coalesced chunks over parameter indices
+  std::vector<std::vector<Tensor>> buffers_;  // buffers_[r][k]: buffer k of replica r
+  std::vector<std::vector<size_t>> buffer_groups_;
   std::vector<StreamPtr> compute_streams_, side_streams_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<WorkerPool> pool_;

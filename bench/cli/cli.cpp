@@ -51,6 +51,9 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
   add_enum_flag(run, "--comm-hook", c.comm_hook, "ddp: bucket compression");
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
+  run.add_flag("--no-broadcast-buffers{false}", c.broadcast_buffers,
+               "ddp: keep each rank's own buffers (default: rank 0's before every step)");
+  run.add_flag("--sync-bn", c.sync_bn, "ddp: BatchNorm as SyncBatchNorm (global batch statistics)");
   add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
                 "ddp: rendezvous/collective timeout in seconds");
   run.add_option("--inject-fault", c.inject_fault,

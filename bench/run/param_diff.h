@@ -4,6 +4,8 @@
 //   rel_l2   ||a - b||_2 / ||b||_2     the verdict: one ReLU unit that switched on one side of
 //                                      zero from rounding moves one row, which max_rel sees
 //                                      at full size; a wrong gradient scale moves them all.
+// Integer tensors (BatchNorm's num_batches_tracked) are equal or not: a difference counts as
+// infinite.
 #pragma once
 
 #include <string>

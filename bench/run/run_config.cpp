@@ -69,6 +69,8 @@ void validate_ddp(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
   DDPB_USAGE_CHECK(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)
       << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
+  DDPB_USAGE_CHECK(!c.sync_bn || find_workload(c.workload).family == Family::ResNet)
+      << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
   const FaultSpec fault = parse_fault(c.inject_fault);
   DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
       << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
@@ -112,9 +114,10 @@ void RunConfig::validate() const {
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
                      !no_overlap && comm_hook == ddp::CommHook::None && !backend &&
-                     inject_fault.empty())
+                     inject_fault.empty() && broadcast_buffers && !sync_bn)
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
-           "--comm-hook, --no-overlap, --inject-fault) need --mode ddp";
+           "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn) need "
+           "--mode ddp";
   }
   DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
@@ -141,6 +144,8 @@ nlohmann::json RunConfig::to_json() const {
           {"inject_fault", inject_fault},
           {"flight_dir", flight_dir},
           {"check_finite", check_finite},
+          {"broadcast_buffers", broadcast_buffers},
+          {"sync_bn", sync_bn},
           {"global_batch", global_batch},
           {"steps", steps},
           {"warmup", warmup},

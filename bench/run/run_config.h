@@ -49,13 +49,15 @@ struct RunConfig {
   bool find_unused_params = false;
   ddp::CommHook comm_hook = ddp::CommHook::None;
   bool no_overlap = false;
-  double timeout_s = 300;     // ddp: rendezvous and collective timeout
-  std::string inject_fault;   // ddp: KIND@rank=R,step=S (bench/run/fault_injection.h)
-  bool check_finite = false;  // ddp: NaN/Inf check on every gradient before the AllReduce
-  std::string flight_dir;     // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
-  int64_t global_batch = 0;   // the CLI fills in the workload's default when not given
-  int64_t steps = 20;         // measured steps
-  int64_t warmup = 3;         // steps before the measured ones (they train too)
+  double timeout_s = 300;         // ddp: rendezvous and collective timeout
+  std::string inject_fault;       // ddp: KIND@rank=R,step=S (bench/run/fault_injection.h)
+  bool check_finite = false;      // ddp: NaN/Inf check on every gradient before the AllReduce
+  bool broadcast_buffers = true;  // ddp: rank 0's buffers to every rank before each step
+  bool sync_bn = false;           // ddp: BatchNorm layers as SyncBatchNorm
+  std::string flight_dir;    // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
+  int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
+  int64_t steps = 20;        // measured steps
+  int64_t warmup = 3;        // steps before the measured ones (they train too)
   uint64_t seed = 0;
   optim::OptimizerConfig optimizer;
   ops::MathMode precision = ops::MathMode::FP32;  // GEMM compute

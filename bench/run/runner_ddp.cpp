@@ -86,16 +86,8 @@ class DdpRunner final : public ModeRunner {
     pg_ = comm::make_process_group(store_, env_.rank, env_.world_size, pg_options);
     clock_offset_ns_ = sync_clock();
     model_ = make_model(spec, device_, config.seed);
-    ddp::ReducerOptions ro;
-    ro.first_bucket_bytes = static_cast<size_t>(config.first_bucket_mb * 1048576.0);
-    ro.bucket_bytes = static_cast<size_t>(config.bucket_cap_mb * 1048576.0);
-    ro.grad_as_bucket_view = config.grad_as_bucket_view;
-    ro.find_unused_parameters = config.find_unused_params;
-    ro.overlap = !config.no_overlap;
-    ro.comm_hook = config.comm_hook;
-    ro.check_finite = config.check_finite;
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
-        *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ro);
+        *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ddp_options(config));
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
                env_.world_size, device_.str(), pg_->backend(), env_.source,
                ddp_->reducer().num_buckets());
@@ -112,6 +104,20 @@ class DdpRunner final : public ModeRunner {
     return "batches.rank" + std::to_string(env_.rank) + ".safetensors";
   }
 
+  static ddp::DdpOptions ddp_options(const RunConfig& config) {
+    ddp::DdpOptions o;
+    o.reducer.first_bucket_bytes = static_cast<size_t>(config.first_bucket_mb * 1048576.0);
+    o.reducer.bucket_bytes = static_cast<size_t>(config.bucket_cap_mb * 1048576.0);
+    o.reducer.grad_as_bucket_view = config.grad_as_bucket_view;
+    o.reducer.find_unused_parameters = config.find_unused_params;
+    o.reducer.overlap = !config.no_overlap;
+    o.reducer.comm_hook = config.comm_hook;
+    o.reducer.check_finite = config.check_finite;
+    o.broadcast_buffers = config.broadcast_buffers;
+    o.sync_batch_norm = config.sync_bn;
+    return o;
+  }
+
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
     ++step_;
@@ -122,6 +128,12 @@ class DdpRunner final : public ModeRunner {
     optimizer.zero_grad(/*set_to_none=*/true);
     PhaseTimer timer(current_stream(device_));
     StepOutcome out;
+    if (ddp_->syncs_buffers()) {
+      timer.begin("buffer_broadcast");
+      nvtx::Range r("ddp.buffer_broadcast", nvtx::Category::Comm);
+      out.extra["buffer_broadcast_bytes"] = ddp_->sync_buffers();
+      timer.end();
+    }
     out.loss = run_micro_steps(next_batch, timer);  // leaves "comm_exposed" begun
     const auto bwd_end = std::chrono::steady_clock::now();
     {
@@ -133,11 +145,14 @@ class DdpRunner final : public ModeRunner {
     timer.end();
     timer.synchronize();
     out.step_ms = 0;
-    for (const char* phase : {"forward", "backward_compute", "comm_exposed", "optimizer"}) {
+    for (const char* phase :
+         {"buffer_broadcast", "forward", "backward_compute", "comm_exposed", "optimizer"}) {
+      if (!timer.has(phase)) continue;
       out.phases_ms.emplace_back(phase, timer.ms(phase));
       out.step_ms += timer.ms(phase);  // the data loading between micro-steps is not counted
     }
     add_bucket_records(out, bwd_end);
+    add_sync_bn_records(out);
     return out;
   }
 
@@ -195,6 +210,33 @@ class DdpRunner final : public ModeRunner {
     return loss_sum / static_cast<float>(k);
   }
 
+  std::string buffer_semantics() const {
+    if (model_->named_buffers().empty()) return "none";
+    if (config_.sync_bn) return "SyncBatchNorm: statistics of the global batch on every rank";
+    return config_.broadcast_buffers
+               ? "broadcast from rank 0 before every step (PyTorch's broadcast_buffers=True)"
+               : "each rank keeps its own (broadcast_buffers=False); the end-of-run check "
+                 "compares parameters only";
+  }
+
+  // SyncBatchNorm's collectives, inside forward and backward: their total time and one trace
+  // span each.
+  void add_sync_bn_records(StepOutcome& out) {
+    ddp::ProcessGroupBatchNormSync* sync = ddp_->batch_norm_sync();
+    if (sync == nullptr) return;
+    double total_ms = 0;
+    int64_t bytes = 0;
+    for (const ddp::SyncBnRecord& r : sync->take_records()) {
+      const double ms = static_cast<double>(r.end_ns - r.start_ns) / 1e6;
+      total_ms += ms;
+      bytes += r.bytes;
+      out.spans.push_back(
+          {std::string("sync_bn ") + r.op, "comm sync_bn", r.start_ns, ms, {{"bytes", r.bytes}}});
+    }
+    out.extra["sync_bn_ms"] = total_ms;
+    out.extra["sync_bn_bytes"] = bytes;
+  }
+
   void add_bucket_records(StepOutcome& out, std::chrono::steady_clock::time_point bwd_end) {
     // Per-bucket records; communication time is the union of the collectives' busy
     // intervals, exposed communication the part after backward compute ended.
@@ -237,14 +279,14 @@ class DdpRunner final : public ModeRunner {
             ? 0.0
             : std::chrono::duration<double, std::milli>(bwd_end - reducer.backward_start()).count();
     const CommTime ct = comm_time(std::move(busy), sync_bwd_end_ms);
-    out.extra = {
+    out.extra.update(nlohmann::json{
         {"rank", env_.rank},
         {"buckets", buckets},
         {"comm_ms", ct.comm_ms},
         {"comm_exposed_ms", ct.exposed_ms},
         {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
         {"backward_end_ms", sync_bwd_end_ms},
-        {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, sync_bwd_end_ms)}};
+        {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, sync_bwd_end_ms)}});
   }
 
   int world_size() const override { return env_.world_size; }
@@ -297,6 +339,7 @@ class DdpRunner final : public ModeRunner {
     record["summary"]["straggler_skew"] = skew.skew;
     record["summary"]["stragglers"] = stragglers;
     record["mode"]["details"] = {{"backend", pg_->backend()},
+                                 {"buffers", buffer_semantics()},
                                  {"world_size", env_.world_size},
                                  {"launcher", env_.source},
                                  {"buckets_initial", ddp_->reducer().initial_layout()},

@@ -71,7 +71,12 @@ class DpRunner final : public ModeRunner {
   }
 
   nlohmann::json describe() const override {
+    const bool has_buffers = !dp_->module().named_buffers().empty();
     return {{"transport", dp_->transport_name()},
+            {"buffers",
+             has_buffers ? "replicated from device 0 every step; running-statistic updates are "
+                           "kept from device 0's replica only (torch.nn.DataParallel's semantics)"
+                         : "none"},
             {"logical_replicas", dp::has_logical_replicas(dp_->devices())},
             {"note",
              dp::has_logical_replicas(dp_->devices())

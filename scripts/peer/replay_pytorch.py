@@ -3,10 +3,15 @@
 
     replay_pytorch.py DIR [--tolerance 1e-4] [--n-head H] [--write-final PATH] [--quiet]
 
-DIR holds what bench/run/run_dump.h writes (--mode single or dp): meta.json, init.safetensors, batches.safetensors and
-final.safetensors. The script rebuilds the workload's model in PyTorch (mlp, gpt and embed
-families; sizes come from the tensor shapes in init.safetensors, and for GPT the head count,
-which no shape carries, from the preset table in models.py or --n-head), loads init.safetensors,
+DIR holds what bench/run/run_dump.h writes: meta.json, init.safetensors, the batches
+(batches.safetensors, or batches.rank{r}.safetensors for DDP) and final.safetensors; any mode
+(single, dp, ddp), without --accumulate. Each step is replayed as the mode ran it (step_loss):
+that matters for models with BatchNorm, whose statistics are per replica or per rank.
+
+The script rebuilds the workload's model in PyTorch (models.py: mlp, gpt, embed, and
+torchvision's own ResNet; sizes come from the tensor shapes in init.safetensors, and for GPT
+the head count, which no shape carries, from the preset table in models.py or --n-head), loads
+init.safetensors (parameters and buffers),
 runs every dumped step (zero_grad, forward, loss, backward, optimizer step) with
 torch.optim.SGD or torch.optim.AdamW configured from meta.json, and compares the result
 with final.safetensors.
@@ -56,6 +61,60 @@ def as_input(t, family, dtype=torch.float32):
     return t.to(dtype) if family in ("mlp", "resnet") else t.long()
 
 
+def load_batches(d, cfg):
+    """The dumped batches, one dict per rank: DDP ranks write batches.rank{r}.safetensors,
+    single and DP runs one batches.safetensors with the global batches."""
+    if cfg.get("mode", "single") != "ddp":
+        return [safetensors_lite.load(os.path.join(d, "batches.safetensors"))[0]]
+    return [safetensors_lite.load(os.path.join(d, f"batches.rank{r}.safetensors"))[0]
+            for r in range(int(cfg["world_size"]))]
+
+
+def cross_entropy(logits, y):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
+
+
+def forward_keeping_buffers(model, x):
+    """model(x) on copies of the buffers, so that its updates (BatchNorm's running statistics)
+    do not reach the model: the work of a replica or rank whose buffers are not the model's.
+    The copies are swapped in and out rather than written back, because autograd saved the
+    tensors the forward used."""
+    originals = []
+    for module in model.modules():
+        for name, b in list(module._buffers.items()):
+            if b is not None:
+                originals.append((module, name, b))
+                module._buffers[name] = b.clone()
+    out = model(x)
+    for module, name, b in originals:
+        module._buffers[name] = b
+    return out
+
+
+def step_loss(model, cfg, xs, ys):
+    """The loss whose gradient is the step's, with the buffers updated as the run updated
+    the ones it dumped:
+      single, and DDP with --sync-bn: one forward over the whole batch (SyncBatchNorm
+        normalises with the statistics of every rank's batch, in rank order);
+      dp: one forward per replica on torch.chunk's parts, logits gathered, one loss; only
+        replica 0's buffer updates survive (Note [DP buffers]);
+      ddp: one forward per rank on its batch, the mean of the per-rank mean losses (DDP
+        averages the ranks' gradients); the dump is rank 0's, so are the buffers."""
+    mode = cfg.get("mode", "single")
+    if mode == "single" or (mode == "ddp" and cfg.get("sync_bn", False)):
+        return cross_entropy(model(torch.cat(xs)), torch.cat(ys))
+    if mode == "dp":
+        devices = cfg.get("devices") or ""
+        n = len(devices.split(",")) if devices else int(cfg["world_size"])
+        size = -(-xs[0].shape[0] // n)
+        parts = xs[0].split(size)
+        logits = [model(parts[0])] + [forward_keeping_buffers(model, p) for p in parts[1:]]
+        return cross_entropy(torch.cat(logits), ys[0])
+    losses = [cross_entropy(model(xs[0]), ys[0])]
+    losses += [cross_entropy(forward_keeping_buffers(model, x), y) for x, y in zip(xs[1:], ys[1:])]
+    return sum(losses) / len(losses)
+
+
 def update_diff(ours, ref, init):
     """||ours - ref|| / max(||ref - init||, UPDATE_FLOOR * ||ref||), in float64."""
     ours, ref, init = ours.double(), ref.double(), init.double()
@@ -93,14 +152,12 @@ def main():
         with open(os.path.join(d, "meta.json")) as f:
             meta = json.load(f)
         cfg = meta["config"]
-        # DP trains on the global batch exactly like one device (up to summation order), and
-        # its dump holds the global batches; DDP ranks write batches.rank{r}.safetensors.
-        if cfg.get("mode", "single") not in ("single", "dp"):
-            raise ValueError(f"only --mode single and dp dumps can be replayed, this one is {cfg['mode']}")
+        if int(cfg.get("accumulate", 1)) != 1:
+            raise ValueError("dumps of --accumulate runs cannot be replayed")
         family, workload = meta["workload"]["family"], meta["workload"]["name"]
         init, _ = safetensors_lite.load(os.path.join(d, "init.safetensors"))
         final, _ = safetensors_lite.load(os.path.join(d, "final.safetensors"))
-        batches, _ = safetensors_lite.load(os.path.join(d, "batches.safetensors"))
+        batches = load_batches(d, cfg)
         names = list(meta["parameters"])
         model = model_from_shapes(family, workload, {k: list(v.shape) for k, v in init.items()}, args.n_head)
         dtype = torch.float64 if args.dtype == "float64" else torch.float32
@@ -130,24 +187,25 @@ def main():
             p.copy_(init[name].to(p.dtype))
 
     total_steps = int(cfg["warmup"]) + int(cfg["steps"])
-    for k in range(1, total_steps + 1):
-        if f"step{k}.x" not in batches or f"step{k}.y" not in batches:
-            print(f"replay: batches.safetensors has no step{k}.x/.y (expected {total_steps} steps)",
-                  file=sys.stderr)
-            return 2
+    for rank, part in enumerate(batches):
+        for k in range(1, total_steps + 1):
+            if f"step{k}.x" not in part or f"step{k}.y" not in part:
+                print(f"replay: the batches of rank {rank} have no step{k}.x/.y (expected "
+                      f"{total_steps} steps)", file=sys.stderr)
+                return 2
 
     trained = [n for n in names if own[n].is_floating_point() and own[n].requires_grad]
     opt = make_optimizer(cfg["optimizer"], [own[n] for n in trained])
     print(f"replay: {workload} ({family}, {sum(p.numel() for p in own.values())} parameters), "
-          f"{total_steps} steps, batch {list(batches['step1.x'].shape)}, optimizer {cfg['optimizer']['name']} "
+          f"{total_steps} steps, {cfg.get('mode', 'single')} batch {list(batches[0]['step1.x'].shape)} "
+          f"x {len(batches)}, optimizer {cfg['optimizer']['name']} "
           f"lr {cfg['optimizer']['lr']:g} momentum {cfg['optimizer']['momentum']:g} "
           f"weight_decay {cfg['optimizer']['weight_decay']:g}, torch {torch.__version__}")
     for k in range(1, total_steps + 1):
-        x = as_input(batches[f"step{k}.x"], family, dtype)
-        y = batches[f"step{k}.y"].long().reshape(-1)
+        xs = [as_input(part[f"step{k}.x"], family, dtype) for part in batches]
+        ys = [part[f"step{k}.y"].long().reshape(-1) for part in batches]
         opt.zero_grad(set_to_none=False)
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
+        loss = step_loss(model, cfg, xs, ys)
         loss.backward()
         opt.step()
         if not args.quiet:

@@ -100,6 +100,12 @@ TEST_F(BadInput, ResNetCheckpointOfAnotherShape) {
                      "'fc.weight' is f32[5, 512] on cpu:0, the model needs f32[10, 512]");
 }
 
+TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {
+  expect_usage_error("--workload resnet-tiny --sync-bn", "need --mode ddp");
+  expect_usage_error("--mode ddp --world-size 2 --workload mlp-small --sync-bn",
+                     "--sync-bn needs a model with BatchNorm layers");
+}
+
 TEST_F(BadInput, UnknownFlagAndBadValues) {
   Result r = run("run --workload mlp-small --bogus 3");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -70,6 +70,8 @@ struct RunSpec {
   double momentum;
   double weight_decay;
   std::string replay_dtype = "float32";
+  std::string mode = "--mode single";
+  int steps = 3;
 };
 
 class ReplayTest : public ::testing::Test {
@@ -91,11 +93,11 @@ class ReplayTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  // ddpbench: 3 steps, no warm-up, seed 7, dumped into dir_.
+  // ddpbench: s.steps steps, no warm-up, seed 7, dumped into dir_ (rank 0's, for DDP).
   void train(const RunSpec& s) {
     const std::string cmd =
-        std::string(DDPBENCH_BIN) + " run --mode single --workload " + s.workload +
-        " --steps 3 --warmup 0 --seed 7 --optimizer " + s.optimizer + " --lr " +
+        std::string(DDPBENCH_BIN) + " run " + s.mode + " --workload " + s.workload + " --steps " +
+        std::to_string(s.steps) + " --warmup 0 --seed 7 --optimizer " + s.optimizer + " --lr " +
         std::to_string(s.lr) + " --momentum " + std::to_string(s.momentum) + " --weight-decay " +
         std::to_string(s.weight_decay) + " --global-batch " + std::to_string(s.global_batch) +
         " --quiet --dump '" + dir_.string() + "'";
@@ -146,6 +148,61 @@ TEST_F(ReplayTest, MlpSmallAdamWMatchesPyTorch) {
 // over the batch alone, and fewer values amplify float32 rounding past the gate.
 TEST_F(ReplayTest, ResNetTinyMatchesTorchvisionParametersAndBuffers) {
   expect_replay_matches({"resnet-tiny", "sgd", 16, 0.01, 0.9, 0.0, "float64"});
+}
+
+// DataParallel with BatchNorm: each replica normalises its own chunk of the batch, and only
+// replica 0's running-statistic updates survive (Note [DP buffers]); the replay runs the
+// same chunks and keeps the same buffers. 16 images per device, 2 and 3 devices.
+//
+// Two steps, not three, for ResNet's parallel cases: float32 rounding decides a few ReLU zero
+// crossings and max-pool near-ties differently from the float64 replay, each moving one
+// gradient element by its whole size. On a BatchNorm bias, whose gradient is a sum with heavy
+// cancellation, one such flip can exceed 1e-4 of the update once the parameters have moved for
+// a few steps at lr 0.01 (seen on 2 of 8 seeds at 2 steps and most at 3, in every mode, single
+// included); the first steps' gradients match PyTorch's float32 to 1e-6.
+TEST_F(ReplayTest, ResNetTinyDataParallelKeepsDeviceZerosBuffers) {
+  expect_replay_matches(
+      {"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64", "--mode dp --world-size 2", 2});
+}
+TEST_F(ReplayTest, ResNetTinyDataParallelOnThreeDevices) {
+  expect_replay_matches(
+      {"resnet-tiny", "sgd", 48, 0.01, 0.9, 0.0, "float64", "--mode dp --world-size 3", 2});
+}
+
+// DDP with BatchNorm: per-rank statistics, gradients averaged; rank 0's buffers with and
+// without the broadcast (Note [DDP buffers]), and SyncBatchNorm as BatchNorm over the whole
+// batch.
+TEST_F(ReplayTest, ResNetTinyDdpBroadcastingBuffers) {
+  expect_replay_matches(
+      {"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64", "--mode ddp --world-size 2", 2});
+}
+TEST_F(ReplayTest, ResNetTinyDdpWithoutBufferBroadcast) {
+  expect_replay_matches({"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64",
+                         "--mode ddp --world-size 2 --no-broadcast-buffers", 2});
+}
+TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
+  expect_replay_matches({"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64",
+                         "--mode ddp --world-size 2 --sync-bn", 2});
+}
+
+// The replay tells DP's per-replica BatchNorm from a whole-batch one: the same DP dump read
+// as a single-device run is rejected.
+TEST_F(ReplayTest, ReplayRejectsDataParallelBatchNormReadAsOneBatch) {
+  ASSERT_NO_FATAL_FAILURE(
+      train({"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64", "--mode dp --world-size 2", 2}));
+  const fs::path meta_path = dir_ / "meta.json";
+  nlohmann::json meta;
+  {
+    std::ifstream in(meta_path);
+    in >> meta;
+  }
+  meta["config"]["mode"] = "single";
+  {
+    std::ofstream out(meta_path);
+    out << meta.dump(2);
+  }
+  Outcome o = replay("float64");
+  EXPECT_EQ(o.status, 1) << "per-replica statistics read as one batch must mismatch:\n" << o.output;
 }
 
 // The comparison must be able to fail: replaying with a learning rate 1% off is rejected.

@@ -552,6 +552,114 @@ TEST_F(CudaParity, LayerNorm) {
   }
 }
 
+// ==== Images: convolution (cuDNN), batch norm, pooling ==================================
+
+TEST_F(CudaParity, Conv2dForwardAndBothBackwards) {
+  // ResNet's shapes: the 7x7/2 stem, a 3x3 block conv, a strided 3x3 and a 1x1 downsample.
+  struct Shape4 {
+    int64_t n, c, h, k, r;
+    ops::Conv2dGeometry g;
+  };
+  for (const Shape4& s : std::vector<Shape4>{{4, 3, 32, 64, 7, {2, 3}},
+                                             {4, 64, 8, 64, 3, {1, 1}},
+                                             {2, 64, 8, 128, 3, {2, 1}},
+                                             {2, 64, 8, 128, 1, {2, 0}}}) {
+    const int64_t p = s.g.out_extent(s.h, s.r);
+    const auto x = uniform(s.n * s.c * s.h * s.h, 40);
+    const auto w = uniform(s.k * s.c * s.r * s.r, 41, -0.2f, 0.2f);
+    const auto dy = uniform(s.n * s.k * p * p, 42);
+    // Sums of c * r * r products: float error ~ eps * sqrt(terms) * |x||w|.
+    const double tol = 2e-5 * std::sqrt(static_cast<double>(s.c * s.r * s.r)) + 1e-5;
+    const std::string what = "conv " + std::to_string(s.r) + "x" + std::to_string(s.r) + " c" +
+                             std::to_string(s.c) + " k" + std::to_string(s.k);
+    expect_parity(what,
+                  [&](const Device& d) -> std::vector<Tensor> {
+                    Tensor xt = floats(x, {s.n, s.c, s.h, s.h}, d);
+                    Tensor wt = floats(w, {s.k, s.c, s.r, s.r}, d);
+                    Tensor dyt = floats(dy, {s.n, s.k, p, p}, d);
+                    Tensor y = Tensor::empty({s.n, s.k, p, p}, DType::F32, d);
+                    Tensor dx = Tensor::empty(xt.shape(), DType::F32, d);
+                    Tensor dw = Tensor::empty(wt.shape(), DType::F32, d);
+                    ops::conv2d_forward(xt, wt, y, s.g);
+                    ops::conv2d_backward_data(dyt, wt, dx, s.g);
+                    ops::conv2d_backward_weight(dyt, xt, dw, s.g);
+                    return {y, dx, dw};
+                  },
+                  {{tol, 1e-4}, {tol, 1e-4}, {tol * std::sqrt(double(s.n * p * p)), 1e-4}});
+  }
+}
+
+TEST_F(CudaParity, BatchNormTrainingAndEvalAndSyncDecomposition) {
+  const int64_t n = 8, c = 16, h = 5;
+  // Offset inputs (mean 3): the variance must not come from E[x^2] - E[x]^2.
+  const auto x = uniform(n * c * h * h, 43, 1.0f, 5.0f);
+  const auto dy = uniform(n * c * h * h, 44);
+  const auto w = uniform(c, 45, 0.5f, 1.5f);
+  const auto b = uniform(c, 46);
+  expect_parity(
+      "batch norm",
+      [&](const Device& d) -> std::vector<Tensor> {
+        Tensor xt = floats(x, {n, c, h, h}, d), dyt = floats(dy, {n, c, h, h}, d);
+        Tensor stats = Tensor::empty({2 * c + 1}, DType::F32, d);
+        ops::batch_norm_stats(xt, stats);
+        // Two groups (SyncBatchNorm's gather): this batch's statistics twice.
+        Tensor groups = Tensor::empty({2, 2 * c + 1}, DType::F32, d);
+        ops::copy(stats, groups.flat_view(0, {2 * c + 1}));
+        ops::copy(stats, groups.flat_view(2 * c + 1, {2 * c + 1}));
+        Tensor mean = Tensor::empty({c}, DType::F32, d), invstd = Tensor::empty({c}, DType::F32, d);
+        Tensor count = Tensor::empty({1}, DType::F32, d);
+        Tensor rm = Tensor::zeros({c}, DType::F32, d);
+        Tensor rv = floats(std::vector<float>(c, 1.0f), {c}, d);
+        Tensor tracked = Tensor::zeros({}, DType::I64, d);
+        ops::batch_norm_gather_stats(groups, 1e-5f, 0.1f, mean, invstd, count, rm, rv, tracked);
+        Tensor y = Tensor::empty(xt.shape(), DType::F32, d),
+               dx = Tensor::empty(xt.shape(), DType::F32, d);
+        ops::batch_norm_elemt(xt, mean, invstd, floats(w, {c}, d), floats(b, {c}, d), y);
+        Tensor sums = Tensor::empty({2 * c}, DType::F32, d);
+        ops::batch_norm_backward_reduce(dyt, xt, mean, invstd, sums);
+        ops::batch_norm_backward_elemt(dyt, xt, mean, invstd, floats(w, {c}, d), sums, count, dx);
+        Tensor tracked_f =
+            Tensor::from_floats({static_cast<float>(tracked.to(kCpu).data<int64_t>()[0])}, {1}, d);
+        return {stats, mean, invstd, count, rm, rv, y, sums, dx, tracked_f};
+      },
+      {{1e-5, 1e-5},
+       {1e-5, 1e-5},
+       {1e-5, 1e-5},
+       kExact,
+       {1e-6, 1e-5},
+       {1e-6, 1e-5},
+       {1e-5, 1e-5},
+       {1e-4, 1e-4},
+       {1e-5, 1e-4},
+       kExact});
+}
+
+TEST_F(CudaParity, MaxAndAveragePooling) {
+  const int64_t n = 3, c = 8, h = 9;
+  const ops::Conv2dGeometry g{.stride = 2, .padding = 1};
+  const int64_t p = g.out_extent(h, 3);
+  const auto x = uniform(n * c * h * h, 47);
+  const auto dy = uniform(n * c * p * p, 48);
+  const auto dpool = uniform(n * c, 49);
+  expect_parity("pooling",
+                [&](const Device& d) -> std::vector<Tensor> {
+                  Tensor xt = floats(x, {n, c, h, h}, d);
+                  Tensor y = Tensor::empty({n, c, p, p}, DType::F32, d);
+                  Tensor idx = Tensor::empty({n, c, p, p}, DType::I32, d);
+                  ops::max_pool2d_forward(xt, y, idx, 3, g);
+                  Tensor dx = Tensor::empty(xt.shape(), DType::F32, d);
+                  ops::max_pool2d_backward(floats(dy, {n, c, p, p}, d), idx, dx, 3, g);
+                  Tensor avg = Tensor::empty({n, c}, DType::F32, d);
+                  ops::global_avg_pool_forward(xt, avg);
+                  Tensor davg = Tensor::empty(xt.shape(), DType::F32, d);
+                  ops::global_avg_pool_backward(floats(dpool, {n, c}, d), davg);
+                  std::vector<float> idx_f;
+                  for (int32_t i : idx.to(kCpu).to_ints()) idx_f.push_back(static_cast<float>(i));
+                  return {y, Tensor::from_floats(idx_f, {n, c, p, p}, d), dx, avg, davg};
+                },
+                {kExact, kExact, {1e-6, 1e-6}, {1e-6, 1e-5}, {1e-7, 1e-6}});
+}
+
 // ==== Embedding =========================================================================
 
 TEST_F(CudaParity, Embedding) {

@@ -104,6 +104,47 @@ INSTANTIATE_TEST_SUITE_P(Workloads, DdpEquivalence,
                            return n;
                          });
 
+// SyncBatchNorm over 2 ranks is BatchNorm over the concatenated batch: the final parameters
+// and rank 0's running statistics (which use the global count) equal a single device's on
+// the whole batch. Without --sync-bn each rank normalises over its own half, which differs.
+TEST(DdpSyncBatchNorm, EqualsBatchNormOverTheWholeBatch) {
+  TempDir dir("ddp_sync_bn");
+  const std::string w = "--workload resnet-tiny --global-batch 32";
+  std::string single = train(dir, "single", "--mode single " + w);
+  std::string sync = train(dir, "sync", "--mode ddp --world-size 2 --sync-bn " + w);
+  std::string local = train(dir, "local", "--mode ddp --world-size 2 " + w);
+  const double d_sync = max_param_rel_diff(sync, single);
+  const double d_local = max_param_rel_diff(local, single);
+  std::printf("resnet-tiny 2 ranks vs single: --sync-bn %.3g, plain BatchNorm %.3g\n", d_sync,
+              d_local);
+  EXPECT_LE(d_sync, 1e-4);
+  EXPECT_GT(d_local, 1e-3) << "per-rank statistics must differ from the whole batch's";
+  auto rec = record(dir, "sync");
+  EXPECT_GT(rec["steps"][0]["mode"]["sync_bn_bytes"].get<int64_t>(), 0);
+  EXPECT_NE(rec["mode"]["details"]["buffers"].get<std::string>().find("SyncBatchNorm"),
+            std::string::npos);
+}
+
+// Buffers are broadcast from rank 0 before every step by default, as their own phase; with
+// --no-broadcast-buffers they are not, and the record says the check compares parameters.
+TEST(DdpBuffers, BroadcastIsItsOwnPhaseAndCanBeTurnedOff) {
+  TempDir dir("ddp_buffers");
+  const std::string w = "--mode ddp --world-size 2 --workload resnet-tiny --global-batch 32";
+  train(dir, "on", w);
+  train(dir, "off", w + " --no-broadcast-buffers");
+  auto phases = [](const nlohmann::json& rec) {
+    std::vector<std::string> names;
+    for (const auto& p : rec["summary"]["phases_median_ms"]) names.push_back(p["phase"]);
+    return names;
+  };
+  const auto on = record(dir, "on"), off = record(dir, "off");
+  const auto on_phases = phases(on), off_phases = phases(off);
+  EXPECT_NE(std::find(on_phases.begin(), on_phases.end(), "buffer_broadcast"), on_phases.end());
+  EXPECT_EQ(std::find(off_phases.begin(), off_phases.end(), "buffer_broadcast"), off_phases.end());
+  EXPECT_NE(off["mode"]["details"]["buffers"].get<std::string>().find("parameters only"),
+            std::string::npos);
+}
+
 TEST(DdpAccumulate, FourMicroStepsEqualOneFourTimesStep) {
   TempDir dir("ddp_acc");
   std::string big =

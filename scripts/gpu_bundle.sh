@@ -22,7 +22,8 @@
 #   lib/glibc/    the glibc family and its loader (ld-linux-x86-64.so.2), for a GPU machine
 #                 whose glibc is older than ours (a "GLIBC_x not found" error): gpu_check.sh
 #                 then starts each binary through the bundled loader. Never on any path.
-#   scripts/      gpu_check.sh and the Python peers it runs (torch_gpt_step.py, models.py, measure.py)
+#   scripts/      gpu_check.sh and the Python peers it runs (torch_gpt_step.py, torch_reference.py,
+#                 models.py, measure.py)
 #   MANIFEST.txt  what was built (commit, date, CUDA architectures) and what needs what
 # It prints the size per folder, packs the folder into BUNDLE_DIR.tar.gz (what the device
 # tool carries) and fails when the archive exceeds LIMIT_MIB (default 60).
@@ -149,8 +150,8 @@ fi
 
 # ---- Scripts -----------------------------------------------------------------------------
 cp "$root/scripts/gpu_check.sh" "$bundle/scripts/"
-cp "$root/scripts/peer/torch_gpt_step.py" "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" \
-   "$bundle/scripts/peer/"
+cp "$root/scripts/peer/torch_gpt_step.py" "$root/scripts/peer/torch_reference.py" \
+   "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" "$bundle/scripts/peer/"
 
 # ---- Manifest ----------------------------------------------------------------------------
 need_version() {  # highest symbol version of family $2 (GLIBC, GLIBCXX, CXXABI) needed by $1

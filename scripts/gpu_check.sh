@@ -209,6 +209,23 @@ PY
       fail_fast "shared libraries not found: $missing(set LD_LIBRARY_PATH to their folder)"
     fi
   fi
+  # cuDNN is opened at the first convolution (dlopen; core/cuda/cuda_conv.cpp), so ldd does
+  # not list it: look for libcudnn.so.9 on the path, else where PyTorch's wheels keep theirs.
+  local dirs cudnn=""
+  IFS=: read -r -a dirs <<<"$ld_path"
+  for d in "${dirs[@]}"; do [[ -e "$d/libcudnn.so.9" ]] && cudnn="$d/libcudnn.so.9"; done
+  if [[ -z "$cudnn" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 '; then
+    local search=(/usr/local /usr/lib /opt)
+    while IFS= read -r d; do [[ -d "$d" ]] && search=("$d" "${search[@]}"); done < <(
+      timeout 5 "$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
+    cudnn=$(timeout 6 find "${search[@]}" -maxdepth 6 -name libcudnn.so.9 2>/dev/null | head -n 1)
+    if [[ -n "$cudnn" ]]; then
+      echo "found libcudnn.so.9 in $(dirname "$cudnn")"
+      ld_path="$ld_path:$(dirname "$cudnn")"
+    else
+      echo "libcudnn.so.9 not found: the resnet runs will say so"
+    fi
+  fi
   # Every CUDA-side soname the binaries need, and where each was found.
   LD_LIBRARY_PATH="$ld_path" ldd "$dir/bin/ddpbench" 2>/dev/null |
     awk '/cuda|cublas|cudnn|nccl|nvToolsExt|nvrtc/ {print "  needs " $1 " => " $3}' | sort -u
@@ -297,16 +314,19 @@ fi
 DDPBENCH=$(bin_path ddpbench)
 torch_script="$root/scripts/peer/torch_gpt_step.py"
 [[ -n "$prebuilt" && -f "$prebuilt/scripts/peer/torch_gpt_step.py" ]] && torch_script="$prebuilt/scripts/peer/torch_gpt_step.py"
+reference_script="${torch_script%/*}/torch_reference.py"
 
 selftest=${GPU_CHECK_SELFTEST:-0}
 device=cuda:0 dp_devices=cuda:0,cuda:0 steps=10 warmup=3
 torch_args=(--device cuda:0 --batch 8 --math "fp32,tf32,bf16" --attention both --warmup 3 --steps 10)
+resnet_batch=64
 declare -A stand_in=()
 if [[ $selftest == 1 ]]; then
   echo "gpu_check: SELFTEST on the CPU: exercises the script only; the results mean nothing"
   device=cpu dp_devices=cpu:0,cpu:1 steps=2 warmup=1
   torch_args=(--device cpu --layers 1 --seq 64 --math fp32 --attention both --warmup 1 --steps 2)
-  stand_in=([mlp-wide]=mlp-small [gpt2-small]=gpt-tiny)
+  stand_in=([mlp-wide]=mlp-small [gpt2-small]=gpt-tiny [resnet50]=resnet-tiny)
+  resnet_batch=8
 fi
 
 # ---- Device ------------------------------------------------------------------------------
@@ -447,6 +467,8 @@ run_train "single gpt2-small flash" single-gpt2-small-flash 120 --mode single \
   --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --attention flash
 run_train "single gpt2-small graph" single-gpt2-small-graph 120 --mode single \
   --workload "${stand_in[gpt2-small]:-gpt2-small}" --device "$device" --cuda-graph
+run_train "single resnet50" single-resnet50 120 --mode single \
+  --workload "${stand_in[resnet50]:-resnet50}" --device "$device" --global-batch "$resnet_batch"
 run_train "single gpt-tiny graph" single-gpt-tiny-graph 60 --mode single \
   --workload gpt-tiny --device "$device" --cuda-graph
 run_train "dp mlp-small $dp_devices" dp-mlp-small 60 --mode dp --world-size 2 \
@@ -500,6 +522,25 @@ else
     record pytorch FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$OUT/torch-gpt2-small.log")"
   else
     record pytorch PASS $((SECONDS - t0)) "torch $torch_info"
+  fi
+fi
+
+# ResNet-50, one GPU, 64 images, fp32: torchvision's model in PyTorch eager (torch_reference.py).
+header "resnet50 vs PyTorch eager"
+t0=$SECONDS
+if [[ -z "$torch_py" ]]; then
+  record pytorch-resnet50 FAIL 0 "no Python with torch"
+elif ! t=$(step_timeout 90); then
+  record pytorch-resnet50 FAIL 0 "not run: time budget exhausted"
+else
+  timeout -k 5 "$t" "$torch_py" "$reference_script" --workload "${stand_in[resnet50]:-resnet50}" \
+    --device "${device%%:*}" --global-batch "$resnet_batch" --steps "$steps" --warmup "$warmup" \
+    --quiet --out "$OUT/torch-resnet50.json" > "$OUT/torch-resnet50.log" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    record pytorch-resnet50 FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$OUT/torch-resnet50.log")"
+  else
+    record pytorch-resnet50 PASS $((SECONDS - t0)) "$(grep -m 1 -oE 'median step [0-9.]+ ms' "$OUT/torch-resnet50.log")"
   fi
 fi
 
@@ -595,7 +636,8 @@ def compute_ms(rec):
 training = []
 for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
             "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-gpt2-small-flash",
-            "single-gpt2-small-graph", "single-gpt-tiny-graph", "single-embed", "dp-mlp-small"]:
+            "single-gpt2-small-graph", "single-gpt-tiny-graph", "single-embed", "dp-mlp-small",
+            "single-resnet50"]:
     r = load(tag + ".json")
     if not r:
         continue
@@ -680,6 +722,12 @@ for r in vs_torch:
     v = r.get("ratio_vs_matmul")
     target(f"gpt2-small step vs PyTorch eager ({r['math']})", "<= 0.8", v,
            f"{v:.3f}" if v is not None else "-", None if v is None else v <= 0.8)
+resnet, torch_resnet = by_run("single-resnet50"), load("torch-resnet50.json")
+if resnet and torch_resnet:
+    v = resnet["step_ms_median"] / torch_resnet["summary"]["step_time_ms"]["median"]
+    target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<= 1.0", v, f"{v:.3f}", v <= 1.0)
+else:
+    target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<= 1.0", None, "-")
 for tag in ("single-gpt2-small", "single-gpt2-small-tf32", "single-gpt2-small-bf16"):
     t = by_run(tag)
     mfu = t and t["mfu"]

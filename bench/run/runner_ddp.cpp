@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "bench/run/fault_injection.h"
 #include "bench/run/metrics.h"
@@ -144,15 +145,22 @@ class DdpRunner final : public ModeRunner {
     optimizer.step();
     timer.end();
     timer.synchronize();
+    // SyncBatchNorm's collectives run inside forward and backward: they become a phase of
+    // their own, taken out of the two they interrupt, so that the phases still add up.
+    const SyncBnTime sync_bn = add_sync_bn_records(out);
     out.step_ms = 0;
-    for (const char* phase :
-         {"buffer_broadcast", "forward", "backward_compute", "comm_exposed", "optimizer"}) {
-      if (!timer.has(phase)) continue;
-      out.phases_ms.emplace_back(phase, timer.ms(phase));
-      out.step_ms += timer.ms(phase);  // the data loading between micro-steps is not counted
+    for (const char* phase : {"buffer_broadcast", "forward", "sync_bn", "backward_compute",
+                              "comm_exposed", "optimizer"}) {
+      const std::string_view name(phase);
+      if (name == "sync_bn" ? !sync_bn.any : !timer.has(phase)) continue;
+      double ms = timer.ms(phase);
+      if (name == "forward") ms -= sync_bn.forward_ms;
+      if (name == "backward_compute") ms -= sync_bn.backward_ms;
+      if (name == "sync_bn") ms = sync_bn.forward_ms + sync_bn.backward_ms;
+      out.phases_ms.emplace_back(phase, ms);
+      out.step_ms += ms;  // the data loading between micro-steps is not counted
     }
     add_bucket_records(out, bwd_end);
-    add_sync_bn_records(out);
     return out;
   }
 
@@ -219,22 +227,29 @@ class DdpRunner final : public ModeRunner {
                  "compares parameters only";
   }
 
-  // SyncBatchNorm's collectives, inside forward and backward: their total time and one trace
-  // span each.
-  void add_sync_bn_records(StepOutcome& out) {
+  struct SyncBnTime {
+    bool any = false;
+    double forward_ms = 0, backward_ms = 0;  // the allgathers, the allreduces
+  };
+
+  // SyncBatchNorm's collectives, inside forward and backward: their times and one trace span
+  // each.
+  SyncBnTime add_sync_bn_records(StepOutcome& out) {
+    SyncBnTime t;
     ddp::ProcessGroupBatchNormSync* sync = ddp_->batch_norm_sync();
-    if (sync == nullptr) return;
-    double total_ms = 0;
+    if (sync == nullptr) return t;
+    t.any = true;
     int64_t bytes = 0;
     for (const ddp::SyncBnRecord& r : sync->take_records()) {
       const double ms = static_cast<double>(r.end_ns - r.start_ns) / 1e6;
-      total_ms += ms;
+      (std::string_view(r.op) == "allgather" ? t.forward_ms : t.backward_ms) += ms;
       bytes += r.bytes;
       out.spans.push_back(
           {std::string("sync_bn ") + r.op, "comm sync_bn", r.start_ns, ms, {{"bytes", r.bytes}}});
     }
-    out.extra["sync_bn_ms"] = total_ms;
+    out.extra["sync_bn_ms"] = t.forward_ms + t.backward_ms;
     out.extra["sync_bn_bytes"] = bytes;
+    return t;
   }
 
   void add_bucket_records(StepOutcome& out, std::chrono::steady_clock::time_point bwd_end) {

@@ -125,13 +125,13 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
   s.quick = quick;
   if (device == "cuda") {
     s.name = quick ? "quick-cuda" : "default-cuda";
-    s.workloads = {"gpt2-small", "mlp-wide", "embed"};
+    s.workloads = {"gpt2-small", "mlp-wide", "embed", "resnet50"};
     s.world_sizes.clear();
     for (int n = 1; n <= std::max(1, gpus); n *= 2) s.world_sizes.push_back(n);
     s.bucket_sweep_mb = {1, 5, 100};
   } else {
     s.name = quick ? "quick-cpu" : "default-cpu";
-    s.workloads = {"mlp-small", "gpt-tiny", "embed"};
+    s.workloads = {"mlp-small", "gpt-tiny", "embed", "resnet-tiny"};
     s.world_sizes = {1, 2};
     s.bucket_sweep_mb = {1, 5};
     // 2 cores are noisy: more steps than on GPUs for stable medians (about a minute in all).
@@ -145,6 +145,8 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
     if (device != "cuda") s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
   }
   for (const auto& w : s.workloads) s.per_device_batch[w] = default_batch(w);
+  // ResNet-50 at 64 images per GPU, the batch its published benchmarks use.
+  if (s.per_device_batch.count("resnet50")) s.per_device_batch["resnet50"] = 64;
   s.sweep_workload = s.workloads.front();
   return s;
 }

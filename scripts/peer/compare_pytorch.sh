@@ -3,6 +3,7 @@
 #
 #   scripts/peer/compare_pytorch.sh [--bin DDPBENCH] [--pairs N] [--json FILE]
 #                                   [--steps S] [--warmup W] [--targets]
+#                                   [--workload W] [--batch B]
 #     --bin     default build/ci/bench/ddpbench (this script builds nothing)
 #     --pairs   alternated (ddpbench, pytorch) pairs per configuration, default 5
 #     --json    also write the table as JSON here
@@ -13,12 +14,14 @@
 #               batch 256; then scripts/peer/gloo_ratio.sh on the build ddpbench came from;
 #               and a table of every CPU target with its goal, the measured value and met /
 #               not met
+#     --workload  default mlp-small (any workload torch_reference.py knows, e.g. resnet-tiny);
+#     --batch     per device, default 64 (32 suits resnet-tiny)
 #   env: PYTHON (default /usr/bin/python3, Debian's PyTorch); RUN_TIMEOUT (s per run, default 300)
 #
-# Configurations (mlp-small, SGD lr 0.01 momentum 0.9, one thread per process):
-#   single    --mode single, batch 64
-#   ddp-w2    --mode ddp --world-size 2, gloo, global batch 128 (64 per rank)
-#   ddp-w1    --mode ddp --world-size 1, gloo, batch 64: what hooks + buckets cost over single
+# Configurations (SGD lr 0.01 momentum 0.9, one thread per process, B = --batch):
+#   single    --mode single, batch B
+#   ddp-w2    --mode ddp --world-size 2, gloo, global batch 2B (B per rank)
+#   ddp-w1    --mode ddp --world-size 1, gloo, batch B: what hooks + buckets cost over single
 # Every pair runs both programs back to back, alternating which goes first, so that drift of
 # the machine (thermal, neighbours, other builds) hits both sides alike. Per run the number
 # taken is the record's summary.step_time_ms.median; the table shows the median over pairs of
@@ -38,6 +41,8 @@ bin=build/ci/bench/ddpbench
 pairs=5
 json_out=""
 targets=0
+workload=mlp-small
+batch=64
 steps=30
 warmup=5
 python="${PYTHON:-/usr/bin/python3}"
@@ -49,7 +54,9 @@ while [[ $# -gt 0 ]]; do
     --steps) steps="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --targets) targets=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --workload) workload="$2"; shift 2 ;;
+    --batch) batch="$2"; shift 2 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "compare_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -65,13 +72,17 @@ export OPENBLAS_NUM_THREADS=1
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-common=(--workload mlp-small --steps "$steps" --warmup "$warmup" --optimizer sgd --lr 0.01
+if ! [[ "$batch" =~ ^[1-9][0-9]*$ ]]; then
+  echo "compare_pytorch: --batch must be a positive integer, got '$batch'" >&2
+  exit 2
+fi
+common=(--workload "$workload" --steps "$steps" --warmup "$warmup" --optimizer sgd --lr 0.01
         --momentum 0.9 --quiet)
 declare -A cfg_args=(
-  [single]="--mode single --global-batch 64"
-  [ddp-w2]="--mode ddp --world-size 2 --backend gloo --global-batch 128"
-  [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch 64"
-  [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch 128 --no-overlap"
+  [single]="--mode single --global-batch $batch"
+  [ddp-w2]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch))"
+  [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch $batch"
+  [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --no-overlap"
   [single-b256]="--mode single --global-batch 256"
   [dp-w2-b256]="--mode dp --world-size 2 --global-batch 256"
 )
@@ -123,7 +134,7 @@ if ((targets)); then
 fi
 
 # One function builds the table; the text and the JSON are two renderings of it.
-"$python" - "$tmp" "$pairs" "$steps" "$warmup" "$json_out" "$targets" "$gloo_ratio" <<'PY'
+"$python" - "$tmp" "$pairs" "$steps" "$warmup" "$json_out" "$targets" "$gloo_ratio" "$workload" <<'PY'
 import json
 import statistics
 import sys
@@ -151,7 +162,7 @@ def run_numbers(path):
 
 
 def build():
-    table = {"workload": "mlp-small", "pairs": pairs, "steps": int(steps), "warmup": int(warmup),
+    table = {"workload": sys.argv[8], "pairs": pairs, "steps": int(steps), "warmup": int(warmup),
              "statistic": "median over pairs of each run's median", "configs": {}}
     for cfg in configs:
         row = {}
@@ -207,7 +218,7 @@ def fmt(v, spec):
 
 
 t = build()
-print(f"mlp-small, SGD momentum 0.9, one thread per process, {t['pairs']} alternated pairs of "
+print(f"{t['workload']}, SGD momentum 0.9, one thread per process, {t['pairs']} alternated pairs of "
       f"{t['steps']} measured steps; median over pairs of each run's median")
 print(f"{'config':<8} {'ddpbench ms':>11} {'pytorch ms':>10} {'ratio':>6}   "
       f"{'overlap d/p':>11}   {'span-ovl d/p':>12}   {'comm ms d/p':>13}   {'exposed ms d/p':>14}")

@@ -95,8 +95,11 @@ WORKLOADS = {
     "gpt2-small": {"family": "gpt", "vocab": 50257, "seq_len": 1024, "c": 768, "n_layer": 12, "n_head": 12},
     "embed": {"family": "embed", "vocab": 262144, "dim": 64, "ids": 16, "hidden": 256, "classes": 16},
     "embed-tiny": {"family": "embed", "vocab": 4096, "dim": 32, "ids": 8, "hidden": 64, "classes": 8},
+    "resnet-tiny": {"family": "resnet", "blocks": [1, 1, 1, 1], "bottleneck": False, "image": 32, "classes": 10},
+    "resnet18": {"family": "resnet", "blocks": [2, 2, 2, 2], "bottleneck": False, "image": 224, "classes": 1000},
+    "resnet50": {"family": "resnet", "blocks": [3, 4, 6, 3], "bottleneck": True, "image": 224, "classes": 1000},
 }
-DEFAULT_BATCH = {"mlp": 64, "gpt": 8, "embed": 64}  # bench/run/run_config.cpp
+DEFAULT_BATCH = {"mlp": 64, "gpt": 8, "embed": 64, "resnet": 32}  # bench/run/run_config.cpp
 DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
 SCHEMA_VERSION = 1   # reports/json_io.h kSchemaVersion
 
@@ -105,6 +108,10 @@ def build(spec, use_sdpa):
     f = spec["family"]
     if f == "mlp":
         return Mlp(spec["widths"])
+    if f == "resnet":  # torchvision's own model, as ddpbench's workloads/resnet.cpp mirrors
+        from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+        return ResNet(Bottleneck if spec["bottleneck"] else BasicBlock, spec["blocks"],
+                      num_classes=spec["classes"])
     if f == "gpt":
         model = Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"],
                     use_sdpa)
@@ -119,6 +126,9 @@ def synthetic_data(spec, n, gen):
     if f == "mlp":
         w = spec["widths"]
         return torch.randn(n, w[0], generator=gen), torch.randint(0, w[-1], (n,), generator=gen)
+    if f == "resnet":
+        return (torch.randn(n, 3, spec["image"], spec["image"], generator=gen),
+                torch.randint(0, spec["classes"], (n,), generator=gen))
     if f == "gpt":
         shape = (n, spec["seq_len"])
         return (torch.randint(0, spec["vocab"], shape, generator=gen),

@@ -26,7 +26,7 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
   const auto runs = expand_suite(spec);
   std::set<std::string> ids;
   for (const auto& r : runs) EXPECT_TRUE(ids.insert(r.id).second) << "duplicate id " << r.id;
-  for (const std::string w : {"mlp-small", "gpt-tiny", "embed"}) {
+  for (const std::string w : {"mlp-small", "gpt-tiny", "embed", "resnet-tiny"}) {
     for (const std::string id : {"/single/w1", "/dp/w1", "/dp/w2", "/ddp/w1", "/ddp/w2"}) {
       EXPECT_TRUE(ids.count(w + id)) << w + id;
     }
@@ -51,7 +51,9 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
 TEST(SuiteSpec, GpuDefaultsFollowTheGpuCount) {
   const SuiteSpec spec = default_suite("cuda", 8, false);
   EXPECT_EQ(spec.world_sizes, (std::vector<int>{1, 2, 4, 8}));
-  EXPECT_EQ(spec.workloads, (std::vector<std::string>{"gpt2-small", "mlp-wide", "embed"}));
+  EXPECT_EQ(spec.workloads,
+            (std::vector<std::string>{"gpt2-small", "mlp-wide", "embed", "resnet50"}));
+  EXPECT_EQ(spec.per_device_batch.at("resnet50"), 64);
   EXPECT_EQ(default_suite("cuda", 3, false).world_sizes, (std::vector<int>{1, 2}));
   SuiteSpec too_big = default_suite("cuda", 2, false);
   too_big.world_sizes = {1, 4};

@@ -121,6 +121,7 @@ TEST(DdpSyncBatchNorm, EqualsBatchNormOverTheWholeBatch) {
   EXPECT_GT(d_local, 1e-3) << "per-rank statistics must differ from the whole batch's";
   auto rec = record(dir, "sync");
   EXPECT_GT(rec["steps"][0]["mode"]["sync_bn_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(rec["steps"][0]["phases_ms"].contains("sync_bn")) << "SyncBatchNorm is a phase";
   EXPECT_NE(rec["mode"]["details"]["buffers"].get<std::string>().find("SyncBatchNorm"),
             std::string::npos);
 }

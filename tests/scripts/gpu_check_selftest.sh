@@ -42,16 +42,21 @@ if failed != cuda_only:
     problems.append(f"failed steps {sorted(failed)}, expected exactly {sorted(cuda_only)}")
 runs = {t["run"] for t in r["training"]}
 for want in ("single-gpt2-small", "single-gpt2-small-bf16", "single-gpt2-small-flash",
-             "single-gpt2-small-graph", "single-gpt-tiny-graph", "dp-mlp-small"):
+             "single-gpt2-small-graph", "single-gpt-tiny-graph", "dp-mlp-small",
+             "single-resnet50"):
     if want not in runs:
         problems.append(f"no training row {want}")
 if len(r.get("cuda_graph") or []) != 2 or not all(g["losses_match"] for g in r["cuda_graph"]):
     problems.append(f"cuda_graph rows: {r.get('cuda_graph')}")
+resnet_target = next((t for t in r.get("targets", []) if "resnet50" in t["target"]), {})
+if resnet_target.get("value") is None:
+    problems.append(f"resnet50 vs PyTorch not measured: {resnet_target}")
 if not r["vs_pytorch"]["rows"]:
     problems.append("no vs-PyTorch rows")
 names = " ".join(t["target"] for t in r.get("targets", []))
 for want in ("GEMM step time vs cuBLAS", "gpt2-small step vs PyTorch eager", "MFU",
-             "DDP world size 1", "DDP 2 ranks on one GPU", "--cuda-graph", "flash attention"):
+             "DDP world size 1", "DDP 2 ranks on one GPU", "--cuda-graph", "flash attention",
+             "resnet50 step vs PyTorch eager"):
     if want not in names:
         problems.append(f"no target row '{want}'")
 for p in problems:

@@ -48,6 +48,8 @@ class Model : public nn::Module {
   virtual autograd::Var forward(const Tensor& x) const = 0;
   // Tokens per sample (T for gpt, 1 otherwise), for tokens/s.
   virtual int64_t tokens_per_sample() const { return 1; }
+  // Whether a sample is an image (resnet): the record then also gives images/s.
+  virtual bool samples_are_images() const { return false; }
   // Training FLOPs per sample: 3x the forward GEMM and attention FLOPs (forward + backward).
   virtual double train_flops_per_sample() const = 0;
 };

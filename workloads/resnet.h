@@ -19,6 +19,7 @@ class ResNetModel final : public Model {
   // x: images f32 [B, 3, H, W].
   autograd::Var forward(const Tensor& x) const override;
   double train_flops_per_sample() const override { return 3.0 * forward_flops_; }
+  bool samples_are_images() const override { return true; }
 
   class Block;
 

@@ -213,8 +213,8 @@ nlohmann::json summarize_run(const Model& model, StepLog& log, const nlohmann::j
   const Summary st = summarize(log.step_ms);
   const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
   const nlohmann::json breakdown = log.phase_medians();
-  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} samples/s", st.median, st.p90,
-             samples_per_s);
+  fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} {}/s", st.median, st.p90,
+             samples_per_s, model.samples_are_images() ? "images" : "samples");
   if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
   fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
   if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
@@ -228,10 +228,12 @@ nlohmann::json summarize_run(const Model& model, StepLog& log, const nlohmann::j
     fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
                m["peak_bytes"].get<int64_t>() / 1048576.0);
   }
-  return {{"step_time_ms", st.to_json()},        {"phases_median_ms", breakdown},
-          {"samples_per_s", samples_per_s},      {"tokens_per_s", tokens_per_s},
-          {"achieved_flops_per_s", flops_per_s}, {"first_loss", log.first_loss},
-          {"last_loss", log.last_loss}};
+  nlohmann::json summary = {{"step_time_ms", st.to_json()},        {"phases_median_ms", breakdown},
+                            {"samples_per_s", samples_per_s},      {"tokens_per_s", tokens_per_s},
+                            {"achieved_flops_per_s", flops_per_s}, {"first_loss", log.first_loss},
+                            {"last_loss", log.last_loss}};
+  if (model.samples_are_images()) summary["images_per_s"] = samples_per_s;
+  return summary;
 }
 
 std::string device_list(const ModeRunner& runner) {

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -9,6 +10,8 @@
 
 #include "bench/run/metrics.h"
 #include "bench/run/param_diff.h"
+#include "core/check.h"
+#include "workloads/model.h"
 
 namespace ddpb::bench {
 namespace {
@@ -39,6 +42,19 @@ const nlohmann::json* find_run(const nlohmann::json& suite, const std::string& i
 
 bool ok(const nlohmann::json* run) {
   return run && run->value("status", "") == "ok" && run->contains("metrics");
+}
+
+// A DP or DDP run of a model with BatchNorm at world size > 1 without --sync-bn: its
+// statistics are per device, unlike the single-device reference's.
+bool normalises_per_device(const nlohmann::json& run) {
+  if (run["world_size"].get<int>() <= 1) return false;
+  try {
+    if (find_workload(run["workload"].get<std::string>()).family != Family::ResNet) return false;
+  } catch (const UsageError&) {
+    return false;  // an unknown workload fails elsewhere
+  }
+  const auto& args = run["args"];
+  return std::find(args.begin(), args.end(), "--sync-bn") == args.end();
 }
 
 }  // namespace
@@ -123,6 +139,14 @@ void derive_correctness(nlohmann::json& suite, const std::string& dir) {
     }
     const std::string w = run["workload"];
     const int64_t g = run["global_batch"];
+    if (normalises_per_device(run)) {
+      run["correctness"] = {
+          {"skipped",
+           "BatchNorm normalises each device's part of the batch, so DP and DDP do not equal one "
+           "device by design (DDP with --sync-bn does); scripts/peer/replay_pytorch.py checks "
+           "them against PyTorch run the same way"}};
+      continue;
+    }
     const std::string ref_id = run["world_size"].get<int>() == 1
                                    ? w + "/single/w1"
                                    : w + "/single/w1/b" + std::to_string(g);

@@ -174,6 +174,33 @@ TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
   std::filesystem::remove_all(dir);
 }
 
+// BatchNorm normalises per device: a DP or DDP ResNet run is not compared with one device
+// (it differs by design), except DDP with --sync-bn.
+TEST(SuiteCorrectness, PerDeviceBatchNormIsSkippedWithTheReason) {
+  auto run = [](const std::string& mode, std::vector<std::string> args) {
+    return nlohmann::json{{"id", "resnet-tiny/" + mode + "/w2"},
+                          {"mode", mode},
+                          {"status", "ok"},
+                          {"metrics", nlohmann::json::object()},
+                          {"workload", "resnet-tiny"},
+                          {"world_size", 2},
+                          {"global_batch", 64},
+                          {"variant", ""},
+                          {"args", args},
+                          {"params", "params/missing.safetensors"}};
+  };
+  nlohmann::json suite = {
+      {"suite", nlohmann::json::object()},
+      {"runs", {run("dp", {"run"}), run("ddp", {"run"}), run("ddp", {"run", "--sync-bn"})}}};
+  derive_correctness(suite, ::testing::TempDir());
+  EXPECT_NE(suite["runs"][0]["correctness"]["skipped"].get<std::string>().find("BatchNorm"),
+            std::string::npos);
+  EXPECT_TRUE(suite["runs"][1]["correctness"].contains("skipped"));
+  // --sync-bn is compared with its reference (which this suite lacks: skipped for that reason).
+  EXPECT_NE(suite["runs"][2]["correctness"]["skipped"].get<std::string>().find("no single-device"),
+            std::string::npos);
+}
+
 TEST(Straggler, ComputeTimeLeavesOutTheWaits) {
   EXPECT_DOUBLE_EQ(
       compute_time_ms(

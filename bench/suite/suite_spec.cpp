@@ -104,6 +104,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"sweep_workload", sweep_workload},
           {"overlap_off", overlap_off},
           {"comm_hooks", comm_hooks},
+          {"bf16_workloads", bf16_workloads},
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
           {"with_pytorch", with_pytorch},
@@ -129,6 +130,7 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
     s.world_sizes.clear();
     for (int n = 1; n <= std::max(1, gpus); n *= 2) s.world_sizes.push_back(n);
     s.bucket_sweep_mb = {1, 5, 100};
+    s.bf16_workloads = {"resnet50"};
   } else {
     s.name = quick ? "quick-cpu" : "default-cpu";
     s.workloads = {"mlp-small", "gpt-tiny", "embed", "resnet-tiny"};
@@ -203,6 +205,7 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
        }},
       {"sweep_workload", [&](const KeyReader& r) { s.sweep_workload = r.string(); }},
       {"overlap_off", [&](const KeyReader& r) { s.overlap_off = r.boolean(); }},
+      {"bf16_workloads", [&](const KeyReader& r) { s.bf16_workloads = r.strings(); }},
       {"comm_hooks",
        [&](const KeyReader& r) {
          s.comm_hooks = r.strings();
@@ -284,6 +287,10 @@ void validate_suite(const SuiteSpec& s, int gpus) {
   DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
                                                          s.sweep_workload) != s.workloads.end())
       << "suite: \"sweep_workload\" " << s.sweep_workload << " is not one of the suite's workloads";
+  for (const auto& w : s.bf16_workloads) {
+    DDPB_USAGE_CHECK(std::find(s.workloads.begin(), s.workloads.end(), w) != s.workloads.end())
+        << "suite: \"bf16_workloads\" names " << w << ", which is not one of the suite's workloads";
+  }
 }
 
 std::string run_file_stem(std::string id) {
@@ -332,6 +339,11 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
       r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
     }
     if (mode == "ddp") r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
+    // A variant's own --precision replaces the suite's.
+    if (std::find(extra.begin(), extra.end(), "--precision") != extra.end()) {
+      const auto at = std::find(r.args.begin(), r.args.end(), "--precision");
+      r.args.erase(at, at + 2);
+    }
     r.args.insert(r.args.end(), extra.begin(), extra.end());
     runs.push_back(std::move(r));
   };
@@ -351,6 +363,14 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     }
   }
   const int sweep_n = *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
+  for (const auto& w : s.bf16_workloads) {
+    if (s.precision == ops::MathMode::BF16) break;  // every run is bf16 already
+    const int64_t b = s.per_device_batch.at(w);
+    const std::vector<std::string> bf16 = {"--precision", "bf16"};
+    if (has_mode("single")) make(w, "single", 1, b, "precision", "bf16", bf16);
+    if (has_mode("ddp") && sweep_n > 1)
+      make(w, "ddp", sweep_n, sweep_n * b, "precision", "bf16", bf16);
+  }
   if (has_mode("ddp") && sweep_n > 1 && !s.sweep_workload.empty()) {
     const std::string& w = s.sweep_workload;
     const int64_t g = sweep_n * s.per_device_batch.at(w);

@@ -30,6 +30,9 @@ struct SuiteSpec {
   std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
   bool overlap_off = true;
   std::vector<std::string> comm_hooks = {"fp16"};
+  // Workloads also run with --precision bf16 (group "precision"): single at world size 1 and
+  // DDP at the largest world size. The GPU default: resnet50.
+  std::vector<std::string> bf16_workloads;
   ops::MathMode precision = ops::MathMode::FP32;  // every run's --precision, and the GEMM peak's
   ops::AttentionKind attention = ops::AttentionKind::Math;  // every run's --attention
   bool with_pytorch = false;
@@ -62,7 +65,7 @@ void validate_suite(const SuiteSpec& spec, int gpus);
 // One `ddpbench run` of the suite.
 struct SuiteRun {
   std::string id;     // "<workload>/<mode>/w<N>[/<variant>]", unique
-  std::string group;  // scaling | reference | bucket_sweep | overlap | comm_hook
+  std::string group;  // scaling | reference | bucket_sweep | overlap | comm_hook | precision
   std::string workload, mode, variant;
   int world_size = 1;
   int64_t global_batch = 0;

@@ -54,6 +54,16 @@ TEST(SuiteSpec, GpuDefaultsFollowTheGpuCount) {
   EXPECT_EQ(spec.workloads,
             (std::vector<std::string>{"gpt2-small", "mlp-wide", "embed", "resnet50"}));
   EXPECT_EQ(spec.per_device_batch.at("resnet50"), 64);
+  // ResNet-50 in bf16 too: single and DDP at the largest world size, one --precision each.
+  for (const std::string id : {"resnet50/single/w1/bf16", "resnet50/ddp/w8/bf16"}) {
+    const auto runs = expand_suite(spec);
+    const auto it =
+        std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.id == id; });
+    ASSERT_NE(it, runs.end()) << id;
+    EXPECT_EQ(it->group, "precision");
+    EXPECT_EQ(std::count(it->args.begin(), it->args.end(), "--precision"), 1);
+    EXPECT_NE(std::find(it->args.begin(), it->args.end(), "bf16"), it->args.end());
+  }
   EXPECT_EQ(default_suite("cuda", 3, false).world_sizes, (std::vector<int>{1, 2}));
   SuiteSpec too_big = default_suite("cuda", 2, false);
   too_big.world_sizes = {1, 4};

@@ -67,31 +67,38 @@ class Backend {
   virtual void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                         const Tensor& lse, const Tensor& dqkv, int n_head) = 0;
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y,
-                              ops::Conv2dGeometry g) = 0;
+                              ops::Conv2dGeometry g, ops::ImageLayout layout) = 0;
   virtual void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,
-                                    ops::Conv2dGeometry g) = 0;
+                                    ops::Conv2dGeometry g, ops::ImageLayout layout) = 0;
   virtual void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
-                                      ops::Conv2dGeometry g) = 0;
-  virtual void batch_norm_stats(const Tensor& x, const Tensor& stats) = 0;
+                                      ops::Conv2dGeometry g, ops::ImageLayout layout) = 0;
+  virtual void batch_norm_stats(const Tensor& x, const Tensor& stats, ops::ImageLayout layout) = 0;
   virtual void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum,
                                        const Tensor& mean, const Tensor& invstd,
                                        const Tensor& count, const Tensor& running_mean,
                                        const Tensor& running_var,
                                        const Tensor& num_batches_tracked) = 0;
   virtual void batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                const Tensor& weight, const Tensor& bias, const Tensor& y) = 0;
+                                const Tensor& weight, const Tensor& bias, const Tensor& y,
+                                ops::ImageLayout layout) = 0;
   virtual void batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                          const Tensor& invstd, const Tensor& sums) = 0;
+                                          const Tensor& invstd, const Tensor& sums,
+                                          ops::ImageLayout layout) = 0;
   virtual void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                          const Tensor& invstd, const Tensor& weight,
-                                         const Tensor& sums, const Tensor& count,
-                                         const Tensor& dx) = 0;
+                                         const Tensor& sums, const Tensor& count, const Tensor& dx,
+                                         ops::ImageLayout layout) = 0;
   virtual void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices,
-                                  int64_t kernel, ops::Conv2dGeometry g) = 0;
+                                  int64_t kernel, ops::Conv2dGeometry g,
+                                  ops::ImageLayout layout) = 0;
   virtual void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
-                                   int64_t kernel, ops::Conv2dGeometry g) = 0;
-  virtual void global_avg_pool_forward(const Tensor& x, const Tensor& y) = 0;
-  virtual void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) = 0;
+                                   int64_t kernel, ops::Conv2dGeometry g,
+                                   ops::ImageLayout layout) = 0;
+  virtual void global_avg_pool_forward(const Tensor& x, const Tensor& y,
+                                       ops::ImageLayout layout) = 0;
+  virtual void global_avg_pool_backward(const Tensor& dy, const Tensor& dx,
+                                        ops::ImageLayout layout) = 0;
+  virtual void nchw_to_nhwc(const Tensor& x, const Tensor& y) = 0;
   virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets,
                                      const Tensor& loss, const Tensor& probs) = 0;
   virtual void cross_entropy_backward(const Tensor& dloss, const Tensor& probs,

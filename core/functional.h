@@ -29,8 +29,10 @@ Var causal_attention(const Var& qkv, int n_head);
 // logits [N, V], targets i32 [N] -> scalar mean loss.
 Var cross_entropy(const Var& logits, const Tensor& targets);
 
-// ---- Images (NCHW; core/functional_image.cpp) ------------------------------------------
-// x [N,C,H,W] (*) weight [K,C,R,R] -> [N,K,P,Q], no bias.
+// ---- Images (core/functional_image.cpp) -------------------------------------------------
+// Image Vars are in the run's layout, ops::image_layout(): [N,C,H,W] (NCHW) or [N,H,W,C]
+// (NHWC, --channels-last). Each function reads it when it runs and its backward uses the same.
+// x (*) weight [K,C,R,R] -> [N,K,P,Q] (or [N,P,Q,K]), no bias.
 Var conv2d(const Var& x, const Var& weight, ops::Conv2dGeometry geometry);
 
 // How SyncBatchNorm's statistics and gradient sums cross ranks. DDP provides it over its
@@ -61,7 +63,9 @@ Var batch_norm(const Var& x, const Var& weight, const Var& bias, const BatchNorm
                const BatchNormOptions& options);
 // Max pooling with a square `kernel` window (PyTorch's MaxPool2d).
 Var max_pool2d(const Var& x, int64_t kernel, ops::Conv2dGeometry geometry);
-// x [N,C,H,W] -> [N,C], each plane's mean (AdaptiveAvgPool2d((1, 1)) then flatten).
+// x -> [N,C], each plane's mean (AdaptiveAvgPool2d((1, 1)) then flatten).
 Var global_avg_pool(const Var& x);
+// A batch of NCHW images (a dataset's) in the run's layout: x itself, or an NHWC copy.
+Tensor images_in_layout(const Tensor& x);
 
 }  // namespace ddpb::fn

@@ -110,7 +110,28 @@ constexpr NameTable<AttentionKind, 2> enum_names(AttentionKind) {
   return {{{"math", AttentionKind::Math}, {"flash", AttentionKind::Flash}}};
 }
 
-// ---- Images: convolution, batch normalisation, pooling (NCHW, f32) ----------------------
+// ---- Images: convolution, batch normalisation, pooling (f32) ---------------------------
+// Where the channels are: NCHW (PyTorch's default) or NHWC (`--channels-last`, PyTorch's
+// channels_last memory format). Tensors are always contiguous, so an NHWC image batch has
+// the shape [N,H,W,C]. Convolution weights are [K,C,R,R] (OIHW) in both layouts, as in a
+// state dict. Every image op takes the layout of its image tensors.
+enum class ImageLayout { NCHW, NHWC };
+constexpr NameTable<ImageLayout, 2> enum_names(ImageLayout) {
+  return {{{"nchw", ImageLayout::NCHW}, {"nhwc", ImageLayout::NHWC}}};
+}
+// The run's layout (set once, like the math mode), which core/functional.h's image functions
+// use and record.
+void set_image_layout(ImageLayout layout);
+ImageLayout image_layout();
+
+// An image batch's extents, whatever its layout.
+struct ImageDims {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+};
+// Throws Error unless `t` is 4-D.
+ImageDims image_dims(const Tensor& t, ImageLayout layout);
+Shape image_shape(const ImageDims& d, ImageLayout layout);
+
 // Square kernels, the same stride and padding on both axes (all ResNet needs).
 struct Conv2dGeometry {
   int64_t stride = 1;
@@ -123,16 +144,19 @@ struct Conv2dGeometry {
   }
 };
 // y [N,K,P,Q] = x [N,C,H,W] (*) w [K,C,R,S], cross-correlation with zero padding, no bias.
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, Conv2dGeometry g);
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, Conv2dGeometry g,
+                    ImageLayout layout = ImageLayout::NCHW);
 // dx [N,C,H,W] (overwritten) from dy [N,K,P,Q] and w.
-void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx, Conv2dGeometry g);
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx, Conv2dGeometry g,
+                          ImageLayout layout = ImageLayout::NCHW);
 // dw [K,C,R,S] (overwritten) from dy and x.
-void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, Conv2dGeometry g);
+void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, Conv2dGeometry g,
+                            ImageLayout layout = ImageLayout::NCHW);
 
-// Batch normalisation over (N, H, W) for each channel of x [N,C,H,W], in the decomposition
-// PyTorch's SyncBatchNorm uses, so that one set of kernels serves BatchNorm and SyncBatchNorm
-// (whose statistics and gradient sums cross ranks between the steps). Packed layouts keep
-// each crossing to one collective:
+// Batch normalisation over (N, H, W) for each channel of x, in the decomposition PyTorch's
+// SyncBatchNorm uses, so that one set of kernels serves BatchNorm and SyncBatchNorm (whose
+// statistics and gradient sums cross ranks between the steps). Packed layouts keep each
+// crossing to one collective:
 //   stats [2C+1]      this device's mean [C], biased variance [C] and count N*H*W.
 //   gather_stats      from G devices' stats [G, 2C+1]: the union's mean [C], invstd [C] =
 //                     1/sqrt(var + eps) and count [1]; when running_mean is defined, running =
@@ -143,29 +167,37 @@ void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
 //                     the gradients of bias and weight.
 //   backward_elemt    dx = weight * invstd * (dy - sum_dy / M - xhat * sum_dy_xhat / M),
 //                     M = count.
-void batch_norm_stats(const Tensor& x, const Tensor& stats);
+void batch_norm_stats(const Tensor& x, const Tensor& stats, ImageLayout layout = ImageLayout::NCHW);
 void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, const Tensor& mean,
                              const Tensor& invstd, const Tensor& count, const Tensor& running_mean,
                              const Tensor& running_var, const Tensor& num_batches_tracked);
 void batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& weight, const Tensor& bias, const Tensor& y);
+                      const Tensor& weight, const Tensor& bias, const Tensor& y,
+                      ImageLayout layout = ImageLayout::NCHW);
 void batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                const Tensor& invstd, const Tensor& sums);
+                                const Tensor& invstd, const Tensor& sums,
+                                ImageLayout layout = ImageLayout::NCHW);
 void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                               const Tensor& count, const Tensor& dx);
+                               const Tensor& count, const Tensor& dx,
+                               ImageLayout layout = ImageLayout::NCHW);
 
 // Max pooling with a square window; padding counts as -inf, and a NaN in a window wins (as
-// in PyTorch). indices i32 [N,C,P,Q] hold the position h * W + w of each maximum in its plane.
+// in PyTorch). indices i32 (the output's shape) hold the position h * W + w of each maximum
+// in its plane.
 void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices, int64_t kernel,
-                        Conv2dGeometry g);
+                        Conv2dGeometry g, ImageLayout layout = ImageLayout::NCHW);
 // dx (overwritten) gets each dy at its maximum's position, summed where windows overlap.
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx, int64_t kernel,
-                         Conv2dGeometry g);
-// y [N,C] = the mean of each plane of x [N,C,H,W] (adaptive average pooling to 1x1).
-void global_avg_pool_forward(const Tensor& x, const Tensor& y);
-// dx [N,C,H,W] = dy [N,C] / (H * W), broadcast over each plane.
-void global_avg_pool_backward(const Tensor& dy, const Tensor& dx);
+                         Conv2dGeometry g, ImageLayout layout = ImageLayout::NCHW);
+// y [N,C] = the mean of each plane of x (adaptive average pooling to 1x1).
+void global_avg_pool_forward(const Tensor& x, const Tensor& y,
+                             ImageLayout layout = ImageLayout::NCHW);
+// dx = dy [N,C] / (H * W), broadcast over each plane.
+void global_avg_pool_backward(const Tensor& dy, const Tensor& dx,
+                              ImageLayout layout = ImageLayout::NCHW);
+// y [N,H,W,C] = x [N,C,H,W] with the channels moved last (the input of a channels-last model).
+void nchw_to_nhwc(const Tensor& x, const Tensor& y);
 
 // ---- Softmax cross-entropy (mean over rows) --------------------------------------------
 // logits [N,V]; targets i32 [N]; loss [1]; probs [N,V] (saved softmax for backward).

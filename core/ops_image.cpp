@@ -1,5 +1,7 @@
 // Argument validation of the image ops (convolution, batch normalisation, pooling), then
 // dispatch to the backend of the tensors' device. Backends may rely on these checks.
+#include <atomic>
+
 #include "core/check.h"
 #include "core/op_checks.h"
 #include "core/ops.h"
@@ -10,63 +12,84 @@ using namespace detail;
 
 namespace {
 
-void require_nchw(const char* op, const Tensor& t) {
-  DDPB_CHECK(t.dim() == 4) << op << " needs an NCHW tensor, got " << t.describe();
-}
+std::atomic<ImageLayout> g_image_layout{ImageLayout::NCHW};
 
 // The output shape of a convolution, or the reason there is none.
-Shape conv_output_shape(const char* op, const Tensor& x, const Tensor& w, Conv2dGeometry g) {
-  require_nchw(op, x);
-  DDPB_CHECK(w.dim() == 4 && w.size(1) == x.size(1) && w.size(2) == w.size(3))
+Shape conv_output_shape(const char* op, const Tensor& x, const Tensor& w, Conv2dGeometry g,
+                        ImageLayout layout) {
+  const ImageDims d = image_dims(x, layout);
+  DDPB_CHECK(w.dim() == 4 && w.size(1) == d.c && w.size(2) == w.size(3))
       << op << ": weight " << w.describe() << " does not fit input " << x.describe()
-      << " (expected [K, " << x.size(1) << ", R, R])";
+      << " (expected [K, " << d.c << ", R, R])";
   DDPB_CHECK(g.stride >= 1 && g.padding >= 0)
       << op << ": stride " << g.stride << ", padding " << g.padding;
-  const int64_t p = g.out_extent(x.size(2), w.size(2)), q = g.out_extent(x.size(3), w.size(3));
+  const int64_t p = g.out_extent(d.h, w.size(2)), q = g.out_extent(d.w, w.size(3));
   DDPB_CHECK(p >= 1 && q >= 1) << op << ": input " << x.describe() << " is smaller than the "
                                << w.size(2) << "x" << w.size(3) << " kernel";
-  return {x.size(0), w.size(0), p, q};
+  return image_shape({d.n, w.size(0), p, q}, layout);
 }
 
-void require_channels(const char* op, const Tensor& x, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts) require_shape(op, *t, {x.size(1)});
+void require_channels(const char* op, int64_t c, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) require_shape(op, *t, {c});
 }
 
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, Conv2dGeometry g) {
+void set_image_layout(ImageLayout layout) {
+  g_image_layout = layout;
+}
+ImageLayout image_layout() {
+  return g_image_layout;
+}
+
+ImageDims image_dims(const Tensor& t, ImageLayout layout) {
+  DDPB_CHECK(t.dim() == 4) << "an image batch must be 4-D (" << enum_name(layout) << "), got "
+                           << t.describe();
+  if (layout == ImageLayout::NCHW) return {t.size(0), t.size(1), t.size(2), t.size(3)};
+  return {t.size(0), t.size(3), t.size(1), t.size(2)};
+}
+
+Shape image_shape(const ImageDims& d, ImageLayout layout) {
+  return layout == ImageLayout::NCHW ? Shape{d.n, d.c, d.h, d.w} : Shape{d.n, d.h, d.w, d.c};
+}
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, Conv2dGeometry g,
+                    ImageLayout layout) {
   DDPB_OP_RANGE("conv2d_forward");
   Backend& be = same_device("conv2d_forward", {{&x, F}, {&w, F}, {&y, F}});
-  require_shape("conv2d_forward output", y, conv_output_shape("conv2d_forward", x, w, g));
+  require_shape("conv2d_forward output", y, conv_output_shape("conv2d_forward", x, w, g, layout));
   accesses("conv2d_forward", y.device(), {&x, &w}, {&y});
-  be.conv2d_forward(x, w, y, g);
+  be.conv2d_forward(x, w, y, g, layout);
 }
 
-void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx, Conv2dGeometry g) {
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx, Conv2dGeometry g,
+                          ImageLayout layout) {
   DDPB_OP_RANGE("conv2d_backward_data");
   Backend& be = same_device("conv2d_backward_data", {{&dy, F}, {&w, F}, {&dx, F}});
-  require_shape("conv2d_backward_data dy", dy, conv_output_shape("conv2d_backward_data", dx, w, g));
+  require_shape("conv2d_backward_data dy", dy,
+                conv_output_shape("conv2d_backward_data", dx, w, g, layout));
   accesses("conv2d_backward_data", dx.device(), {&dy, &w}, {&dx});
-  be.conv2d_backward_data(dy, w, dx, g);
+  be.conv2d_backward_data(dy, w, dx, g, layout);
 }
 
-void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, Conv2dGeometry g) {
+void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw, Conv2dGeometry g,
+                            ImageLayout layout) {
   DDPB_OP_RANGE("conv2d_backward_weight");
   Backend& be = same_device("conv2d_backward_weight", {{&dy, F}, {&x, F}, {&dw, F}});
   require_shape("conv2d_backward_weight dy", dy,
-                conv_output_shape("conv2d_backward_weight", x, dw, g));
+                conv_output_shape("conv2d_backward_weight", x, dw, g, layout));
   accesses("conv2d_backward_weight", dw.device(), {&dy, &x}, {&dw});
-  be.conv2d_backward_weight(dy, x, dw, g);
+  be.conv2d_backward_weight(dy, x, dw, g, layout);
 }
 
-void batch_norm_stats(const Tensor& x, const Tensor& stats) {
+void batch_norm_stats(const Tensor& x, const Tensor& stats, ImageLayout layout) {
   DDPB_OP_RANGE("batch_norm_stats");
   Backend& be = same_device("batch_norm_stats", {{&x, F}, {&stats, F}});
-  require_nchw("batch_norm_stats", x);
-  require_shape("batch_norm_stats stats", stats, {2 * x.size(1) + 1});
+  const ImageDims d = image_dims(x, layout);
+  require_shape("batch_norm_stats stats", stats, {2 * d.c + 1});
   DDPB_CHECK(x.numel() > 0) << "batch_norm_stats of an empty batch " << x.describe();
   accesses("batch_norm_stats", x.device(), {&x}, {&stats});
-  be.batch_norm_stats(x, stats);
+  be.batch_norm_stats(x, stats, layout);
 }
 
 void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, const Tensor& mean,
@@ -102,33 +125,34 @@ void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, con
 }
 
 void batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& weight, const Tensor& bias, const Tensor& y) {
+                      const Tensor& weight, const Tensor& bias, const Tensor& y,
+                      ImageLayout layout) {
   DDPB_OP_RANGE("batch_norm_elemt");
   Backend& be = same_device("batch_norm_elemt",
                             {{&x, F}, {&mean, F}, {&invstd, F}, {&weight, F}, {&bias, F}, {&y, F}});
-  require_nchw("batch_norm_elemt", x);
-  require_channels("batch_norm_elemt", x, {&mean, &invstd, &weight, &bias});
+  const ImageDims d = image_dims(x, layout);
+  require_channels("batch_norm_elemt", d.c, {&mean, &invstd, &weight, &bias});
   require_shape("batch_norm_elemt output", y, x.shape());
   accesses("batch_norm_elemt", y.device(), {&x, &mean, &invstd, &weight, &bias}, {&y});
-  be.batch_norm_elemt(x, mean, invstd, weight, bias, y);
+  be.batch_norm_elemt(x, mean, invstd, weight, bias, y, layout);
 }
 
 void batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                const Tensor& invstd, const Tensor& sums) {
+                                const Tensor& invstd, const Tensor& sums, ImageLayout layout) {
   DDPB_OP_RANGE("batch_norm_backward_reduce");
   Backend& be = same_device("batch_norm_backward_reduce",
                             {{&dy, F}, {&x, F}, {&mean, F}, {&invstd, F}, {&sums, F}});
-  require_nchw("batch_norm_backward_reduce", x);
+  const ImageDims d = image_dims(x, layout);
   require_shape("batch_norm_backward_reduce dy", dy, x.shape());
-  require_channels("batch_norm_backward_reduce", x, {&mean, &invstd});
-  require_shape("batch_norm_backward_reduce sums", sums, {2 * x.size(1)});
+  require_channels("batch_norm_backward_reduce", d.c, {&mean, &invstd});
+  require_shape("batch_norm_backward_reduce sums", sums, {2 * d.c});
   accesses("batch_norm_backward_reduce", x.device(), {&dy, &x, &mean, &invstd}, {&sums});
-  be.batch_norm_backward_reduce(dy, x, mean, invstd, sums);
+  be.batch_norm_backward_reduce(dy, x, mean, invstd, sums, layout);
 }
 
 void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                               const Tensor& count, const Tensor& dx) {
+                               const Tensor& count, const Tensor& dx, ImageLayout layout) {
   DDPB_OP_RANGE("batch_norm_backward_elemt");
   Backend& be = same_device("batch_norm_backward_elemt", {{&dy, F},
                                                           {&x, F},
@@ -138,67 +162,73 @@ void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& 
                                                           {&sums, F},
                                                           {&count, F},
                                                           {&dx, F}});
-  require_nchw("batch_norm_backward_elemt", x);
+  const ImageDims d = image_dims(x, layout);
   require_shape("batch_norm_backward_elemt dy", dy, x.shape());
   require_shape("batch_norm_backward_elemt dx", dx, x.shape());
-  require_channels("batch_norm_backward_elemt", x, {&mean, &invstd, &weight});
-  require_shape("batch_norm_backward_elemt sums", sums, {2 * x.size(1)});
+  require_channels("batch_norm_backward_elemt", d.c, {&mean, &invstd, &weight});
+  require_shape("batch_norm_backward_elemt sums", sums, {2 * d.c});
   require_shape("batch_norm_backward_elemt count", count, {1});
   accesses("batch_norm_backward_elemt", dx.device(),
            {&dy, &x, &mean, &invstd, &weight, &sums, &count}, {&dx});
-  be.batch_norm_backward_elemt(dy, x, mean, invstd, weight, sums, count, dx);
+  be.batch_norm_backward_elemt(dy, x, mean, invstd, weight, sums, count, dx, layout);
 }
 
 void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices, int64_t kernel,
-                        Conv2dGeometry g) {
+                        Conv2dGeometry g, ImageLayout layout) {
   DDPB_OP_RANGE("max_pool2d_forward");
   Backend& be = same_device("max_pool2d_forward", {{&x, F}, {&y, F}});
   same_device("max_pool2d_forward indices", {{&y, F}, {&indices, I}});
-  require_nchw("max_pool2d_forward", x);
+  const ImageDims d = image_dims(x, layout);
   DDPB_CHECK(kernel >= 1 && g.stride >= 1 && g.padding >= 0 && 2 * g.padding <= kernel)
       << "max_pool2d: kernel " << kernel << ", stride " << g.stride << ", padding " << g.padding
       << " (padding may be at most half the kernel)";
-  const int64_t p = g.out_extent(x.size(2), kernel), q = g.out_extent(x.size(3), kernel);
+  const int64_t p = g.out_extent(d.h, kernel), q = g.out_extent(d.w, kernel);
   DDPB_CHECK(p >= 1 && q >= 1) << "max_pool2d: input " << x.describe() << " is smaller than the "
                                << kernel << "x" << kernel << " window";
-  require_shape("max_pool2d_forward output", y, {x.size(0), x.size(1), p, q});
+  require_shape("max_pool2d_forward output", y, image_shape({d.n, d.c, p, q}, layout));
   require_shape("max_pool2d_forward indices", indices, y.shape());
   accesses("max_pool2d_forward", y.device(), {&x}, {&y, &indices});
-  be.max_pool2d_forward(x, y, indices, kernel, g);
+  be.max_pool2d_forward(x, y, indices, kernel, g, layout);
 }
 
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx, int64_t kernel,
-                         Conv2dGeometry g) {
+                         Conv2dGeometry g, ImageLayout layout) {
   DDPB_OP_RANGE("max_pool2d_backward");
   Backend& be = same_device("max_pool2d_backward", {{&dy, F}, {&dx, F}});
   same_device("max_pool2d_backward indices", {{&dy, F}, {&indices, I}});
-  require_nchw("max_pool2d_backward", dx);
-  require_nchw("max_pool2d_backward", dy);
+  const ImageDims in = image_dims(dx, layout), out = image_dims(dy, layout);
   require_shape("max_pool2d_backward indices", indices, dy.shape());
-  DDPB_CHECK(dy.size(0) == dx.size(0) && dy.size(1) == dx.size(1) &&
-             dy.size(2) == g.out_extent(dx.size(2), kernel) &&
-             dy.size(3) == g.out_extent(dx.size(3), kernel))
+  DDPB_CHECK(in.n == out.n && in.c == out.c && out.h == g.out_extent(in.h, kernel) &&
+             out.w == g.out_extent(in.w, kernel))
       << "max_pool2d_backward: dy " << dy.describe() << " does not match dx " << dx.describe()
       << " pooled " << kernel << "x" << kernel << " with stride " << g.stride;
   accesses("max_pool2d_backward", dx.device(), {&dy, &indices}, {&dx});
-  be.max_pool2d_backward(dy, indices, dx, kernel, g);
+  be.max_pool2d_backward(dy, indices, dx, kernel, g, layout);
 }
 
-void global_avg_pool_forward(const Tensor& x, const Tensor& y) {
+void global_avg_pool_forward(const Tensor& x, const Tensor& y, ImageLayout layout) {
   Backend& be = same_device("global_avg_pool_forward", {{&x, F}, {&y, F}});
-  require_nchw("global_avg_pool_forward", x);
-  require_shape("global_avg_pool_forward output", y, {x.size(0), x.size(1)});
-  DDPB_CHECK(x.size(2) * x.size(3) > 0) << "global_avg_pool of empty planes " << x.describe();
+  const ImageDims d = image_dims(x, layout);
+  require_shape("global_avg_pool_forward output", y, {d.n, d.c});
+  DDPB_CHECK(d.h * d.w > 0) << "global_avg_pool of empty planes " << x.describe();
   accesses("global_avg_pool_forward", y.device(), {&x}, {&y});
-  be.global_avg_pool_forward(x, y);
+  be.global_avg_pool_forward(x, y, layout);
 }
 
-void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) {
+void global_avg_pool_backward(const Tensor& dy, const Tensor& dx, ImageLayout layout) {
   Backend& be = same_device("global_avg_pool_backward", {{&dy, F}, {&dx, F}});
-  require_nchw("global_avg_pool_backward", dx);
-  require_shape("global_avg_pool_backward dy", dy, {dx.size(0), dx.size(1)});
+  const ImageDims d = image_dims(dx, layout);
+  require_shape("global_avg_pool_backward dy", dy, {d.n, d.c});
   accesses("global_avg_pool_backward", dx.device(), {&dy}, {&dx});
-  be.global_avg_pool_backward(dy, dx);
+  be.global_avg_pool_backward(dy, dx, layout);
+}
+
+void nchw_to_nhwc(const Tensor& x, const Tensor& y) {
+  Backend& be = same_device("nchw_to_nhwc", {{&x, F}, {&y, F}});
+  const ImageDims d = image_dims(x, ImageLayout::NCHW);
+  require_shape("nchw_to_nhwc output", y, image_shape(d, ImageLayout::NHWC));
+  accesses("nchw_to_nhwc", y.device(), {&x}, {&y});
+  be.nchw_to_nhwc(x, y);
 }
 
 }  // namespace ddpb::ops

@@ -101,7 +101,8 @@ ResNetModel::ResNetModel(const WorkloadSpec& spec, const Device& device, uint64_
 autograd::Var ResNetModel::forward(const Tensor& x) const {
   DDPB_USAGE_CHECK(x.dim() == 4 && x.size(1) == 3)
       << "resnet expects images [B, 3, H, W], got " << x.describe();
-  autograd::Var h = fn::relu(bn1_->forward(conv1_->forward(autograd::Var(x))));
+  autograd::Var h =
+      fn::relu(bn1_->forward(conv1_->forward(autograd::Var(fn::images_in_layout(x)))));
   h = fn::max_pool2d(h, 3, {.stride = 2, .padding = 1});
   for (const auto& block : blocks_) h = block->forward(h);
   return fc_->forward(fn::global_avg_pool(h));

@@ -75,6 +75,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   // --math is the flag's earlier name, kept so that older scripts still run.
   add_enum_flag(run, "--precision,--math", c.precision,
                 "GEMM compute (weights, optimizer state and gradients stay f32)");
+  run.add_flag("--channels-last", c.channels_last,
+               "resnet: images in NHWC, PyTorch's channels_last (default NCHW)");
   run.add_option("--out", c.out, "write the JSON record here");
   run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
   run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");

@@ -122,6 +122,8 @@ void RunConfig::validate() const {
   DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
   parse_trace_steps(trace_steps);  // validates
+  DDPB_USAGE_CHECK(!channels_last || find_workload(workload).family == Family::ResNet)
+      << "--channels-last applies to image workloads (the resnet ones), not " << workload;
   if (cuda_graph) validate_graph_capture(*this);
 }
 
@@ -152,6 +154,7 @@ nlohmann::json RunConfig::to_json() const {
           {"seed", seed},
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
+          {"channels_last", channels_last},
           {"cuda_graph", cuda_graph},
           {"optimizer",
            {{"name", optimizer.name},

@@ -62,15 +62,16 @@ struct RunConfig {
   optim::OptimizerConfig optimizer;
   ops::MathMode precision = ops::MathMode::FP32;  // GEMM compute
   ops::AttentionKind attention = ops::AttentionKind::Math;
-  bool cuda_graph = false;  // single: capture the step once, replay it (Stream::begin_capture)
-  std::string out;          // JSON record
-  std::string dump;         // directory for meta.json and safetensors dumps
-  std::string init_from;    // safetensors with the initial parameters
-  std::string save_params;  // safetensors with the final parameters (primary process)
-  bool quiet = false;       // no per-step lines
-  bool verbose = false;     // also the config line (the resolved configuration as JSON)
-  std::string trace;        // Chrome trace file
-  std::string trace_steps;  // "A:B" window of steps to trace
+  bool channels_last = false;  // resnet: images in NHWC (ops::ImageLayout), on both devices
+  bool cuda_graph = false;     // single: capture the step once, replay it (Stream::begin_capture)
+  std::string out;             // JSON record
+  std::string dump;            // directory for meta.json and safetensors dumps
+  std::string init_from;       // safetensors with the initial parameters
+  std::string save_params;     // safetensors with the final parameters (primary process)
+  bool quiet = false;          // no per-step lines
+  bool verbose = false;        // also the config line (the resolved configuration as JSON)
+  std::string trace;           // Chrome trace file
+  std::string trace_steps;     // "A:B" window of steps to trace
 
   int64_t total_steps() const { return warmup + steps; }
   // Checks values that the parser cannot (throws UsageError).

@@ -306,6 +306,7 @@ void write_record(const RunConfig& config, const nlohmann::json& record) {
 nlohmann::json run_training(const RunConfig& config) {
   ops::set_math_mode(config.precision);
   ops::set_attention_kind(config.attention);
+  ops::set_image_layout(config.channels_last ? ops::ImageLayout::NHWC : ops::ImageLayout::NCHW);
   const WorkloadSpec& spec = find_workload(config.workload);
   auto runner = make_runner(config, spec);
   Model& model = runner->model();

@@ -4,13 +4,13 @@
 // Note [oneDNN convolution plans]
 // A primitive is built for one shape (N, C, H, W, K, R, stride, padding) and direction, with
 // the memory layouts left to oneDNN (format_tag::any): it picks blocked layouts that its JIT
-// kernels run fastest on. Our tensors are plain NCHW / OIHW, so each argument whose chosen
-// layout differs is reordered into a staging buffer (inputs) or out of one (the output),
-// as PyTorch's ideep does. Building a primitive costs milliseconds, so the plans, their
-// reorders and staging buffers are cached per shape. The cache is per thread: a logical CPU
-// device runs its ops on one thread, and a plan's staging buffers must not be shared by two
-// devices running at once. OpenMP, oneDNN's threading here, is held to one thread per
-// calling thread, so that N logical devices use N cores, as with OpenBLAS.
+// kernels run fastest on. Our tensors are plain NCHW or NHWC (--channels-last) and OIHW, so
+// each argument whose chosen layout differs is reordered into a staging buffer (inputs) or
+// out of one (the output), as PyTorch's ideep does. Building a primitive costs milliseconds, so the
+// plans, their reorders and staging buffers are cached per shape. The cache is per thread: a
+// logical CPU device runs its ops on one thread, and a plan's staging buffers must not be shared by
+// two devices running at once. OpenMP, oneDNN's threading here, is held to one thread per calling
+// thread, so that N logical devices use N cores, as with OpenBLAS.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
@@ -50,8 +50,9 @@ enum class Direction { Forward, BackwardData, BackwardWeights };
 struct ConvShape {
   Direction direction;
   std::array<int64_t, 8> dims;  // N, C, H, W, K, R, stride, padding
+  ops::ImageLayout layout;      // of the images (the weights are OIHW in both)
   bool operator<(const ConvShape& o) const {
-    return std::tie(direction, dims) < std::tie(o.direction, o.dims);
+    return std::tie(direction, dims, layout) < std::tie(o.direction, o.dims, o.layout);
   }
 };
 
@@ -106,9 +107,12 @@ dnnl::convolution_forward::primitive_desc forward_desc(const Geometry& g) {
 
 std::unique_ptr<Plan> make_plan(const ConvShape& s) {
   const Geometry g = geometry(s);
-  const auto src = plain_desc(g.src, memory::format_tag::nchw);
+  // oneDNN's dims are always (N, C, H, W); the tag says how they are laid out.
+  const auto images =
+      s.layout == ops::ImageLayout::NHWC ? memory::format_tag::nhwc : memory::format_tag::nchw;
+  const auto src = plain_desc(g.src, images);
   const auto wei = plain_desc(g.wei, memory::format_tag::oihw);
-  const auto dst = plain_desc(g.dst, memory::format_tag::nchw);
+  const auto dst = plain_desc(g.dst, images);
   auto plan = std::make_unique<Plan>();
   const auto fwd = forward_desc(g);
   switch (s.direction) {
@@ -181,33 +185,34 @@ void execute(Plan& plan, const float* a, const float* b, float* out) {
   stream.wait();
 }
 
-ConvShape shape_of(Direction d, const Tensor& x, const Tensor& w, ops::Conv2dGeometry g) {
-  return {d,
-          {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), g.stride, g.padding}};
+ConvShape shape_of(Direction d, const Tensor& x, const Tensor& w, ops::Conv2dGeometry g,
+                   ops::ImageLayout layout) {
+  const ops::ImageDims i = ops::image_dims(x, layout);
+  return {d, {i.n, i.c, i.h, i.w, w.size(0), w.size(2), g.stride, g.padding}, layout};
 }
 
 }  // namespace
 
 void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y,
-                                ops::Conv2dGeometry g) {
+                                ops::Conv2dGeometry g, ops::ImageLayout layout) {
   run_on_stream(y.device(), [=] {
-    execute(plan_for(shape_of(Direction::Forward, x, w, g)), x.data<float>(), w.data<float>(),
-            y.data<float>());
+    execute(plan_for(shape_of(Direction::Forward, x, w, g, layout)), x.data<float>(),
+            w.data<float>(), y.data<float>());
   });
 }
 
 void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,
-                                      ops::Conv2dGeometry g) {
+                                      ops::Conv2dGeometry g, ops::ImageLayout layout) {
   run_on_stream(dx.device(), [=] {
-    execute(plan_for(shape_of(Direction::BackwardData, dx, w, g)), dy.data<float>(),
+    execute(plan_for(shape_of(Direction::BackwardData, dx, w, g, layout)), dy.data<float>(),
             w.data<float>(), dx.data<float>());
   });
 }
 
 void CpuBackend::conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
-                                        ops::Conv2dGeometry g) {
+                                        ops::Conv2dGeometry g, ops::ImageLayout layout) {
   run_on_stream(dw.device(), [=] {
-    execute(plan_for(shape_of(Direction::BackwardWeights, x, dw, g)), dy.data<float>(),
+    execute(plan_for(shape_of(Direction::BackwardWeights, x, dw, g, layout)), dy.data<float>(),
             x.data<float>(), dw.data<float>());
   });
 }

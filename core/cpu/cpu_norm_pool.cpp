@@ -1,8 +1,10 @@
-// CPU batch normalisation and pooling, NCHW. Hand-written rather than oneDNN's primitives:
-// oneDNN's fused batch-norm backward cannot take the cross-rank gradient sums SyncBatchNorm
-// needs (core/ops.h gives the decomposition), and PyTorch's own CPU batch norm and pooling
-// are native loops too. Each (n, c) plane is a contiguous run of H * W floats, so every loop
-// below walks planes; sums accumulate in double.
+// CPU batch normalisation and pooling, NCHW or NHWC. Hand-written rather than oneDNN's
+// primitives: oneDNN's fused batch-norm backward cannot take the cross-rank gradient sums
+// SyncBatchNorm needs (core/ops.h gives the decomposition), and PyTorch's own CPU batch norm
+// and pooling are native loops too. The loops are templates on the layout: in NCHW the H * W
+// values of one channel of one image are contiguous (the inner loops vectorise); in NHWC they
+// are C apart. Sums accumulate in double.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -12,36 +14,54 @@
 namespace ddpb::cpu {
 namespace {
 
-struct Planes {
+// Where value j (0 <= j < H * W) of channel ch of image i is.
+template <bool kNhwc>
+struct Index {
+  static constexpr bool kNhwcValue = kNhwc;
   int64_t n, c, hw;
-  explicit Planes(const Tensor& x) : n(x.size(0)), c(x.size(1)), hw(x.size(2) * x.size(3)) {}
-  int64_t offset(int64_t i, int64_t ch) const { return (i * c + ch) * hw; }
+  int64_t operator()(int64_t i, int64_t ch, int64_t j) const {
+    return kNhwc ? (i * hw + j) * c + ch : (i * c + ch) * hw + j;
+  }
 };
+
+template <bool kNhwc>
+Index<kNhwc> index_of(const Tensor& x, ops::ImageLayout layout) {
+  const ops::ImageDims d = ops::image_dims(x, layout);
+  return {d.n, d.c, d.h * d.w};
+}
+
+// Calls fn(Index<true>) or fn(Index<false>) for x's layout.
+template <typename Fn>
+void with_index(const Tensor& x, ops::ImageLayout layout, Fn&& fn) {
+  if (layout == ops::ImageLayout::NHWC) {
+    fn(index_of<true>(x, layout));
+  } else {
+    fn(index_of<false>(x, layout));
+  }
+}
 
 }  // namespace
 
-void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& stats) {
+void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& stats, ops::ImageLayout layout) {
   run_on_stream(x.device(), [=] {
-    const Planes p(x);
-    const float* xs = x.data<float>();
-    float* out = stats.data<float>();  // mean | var | count
-    const double count = static_cast<double>(p.n * p.hw);
-    for (int64_t ch = 0; ch < p.c; ++ch) {
-      double sum = 0;
-      for (int64_t i = 0; i < p.n; ++i) {
-        const float* plane = xs + p.offset(i, ch);
-        for (int64_t j = 0; j < p.hw; ++j) sum += plane[j];
+    with_index(x, layout, [&](auto at) {
+      const float* xs = x.data<float>();
+      float* out = stats.data<float>();  // mean | var | count
+      const double count = static_cast<double>(at.n * at.hw);
+      for (int64_t ch = 0; ch < at.c; ++ch) {
+        double sum = 0;
+        for (int64_t i = 0; i < at.n; ++i)
+          for (int64_t j = 0; j < at.hw; ++j) sum += xs[at(i, ch, j)];
+        const double mu = sum / count;
+        double m2 = 0;
+        for (int64_t i = 0; i < at.n; ++i)
+          for (int64_t j = 0; j < at.hw; ++j)
+            m2 += (xs[at(i, ch, j)] - mu) * (xs[at(i, ch, j)] - mu);
+        out[ch] = static_cast<float>(mu);
+        out[at.c + ch] = static_cast<float>(m2 / count);
       }
-      const double mu = sum / count;
-      double m2 = 0;
-      for (int64_t i = 0; i < p.n; ++i) {
-        const float* plane = xs + p.offset(i, ch);
-        for (int64_t j = 0; j < p.hw; ++j) m2 += (plane[j] - mu) * (plane[j] - mu);
-      }
-      out[ch] = static_cast<float>(mu);
-      out[p.c + ch] = static_cast<float>(m2 / count);
-    }
-    out[2 * p.c] = static_cast<float>(count);
+      out[2 * at.c] = static_cast<float>(count);
+    });
   });
 }
 
@@ -82,135 +102,164 @@ void CpuBackend::batch_norm_gather_stats(const Tensor& stats, float eps, float m
 }
 
 void CpuBackend::batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                  const Tensor& weight, const Tensor& bias, const Tensor& y) {
+                                  const Tensor& weight, const Tensor& bias, const Tensor& y,
+                                  ops::ImageLayout layout) {
   run_on_stream(y.device(), [=] {
-    const Planes p(x);
-    for (int64_t ch = 0; ch < p.c; ++ch) {
-      // y = x * a + b with a = invstd * weight, b = bias - mean * a.
-      const float a = invstd.data<float>()[ch] * weight.data<float>()[ch];
-      const float b = bias.data<float>()[ch] - mean.data<float>()[ch] * a;
-      for (int64_t i = 0; i < p.n; ++i) {
-        const float* xp = x.data<float>() + p.offset(i, ch);
-        float* yp = y.data<float>() + p.offset(i, ch);
-        for (int64_t j = 0; j < p.hw; ++j) yp[j] = xp[j] * a + b;
+    with_index(x, layout, [&](auto at) {
+      for (int64_t ch = 0; ch < at.c; ++ch) {
+        // y = x * a + b with a = invstd * weight, b = bias - mean * a.
+        const float a = invstd.data<float>()[ch] * weight.data<float>()[ch];
+        const float b = bias.data<float>()[ch] - mean.data<float>()[ch] * a;
+        const float* xs = x.data<float>();
+        float* ys = y.data<float>();
+        for (int64_t i = 0; i < at.n; ++i)
+          for (int64_t j = 0; j < at.hw; ++j) ys[at(i, ch, j)] = xs[at(i, ch, j)] * a + b;
       }
-    }
+    });
   });
 }
 
 void CpuBackend::batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                            const Tensor& invstd, const Tensor& sums) {
+                                            const Tensor& invstd, const Tensor& sums,
+                                            ops::ImageLayout layout) {
   run_on_stream(x.device(), [=] {
-    const Planes p(x);
-    for (int64_t ch = 0; ch < p.c; ++ch) {
-      const float mu = mean.data<float>()[ch];
-      double s = 0, s_xmu = 0;
-      for (int64_t i = 0; i < p.n; ++i) {
-        const float* xp = x.data<float>() + p.offset(i, ch);
-        const float* dp = dy.data<float>() + p.offset(i, ch);
-        for (int64_t j = 0; j < p.hw; ++j) {
-          s += dp[j];
-          s_xmu += static_cast<double>(dp[j]) * (xp[j] - mu);
+    with_index(x, layout, [&](auto at) {
+      const float *xs = x.data<float>(), *ds = dy.data<float>();
+      for (int64_t ch = 0; ch < at.c; ++ch) {
+        const float mu = mean.data<float>()[ch];
+        double s = 0, s_xmu = 0;
+        for (int64_t i = 0; i < at.n; ++i) {
+          for (int64_t j = 0; j < at.hw; ++j) {
+            const int64_t k = at(i, ch, j);
+            s += ds[k];
+            s_xmu += static_cast<double>(ds[k]) * (xs[k] - mu);
+          }
         }
+        sums.data<float>()[ch] = static_cast<float>(s);
+        sums.data<float>()[at.c + ch] = static_cast<float>(s_xmu * invstd.data<float>()[ch]);
       }
-      sums.data<float>()[ch] = static_cast<float>(s);
-      sums.data<float>()[p.c + ch] = static_cast<float>(s_xmu * invstd.data<float>()[ch]);
-    }
+    });
   });
 }
 
 void CpuBackend::batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                            const Tensor& invstd, const Tensor& weight,
                                            const Tensor& sums, const Tensor& count,
-                                           const Tensor& dx) {
+                                           const Tensor& dx, ops::ImageLayout layout) {
   run_on_stream(dx.device(), [=] {
-    const Planes p(x);
-    const double total = count.data<float>()[0];
-    for (int64_t ch = 0; ch < p.c; ++ch) {
-      const float is = invstd.data<float>()[ch], mu = mean.data<float>()[ch];
-      const float scale = weight.data<float>()[ch] * is;
-      const float mean_dy = static_cast<float>(sums.data<float>()[ch] / total);
-      // xhat * sum_dy_xhat / M, with xhat = (x - mean) * invstd, folded into one factor.
-      const float k = static_cast<float>(sums.data<float>()[p.c + ch] / total) * is;
-      for (int64_t i = 0; i < p.n; ++i) {
-        const float* xp = x.data<float>() + p.offset(i, ch);
-        const float* dp = dy.data<float>() + p.offset(i, ch);
-        float* out = dx.data<float>() + p.offset(i, ch);
-        for (int64_t j = 0; j < p.hw; ++j) out[j] = scale * (dp[j] - mean_dy - (xp[j] - mu) * k);
+    with_index(x, layout, [&](auto at) {
+      const double total = count.data<float>()[0];
+      const float *xs = x.data<float>(), *ds = dy.data<float>();
+      float* out = dx.data<float>();
+      for (int64_t ch = 0; ch < at.c; ++ch) {
+        const float is = invstd.data<float>()[ch], mu = mean.data<float>()[ch];
+        const float scale = weight.data<float>()[ch] * is;
+        const float mean_dy = static_cast<float>(sums.data<float>()[ch] / total);
+        // xhat * sum_dy_xhat / M, with xhat = (x - mean) * invstd, folded into one factor.
+        const float k = static_cast<float>(sums.data<float>()[at.c + ch] / total) * is;
+        for (int64_t i = 0; i < at.n; ++i) {
+          for (int64_t j = 0; j < at.hw; ++j) {
+            const int64_t e = at(i, ch, j);
+            out[e] = scale * (ds[e] - mean_dy - (xs[e] - mu) * k);
+          }
+        }
       }
-    }
+    });
   });
 }
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices,
-                                    int64_t kernel, ops::Conv2dGeometry g) {
+                                    int64_t kernel, ops::Conv2dGeometry g,
+                                    ops::ImageLayout layout) {
   run_on_stream(y.device(), [=] {
-    const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
-    const int64_t ph = y.size(2), pw = y.size(3);
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const float* in = x.data<float>() + pl * h * w;
-      float* out = y.data<float>() + pl * ph * pw;
-      int32_t* idx = indices.data<int32_t>() + pl * ph * pw;
-      for (int64_t oy = 0; oy < ph; ++oy) {
-        const int64_t y0 = std::max<int64_t>(oy * g.stride - g.padding, 0);
-        const int64_t y1 = std::min<int64_t>(oy * g.stride - g.padding + kernel, h);
-        for (int64_t ox = 0; ox < pw; ++ox) {
-          const int64_t x0 = std::max<int64_t>(ox * g.stride - g.padding, 0);
-          const int64_t x1 = std::min<int64_t>(ox * g.stride - g.padding + kernel, w);
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t at = y0 * w + x0;
-          for (int64_t yy = y0; yy < y1; ++yy) {
-            for (int64_t xx = x0; xx < x1; ++xx) {
-              const float v = in[yy * w + xx];
-              if (v > best || std::isnan(v)) {  // a NaN wins, as in PyTorch
-                best = v;
-                at = yy * w + xx;
+    const ops::ImageDims in = ops::image_dims(x, layout), out = ops::image_dims(y, layout);
+    with_index(x, layout, [&](auto at_in) {
+      const auto at_out = index_of<decltype(at_in)::kNhwcValue>(y, layout);
+      for (int64_t i = 0; i < in.n; ++i) {
+        for (int64_t ch = 0; ch < in.c; ++ch) {
+          for (int64_t oy = 0; oy < out.h; ++oy) {
+            const int64_t y0 = std::max<int64_t>(oy * g.stride - g.padding, 0);
+            const int64_t y1 = std::min<int64_t>(oy * g.stride - g.padding + kernel, in.h);
+            for (int64_t ox = 0; ox < out.w; ++ox) {
+              const int64_t x0 = std::max<int64_t>(ox * g.stride - g.padding, 0);
+              const int64_t x1 = std::min<int64_t>(ox * g.stride - g.padding + kernel, in.w);
+              float best = -std::numeric_limits<float>::infinity();
+              int64_t pos = y0 * in.w + x0;
+              for (int64_t yy = y0; yy < y1; ++yy) {
+                for (int64_t xx = x0; xx < x1; ++xx) {
+                  const float v = x.data<float>()[at_in(i, ch, yy * in.w + xx)];
+                  if (v > best || std::isnan(v)) {  // a NaN wins, as in PyTorch
+                    best = v;
+                    pos = yy * in.w + xx;
+                  }
+                }
               }
+              const int64_t o = at_out(i, ch, oy * out.w + ox);
+              y.data<float>()[o] = best;
+              indices.data<int32_t>()[o] = static_cast<int32_t>(pos);
             }
           }
-          out[oy * pw + ox] = best;
-          idx[oy * pw + ox] = static_cast<int32_t>(at);
         }
       }
-    }
+    });
   });
 }
 
 // The saved indices say where each window's maximum was; the geometry is not needed here.
 void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
-                                     int64_t /*kernel*/, ops::Conv2dGeometry /*g*/) {
+                                     int64_t /*kernel*/, ops::Conv2dGeometry /*g*/,
+                                     ops::ImageLayout layout) {
   run_on_stream(dx.device(), [=] {
-    const int64_t planes = dx.size(0) * dx.size(1), hw = dx.size(2) * dx.size(3);
-    const int64_t out_hw = dy.size(2) * dy.size(3);
     std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.0f);
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      float* plane = dx.data<float>() + pl * hw;
-      const float* d = dy.data<float>() + pl * out_hw;
-      const int32_t* idx = indices.data<int32_t>() + pl * out_hw;
-      for (int64_t j = 0; j < out_hw; ++j) plane[idx[j]] += d[j];
-    }
+    with_index(dx, layout, [&](auto at_in) {
+      const auto at_out = index_of<decltype(at_in)::kNhwcValue>(dy, layout);
+      for (int64_t i = 0; i < at_out.n; ++i)
+        for (int64_t ch = 0; ch < at_out.c; ++ch)
+          for (int64_t j = 0; j < at_out.hw; ++j) {
+            const int64_t o = at_out(i, ch, j);
+            dx.data<float>()[at_in(i, ch, indices.data<int32_t>()[o])] += dy.data<float>()[o];
+          }
+    });
   });
 }
 
-void CpuBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y) {
+void CpuBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y,
+                                         ops::ImageLayout layout) {
   run_on_stream(y.device(), [=] {
-    const int64_t planes = x.size(0) * x.size(1), hw = x.size(2) * x.size(3);
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const float* in = x.data<float>() + pl * hw;
-      double s = 0;
-      for (int64_t j = 0; j < hw; ++j) s += in[j];
-      y.data<float>()[pl] = static_cast<float>(s / static_cast<double>(hw));
-    }
+    with_index(x, layout, [&](auto at) {
+      for (int64_t i = 0; i < at.n; ++i) {
+        for (int64_t ch = 0; ch < at.c; ++ch) {
+          double s = 0;
+          for (int64_t j = 0; j < at.hw; ++j) s += x.data<float>()[at(i, ch, j)];
+          y.data<float>()[i * at.c + ch] = static_cast<float>(s / static_cast<double>(at.hw));
+        }
+      }
+    });
   });
 }
 
-void CpuBackend::global_avg_pool_backward(const Tensor& dy, const Tensor& dx) {
+void CpuBackend::global_avg_pool_backward(const Tensor& dy, const Tensor& dx,
+                                          ops::ImageLayout layout) {
   run_on_stream(dx.device(), [=] {
-    const int64_t planes = dx.size(0) * dx.size(1), hw = dx.size(2) * dx.size(3);
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const float v = dy.data<float>()[pl] / static_cast<float>(hw);
-      std::fill(dx.data<float>() + pl * hw, dx.data<float>() + (pl + 1) * hw, v);
-    }
+    with_index(dx, layout, [&](auto at) {
+      for (int64_t i = 0; i < at.n; ++i) {
+        for (int64_t ch = 0; ch < at.c; ++ch) {
+          const float v = dy.data<float>()[i * at.c + ch] / static_cast<float>(at.hw);
+          for (int64_t j = 0; j < at.hw; ++j) dx.data<float>()[at(i, ch, j)] = v;
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::nchw_to_nhwc(const Tensor& x, const Tensor& y) {
+  run_on_stream(y.device(), [=] {
+    const auto from = index_of<false>(x, ops::ImageLayout::NCHW);
+    const Index<true> to{from.n, from.c, from.hw};
+    for (int64_t i = 0; i < from.n; ++i)
+      for (int64_t ch = 0; ch < from.c; ++ch)
+        for (int64_t j = 0; j < from.hw; ++j)
+          y.data<float>()[to(i, ch, j)] = x.data<float>()[from(i, ch, j)];
   });
 }
 

@@ -56,13 +56,26 @@ class OpScope {
   std::vector<Tensor> scratch_;
 };
 
-int64_t plane(const Tensor& nchw) {
-  return nchw.size(2) * nchw.size(3);
+ImageExtents extents(const Tensor& images, ops::ImageLayout layout) {
+  const ops::ImageDims d = ops::image_dims(images, layout);
+  return {d.n, d.c, d.h * d.w, layout == ops::ImageLayout::NHWC};
 }
 
-// The convolution of x [N,C,H,W] with w [K,C,R,R].
-ConvDims conv_dims(const Tensor& x, const Tensor& w, ops::Conv2dGeometry g) {
-  return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), g.stride, g.padding};
+// The pooling of `in` into `out`.
+PoolExtents pool_extents(const Tensor& in, const Tensor& out, int64_t kernel, ops::Conv2dGeometry g,
+                         ops::ImageLayout layout) {
+  const ops::ImageDims i = ops::image_dims(in, layout), o = ops::image_dims(out, layout);
+  return {i.n, i.c,    i.h,      i.w,       o.h,
+          o.w, kernel, g.stride, g.padding, layout == ops::ImageLayout::NHWC};
+}
+
+// The convolution of the images x with w [K,C,R,R].
+ConvDims conv_dims(const Tensor& x, const Tensor& w, ops::Conv2dGeometry g,
+                   ops::ImageLayout layout) {
+  const ops::ImageDims d = ops::image_dims(x, layout);
+  return {d.n,      d.c,       d.h,
+          d.w,      w.size(0), w.size(2),
+          g.stride, g.padding, layout == ops::ImageLayout::NHWC};
 }
 
 bool is_pinned(const Tensor& t) {
@@ -276,27 +289,27 @@ class CudaBackend final : public Backend {
   }
 
   // ---- Images (cuda_conv.cpp, cuda_norm_pool.cu) ----
-  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y,
-                      ops::Conv2dGeometry g) override {
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, ops::Conv2dGeometry g,
+                      ops::ImageLayout layout) override {
     OpScope op(y);
-    run_convolution(ConvDirection::Forward, conv_dims(x, w, g), f32(x), f32(w), f32(y),
+    run_convolution(ConvDirection::Forward, conv_dims(x, w, g, layout), f32(x), f32(w), f32(y),
                     op.device().index, op.stream());
   }
   void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,
-                            ops::Conv2dGeometry g) override {
+                            ops::Conv2dGeometry g, ops::ImageLayout layout) override {
     OpScope op(dx);
-    run_convolution(ConvDirection::BackwardData, conv_dims(dx, w, g), f32(dx), f32(w), f32(dy),
-                    op.device().index, op.stream());
+    run_convolution(ConvDirection::BackwardData, conv_dims(dx, w, g, layout), f32(dx), f32(w),
+                    f32(dy), op.device().index, op.stream());
   }
   void conv2d_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& dw,
-                              ops::Conv2dGeometry g) override {
+                              ops::Conv2dGeometry g, ops::ImageLayout layout) override {
     OpScope op(dw);
-    run_convolution(ConvDirection::BackwardFilter, conv_dims(x, dw, g), f32(x), f32(dw), f32(dy),
-                    op.device().index, op.stream());
+    run_convolution(ConvDirection::BackwardFilter, conv_dims(x, dw, g, layout), f32(x), f32(dw),
+                    f32(dy), op.device().index, op.stream());
   }
-  void batch_norm_stats(const Tensor& x, const Tensor& stats) override {
+  void batch_norm_stats(const Tensor& x, const Tensor& stats, ops::ImageLayout layout) override {
     OpScope op(x);
-    launch_batch_norm_stats(f32(x), f32(stats), x.size(0), x.size(1), plane(x), op.stream());
+    launch_batch_norm_stats(f32(x), f32(stats), extents(x, layout), op.stream());
   }
   void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, const Tensor& mean,
                                const Tensor& invstd, const Tensor& count,
@@ -310,47 +323,53 @@ class CudaBackend final : public Backend {
         running ? num_batches_tracked.data<int64_t>() : nullptr, op.stream());
   }
   void batch_norm_elemt(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                        const Tensor& weight, const Tensor& bias, const Tensor& y) override {
+                        const Tensor& weight, const Tensor& bias, const Tensor& y,
+                        ops::ImageLayout layout) override {
     OpScope op(y);
     launch_batch_norm_elemt(f32(x), f32(mean), f32(invstd), f32(weight), f32(bias), f32(y),
-                            x.size(0), x.size(1), plane(x), op.stream());
+                            extents(x, layout), op.stream());
   }
   void batch_norm_backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                  const Tensor& invstd, const Tensor& sums) override {
+                                  const Tensor& invstd, const Tensor& sums,
+                                  ops::ImageLayout layout) override {
     OpScope op(x);
-    launch_batch_norm_backward_reduce(f32(dy), f32(x), f32(mean), f32(invstd), f32(sums), x.size(0),
-                                      x.size(1), plane(x), op.stream());
+    launch_batch_norm_backward_reduce(f32(dy), f32(x), f32(mean), f32(invstd), f32(sums),
+                                      extents(x, layout), op.stream());
   }
   void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                  const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                                 const Tensor& count, const Tensor& dx) override {
+                                 const Tensor& count, const Tensor& dx,
+                                 ops::ImageLayout layout) override {
     OpScope op(dx);
     launch_batch_norm_backward_elemt(f32(dy), f32(x), f32(mean), f32(invstd), f32(weight),
-                                     f32(sums), f32(count), f32(dx), x.size(0), x.size(1), plane(x),
+                                     f32(sums), f32(count), f32(dx), extents(x, layout),
                                      op.stream());
   }
   void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices, int64_t kernel,
-                          ops::Conv2dGeometry g) override {
+                          ops::Conv2dGeometry g, ops::ImageLayout layout) override {
     OpScope op(y);
-    launch_max_pool2d_forward(f32(x), f32(y), indices.data<int32_t>(), x.size(0) * x.size(1),
-                              x.size(2), x.size(3), y.size(2), y.size(3), kernel, g.stride,
-                              g.padding, op.stream());
+    launch_max_pool2d_forward(f32(x), f32(y), indices.data<int32_t>(),
+                              pool_extents(x, y, kernel, g, layout), op.stream());
   }
   void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
-                           int64_t kernel, ops::Conv2dGeometry g) override {
+                           int64_t kernel, ops::Conv2dGeometry g,
+                           ops::ImageLayout layout) override {
     OpScope op(dx);
-    launch_max_pool2d_backward(f32(dy), i32(indices), f32(dx), dx.size(0) * dx.size(1), dx.size(2),
-                               dx.size(3), dy.size(2), dy.size(3), kernel, g.stride, g.padding,
-                               op.stream());
+    launch_max_pool2d_backward(f32(dy), i32(indices), f32(dx),
+                               pool_extents(dx, dy, kernel, g, layout), op.stream());
   }
-  void global_avg_pool_forward(const Tensor& x, const Tensor& y) override {
+  void global_avg_pool_forward(const Tensor& x, const Tensor& y, ops::ImageLayout layout) override {
     OpScope op(y);
-    launch_global_avg_pool_forward(f32(x), f32(y), x.size(0) * x.size(1), plane(x), op.stream());
+    launch_global_avg_pool_forward(f32(x), f32(y), extents(x, layout), op.stream());
   }
-  void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) override {
+  void global_avg_pool_backward(const Tensor& dy, const Tensor& dx,
+                                ops::ImageLayout layout) override {
     OpScope op(dx);
-    launch_global_avg_pool_backward(f32(dy), f32(dx), dx.size(0) * dx.size(1), plane(dx),
-                                    op.stream());
+    launch_global_avg_pool_backward(f32(dy), f32(dx), extents(dx, layout), op.stream());
+  }
+  void nchw_to_nhwc(const Tensor& x, const Tensor& y) override {
+    OpScope op(y);
+    launch_nchw_to_nhwc(f32(x), f32(y), extents(x, ops::ImageLayout::NCHW), op.stream());
   }
 
   // ---- Copies ----

@@ -120,18 +120,21 @@ struct ConvKey {
   int device;
   ConvDirection direction;
   std::array<int64_t, 8> dims;  // N, C, H, W, K, R, stride, padding
+  bool nhwc;
   int64_t alignment;
   bool tensor_cores;
   bool operator<(const ConvKey& o) const {
-    return std::tie(device, direction, dims, alignment, tensor_cores) <
-           std::tie(o.device, o.direction, o.dims, o.alignment, o.tensor_cores);
+    return std::tie(device, direction, dims, nhwc, alignment, tensor_cores) <
+           std::tie(o.device, o.direction, o.dims, o.nhwc, o.alignment, o.tensor_cores);
   }
 };
 
+// dims are always (N, C, H, W) in cuDNN; the strides say how they are laid out.
 std::unique_ptr<Descriptor> tensor_desc(Uid uid, const std::vector<int64_t>& dims,
-                                        int64_t alignment) {
-  std::vector<int64_t> strides(4, 1);
-  for (int i = 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+                                        int64_t alignment, bool nhwc) {
+  const int64_t c = dims[1], h = dims[2], w = dims[3];
+  const std::vector<int64_t> strides = nhwc ? std::vector<int64_t>{h * w * c, 1, w * c, c}
+                                            : std::vector<int64_t>{c * h * w, h * w, w, 1};
   auto t = std::make_unique<Descriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
   t->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims);
@@ -271,9 +274,9 @@ cudnnHandle_t thread_handle(int device) {
 std::unique_ptr<ConvPlan> make_plan(const ConvKey& key) {
   const auto [n, c, h, w, k, r, stride, pad] = key.dims;
   const int64_t p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - r) / stride + 1;
-  auto x = tensor_desc(kX, {n, c, h, w}, key.alignment);
-  auto wt = tensor_desc(kW, {k, c, r, r}, key.alignment);
-  auto y = tensor_desc(kY, {n, k, p, q}, key.alignment);
+  auto x = tensor_desc(kX, {n, c, h, w}, key.alignment, key.nhwc);
+  auto wt = tensor_desc(kW, {k, c, r, r}, key.alignment, /*nhwc=*/false);
+  auto y = tensor_desc(kY, {n, k, p, q}, key.alignment, key.nhwc);
   auto conv = conv_desc(stride, pad);
   auto op = conv_operation(key.direction, *x, *wt, *y, *conv);
   auto result = std::make_unique<ConvPlan>();
@@ -307,6 +310,7 @@ void run_convolution(ConvDirection direction, const ConvDims& d, const float* x,
   ConvKey key{device,
               direction,
               {d.n, d.c, d.h, d.w, d.k, d.r, d.stride, d.padding},
+              d.nhwc,
               alignment_of({x, w, y}),
               ops::math_mode() != ops::MathMode::FP32};
   thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> plans;

@@ -115,8 +115,16 @@ void launch_adamw_step(float* param, const float* grad, float* m, float* v, int6
                        cudaStream_t stream);
 
 // ---- cuda_norm_pool.cu -----------------------------------------------------------------
-// Batch normalisation in core/ops.h's decomposition, and pooling; NCHW with hw = H * W.
-void launch_batch_norm_stats(const float* x, float* stats, int64_t n, int64_t c, int64_t hw,
+// Batch normalisation in core/ops.h's decomposition, and pooling, in either image layout.
+struct ImageExtents {
+  int64_t n, c, hw;  // hw = H * W
+  bool nhwc;
+};
+struct PoolExtents {
+  int64_t n, c, h, w, ph, pw, kernel, stride, padding;
+  bool nhwc;
+};
+void launch_batch_norm_stats(const float* x, float* stats, const ImageExtents& e,
                              cudaStream_t stream);
 // running_mean, running_var and num_batches_tracked are null when not updated.
 void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t channels, float eps,
@@ -124,25 +132,24 @@ void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t 
                                     float* running_mean, float* running_var,
                                     int64_t* num_batches_tracked, cudaStream_t stream);
 void launch_batch_norm_elemt(const float* x, const float* mean, const float* invstd,
-                             const float* weight, const float* bias, float* y, int64_t n, int64_t c,
-                             int64_t hw, cudaStream_t stream);
+                             const float* weight, const float* bias, float* y,
+                             const ImageExtents& e, cudaStream_t stream);
 void launch_batch_norm_backward_reduce(const float* dy, const float* x, const float* mean,
-                                       const float* invstd, float* sums, int64_t n, int64_t c,
-                                       int64_t hw, cudaStream_t stream);
+                                       const float* invstd, float* sums, const ImageExtents& e,
+                                       cudaStream_t stream);
 void launch_batch_norm_backward_elemt(const float* dy, const float* x, const float* mean,
                                       const float* invstd, const float* weight, const float* sums,
-                                      const float* count, float* dx, int64_t n, int64_t c,
-                                      int64_t hw, cudaStream_t stream);
-void launch_max_pool2d_forward(const float* x, float* y, int32_t* indices, int64_t planes,
-                               int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t kernel,
-                               int64_t stride, int64_t padding, cudaStream_t stream);
-void launch_max_pool2d_backward(const float* dy, const int32_t* indices, float* dx, int64_t planes,
-                                int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t kernel,
-                                int64_t stride, int64_t padding, cudaStream_t stream);
-void launch_global_avg_pool_forward(const float* x, float* y, int64_t planes, int64_t hw,
+                                      const float* count, float* dx, const ImageExtents& e,
+                                      cudaStream_t stream);
+void launch_max_pool2d_forward(const float* x, float* y, int32_t* indices, const PoolExtents& p,
+                               cudaStream_t stream);
+void launch_max_pool2d_backward(const float* dy, const int32_t* indices, float* dx,
+                                const PoolExtents& p, cudaStream_t stream);
+void launch_global_avg_pool_forward(const float* x, float* y, const ImageExtents& e,
                                     cudaStream_t stream);
-void launch_global_avg_pool_backward(const float* dy, float* dx, int64_t planes, int64_t hw,
+void launch_global_avg_pool_backward(const float* dy, float* dx, const ImageExtents& e,
                                      cudaStream_t stream);
+void launch_nchw_to_nhwc(const float* x, float* y, const ImageExtents& e, cudaStream_t stream);
 
 // ---- cuda_conv.cpp ---------------------------------------------------------------------
 // One convolution through cuDNN's graph API (Note [cuDNN convolution plans]): x [N,C,H,W],
@@ -151,6 +158,7 @@ void launch_global_avg_pool_backward(const float* dy, float* dx, int64_t planes,
 enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 struct ConvDims {
   int64_t n, c, h, w, k, r, stride, padding;
+  bool nhwc;  // the images' layout (w is OIHW either way)
 };
 void run_convolution(ConvDirection direction, const ConvDims& dims, const float* x, const float* w,
                      const float* y, int device, cudaStream_t stream);

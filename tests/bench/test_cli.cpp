@@ -106,6 +106,11 @@ TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {
                      "--sync-bn needs a model with BatchNorm layers");
 }
 
+TEST_F(BadInput, ChannelsLastIsForImageWorkloads) {
+  expect_usage_error("--workload mlp-small --channels-last",
+                     "--channels-last applies to image workloads");
+}
+
 TEST_F(BadInput, UnknownFlagAndBadValues) {
   Result r = run("run --workload mlp-small --bogus 3");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -185,6 +185,12 @@ TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
                          "--mode ddp --world-size 2 --sync-bn", 2});
 }
 
+// --channels-last computes the same model in NHWC: the same torchvision replay (NCHW) holds.
+TEST_F(ReplayTest, ResNetTinyChannelsLastMatchesTorchvision) {
+  expect_replay_matches(
+      {"resnet-tiny", "sgd", 16, 0.01, 0.9, 0.0, "float64", "--mode single --channels-last"});
+}
+
 // The replay tells DP's per-replica BatchNorm from a whole-batch one: the same DP dump read
 // as a single-device run is rejected.
 TEST_F(ReplayTest, ReplayRejectsDataParallelBatchNormReadAsOneBatch) {

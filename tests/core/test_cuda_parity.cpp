@@ -634,6 +634,50 @@ TEST_F(CudaParity, BatchNormTrainingAndEvalAndSyncDecomposition) {
        kExact});
 }
 
+// The same ops in NHWC (--channels-last): cuDNN with NHWC strides, the NHWC kernels.
+TEST_F(CudaParity, ChannelsLastImageOps) {
+  const auto nhwc = ops::ImageLayout::NHWC;
+  const int64_t n = 4, h = 8, c = 16, k = 32;
+  const ops::Conv2dGeometry g{.stride = 2, .padding = 1};
+  const int64_t p = g.out_extent(h, 3);
+  const auto x = uniform(n * h * h * c, 60), w = uniform(k * c * 9, 61, -0.2f, 0.2f);
+  const auto dy = uniform(n * p * p * k, 62);
+  expect_parity("nhwc conv, batch norm and pooling",
+                [&](const Device& d) -> std::vector<Tensor> {
+                  Tensor xt = floats(x, {n, h, h, c}, d), wt = floats(w, {k, c, 3, 3}, d);
+                  Tensor dyt = floats(dy, {n, p, p, k}, d);
+                  Tensor y = Tensor::empty({n, p, p, k}, DType::F32, d);
+                  Tensor dx = Tensor::empty(xt.shape(), DType::F32, d),
+                         dw = Tensor::empty(wt.shape(), DType::F32, d);
+                  ops::conv2d_forward(xt, wt, y, g, nhwc);
+                  ops::conv2d_backward_data(dyt, wt, dx, g, nhwc);
+                  ops::conv2d_backward_weight(dyt, xt, dw, g, nhwc);
+                  Tensor stats = Tensor::empty({2 * k + 1}, DType::F32, d);
+                  ops::batch_norm_stats(y, stats, nhwc);
+                  Tensor sums = Tensor::empty({2 * k}, DType::F32, d);
+                  ops::batch_norm_backward_reduce(dyt, y, stats.flat_view(0, {k}),
+                                                  stats.flat_view(k, {k}), sums, nhwc);
+                  const int64_t q = g.out_extent(p, 3);
+                  Tensor pooled = Tensor::empty({n, q, q, k}, DType::F32, d);
+                  Tensor idx = Tensor::empty(pooled.shape(), DType::I32, d);
+                  ops::max_pool2d_forward(y, pooled, idx, 3, g, nhwc);
+                  Tensor avg = Tensor::empty({n, k}, DType::F32, d);
+                  ops::global_avg_pool_forward(y, avg, nhwc);
+                  Tensor back = Tensor::empty(xt.shape(), DType::F32, d);
+                  Tensor as_nchw = floats(x, {n, c, h, h}, d);
+                  ops::nchw_to_nhwc(as_nchw, back);
+                  return {y, dx, dw, stats, sums, pooled, avg, back};
+                },
+                {{1e-4, 1e-4},
+                 {1e-4, 1e-4},
+                 {1e-3, 1e-4},
+                 {1e-5, 1e-5},
+                 {1e-3, 1e-4},
+                 kExact,
+                 {1e-6, 1e-5},
+                 kExact});
+}
+
 TEST_F(CudaParity, MaxAndAveragePooling) {
   const int64_t n = 3, c = 8, h = 9;
   const ops::Conv2dGeometry g{.stride = 2, .padding = 1};

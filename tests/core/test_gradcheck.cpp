@@ -124,6 +124,22 @@ TEST(GradCheck, MaxPool2d) {
             {.h = 1e-3f, .atol = 1e-3f, .rtol = 1e-2f});
 }
 
+// The same functions with the run's layout set to NHWC (--channels-last).
+TEST(GradCheck, ChannelsLastImageFunctions) {
+  struct LayoutGuard {
+    LayoutGuard() { ops::set_image_layout(ops::ImageLayout::NHWC); }
+    ~LayoutGuard() { ops::set_image_layout(ops::ImageLayout::NCHW); }
+  } nhwc;
+  const ops::Conv2dGeometry g{.stride = 2, .padding = 1};
+  gradcheck([g](auto& v) { return fn::conv2d(v[0], v[1], g); },
+            {leaf({2, 7, 6, 3}, 51), leaf({4, 3, 3, 3}, 52, 0.4f)});
+  const auto buffers = bn_buffers(3);
+  gradcheck([&](auto& v) { return fn::batch_norm(v[0], v[1], v[2], buffers, {}); },
+            {leaf({4, 3, 2, 3}, 53), leaf({3}, 54), leaf({3}, 55)},
+            {.h = 1e-2f, .atol = 3e-3f, .rtol = 3e-2f});
+  gradcheck([](auto& v) { return fn::global_avg_pool(v[0]); }, {leaf({3, 2, 5, 4}, 56)});
+}
+
 TEST(GradCheck, GlobalAvgPool) {
   gradcheck([](auto& v) { return fn::global_avg_pool(v[0]); }, {leaf({3, 4, 3, 5}, 43)});
 }

@@ -144,6 +144,82 @@ TEST(ImageOps, ConvolutionRefusesAnInputSmallerThanItsKernel) {
   EXPECT_THROW(ops::conv2d_forward(x, w, y, {.stride = 1, .padding = 0}), Error);
 }
 
+// NCHW -> NHWC on the host, for comparing the layouts.
+Tensor to_nhwc(const Tensor& x) {
+  Tensor y = Tensor::empty({x.size(0), x.size(2), x.size(3), x.size(1)}, DType::F32, Device::cpu());
+  ops::nchw_to_nhwc(x, y);
+  return y;
+}
+
+void expect_same(const Tensor& a, const Tensor& b, double tol, const char* what) {
+  const auto x = a.to_floats(), y = b.to_floats();
+  ASSERT_EQ(x.size(), y.size()) << what;
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], y[i], tol * (1 + std::fabs(x[i]))) << what << " element " << i;
+}
+
+// Every image op computes the same in NHWC as in NCHW (the NHWC result is the NCHW one with
+// the channels moved last).
+TEST(ImageOps, ChannelsLastComputesWhatNchwComputes) {
+  const auto nhwc = ops::ImageLayout::NHWC;
+  const ops::Conv2dGeometry g{.stride = 2, .padding = 1};
+  Tensor x = random_tensor({2, 3, 9, 7}, 21), w = random_tensor({4, 3, 3, 3}, 22, 0.3f);
+  Tensor y = Tensor::empty({2, 4, 5, 4}, DType::F32, Device::cpu());
+  Tensor y_l = Tensor::empty({2, 5, 4, 4}, DType::F32, Device::cpu());
+  ops::conv2d_forward(x, w, y, g);
+  ops::conv2d_forward(to_nhwc(x), w, y_l, g, nhwc);
+  expect_same(to_nhwc(y), y_l, 1e-5, "conv forward");
+  Tensor dy = random_tensor(y.shape(), 23);
+  Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu());
+  Tensor dx_l = Tensor::empty({2, 9, 7, 3}, DType::F32, Device::cpu());
+  Tensor dw = Tensor::empty(w.shape(), DType::F32, Device::cpu()), dw_l = dw.clone();
+  ops::conv2d_backward_data(dy, w, dx, g);
+  ops::conv2d_backward_data(to_nhwc(dy), w, dx_l, g, nhwc);
+  expect_same(to_nhwc(dx), dx_l, 1e-5, "conv backward data");
+  ops::conv2d_backward_weight(dy, x, dw, g);
+  ops::conv2d_backward_weight(to_nhwc(dy), to_nhwc(x), dw_l, g, nhwc);
+  expect_same(dw, dw_l, 1e-5, "conv backward weight");
+
+  Tensor stats = Tensor::empty({9}, DType::F32, Device::cpu()), stats_l = stats.clone();
+  ops::batch_norm_stats(y, stats);
+  ops::batch_norm_stats(y_l, stats_l, nhwc);
+  expect_same(stats, stats_l, 1e-6, "batch norm stats");
+  Tensor mean = stats.flat_view(0, {4}), invstd = random_tensor({4}, 24, 0.5f);
+  Tensor wt = random_tensor({4}, 25), bias = random_tensor({4}, 26);
+  Tensor sums = Tensor::empty({8}, DType::F32, Device::cpu()), sums_l = sums.clone();
+  ops::batch_norm_backward_reduce(dy, y, mean, invstd, sums);
+  ops::batch_norm_backward_reduce(to_nhwc(dy), y_l, mean, invstd, sums_l, nhwc);
+  expect_same(sums, sums_l, 1e-5, "batch norm backward reduce");
+  Tensor count = Tensor::from_floats({40}, {1});
+  Tensor bx = Tensor::empty(y.shape(), DType::F32, Device::cpu());
+  Tensor bx_l = Tensor::empty(y_l.shape(), DType::F32, Device::cpu());
+  ops::batch_norm_backward_elemt(dy, y, mean, invstd, wt, sums, count, bx);
+  ops::batch_norm_backward_elemt(to_nhwc(dy), y_l, mean, invstd, wt, sums, count, bx_l, nhwc);
+  expect_same(to_nhwc(bx), bx_l, 1e-5, "batch norm backward elemt");
+  ops::batch_norm_elemt(y, mean, invstd, wt, bias, bx);
+  ops::batch_norm_elemt(y_l, mean, invstd, wt, bias, bx_l, nhwc);
+  expect_same(to_nhwc(bx), bx_l, 1e-6, "batch norm elemt");
+
+  Tensor p = Tensor::empty({2, 4, 3, 2}, DType::F32, Device::cpu());
+  Tensor p_l = Tensor::empty({2, 3, 2, 4}, DType::F32, Device::cpu());
+  Tensor idx = Tensor::empty(p.shape(), DType::I32, Device::cpu());
+  Tensor idx_l = Tensor::empty(p_l.shape(), DType::I32, Device::cpu());
+  ops::max_pool2d_forward(y, p, idx, 3, g);
+  ops::max_pool2d_forward(y_l, p_l, idx_l, 3, g, nhwc);
+  expect_same(to_nhwc(p), p_l, 0, "max pool");
+  Tensor dp = random_tensor(p.shape(), 27);
+  ops::max_pool2d_backward(dp, idx, bx, 3, g);
+  ops::max_pool2d_backward(to_nhwc(dp), idx_l, bx_l, 3, g, nhwc);
+  expect_same(to_nhwc(bx), bx_l, 0, "max pool backward");
+  Tensor avg = Tensor::empty({2, 4}, DType::F32, Device::cpu()), avg_l = avg.clone();
+  ops::global_avg_pool_forward(y, avg);
+  ops::global_avg_pool_forward(y_l, avg_l, nhwc);
+  expect_same(avg, avg_l, 1e-6, "global average pool");
+  ops::global_avg_pool_backward(avg, bx);
+  ops::global_avg_pool_backward(avg, bx_l, nhwc);
+  expect_same(to_nhwc(bx), bx_l, 1e-7, "global average pool backward");
+}
+
 // What a user can reach (an image smaller than the network expects) is a usage error.
 TEST(ImageOps, TooSmallAnInputIsAUsageError) {
   autograd::Var x(random_tensor({1, 3, 2, 2}, 1));

@@ -15,15 +15,10 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/clock.h"
 
 namespace ddpb::comm {
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 const char* state_name(FlightRecorder::State s) {
   switch (s) {
@@ -68,7 +63,7 @@ void FlightRecorder::enqueued(int64_t sequence, const std::string& op, int64_t b
   e.op = op;
   e.bytes = bytes;
   e.dtype = dtype;
-  e.enqueue_ns = now_ns();
+  e.enqueue_ns = steady_now_ns();
   newest_ = std::max(newest_, sequence);
 }
 
@@ -76,7 +71,7 @@ void FlightRecorder::started(int64_t sequence) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) {
     e->state = State::Started;
-    e->start_ns = now_ns();
+    e->start_ns = steady_now_ns();
   }
 }
 
@@ -84,7 +79,7 @@ void FlightRecorder::finished(int64_t sequence, bool failed) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) {
     e->state = failed ? State::Failed : State::Completed;
-    e->end_ns = now_ns();
+    e->end_ns = steady_now_ns();
   }
 }
 
@@ -177,9 +172,12 @@ std::string dump_flight_recorder(const std::string& reason) noexcept {
       dir = id.dir;
     }
     if (dir.empty() || !make_flight_dir(dir)) return "";
-    nlohmann::json doc = {{"rank", rank},          {"world_size", world},
-                          {"pid", ::getpid()},     {"reason", reason},
-                          {"dumped_ns", now_ns()}, {"entries", flight_recorder().to_json()}};
+    nlohmann::json doc = {{"rank", rank},
+                          {"world_size", world},
+                          {"pid", ::getpid()},
+                          {"reason", reason},
+                          {"dumped_ns", steady_now_ns()},
+                          {"entries", flight_recorder().to_json()}};
     const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {

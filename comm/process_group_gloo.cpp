@@ -20,6 +20,7 @@
 #include <gloo/types.h>
 
 #include "comm/gloo_store_adapter.h"
+#include "core/clock.h"
 #include "core/ops.h"
 #include "core/stream_sanitizer.h"
 
@@ -27,12 +28,6 @@ namespace ddpb::comm {
 namespace {
 
 using Millis = std::chrono::milliseconds;
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The slot prefix of our ring reduce-scatter; Gloo's own collectives use 0x01..0x05 and the
 // bound-buffer algorithms use prefix 0, so 0x40 cannot meet them.
@@ -524,7 +519,7 @@ void ProcessGroupGloo::sanitize_collective(const Stream& stream, const PendingOp
 
 void ProcessGroupGloo::execute(PendingOp& op) {
   GlooWork& work = *op.work;
-  work.start_ns = now_ns();
+  work.start_ns = steady_now_ns();
   flight_recorder().started(work.sequence);
   Failure failure = Failure::None;
   std::string message;
@@ -590,7 +585,7 @@ void ProcessGroupGloo::execute(PendingOp& op) {
                        std::to_string(op.work->sequence) + " failed: " + what;
     }
   }
-  work.end_ns = now_ns();
+  work.end_ns = steady_now_ns();
   flight_recorder().finished(work.sequence, failure != Failure::None);
   work.complete(failure, std::move(message), std::move(done));
 }

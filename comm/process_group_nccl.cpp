@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
 #include "core/cuda/nccl_dtype.h"
@@ -33,11 +34,6 @@ constexpr Millis kBusyPoll{1};
 constexpr Millis kIdlePoll{100};
 // How often the watchdog records a new clock anchor (see ClockAnchor).
 constexpr std::chrono::seconds kAnchorPeriod{10};
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
 
 std::string ms_text(Millis ms) {
   return std::to_string(ms.count()) + " ms";
@@ -828,7 +824,7 @@ void ProcessGroupNccl::fail_pending_locked(const std::string& reason, bool timed
 void ProcessGroupNccl::refresh_clock_anchor(std::chrono::milliseconds patience) {
   auto anchor = std::make_shared<nccl_detail::ClockAnchor>();
   anchor->event = Event::create(device_);
-  const int64_t before = nccl_detail::now_ns();
+  const int64_t before = steady_now_ns();
   anchor->event.record(*clock_stream_);
   // The clock stream is idle, so the event completes at once unless the GPU is in trouble;
   // spinning (not sleeping) keeps the two host timestamps close.
@@ -837,7 +833,7 @@ void ProcessGroupNccl::refresh_clock_anchor(std::chrono::milliseconds patience) 
     if (Clock::now() >= give_up) return;
     std::this_thread::yield();
   }
-  const int64_t after = nccl_detail::now_ns();
+  const int64_t after = steady_now_ns();
   anchor->host_ns = before + (after - before) / 2;
   std::lock_guard<std::mutex> lock(mutex_);
   anchor_ = std::move(anchor);

@@ -1,25 +1,16 @@
 #include "core/phase_timer.h"
 
-#include <chrono>
-
 #include "core/check.h"
+#include "core/clock.h"
 
 namespace ddpb {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void PhaseTimer::begin(const std::string& phase) {
   end();
   Interval i{phase, Event::create(stream_->device()), Event::create(stream_->device())};
   i.start.record(*stream_);
-  i.start_ns = now_ns();
+  i.start_ns = steady_now_ns();
   intervals_.push_back(std::move(i));
   open_ = true;
 }
@@ -27,7 +18,7 @@ void PhaseTimer::begin(const std::string& phase) {
 void PhaseTimer::end() {
   if (!open_) return;
   Interval& i = intervals_.back();
-  i.stop_ns = now_ns();
+  i.stop_ns = steady_now_ns();
   i.stop.record(*stream_);
   open_ = false;
 }

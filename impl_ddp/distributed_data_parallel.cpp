@@ -23,26 +23,27 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn f
     DDPB_USAGE_CHECK(convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
         << "--sync-bn needs a model with BatchNorm layers (the resnet workloads)";
   }
+  // The buffers are the same tensors for the module's life: grouped by dtype once, for the
+  // one coalesced broadcast per dtype of sync_buffers().
+  for (auto& b : module_.named_buffers()) {
+    (b.tensor.dtype() == DType::I64 ? i64_buffers_ : f32_buffers_).push_back(b.tensor);
+    buffer_bytes_ += static_cast<int64_t>(b.tensor.nbytes());
+  }
   verify_same_model();
   broadcast_from_rank0();
   reducer_ = std::make_unique<Reducer>(params, pg_, options_.reducer);
 }
 
 bool DistributedDataParallel::syncs_buffers() const {
-  return options_.broadcast_buffers && pg_->size() > 1 && !module_.named_buffers().empty();
+  return options_.broadcast_buffers && pg_->size() > 1 &&
+         !(f32_buffers_.empty() && i64_buffers_.empty());
 }
 
 int64_t DistributedDataParallel::sync_buffers() {
   if (!syncs_buffers()) return 0;
-  std::vector<Tensor> f32, i64;
-  int64_t bytes = 0;
-  for (auto& b : module_.named_buffers()) {
-    (b.tensor.dtype() == DType::I64 ? i64 : f32).push_back(b.tensor);
-    bytes += static_cast<int64_t>(b.tensor.nbytes());
-  }
-  broadcast_coalesced(f32);
-  broadcast_coalesced(i64);
-  return bytes;
+  broadcast_coalesced(f32_buffers_);
+  broadcast_coalesced(i64_buffers_);
+  return buffer_bytes_;
 }
 
 void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors) const {
@@ -76,7 +77,8 @@ void DistributedDataParallel::finish_gradient_sync() {
 // _sync_module_states).
 void DistributedDataParallel::broadcast_from_rank0() const {
   for (auto& p : module_.named_parameters()) pg_->broadcast(p.var.data(), /*root=*/0)->wait();
-  for (auto& b : module_.named_buffers()) pg_->broadcast(b.tensor, /*root=*/0)->wait();
+  broadcast_coalesced(f32_buffers_);
+  broadcast_coalesced(i64_buffers_);
 }
 
 // Every rank must hold the same parameters (names, shapes, dtypes): allgather a compact

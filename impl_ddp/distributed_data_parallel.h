@@ -39,6 +39,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "comm/process_group.h"
 #include "core/autograd.h"
@@ -111,6 +112,8 @@ class DistributedDataParallel {
   std::unique_ptr<Reducer> reducer_;
   Device device_;
   DdpOptions options_;
+  std::vector<Tensor> f32_buffers_, i64_buffers_;  // the module's buffers, by dtype
+  int64_t buffer_bytes_ = 0;
   std::unique_ptr<ProcessGroupBatchNormSync> bn_sync_;
   bool sync_ = true;
 };

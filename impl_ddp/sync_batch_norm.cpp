@@ -1,33 +1,24 @@
 #include "impl_ddp/sync_batch_norm.h"
 
-#include <chrono>
+#include "core/clock.h"
 
 namespace ddpb::ddp {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 Tensor ProcessGroupBatchNormSync::all_gather(const Tensor& local) {
   const int64_t k = local.numel(), world = pg_->size();
   Tensor all = Tensor::empty({world * k}, local.dtype(), local.device());
-  const int64_t issue = now_ns();
+  const int64_t issue = steady_now_ns();
   comm::WorkPtr work = pg_->allgather(all, local);
   work->wait();
-  issued_.push_back({"allgather", work, issue, now_ns()});
+  issued_.push_back({"allgather", work, issue, steady_now_ns()});
   return all.view({world, k});
 }
 
 void ProcessGroupBatchNormSync::all_reduce_sum(const Tensor& t) {
-  const int64_t issue = now_ns();
+  const int64_t issue = steady_now_ns();
   comm::WorkPtr work = pg_->allreduce(t);
   work->wait();
-  issued_.push_back({"allreduce", work, issue, now_ns()});
+  issued_.push_back({"allreduce", work, issue, steady_now_ns()});
 }
 
 std::vector<SyncBnRecord> ProcessGroupBatchNormSync::take_records() {

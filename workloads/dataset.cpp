@@ -105,10 +105,14 @@ const float* ClassificationDataset::class_mean(int c) const {
   return means_.data() + static_cast<size_t>(c) * static_cast<size_t>(features_);
 }
 
-void ClassificationDataset::fill(int64_t index, void* x, int32_t* y) const {
+int32_t ClassificationDataset::label(int64_t index) const {
   check_index("ClassificationDataset", index, size_);
-  const auto label = static_cast<int32_t>(rng_below(
-      seed_, kClassLabelStream, static_cast<uint64_t>(index), static_cast<uint64_t>(classes_)));
+  return static_cast<int32_t>(rng_below(seed_, kClassLabelStream, static_cast<uint64_t>(index),
+                                        static_cast<uint64_t>(classes_)));
+}
+
+void ClassificationDataset::fill(int64_t index, void* x, int32_t* y) const {
+  const int32_t label = this->label(index);
   const float* mean = class_mean(label);
   const uint64_t stream = sample_stream(seed_, kClassNoiseStream, index);
   auto* out = static_cast<float*>(x);
@@ -130,8 +134,7 @@ ImageDataset::ImageDataset(int64_t size, int channels, int image_size, int class
 }
 
 void ImageDataset::fill(int64_t index, void* x, int32_t* y) const {
-  std::vector<float> colour(static_cast<size_t>(channels_));
-  colours_.fill(index, colour.data(), y);  // the class colour plus one noise draw, and the label
+  *y = colours_.label(index);
   const float* mean = colours_.class_mean(*y);
   const uint64_t key = rng_bits(seed_, sample_stream(seed_, kImageNoiseStream, index), 0);
   const int64_t plane = int64_t{image_size_} * image_size_;

@@ -69,6 +69,8 @@ class ClassificationDataset final : public Dataset {
 
   int features() const { return features_; }
   int classes() const { return classes_; }
+  // The label of sample `index` (what fill() writes to y).
+  int32_t label(int64_t index) const;
   // The mean of class c: features() floats.
   const float* class_mean(int c) const;
 

@@ -41,6 +41,7 @@
 
 #include "bench/micro/group_team.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
@@ -124,12 +125,6 @@ void raw_allreduce(const std::shared_ptr<gloo::Context>& context, const Tensor& 
 
 enum class Side { Raw, ProcessGroup };
 
-int64_t now_ns() {  // the clock of Work::start_ns / end_ns
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // The process group's two thread hand-offs in one collective, in seconds: from issue to its
 // start on the communication thread (Work::start_ns), and from its end there (end_ns) to
 // Work::wait() returning on the rank's thread. Zero on the raw side, which has none.
@@ -143,10 +138,10 @@ Handoffs allreduce(Side side, GlooTeam& team, int r, const Tensor& t) {
     raw_allreduce(team.raw[static_cast<size_t>(r)], t, team.raw_tags[static_cast<size_t>(r)]++);
     return {};
   }
-  const int64_t issued = now_ns();
+  const int64_t issued = ddpb::steady_now_ns();
   ddpb::comm::WorkPtr work = team.groups.group(r).allreduce(t);
   work->wait();
-  const int64_t returned = now_ns();
+  const int64_t returned = ddpb::steady_now_ns();
   return {double(work->start_ns - issued) * 1e-9, double(returned - work->end_ns) * 1e-9};
 }
 

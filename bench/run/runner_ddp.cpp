@@ -15,6 +15,7 @@
 #include "comm/rank_env.h"
 #include "comm/tcp_store.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/phase_timer.h"
@@ -371,11 +372,7 @@ class DdpRunner final : public ModeRunner {
   // time, rank 0 answers with its own at once, and the answer is placed at the midpoint of
   // the round trip. Zero on rank 0 (and within a round trip of zero on one node).
   int64_t sync_clock() {
-    auto now = [] {
-      return std::chrono::duration_cast<std::chrono::nanoseconds>(
-                 std::chrono::steady_clock::now().time_since_epoch())
-          .count();
-    };
+    const auto now = steady_now_ns;
     if (env_.rank == 0) {
       for (int r = 1; r < env_.world_size; ++r) {
         store_->get("ddpbench/clock/ping/" + std::to_string(r));

@@ -14,6 +14,7 @@
 #include "bench/run/stats.h"
 #include "core/allocator.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "reports/json_io.h"
@@ -129,12 +130,6 @@ struct StepLog {
     return breakdown;
   }
 };
-
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // One step through the runner; the batches come from `loader` (and go to `dump`), and the
 // time spent waiting for them is added to `data_ms`.

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,19 @@ struct RunSpec {
   std::string replay_dtype = "float32";
   std::string mode = "--mode single";
   int steps = 3;
+  // Note [Replay seeds]: ResNet's parallel runs are replayed at several seeds with a decision
+  // margin. float32 rounding (it differs with the CPU's kernels, AVX2 or AVX-512) can put a
+  // ReLU input or a max-pool pair within a rounding step of its boundary, on the other side
+  // from the float64 replay; then one element's gradient is routed differently, and through
+  // BatchNorm's backward every lower layer's update moves by about a percent. The replay
+  // measures the smallest margin of its own decisions and calls such a failure inconclusive
+  // (exit 3). Measured on an AVX2 EPYC, DDP resnet-tiny: seed 7 fails by 1.2e-1 after 2 steps
+  // with a ReLU input at 2e-7 of its tensor's scale, the forward and the fc gradients equal to
+  // 1e-7 and the error entering exactly below that ReLU; seed 0 matches to 4e-5. The test
+  // passes when no seed fails conclusively and at least one matches: a wrong formula fails at
+  // every seed, with or without near ties.
+  std::vector<int> seeds = {7};
+  double min_margin = 0;  // replay_pytorch.py --min-margin
 };
 
 class ReplayTest : public ::testing::Test {
@@ -93,35 +107,53 @@ class ReplayTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  // ddpbench: s.steps steps, no warm-up, seed 7, dumped into dir_ (rank 0's, for DDP).
-  void train(const RunSpec& s) {
+  // ddpbench: s.steps steps, no warm-up, dumped into dir_ (rank 0's, for DDP).
+  void train(const RunSpec& s, int seed = 7) {
+    fs::remove_all(dir_ / "meta.json");
     const std::string cmd =
         std::string(DDPBENCH_BIN) + " run " + s.mode + " --workload " + s.workload + " --steps " +
-        std::to_string(s.steps) + " --warmup 0 --seed 7 --optimizer " + s.optimizer + " --lr " +
-        std::to_string(s.lr) + " --momentum " + std::to_string(s.momentum) + " --weight-decay " +
-        std::to_string(s.weight_decay) + " --global-batch " + std::to_string(s.global_batch) +
-        " --quiet --dump '" + dir_.string() + "'";
+        std::to_string(s.steps) + " --warmup 0 --seed " + std::to_string(seed) + " --optimizer " +
+        s.optimizer + " --lr " + std::to_string(s.lr) + " --momentum " +
+        std::to_string(s.momentum) + " --weight-decay " + std::to_string(s.weight_decay) +
+        " --global-batch " + std::to_string(s.global_batch) + " --quiet --dump '" + dir_.string() +
+        "'";
     Outcome o = run_command(cmd);
     ASSERT_EQ(o.status, 0) << cmd << "\n" << o.output;
     ASSERT_TRUE(fs::exists(dir_ / "meta.json")) << "no meta.json after " << cmd << "\n" << o.output;
   }
 
-  Outcome replay(const std::string& dtype = "float32") {
+  Outcome replay(const std::string& dtype = "float32", double min_margin = 0) {
     const std::string cmd = std::string(DDPB_TEST_PYTHON) + " " + DDPB_SOURCE_DIR +
-                            "/scripts/peer/replay_pytorch.py --quiet --dtype " + dtype + " '" +
-                            dir_.string() + "'";
+                            "/scripts/peer/replay_pytorch.py --quiet --dtype " + dtype +
+                            " --min-margin " + std::to_string(min_margin) + " '" + dir_.string() +
+                            "'";
     Outcome o = run_command(cmd);
     std::cout << "[replay " << dir_.filename().string() << "] " << result_line(o.output) << "\n";
     return o;
   }
 
   void expect_replay_matches(const RunSpec& s) {
-    ASSERT_NO_FATAL_FAILURE(train(s));
-    Outcome o = replay(s.replay_dtype);
-    RecordProperty("replay_result", result_line(o.output));
-    EXPECT_EQ(o.status, 0) << "PyTorch replay of " << s.workload << " (" << s.optimizer
-                           << ") does not match ddpbench:\n"
-                           << o.output;
+    size_t matched = 0;
+    std::string failures, inconclusive;
+    for (int seed : s.seeds) {
+      ASSERT_NO_FATAL_FAILURE(train(s, seed));
+      Outcome o = replay(s.replay_dtype, s.min_margin);
+      RecordProperty("replay_result_seed_" + std::to_string(seed), result_line(o.output));
+      const std::string tag = "seed " + std::to_string(seed) + ": ";
+      if (o.status == 0) {
+        ++matched;
+      } else if (o.status == 3) {
+        inconclusive += tag + result_line(o.output) + "\n";
+      } else {
+        failures += tag + "\n" + o.output;
+      }
+    }
+    EXPECT_TRUE(failures.empty()) << "PyTorch replay of " << s.workload << " (" << s.optimizer
+                                  << ") does not match ddpbench:\n"
+                                  << failures;
+    EXPECT_GE(matched, 1u) << "no seed of " << s.workload
+                           << " could be compared (every one had a near tie):\n"
+                           << inconclusive;
   }
 
   fs::path dir_;
@@ -173,16 +205,43 @@ TEST_F(ReplayTest, ResNetTinyDataParallelOnThreeDevices) {
 // without the broadcast (Note [DDP buffers]), and SyncBatchNorm as BatchNorm over the whole
 // batch.
 TEST_F(ReplayTest, ResNetTinyDdpBroadcastingBuffers) {
-  expect_replay_matches(
-      {"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64", "--mode ddp --world-size 2", 2});
+  expect_replay_matches({"resnet-tiny",
+                         "sgd",
+                         32,
+                         0.01,
+                         0.9,
+                         0.0,
+                         "float64",
+                         "--mode ddp --world-size 2",
+                         2,
+                         {0, 7, 11, 13},
+                         2e-6});
 }
 TEST_F(ReplayTest, ResNetTinyDdpWithoutBufferBroadcast) {
-  expect_replay_matches({"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64",
-                         "--mode ddp --world-size 2 --no-broadcast-buffers", 2});
+  expect_replay_matches({"resnet-tiny",
+                         "sgd",
+                         32,
+                         0.01,
+                         0.9,
+                         0.0,
+                         "float64",
+                         "--mode ddp --world-size 2 --no-broadcast-buffers",
+                         2,
+                         {0, 7, 11, 13},
+                         2e-6});
 }
 TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
-  expect_replay_matches({"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64",
-                         "--mode ddp --world-size 2 --sync-bn", 2});
+  expect_replay_matches({"resnet-tiny",
+                         "sgd",
+                         32,
+                         0.01,
+                         0.9,
+                         0.0,
+                         "float64",
+                         "--mode ddp --world-size 2 --sync-bn",
+                         2,
+                         {0, 7, 11, 13},
+                         2e-6});
 }
 
 // --channels-last computes the same model in NHWC: the same torchvision replay (NCHW) holds.

@@ -169,6 +169,10 @@ DpStepStats DataParallel::step(const Tensor& x, const Tensor& y, optim::Optimize
   const auto copies = static_cast<int64_t>(st.used - 1);
   stats.reduce_bytes = param_bytes * copies;
   stats.replicate_bytes = (param_bytes + buffer_bytes) * copies;
+  stats.parameter_bytes = param_bytes;
+  stats.buffer_bytes = buffer_bytes;
+  stats.input_bytes_per_sample = st.rows > 0 ? static_cast<int64_t>(x.nbytes()) / st.rows : 0;
+  stats.scatter_bytes = stats.input_bytes_per_sample * (st.rows - st.sizes[0]);
 
   timer.begin(phase_name(Phase::Scatter));
   optimizer.zero_grad();
@@ -185,6 +189,7 @@ DpStepStats DataParallel::step(const Tensor& x, const Tensor& y, optim::Optimize
   forward_replicas(st);
   timer.begin(phase_name(Phase::Gather));
   stats.gather_bytes = gather_outputs(st);
+  stats.output_bytes_per_sample = st.rows > 0 ? stats.gather_bytes / st.rows : 0;
   timer.begin(phase_name(Phase::Loss));
   {
     nvtx::Range range("dp.loss", nvtx::Category::DP);

@@ -80,16 +80,66 @@ std::string html_chart(const ChartView& c) {
   return out + "</section>\n";
 }
 
+std::string html_section(const ReportSection& s) {
+  std::string out = "<section id=\"" + s.id + "\"><h2>" + escape_xml(s.heading) + "</h2>\n";
+  if (!s.notes.empty()) {
+    out += "<ul class=\"notes\">";
+    for (const auto& n : s.notes) out += "<li>" + escape_xml(n) + "</li>";
+    out += "</ul>\n";
+  }
+  for (const auto& t : s.tables) {
+    if (!t.caption.empty()) out += "<p class=\"caption\">" + escape_xml(t.caption) + "</p>";
+    out += html_table(t.table, t.id);
+  }
+  for (const auto& c : s.charts) out += html_chart(c);
+  for (const auto& p : s.paragraphs) out += "<p>" + escape_xml(p) + "</p>\n";
+  return out + "</section>\n";
+}
+
+std::string page_head(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\" />"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\" />"
+         "<title>" +
+         escape_xml(title) + "</title><style>" + kCss + "</style></head>\n<body>\n<h1>" +
+         escape_xml(title) + "</h1>\n";
+}
+
+// Writes Markdown (with its SVG files beside it) when `out` ends in .md, else HTML.
+template <typename Markdown, typename Html>
+void write_report(const std::string& out, Markdown markdown, Html html) {
+  const std::filesystem::path path(out);
+  if (path.extension() == ".md") {
+    const MarkdownReport report = markdown(path.stem().string() + "-");
+    for (const auto& [name, svg] : report.svgs) {
+      write_text_atomic((path.parent_path() / name).string(), svg);
+    }
+    write_text_atomic(out, report.markdown);
+  } else {
+    write_text_atomic(out, html());
+  }
+}
+
 }  // namespace
+
+std::string render_sections_html(const std::string& title,
+                                 const std::vector<ReportSection>& sections) {
+  std::string out = page_head(title);
+  for (const auto& s : sections) out += html_section(s);
+  out += "<footer>Written by ddpbench.</footer>\n";
+  return out + "</body></html>\n";
+}
+
+void write_sections_report(const std::string& title, const std::vector<ReportSection>& sections,
+                           const std::string& out) {
+  write_report(
+      out,
+      [&](const std::string& prefix) { return render_sections_markdown(title, sections, prefix); },
+      [&] { return render_sections_html(title, sections); });
+}
 
 std::string render_html(const nlohmann::json& suite) {
   const SuiteView v = build_suite_view(suite);
-  std::string out =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\" />"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\" />"
-      "<title>" +
-      escape_xml(v.title) + "</title><style>" + kCss + "</style></head>\n<body>\n";
-  out += "<h1>" + escape_xml(v.title) + "</h1>\n";
+  std::string out = page_head(v.title);
   out += "<p class=\"meta\">" +
          escape_xml(string_at(suite, {"context", "date"}, "(no date)") + " · " +
                     string_at(suite, {"context", "host"}, "(no host)") + " · ddpbench " +
@@ -98,6 +148,7 @@ std::string render_html(const nlohmann::json& suite) {
                     string_at(suite, {"suite", "device"}, "?")) +
          "</p>\n";
   out += html_banner(v.banner);
+  for (const auto& s : v.sections) out += html_section(s);
   out += "<h2>Summary</h2>\n" + html_table(v.summary, "summary");
   out += "<h2>Charts</h2>\n";
   for (const auto& c : v.charts) out += html_chart(c);
@@ -110,16 +161,9 @@ std::string render_html(const nlohmann::json& suite) {
 }
 
 void write_suite_report(const nlohmann::json& suite, const std::string& out) {
-  const std::filesystem::path path(out);
-  if (path.extension() == ".md") {
-    const auto report = render_markdown(suite, path.stem().string() + "-");
-    for (const auto& [name, svg] : report.svgs) {
-      write_text_atomic((path.parent_path() / name).string(), svg);
-    }
-    write_text_atomic(out, report.markdown);
-  } else {
-    write_text_atomic(out, render_html(suite));
-  }
+  write_report(
+      out, [&](const std::string& prefix) { return render_markdown(suite, prefix); },
+      [&] { return render_html(suite); });
 }
 
 }  // namespace ddpb::reports

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/suite_view.h"
+
 namespace ddpb::reports {
 
 // One HTML5 page: title, completeness banner, summary table, the charts (elements with ids
@@ -36,5 +38,15 @@ MarkdownReport render_markdown(const nlohmann::json& suite, const std::string& s
 // Writes the report to `out`: Markdown (with its SVG files beside it) when `out` ends in .md,
 // HTML otherwise. Each file is written atomically, so a reader never sees half a report.
 void write_suite_report(const nlohmann::json& suite, const std::string& out);
+
+// A page of report sections alone (`ddpbench project -o`), laid out as in the suite report,
+// written like write_suite_report (HTML, or Markdown with SVG files beside it).
+std::string render_sections_html(const std::string& title,
+                                 const std::vector<ReportSection>& sections);
+MarkdownReport render_sections_markdown(const std::string& title,
+                                        const std::vector<ReportSection>& sections,
+                                        const std::string& svg_prefix);
+void write_sections_report(const std::string& title, const std::vector<ReportSection>& sections,
+                           const std::string& out);
 
 }  // namespace ddpb::reports

@@ -45,6 +45,29 @@ std::string md_table(const TextTable& t) {
   return out + "\n";
 }
 
+// A chart's Markdown: its heading and caption, and a link to its SVG file (added to `r.svgs`).
+std::string md_chart(const ChartView& c, const std::string& svg_prefix, MarkdownReport& r) {
+  std::string md = "### " + md_cell(c.heading) + "\n\n";
+  if (!c.caption.empty()) md += md_cell(c.caption) + "\n\n";
+  if (c.svgs.empty()) return md + "_no data: " + md_cell(c.no_data) + "_\n\n";
+  const std::string file = svg_prefix + c.name + ".svg";
+  r.svgs.push_back({file, svg::stack_vertical(c.svgs).text});
+  return md + "![" + c.name + "](" + file + ")\n\n";
+}
+
+std::string md_section(const ReportSection& s, const std::string& svg_prefix, MarkdownReport& r) {
+  std::string md = "## " + md_cell(s.heading) + "\n\n";
+  for (const auto& n : s.notes) md += "- " + md_cell(n) + "\n";
+  if (!s.notes.empty()) md += "\n";
+  for (const auto& t : s.tables) {
+    if (!t.caption.empty()) md += md_cell(t.caption) + "\n\n";
+    md += md_table(t.table);
+  }
+  for (const auto& c : s.charts) md += md_chart(c, svg_prefix, r);
+  for (const auto& p : s.paragraphs) md += md_cell(p) + "\n\n";
+  return md;
+}
+
 }  // namespace
 
 MarkdownReport render_markdown(const nlohmann::json& suite, const std::string& svg_prefix) {
@@ -58,22 +81,23 @@ MarkdownReport render_markdown(const nlohmann::json& suite, const std::string& s
     md += "> " + md_cell(v.banner.headline) + "\n";
   }
   for (const auto& d : v.banner.details) md += ">\n> - " + md_cell(d) + "\n";
-  md += "\n## Summary\n\n" + md_table(v.summary);
+  md += "\n";
+  for (const auto& s : v.sections) md += md_section(s, svg_prefix, r);
+  md += "## Summary\n\n" + md_table(v.summary);
   md += "## Charts\n\n";
-  for (const auto& c : v.charts) {
-    md += "### " + md_cell(c.heading) + "\n\n";
-    if (!c.caption.empty()) md += md_cell(c.caption) + "\n\n";
-    if (c.svgs.empty()) {
-      md += "_no data: " + md_cell(c.no_data) + "_\n\n";
-      continue;
-    }
-    const std::string file = svg_prefix + c.name + ".svg";
-    r.svgs.push_back({file, svg::stack_vertical(c.svgs).text});
-    md += "![" + c.name + "](" + file + ")\n\n";
-  }
+  for (const auto& c : v.charts) md += md_chart(c, svg_prefix, r);
   md += "## Failed runs\n\n" + (v.failed.rows.empty() ? "None.\n\n" : md_table(v.failed));
   md += "## Suite configuration\n\n" + md_table(v.config);
   md += "## Context\n\n" + md_table(v.context);
+  return r;
+}
+
+MarkdownReport render_sections_markdown(const std::string& title,
+                                        const std::vector<ReportSection>& sections,
+                                        const std::string& svg_prefix) {
+  MarkdownReport r;
+  r.markdown = "# " + md_cell(title) + "\n\n";
+  for (const auto& s : sections) r.markdown += md_section(s, svg_prefix, r);
   return r;
 }
 

@@ -4,8 +4,9 @@
 #include <set>
 
 #include "reports/json_io.h"
-#include "reports/run_schema_text.h"    // generated: kRunSchemaText
-#include "reports/suite_schema_text.h"  // generated: kSuiteSchemaText
+#include "reports/projection_schema_text.h"  // generated: kProjectionSchemaText
+#include "reports/run_schema_text.h"         // generated: kRunSchemaText
+#include "reports/suite_schema_text.h"       // generated: kSuiteSchemaText
 
 namespace ddpb::reports {
 namespace {
@@ -255,7 +256,23 @@ const nlohmann::json& suite_record_schema() {
 }
 
 std::vector<SchemaError> validate_suite_record(const nlohmann::json& record) {
-  return validate_schema(suite_record_schema(), record);
+  auto errors = validate_schema(suite_record_schema(), record);
+  if (record.is_object() && record.contains("projection") && record["projection"].is_object()) {
+    for (auto e : validate_schema(projection_record_schema(), record["projection"])) {
+      e.path = "/projection" + e.path;
+      errors.push_back(std::move(e));
+    }
+  }
+  return errors;
+}
+
+const nlohmann::json& projection_record_schema() {
+  static const nlohmann::json schema = nlohmann::json::parse(kProjectionSchemaText);
+  return schema;
+}
+
+std::vector<SchemaError> validate_projection_record(const nlohmann::json& record) {
+  return validate_schema(projection_record_schema(), record);
 }
 
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed) {

@@ -41,6 +41,10 @@ const nlohmann::json& suite_record_schema();
 // validate_schema(suite_record_schema(), record).
 std::vector<SchemaError> validate_suite_record(const nlohmann::json& record);
 
+// The projection schema (`ddpbench project --json`, suite.json's "projection").
+const nlohmann::json& projection_record_schema();
+std::vector<SchemaError> validate_projection_record(const nlohmann::json& record);
+
 // "N problems: first; second; ..." with at most `max_listed` problems spelled out.
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed = 5);
 

@@ -7,9 +7,11 @@
 #include <map>
 #include <string_view>
 
+#include "reports/projection_view.h"
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
 #include "reports/suite_charts.h"
+#include "reports/verdict.h"
 
 namespace ddpb::reports {
 namespace {
@@ -102,6 +104,23 @@ std::string correctness_cell(const json& run) {
   return format_sci(number_at(*c, {metric.c_str()})) + " " + verdict;
 }
 
+int run_world_size(const json& run) {
+  return static_cast<int>(number_at(run, {"world_size"}).value_or(0));
+}
+
+// Overlap applies to DDP with communication (world size > 1) only: DP reduces after backward
+// by design, and one rank has nothing to overlap. "n/a" there, not 0%.
+std::string overlap_text(const json& run, std::optional<double> overlap) {
+  if (string_at(run, {"mode"}) != "ddp" || run_world_size(run) <= 1) return "n/a";
+  return format_percent(overlap);
+}
+
+// Scaling efficiency at world size 1 is 100% by definition: "n/a".
+std::string scaling_text(const json& run, std::optional<double> efficiency) {
+  if (run_world_size(run) <= 1) return "n/a";
+  return format_percent(efficiency);
+}
+
 bool has_pytorch(const std::vector<const json*>& runs) {
   for (const json* r : runs) {
     if (find_at(*r, {"pytorch"})) return true;
@@ -136,10 +155,10 @@ TextTable make_summary(const json& suite) {
                                     format_number(metric({"metrics", "samples_per_s"})),
                                     format_number(metric({"metrics", "step_time_ms", "median"})),
                                     format_number(metric({"metrics", "step_time_ms", "p90"})),
-                                    format_percent(metric({"metrics", "overlap_ratio"})),
+                                    overlap_text(*r, metric({"metrics", "overlap_ratio"})),
                                     format_percent(metric({"metrics", "flop_fraction"})),
                                     format_bytes(ok ? run_peak_memory(*r) : std::nullopt),
-                                    format_percent(metric({"scaling", "weak_efficiency"})),
+                                    scaling_text(*r, metric({"scaling", "weak_efficiency"})),
                                     correctness_cell(*r)};
     if (torch) {
       const auto theirs = number_at(*r, {"pytorch", "samples_per_s"});
@@ -245,6 +264,9 @@ SuiteView build_suite_view(const json& suite) {
   SuiteView v;
   v.title = "ddpbench suite: " + string_at(suite, {"suite", "name"}, "(unnamed)");
   v.banner = make_banner(suite);
+  v.sections.push_back(build_verdict(suite));
+  const json* projection = find_at(suite, {"projection"});
+  v.sections.push_back(build_projection_section(projection ? *projection : json()));
   v.summary = make_summary(suite);
   v.charts = build_suite_charts(suite);
   v.failed = make_failed(suite);

@@ -38,9 +38,26 @@ struct ChartView {
   std::string no_data;
 };
 
+// A prose section of the report (the verdict, the projection): bullet notes, then tables (each
+// with its HTML id and a caption), charts, and paragraphs, in that order.
+struct SectionTable {
+  std::string id;
+  std::string caption;
+  TextTable table;
+};
+struct ReportSection {
+  std::string id;
+  std::string heading;
+  std::vector<std::string> notes;
+  std::vector<SectionTable> tables;
+  std::vector<ChartView> charts;
+  std::vector<std::string> paragraphs;
+};
+
 struct SuiteView {
   std::string title;
   Banner banner;
+  std::vector<ReportSection> sections;  // the verdict first, then the projection
   TextTable summary;
   std::vector<ChartView> charts;
   TextTable failed;  // failed, pending and interrupted runs and failed PyTorch runs

@@ -46,6 +46,8 @@
 #               scaled_dot_product_attention; the ratio ddpbench / PyTorch uses ddpbench's
 #               compute time (step minus the data phase) against PyTorch's step time
 #               (zero_grad+forward+loss+backward+step on a resident batch), both medians
+#   projection  ddpbench project: 2 logical ranks on one GPU predicted from the world-size-1
+#               DDP run, against the measured 2-rank run (error in the table)
 #   suite       ddpbench suite on CUDA: mlp-small and gpt-tiny, single/DP/DDP (NCCL) at world
 #               size 1, correctness against single, suite.json and report.html
 #   memcheck    compute-sanitizer --tool memcheck on a few parity tests, when installed
@@ -545,6 +547,31 @@ else
 fi
 
 # ---- Suite on the GPU ----------------------------------------------------------------------
+# The projection checked on the GPU: 2 logical ranks on one GPU predicted from the world-size-1
+# DDP run (measured topology: the GPU's compute shared by both ranks, Gloo fitted here),
+# against the measured 2-rank Gloo run above.
+header "projection (2 logical ranks from 1)"
+t0=$SECONDS
+if [[ ! -f "$OUT/ddp-nccl-mlp-small.json" || ! -f "$OUT/ddp-gloo-mlp-small.json" ]]; then
+  record projection WARN 0 "not run: a DDP run it needs failed"
+elif ! t=$(step_timeout 30); then
+  record projection WARN 0 "not run: time budget exhausted"
+elif timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" project \
+    "$OUT/ddp-nccl-mlp-small.json" --devices 2 --json "$OUT/projection-2.json" \
+    > "$OUT/projection.log" 2>&1; then
+  detail=$(python3 - "$OUT/projection-2.json" "$OUT/ddp-gloo-mlp-small.json" <<'PY' 2>&1
+import json, sys
+p, m = (json.load(open(f)) for f in sys.argv[1:3])
+pred = next(x for x in p["workloads"][0]["points"] if x["devices"] == 2)["ddp"]["step_ms"]
+got = m["summary"]["step_time_ms"]["median"]
+print(f"predicted {pred:.3f} ms, measured {got:.3f} ms, error {100 * (pred / got - 1):+.1f}%")
+PY
+)
+  record projection PASS $((SECONDS - t0)) "$detail"
+else
+  record projection FAIL $((SECONDS - t0)) "$(tail -n 1 "$OUT/projection.log")"
+fi
+
 # A small suite end to end on CUDA: single, DP and DDP (NCCL) at world size 1 with the
 # correctness check against single, the suite record and its HTML report.
 header "suite (small, cuda)"

@@ -9,6 +9,7 @@
 
 #include "bench/cli/cli_flags.h"
 #include "bench/cli/env_command.h"
+#include "bench/cli/project_command.h"
 #include "bench/cli/report_commands.h"
 #include "bench/cli/validate_command.h"
 #include "bench/run/run_config.h"
@@ -172,6 +173,9 @@ CLI::App* add_suite_command(CLI::App& app, SuiteOptions& o) {
   suite->add_flag("--quick", o.quick, "a short smoke version of the suite");
   suite->add_flag("--with-pytorch", o.with_pytorch,
                   "also run each configuration in PyTorch (scripts/peer/torch_reference.py)");
+  suite->add_flag("--validate-projection", o.validate_projection,
+                  "add world size 3 (CPU; oversubscribed on 2 cores) and report how well the "
+                  "projection predicts world sizes 2 and 3 from world size 1");
   suite->add_option("--resume", o.resume, "finish the interrupted suite in this folder");
   return suite;
 }
@@ -229,6 +233,8 @@ int ddpbench_main(int argc, char** argv) {
   report->add_option("results", report_in, "a results folder of ddpbench suite, or its suite.json")
       ->required();
   report->add_option("-o,--out", report_out, "report.html or report.md")->required();
+  ProjectOptions project_options;
+  auto* project = add_project_command(app, project_options);
   std::string compare_base, compare_new;
   double compare_threshold = 5;
   auto* compare =
@@ -245,6 +251,7 @@ int ddpbench_main(int argc, char** argv) {
     if (workloads->parsed()) return list_workloads();
     if (suite->parsed()) return run_suite(suite_options);
     if (report->parsed()) return report_command(report_in, checked_output("--out", report_out));
+    if (project->parsed()) return project_command(project_options);
     if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();

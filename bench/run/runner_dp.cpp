@@ -64,9 +64,15 @@ class DpRunner final : public ModeRunner {
     }
     out.extra = {{"devices", devs},
                  {"bytes",
-                  {{"replicate", s.replicate_bytes},
+                  {{"scatter", s.scatter_bytes},
+                   {"replicate", s.replicate_bytes},
                    {"gather", s.gather_bytes},
-                   {"reduce", s.reduce_bytes}}}};
+                   {"reduce", s.reduce_bytes}}},
+                 {"unit_bytes",
+                  {{"parameters", s.parameter_bytes},
+                   {"buffers", s.buffer_bytes},
+                   {"input_per_sample", s.input_bytes_per_sample},
+                   {"output_per_sample", s.output_bytes_per_sample}}}};
     return out;
   }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "bench/suite/progress.h"
 #include "bench/suite/pytorch_peer.h"
 #include "bench/suite/suite_metrics.h"
+#include "bench/suite/suite_projection.h"
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
 #include "core/device.h"
@@ -68,6 +70,13 @@ SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
   SuiteSpec spec = default_suite(device, gpus, o.quick);
   if (!o.file.empty()) apply_suite_text(spec, read_text(o.file), o.file);
   if (o.with_pytorch) spec.with_pytorch = true;
+  if (o.validate_projection) spec.validate_projection = true;
+  if (spec.validate_projection &&
+      std::find(spec.world_sizes.begin(), spec.world_sizes.end(), 3) == spec.world_sizes.end() &&
+      spec.device == "cpu") {
+    spec.world_sizes.push_back(3);
+    std::sort(spec.world_sizes.begin(), spec.world_sizes.end());
+  }
   if (o.max_world_size != -1) {
     DDPB_USAGE_CHECK(o.max_world_size >= 1)
         << "--max-world-size must be positive, got " << o.max_world_size;
@@ -196,9 +205,10 @@ void print_summary(const nlohmann::json& suite) {
 // The suite record of --resume DIR, with its matrix checked against this machine.
 nlohmann::json resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
-                   !o.quick)
+                   !o.quick && !o.validate_projection)
       << "--resume takes the matrix from " << o.resume
-      << "/suite.json: drop SUITE.json, --out, --device, --max-world-size and --quick";
+      << "/suite.json: drop SUITE.json, --out, --device, --max-world-size, --quick and "
+         "--validate-projection";
   const std::string path = (fs::path(o.resume) / "suite.json").string();
   DDPB_USAGE_CHECK(fs::exists(path)) << "--resume " << o.resume << ": no suite.json there";
   nlohmann::json suite;
@@ -310,6 +320,37 @@ SuiteVerdict settle(nlohmann::json& suite) {
   return v;
 }
 
+// The suite's projection of its own results, with the validation against its runs
+// (docs/metrics.md, "Projection"). A projection that cannot be made (no DP or DDP run
+// succeeded) is reported and left out; it never fails the suite.
+void add_projection(nlohmann::json& suite, const SuiteSpec& spec, const std::string& dir) {
+  try {
+    const bool nccl = spec.device == "cuda" && cuda_device_count() >= 2;
+    const int slots = measured_compute_slots(suite_projection_source(suite, dir));
+    const CommFit fit =
+        measure_comm_fit(nccl ? "nccl" : "gloo", spec.device,
+                         nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots);
+    suite["comm_fit"] = fit.to_json();
+    const ProjectionSource source = suite_projection_source(suite, dir);
+    nlohmann::json p = make_projection(source, resolve_topology(spec.projection_topology, source),
+                                       spec.projection_devices, {});
+    const Topology measured = measured_topology(fit, measured_compute_slots(source));
+    p["validation"] = validate_projection(suite, dir, measured);
+    if (spec.device == "cpu" && source.cpu_cores > 0 &&
+        *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end()) > source.cpu_cores)
+      p["validation"]["oversubscribed"] = fmt::format(
+          "World sizes above {} oversubscribe this machine's {} cores: their ranks take turns "
+          "on the cores{}.",
+          source.cpu_cores, source.cpu_cores,
+          spec.validate_projection ? " (world size 3 added by --validate-projection)" : "");
+    suite["projection"] = std::move(p);
+    fmt::print("ddpbench suite: projection on {} at {} devices\n", spec.projection_topology,
+               fmt::join(spec.projection_devices, ","));
+  } catch (const std::exception& e) {
+    fmt::print("ddpbench suite: no projection: {}\n", e.what());
+  }
+}
+
 }  // namespace
 
 int run_suite(const SuiteOptions& o) {
@@ -339,6 +380,7 @@ int run_suite(const SuiteOptions& o) {
   run_pending(suite, spec, dir);
 
   const SuiteVerdict v = settle(suite);
+  if (v.complete) add_projection(suite, spec, dir);
   write_suite(suite, dir);
   print_summary(suite);
   const std::string html = (fs::path(dir) / "report.html").string();

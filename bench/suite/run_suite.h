@@ -14,7 +14,8 @@ struct SuiteOptions {
   int max_world_size = -1;  // -1: no cap
   bool quick = false;
   bool with_pytorch = false;
-  std::string resume;  // results folder of an interrupted suite
+  bool validate_projection = false;  // add world size 3 and check the projection against it
+  std::string resume;                // results folder of an interrupted suite
 };
 
 // Returns the process exit code: 0 when every run succeeded and computed the right thing,

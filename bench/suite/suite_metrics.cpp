@@ -90,10 +90,15 @@ nlohmann::json run_metrics(const nlohmann::json& record, double peak) {
   for (const auto& d : record["memory"])
     peak_bytes = std::max(peak_bytes, d["peak_bytes"].get<int64_t>());
   if (record.contains("ranks")) {
+    nlohmann::json per_rank_peak = nlohmann::json::array();
     for (const auto& r : record["ranks"]) {
+      int64_t rank_peak = 0;
       for (const auto& d : r["memory"])
-        peak_bytes = std::max(peak_bytes, d["peak_bytes"].get<int64_t>());
+        rank_peak = std::max(rank_peak, d["peak_bytes"].get<int64_t>());
+      per_rank_peak.push_back(rank_peak);
+      peak_bytes = std::max(peak_bytes, rank_peak);
     }
+    m["rank_peak_memory_bytes"] = per_rank_peak;
   }
   m["peak_memory_bytes"] = peak_bytes;
   m["memory"] = record["memory"];

@@ -108,6 +108,9 @@ nlohmann::json SuiteSpec::to_json() const {
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
           {"with_pytorch", with_pytorch},
+          {"projection_devices", projection_devices},
+          {"projection_topology", projection_topology},
+          {"validate_projection", validate_projection},
           {"timeout_s", timeout_s},
           {"correctness_threshold", correctness_threshold},
           {"hook_correctness_threshold", hook_correctness_threshold}};
@@ -131,6 +134,8 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
     for (int n = 1; n <= std::max(1, gpus); n *= 2) s.world_sizes.push_back(n);
     s.bucket_sweep_mb = {1, 5, 100};
     s.bf16_workloads = {"resnet50"};
+    s.projection_devices = {8, 64, 512};
+    s.projection_topology = "nvlink+ib-ndr";
   } else {
     s.name = quick ? "quick-cpu" : "default-cpu";
     s.workloads = {"mlp-small", "gpt-tiny", "embed", "resnet-tiny"};
@@ -217,6 +222,15 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"attention",
        [&](const KeyReader& r) { s.attention = r.named<ops::AttentionKind>("attention"); }},
       {"with_pytorch", [&](const KeyReader& r) { s.with_pytorch = r.boolean(); }},
+      {"projection_devices",
+       [&](const KeyReader& r) {
+         s.projection_devices.clear();
+         for (const auto& v : r.list())
+           s.projection_devices.push_back(
+               static_cast<int>(KeyReader{file, r.key, v}.integer(1, 1 << 20)));
+       }},
+      {"projection_topology", [&](const KeyReader& r) { s.projection_topology = r.string(); }},
+      {"validate_projection", [&](const KeyReader& r) { s.validate_projection = r.boolean(); }},
       {"timeout_s", [&](const KeyReader& r) { s.timeout_s = r.number(1, 86400); }},
       {"correctness_threshold",
        [&](const KeyReader& r) { s.correctness_threshold = r.number(0, 1); }},

@@ -36,6 +36,14 @@ struct SuiteSpec {
   ops::MathMode precision = ops::MathMode::FP32;  // every run's --precision, and the GEMM peak's
   ops::AttentionKind attention = ops::AttentionKind::Math;  // every run's --attention
   bool with_pytorch = false;
+  // The projection the suite runs on its own results (bench/suite/projection.h): device
+  // counts and topology. The CPU default projects this machine (measured) at 2..8 ranks; the
+  // GPU default an NVLink node and InfiniBand between nodes at 8, 64 and 512.
+  std::vector<int> projection_devices = {2, 4, 8};
+  std::string projection_topology = "measured";
+  // --validate-projection: adds world size 3 (oversubscribed on a 2-core machine) so that the
+  // model's predictions of world sizes 2 and 3 from world size 1 are checked.
+  bool validate_projection = false;
   double timeout_s = 300;  // DDP collective timeout; a run's wall limit is 2x this + 60 s
   // On the largest per-tensor relative L2 difference of the final parameters (docs/metrics.md):
   // rounding-level differences grow through ReLU units switching sides over the steps (1.6e-3

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,49 @@ int processes_in(const std::string& dir) {
     if (!ec && cwd == fs::path(dir)) ++n;
   }
   return n;
+}
+
+// The suite's own projection and validation, and `ddpbench project` on its folder, on one
+// run record, and on bad input (exit 2, one line).
+void check_projection(const nlohmann::json& suite, const std::string& out, const TempDir& dir) {
+  ASSERT_TRUE(suite.contains("comm_fit"));
+  EXPECT_GT(suite["comm_fit"]["allreduce"]["bandwidth_GBps"].get<double>(), 0);
+  ASSERT_TRUE(suite.contains("projection"));
+  const auto& p = suite["projection"];
+  EXPECT_EQ(p["topology"]["name"], "measured");
+  EXPECT_EQ(p["workloads"].size(), suite["suite"]["workloads"].size());
+  // Every DP and DDP scaling run at world size 2 is predicted from world size 1.
+  EXPECT_EQ(p["validation"]["runs"].size(), 2 * suite["suite"]["workloads"].size());
+  for (const auto& v : p["validation"]["runs"]) EXPECT_GT(v["predicted_ms"].get<double>(), 0);
+  const std::string json_out = dir / "projection.json", html = dir / "projection.html";
+  CliResult r = run_cli("project " + out + " --devices 8,64 --topology nvlink+ib-ndr --json " +
+                        json_out + " -o " + html);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto projected = load(json_out);
+  EXPECT_TRUE(reports::validate_projection_record(projected).empty());
+  EXPECT_EQ(projected["workloads"][0]["points"].back()["devices"], 64);
+  EXPECT_FALSE(projected["workloads"][0]["points"].back().contains("dp")) << "DP stops at a node";
+  EXPECT_TRUE(fs::file_size(html) > 2000);
+  r = run_cli("project " + out + "/runs/mlp-small_ddp_w2.json --devices 4 --topology pcie4");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("mlp-small"), std::string::npos) << r.output;
+  write_file(dir / "topo.json", R"({"name": "t", "node_size": 8, "intra": {"alpha_us": 1}})");
+  auto no_buckets = load(out + "/runs/mlp-small_ddp_w2.json");
+  no_buckets["summary"]["comm"].erase("buckets");
+  write_file(dir / "no_buckets.json", no_buckets.dump());
+  const std::pair<std::string, std::string> bad[] = {
+      {"project " + out + " --devices 8 --topology infiniband", "unknown topology preset"},
+      {"project " + out + " --devices 8 --topology " + (dir / "topo.json"), "bandwidth_GBps"},
+      {"project " + (dir / "no_buckets.json") + " --devices 8", "without bucket timings"},
+      {"project " + out + "/runs/mlp-small_single_w1.json --devices 8", "needs a DDP record"},
+      {"project " + out + " --devices 64 --topology nvlink", "need an inter-node link"},
+      {"project " + out + " --devices 0", "not in 1..1048576"}};
+  for (const auto& [args, message] : bad) {
+    r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
 }
 
 TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
@@ -118,6 +162,7 @@ TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
   r = run_cli("compare " + out + "/suite.json " + (dir / "slower.json") + " --threshold 5");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("mlp-small/ddp/w2"), std::string::npos) << r.output;
+  check_projection(suite, out, dir);
 }
 
 // "precision" reaches every run and the GEMM peak; DDP in bf16 (with and without the bf16

@@ -116,6 +116,73 @@ inline json make_run(const std::string& workload, const std::string& mode, int w
       {"trace", "traces/" + file + ".json"}};
 }
 
+// A projection record (reports/schema/projection.schema.json) for the fixture's workloads:
+// DDP keeps scaling, DP loses to it from 4 devices on and stops at its node of 8.
+inline json make_projection() {
+  auto point = [](double step, double comm, double exposed, double eff, double samples) {
+    return json{{"step_ms", step},       {"comm_ms", comm},
+                {"exposed_ms", exposed}, {"overlap_ratio", comm > 0 ? 1 - exposed / comm : 0},
+                {"efficiency", eff},     {"samples_per_s", samples}};
+  };
+  json p = {{"schema_version", 1},
+            {"implementation", "ddpbench"},
+            {"kind", "projection"},
+            {"source", "results"},
+            {"device", "cpu"},
+            {"topology",
+             {{"name", "nvlink+ib-ndr"},
+              {"source", "presets"},
+              {"node_size", 8},
+              {"intra", {{"alpha_us", 3}, {"bandwidth_GBps", 450}}},
+              {"inter", {{"alpha_us", 5}, {"bandwidth_GBps", 50}}},
+              {"compute_slots", 0},
+              {"comm_shares_compute", false},
+              {"compute_contention", 1.0}}},
+            {"devices", {8, 64}},
+            {"scale", {{"per_device_batch", 0}, {"target_flops_per_s", 0}}},
+            {"workloads", json::array()}};
+  for (const std::string w : {"mlp-small", "gpt-tiny"}) {
+    json pts = json::array();
+    for (int n : {1, 2, 4, 8, 16, 32, 64}) {
+      json pt = {{"devices", n}};
+      const double ddp = 10 + 0.05 * n;
+      pt["ddp"] = point(ddp, n > 1 ? 2 : 0, n > 1 ? 0.5 : 0, 10 / ddp, 32000 * n / ddp);
+      if (n <= 8) {
+        const double dp = 9 + 0.6 * n;
+        pt["dp"] = point(dp, 0.6 * n, 0.6 * n, 10 / dp, 32000 * n / dp);
+      }
+      pts.push_back(pt);
+    }
+    p["workloads"].push_back(
+        {{"workload", w},
+         {"basis", {{"ddp", {{"run", w + "/ddp/w1"}, {"per_device_batch", 32}}}}},
+         {"points", pts},
+         {"measured",
+          {{{"mode", "ddp"},
+            {"devices", 2},
+            {"run", w + "/ddp/w2"},
+            {"step_ms", 11},
+            {"efficiency", 0.91}}}},
+         {"crossover", {{"devices", 4}, {"faster", "ddp"}}},
+         {"ddp_max_devices_at_90pct", 20},
+         {"dp_stops_gaining_at", nullptr},
+         {"dp_max_devices", 8}});
+  }
+  p["validation"] = {
+      {"topology", "measured"},
+      {"basis", "each workload's world-size-1 runs"},
+      {"oversubscribed", "World sizes above 2 oversubscribe this machine's 2 cores."},
+      {"runs",
+       {{{"run", "mlp-small/ddp/w2"},
+         {"mode", "ddp"},
+         {"devices", 2},
+         {"measured_ms", 11},
+         {"predicted_ms", 10.1},
+         {"error", -0.0818}}}},
+      {"median_abs_error", {{"ddp", 0.0818}, {"dp", nullptr}}}};
+  return p;
+}
+
 inline json make_suite() {
   json suite = {{"schema_version", 1},
                 {"implementation", "ddpbench"},
@@ -237,6 +304,7 @@ inline json make_suite() {
       r.erase("record");
     }
   }
+  suite["projection"] = make_projection();
   return suite;
 }
 

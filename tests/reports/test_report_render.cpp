@@ -30,8 +30,9 @@ using nlohmann::json;
 using Strings = std::vector<std::string>;
 
 constexpr const char* kDdpW2 = "mlp-small/ddp/w2";
-const Strings kChartIds = {"chart-throughput", "chart-scaling",      "chart-phases",
-                           "chart-buckets",    "chart-bucket-sweep", "chart-overlap"};
+const Strings kChartIds = {"chart-throughput", "chart-scaling", "chart-phases",
+                           "chart-projection", "chart-buckets", "chart-bucket-sweep",
+                           "chart-overlap"};
 
 Strings suite_errors(const json& doc) {
   Strings out;
@@ -316,6 +317,7 @@ TEST(HtmlReport, ChartsPickTheDocumentedRuns) {
 
 TEST(HtmlReport, MissingDataRendersANoteNotACrash) {
   json suite = make_suite();
+  suite["projection"]["workloads"] = json::array();
   for (auto& r : suite["runs"]) {
     r["status"] = "failed";
     r["error"] = "boom";
@@ -351,7 +353,8 @@ TEST(MarkdownReport, TablesAndOneLinkedSvgPerChart) {
     EXPECT_NE(md.markdown.find("![" + stem + "](" + file + ")"), std::string::npos) << file;
     EXPECT_EQ(xml_problem(text), "") << file;
   }
-  EXPECT_EQ(md.svgs[0].first, "svg/throughput.svg");
+  EXPECT_EQ(md.svgs[0].first, "svg/projection.svg") << "the projection comes before the charts";
+  EXPECT_EQ(md.svgs[1].first, "svg/throughput.svg");
   // A table cell cannot break the table or smuggle HTML.
   json evil = suite;
   run_by_id(evil, "gpt-tiny/ddp/w4")["error"] = "a | b <img src=x>\nnext";
@@ -370,6 +373,7 @@ TEST(MarkdownReport, TablesAndOneLinkedSvgPerChart) {
   // Charts without data are a note, and no file.
   json empty = suite;
   empty["runs"] = json::array();
+  empty.erase("projection");
   const auto md3 = ddpb::reports::render_markdown(empty, "");
   EXPECT_TRUE(md3.svgs.empty());
   EXPECT_NE(md3.markdown.find("_no data: "), std::string::npos);

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-namespace ddpb::micro {
+namespace ddpb::bench {
 
 class RankTeam {
  public:
@@ -118,4 +118,4 @@ class RankTeam {
   std::vector<std::thread> helpers_;
 };
 
-}  // namespace ddpb::micro
+}  // namespace ddpb::bench

@@ -1,4 +1,4 @@
-// GroupTeam: a RankTeam (bench/micro/rank_team.h) whose ranks each hold a ProcessGroup of one
+// GroupTeam: a RankTeam (bench/run/rank_team.h) whose ranks each hold a ProcessGroup of one
 // backend, all met through one in-process HashStore, as the process-group tests do
 // (tests/comm/pg_test_util.h). Rank r works on rank_device(backend, r): cpu:r for gloo (one
 // logical CPU device per rank, as DDP on CPU), cuda:r for nccl.
@@ -16,14 +16,14 @@
 #include <utility>
 #include <vector>
 
-#include "bench/micro/rank_team.h"
+#include "bench/run/rank_team.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
 #include "core/check.h"
 #include "core/device.h"
 #include "core/stream.h"
 
-namespace ddpb::micro {
+namespace ddpb::bench {
 
 inline Device rank_device(const std::string& backend, int rank) {
   return backend == "nccl" ? Device::cuda(rank) : Device::cpu(rank);
@@ -96,4 +96,4 @@ inline double timed_seconds(const Device& device, const std::function<void()>& f
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace ddpb::micro
+}  // namespace ddpb::bench

@@ -1,0 +1,103 @@
+#include "bench/cli/project_command.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "bench/cli/cli_flags.h"
+#include "bench/suite/suite_projection.h"
+#include "core/check.h"
+#include "reports/html_report.h"
+#include "reports/json_io.h"
+#include "reports/projection_view.h"
+#include "reports/schema_validator.h"
+
+namespace ddpb::bench {
+namespace {
+
+std::string cell(const nlohmann::json& point, const char* design, const char* key,
+                 double scale = 1) {
+  if (!point.contains(design)) return "-";
+  return fmt::format("{:.4g}", point[design][key].get<double>() * scale);
+}
+
+void print_projection(const nlohmann::json& p) {
+  fmt::print("topology {}: {}\n", p["topology"]["name"].get<std::string>(),
+             p["topology"]["source"].get<std::string>());
+  for (const auto& w : p["workloads"]) {
+    fmt::print("\n{}\n{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", w["workload"].get<std::string>(),
+               "devices", "DDP step ms", "exposed ms", "DDP eff", "DP step ms", "DP eff");
+    for (const auto& pt : w["points"]) {
+      fmt::print("{:>8} {:>12} {:>12} {:>8}% {:>12} {:>8}%\n", pt["devices"].get<int>(),
+                 cell(pt, "ddp", "step_ms"), cell(pt, "ddp", "exposed_ms"),
+                 cell(pt, "ddp", "efficiency", 100), cell(pt, "dp", "step_ms"),
+                 cell(pt, "dp", "efficiency", 100));
+    }
+  }
+}
+
+std::string checked_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return path;
+  try {
+    return reports::resolve_output_path(path);
+  } catch (const reports::ReportError& e) {
+    throw UsageError(flag + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
+  auto* cmd =
+      app.add_subcommand("project", "predict DP and DDP at other device counts from measured runs");
+  cmd->add_option("results", o.input,
+                  "a results folder of ddpbench suite, its suite.json, or a "
+                  "DP/DDP run record")
+      ->required();
+  cmd->add_option("--devices", o.devices, "device counts to project, e.g. 8,64,512")
+      ->delimiter(',')
+      ->required();
+  cmd->add_option("--topology", o.topology,
+                  "measured (default), a preset (pcie4, pcie5, nvlink, ib-ndr, roce-200, 25gbe, "
+                  "NODE+NETWORK such as nvlink+ib-ndr) or a topology JSON file");
+  cmd->add_option("--json", o.json_out, "write the projection record here");
+  cmd->add_option("-o,--out", o.report_out, "write a report: .html or .md");
+  add_int_flag(*cmd, "--per-device-batch", o.per_device_batch, 1, int64_t{1} << 30,
+               "project at this per-device batch (default: as measured)");
+  add_real_flag(*cmd, "--device-flops", o.target_flops, 1, 1e20,
+                "the projected device's GEMM FLOP/s (default: the measured device's)");
+  return cmd;
+}
+
+int project_command(const ProjectOptions& o) {
+  const std::string report = checked_path("--out", o.report_out);
+  const std::string json_out = checked_path("--json", o.json_out);
+  DDPB_USAGE_CHECK(report.empty() || report.ends_with(".html") || report.ends_with(".htm") ||
+                   report.ends_with(".md"))
+      << "-o " << o.report_out << ": the report is .html or .md";
+  const ProjectionSource source = load_projection_source(o.input);
+  DDPB_USAGE_CHECK(o.target_flops == 0 ||
+                   std::any_of(source.bases.begin(), source.bases.end(),
+                               [](const ProjectionBasis& b) { return b.gemm_flops_per_s > 0; }))
+      << "--device-flops needs the measured GEMM rate of a suite (gemm_peak); " << o.input
+      << " has none";
+  const Topology topo = resolve_topology(o.topology, source);
+  const nlohmann::json p =
+      make_projection(source, topo, o.devices, {o.per_device_batch, o.target_flops});
+  const auto errors = reports::validate_projection_record(p);
+  DDPB_CHECK(errors.empty()) << "the projection does not match its schema: "
+                             << reports::format_errors(errors);
+  print_projection(p);
+  if (!json_out.empty()) {
+    reports::write_json_atomic(json_out, p);
+    fmt::print("\nwrote {}\n", json_out);
+  }
+  if (!report.empty()) {
+    reports::write_sections_report("ddpbench projection: " + o.input,
+                                   {reports::build_projection_section(p)}, report);
+    fmt::print("wrote {}\n", report);
+  }
+  return 0;
+}
+
+}  // namespace ddpb::bench

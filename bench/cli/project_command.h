@@ -1,0 +1,28 @@
+// `ddpbench project RESULTS_DIR|RUN.json --devices 8,64,512 [--topology PRESET|FILE.json]
+// [--json OUT] [-o report.html|md]`: the calibrated what-if model (bench/suite/projection.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace ddpb::bench {
+
+struct ProjectOptions {
+  std::string input;
+  std::vector<int> devices;
+  std::string topology = "measured";
+  std::string json_out;
+  std::string report_out;
+  int64_t per_device_batch = 0;
+  double target_flops = 0;
+};
+
+CLI::App* add_project_command(CLI::App& app, ProjectOptions& o);
+
+// Prints the table; writes the record and the report when asked. Returns the exit code;
+// throws UsageError for bad input (the CLI exits 2).
+int project_command(const ProjectOptions& o);
+
+}  // namespace ddpb::bench

@@ -1,0 +1,54 @@
+// The `measured` topology of `ddpbench project`: α and β fitted on this machine. The
+// collective link comes from a small AllReduce sweep over the process-group backend (Gloo
+// over loopback on CPU, ranks as threads of this process, as the collectives micro-benchmark
+// runs them); DataParallel's copy and reduce_add links from its own coalesced replicate and
+// reduce_add between two devices. docs/metrics.md ("Projection") states the fits.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/suite/cost_model.h"
+
+namespace ddpb::bench {
+
+struct FitPoint {
+  int ranks = 2;  // 1 for a copy
+  double bytes = 0;
+  double ms = 0;
+};
+
+// Least squares on relative error (each point weighs 1/ms², so small and large messages count
+// alike) of the ring AllReduce model ms = 2(p-1)·α + 2(p-1)/p · n/β. α is kept >= 0. Throws
+// when fewer than two sizes are given.
+Link fit_ring_allreduce(const std::vector<FitPoint>& points);
+// The same for one copy: ms = α + n/β.
+Link fit_copy(const std::vector<FitPoint>& points);
+
+struct CommFit {
+  std::string backend;
+  std::string device;  // "cpu" or "cuda"
+  Link allreduce;
+  Link copy;                      // DP's replicate (a coalesced copy to another device)
+  Link reduce_add;                // DP's reduce_add (a copy back and a sum)
+  double compute_contention = 1;  // Note [Compute contention]: CPU only
+  std::vector<FitPoint> allreduce_points, copy_points, reduce_add_points;
+  nlohmann::json to_json() const;
+  // Throws UsageError on missing fields.
+  static CommFit from_json(const nlohmann::json& j, const std::string& what);
+};
+
+// Times AllReduce at `ranks` ranks over a few sizes (4 KiB to 16 MiB) and DP's replicate and
+// reduce_add on `device` ("cpu" or "cuda", 64 KiB to 64 MiB), and fits each. About two
+// seconds on CPU.
+// On CPU with `compute_slots` >= 2 it also measures the compute contention.
+CommFit measure_comm_fit(const std::string& backend, const std::string& device,
+                         const std::vector<int>& ranks, int compute_slots);
+
+// The measured topology: one node as large as needed, its devices sharing `compute_slots`
+// compute units (CPU cores, or GPUs under logical ranks; 0 = one each).
+Topology measured_topology(const CommFit& fit, int compute_slots);
+
+}  // namespace ddpb::bench

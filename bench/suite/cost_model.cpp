@@ -1,0 +1,259 @@
+#include "bench/suite/cost_model.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace ddpb::bench {
+namespace {
+
+struct Preset {
+  const char* name;
+  const char* source;
+  int node_size;      // devices per node; 1 for an inter-node preset used alone
+  bool inter;         // a link between nodes (else within a node)
+  bool nic_per_node;  // inter only: one NIC for the whole node (else one per device)
+  Link link;
+};
+
+// Note [Topology presets]
+// Bandwidths are the links' signalling rates per direction after line coding; latencies are
+// typical per-message software + wire latencies of NCCL's transports. Sources in
+// docs/metrics.md ("Projection"). They are upper bounds: a measured run reaches 70-90% of
+// them, which is why `measured` exists.
+const Preset kPresets[] = {
+    {"pcie4",
+     "PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b = 31.5 GB/s per direction",
+     8,
+     false,
+     false,
+     {5.0, 31.5}},
+    {"pcie5",
+     "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b = 63 GB/s per direction",
+     8,
+     false,
+     false,
+     {5.0, 63.0}},
+    {"nvlink",
+     "H100/H200 SXM NVLink 4 through NVSwitch: 900 GB/s per GPU, 450 per direction",
+     8,
+     false,
+     false,
+     {3.0, 450.0}},
+    {"ib-ndr",
+     "InfiniBand NDR 400 Gb/s = 50 GB/s per direction, one NIC per GPU (DGX H100)",
+     1,
+     true,
+     false,
+     {5.0, 50.0}},
+    {"roce-200",
+     "RoCE 200 Gb/s = 25 GB/s per direction, one NIC per GPU",
+     1,
+     true,
+     false,
+     {8.0, 25.0}},
+    {"25gbe",
+     "25 Gb Ethernet (TCP) = 3.125 GB/s per direction, one NIC per node",
+     1,
+     true,
+     true,
+     {30.0, 3.125}},
+};
+
+const Preset* find_preset(const std::string& name) {
+  for (const Preset& p : kPresets) {
+    if (name == p.name) return &p;
+  }
+  return nullptr;
+}
+
+const Preset& preset_or_throw(const std::string& name) {
+  const Preset* p = find_preset(name);
+  if (p) return *p;
+  std::string names;
+  for (const auto& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  throw UsageError("unknown topology preset '" + name + "' (presets: " + names +
+                   ", A+B such as nvlink+ib-ndr, measured, or a JSON file)");
+}
+
+int ceil_log2(int p) {
+  int k = 0;
+  while ((1 << k) < p) ++k;
+  return k;
+}
+
+double positive_number(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number())
+    throw UsageError(where + ": missing number '" + key + "'");
+  const double v = j[key].get<double>();
+  if (!(v >= 0) || !std::isfinite(v)) throw UsageError(where + ": '" + key + "' must be >= 0");
+  return v;
+}
+
+Link link_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw UsageError(where + " must be an object {alpha_us, bandwidth_GBps}");
+  Link l{positive_number(j, "alpha_us", where), positive_number(j, "bandwidth_GBps", where)};
+  if (l.bandwidth_GBps <= 0) throw UsageError(where + ": 'bandwidth_GBps' must be > 0");
+  return l;
+}
+
+nlohmann::json link_json(const Link& l) {
+  return {{"alpha_us", l.alpha_us}, {"bandwidth_GBps", l.bandwidth_GBps}};
+}
+
+}  // namespace
+
+double Link::message_ms(double bytes) const {
+  return alpha_us / 1e3 + bytes / (bandwidth_GBps * 1e6);
+}
+
+int Topology::nodes(int devices) const {
+  return (devices + node_size - 1) / std::max(1, node_size);
+}
+
+double Topology::contention(int busy_devices) const {
+  if (compute_slots < 2 || busy_devices < 2) return 1;
+  const int k = std::min(busy_devices, compute_slots);
+  return 1 + (compute_contention - 1) * (k - 1) / (compute_slots - 1);
+}
+
+std::optional<int> Topology::max_devices() const {
+  if (inter) return std::nullopt;
+  return node_size;
+}
+
+nlohmann::json Topology::to_json() const {
+  nlohmann::json j = {{"name", name},
+                      {"source", source},
+                      {"node_size", node_size},
+                      {"intra", link_json(intra)},
+                      {"compute_slots", compute_slots},
+                      {"comm_shares_compute", comm_shares_compute},
+                      {"compute_contention", compute_contention}};
+  if (inter) j["inter"] = link_json(*inter);
+  if (copy) j["copy"] = link_json(*copy);
+  if (reduce_add) j["reduce_add"] = link_json(*reduce_add);
+  return j;
+}
+
+std::vector<std::string> topology_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+Topology topology_preset(const std::string& name) {
+  const size_t plus = name.find('+');
+  if (plus != std::string::npos) {
+    const Preset& node = preset_or_throw(name.substr(0, plus));
+    const Preset& net = preset_or_throw(name.substr(plus + 1));
+    if (node.inter || !net.inter)
+      throw UsageError("topology '" + name + "': write NODE+NETWORK, such as nvlink+ib-ndr");
+    Topology t{name,           std::string(node.source) + "; " + net.source,
+               node.node_size, node.link,
+               net.link,       std::nullopt,
+               std::nullopt,   0,
+               false};
+    if (net.nic_per_node) t.inter->bandwidth_GBps /= node.node_size;
+    return t;
+  }
+  const Preset& p = preset_or_throw(name);
+  Topology t{name,         p.source,     p.node_size, p.link, std::nullopt,
+             std::nullopt, std::nullopt, 0,           false};
+  if (p.inter) t.inter = p.link;  // one device per node: every device is on the network
+  return t;
+}
+
+Topology topology_from_json(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object()) throw UsageError(what + ": a topology must be a JSON object");
+  Topology t;
+  if (!j.contains("name") || !j["name"].is_string())
+    throw UsageError(what + ": missing string 'name'");
+  t.name = j["name"].get<std::string>();
+  t.source = j.value("source", what);
+  if (!j.contains("node_size") || !j["node_size"].is_number_integer() || j["node_size"] < 1)
+    throw UsageError(what + ": missing integer 'node_size' >= 1");
+  t.node_size = j["node_size"].get<int>();
+  if (!j.contains("intra")) throw UsageError(what + ": missing object 'intra'");
+  t.intra = link_from_json(j["intra"], what + ": intra");
+  if (j.contains("inter")) t.inter = link_from_json(j["inter"], what + ": inter");
+  if (j.contains("copy")) t.copy = link_from_json(j["copy"], what + ": copy");
+  if (j.contains("reduce_add"))
+    t.reduce_add = link_from_json(j["reduce_add"], what + ": reduce_add");
+  if (j.contains("compute_slots")) {
+    if (!j["compute_slots"].is_number_integer() || j["compute_slots"] < 0)
+      throw UsageError(what + ": 'compute_slots' must be an integer >= 0");
+    t.compute_slots = j["compute_slots"].get<int>();
+  }
+  if (j.contains("compute_contention")) {
+    if (!j["compute_contention"].is_number() || j["compute_contention"].get<double>() < 1)
+      throw UsageError(what + ": 'compute_contention' must be a number >= 1");
+    t.compute_contention = j["compute_contention"].get<double>();
+  }
+  if (j.contains("comm_shares_compute")) {
+    if (!j["comm_shares_compute"].is_boolean())
+      throw UsageError(what + ": 'comm_shares_compute' must be true or false");
+    t.comm_shares_compute = j["comm_shares_compute"].get<bool>();
+  }
+  return t;
+}
+
+double ring_allreduce_ms(double bytes, int p, const Link& link) {
+  if (p <= 1) return 0;
+  return 2.0 * (p - 1) * link.alpha_us / 1e3 +
+         2.0 * (p - 1) / p * bytes / (link.bandwidth_GBps * 1e6);
+}
+
+double tree_allreduce_ms(double bytes, int p, const Link& link) {
+  if (p <= 1) return 0;
+  return 2.0 * ceil_log2(p) * link.alpha_us / 1e3 + 2.0 * bytes / (link.bandwidth_GBps * 1e6);
+}
+
+double ring_reduce_scatter_ms(double bytes, int p, const Link& link) {
+  if (p <= 1) return 0;
+  return (p - 1) * link.alpha_us / 1e3 +
+         static_cast<double>(p - 1) / p * bytes / (link.bandwidth_GBps * 1e6);
+}
+
+double ring_all_gather_ms(double bytes, int p, const Link& link) {
+  return ring_reduce_scatter_ms(bytes, p, link);
+}
+
+namespace {
+
+double flat_allreduce_ms(double bytes, int p, const Link& link, AllReduceAlgo algo) {
+  switch (algo) {
+    case AllReduceAlgo::Ring:
+      return ring_allreduce_ms(bytes, p, link);
+    case AllReduceAlgo::Tree:
+      return tree_allreduce_ms(bytes, p, link);
+    case AllReduceAlgo::Best:
+      break;
+  }
+  return std::min(ring_allreduce_ms(bytes, p, link), tree_allreduce_ms(bytes, p, link));
+}
+
+}  // namespace
+
+double allreduce_ms(double bytes, int devices, const Topology& topo, AllReduceAlgo algo) {
+  if (devices <= 1) return 0;
+  const int nodes = topo.nodes(devices);
+  if (nodes == 1) return flat_allreduce_ms(bytes, devices, topo.intra, algo);
+  if (!topo.inter)
+    throw UsageError(fmt::format("topology {} holds {} devices; {} need an inter-node link",
+                                 topo.name, topo.node_size, devices));
+  const int g = std::min(devices, topo.node_size);
+  return ring_reduce_scatter_ms(bytes, g, topo.intra) +
+         flat_allreduce_ms(bytes / g, nodes, *topo.inter, algo) +
+         ring_all_gather_ms(bytes, g, topo.intra);
+}
+
+double allreduce_busbw_GBps(double bytes, int p, double ms) {
+  if (ms <= 0 || p <= 1) return 0;
+  return bytes / (ms * 1e6) * 2.0 * (p - 1) / p;
+}
+
+}  // namespace ddpb::bench

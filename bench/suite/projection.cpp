@@ -1,0 +1,310 @@
+#include "bench/suite/projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/check.h"
+
+namespace ddpb::bench {
+namespace {
+
+using nlohmann::json;
+
+// Note [DDP efficiency threshold]
+// "Keeps scaling" means at least 90% of ideal weak scaling, the bar the issue and most scaling
+// studies use; the scan stops at the first device count below it.
+constexpr double kGoodEfficiency = 0.9;
+// Device counts are scanned one by one up to here, then only on the grid.
+constexpr int kScanLimit = 1 << 16;
+
+double phase_ms(const json& record, const std::string& name) {
+  double total = 0;
+  for (const auto& p : record["summary"]["phases_median_ms"]) {
+    if (p.value("phase", "") == name) total += p.value("median_ms", 0.0);
+  }
+  return total;
+}
+
+void check_mode(const json& record, const std::string& mode, const std::string& name) {
+  if (!record.is_object() || record.value("kind", "") != "run" || !record.contains("summary") ||
+      !record.contains("config"))
+    throw UsageError(name + ": not a ddpbench run record");
+  const std::string got = record["config"].value("mode", "");
+  if (got != mode) throw UsageError(name + ": a " + got + " run, not " + mode);
+}
+
+int64_t per_device_batch(const json& record) {
+  const int64_t world = std::max<int64_t>(1, record["config"].value("world_size", 1));
+  return record["config"].value("global_batch", int64_t{0}) / world;
+}
+
+// The mode extras of the last measured step (DP's byte counts).
+const json* last_step_mode(const json& record) {
+  if (!record.contains("steps") || !record["steps"].is_array()) return nullptr;
+  for (auto it = record["steps"].rbegin(); it != record["steps"].rend(); ++it) {
+    if (it->contains("mode") && (*it)["mode"].is_object()) return &(*it)["mode"];
+  }
+  return nullptr;
+}
+
+// Scales of the projected device against the measured one.
+struct Scales {
+  double batch = 1;   // projected per-device batch / measured
+  double device = 1;  // measured GEMM rate / projected
+  double slots = 1;   // devices sharing compute units: N / slots when N > slots
+  double compute() const { return batch * device * slots; }
+};
+
+Scales scales_for(int64_t measured_batch, const ProjectionBasis& b, const Topology& topo,
+                  int devices, const ProjectionScale& scale) {
+  Scales s;
+  if (scale.per_device_batch > 0 && measured_batch > 0)
+    s.batch = static_cast<double>(scale.per_device_batch) / static_cast<double>(measured_batch);
+  if (scale.target_flops_per_s > 0 && b.gemm_flops_per_s > 0)
+    s.device = b.gemm_flops_per_s / scale.target_flops_per_s;
+  if (topo.compute_slots > 0 && devices > topo.compute_slots)
+    s.slots = static_cast<double>(devices) / topo.compute_slots;
+  s.slots *= topo.contention(devices);
+  return s;
+}
+
+int64_t projected_batch(int64_t measured, const ProjectionScale& scale) {
+  return scale.per_device_batch > 0 ? scale.per_device_batch : measured;
+}
+
+// The single-device step the efficiencies are measured against: the single run when there
+// is one, else the design's own step at one device (no communication).
+double baseline_ms(const ProjectionBasis& b, const Topology& topo, const ProjectionScale& scale) {
+  if (b.single_step_ms) {
+    const int64_t measured = b.ddp ? b.ddp->per_device_batch : b.dp->per_device_batch;
+    const Scales s = scales_for(measured, b, topo, 1, scale);
+    return *b.single_step_ms * s.batch * s.device;
+  }
+  if (b.ddp)
+    return project_ddp(ProjectionBasis{b.workload, b.ddp, {}, {}, b.gemm_flops_per_s}, topo, 1,
+                       scale)
+        .step_ms;
+  return project_dp(ProjectionBasis{b.workload, {}, b.dp, {}, b.gemm_flops_per_s}, topo, 1, scale)
+      ->step_ms;
+}
+
+void finish_point(DesignPoint& p, double baseline, int devices, int64_t batch) {
+  p.efficiency = p.step_ms > 0 ? baseline / p.step_ms : 0;
+  p.samples_per_s = p.step_ms > 0 ? 1000.0 * devices * static_cast<double>(batch) / p.step_ms : 0;
+}
+
+}  // namespace
+
+DdpBasis ddp_basis(const json& record, const std::string& name) {
+  check_mode(record, "ddp", name);
+  const json* buckets = nullptr;
+  if (record["summary"].contains("comm")) {
+    const json& comm = record["summary"]["comm"];
+    if (comm.contains("buckets") && comm["buckets"].is_array() && !comm["buckets"].empty())
+      buckets = &comm["buckets"];
+  }
+  if (!buckets)
+    throw UsageError(name + ": a DDP record without bucket timings (summary.comm.buckets)");
+  DdpBasis d;
+  d.run = name;
+  d.world_size = record["config"].value("world_size", 1);
+  d.per_device_batch = per_device_batch(record);
+  d.data_ms = phase_ms(record, "data");
+  d.forward_ms = phase_ms(record, "forward") + phase_ms(record, "buffer_broadcast") +
+                 phase_ms(record, "sync_bn");
+  d.backward_ms = phase_ms(record, "backward_compute");
+  d.optimizer_ms = phase_ms(record, "optimizer");
+  d.step_ms = record["summary"]["step_time_ms"].value("median", 0.0);
+  for (const auto& bk : *buckets)
+    d.buckets.push_back({bk.value("ready_ms", 0.0), bk.value("bytes", 0.0)});
+  return d;
+}
+
+DpBasis dp_basis(const json& record, const std::string& name) {
+  check_mode(record, "dp", name);
+  DpBasis d;
+  d.run = name;
+  d.world_size = record["config"].value("world_size", 1);
+  d.per_device_batch = per_device_batch(record);
+  d.data_ms = phase_ms(record, "data");
+  d.replica_ms = phase_ms(record, "forward") + phase_ms(record, "backward");
+  d.loss_ms = phase_ms(record, "loss");
+  d.optimizer_ms = phase_ms(record, "optimizer");
+  d.step_ms = record["summary"]["step_time_ms"].value("median", 0.0);
+  const json* mode = last_step_mode(record);
+  if (mode && mode->contains("unit_bytes")) {
+    const json& u = (*mode)["unit_bytes"];
+    d.parameter_bytes = u.value("parameters", 0.0);
+    d.buffer_bytes = u.value("buffers", 0.0);
+    d.input_bytes_per_sample = u.value("input_per_sample", 0.0);
+    d.output_bytes_per_sample = u.value("output_per_sample", 0.0);
+  } else {
+    throw UsageError(name + ": a DP record without byte counts (steps[].mode.unit_bytes)");
+  }
+  return d;
+}
+
+// Note [Bucket pipeline]
+// Buckets launch in index order, each once it is ready and the one before it has launched;
+// the communication stream runs one collective at a time, so a bucket starts when it is
+// launched and the stream is free. Whatever runs after backward ends is exposed. This is
+// the reducer's own rule (impl_ddp/reducer.h) with the collective times from the cost model.
+PipelineResult simulate_bucket_pipeline(const std::vector<BucketTiming>& buckets,
+                                        const std::vector<double>& collective_ms,
+                                        double backward_ms) {
+  DDPB_CHECK(buckets.size() == collective_ms.size()) << "one collective time per bucket";
+  PipelineResult r;
+  double launch = 0, stream_free = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    launch = std::max(launch, buckets[i].ready_ms);
+    const double start = std::max(launch, stream_free);
+    stream_free = start + collective_ms[i];
+    r.comm_ms += collective_ms[i];
+  }
+  r.end_ms = stream_free;
+  // The stream is busy without a gap from the last ready bucket on, and every bucket is ready
+  // by the end of backward, so everything past backward_ms is communication.
+  r.exposed_ms = std::max(0.0, r.end_ms - backward_ms);
+  return r;
+}
+
+DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devices,
+                        const ProjectionScale& scale) {
+  DDPB_CHECK(b.ddp.has_value()) << "project_ddp needs a DDP basis";
+  const DdpBasis& d = *b.ddp;
+  const Scales s = scales_for(d.per_device_batch, b, topo, devices, scale);
+  std::vector<BucketTiming> buckets = d.buckets;
+  std::vector<double> collective;
+  for (auto& bk : buckets) {
+    bk.ready_ms *= s.compute();
+    collective.push_back(allreduce_ms(bk.bytes, devices, topo));
+  }
+  const double backward = d.backward_ms * s.compute();
+  const PipelineResult pipe = simulate_bucket_pipeline(buckets, collective, backward);
+  DesignPoint p;
+  p.comm_ms = pipe.comm_ms;
+  p.exposed_ms = pipe.exposed_ms;
+  if (topo.comm_shares_compute && topo.compute_slots > 0 && devices >= topo.compute_slots) {
+    // Note [Topology]: no unit is free for the collectives, so they take turns with compute
+    // and all of them add to the step, slowed like compute by the sharing.
+    p.comm_ms = p.exposed_ms = pipe.comm_ms * s.slots;
+  }
+  p.step_ms = d.data_ms * s.batch + d.forward_ms * s.compute() + backward + p.exposed_ms +
+              d.optimizer_ms * s.device * s.slots;
+  finish_point(p, b.single_step_ms || devices > 1 ? baseline_ms(b, topo, scale) : p.step_ms,
+               devices, projected_batch(d.per_device_batch, scale));
+  return p;
+}
+
+// Note [DP device-0 traffic]
+// Device 0 sends each other device its rows of the input and a copy of the parameters and
+// buffers, receives every replica's outputs, sends back their gradients, and receives every
+// replica's parameter gradients to add them up: five transfers per other device, one after
+// another over device 0's link, so the traffic grows linearly with the device count while
+// the compute per device stays the same.
+std::optional<DesignPoint> project_dp(const ProjectionBasis& b, const Topology& topo, int devices,
+                                      const ProjectionScale& scale) {
+  DDPB_CHECK(b.dp.has_value()) << "project_dp needs a DP basis";
+  if (devices > topo.node_size) return std::nullopt;  // DP is one process on one node
+  const DpBasis& d = *b.dp;
+  const Scales s = scales_for(d.per_device_batch, b, topo, devices, scale);
+  const double batch = static_cast<double>(projected_batch(d.per_device_batch, scale));
+  const double k = devices - 1;
+  const Link& copy = topo.copy_link();
+  const double copied = batch * d.input_bytes_per_sample + d.parameter_bytes + d.buffer_bytes +
+                        2 * batch * d.output_bytes_per_sample;
+  DesignPoint p;
+  p.comm_ms = k * (4 * copy.alpha_us / 1e3 + copied / (copy.bandwidth_GBps * 1e6) +
+                   topo.reduce_add_link().message_ms(d.parameter_bytes));
+  p.exposed_ms = p.comm_ms;
+  // The loss runs on device 0 over the gathered outputs of every device.
+  p.step_ms = d.data_ms * s.batch + p.comm_ms + d.replica_ms * s.compute() +
+              d.loss_ms * s.batch * s.device * devices + d.optimizer_ms * s.device;
+  finish_point(p, b.single_step_ms || devices > 1 ? baseline_ms(b, topo, scale) : p.step_ms,
+               devices, static_cast<int64_t>(batch));
+  return p;
+}
+
+namespace {
+
+json point_json(const DesignPoint& p) {
+  return {{"step_ms", p.step_ms},
+          {"comm_ms", p.comm_ms},
+          {"exposed_ms", p.exposed_ms},
+          {"overlap_ratio", p.comm_ms > 0 ? 1 - p.exposed_ms / p.comm_ms : 0.0},
+          {"efficiency", p.efficiency},
+          {"samples_per_s", p.samples_per_s}};
+}
+
+std::vector<int> device_grid(const std::vector<int>& devices) {
+  std::set<int> grid(devices.begin(), devices.end());
+  const int most = devices.empty() ? 1 : *std::max_element(devices.begin(), devices.end());
+  for (int n = 1; n <= most && n > 0; n *= 2) grid.insert(n);
+  return {grid.begin(), grid.end()};
+}
+
+// The largest N (scanned one by one) up to which DDP keeps >= 90% efficiency.
+int ddp_good_scaling_limit(const ProjectionBasis& b, const Topology& topo, int most,
+                           const ProjectionScale& scale) {
+  int good = 1;
+  for (int n = 2; n <= std::min(most, kScanLimit); ++n) {
+    if (project_ddp(b, topo, n, scale).efficiency < kGoodEfficiency) break;
+    good = n;
+  }
+  return good;
+}
+
+// The N after which one more device no longer raises DP's samples/s (nullopt: it keeps
+// gaining up to the node or the largest N asked for).
+std::optional<int> dp_gain_limit(const ProjectionBasis& b, const Topology& topo, int most,
+                                 const ProjectionScale& scale) {
+  double last = 0;
+  for (int n = 1; n <= std::min(most, kScanLimit); ++n) {
+    const auto p = project_dp(b, topo, n, scale);
+    if (!p) return std::nullopt;
+    if (n > 1 && p->samples_per_s <= last) return n - 1;
+    last = p->samples_per_s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+json project_workload(const ProjectionBasis& b, const Topology& topo,
+                      const std::vector<int>& devices, const ProjectionScale& scale,
+                      const json& measured) {
+  json out = {{"workload", b.workload}, {"points", json::array()}, {"measured", measured}};
+  json basis = json::object();
+  if (b.ddp) basis["ddp"] = {{"run", b.ddp->run}, {"per_device_batch", b.ddp->per_device_batch}};
+  if (b.dp) basis["dp"] = {{"run", b.dp->run}, {"per_device_batch", b.dp->per_device_batch}};
+  if (b.single_step_ms) basis["single_step_ms"] = *b.single_step_ms;
+  out["basis"] = basis;
+  std::optional<bool> ddp_ahead;  // at the smallest N where both designs run
+  json crossover = nullptr;
+  for (int n : device_grid(devices)) {
+    json point = {{"devices", n}};
+    std::optional<DesignPoint> ddp, dp;
+    if (b.ddp) point["ddp"] = point_json(*(ddp = project_ddp(b, topo, n, scale)));
+    if (b.dp && (dp = project_dp(b, topo, n, scale))) point["dp"] = point_json(*dp);
+    if (ddp && dp && n > 1) {
+      const bool ahead = ddp->step_ms < dp->step_ms;
+      if (!ddp_ahead)
+        ddp_ahead = ahead;
+      else if (crossover.is_null() && ahead != *ddp_ahead)
+        crossover = {{"devices", n}, {"faster", ahead ? "ddp" : "dp"}};
+    }
+    out["points"].push_back(std::move(point));
+  }
+  out["crossover"] = crossover;
+  const int most = devices.empty() ? 1 : *std::max_element(devices.begin(), devices.end());
+  if (b.ddp) out["ddp_max_devices_at_90pct"] = ddp_good_scaling_limit(b, topo, most, scale);
+  if (b.dp) {
+    const auto limit = dp_gain_limit(b, topo, most, scale);
+    out["dp_stops_gaining_at"] = limit ? json(*limit) : json(nullptr);
+    out["dp_max_devices"] = std::min(most, topo.max_devices().value_or(topo.node_size));
+  }
+  return out;
+}
+
+}  // namespace ddpb::bench

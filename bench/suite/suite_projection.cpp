@@ -1,0 +1,234 @@
+#include "bench/suite/suite_projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/check.h"
+#include "reports/json_io.h"
+
+namespace fs = std::filesystem;
+
+namespace ddpb::bench {
+namespace {
+
+using nlohmann::json;
+
+bool run_ok(const json& run) {
+  return run.value("status", "") == "ok" && run.contains("metrics");
+}
+
+json read_input(const std::string& path) {
+  try {
+    return reports::read_json(path);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// The ok scaling runs of `mode` for `workload`, smallest world size first.
+std::vector<const json*> scaling_runs(const json& suite, const std::string& workload,
+                                      const std::string& mode) {
+  std::vector<const json*> out;
+  for (const auto& r : suite["runs"]) {
+    if (run_ok(r) && r.value("group", "") == "scaling" && r.value("workload", "") == workload &&
+        r.value("mode", "") == mode && r.value("variant", "").empty())
+      out.push_back(&r);
+  }
+  std::sort(out.begin(), out.end(), [](const json* a, const json* b) {
+    return (*a)["world_size"].get<int>() < (*b)["world_size"].get<int>();
+  });
+  return out;
+}
+
+json run_record(const std::string& dir, const json& run) {
+  DDPB_USAGE_CHECK(run.contains("record") && run["record"].is_string())
+      << run.value("id", "?") << " has no run record";
+  return read_input((fs::path(dir) / run["record"].get<std::string>()).string());
+}
+
+json measured_points(const json& suite, const std::string& workload) {
+  json out = json::array();
+  for (const char* mode : {"dp", "ddp"}) {
+    for (const json* r : scaling_runs(suite, workload, mode)) {
+      json p = {{"mode", mode},
+                {"devices", (*r)["world_size"]},
+                {"run", (*r)["id"]},
+                {"step_ms", (*r)["metrics"]["step_time_ms"]["median"]}};
+      if (r->contains("scaling") && (*r)["scaling"].contains("weak_efficiency"))
+        p["efficiency"] = (*r)["scaling"]["weak_efficiency"];
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+void read_context(ProjectionSource& s, const json& context) {
+  s.cpu_cores = context.value("cpu_cores", 0);
+  s.cuda_devices = context.value("cuda_devices", 0);
+}
+
+ProjectionSource suite_source(const std::string& name, json suite, const std::string& dir) {
+  ProjectionSource s;
+  s.name = name;
+  s.suite = std::move(suite);
+  s.device = s.suite["suite"].value("device", "cpu");
+  read_context(s, s.suite.value("context", json::object()));
+  if (s.suite.contains("comm_fit")) s.fit = CommFit::from_json(s.suite["comm_fit"], name);
+  for (const auto& w : s.suite["suite"]["workloads"]) {
+    ProjectionBasis b = suite_basis(s.suite, dir, w.get<std::string>(), false);
+    if (!b.ddp && !b.dp) continue;
+    s.measured.push_back(measured_points(s.suite, b.workload));
+    s.bases.push_back(std::move(b));
+  }
+  DDPB_USAGE_CHECK(!s.bases.empty()) << name << ": no successful DP or DDP run to project from";
+  return s;
+}
+
+ProjectionSource load_run_source(const std::string& path, const json& record) {
+  ProjectionSource s;
+  s.name = path;
+  s.device = record["config"].value("device", "cpu");
+  read_context(s, record.value("context", json::object()));
+  ProjectionBasis b;
+  b.workload = record["config"].value("workload", "?");
+  const std::string mode = record["config"].value("mode", "");
+  if (mode == "ddp")
+    b.ddp = ddp_basis(record, path);
+  else if (mode == "dp")
+    b.dp = dp_basis(record, path);
+  else
+    throw UsageError(path + ": a " + mode +
+                     " run; projection needs a DDP record (bucket timings) or a DP record "
+                     "(byte counts)");
+  s.bases.push_back(std::move(b));
+  s.measured.push_back(json::array());
+  return s;
+}
+
+}  // namespace
+
+ProjectionBasis suite_basis(const json& suite, const std::string& dir, const std::string& workload,
+                            bool world_size_1_only) {
+  ProjectionBasis b;
+  b.workload = workload;
+  b.gemm_flops_per_s =
+      suite.contains("gemm_peak") ? suite["gemm_peak"].value("flops_per_s", 0.0) : 0.0;
+  const auto pick = [&](const std::string& mode) -> const json* {
+    const auto runs = scaling_runs(suite, workload, mode);
+    if (runs.empty()) return nullptr;
+    if (world_size_1_only && (*runs.front())["world_size"] != 1) return nullptr;
+    return runs.front();
+  };
+  if (const json* r = pick("ddp")) b.ddp = ddp_basis(run_record(dir, *r), (*r)["id"]);
+  if (const json* r = pick("dp")) b.dp = dp_basis(run_record(dir, *r), (*r)["id"]);
+  if (const json* r = pick("single"); r && (*r)["world_size"] == 1)
+    b.single_step_ms = (*r)["metrics"]["step_time_ms"]["median"].get<double>();
+  return b;
+}
+
+ProjectionSource suite_projection_source(const json& suite, const std::string& dir) {
+  return suite_source(dir, suite, dir);
+}
+
+ProjectionSource load_projection_source(const std::string& path) {
+  if (fs::is_directory(path)) {
+    const fs::path file = fs::path(path) / "suite.json";
+    DDPB_USAGE_CHECK(fs::exists(file)) << path << " is a folder without a suite.json";
+    return suite_source(path, read_input(file.string()), path);
+  }
+  DDPB_USAGE_CHECK(fs::exists(path)) << path << ": no such file or folder";
+  const json record = read_input(path);
+  const std::string kind = record.is_object() ? record.value("kind", "") : "";
+  if (kind == "suite") {
+    const std::string dir = fs::path(path).parent_path().string();
+    return suite_source(path, record, dir.empty() ? "." : dir);
+  }
+  DDPB_USAGE_CHECK(kind == "run") << path << ": neither a suite.json nor a run record";
+  return load_run_source(path, record);
+}
+
+int measured_compute_slots(const ProjectionSource& source) {
+  return source.device == "cuda" ? source.cuda_devices : source.cpu_cores;
+}
+
+Topology resolve_topology(const std::string& spec, const ProjectionSource& source) {
+  if (spec == "measured") {
+    if (source.fit) return measured_topology(*source.fit, measured_compute_slots(source));
+    const bool nccl = source.device == "cuda" && source.cuda_devices >= 2;
+    const CommFit fit = measure_comm_fit(nccl ? "nccl" : "gloo", source.device, {2},
+                                         measured_compute_slots(source));
+    return measured_topology(fit, measured_compute_slots(source));
+  }
+  if (spec.size() > 5 && spec.ends_with(".json")) {
+    DDPB_USAGE_CHECK(fs::exists(spec)) << "--topology " << spec << ": no such file";
+    return topology_from_json(read_input(spec), spec);
+  }
+  return topology_preset(spec);
+}
+
+json make_projection(const ProjectionSource& source, const Topology& topo,
+                     const std::vector<int>& devices, const ProjectionScale& scale) {
+  DDPB_USAGE_CHECK(!devices.empty()) << "--devices: give at least one device count";
+  for (int n : devices) {
+    DDPB_USAGE_CHECK(n >= 1 && n <= (1 << 20)) << "--devices: " << n << " is not in 1..1048576";
+    DDPB_USAGE_CHECK(topo.inter || n <= topo.node_size)
+        << "topology " << topo.name << " holds " << topo.node_size << " devices; " << n
+        << " need an inter-node link (for example " << topo.name << "+ib-ndr)";
+  }
+  json out = {{"schema_version", 1},
+              {"implementation", "ddpbench"},
+              {"kind", "projection"},
+              {"source", source.name},
+              {"device", source.device},
+              {"topology", topo.to_json()},
+              {"devices", devices},
+              {"scale",
+               {{"per_device_batch", scale.per_device_batch},
+                {"target_flops_per_s", scale.target_flops_per_s}}},
+              {"workloads", json::array()}};
+  for (size_t i = 0; i < source.bases.size(); ++i)
+    out["workloads"].push_back(
+        project_workload(source.bases[i], topo, devices, scale, source.measured[i]));
+  return out;
+}
+
+json validate_projection(const json& suite, const std::string& dir, const Topology& measured) {
+  json runs = json::array();
+  std::vector<double> errors_ddp, errors_dp;
+  for (const auto& w : suite["suite"]["workloads"]) {
+    const ProjectionBasis b = suite_basis(suite, dir, w.get<std::string>(), true);
+    for (const char* mode : {"ddp", "dp"}) {
+      const bool ddp = std::string(mode) == "ddp";
+      if (ddp ? !b.ddp : !b.dp) continue;
+      for (const json* r : scaling_runs(suite, w, mode)) {
+        const int n = (*r)["world_size"];
+        if (n <= 1) continue;
+        const auto p =
+            ddp ? std::optional(project_ddp(b, measured, n, {})) : project_dp(b, measured, n, {});
+        if (!p) continue;
+        const double got = (*r)["metrics"]["step_time_ms"]["median"];
+        const double error = got > 0 ? p->step_ms / got - 1 : 0;
+        (ddp ? errors_ddp : errors_dp).push_back(std::fabs(error));
+        runs.push_back({{"run", (*r)["id"]},
+                        {"mode", mode},
+                        {"devices", n},
+                        {"measured_ms", got},
+                        {"predicted_ms", p->step_ms},
+                        {"error", error}});
+      }
+    }
+  }
+  const auto median = [](std::vector<double> v) -> json {
+    if (v.empty()) return nullptr;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  };
+  return {{"topology", measured.name},
+          {"basis", "each workload's world-size-1 runs"},
+          {"runs", runs},
+          {"median_abs_error", {{"ddp", median(errors_ddp)}, {"dp", median(errors_dp)}}}};
+}
+
+}  // namespace ddpb::bench

@@ -1,0 +1,56 @@
+// Where `ddpbench project` and the suite get a projection's inputs: the measured bases of
+// each workload from a results folder (suite.json and its run records) or from one run
+// record, the topology by name (a preset, a JSON file, or `measured`), the projection record
+// itself (reports/schema/projection.schema.json), and the suite's validation of the model
+// against its own runs (docs/metrics.md, "Projection").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/suite/comm_fit.h"
+#include "bench/suite/projection.h"
+
+namespace ddpb::bench {
+
+struct ProjectionSource {
+  std::string name;                      // the path given
+  nlohmann::json suite;                  // null for a single run record
+  std::vector<ProjectionBasis> bases;    // one per workload that has a DP or DDP run
+  std::vector<nlohmann::json> measured;  // per basis: the suite's scaling points
+  std::string device = "cpu";            // the runs' device kind
+  int cpu_cores = 0, cuda_devices = 0;   // from the records' context
+  std::optional<CommFit> fit;            // suite.comm_fit, when the suite measured one
+};
+
+// A results folder, its suite.json, or one DP/DDP run record. Throws UsageError when there
+// is nothing to project from (no DP or DDP run; a DDP record without bucket timings).
+ProjectionSource load_projection_source(const std::string& path);
+// The same for a suite record in memory whose run records are under `dir`.
+ProjectionSource suite_projection_source(const nlohmann::json& suite, const std::string& dir);
+
+// The bases of one suite workload. `smallest_only`: from the world-size-1 runs only (the
+// validation's rule), else from the smallest world size that ran.
+ProjectionBasis suite_basis(const nlohmann::json& suite, const std::string& dir,
+                            const std::string& workload, bool world_size_1_only);
+
+// "measured" (the source's fit, or one measured now), a preset name, or a topology file.
+Topology resolve_topology(const std::string& spec, const ProjectionSource& source);
+
+// The projection record: every basis projected at `devices` on `topo`. Throws UsageError
+// when a device count does not fit the topology.
+nlohmann::json make_projection(const ProjectionSource& source, const Topology& topo,
+                               const std::vector<int>& devices, const ProjectionScale& scale);
+
+// Predicted against measured step time for every ok DP and DDP scaling run at world size > 1,
+// each predicted from its workload's world-size-1 runs on `measured`.
+nlohmann::json validate_projection(const nlohmann::json& suite, const std::string& dir,
+                                   const Topology& measured);
+
+// The compute slots of the measured topology: CPU cores for CPU runs, GPUs for CUDA runs.
+int measured_compute_slots(const ProjectionSource& source);
+
+}  // namespace ddpb::bench

@@ -1,0 +1,49 @@
+// The verdict that opens a suite report: for each workload and world size, which of DP and DDP
+// is faster and by how much (a tie inside the step-time noise), the phase differences behind
+// the gap, memory, overlap and the best bucket cap measured; then one paragraph per workload
+// naming its bottleneck. Everything is computed from suite.json with the rules of
+// docs/metrics.md ("Verdict"); nothing here is written by hand or throws on record contents.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/suite_view.h"
+
+namespace ddpb::reports {
+
+// Step-time medians of one run's phases grouped the way the verdict compares DP and DDP.
+struct PhaseGroups {
+  double compute_ms = 0;    // forward, loss, backward, backward_compute
+  double traffic_ms = 0;    // DP's device-0 traffic: scatter, replicate, gather
+  double reduce_ms = 0;     // DP's reduce; DDP's comm_exposed (AllReduce left after backward)
+  double sync_ms = 0;       // buffer_broadcast, sync_bn
+  double data_ms = 0;       // data
+  double optimizer_ms = 0;  // optimizer
+};
+PhaseGroups group_phases(const nlohmann::json& run);
+
+// A tie when the medians differ by no more than the larger of the two runs' step-time
+// standard deviations.
+bool within_noise(double median_a, double stddev_a, double median_b, double stddev_b);
+
+// The bottleneck rule (docs/metrics.md): which of "data", "machine", "ddp-exposed-comm",
+// "dp-device0-traffic", "compute" names the bottleneck of a workload at world size n. Either
+// run may be null (that design did not run or failed).
+struct BottleneckInputs {
+  const nlohmann::json* dp = nullptr;
+  const nlohmann::json* ddp = nullptr;
+  int world_size = 1;
+  std::string device;  // suite.device
+  int cpu_cores = 0;   // context.cpu_cores
+};
+std::string bottleneck_kind(const BottleneckInputs& in);
+
+// The Verdict section: notes (a quick suite is noisy), the table, the phase differences per
+// row, and the bottleneck paragraphs.
+ReportSection build_verdict(const nlohmann::json& suite);
+
+}  // namespace ddpb::reports

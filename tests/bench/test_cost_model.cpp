@@ -1,0 +1,206 @@
+// The projection's physics against closed forms (bench/suite/cost_model.h, comm_fit.h) and
+// the DDP bucket pipeline on hand-built timelines (bench/suite/projection.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "bench/suite/comm_fit.h"
+#include "bench/suite/cost_model.h"
+#include "bench/suite/projection.h"
+#include "core/check.h"
+
+namespace ddpb::bench {
+namespace {
+
+// 10 us and 10 GB/s: a byte costs 1e-7 ms.
+const Link kLink{10.0, 10.0};
+
+TEST(CostModel, RingAllReduceIsTheClosedForm) {
+  for (int p : {2, 3, 8, 64}) {
+    for (double n : {0.0, 4096.0, 1e8}) {
+      const double beta_bytes_per_ms = 10.0 * 1e6;
+      const double expected = 2.0 * (p - 1) / p * n / beta_bytes_per_ms + 2.0 * (p - 1) * 0.010;
+      EXPECT_NEAR(ring_allreduce_ms(n, p, kLink), expected, 1e-12) << p << " ranks, " << n;
+    }
+  }
+  EXPECT_EQ(ring_allreduce_ms(1e9, 1, kLink), 0);
+  // 100 MB over 4 ranks at 10 GB/s: 1.5 x 10 ms of data + 6 x 10 us.
+  EXPECT_NEAR(ring_allreduce_ms(1e8, 4, kLink), 15.06, 1e-9);
+}
+
+TEST(CostModel, TreeAllReduceHasLogLatency) {
+  // 2·ceil(log2 p)·α + 2·n/β.
+  EXPECT_NEAR(tree_allreduce_ms(0, 8, kLink), 2 * 3 * 0.010, 1e-12);
+  EXPECT_NEAR(tree_allreduce_ms(0, 9, kLink), 2 * 4 * 0.010, 1e-12);
+  EXPECT_NEAR(tree_allreduce_ms(1e7, 2, kLink), 2 * 0.010 + 2.0, 1e-12);
+  // Small messages on many ranks: the tree wins; large messages: the ring.
+  EXPECT_LT(tree_allreduce_ms(1024, 512, kLink), ring_allreduce_ms(1024, 512, kLink));
+  EXPECT_GT(tree_allreduce_ms(1e9, 8, kLink), ring_allreduce_ms(1e9, 8, kLink));
+}
+
+TEST(CostModel, ReduceScatterAndAllGatherAreHalfARing) {
+  for (int p : {2, 5, 16}) {
+    EXPECT_NEAR(ring_reduce_scatter_ms(1e6, p, kLink) + ring_all_gather_ms(1e6, p, kLink),
+                ring_allreduce_ms(1e6, p, kLink), 1e-12);
+  }
+}
+
+TEST(CostModel, HierarchicalAllReduceCrossesNodesWithItsShare) {
+  Topology t = topology_preset("nvlink+ib-ndr");
+  ASSERT_EQ(t.node_size, 8);
+  ASSERT_TRUE(t.inter.has_value());
+  const double n = 1e8;
+  // One node: the flat best of ring and tree on NVLink.
+  EXPECT_NEAR(allreduce_ms(n, 8, t),
+              std::min(ring_allreduce_ms(n, 8, t.intra), tree_allreduce_ms(n, 8, t.intra)), 1e-12);
+  // 64 devices = 8 nodes: reduce-scatter in the node, 1/8 of the bytes between nodes, gather.
+  const double expected = ring_reduce_scatter_ms(n, 8, t.intra) +
+                          ring_allreduce_ms(n / 8, 8, *t.inter) + ring_all_gather_ms(n, 8, t.intra);
+  EXPECT_NEAR(allreduce_ms(n, 64, t, AllReduceAlgo::Ring), expected, 1e-12);
+  // A single-node preset cannot hold more than its node.
+  EXPECT_THROW(allreduce_ms(n, 16, topology_preset("nvlink")), UsageError);
+}
+
+TEST(CostModel, PresetsAndTheirErrors) {
+  for (const auto& name : topology_preset_names()) {
+    const Topology t = topology_preset(name);
+    EXPECT_GT(t.intra.bandwidth_GBps, 0) << name;
+    EXPECT_FALSE(t.source.empty()) << name;
+  }
+  EXPECT_DOUBLE_EQ(topology_preset("nvlink").intra.bandwidth_GBps, 450);
+  EXPECT_DOUBLE_EQ(topology_preset("ib-ndr").intra.bandwidth_GBps, 50);
+  // One 25 GbE NIC per node, shared by its 8 devices.
+  EXPECT_DOUBLE_EQ(topology_preset("pcie4+25gbe").inter->bandwidth_GBps, 3.125 / 8);
+  EXPECT_THROW(topology_preset("infiniband"), UsageError);
+  EXPECT_THROW(topology_preset("ib-ndr+nvlink"), UsageError);
+}
+
+TEST(CostModel, TopologyFileRoundTripsAndNamesMissingFields) {
+  const Topology t = topology_preset("pcie5+roce-200");
+  const Topology back = topology_from_json(t.to_json(), "t.json");
+  EXPECT_EQ(back.node_size, 8);
+  EXPECT_DOUBLE_EQ(back.inter->bandwidth_GBps, 25);
+  nlohmann::json j = t.to_json();
+  j["intra"].erase("bandwidth_GBps");
+  try {
+    topology_from_json(j, "t.json");
+    FAIL() << "accepted a link without bandwidth";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("bandwidth_GBps"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(topology_from_json({{"name", "x"}, {"intra", j["inter"]}}, "t.json"), UsageError);
+  EXPECT_THROW(topology_from_json(nlohmann::json::array(), "t.json"), UsageError);
+}
+
+TEST(CommFit, RecoversAlphaAndBetaFromExactTimings) {
+  std::vector<FitPoint> ring, copies;
+  for (int p : {2, 3}) {
+    for (double n : {4096.0, 65536.0, 1048576.0, 16777216.0})
+      ring.push_back({p, n, ring_allreduce_ms(n, p, kLink)});
+  }
+  for (double n : {4096.0, 1048576.0, 16777216.0}) copies.push_back({1, n, kLink.message_ms(n)});
+  for (const Link& l : {fit_ring_allreduce(ring), fit_copy(copies)}) {
+    EXPECT_NEAR(l.alpha_us, 10.0, 1e-6);
+    EXPECT_NEAR(l.bandwidth_GBps, 10.0, 1e-6);
+  }
+  EXPECT_THROW(fit_copy({{1, 4096, 1.0}}), std::runtime_error);
+}
+
+TEST(BucketPipeline, HandBuiltTimelines) {
+  // Backward ends at 10 ms. Bucket 0 ready at 2, 3 ms long: done at 5, hidden. Bucket 1 ready
+  // at 4 waits for the stream until 5, runs to 9: hidden. Bucket 2 ready at 10 runs to 14:
+  // 4 ms exposed.
+  const std::vector<BucketTiming> b = {{2, 0}, {4, 0}, {10, 0}};
+  PipelineResult r = simulate_bucket_pipeline(b, {3, 4, 4}, 10);
+  EXPECT_DOUBLE_EQ(r.comm_ms, 11);
+  EXPECT_DOUBLE_EQ(r.end_ms, 14);
+  EXPECT_DOUBLE_EQ(r.exposed_ms, 4);
+  // A long first collective delays everything behind it: 2 + 9 = 11, then 4 and 4 → 19.
+  r = simulate_bucket_pipeline(b, {9, 4, 4}, 10);
+  EXPECT_DOUBLE_EQ(r.end_ms, 19);
+  EXPECT_DOUBLE_EQ(r.exposed_ms, 9);
+  // Buckets launch in index order: bucket 1 ready early still waits for bucket 0's launch.
+  r = simulate_bucket_pipeline({{6, 0}, {1, 0}}, {1, 1}, 10);
+  EXPECT_DOUBLE_EQ(r.end_ms, 8);
+  EXPECT_DOUBLE_EQ(r.exposed_ms, 0);
+  // No communication at all.
+  r = simulate_bucket_pipeline({{3, 0}}, {0}, 10);
+  EXPECT_DOUBLE_EQ(r.exposed_ms, 0);
+}
+
+ProjectionBasis basis() {
+  ProjectionBasis b;
+  b.workload = "toy";
+  DdpBasis d;
+  d.run = "toy/ddp/w1";
+  d.per_device_batch = 32;
+  d.forward_ms = 4, d.backward_ms = 8, d.optimizer_ms = 1, d.data_ms = 0;
+  d.buckets = {{4, 25e6}, {8, 25e6}};
+  b.ddp = d;
+  DpBasis p;
+  p.run = "toy/dp/w1";
+  p.per_device_batch = 32;
+  p.replica_ms = 12, p.loss_ms = 0, p.optimizer_ms = 1;
+  p.parameter_bytes = 50e6, p.input_bytes_per_sample = 1e3, p.output_bytes_per_sample = 40;
+  b.dp = p;
+  b.single_step_ms = 13;
+  return b;
+}
+
+TEST(Projection, DdpStepIsComputePlusExposedPipeline) {
+  const ProjectionBasis b = basis();
+  Topology t = topology_preset("pcie4");
+  const DesignPoint one = project_ddp(b, t, 1, {});
+  EXPECT_DOUBLE_EQ(one.step_ms, 13);
+  EXPECT_DOUBLE_EQ(one.comm_ms, 0);
+  EXPECT_DOUBLE_EQ(one.efficiency, 1);
+  const DesignPoint four = project_ddp(b, t, 4, {});
+  const double c = allreduce_ms(25e6, 4, t);
+  const PipelineResult pipe = simulate_bucket_pipeline(b.ddp->buckets, {c, c}, 8);
+  EXPECT_DOUBLE_EQ(four.exposed_ms, pipe.exposed_ms);
+  EXPECT_DOUBLE_EQ(four.step_ms, 13 + pipe.exposed_ms);
+  EXPECT_DOUBLE_EQ(four.efficiency, 13 / four.step_ms);
+  // Twice the batch doubles compute and ready times, not the bytes; the last bucket, ready
+  // when backward ends, stays exposed whatever the batch.
+  const DesignPoint big = project_ddp(b, t, 4, {64, 0});
+  EXPECT_DOUBLE_EQ(big.step_ms, 2 * 12 + 1 + c);  // the optimizer does not grow with the batch
+  EXPECT_DOUBLE_EQ(big.exposed_ms, c);
+  // Devices sharing 2 compute slots: 4 devices compute twice as slowly.
+  t.compute_slots = 2;
+  EXPECT_DOUBLE_EQ(project_ddp(b, t, 4, {}).step_ms - project_ddp(b, t, 4, {}).exposed_ms, 26);
+  // And 1.25x slower again when the slots slow each other down (Note [Compute contention]).
+  t.compute_contention = 1.25;
+  EXPECT_DOUBLE_EQ(project_ddp(b, t, 4, {}).step_ms - project_ddp(b, t, 4, {}).exposed_ms,
+                   12 * 2 * 1.25 + 1 * 2 * 1.25);
+  EXPECT_DOUBLE_EQ(project_ddp(b, t, 1, {}).step_ms, 13) << "one device has the machine alone";
+}
+
+TEST(CostModel, ContentionGrowsWithTheBusySlots) {
+  Topology t = topology_preset("pcie4");
+  t.compute_slots = 5;
+  t.compute_contention = 2;
+  EXPECT_DOUBLE_EQ(t.contention(1), 1);
+  EXPECT_DOUBLE_EQ(t.contention(3), 1.5);
+  EXPECT_DOUBLE_EQ(t.contention(5), 2);
+  EXPECT_DOUBLE_EQ(t.contention(50), 2);
+  t.compute_slots = 0;
+  EXPECT_DOUBLE_EQ(t.contention(8), 1) << "devices with their own compute do not contend";
+}
+
+TEST(Projection, DpTrafficGrowsWithDevicesAndStopsAtTheNode) {
+  const ProjectionBasis b = basis();
+  const Topology t = topology_preset("pcie4");
+  const auto two = project_dp(b, t, 2, {});
+  const auto eight = project_dp(b, t, 8, {});
+  ASSERT_TRUE(two && eight);
+  const double per_device = 32 * 1e3 + 50e6 + 2 * 32 * 40 + 50e6;
+  EXPECT_NEAR(two->comm_ms, 5 * 0.005 + per_device / 31.5e6, 1e-9);
+  EXPECT_NEAR(eight->comm_ms, 7 * two->comm_ms, 1e-9);
+  EXPECT_FALSE(project_dp(b, t, 9, {}).has_value());
+  const auto j = project_workload(b, t, {2, 8}, {}, nlohmann::json::array());
+  EXPECT_EQ(j["points"].size(), 4u);  // 1, 2, 4, 8
+  EXPECT_TRUE(j.contains("ddp_max_devices_at_90pct"));
+  EXPECT_EQ(j["dp_max_devices"], 8);
+}
+}  // namespace
+}  // namespace ddpb::bench

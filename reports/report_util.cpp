@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -70,6 +72,31 @@ std::vector<std::string> suite_workloads(const json& suite) {
   }
   for (const json* r : suite_runs(suite)) add(string_at(*r, {"workload"}));
   return out;
+}
+
+int run_world_size(const nlohmann::json& run) {
+  const nlohmann::json* ws = find_at(run, {"world_size"});
+  return ws && ws->is_number_integer() ? ws->get<int>() : 0;
+}
+
+std::optional<double> run_bucket_cap_mb(const nlohmann::json& run) {
+  if (auto a = run_arg(run, "--bucket-cap-mb")) {
+    char* end = nullptr;
+    const double v = std::strtod(a->c_str(), &end);
+    if (end != a->c_str() && v > 0) return v;
+  }
+  // A variant "bucket-<MB>mb" (parsed by hand: std::regex draws GCC 12's false
+  // -Wmaybe-uninitialized at -O2).
+  const std::string variant = string_at(run, {"variant"});
+  const size_t at = variant.find("bucket-");
+  if (at != std::string::npos) {
+    const char* text = variant.c_str() + at + 7;
+    char* end = nullptr;
+    const double v = std::strtod(text, &end);
+    if (end != text && std::string_view(end).starts_with("mb")) return v;
+  }
+  if (variant.empty()) return 25.0;
+  return std::nullopt;
 }
 
 std::optional<double> run_peak_memory(const json& run) {

@@ -30,6 +30,11 @@ bool run_ok(const nlohmann::json& run);
 std::optional<std::string> run_arg(const nlohmann::json& run, const std::string& flag);
 // Workloads in report order: suite.workloads first, then any other workload seen in runs[].
 std::vector<std::string> suite_workloads(const nlohmann::json& suite);
+// The run's world_size, or 0 when missing or not an integer.
+int run_world_size(const nlohmann::json& run);
+// The bucket cap of a DDP run in MB: its --bucket-cap-mb argument, else the number in a
+// "bucket-<X>mb" variant, else 25 (ddpbench's default) for a run without a variant.
+std::optional<double> run_bucket_cap_mb(const nlohmann::json& run);
 // Peak bytes of a run: metrics.peak_memory_bytes, else the largest metrics.memory[].peak_bytes.
 std::optional<double> run_peak_memory(const nlohmann::json& run);
 

@@ -24,11 +24,6 @@ int mode_rank(const std::string& mode) {
   return 3;
 }
 
-int world_size(const json& run) {
-  const json* ws = find_at(run, {"world_size"});
-  return ws && ws->is_number_integer() ? ws->get<int>() : 0;
-}
-
 // Ok runs of `group` and `workload` ("" = any workload).
 Runs select(const json& suite, const std::string& group, const std::string& workload = "") {
   Runs out;
@@ -44,7 +39,7 @@ Runs select(const json& suite, const std::string& group, const std::string& work
 // against: the scaling-group DDP run of the same workload and world size, without a variant.
 const json* default_ddp_run(const json& suite, const json& variant_run) {
   for (const json* r : select(suite, "scaling", string_at(variant_run, {"workload"}))) {
-    if (string_at(*r, {"mode"}) == "ddp" && world_size(*r) == world_size(variant_run) &&
+    if (string_at(*r, {"mode"}) == "ddp" && run_world_size(*r) == run_world_size(variant_run) &&
         string_at(*r, {"variant"}).empty())
       return r;
   }
@@ -59,7 +54,7 @@ std::vector<svg::Series> series_by_mode(const Runs& runs,
   for (const json* r : runs) {
     const auto v = y(*r);
     const std::string mode = string_at(*r, {"mode"});
-    if (v) by_mode[{mode_rank(mode), mode}].push_back({world_size(*r), *v});
+    if (v) by_mode[{mode_rank(mode), mode}].push_back({run_world_size(*r), *v});
   }
   std::vector<svg::Series> out;
   for (auto& [key, points] : by_mode) {
@@ -87,9 +82,9 @@ ChartView throughput_chart(const json& suite) {
     std::optional<double> t1;
     int max_ws = 1;
     for (const json* r : runs) {
-      if (string_at(*r, {"mode"}) == "single" && world_size(*r) == 1)
+      if (string_at(*r, {"mode"}) == "single" && run_world_size(*r) == 1)
         t1 = number_at(*r, {"metrics", "samples_per_s"});
-      max_ws = std::max(max_ws, world_size(*r));
+      max_ws = std::max(max_ws, run_world_size(*r));
     }
     if (t1 && max_ws > 1) {
       chart.series.push_back({"ideal (N × single)", {{1, *t1}, {max_ws, *t1 * max_ws}}, true});
@@ -160,8 +155,8 @@ ChartView phases_chart(const json& suite) {
         if (it == phases.end()) it = phases.insert(phases.end(), phase);
         bar.segments.push_back({static_cast<size_t>(it - phases.begin()), *ms});
       }
-      svg::BarGroup& g = groups[world_size(*r)];
-      g.label = "w" + std::to_string(world_size(*r));
+      svg::BarGroup& g = groups[run_world_size(*r)];
+      g.label = "w" + std::to_string(run_world_size(*r));
       g.bars.push_back(std::move(bar));
     }
     if (groups.empty()) continue;
@@ -186,7 +181,7 @@ ChartView buckets_chart(const json& suite) {
     for (const json* r : select(suite, "scaling", w)) {
       const json* b = find_at(*r, {"metrics", "buckets"});
       if (string_at(*r, {"mode"}) == "ddp" && b && b->is_array() && !b->empty() &&
-          (!pick || world_size(*r) > world_size(*pick)))
+          (!pick || run_world_size(*r) > run_world_size(*pick)))
         pick = r;
     }
     if (pick) break;
@@ -231,28 +226,6 @@ ChartView buckets_chart(const json& suite) {
   return c;
 }
 
-// The bucket cap of a DDP run in MB: its --bucket-cap-mb argument, else the number in a
-// "bucket-<X>mb" variant, else 25 (ddpbench's default) for a run without a variant.
-std::optional<double> bucket_cap_mb(const json& run) {
-  if (auto a = run_arg(run, "--bucket-cap-mb")) {
-    char* end = nullptr;
-    const double v = std::strtod(a->c_str(), &end);
-    if (end != a->c_str() && v > 0) return v;
-  }
-  // A variant "bucket-<MB>mb" (parsed by hand: std::regex draws GCC 12's false
-  // -Wmaybe-uninitialized at -O2).
-  const std::string variant = string_at(run, {"variant"});
-  const size_t at = variant.find("bucket-");
-  if (at != std::string::npos) {
-    const char* text = variant.c_str() + at + 7;
-    char* end = nullptr;
-    const double v = std::strtod(text, &end);
-    if (end != text && std::string_view(end).starts_with("mb")) return v;
-  }
-  if (variant.empty()) return 25.0;
-  return std::nullopt;
-}
-
 ChartView bucket_sweep_chart(const json& suite) {
   ChartView c{"chart-bucket-sweep",
               "bucket-sweep",
@@ -265,12 +238,12 @@ ChartView bucket_sweep_chart(const json& suite) {
               ""};
   std::map<std::pair<std::string, int>, std::map<double, const json*>> sweeps;
   for (const json* r : select(suite, "bucket_sweep")) {
-    if (auto cap = bucket_cap_mb(*r))
-      sweeps[{string_at(*r, {"workload"}), world_size(*r)}][*cap] = r;
+    if (auto cap = run_bucket_cap_mb(*r))
+      sweeps[{string_at(*r, {"workload"}), run_world_size(*r)}][*cap] = r;
   }
   for (auto& [key, by_cap] : sweeps) {
     if (const json* d = default_ddp_run(suite, *by_cap.begin()->second)) {
-      if (auto cap = bucket_cap_mb(*d)) by_cap.emplace(*cap, d);  // a sweep run at 25 MB wins
+      if (auto cap = run_bucket_cap_mb(*d)) by_cap.emplace(*cap, d);  // a sweep run at 25 MB wins
     }
     svg::LineChart chart{key.first + " w" + std::to_string(key.second) + ": bucket cap sweep",
                          "bucket cap (MB)",
@@ -307,8 +280,8 @@ ChartView overlap_chart(const json& suite) {
       unmatched.push_back(string_at(*off, {"id"}));
       continue;
     }
-    svg::BarChart chart{string_at(*off, {"workload"}) + " w" + std::to_string(world_size(*off)) +
-                            ": overlap on vs off",
+    svg::BarChart chart{string_at(*off, {"workload"}) + " w" +
+                            std::to_string(run_world_size(*off)) + ": overlap on vs off",
                         "ms",
                         {"overlap on (" + string_at(*on, {"id"}) + ")",
                          "overlap off (" + string_at(*off, {"id"}) + ")"},

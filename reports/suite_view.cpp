@@ -104,10 +104,6 @@ std::string correctness_cell(const json& run) {
   return format_sci(number_at(*c, {metric.c_str()})) + " " + verdict;
 }
 
-int run_world_size(const json& run) {
-  return static_cast<int>(number_at(run, {"world_size"}).value_or(0));
-}
-
 // Overlap applies to DDP with communication (world size > 1) only: DP reduces after backward
 // by design, and one rank has nothing to overlap. "n/a" there, not 0%.
 std::string overlap_text(const json& run, std::optional<double> overlap) {

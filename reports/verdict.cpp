@@ -25,11 +25,6 @@ using nlohmann::json;
 constexpr double kShare = 0.2;
 constexpr double kMachineEfficiency = 0.8;
 
-int world_size(const json& run) {
-  const json* ws = find_at(run, {"world_size"});
-  return ws && ws->is_number_integer() ? ws->get<int>() : 0;
-}
-
 double median_ms(const json& run) {
   return number_at(run, {"metrics", "step_time_ms", "median"}).value_or(0);
 }
@@ -38,7 +33,7 @@ double median_ms(const json& run) {
 const json* scaling_run(const json& suite, const std::string& w, const std::string& mode, int n) {
   for (const json* r : suite_runs(suite)) {
     if (run_ok(*r) && string_at(*r, {"group"}) == "scaling" && string_at(*r, {"workload"}) == w &&
-        string_at(*r, {"mode"}) == mode && world_size(*r) == n &&
+        string_at(*r, {"mode"}) == mode && run_world_size(*r) == n &&
         string_at(*r, {"variant"}).empty())
       return r;
   }
@@ -112,10 +107,8 @@ std::string overlap_cell(const json* ddp) {
          ms(number_at(*ddp, {"metrics", "comm_ms"}).value_or(0)) + " hidden";
 }
 
-// The bucket cap of a DDP run: --bucket-cap-mb in its args, else 25 (the default).
 double bucket_cap_mb(const json& run) {
-  const auto arg = run_arg(run, "--bucket-cap-mb");
-  return arg ? std::atof(arg->c_str()) : 25.0;
+  return run_bucket_cap_mb(run).value_or(25.0);
 }
 
 // The measured cap with the shortest median step among the bucket sweep and the default run.
@@ -125,7 +118,7 @@ std::string best_bucket_cell(const json& suite, const json* ddp) {
   for (const json* r : suite_runs(suite)) {
     if (run_ok(*r) && string_at(*r, {"group"}) == "bucket_sweep" &&
         string_at(*r, {"workload"}) == string_at(*ddp, {"workload"}) &&
-        world_size(*r) == world_size(*ddp))
+        run_world_size(*r) == run_world_size(*ddp))
       candidates.push_back(r);
   }
   if (candidates.size() == 1) return "not swept";
@@ -231,8 +224,8 @@ std::vector<int> parallel_world_sizes(const json& suite, const std::string& w) {
   for (const json* r : suite_runs(suite)) {
     const std::string mode = string_at(*r, {"mode"});
     if (string_at(*r, {"group"}) == "scaling" && string_at(*r, {"workload"}) == w &&
-        (mode == "dp" || mode == "ddp") && world_size(*r) > 1)
-      sizes.insert(world_size(*r));
+        (mode == "dp" || mode == "ddp") && run_world_size(*r) > 1)
+      sizes.insert(run_world_size(*r));
   }
   return {sizes.begin(), sizes.end()};
 }

@@ -185,6 +185,9 @@ DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devi
   DesignPoint p;
   p.comm_ms = pipe.comm_ms;
   p.exposed_ms = pipe.exposed_ms;
+  double bytes = 0;
+  for (const auto& bk : buckets) bytes += bk.bytes;
+  p.busbw_GBps = allreduce_busbw_GBps(bytes, devices, pipe.comm_ms);
   if (topo.comm_shares_compute && topo.compute_slots > 0 && devices >= topo.compute_slots) {
     // Note [Topology]: no unit is free for the collectives, so they take turns with compute
     // and all of them add to the step, slowed like compute by the sharing.
@@ -234,7 +237,8 @@ json point_json(const DesignPoint& p) {
           {"exposed_ms", p.exposed_ms},
           {"overlap_ratio", p.comm_ms > 0 ? 1 - p.exposed_ms / p.comm_ms : 0.0},
           {"efficiency", p.efficiency},
-          {"samples_per_s", p.samples_per_s}};
+          {"samples_per_s", p.samples_per_s},
+          {"busbw_GBps", p.busbw_GBps}};
 }
 
 std::vector<int> device_grid(const std::vector<int>& devices) {

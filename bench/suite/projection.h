@@ -77,6 +77,7 @@ struct DesignPoint {
   double exposed_ms = 0;  // DDP: after backward; DP: all of it
   double efficiency = 0;  // weak scaling: baseline step / step
   double samples_per_s = 0;
+  double busbw_GBps = 0;  // DDP: nccl-tests' bus bandwidth of its AllReduces; DP: 0
 };
 
 // One design at `devices` on `topo`; DP returns nullopt beyond the topology's node.

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "reports/json_io.h"
+#include "reports/report_util.h"
 
 namespace fs = std::filesystem;
 
@@ -15,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 bool run_ok(const json& run) {
-  return run.value("status", "") == "ok" && run.contains("metrics");
+  return reports::run_ok(run) && run.contains("metrics");
 }
 
 json read_input(const std::string& path) {

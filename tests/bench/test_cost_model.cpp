@@ -160,6 +160,7 @@ TEST(Projection, DdpStepIsComputePlusExposedPipeline) {
   EXPECT_DOUBLE_EQ(four.exposed_ms, pipe.exposed_ms);
   EXPECT_DOUBLE_EQ(four.step_ms, 13 + pipe.exposed_ms);
   EXPECT_DOUBLE_EQ(four.efficiency, 13 / four.step_ms);
+  EXPECT_DOUBLE_EQ(four.busbw_GBps, allreduce_busbw_GBps(50e6, 4, 2 * c));
   // Twice the batch doubles compute and ready times, not the bytes; the last bucket, ready
   // when backward ends, stays exposed whatever the batch.
   const DesignPoint big = project_ddp(b, t, 4, {64, 0});

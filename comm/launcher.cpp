@@ -51,6 +51,7 @@ class StopSignals {
 };
 
 struct Child {
+  int rank = 0;  // global rank (Note [Launcher nodes])
   pid_t pid = -1;
   int out_fd = -1;  // read end of the child's stdout+stderr
   std::string partial;
@@ -116,7 +117,7 @@ bool pump(int rank, Child& c) {
 std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int port,
                                           const std::string& token) {
   const std::vector<std::pair<std::string, std::string>> vars{
-      {"RANK", std::to_string(rank)},
+      {"RANK", std::to_string(spec.first_rank() + rank)},
       {"LOCAL_RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(spec.world_size)},
       {"MASTER_ADDR", spec.master_addr},
@@ -306,13 +307,14 @@ class Supervisor {
     if (failure_seen_ && result_.exit_code == 0) {
       const int r = name_the_cause(children_, stop_sent_);
       const Child& c = children_[static_cast<size_t>(r)];
-      result_.failed_rank = r;
+      failed_child_ = r;
+      result_.failed_rank = c.rank;
       result_.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
-      result_.failure = "rank " + std::to_string(r) + " " + describe_status(c.status);
+      result_.failure = "rank " + std::to_string(c.rank) + " " + describe_status(c.status);
     }
-    if (result_.failed_rank >= 0) {
+    if (failed_child_ >= 0) {
       std::string lines;
-      for (const auto& l : children_[static_cast<size_t>(result_.failed_rank)].tail)
+      for (const auto& l : children_[static_cast<size_t>(failed_child_)].tail)
         lines += "\n    " + l;
       result_.failure += "; its last lines:" + (lines.empty() ? std::string(" (none)") : lines);
     }
@@ -334,7 +336,7 @@ class Supervisor {
     for (size_t k = 0; k < pfds.size(); ++k) {
       if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Child& c = children_[static_cast<size_t>(owners[k])];
-      if (!pump(owners[k], c)) {
+      if (!pump(c.rank, c)) {
         c.eof = g_round_time;  // about when it exited
         ::close(c.out_fd);
         c.out_fd = -1;
@@ -370,6 +372,7 @@ class Supervisor {
   std::vector<Child>& children_;
   size_t open_pipes_, running_;
   LaunchResult result_;
+  int failed_child_ = -1;  // index into children_ of the rank to blame
   bool failure_seen_ = false, terminating_ = false;
   std::chrono::steady_clock::time_point stop_sent_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point kill_deadline_{};
@@ -377,20 +380,46 @@ class Supervisor {
 
 }  // namespace
 
-LaunchResult launch_local(const LaunchSpec& spec) {
+namespace {
+
+// The store token of this launch: DDPBENCH_STORE_TOKEN, required with several nodes (Note
+// [Launcher nodes]); else a random one.
+std::string launch_token(const LaunchSpec& spec) {
+  const char* given = std::getenv("DDPBENCH_STORE_TOKEN");
+  if (given != nullptr && *given != '\0') return given;
+  DDPB_USAGE_CHECK(spec.nnodes == 1)
+      << "--nnodes " << spec.nnodes
+      << " needs DDPBENCH_STORE_TOKEN set to the same secret on every node";
+  return random_token();
+}
+
+void check_nodes(const LaunchSpec& spec) {
   DDPB_USAGE_CHECK(spec.world_size >= 1) << "--world-size must be positive";
+  DDPB_USAGE_CHECK(spec.nnodes >= 1 && spec.world_size % spec.nnodes == 0)
+      << "--world-size " << spec.world_size << " is not a multiple of --nnodes " << spec.nnodes;
+  DDPB_USAGE_CHECK(spec.node_rank >= 0 && spec.node_rank < spec.nnodes)
+      << "--node-rank " << spec.node_rank << " outside 0.." << spec.nnodes - 1;
+  DDPB_USAGE_CHECK(spec.nnodes == 1 || spec.master_port > 0)
+      << "--nnodes " << spec.nnodes << " needs --master-port (every node must know it)";
+}
+
+}  // namespace
+
+LaunchResult launch_local(const LaunchSpec& spec) {
+  check_nodes(spec);
   const std::string exe = self_exe();
-  const int port = find_free_port(spec.master_addr);
-  const std::string token = random_token();
+  const int port = spec.master_port > 0 ? spec.master_port : find_free_port(spec.master_addr);
+  const std::string token = launch_token(spec);
   g_stop_signal = 0;
   StopSignals stop_signals;
-  std::vector<Child> children(static_cast<size_t>(spec.world_size));
-  for (int r = 0; r < spec.world_size; ++r) {
+  std::vector<Child> children(static_cast<size_t>(spec.local_ranks()));
+  for (int r = 0; r < spec.local_ranks(); ++r) {
     if (g_stop_signal != 0) {  // Ctrl-C while starting: start no more; the loop stops these
       children.resize(static_cast<size_t>(r));
       break;
     }
     auto& c = children[static_cast<size_t>(r)];
+    c.rank = spec.first_rank() + r;
     c.pid = spawn(exe, spec, r, port, token, &c.out_fd);
   }
   if (children.empty()) {

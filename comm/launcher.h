@@ -15,10 +15,21 @@
 
 namespace ddpb::comm {
 
+// Note [Launcher nodes]
+// With nnodes > 1 this launcher is one node of a job, as torchrun's --nnodes/--node-rank: it
+// starts world_size / nnodes ranks, global ranks node_rank * that + LOCAL_RANK, which meet at
+// master_addr:master_port (fixed, since every node must know it; rank 0's node serves the
+// store there). The store token must come from DDPBENCH_STORE_TOKEN, the same on every node:
+// a random one per launcher would lock the other nodes out, and none would let anyone in.
 struct LaunchSpec {
   int world_size = 1;
   std::vector<std::string> args;  // argv of every rank; args[0] is ignored (this executable)
   std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port on master_addr (one node only)
+  int nnodes = 1;
+  int node_rank = 0;
+  int local_ranks() const { return world_size / nnodes; }
+  int first_rank() const { return node_rank * local_ranks(); }
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
 };
 

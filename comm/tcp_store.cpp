@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "comm/tcp_store_server.h"
@@ -54,13 +55,13 @@ uint64_t wait_ms(Duration d) {
 }  // namespace
 
 TCPStore::TCPStore(std::string host, uint16_t port, bool is_server, Duration timeout,
-                   std::string token)
+                   std::string token, const std::string& bind_host)
     : host_(std::move(host)), port_(port), token_(std::move(token)) {
   DDPB_CHECK(token_.size() <= tcp::kMaxTokenBytes)
       << "TCPStore token of " << token_.size() << " bytes (max " << tcp::kMaxTokenBytes << ")";
   timeout_ = timeout;
   if (is_server) {
-    server_ = std::make_unique<TCPStoreServer>(host_, port, token_);
+    server_ = std::make_unique<TCPStoreServer>(bind_host.empty() ? host_ : bind_host, port, token_);
     port_ = server_->port();
   } else {
     DDPB_CHECK(port != 0) << "a TCPStore client needs the server's port (MASTER_PORT), not 0";
@@ -278,8 +279,12 @@ std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout,
   DDPB_USAGE_CHECK(token.size() <= tcp::kMaxTokenBytes)
       << "the store token (DDPBENCH_STORE_TOKEN or TORCHELASTIC_RUN_ID) is longer than "
       << tcp::kMaxTokenBytes << " bytes";
+  // Note [Store interface]: rank 0's store listens on MASTER_ADDR's interface only (loopback
+  // stays private to the machine); every interface only when DDPBENCH_STORE_BIND_ALL=1 asks.
+  const char* all = std::getenv("DDPBENCH_STORE_BIND_ALL");
+  const bool bind_all = all != nullptr && std::string_view(all) == "1";
   return std::make_shared<TCPStore>(addr, static_cast<uint16_t>(port), /*is_server=*/rank == 0,
-                                    timeout, token);
+                                    timeout, token, bind_all ? "0.0.0.0" : "");
 }
 
 }  // namespace ddpb::comm

@@ -33,8 +33,10 @@ class TCPStoreServer;
 
 class TCPStore final : public Store {
  public:
-  // is_server: also run the server (rank 0), bound to host:port, before connecting to it.
-  TCPStore(std::string host, uint16_t port, bool is_server, Duration timeout, std::string token);
+  // is_server: also run the server (rank 0), bound to host:port (or bind_host:port when
+  // given, e.g. "0.0.0.0" for every interface), before connecting to it at host:port.
+  TCPStore(std::string host, uint16_t port, bool is_server, Duration timeout, std::string token,
+           const std::string& bind_host = "");
   ~TCPStore() override;
   TCPStore(const TCPStore&) = delete;
   TCPStore& operator=(const TCPStore&) = delete;

@@ -12,6 +12,7 @@ packages=(
   python3-torch python3-torchvision  # the PyTorch cross-checks (torchvision: ResNet)
   clang-format  # scripts/check_format.sh: every C++/CUDA source follows .clang-format
   chromium  # the report test renders the HTML report headless to PNG (about 16 s, 130 MB)
+  openmpi-bin  # tests/scripts/cluster_scripts_test.sh runs scripts/cluster/mpirun_ddp.sh
 )
 
 missing=()

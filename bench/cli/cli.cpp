@@ -87,6 +87,13 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
   run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
   run.add_flag("--check-finite", c.check_finite, "ddp: stop on a NaN/Inf gradient, naming it");
+  add_int_flag(run, "--nnodes", c.nnodes, 1, kMaxWorldSize, "ddp launcher: nodes in the job");
+  add_int_flag(run, "--node-rank", c.node_rank, 0, kMaxWorldSize - 1,
+               "ddp launcher: this node's index (its ranks are node-rank * world/nnodes + k)");
+  run.add_option("--master-addr", c.master_addr,
+                 "ddp launcher: rank 0's address, where the store listens (default 127.0.0.1)");
+  add_int_flag(run, "--master-port", c.master_port, 1, 65535,
+               "ddp launcher: the store's port (required with --nnodes > 1)");
   run.add_option("--flight-dir", c.flight_dir,
                  "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
                  "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");
@@ -127,7 +134,17 @@ int launch_ranks(const RunConfig& config, int argc, char** argv) {
   comm::LaunchSpec spec;
   spec.world_size = config.world_size;
   spec.args.assign(argv, argv + argc);
-  fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
+  spec.nnodes = config.nnodes;
+  spec.node_rank = config.node_rank;
+  spec.master_addr = config.master_addr;
+  spec.master_port = config.master_port;
+  if (config.nnodes > 1) {
+    fmt::print("ddpbench launcher: node {} of {}: starting {} of {} ranks, store at {}:{}\n",
+               config.node_rank, config.nnodes, config.world_size / config.nnodes,
+               config.world_size, config.master_addr, config.master_port);
+  } else {
+    fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
+  }
   std::fflush(stdout);
   comm::LaunchResult r = comm::launch_local(spec);
   if (r.exit_code == 0) return 0;

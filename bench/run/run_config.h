@@ -54,7 +54,13 @@ struct RunConfig {
   bool check_finite = false;      // ddp: NaN/Inf check on every gradient before the AllReduce
   bool broadcast_buffers = true;  // ddp: rank 0's buffers to every rank before each step
   bool sync_bn = false;           // ddp: BatchNorm layers as SyncBatchNorm
-  std::string flight_dir;    // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
+  std::string flight_dir;  // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
+  // ddp launcher, one node of several (Note [Launcher nodes] in comm/launcher.h); the ranks it
+  // starts ignore these.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;       // 0: a free port (one node only)
   int64_t global_batch = 0;  // the CLI fills in the workload's default when not given
   int64_t steps = 20;        // measured steps
   int64_t warmup = 3;        // steps before the measured ones (they train too)

@@ -156,6 +156,32 @@ TEST(TCPStore, PortZeroPicksAPortAndBindsOnlyTheGivenAddress) {
   if (other >= 0) ::close(other);
 }
 
+// Note [Store interface]: the env:// store (what every rank of a job uses) listens on
+// MASTER_ADDR's interface only, and on every interface when DDPBENCH_STORE_BIND_ALL=1.
+TEST(TCPStore, EnvStoreBindsMasterAddrAndAllInterfacesOnlyWhenAsked) {
+  for (const bool all : {false, true}) {
+    const uint16_t port = free_port();
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    ::setenv("DDPBENCH_STORE_TOKEN", "bind-test", 1);
+    if (all) ::setenv("DDPBENCH_STORE_BIND_ALL", "1", 1);
+    auto store = make_store_from_env(/*rank=*/0, kTestTimeout, "");
+    ::unsetenv("DDPBENCH_STORE_BIND_ALL");
+    // 127.0.0.2 is loopback too, but not MASTER_ADDR: only a wildcard bind accepts there.
+    const int other = raw_connect("127.0.0.2", port);
+    if (all) {
+      EXPECT_GE(other, 0) << "DDPBENCH_STORE_BIND_ALL=1: " << std::strerror(errno);
+    } else {
+      EXPECT_EQ(other, -1) << "the store listens beyond MASTER_ADDR";
+    }
+    if (other >= 0) ::close(other);
+    store->set("k", {1});
+  }
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  ::unsetenv("DDPBENCH_STORE_TOKEN");
+}
+
 TEST(TCPStore, WrongTokenIsRejectedAndTheServerCarriesOn) {
   auto server = make_server();
   auto t0 = Clock::now();

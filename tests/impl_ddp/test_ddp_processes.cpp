@@ -253,15 +253,17 @@ TEST(DdpFaults, RankExitingMidRunFailsTheRunAndIsNamed) {
   std::printf("crash of rank 1 at step 3: launcher returned %d after %.1f s\n", r.code, secs);
 }
 
-// The same binary runs as one rank under mpirun's or srun's environment.
-TEST(DdpExternalLaunchers, MpirunAndSlurmEnvironmentsAreDetected) {
+// The same binary runs as one rank under torchrun's, mpirun's or srun's environment: two
+// ranks started by hand with only those variables (and MASTER_ADDR/MASTER_PORT) set.
+TEST(DdpExternalLaunchers, TorchrunMpirunAndSlurmEnvironmentsAreDetected) {
   TempDir dir("ddp_ext");
   struct Scheme {
     std::string name, rank_var, size_var, local_var;
     int port;
   };
   for (const Scheme& s :
-       {Scheme{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+       {Scheme{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", 29589},
+        Scheme{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                "OMPI_COMM_WORLD_LOCAL_RANK", 29585},
         Scheme{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 29587}}) {
     auto env = [&](int rank) {
@@ -281,6 +283,42 @@ TEST(DdpExternalLaunchers, MpirunAndSlurmEnvironmentsAreDetected) {
     EXPECT_NE(r0.output.find("launched by " + s.name), std::string::npos) << r0.output;
     EXPECT_NE(r0.output.find("merged records of 2 ranks"), std::string::npos) << r0.output;
   }
+}
+
+// Two "nodes" on one machine (Note [Launcher nodes] in comm/launcher.h): each launcher starts
+// its one rank of two, they meet on loopback at the given port with the shared token, and the
+// result equals one launcher's run of the same job. Without the token a node is refused.
+TEST(DdpExternalLaunchers, TwoNodesOfOneRankEachEqualOneLauncher) {
+  TempDir dir("ddp_nodes");
+  const std::string port = std::to_string(29401 + ::getpid() % 200);
+  const std::string job =
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 3 "
+      "--warmup 0 --seed 4 --quiet --timeout 30";
+  const std::string nodes = " --nnodes 2 --master-addr 127.0.0.1 --master-port " + port;
+  const std::string log1 = dir / "node1.log";
+  const std::string cmd1 = "(DDPBENCH_STORE_TOKEN=two-nodes " + std::string(DDPBENCH_BIN) + " " +
+                           job + nodes + " --node-rank 1 > " + log1 + " 2>&1) &";
+  ASSERT_EQ(std::system(cmd1.c_str()), 0);
+  CliResult r0 = run_cli(job + nodes + " --node-rank 0 --save-params " + (dir / "nodes.st"),
+                         "DDPBENCH_STORE_TOKEN=two-nodes");
+  ASSERT_EQ(r0.code, 0) << r0.output;
+  EXPECT_NE(r0.output.find("node 0 of 2: starting 1 of 2 ranks"), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("[rank 0]"), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("merged records of 2 ranks"), std::string::npos) << r0.output;
+  CliResult one = run_cli(job + " --save-params " + (dir / "one.st"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_EQ(max_param_rel_diff(dir / "nodes.st", dir / "one.st"), 0.0);
+  std::ifstream in(log1);
+  const std::string node1((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(node1.find("[rank 1]"), std::string::npos) << "node 1 runs global rank 1:\n" << node1;
+
+  CliResult no_token = run_cli(job + nodes + " --node-rank 0", "DDPBENCH_STORE_TOKEN=");
+  EXPECT_EQ(no_token.code, 2) << no_token.output;
+  EXPECT_NE(no_token.output.find("needs DDPBENCH_STORE_TOKEN"), std::string::npos)
+      << no_token.output;
+  CliResult no_port = run_cli(job + " --nnodes 2 --node-rank 0", "DDPBENCH_STORE_TOKEN=x");
+  EXPECT_EQ(no_port.code, 2) << no_port.output;
+  EXPECT_NE(no_port.output.find("needs --master-port"), std::string::npos) << no_port.output;
 }
 
 // Two jobs started torchrun-style (no DDPBENCH_STORE_TOKEN) on one MASTER_PORT: a rank of

@@ -268,7 +268,11 @@ int ddpbench_main(int argc, char** argv) {
     if (workloads->parsed()) return list_workloads();
     if (suite->parsed()) return run_suite(suite_options);
     if (report->parsed()) return report_command(report_in, checked_output("--out", report_out));
-    if (project->parsed()) return project_command(project_options);
+    if (project->parsed()) {
+      project_options.report_out = checked_output("--out", project_options.report_out);
+      project_options.json_out = checked_output("--json", project_options.json_out);
+      return project_command(project_options);
+    }
     if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();

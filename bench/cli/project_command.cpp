@@ -36,15 +36,6 @@ void print_projection(const nlohmann::json& p) {
   }
 }
 
-std::string checked_path(const std::string& flag, const std::string& path) {
-  if (path.empty()) return path;
-  try {
-    return reports::resolve_output_path(path);
-  } catch (const reports::ReportError& e) {
-    throw UsageError(flag + ": " + e.what());
-  }
-}
-
 }  // namespace
 
 CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
@@ -70,8 +61,8 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
 }
 
 int project_command(const ProjectOptions& o) {
-  const std::string report = checked_path("--out", o.report_out);
-  const std::string json_out = checked_path("--json", o.json_out);
+  const std::string& report = o.report_out;
+  const std::string& json_out = o.json_out;
   DDPB_USAGE_CHECK(report.empty() || report.ends_with(".html") || report.ends_with(".htm") ||
                    report.ends_with(".md"))
       << "-o " << o.report_out << ": the report is .html or .md";

@@ -21,8 +21,9 @@ struct ProjectOptions {
 
 CLI::App* add_project_command(CLI::App& app, ProjectOptions& o);
 
-// Prints the table; writes the record and the report when asked. Returns the exit code;
-// throws UsageError for bad input (the CLI exits 2).
+// Prints the table; writes the record and the report when asked (their paths already
+// checked by the CLI's checked_output). Returns the exit code; throws UsageError for bad
+// input (the CLI exits 2).
 int project_command(const ProjectOptions& o);
 
 }  // namespace ddpb::bench

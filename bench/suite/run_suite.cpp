@@ -326,12 +326,13 @@ SuiteVerdict settle(nlohmann::json& suite) {
 void add_projection(nlohmann::json& suite, const SuiteSpec& spec, const std::string& dir) {
   try {
     const bool nccl = spec.device == "cuda" && cuda_device_count() >= 2;
-    const int slots = measured_compute_slots(suite_projection_source(suite, dir));
+    ProjectionSource source = suite_projection_source(suite, dir);  // reads the records once
+    const int slots = measured_compute_slots(source);
     const CommFit fit =
         measure_comm_fit(nccl ? "nccl" : "gloo", spec.device,
                          nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots);
     suite["comm_fit"] = fit.to_json();
-    const ProjectionSource source = suite_projection_source(suite, dir);
+    source.fit = fit;
     nlohmann::json p = make_projection(source, resolve_topology(spec.projection_topology, source),
                                        spec.projection_devices, {});
     const Topology measured = measured_topology(fit, measured_compute_slots(source));

@@ -201,47 +201,22 @@ TEST_F(ReplayTest, ResNetTinyDataParallelOnThreeDevices) {
       {"resnet-tiny", "sgd", 48, 0.01, 0.9, 0.0, "float64", "--mode dp --world-size 3", 2});
 }
 
+// resnet-tiny in DDP, 2 steps at four seeds with the decision margin (Note [Replay seeds]).
+RunSpec resnet_ddp_spec(const std::string& mode) {
+  return {"resnet-tiny", "sgd", 32, 0.01, 0.9, 0.0, "float64", mode, 2, {0, 7, 11, 13}, 2e-6};
+}
+
 // DDP with BatchNorm: per-rank statistics, gradients averaged; rank 0's buffers with and
 // without the broadcast (Note [DDP buffers]), and SyncBatchNorm as BatchNorm over the whole
 // batch.
 TEST_F(ReplayTest, ResNetTinyDdpBroadcastingBuffers) {
-  expect_replay_matches({"resnet-tiny",
-                         "sgd",
-                         32,
-                         0.01,
-                         0.9,
-                         0.0,
-                         "float64",
-                         "--mode ddp --world-size 2",
-                         2,
-                         {0, 7, 11, 13},
-                         2e-6});
+  expect_replay_matches(resnet_ddp_spec("--mode ddp --world-size 2"));
 }
 TEST_F(ReplayTest, ResNetTinyDdpWithoutBufferBroadcast) {
-  expect_replay_matches({"resnet-tiny",
-                         "sgd",
-                         32,
-                         0.01,
-                         0.9,
-                         0.0,
-                         "float64",
-                         "--mode ddp --world-size 2 --no-broadcast-buffers",
-                         2,
-                         {0, 7, 11, 13},
-                         2e-6});
+  expect_replay_matches(resnet_ddp_spec("--mode ddp --world-size 2 --no-broadcast-buffers"));
 }
 TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
-  expect_replay_matches({"resnet-tiny",
-                         "sgd",
-                         32,
-                         0.01,
-                         0.9,
-                         0.0,
-                         "float64",
-                         "--mode ddp --world-size 2 --sync-bn",
-                         2,
-                         {0, 7, 11, 13},
-                         2e-6});
+  expect_replay_matches(resnet_ddp_spec("--mode ddp --world-size 2 --sync-bn"));
 }
 
 // --channels-last computes the same model in NHWC: the same torchvision replay (NCHW) holds.

@@ -48,6 +48,7 @@ class Backend {
   virtual void sum_rows(const Tensor& x, const Tensor& out) = 0;
   virtual void sum_all(const Tensor& x, const Tensor& out) = 0;
   virtual void all_finite(const Tensor& x, const Tensor& out) = 0;
+  virtual void orthogonalize_columns(const Tensor& m, float epsilon) = 0;
   virtual void softmax_forward(const Tensor& x, const Tensor& y) = 0;
   virtual void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) = 0;
   virtual void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -223,6 +223,15 @@ void all_finite(const Tensor& x, const Tensor& out) {
   be.all_finite(x, out);
 }
 
+void orthogonalize_columns(const Tensor& m, float epsilon) {
+  Backend& be = same_device("orthogonalize_columns", {{&m, F}});
+  DDPB_CHECK(m.dim() == 2 && m.size(1) <= m.size(0))
+      << "orthogonalize_columns wants [N,R] with R <= N: " << m.describe();
+  DDPB_CHECK(epsilon >= 0.0f) << "orthogonalize_columns: negative epsilon " << epsilon;
+  accesses("orthogonalize_columns", m.device(), {&m}, {&m});
+  be.orthogonalize_columns(m, epsilon);
+}
+
 void softmax_forward(const Tensor& x, const Tensor& y) {
   Backend& be = same_device("softmax_forward", {{&x, F}, {&y, F}});
   DDPB_CHECK(x.dim() >= 1 && x.shape() == y.shape())

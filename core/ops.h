@@ -42,6 +42,14 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
           float alpha = 1.0f, float beta = 0.0f, const Tensor& bias = Tensor(),
           Activation act = Activation::None);
 
+// ---- Orthogonalisation (PowerSGD) ------------------------------------------------------
+// Modified Gram-Schmidt on the columns of m [N,R], R <= N, in place: column i is divided by
+// its 2-norm, then its projection is removed from columns i+1..R-1 (PyTorch's
+// _orthogonalize_gram_schmidt). Note [Orthogonalisation epsilon]: with epsilon > 0 a column
+// is divided by (norm + epsilon); with epsilon 0 by the norm alone, and a column of zeros
+// stays zeros (PyTorch's code means this, though torch's division gives NaN there).
+void orthogonalize_columns(const Tensor& m, float epsilon = 0.0f);
+
 // ---- Element-wise ----------------------------------------------------------------------
 void fill(const Tensor& t, float value);                         // f32
 void zero(const Tensor& t);                                      // any dtype: all bits zero

@@ -1,5 +1,6 @@
 #include "impl_ddp/reducer.h"
 
+#include <algorithm>
 #include <limits>
 #include <unordered_set>
 
@@ -12,26 +13,21 @@
 namespace ddpb::ddp {
 
 // A bucket: its parameters' gradients side by side in one flat f32 buffer (Note [DDP bucket
-// dtypes]), each parameter's slot a view into it. Backward writes the gradients into the
-// slots, the collective reduces the buffer in place, and the views are the reduced
+// dtypes]), each parameter's slot a view into it (HookBucket). Backward writes the gradients
+// into the slots, the comm hook reduces the buffer in place, and the views are the reduced
 // gradients.
-struct Reducer::Bucket {
+struct Reducer::Bucket : HookBucket {
   std::vector<size_t> params;  // parameter indices, in bucket order
   std::vector<int64_t> offsets;
-  Tensor buffer;              // flat f32 on the parameters' device
-  std::vector<Tensor> views;  // views[k] is parameter params[k]'s slot and gradient
-  Tensor compressed;          // the buffer cast to 16 bits for the fp16/bf16 comm hooks
   size_t pending = 0;
   bool launched = false;
-  comm::WorkPtr work;
-  nvtx::AsyncRange range;
-  BucketRecord record;
 };
 
 Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::ProcessGroup> pg,
                  ReducerOptions options)
     : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
   DDPB_CHECK(!params_.empty()) << "DDP needs at least one parameter";
+  hook_ = make_comm_hook(options_.comm_hook, options_.powersgd, pg_, [this] { return now_ms(); });
   for (const auto& p : params_) {  // Note [DDP bucket dtypes]
     DDPB_USAGE_CHECK(p.var.data().dtype() == DType::F32)
         << "DDP buckets are f32, but parameter " << p.name << " is " << p.var.data().describe();
@@ -57,6 +53,7 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
   locators_.assign(params_.size(), {});
   for (size_t b = 0; b < assignment.size(); ++b) {
     Bucket& bk = buckets[b];
+    bk.index = b;
     bk.params = assignment[b];
     int64_t total = 0;
     for (size_t i : bk.params) {
@@ -70,6 +67,7 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
       size_t i = bk.params[k];
       const autograd::Var& v = params_[i].var;
       bk.views.push_back(bk.buffer.flat_view(bk.offsets[k], v.shape()));
+      bk.names.push_back(params_[i].name);
       locators_[i] = {b, k};
       if (options_.grad_as_bucket_view) {
         // The gradient lives in the bucket from now on: AccumulateGrad adds into the view.
@@ -91,9 +89,13 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   for (auto& bk : buckets_) {
     bk.pending = bk.params.size();
     bk.launched = false;
-    bk.work.reset();
-    bk.record = BucketRecord{bk.record.index, bk.record.params};
+    bk.ranges.clear();
+    BucketRecord fresh;
+    fresh.index = bk.record.index;
+    fresh.params = bk.record.params;
+    bk.record = std::move(fresh);
   }
+  copy_in_scale_ = hook_->averages_at_copy_in() ? 1.0f / static_cast<float>(pg_->size()) : 1.0f;
   locally_used_.assign(params_.size(), false);
   ready_.assign(params_.size(), false);
   // Backward may compute each gradient straight into its bucket slot (Note [Gradient
@@ -132,9 +134,10 @@ void Reducer::mark_variable_ready(size_t i) {
   if (--bk.pending == 0) mark_bucket_ready(b);
 }
 
-// Parameter i's gradient, divided by the world size, in its bucket slot `view`.
+// Parameter i's gradient, divided by the world size unless the comm hook averages itself, in
+// its bucket slot `view`.
 void Reducer::average_into_bucket(size_t i, const Tensor& view) {
-  const float scale = 1.0f / static_cast<float>(pg_->size());
+  const float scale = copy_in_scale_;
   const autograd::Var& v = params_[i].var;
   {
     nvtx::Range range("ddp.copy_in", nvtx::Category::Comm, static_cast<int64_t>(view.nbytes()));
@@ -181,30 +184,16 @@ void Reducer::mark_bucket_ready(size_t b) {
   if (options_.overlap) launch_ready_buckets();
 }
 
-// See Note [DDP bucket launch order].
+// See Note [DDP bucket launch order] and Note [Comm hook collective order].
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
-    launch(buckets_[next_to_launch_++]);
+    Bucket& bk = buckets_[next_to_launch_];
+    bk.launched = true;
+    bk.record.launch_ms = now_ms();
+    hook_->launch(bk);
+    if (next_to_launch_ > 0) hook_->advance(buckets_[next_to_launch_ - 1]);
+    ++next_to_launch_;
   }
-}
-
-void Reducer::launch(Bucket& bk) {
-  bk.launched = true;
-  bk.record.launch_ms = now_ms();
-  Tensor payload = bk.buffer;
-  if (options_.comm_hook != CommHook::None) {
-    DType half = options_.comm_hook == CommHook::FP16 ? DType::F16 : DType::BF16;
-    if (!bk.compressed.defined())
-      bk.compressed = Tensor::empty(bk.buffer.shape(), half, bk.buffer.device());
-    ops::cast(bk.buffer, bk.compressed);  // already divided by the world size at copy-in
-    payload = bk.compressed;
-  }
-  bk.record.bytes = static_cast<int64_t>(payload.nbytes());
-  std::string label = "ddp.allreduce bucket " + std::to_string(bk.record.index);
-  bk.range = nvtx::AsyncRange(label, nvtx::Category::Comm, bk.record.bytes);
-  nvtx::Range range(label + " launch", nvtx::Category::Comm, bk.record.bytes);
-  bk.work = pg_->allreduce(payload);
-  comm::flight_recorder().tag(bk.work->sequence, "bucket " + std::to_string(bk.record.index));
 }
 
 void Reducer::finalize_backward() {
@@ -222,13 +211,13 @@ void Reducer::finalize_backward() {
   DDPB_CHECK(next_to_launch_ == buckets_.size())
       << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
 
+  // Note [Comm hook collective order]. Gloo: the host waits; NCCL: the current stream.
+  hook_->advance(buckets_.back());
   for (auto& bk : buckets_) {
-    bk.work->wait();  // Gloo: the host waits; NCCL: the current stream waits
-    bk.range.end();
-    bk.record.complete_ms = now_ms();  // replaced by the collective's own end once known
-    if (bk.compressed.defined() && options_.comm_hook != CommHook::None)
-      ops::cast(bk.compressed, bk.buffer);
+    hook_->finish(bk);
+    bk.record.complete_ms = now_ms();  // replaced by the collectives' own end once known
   }
+  hook_->end_iteration();
 
   // Parameters no rank used keep no gradient (as PyTorch): the used-map is summed over ranks.
   std::vector<bool> globally_used(params_.size(), true);
@@ -253,11 +242,7 @@ void Reducer::finalize_backward() {
     }
   }
   records_.clear();
-  record_works_.clear();
-  for (auto& bk : buckets_) {
-    records_.push_back(bk.record);
-    record_works_.push_back(bk.work);
-  }
+  for (auto& bk : buckets_) records_.push_back(bk.record);
   records_zero_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(backward_start_.time_since_epoch())
           .count();
@@ -290,19 +275,29 @@ void Reducer::rebuild_from_observed_order() {
     infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
   build_buckets(
       compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes, order));
+  hook_->buckets_rebuilt();
   rebuilt_ = true;
   ready_order_.clear();
 }
 
 const std::vector<BucketRecord>& Reducer::last_records() {
   // A collective's own start/end times are known once it completed: at once for Gloo (the
-  // host waited), after the stream caught up for NCCL (whose wait() does not block).
-  for (size_t b = 0; b < records_.size() && b < record_works_.size(); ++b) {
-    const comm::WorkPtr& w = record_works_[b];
-    if (!w || !w->is_completed() || w->end_ns == 0) continue;
-    records_[b].start_ms = (w->start_ns - records_zero_ns_) / 1e6;
-    records_[b].complete_ms = (w->end_ns - records_zero_ns_) / 1e6;
-    record_works_[b].reset();
+  // host waited), after the stream caught up for NCCL (whose wait() does not block). A
+  // bucket starts with its first collective and completes with its last.
+  for (BucketRecord& r : records_) {
+    bool first = true;
+    for (CollectiveRecord& c : r.collectives) {
+      const comm::WorkPtr& w = c.work;
+      if (w && w->is_completed() && w->end_ns != 0) {
+        c.start_ms = (w->start_ns - records_zero_ns_) / 1e6;
+        c.complete_ms = (w->end_ns - records_zero_ns_) / 1e6;
+        c.work.reset();
+      }
+      if (c.work) continue;
+      r.start_ms = first ? c.start_ms : std::min(r.start_ms, c.start_ms);
+      r.complete_ms = first ? c.complete_ms : std::max(r.complete_ms, c.complete_ms);
+      first = false;
+    }
   }
   return records_;
 }

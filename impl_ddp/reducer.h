@@ -25,9 +25,10 @@
 //
 // Note [DDP bucket launch order]
 // Buckets are launched strictly in bucket index order: a ready bucket waits until every
-// bucket before it has launched. Every rank therefore issues the same collectives in the
-// same order, whatever order its gradients became ready in, which is what a ProcessGroup
-// requires (comm/process_group.h). The rebuild after the first iteration uses rank 0's
+// bucket before it has launched, and a comm hook issues its collectives in the order of
+// Note [Comm hook collective order] (impl_ddp/comm_hooks.h). Every rank therefore issues the same
+// collectives in the same order, whatever order its gradients became ready in, which is what a
+// ProcessGroup requires (comm/process_group.h). The rebuild after the first iteration uses rank 0's
 // observed order on every rank for the same reason (sent as integers). As in PyTorch, the
 // buckets are not rebuilt with find_unused_parameters: which parameters get gradients may
 // change every step, and so may the ready order. Code that launches collectives from the
@@ -45,18 +46,11 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/process_group.h"
-#include "core/named_enum.h"
 #include "core/nn.h"
 #include "impl_ddp/bucket_assignment.h"
+#include "impl_ddp/comm_hooks.h"
 
 namespace ddpb::ddp {
-
-// The bucket compression hooks (`--comm-hook`): PyTorch's fp16_compress_hook and
-// bf16_compress_hook.
-enum class CommHook { None, FP16, BF16 };
-constexpr NameTable<CommHook, 3> enum_names(CommHook) {
-  return {{{"none", CommHook::None}, {"fp16", CommHook::FP16}, {"bf16", CommHook::BF16}}};
-}
 
 struct ReducerOptions {
   size_t first_bucket_bytes = size_t{1} << 20;  // --first-bucket-mb
@@ -65,19 +59,8 @@ struct ReducerOptions {
   bool find_unused_parameters = false;          // --find-unused-params
   bool overlap = true;                          // false: --no-overlap
   CommHook comm_hook = CommHook::None;          // --comm-hook
+  PowerSgdOptions powersgd;                     // --powersgd-*, with --comm-hook powersgd
   bool check_finite = false;                    // --check-finite: NaN/Inf check per gradient
-};
-
-// What one bucket did in the last synchronising iteration. Times are milliseconds since
-// the start of that backward, on the host's steady clock.
-struct BucketRecord {
-  size_t index = 0;
-  int64_t params = 0;
-  int64_t bytes = 0;       // bytes of the collective (after compression)
-  double ready_ms = 0;     // its last gradient arrived
-  double launch_ms = 0;    // its collective was issued
-  double start_ms = 0;     // the collective started on the communication thread/stream
-  double complete_ms = 0;  // the collective finished
 };
 
 class Reducer {
@@ -108,6 +91,8 @@ class Reducer {
   void corrupt_next_gradient(size_t param_index) {
     corrupt_param_ = static_cast<int64_t>(param_index);
   }
+  // The comm hook (for its --dump tensors).
+  const BucketCommHook& comm_hook() const { return *hook_; }
   // When the last synchronising backward started (the zero of BucketRecord's times).
   std::chrono::steady_clock::time_point backward_start() const { return backward_start_; }
 
@@ -128,13 +113,14 @@ class Reducer {
   void inspect_gradient(size_t param_index, const Tensor& view);
   void mark_bucket_ready(size_t bucket_index);
   void launch_ready_buckets();  // Note [DDP bucket launch order]
-  void launch(Bucket& bucket);
   void rebuild_from_observed_order();
   double now_ms() const;
 
   std::vector<nn::NamedParameter> params_;
   std::shared_ptr<comm::ProcessGroup> pg_;
   ReducerOptions options_;
+  std::unique_ptr<BucketCommHook> hook_;
+  float copy_in_scale_ = 1.0f;  // 1/world size, or 1 where the hook averages itself
   std::vector<Bucket> buckets_;
   std::vector<VariableLocator> locators_;
   size_t next_to_launch_ = 0;
@@ -146,7 +132,6 @@ class Reducer {
   int64_t corrupt_param_ = -1;      // fault injection, see corrupt_next_gradient()
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<BucketRecord> records_;
-  std::vector<comm::WorkPtr> record_works_;  // until their times are read into records_
   int64_t records_zero_ns_ = 0;
   nlohmann::json initial_layout_;
 };

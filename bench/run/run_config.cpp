@@ -9,6 +9,7 @@
 #include "bench/run/flag_values.h"
 #include "bench/run/trace.h"
 #include "core/check.h"
+#include "impl_ddp/powersgd_hook.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
@@ -71,6 +72,10 @@ void validate_ddp(const RunConfig& c) {
       << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
   DDPB_USAGE_CHECK(!c.sync_bn || find_workload(c.workload).family == Family::ResNet)
       << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
+  DDPB_USAGE_CHECK(c.comm_hook == ddp::CommHook::PowerSGD ||
+                   c.powersgd_json() == RunConfig{}.powersgd_json())
+      << "--powersgd-* options need --comm-hook powersgd";
+  if (c.comm_hook == ddp::CommHook::PowerSGD) ddp::validate_powersgd_options(c.powersgd);
   const FaultSpec fault = parse_fault(c.inject_fault);
   DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
       << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
@@ -127,6 +132,15 @@ void RunConfig::validate() const {
   if (cuda_graph) validate_graph_capture(*this);
 }
 
+nlohmann::json RunConfig::powersgd_json() const {
+  return {{"rank", powersgd.rank},
+          {"start_iter", powersgd.start_iter},
+          {"min_compression_rate", powersgd.min_compression_rate},
+          {"error_feedback", powersgd.error_feedback},
+          {"warm_start", powersgd.warm_start},
+          {"epsilon", powersgd.epsilon}};
+}
+
 nlohmann::json RunConfig::to_json() const {
   return {{"mode", enum_name(mode)},
           {"workload", workload},
@@ -141,6 +155,7 @@ nlohmann::json RunConfig::to_json() const {
           {"accumulate", accumulate},
           {"find_unused_params", find_unused_params},
           {"comm_hook", enum_name(comm_hook)},
+          {"powersgd", powersgd_json()},
           {"no_overlap", no_overlap},
           {"timeout_s", timeout_s},
           {"inject_fault", inject_fault},

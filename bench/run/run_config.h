@@ -48,6 +48,7 @@ struct RunConfig {
   int64_t accumulate = 1;  // ddp: micro-steps per step (no_sync for the first K-1)
   bool find_unused_params = false;
   ddp::CommHook comm_hook = ddp::CommHook::None;
+  ddp::PowerSgdOptions powersgd;  // ddp, --comm-hook powersgd: the --powersgd-* flags
   bool no_overlap = false;
   double timeout_s = 300;         // ddp: rendezvous and collective timeout
   std::string inject_fault;       // ddp: KIND@rank=R,step=S (bench/run/fault_injection.h)
@@ -83,6 +84,7 @@ struct RunConfig {
   // Checks values that the parser cannot (throws UsageError).
   void validate() const;
   nlohmann::json to_json() const;
+  nlohmann::json powersgd_json() const;  // the --powersgd-* options
 };
 
 }  // namespace ddpb::bench

@@ -29,6 +29,10 @@ void RunDump::add_batch(int64_t step, int micro, const Batch& batch) {
   batches_.push_back({prefix + ".y", batch.y.to(Device::cpu())});
 }
 
+void RunDump::save_extra(const std::string& file, const std::vector<NamedTensor>& tensors) {
+  save_safetensors(dir_ + "/" + file, tensors);
+}
+
 void RunDump::finish(const nn::Module* model, const nlohmann::json& meta) {
   save_safetensors(dir_ + "/" + batches_file_, batches_);
   if (!model) return;

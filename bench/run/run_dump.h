@@ -5,6 +5,8 @@
 //   batches.safetensors  step{k}.x and step{k}.y for k = 1..steps, exactly as used
 //                        (DDP rank r writes batches.rank{r}.safetensors; with
 //                        --accumulate, micro-batch j > 0 of step k is step{k}.{j}.x)
+//   powersgd_q.safetensors  with --comm-hook powersgd: every random Q drawn, as
+//                        iter{i}.{parameter} [cols, rank], before orthogonalisation
 // Every file is written atomically, and meta.json last, so a directory with meta.json
 // holds a complete dump.
 #pragma once
@@ -28,6 +30,8 @@ class RunDump {
   // Keeps a host copy of micro-batch `micro` of step `step` (1-based): "step{k}.x" when a
   // step has one batch, "step{k}.{micro}.x" for the later micro-batches of --accumulate.
   void add_batch(int64_t step, int micro, const Batch& batch);
+  // Writes `tensors` as DIR/file (before finish(), whose meta.json marks the dump complete).
+  void save_extra(const std::string& file, const std::vector<NamedTensor>& tensors);
   // Writes the batches and, given the model (rank 0 only), final.safetensors and meta.json.
   void finish(const nn::Module* model, const nlohmann::json& meta);
 

@@ -102,6 +102,12 @@ class DdpRunner final : public ModeRunner {
     return {env_.world_size, env_.rank, c.global_batch / env_.world_size};
   }
   bool is_primary() const override { return env_.rank == 0; }
+  std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const override {
+    std::vector<NamedTensor> q;
+    for (auto& [name, t] : ddp_->reducer().comm_hook().dump_tensors()) q.push_back({name, t});
+    if (q.empty()) return {};
+    return {{"powersgd_q.safetensors", std::move(q)}};
+  }
   std::string batches_file() const override {
     return "batches.rank" + std::to_string(env_.rank) + ".safetensors";
   }
@@ -114,6 +120,9 @@ class DdpRunner final : public ModeRunner {
     o.reducer.find_unused_parameters = config.find_unused_params;
     o.reducer.overlap = !config.no_overlap;
     o.reducer.comm_hook = config.comm_hook;
+    o.reducer.powersgd = config.powersgd;
+    o.reducer.powersgd.seed = config.seed;
+    o.reducer.powersgd.keep_random_q = !config.dump.empty();
     o.reducer.check_finite = config.check_finite;
     o.broadcast_buffers = config.broadcast_buffers;
     o.sync_batch_norm = config.sync_bn;
@@ -253,6 +262,56 @@ class DdpRunner final : public ModeRunner {
     return t;
   }
 
+  // One bucket's record and trace spans: one span per collective (PowerSGD has up to three)
+  // and per host-timed hook compute; its collectives' busy intervals go to `busy`.
+  nlohmann::json bucket_record(const ddp::BucketRecord& r, int64_t zero_ns, StepOutcome& out,
+                               std::vector<Interval>& busy) const {
+    const double factor = busbw_factor(Collective::AllReduce, pg_->size());
+    nlohmann::json collectives = nlohmann::json::array();
+    for (const auto& c : r.collectives) {
+      const double start = c.start_ms > 0 ? c.start_ms : c.launch_ms;
+      busy.emplace_back(start, c.complete_ms);
+      const double busbw = algbw_GBps(static_cast<double>(c.bytes), c.complete_ms - start) * factor;
+      const std::string name = c.name == "allreduce" ? c.name : "powersgd " + c.name;
+      out.spans.push_back({name + " bucket " + std::to_string(r.index),
+                           "comm bucket " + std::to_string(r.index),
+                           zero_ns + static_cast<int64_t>(start * 1e6),
+                           c.complete_ms - start,
+                           {{"bucket", r.index},
+                            {"bytes", c.bytes},
+                            {"busbw_GBps", busbw},
+                            {"ready_ms", r.ready_ms},
+                            {"launch_ms", c.launch_ms}}});
+      collectives.push_back({{"name", c.name},
+                             {"bytes", c.bytes},
+                             {"launch_ms", c.launch_ms},
+                             {"start_ms", start},
+                             {"complete_ms", c.complete_ms}});
+    }
+    double hook_compute_ms = 0;
+    for (const auto& h : r.compute) {
+      hook_compute_ms += h.end_ms - h.start_ms;
+      out.spans.push_back({h.name + " bucket " + std::to_string(r.index),
+                           "comm hook compute",
+                           zero_ns + static_cast<int64_t>(h.start_ms * 1e6),
+                           h.end_ms - h.start_ms,
+                           {{"bucket", r.index}}});
+    }
+    const double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
+    const double algbw = algbw_GBps(static_cast<double>(r.bytes), r.complete_ms - start);
+    return {{"bucket", r.index},
+            {"params", r.params},
+            {"bytes", r.bytes},
+            {"ready_ms", r.ready_ms},
+            {"launch_ms", r.launch_ms},
+            {"start_ms", start},
+            {"complete_ms", r.complete_ms},
+            {"algbw_GBps", algbw},
+            {"busbw_GBps", algbw * factor},
+            {"collectives", collectives},
+            {"hook_compute_ms", hook_compute_ms}};
+  }
+
   void add_bucket_records(StepOutcome& out, std::chrono::steady_clock::time_point bwd_end) {
     // Per-bucket records; communication time is the union of the collectives' busy
     // intervals, exposed communication the part after backward compute ended.
@@ -264,31 +323,12 @@ class DdpRunner final : public ModeRunner {
                                 reducer.backward_start().time_since_epoch())
                                 .count();
     double first_launch = recs.empty() ? 0.0 : recs.front().launch_ms, last_complete = 0;
+    int64_t bytes = 0;
     for (const auto& r : recs) {
-      double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
-      busy.emplace_back(start, r.complete_ms);
       first_launch = std::min(first_launch, r.launch_ms);
       last_complete = std::max(last_complete, r.complete_ms);
-      const double algbw = algbw_GBps(static_cast<double>(r.bytes), r.complete_ms - start);
-      const double busbw = algbw * busbw_factor(Collective::AllReduce, pg_->size());
-      out.spans.push_back({"allreduce bucket " + std::to_string(r.index),
-                           "comm bucket " + std::to_string(r.index),
-                           zero_ns + static_cast<int64_t>(start * 1e6),
-                           r.complete_ms - start,
-                           {{"bucket", r.index},
-                            {"bytes", r.bytes},
-                            {"busbw_GBps", busbw},
-                            {"ready_ms", r.ready_ms},
-                            {"launch_ms", r.launch_ms}}});
-      buckets.push_back({{"bucket", r.index},
-                         {"params", r.params},
-                         {"bytes", r.bytes},
-                         {"ready_ms", r.ready_ms},
-                         {"launch_ms", r.launch_ms},
-                         {"start_ms", start},
-                         {"complete_ms", r.complete_ms},
-                         {"algbw_GBps", algbw},
-                         {"busbw_GBps", busbw}});
+      bytes += r.bytes;
+      buckets.push_back(bucket_record(r, zero_ns, out, busy));
     }
     const double sync_bwd_end_ms =
         recs.empty()
@@ -298,6 +338,7 @@ class DdpRunner final : public ModeRunner {
     out.extra.update(nlohmann::json{
         {"rank", env_.rank},
         {"buckets", buckets},
+        {"comm_bytes", bytes},
         {"comm_ms", ct.comm_ms},
         {"comm_exposed_ms", ct.exposed_ms},
         {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},

@@ -344,6 +344,9 @@ nlohmann::json run_training(const RunConfig& config) {
   add_comm_summary(config, *runner, record);
   if (runner->is_primary() && !config.save_params.empty())
     save_state_dict(model, config.save_params);
+  if (dump && runner->is_primary()) {
+    for (const auto& [file, tensors] : runner->dump_extras()) dump->save_extra(file, tensors);
+  }
   if (dump) {
     dump->finish(runner->is_primary() ? &model : nullptr,
                  {{"config", config.to_json()}, {"workload", record["workload"]}});

@@ -15,6 +15,7 @@
 #include "bench/run/trace.h"
 #include "core/optim.h"
 #include "workloads/model.h"
+#include "workloads/safetensors.h"
 
 namespace ddpb::bench {
 
@@ -50,6 +51,10 @@ class ModeRunner {
   // Rank 0 of DDP (and every single/DP process) writes the report and the model dumps.
   virtual bool is_primary() const { return true; }
   virtual std::string batches_file() const { return "batches.safetensors"; }
+  // More tensors for --dump, as file name -> tensors (DDP: PowerSGD's random Q draws).
+  virtual std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const {
+    return {};
+  }
   // DDP: rank 0 merges every rank's record; others return theirs unchanged.
   virtual nlohmann::json finalize_record(nlohmann::json record) { return record; }
   // --trace: this rank's events go in; the primary gets every rank's events and each rank's

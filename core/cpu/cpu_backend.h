@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   void sum_rows(const Tensor& x, const Tensor& out) override;
   void sum_all(const Tensor& x, const Tensor& out) override;
   void all_finite(const Tensor& x, const Tensor& out) override;
+  void orthogonalize_columns(const Tensor& m, float epsilon) override;
   void softmax_forward(const Tensor& x, const Tensor& y) override;
   void softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
   void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,

@@ -109,6 +109,30 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     lda = trans_a ? m : k;
     ldb = trans_b ? k : n;
   }
+  if (n == 1) {
+    // A matrix-vector product (PowerSGD's P = M Q and Q = M^T P at rank 1): sgemm would pack
+    // all of A first, gemv streams it once.
+    cblas_sgemv(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(trans_a ? k : m), static_cast<blasint>(trans_a ? m : k), alpha,
+                a, static_cast<blasint>(lda), b, static_cast<blasint>(trans_b ? 1 : ldb), beta, c,
+                static_cast<blasint>(ldc));
+    return;
+  }
+  if (k == 1) {
+    // An outer product (PowerSGD's M = P Q^T at rank 1): one pass over C, no packing. With
+    // beta 0, C is not read (it may hold anything), as in BLAS.
+    const int64_t a_step = trans_a ? 1 : lda, b_step = trans_b ? ldb : 1;
+    for (int64_t i = 0; i < m; ++i) {
+      const float ai = alpha * a[i * a_step];
+      float* ci = c + i * ldc;
+      if (beta == 0.0f) {
+        for (int64_t j = 0; j < n; ++j) ci[j] = ai * b[j * b_step];
+      } else {
+        for (int64_t j = 0; j < n; ++j) ci[j] = beta * ci[j] + ai * b[j * b_step];
+      }
+    }
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
@@ -277,6 +301,29 @@ void CpuBackend::all_finite(const Tensor& x, const Tensor& out) {
     bool finite = true;
     for (int64_t i = 0; i < x.numel(); ++i) finite &= std::isfinite(xp[i]);
     out.data<float>()[0] = finite ? 1.0f : 0.0f;
+  });
+}
+
+// Note [Orthogonalisation epsilon] in core/ops.h. Sums in double: the columns can be long
+// (an embedding's rows) and the result feeds every later PowerSGD step.
+void CpuBackend::orthogonalize_columns(const Tensor& m, float epsilon) {
+  run_on_stream(m.device(), [=] {
+    float* a = m.data<float>();
+    const int64_t n = m.size(0), r = m.size(1);
+    for (int64_t i = 0; i < r; ++i) {
+      double sq = 0.0;
+      for (int64_t k = 0; k < n; ++k) sq += static_cast<double>(a[k * r + i]) * a[k * r + i];
+      const float norm = static_cast<float>(std::sqrt(sq));
+      const float denom = epsilon > 0.0f ? norm + epsilon : norm;
+      const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+      for (int64_t k = 0; k < n; ++k) a[k * r + i] *= inv;
+      for (int64_t j = i + 1; j < r; ++j) {
+        double dot = 0.0;
+        for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(a[k * r + i]) * a[k * r + j];
+        const float d = static_cast<float>(dot);
+        for (int64_t k = 0; k < n; ++k) a[k * r + j] -= d * a[k * r + i];
+      }
+    }
   });
 }
 

@@ -193,6 +193,11 @@ class CudaBackend final : public Backend {
     launch_all_finite(f32(x), x.numel(), f32(out), op.stream());
   }
 
+  void orthogonalize_columns(const Tensor& m, float epsilon) override {
+    OpScope op(m);
+    launch_orthogonalize_columns(f32(m), m.size(0), m.size(1), epsilon, op.stream());
+  }
+
   // ---- Softmax, layer norm ----
   void softmax_forward(const Tensor& x, const Tensor& y) override {
     OpScope op(y);

@@ -49,6 +49,9 @@ void launch_sum_all(const float* x, int64_t n, float* out, float scale, float* s
                     cudaStream_t stream);
 // out [1] = 1 when every element is finite, else 0.
 void launch_all_finite(const float* x, int64_t n, float* out, cudaStream_t stream);
+// Note [Orthogonalisation epsilon] in core/ops.h; m is [n, r] row-major.
+void launch_orthogonalize_columns(float* m, int64_t n, int64_t r, float epsilon,
+                                  cudaStream_t stream);
 
 // ---- cuda_norm_softmax.cu --------------------------------------------------------------
 void launch_softmax_forward(const float* x, float* y, int64_t rows, int64_t cols,

@@ -43,6 +43,28 @@ __global__ void mark_non_finite_kernel(const float* x, int64_t n, float* out) {
   }
 }
 
+// One block orthogonalises the whole matrix: PowerSGD's P and Q have a handful of columns,
+// so the columns are done one after another and each reduction is a block reduction.
+__global__ void orthogonalize_columns_kernel(float* m, int64_t n, int64_t r, float epsilon) {
+  __shared__ float shared[kWarpSize];
+  for (int64_t i = 0; i < r; ++i) {
+    float sq = 0.0f;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) sq += m[k * r + i] * m[k * r + i];
+    const float norm = sqrtf(block_reduce_sum(sq, shared));
+    const float denom = epsilon > 0.0f ? norm + epsilon : norm;
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m[k * r + i] *= inv;
+    __syncthreads();
+    for (int64_t j = i + 1; j < r; ++j) {
+      float dot = 0.0f;
+      for (int64_t k = threadIdx.x; k < n; k += blockDim.x) dot += m[k * r + i] * m[k * r + j];
+      const float d = block_reduce_sum(dot, shared);
+      for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m[k * r + j] -= d * m[k * r + i];
+      __syncthreads();
+    }
+  }
+}
+
 int64_t sum_blocks(int64_t n) {
   return std::clamp<int64_t>((n + kSumThreads * 8 - 1) / (kSumThreads * 8), 1, kSumMaxBlocks);
 }
@@ -89,6 +111,14 @@ void launch_all_finite(const float* x, int64_t n, float* out, cudaStream_t strea
   if (n == 0) return;
   mark_non_finite_kernel<<<elementwise_blocks(n), kElementwiseBlock, 0, stream>>>(x, n, out);
   CUDA_LAUNCH_CHECK() << "mark_non_finite_kernel";
+}
+
+void launch_orthogonalize_columns(float* m, int64_t n, int64_t r, float epsilon,
+                                  cudaStream_t stream) {
+  DDPB_CHECK(n >= 0 && r >= 0) << "orthogonalize_columns of [" << n << ", " << r << "]";
+  if (n == 0 || r == 0) return;
+  orthogonalize_columns_kernel<<<1, kSumThreads, 0, stream>>>(m, n, r, epsilon);
+  CUDA_LAUNCH_CHECK() << "orthogonalize_columns_kernel";
 }
 
 }  // namespace ddpb::gpu

@@ -5,7 +5,8 @@
 
 DIR holds what bench/run/run_dump.h writes: meta.json, init.safetensors, the batches
 (batches.safetensors, or batches.rank{r}.safetensors for DDP) and final.safetensors; any mode
-(single, dp, ddp), without --accumulate. Each step is replayed as the mode ran it (step_loss):
+(single, dp, ddp), without --accumulate; DDP with --comm-hook powersgd through the float64
+reference in powersgd_reference.py, fed the dumped random Q (powersgd_q.safetensors). Each step is replayed as the mode ran it (step_loss):
 that matters for models with BatchNorm, whose statistics are per replica or per rank.
 
 The script rebuilds the workload's model in PyTorch (models.py: mlp, gpt, embed, and
@@ -54,6 +55,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_lite  # noqa: E402
 from models import make_optimizer, model_from_shapes  # noqa: E402
+from powersgd_reference import PowerSgdReference  # noqa: E402
 
 UPDATE_FLOOR = 1e-3   # update_diff's denominator is at least this fraction of ||ref||
 
@@ -154,6 +156,25 @@ def step_loss(model, cfg, xs, ys):
     return sum(losses) / len(losses)
 
 
+def powersgd_step(model, params, xs, ys, reference):
+    """One DDP step under --comm-hook powersgd: every rank's own gradient (PowerSGD combines
+    the ranks' gradients, not their mean), combined by the float64 reference; the buffers are
+    rank 0's. Returns the mean loss."""
+    per_rank = []
+    losses = []
+    for rank, (x, y) in enumerate(zip(xs, ys)):
+        model.zero_grad(set_to_none=True)
+        logits = model(x) if rank == 0 else forward_keeping_buffers(model, x)
+        loss = cross_entropy(logits, y)
+        loss.backward()
+        losses.append(loss.detach())
+        per_rank.append({n: p.grad.detach().clone() for n, p in params.items()})
+    for n, p in params.items():
+        p.grad = reference.combine(n, [g[n] for g in per_rank])
+    reference.end_iteration()
+    return sum(losses) / len(losses)
+
+
 def update_diff(ours, ref, init):
     """||ours - ref|| / max(||ref - init||, UPDATE_FLOOR * ||ref||), in float64."""
     ours, ref, init = ours.double(), ref.double(), init.double()
@@ -239,6 +260,14 @@ def main():
     margins = DecisionMargins(model)
     trained = [n for n in names if own[n].is_floating_point() and own[n].requires_grad]
     opt = make_optimizer(cfg["optimizer"], [own[n] for n in trained])
+    powersgd = None
+    if cfg.get("comm_hook") == "powersgd":
+        try:
+            drawn_q, _ = safetensors_lite.load(os.path.join(d, "powersgd_q.safetensors"))
+        except OSError as e:
+            print(f"replay: a powersgd run's dump needs powersgd_q.safetensors: {e}", file=sys.stderr)
+            return 2
+        powersgd = PowerSgdReference(cfg["powersgd"], len(batches), drawn_q)
     print(f"replay: {workload} ({family}, {sum(p.numel() for p in own.values())} parameters), "
           f"{total_steps} steps, {cfg.get('mode', 'single')} batch {list(batches[0]['step1.x'].shape)} "
           f"x {len(batches)}, optimizer {cfg['optimizer']['name']} "
@@ -248,8 +277,11 @@ def main():
         xs = [as_input(part[f"step{k}.x"], family, dtype) for part in batches]
         ys = [part[f"step{k}.y"].long().reshape(-1) for part in batches]
         opt.zero_grad(set_to_none=False)
-        loss = step_loss(model, cfg, xs, ys)
-        loss.backward()
+        if powersgd:
+            loss = powersgd_step(model, {n: own[n] for n in trained}, xs, ys, powersgd)
+        else:
+            loss = step_loss(model, cfg, xs, ys)
+            loss.backward()
         opt.step()
         if not args.quiet:
             print(f"step {k:>4}/{total_steps} loss {loss.item():.6f}")
@@ -278,6 +310,9 @@ def main():
             worst_name, worst = name, udiff
         if ediff > elem_worst:
             elem_name, elem_worst, elem_idx = name, ediff, idx
+    if powersgd:
+        print(f"powersgd: {powersgd.iteration} iterations, compression from iteration "
+              f"{powersgd.start_iter}, {powersgd.draws_used} random Q draws fed from the dump")
     ok = worst <= args.tolerance
     ours_v = own[elem_name].detach().flatten()[elem_idx].item()
     ref_v = final[elem_name].float().flatten()[elem_idx].item()

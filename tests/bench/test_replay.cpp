@@ -219,6 +219,32 @@ TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
   expect_replay_matches(resnet_ddp_spec("--mode ddp --world-size 2 --sync-bn"));
 }
 
+// --comm-hook powersgd against the float64 reference (scripts/peer/powersgd_reference.py),
+// fed the random Q that the run dumped: rank 1 and rank 2, two plain AllReduce steps and
+// three compressed ones, with error feedback and warm start (the defaults).
+TEST_F(ReplayTest, MlpSmallDdpPowerSgdMatchesTheFloat64Reference) {
+  for (const char* rank : {"1", "2"}) {
+    SCOPED_TRACE(std::string("--powersgd-rank ") + rank);
+    expect_replay_matches({"mlp-small", "sgd", 32, 0.01, 0.9, 0.01, "float64",
+                           std::string("--mode ddp --world-size 2 --comm-hook powersgd "
+                                       "--powersgd-start-iter 2 --powersgd-rank ") +
+                               rank,
+                           5});
+  }
+}
+
+// The other switches: a fresh Q every step, no error feedback, the gradients kept in the
+// buckets, three ranks; gpt-tiny's embeddings and 1-D LayerNorm parameters take the
+// uncompressed path next to its matrices, and its first layers' matrices start compressing
+// at iteration 0 (no state kept, so no bucket rebuild to wait for).
+TEST_F(ReplayTest, GptTinyDdpPowerSgdWithoutWarmStartOrErrorFeedback) {
+  expect_replay_matches({"gpt-tiny", "sgd", 12, 0.01, 0.9, 0.01, "float64",
+                         "--mode ddp --world-size 3 --comm-hook powersgd --powersgd-rank 2 "
+                         "--powersgd-start-iter 0 --powersgd-no-warm-start "
+                         "--powersgd-no-error-feedback --grad-as-bucket-view",
+                         3});
+}
+
 // --channels-last computes the same model in NHWC: the same torchvision replay (NCHW) holds.
 TEST_F(ReplayTest, ResNetTinyChannelsLastMatchesTorchvision) {
   expect_replay_matches(

@@ -487,6 +487,21 @@ TEST_F(CudaParity, AllFinite) {
   EXPECT_EQ(out.item(), 1.0f);
 }
 
+// PowerSGD's P and Q: tall matrices of a few columns; one long one (an embedding's rows).
+TEST_F(CudaParity, OrthogonalizeColumns) {
+  const std::vector<Shape> shapes = {{1024, 1}, {1024, 2}, {300, 4}, {50257, 2}};
+  for (const Shape& shape : shapes) {
+    const auto x = uniform(shape_numel(shape), 23);
+    expect_parity("orthogonalize_columns " + shape_str(shape),
+                  [&](const Device& d) -> std::vector<Tensor> {
+                    Tensor m = floats(x, shape, d);
+                    ops::orthogonalize_columns(m);
+                    return {m};
+                  },
+                  {{1e-5, 1e-4}});
+  }
+}
+
 // ==== Softmax, layer norm ===============================================================
 
 TEST_F(CudaParity, Softmax) {

@@ -194,6 +194,70 @@ TEST(Ops, GemmWithTransposesBiasAndRelu) {
   EXPECT_EQ(c.to_floats(), (std::vector<float>{1, 0, 6, 2, 0, 7}));
 }
 
+// The matrix-vector (n = 1) and outer-product (k = 1) shapes take their own CPU paths; every
+// transpose and beta against a plain triple loop.
+TEST(Ops, GemmVectorAndOuterProductShapesMatchTheDefinition) {
+  struct Dims {
+    int64_t m, n, k;
+  };
+  for (const Dims d : {Dims{5, 1, 7}, Dims{6, 4, 1}, Dims{1, 1, 3}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (const float beta : {0.0f, 0.5f}) {
+          std::vector<float> av(static_cast<size_t>(d.m * d.k)), bv(static_cast<size_t>(d.k * d.n)),
+              cv(static_cast<size_t>(d.m * d.n));
+          for (size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>(i % 5) - 1.5f;
+          for (size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<float>(i % 3) + 0.25f;
+          for (size_t i = 0; i < cv.size(); ++i) cv[i] = static_cast<float>(i) * 0.1f;
+          Tensor a = Tensor::from_floats(av, ta ? Shape{d.k, d.m} : Shape{d.m, d.k});
+          Tensor b = Tensor::from_floats(bv, tb ? Shape{d.n, d.k} : Shape{d.k, d.n});
+          Tensor c = Tensor::from_floats(cv, {d.m, d.n});
+          ops::gemm(a, ta, b, tb, c, 2.0f, beta);
+          const auto got = c.to_floats();
+          for (int64_t i = 0; i < d.m; ++i) {
+            for (int64_t j = 0; j < d.n; ++j) {
+              double want = beta * cv[static_cast<size_t>(i * d.n + j)];
+              for (int64_t p = 0; p < d.k; ++p) {
+                const float x = ta ? av[static_cast<size_t>(p * d.m + i)]
+                                   : av[static_cast<size_t>(i * d.k + p)];
+                const float y = tb ? bv[static_cast<size_t>(j * d.k + p)]
+                                   : bv[static_cast<size_t>(p * d.n + j)];
+                want += 2.0 * x * y;
+              }
+              EXPECT_NEAR(got[static_cast<size_t>(i * d.n + j)], want, 1e-5)
+                  << d.m << "x" << d.n << "x" << d.k << " ta " << ta << " tb " << tb << " beta "
+                  << beta << " at " << i << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// PowerSGD's Gram-Schmidt: [3,2] by hand. Column 0 = (3,0,4)/5; column 1 = (1,1,1) minus
+// its projection (7/5) on column 0, normalised: (0.16, 1, -0.12) / sqrt(1.04).
+TEST(Ops, OrthogonalizeColumnsIsGramSchmidt) {
+  Tensor m = Tensor::from_floats({3, 1, 0, 1, 4, 1}, {3, 2});
+  ops::orthogonalize_columns(m);
+  const float n1 = std::sqrt(1.04f);
+  const std::vector<float> want = {0.6f, 0.16f / n1, 0.0f, 1.0f / n1, 0.8f, -0.12f / n1};
+  const auto got = m.to_floats();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+}
+
+// Note [Orthogonalisation epsilon]: epsilon adds to the norm; a zero column stays zeros
+// (without epsilon it would be 0/0).
+TEST(Ops, OrthogonalizeColumnsEpsilonAndZeroColumns) {
+  Tensor m = Tensor::from_floats({3, 0, 4, 0}, {2, 2});
+  ops::orthogonalize_columns(m, 1.0f);
+  EXPECT_EQ(m.to_floats(), (std::vector<float>{0.5f, 0.0f, 4.0f / 6.0f, 0.0f}));
+  Tensor z = Tensor::zeros({4, 1}, DType::F32, Device::cpu());
+  ops::orthogonalize_columns(z);
+  EXPECT_EQ(z.to_floats(), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_THROW(ops::orthogonalize_columns(Tensor::zeros({1, 2}, DType::F32, Device::cpu())), Error);
+}
+
 // CPU devices have no peers: nothing is enabled, and the context says so (an empty list).
 TEST(SystemInfo, PeerAccessEnabledIsRecordedAndIgnoresCpuDevices) {
   enable_peer_access({Device::cpu(0), Device::cpu(1)});

@@ -10,8 +10,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "../util/param_diff.h"
-#include "../util/run_cli.h"
+#include "ddp_runs.h"
 
 namespace ddpb {
 namespace {
@@ -20,23 +19,8 @@ using testing::CliResult;
 using testing::max_param_rel_diff;
 using testing::run_cli;
 using testing::TempDir;
-
-const char* kTrain = "--warmup 0 --lr 0.05 --momentum 0.9 --weight-decay 0.01 --quiet";
-
-std::string train(const TempDir& dir, const std::string& name, const std::string& args,
-                  int seed = 3, int steps = 5) {
-  std::string dump = dir / name;
-  CliResult r =
-      run_cli("run " + args + " " + kTrain + " --steps " + std::to_string(steps) + " --seed " +
-              std::to_string(seed) + " --dump " + dump + " --out " + dump + ".json");
-  EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
-  return dump + "/final.safetensors";
-}
-
-nlohmann::json record(const TempDir& dir, const std::string& name) {
-  std::ifstream in(dir / (name + ".json"));
-  return nlohmann::json::parse(in);
-}
+using testing::ddp_runs::record;
+using testing::ddp_runs::train;
 
 struct Case {
   std::string workload;

@@ -7,6 +7,7 @@
 #include <map>
 #include <string_view>
 
+#include "reports/comm_hooks_view.h"
 #include "reports/projection_view.h"
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
@@ -263,6 +264,7 @@ SuiteView build_suite_view(const json& suite) {
   v.sections.push_back(build_verdict(suite));
   const json* projection = find_at(suite, {"projection"});
   v.sections.push_back(build_projection_section(projection ? *projection : json()));
+  v.sections.push_back(build_comm_hooks_section(suite));
   v.summary = make_summary(suite);
   v.charts = build_suite_charts(suite);
   v.failed = make_failed(suite);

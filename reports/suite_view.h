@@ -57,7 +57,7 @@ struct ReportSection {
 struct SuiteView {
   std::string title;
   Banner banner;
-  std::vector<ReportSection> sections;  // the verdict first, then the projection
+  std::vector<ReportSection> sections;  // the verdict, the projection, the comm hooks
   TextTable summary;
   std::vector<ChartView> charts;
   TextTable failed;  // failed, pending and interrupted runs and failed PyTorch runs

@@ -39,7 +39,9 @@
 #               mlp-wide, gpt-tiny, gpt2-small (batch 8, fp32, tf32 and bf16, and fp32 with
 #               --attention flash and with --cuda-graph) and embed, gpt-tiny with --cuda-graph;
 #               then
-#               --mode dp over cuda:0,cuda:0 (two logical replicas) on mlp-small
+#               --mode dp over cuda:0,cuda:0 (two logical replicas) on mlp-small; DDP on
+#               mlp-small over Gloo (2 ranks on cuda:0) and NCCL (world size 1), each also
+#               with --comm-hook powersgd
 #   gemm        cuda_gemm_bench: ddpb::ops::gemm vs cuBLAS on gpt2-small/mlp-wide shapes
 #   pytorch     scripts/peer/torch_gpt_step.py: gpt2-small eager step, fp32, tf32 and bf16
 #               (autocast), with matmul+softmax attention (ddpbench's algorithm) and, where PyTorch has it,
@@ -481,6 +483,14 @@ run_train "ddp gloo 2 ranks on cuda:0" ddp-gloo-mlp-small 90 --mode ddp --world-
   --devices "cuda:0,cuda:0" --backend gloo --workload mlp-small
 run_train "ddp nccl world 1" ddp-nccl-mlp-small 60 --mode ddp --world-size 1 --device "$device" \
   --backend nccl --workload mlp-small
+# PowerSGD on CUDA: its kernels (orthogonalisation, the gemms) with NCCL at world size 1, and
+# its two collectives per bucket over Gloo with two ranks on the GPU, compressing from step 3.
+run_train "ddp powersgd nccl world 1" ddp-powersgd-nccl 60 --mode ddp --world-size 1 \
+  --device "$device" --backend nccl --workload mlp-small --comm-hook powersgd \
+  --powersgd-start-iter 2 --powersgd-rank 2
+run_train "ddp powersgd gloo 2 ranks" ddp-powersgd-gloo 90 --mode ddp --world-size 2 \
+  --devices "cuda:0,cuda:0" --backend gloo --workload mlp-small --comm-hook powersgd \
+  --powersgd-start-iter 2
 
 # ---- GEMM table --------------------------------------------------------------------------
 header "gemm table (cuda_gemm_bench)"

@@ -33,10 +33,11 @@ const nlohmann::json* median_step(const std::vector<const nlohmann::json*>& step
 }
 
 nlohmann::json ddp_summary(const std::vector<const nlohmann::json*>& steps, int world_size) {
-  std::vector<double> comm, exposed;
+  std::vector<double> comm, exposed, bytes;
   double comm_total = 0, exposed_total = 0;
   for (const auto* s : steps) {
     const auto& m = (*s)["mode"];
+    bytes.push_back(m.value("comm_bytes", 0.0));
     comm.push_back(m["comm_ms"].get<double>());
     exposed.push_back(m["comm_exposed_ms"].get<double>());
     comm_total += comm.back();
@@ -57,6 +58,7 @@ nlohmann::json ddp_summary(const std::vector<const nlohmann::json*>& steps, int 
           // noisy one) does not dominate as it would in a median of ratios.
           {"overlap_ratio", overlap_ratio(comm_total, exposed_total)},
           {"buckets_step", (*one)["step"]},
+          {"bytes_per_step", static_cast<int64_t>(std::llround(percentile(bytes, 50)))},
           {"buckets", buckets},
           {"busbw", busbw_record(Collective::AllReduce, world_size)}};
 }

@@ -104,6 +104,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"sweep_workload", sweep_workload},
           {"overlap_off", overlap_off},
           {"comm_hooks", comm_hooks},
+          {"comm_hook_workloads", comm_hook_workloads},
           {"bf16_workloads", bf16_workloads},
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
@@ -114,6 +115,19 @@ nlohmann::json SuiteSpec::to_json() const {
           {"timeout_s", timeout_s},
           {"correctness_threshold", correctness_threshold},
           {"hook_correctness_threshold", hook_correctness_threshold}};
+}
+
+// The communication-bound workloads are where a compression hook can pay off.
+std::vector<std::string> SuiteSpec::resolved_comm_hook_workloads() const {
+  if (!comm_hook_workloads.empty()) return comm_hook_workloads;
+  std::vector<std::string> out;
+  if (!sweep_workload.empty()) out.push_back(sweep_workload);
+  for (const char* w : {"embed", "mlp-wide"}) {
+    if (std::find(workloads.begin(), workloads.end(), w) != workloads.end() &&
+        std::find(out.begin(), out.end(), w) == out.end())
+      out.push_back(w);
+  }
+  return out;
 }
 
 SuiteSpec SuiteSpec::from_json(const nlohmann::json& j) {
@@ -215,9 +229,11 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
        [&](const KeyReader& r) {
          s.comm_hooks = r.strings();
          for (const auto& h : s.comm_hooks) {
-           if (h != "fp16" && h != "bf16") r.fail("hook \"" + h + "\" is not fp16 or bf16");
+           if (h != "fp16" && h != "bf16" && h != "powersgd")
+             r.fail("hook \"" + h + "\" is not fp16, bf16 or powersgd");
          }
        }},
+      {"comm_hook_workloads", [&](const KeyReader& r) { s.comm_hook_workloads = r.strings(); }},
       {"precision", [&](const KeyReader& r) { s.precision = r.named<ops::MathMode>("precision"); }},
       {"attention",
        [&](const KeyReader& r) { s.attention = r.named<ops::AttentionKind>("attention"); }},
@@ -301,9 +317,13 @@ void validate_suite(const SuiteSpec& s, int gpus) {
   DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
                                                          s.sweep_workload) != s.workloads.end())
       << "suite: \"sweep_workload\" " << s.sweep_workload << " is not one of the suite's workloads";
-  for (const auto& w : s.bf16_workloads) {
-    DDPB_USAGE_CHECK(std::find(s.workloads.begin(), s.workloads.end(), w) != s.workloads.end())
-        << "suite: \"bf16_workloads\" names " << w << ", which is not one of the suite's workloads";
+  for (const auto& [key, list] : {std::pair{"bf16_workloads", &s.bf16_workloads},
+                                  std::pair{"comm_hook_workloads", &s.comm_hook_workloads}}) {
+    for (const auto& w : *list) {
+      DDPB_USAGE_CHECK(std::find(s.workloads.begin(), s.workloads.end(), w) != s.workloads.end())
+          << "suite: \"" << key << "\" names " << w
+          << ", which is not one of the suite's workloads";
+    }
   }
 }
 
@@ -393,8 +413,19 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
            {"--bucket-cap-mb", fmt_mb(mb)});
     }
     if (s.overlap_off) make(w, "ddp", sweep_n, g, "overlap", "no-overlap", {"--no-overlap"});
-    for (const auto& h : s.comm_hooks)
-      make(w, "ddp", sweep_n, g, "comm_hook", h + "-hook", {"--comm-hook", h});
+  }
+  if (has_mode("ddp") && sweep_n > 1) {
+    // PowerSGD compresses from the first measured step (PyTorch's minimum of 2 where the
+    // warm-up is shorter), so that its step time is the compressed one.
+    const std::string start = std::to_string(std::max<int64_t>(2, s.warmup));
+    for (const auto& w : s.resolved_comm_hook_workloads()) {
+      const int64_t g = sweep_n * s.per_device_batch.at(w);
+      for (const auto& h : s.comm_hooks) {
+        std::vector<std::string> args = {"--comm-hook", h};
+        if (h == "powersgd") args.insert(args.end(), {"--powersgd-start-iter", start});
+        make(w, "ddp", sweep_n, g, "comm_hook", h + "-hook", args);
+      }
+    }
   }
   return runs;
 }

@@ -29,7 +29,10 @@ struct SuiteSpec {
   std::vector<double> bucket_sweep_mb;              // DDP bucket caps besides the default 25
   std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
   bool overlap_off = true;
-  std::vector<std::string> comm_hooks = {"fp16"};
+  std::vector<std::string> comm_hooks = {"fp16", "powersgd"};
+  // Where the comm hooks run (DDP at the largest world size). Empty: the sweep workload, then
+  // embed and mlp-wide where the suite has them (comm_hook_workloads()).
+  std::vector<std::string> comm_hook_workloads;
   // Workloads also run with --precision bf16 (group "precision"): single at world size 1 and
   // DDP at the largest world size. The GPU default: resnet50.
   std::vector<std::string> bf16_workloads;
@@ -52,6 +55,7 @@ struct SuiteSpec {
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
 
   nlohmann::json to_json() const;
+  std::vector<std::string> resolved_comm_hook_workloads() const;
   // The inverse of to_json (for --resume); throws UsageError on a bad or unknown key.
   static SuiteSpec from_json(const nlohmann::json& j);
 };

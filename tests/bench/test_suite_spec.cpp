@@ -35,6 +35,19 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
   EXPECT_TRUE(ids.count("mlp-small/ddp/w2/bucket-1mb"));
   EXPECT_TRUE(ids.count("mlp-small/ddp/w2/no-overlap"));
   EXPECT_TRUE(ids.count("mlp-small/ddp/w2/fp16-hook"));
+  // The hooks also run on embed, the communication-bound one; PowerSGD compresses from the
+  // first measured step.
+  for (const std::string id :
+       {"mlp-small/ddp/w2/powersgd-hook", "embed/ddp/w2/fp16-hook", "embed/ddp/w2/powersgd-hook"})
+    EXPECT_TRUE(ids.count(id)) << id;
+  EXPECT_FALSE(ids.count("gpt-tiny/ddp/w2/fp16-hook"));
+  for (const auto& r : runs) {
+    if (r.id == "embed/ddp/w2/powersgd-hook") {
+      const auto at = std::find(r.args.begin(), r.args.end(), "--powersgd-start-iter");
+      ASSERT_NE(at, r.args.end());
+      EXPECT_EQ(*(at + 1), std::to_string(spec.warmup));
+    }
+  }
   for (const auto& r : runs) {
     if (r.id == "mlp-small/ddp/w2") {
       EXPECT_EQ(r.global_batch, 128) << "weak scaling: per-device batch 64 on each of 2 ranks";
@@ -104,6 +117,7 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
       {R"({"world_sizes": [1, -2]})", "key \"world_sizes\""},
       {R"({"modes": ["single", "fsdp"]})", "mode \"fsdp\""},
       {R"({"comm_hooks": ["int8"]})", "hook \"int8\""},
+      {R"({"comm_hook_workloads": ["mlp-wide"]})", "comm_hook_workloads"},
       {R"({"per_device_batch": {"mlp-small": 0}})", "per_device_batch.mlp-small"},
       {R"({"workloads": ["resnet"]})", "resnet"},
       {R"({"world_sizes": [2, 2]})", "listed twice"},

@@ -1,0 +1,151 @@
+#include "reports/comm_hooks_view.h"
+
+#include <fmt/core.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/report_util.h"
+
+namespace ddpb::reports {
+namespace {
+
+using json = nlohmann::json;
+
+struct HookRun {
+  std::string name;  // "fp32" or the hook
+  const json* run;
+};
+
+// The fp32 run a hook run compares with: DDP, same workload and world size, group scaling.
+const json* fp32_run(const json& suite, const json& hook_run) {
+  for (const json* r : suite_runs(suite)) {
+    if (string_at(*r, {"group"}) == "scaling" && string_at(*r, {"mode"}) == "ddp" &&
+        string_at(*r, {"workload"}) == string_at(hook_run, {"workload"}) &&
+        run_world_size(*r) == run_world_size(hook_run) && run_ok(*r))
+      return r;
+  }
+  return nullptr;
+}
+
+std::string hook_name(const json& run) {
+  const std::string variant = string_at(run, {"variant"});
+  const auto at = variant.rfind("-hook");
+  return at == std::string::npos ? variant : variant.substr(0, at);
+}
+
+std::optional<double> final_loss(const json& run) {
+  const json* losses = find_at(run, {"metrics", "loss_per_step"});
+  if (!losses || !losses->is_array() || losses->empty() || !losses->back().is_number())
+    return std::nullopt;
+  return losses->back().get<double>();
+}
+
+// "308x less (-99.7%)", relative to the fp32 bytes.
+std::string saving(std::optional<double> bytes, std::optional<double> fp32) {
+  if (!bytes || !fp32 || *bytes <= 0 || *fp32 <= 0) return "-";
+  return fmt::format("{}x less ({})", format_number(*fp32 / *bytes),
+                     format_percent(*bytes / *fp32 - 1.0));
+}
+
+std::string relative(std::optional<double> v, std::optional<double> base) {
+  if (!v || !base || *base <= 0) return "-";
+  return fmt::format("{}{}", *v >= *base ? "+" : "", format_percent(*v / *base - 1.0));
+}
+
+void add_rows(const std::vector<HookRun>& runs, TextTable& t) {
+  const json& base = *runs.front().run;
+  const auto base_bytes = number_at(base, {"metrics", "comm_bytes_per_step"});
+  const auto base_ms = number_at(base, {"metrics", "step_time_ms", "median"});
+  for (const HookRun& h : runs) {
+    const bool is_base = h.run == &base;
+    const auto bytes = number_at(*h.run, {"metrics", "comm_bytes_per_step"});
+    const auto ms = number_at(*h.run, {"metrics", "step_time_ms", "median"});
+    const auto sd = number_at(*h.run, {"metrics", "step_time_ms", "stddev"});
+    t.rows.push_back({string_at(*h.run, {"workload"}), std::to_string(run_world_size(*h.run)),
+                      h.name, format_bytes(bytes), is_base ? "baseline" : saving(bytes, base_bytes),
+                      format_number(ms) + " ± " + format_number(sd),
+                      is_base ? "baseline" : relative(ms, base_ms),
+                      format_number(final_loss(*h.run))});
+    t.bad.push_back(false);
+  }
+}
+
+svg::Svg loss_chart(const std::string& workload, const std::vector<HookRun>& runs) {
+  svg::LineChart chart;
+  chart.title = workload + ": training loss per step";
+  chart.x_label = "step (warm-up included)";
+  chart.y_label = "loss";
+  chart.y_from_zero = false;
+  for (const HookRun& h : runs) {
+    svg::Series s{h.name, {}, false};
+    if (const json* losses = find_at(*h.run, {"metrics", "loss_per_step"});
+        losses && losses->is_array()) {
+      for (size_t i = 0; i < losses->size(); ++i) {
+        if ((*losses)[i].is_number())
+          s.points.emplace_back(static_cast<double>(i + 1), (*losses)[i].get<double>());
+      }
+    }
+    chart.series.push_back(std::move(s));
+  }
+  return svg::render_line_chart(chart);
+}
+
+// Per workload and world size: the fp32 run first, then its hooks in record order.
+std::vector<std::vector<HookRun>> hook_groups(const json& suite) {
+  std::vector<std::vector<HookRun>> groups;
+  for (const json* r : suite_runs(suite)) {
+    if (string_at(*r, {"group"}) != "comm_hook" || !run_ok(*r)) continue;
+    const json* base = fp32_run(suite, *r);
+    if (!base) continue;
+    auto it = groups.begin();
+    while (it != groups.end() && it->front().run != base) ++it;
+    if (it == groups.end()) {
+      groups.push_back({{"fp32", base}});
+      it = groups.end() - 1;
+    }
+    it->push_back({hook_name(*r), r});
+  }
+  return groups;
+}
+
+}  // namespace
+
+ReportSection build_comm_hooks_section(const json& suite) {
+  ReportSection s;
+  s.id = "comm-hooks";
+  s.heading = "Comm hooks";
+  SectionTable t{"comm-hooks-table",
+                 "Each hook against the fp32 AllReduce at the same world size: the bytes its "
+                 "collectives carry in one step (PowerSGD: the uncompressed 1-D tensors, P and "
+                 "Q), the step time median ± stddev, and the loss after the last step.",
+                 {}};
+  t.table.header = {"workload", "N",       "hook",    "bytes/step",
+                    "saved",    "step ms", "vs fp32", "final loss"};
+  ChartView chart{"chart-comm-hook-loss",
+                  "comm_hook_loss",
+                  "Loss with each comm hook",
+                  "The training loss of every step with each hook, fp32 included: a lossy hook "
+                  "that changes what is learned shows here, not in the step time.",
+                  {},
+                  ""};
+  for (const auto& group : hook_groups(suite)) {
+    add_rows(group, t.table);
+    if (find_at(*group.front().run, {"metrics", "loss_per_step"}))
+      chart.svgs.push_back(loss_chart(string_at(*group.front().run, {"workload"}), group));
+  }
+  if (chart.svgs.empty()) chart.no_data = "the runs have no metrics.loss_per_step";
+  if (t.table.rows.empty()) {
+    s.notes.push_back("No comm hook runs (with their fp32 DDP runs) in this record.");
+    return s;
+  }
+  s.notes.push_back(
+      "PowerSGD runs compress from the first measured step (--powersgd-start-iter = the warm-up, "
+      "at least 2); the loss curves include the warm-up.");
+  s.tables.push_back(std::move(t));
+  s.charts.push_back(std::move(chart));
+  return s;
+}
+
+}  // namespace ddpb::reports

@@ -32,11 +32,7 @@ Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::P
     DDPB_USAGE_CHECK(p.var.data().dtype() == DType::F32)
         << "DDP buckets are f32, but parameter " << p.name << " is " << p.var.data().describe();
   }
-  std::vector<ParamInfo> infos;
-  for (auto& p : params_)
-    infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
-  build_buckets(
-      compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes));
+  rebuild_buckets();  // in reverse model order until the first iteration shows the real one
   initial_layout_ = layout();
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].var.register_grad_ready_hook([this, i](const autograd::Var&) { on_grad_ready(i); });
@@ -270,14 +266,27 @@ void Reducer::rebuild_from_observed_order() {
   const std::vector<int32_t> agreed = t.to_ints();
   for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(agreed[k]);
 
+  bucket_order_ = order;
+  rebuild_buckets();
+  rebuilt_ = true;
+  ready_order_.clear();
+}
+
+void Reducer::rebuild_buckets() {
   std::vector<ParamInfo> infos;
   for (auto& p : params_)
     infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
-  build_buckets(
-      compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes, order));
+  build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes,
+                                          bucket_order_));
   hook_->buckets_rebuilt();
-  rebuilt_ = true;
-  ready_order_.clear();
+}
+
+void Reducer::set_bucket_cap(size_t bucket_bytes) {
+  DDPB_CHECK(next_to_launch_ == 0 || next_to_launch_ == buckets_.size())
+      << "set_bucket_cap during a backward (" << next_to_launch_ << " of " << buckets_.size()
+      << " buckets launched)";
+  options_.bucket_bytes = bucket_bytes;
+  rebuild_buckets();
 }
 
 const std::vector<BucketRecord>& Reducer::last_records() {

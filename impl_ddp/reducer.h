@@ -79,6 +79,11 @@ class Reducer {
   // averaged gradients back, and (once) rebuilds the buckets in the observed order.
   void finalize_backward();
 
+  // Rebuilds the buckets with a new cap (`--bucket-cap-mb auto`), in the order they were
+  // rebuilt in after the first iteration (or the initial order before it). Call between
+  // iterations, with the same cap on every rank (Note [Bucket autotune agreement] in
+  // bench/run/bucket_tuner.h).
+  void set_bucket_cap(size_t bucket_bytes);
   // Call after the step's work is complete (the runner synchronises first).
   const std::vector<BucketRecord>& last_records();
   // Bucket layout: per bucket, parameter names and bytes.
@@ -114,6 +119,7 @@ class Reducer {
   void mark_bucket_ready(size_t bucket_index);
   void launch_ready_buckets();  // Note [DDP bucket launch order]
   void rebuild_from_observed_order();
+  void rebuild_buckets();  // from options_.bucket_bytes and bucket_order_
   double now_ms() const;
 
   std::vector<nn::NamedParameter> params_;
@@ -127,9 +133,10 @@ class Reducer {
   bool sync_ = true;
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;
-  std::vector<bool> locally_used_;  // got a gradient from this rank's backward
-  std::vector<bool> ready_;         // marked ready in this backward
-  int64_t corrupt_param_ = -1;      // fault injection, see corrupt_next_gradient()
+  std::vector<size_t> bucket_order_;  // the agreed order of the rebuild (empty before it)
+  std::vector<bool> locally_used_;    // got a gradient from this rank's backward
+  std::vector<bool> ready_;           // marked ready in this backward
+  int64_t corrupt_param_ = -1;        // fault injection, see corrupt_next_gradient()
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<BucketRecord> records_;
   int64_t records_zero_ns_ = 0;

@@ -12,6 +12,7 @@
 #include "bench/cli/project_command.h"
 #include "bench/cli/report_commands.h"
 #include "bench/cli/validate_command.h"
+#include "bench/run/bucket_tuner.h"
 #include "bench/run/run_config.h"
 #include "bench/run/trainer.h"
 #include "bench/suite/run_suite.h"
@@ -41,8 +42,14 @@ void add_run_options(CLI::App& run, RunConfig& c) {
                 "dp: coalescing cap in MiB (default 10)");
   add_enum_flag(run, "--backend", c.backend,
                 "ddp: collective library (default nccl on CUDA, gloo on CPU)");
-  add_real_flag(run, "--bucket-cap-mb", c.bucket_cap_mb, 1e-3, kMaxMiB,
-                "ddp: bucket cap in MiB (default 25)");
+  run.add_option_function<std::string>(
+      "--bucket-cap-mb",
+      [&c](const std::string& text) {
+        c.bucket_cap_auto = text == "auto";
+        if (!c.bucket_cap_auto)
+          c.bucket_cap_mb = parse_real_flag("--bucket-cap-mb", text, 1e-3, kMaxMiB);
+      },
+      "ddp: bucket cap in MiB (default 25), or auto: searched during the warm-up");
   add_real_flag(run, "--first-bucket-mb", c.first_bucket_mb, 1e-3, kMaxMiB,
                 "ddp: first bucket cap in MiB (default 1)");
   run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view,
@@ -276,7 +283,12 @@ int ddpbench_main(int argc, char** argv) {
                 "regression threshold in percent (default 5)");
   if (const auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
   try {
-    if (run->parsed()) return run_command(config, run->count("--global-batch") > 0, argc, argv);
+    if (run->parsed()) {
+      // The bucket autotuner searches during the warm-up: unless told, it gets the steps it needs.
+      if (config.bucket_cap_auto && run->count("--warmup") == 0)
+        config.warmup = std::max<int64_t>(config.warmup, BucketCapTuner::kStepsNeeded);
+      return run_command(config, run->count("--global-batch") > 0, argc, argv);
+    }
     if (workloads->parsed()) return list_workloads();
     if (suite->parsed()) return run_suite(suite_options);
     if (report->parsed()) return report_command(report_in, checked_output("--out", report_out));

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bench/run/bucket_tuner.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/flag_values.h"
 #include "bench/run/trace.h"
@@ -72,6 +73,12 @@ void validate_ddp(const RunConfig& c) {
       << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
   DDPB_USAGE_CHECK(!c.sync_bn || find_workload(c.workload).family == Family::ResNet)
       << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
+  DDPB_USAGE_CHECK(!c.bucket_cap_auto || c.warmup >= BucketCapTuner::kStepsNeeded)
+      << "--bucket-cap-mb auto searches during the warm-up, which needs at least "
+      << BucketCapTuner::kStepsNeeded << " steps (--warmup " << c.warmup << ")";
+  DDPB_USAGE_CHECK(!c.bucket_cap_auto || !c.find_unused_params)
+      << "--bucket-cap-mb auto needs the bucket order DDP fixes after its first iteration, which "
+         "--find-unused-params does not fix";
   DDPB_USAGE_CHECK(c.comm_hook == ddp::CommHook::PowerSGD ||
                    c.powersgd_json() == RunConfig{}.powersgd_json())
       << "--powersgd-* options need --comm-hook powersgd";
@@ -118,8 +125,8 @@ void RunConfig::validate() const {
     validate_ddp(*this);
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
-                     !no_overlap && comm_hook == ddp::CommHook::None && !backend &&
-                     inject_fault.empty() && broadcast_buffers && !sync_bn)
+                     !bucket_cap_auto && !no_overlap && comm_hook == ddp::CommHook::None &&
+                     !backend && inject_fault.empty() && broadcast_buffers && !sync_bn)
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
            "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn) need "
            "--mode ddp";
@@ -150,6 +157,7 @@ nlohmann::json RunConfig::to_json() const {
           {"dp_broadcast_mb", dp_broadcast_mb},
           {"backend", backend ? enum_name(*backend) : ""},
           {"bucket_cap_mb", bucket_cap_mb},
+          {"bucket_cap_auto", bucket_cap_auto},
           {"first_bucket_mb", first_bucket_mb},
           {"grad_as_bucket_view", grad_as_bucket_view},
           {"accumulate", accumulate},

@@ -43,6 +43,7 @@ struct RunConfig {
   double dp_broadcast_mb = 10;               // dp: coalescing cap of replicate and reduce_add
   std::optional<comm::CommBackend> backend;  // ddp (default: nccl on CUDA, gloo on CPU)
   double bucket_cap_mb = 25;                 // ddp
+  bool bucket_cap_auto = false;              // ddp: --bucket-cap-mb auto (bench/run/bucket_tuner.h)
   double first_bucket_mb = 1;                // ddp
   bool grad_as_bucket_view = false;
   int64_t accumulate = 1;  // ddp: micro-steps per step (no_sync for the first K-1)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "bench/run/bucket_tuner.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/metrics.h"
 #include "bench/run/stats.h"
@@ -90,6 +91,13 @@ class DdpRunner final : public ModeRunner {
     model_ = make_model(spec, device_, config.seed);
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
         *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ddp_options(config));
+    if (config.bucket_cap_auto) {
+      search_ = std::make_unique<WarmupBucketSearch>(
+          [this](double mb) {
+            ddp_->reducer().set_bucket_cap(static_cast<size_t>(mb * 1048576.0));
+          },
+          [this](double v) { return rank0_value(v); });
+    }
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
                env_.world_size, device_.str(), pg_->backend(), env_.source,
                ddp_->reducer().num_buckets());
@@ -171,7 +179,24 @@ class DdpRunner final : public ModeRunner {
       out.step_ms += ms;  // the data loading between micro-steps is not counted
     }
     add_bucket_records(out, bwd_end);
+    if (search_) {
+      search_->after_step(step_, out.step_ms);
+      if (search_->tuner().done() && !reported_choice_) {
+        reported_choice_ = true;
+        if (env_.rank == 0)
+          fmt::print(
+              "ddp: --bucket-cap-mb auto chose {:g} MB ({} candidates in {} warm-up steps)\n",
+              search_->tuner().chosen_mb(), search_->tuner().candidates().size(), step_);
+      }
+    }
     return out;
+  }
+
+  // Rank 0's `value` on every rank (Note [Bucket autotune agreement]).
+  double rank0_value(double value) {
+    Tensor t = Tensor::from_floats({static_cast<float>(value)}, {1}, device_);
+    pg_->broadcast(t, /*root=*/0)->wait();
+    return t.item();
   }
 
   void inject_step_fault() {
@@ -402,6 +427,7 @@ class DdpRunner final : public ModeRunner {
                                  {"buckets_initial", ddp_->reducer().initial_layout()},
                                  {"buckets_rebuilt", ddp_->reducer().layout()},
                                  {"rebuilt", ddp_->reducer().rebuilt()}};
+    if (search_) record["mode"]["details"]["bucket_autotune"] = search_->tuner().to_json();
     // The report is complete only when every rank got here: say so on rank 0's exit path.
     fmt::print("ddp: merged records of {} ranks (straggler skew {:.3f})\n", env_.world_size,
                record["summary"]["straggler_skew"].get<double>());
@@ -432,6 +458,8 @@ class DdpRunner final : public ModeRunner {
   RunConfig config_;
   FaultSpec fault_;
   int64_t step_ = 0;
+  std::unique_ptr<WarmupBucketSearch> search_;  // --bucket-cap-mb auto
+  bool reported_choice_ = false;
   int64_t clock_offset_ns_ = 0;
   comm::RankEnv env_;
   Device device_;

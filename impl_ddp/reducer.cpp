@@ -278,6 +278,7 @@ void Reducer::rebuild_buckets() {
     infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
   build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes,
                                           bucket_order_));
+  next_to_launch_ = 0;  // new buckets, none launched
   hook_->buckets_rebuilt();
 }
 

@@ -226,6 +226,30 @@ ChartView buckets_chart(const json& suite) {
   return c;
 }
 
+// The --bucket-cap-mb auto run of the sweep's workload and world size, if any: the medians
+// its search measured in the warm-up, and its choice at the measured steps' median.
+void add_autotune_series(const json& suite, const json& sweep_run, svg::LineChart& chart) {
+  for (const json* r : select(suite, "bucket_autotune")) {
+    if (string_at(*r, {"workload"}) != string_at(sweep_run, {"workload"}) ||
+        run_world_size(*r) != run_world_size(sweep_run))
+      continue;
+    std::map<double, double> searched;
+    if (const json* cs = find_at(*r, {"metrics", "bucket_autotune", "candidates"});
+        cs && cs->is_array()) {
+      for (const json& c : *cs) {
+        const auto cap = number_at(c, {"cap_mb"}), t = number_at(c, {"median_ms"});
+        if (cap && t && *cap > 0) searched[*cap] = *t;
+      }
+    }
+    svg::Series search{"autotune search (warm-up)", {searched.begin(), searched.end()}, false};
+    chart.series.push_back(std::move(search));
+    const auto chosen = number_at(*r, {"metrics", "bucket_autotune", "chosen_mb"});
+    const auto step = number_at(*r, {"metrics", "step_time_ms", "median"});
+    if (chosen && step) chart.series.push_back({"autotune choice", {{*chosen, *step}}, false});
+    return;
+  }
+}
+
 ChartView bucket_sweep_chart(const json& suite) {
   ChartView c{"chart-bucket-sweep",
               "bucket-sweep",
@@ -233,7 +257,8 @@ ChartView bucket_sweep_chart(const json& suite) {
               "DDP step time and communication against --bucket-cap-mb (log scale): the "
               "bucket_sweep runs plus the default-bucket DDP run of the same workload and world "
               "size. Small buckets pay per-collective latency; large ones start communicating "
-              "late and expose more of it.",
+              "late and expose more of it. With a --bucket-cap-mb auto run: the caps its "
+              "warm-up search measured and its choice's measured step time.",
               {},
               ""};
   std::map<std::pair<std::string, int>, std::map<double, const json*>> sweeps;
@@ -259,6 +284,7 @@ ChartView bucket_sweep_chart(const json& suite) {
       if (auto v = number_at(*r, {"metrics", "comm_exposed_ms"}))
         chart.series[2].points.push_back({cap, *v});
     }
+    add_autotune_series(suite, *by_cap.begin()->second, chart);
     c.svgs.push_back(svg::render_line_chart(chart));
   }
   if (c.svgs.empty()) c.no_data = "no successful bucket_sweep run with a known bucket cap";

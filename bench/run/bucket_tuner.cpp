@@ -20,11 +20,16 @@ double round_cap(double mb) {
 
 }  // namespace
 
-BucketCapTuner::BucketCapTuner()
-    : lo_(std::log(kMinMb)),
-      hi_(std::log(kMaxMb)),
-      left_(hi_ - kInvPhi * (hi_ - lo_)),
-      right_(lo_ + kInvPhi * (hi_ - lo_)) {}
+BucketCapTuner::BucketCapTuner(double gradient_mb) : lo_mb_(kMinMb), hi_mb_(kMaxMb) {
+  if (gradient_mb > 0) {
+    hi_mb_ = round_cap(std::min(kMaxMb, gradient_mb));
+    lo_mb_ = round_cap(std::min(kMinMb, hi_mb_ / 16.0));
+  }
+  lo_ = std::log(lo_mb_);
+  hi_ = std::log(hi_mb_);
+  left_ = hi_ - kInvPhi * (hi_ - lo_);
+  right_ = lo_ + kInvPhi * (hi_ - lo_);
+}
 
 double BucketCapTuner::at(double log_cap) const {
   return round_cap(std::exp(log_cap));
@@ -32,15 +37,17 @@ double BucketCapTuner::at(double log_cap) const {
 
 std::optional<double> BucketCapTuner::next() const {
   if (static_cast<int>(measured_.size()) >= kEvaluations) return std::nullopt;
+  if (measured_.empty()) return hi_mb_;  // the top first: golden section never reaches an end
   if (!left_ms_) return at(left_);
   if (!right_ms_) return at(right_);
   return std::nullopt;  // not reached: report() always leaves one side to measure
 }
 
-void BucketCapTuner::report(double median_ms) {
+void BucketCapTuner::report(double median_ms, bool measured) {
   const auto cap = next();
   DDPB_CHECK(cap) << "bucket autotune: a time reported after the search ended";
-  measured_.push_back({*cap, median_ms});
+  measured_.push_back({*cap, median_ms, measured});
+  if (measured_.size() == 1) return;  // the top
   (left_ms_ ? right_ms_ : left_ms_) = median_ms;
   if (!left_ms_ || !right_ms_) return;
   // Keep the side of the faster point; the surviving interior point keeps its time.
@@ -59,20 +66,26 @@ void BucketCapTuner::report(double median_ms) {
   }
 }
 
+// Note [Bucket autotune ties]: of the candidates within kTie of the fastest, the largest cap.
 double BucketCapTuner::chosen_mb() const {
   DDPB_CHECK(!measured_.empty()) << "bucket autotune: nothing measured";
-  return std::min_element(
-             measured_.begin(), measured_.end(),
-             [](const Candidate& a, const Candidate& b) { return a.median_ms < b.median_ms; })
-      ->cap_mb;
+  double fastest = measured_.front().median_ms;
+  for (const auto& c : measured_) fastest = std::min(fastest, c.median_ms);
+  double chosen = 0;
+  for (const auto& c : measured_) {
+    if (c.median_ms <= fastest * (1.0 + kTie)) chosen = std::max(chosen, c.cap_mb);
+  }
+  return chosen;
 }
 
 nlohmann::json BucketCapTuner::to_json() const {
   nlohmann::json candidates = nlohmann::json::array();
-  for (const auto& c : measured_)
-    candidates.push_back({{"cap_mb", c.cap_mb}, {"median_ms", c.median_ms}});
+  for (const auto& c : measured_) {
+    candidates.push_back(
+        {{"cap_mb", c.cap_mb}, {"median_ms", c.median_ms}, {"measured", c.measured}});
+  }
   nlohmann::json out = {{"method", "golden-section search over log(cap)"},
-                        {"range_mb", {kMinMb, kMaxMb}},
+                        {"range_mb", {lo_mb_, hi_mb_}},
                         {"settle_steps", kSettleSteps},
                         {"measured_steps", kMeasuredSteps},
                         {"candidates", candidates}};
@@ -80,14 +93,25 @@ nlohmann::json BucketCapTuner::to_json() const {
   return out;
 }
 
-WarmupBucketSearch::WarmupBucketSearch(std::function<void(double)> apply_cap,
+WarmupBucketSearch::WarmupBucketSearch(double gradient_mb, ApplyCap apply_cap,
                                        std::function<double(double)> agree)
-    : apply_cap_(std::move(apply_cap)), agree_(std::move(agree)) {}
+    : apply_cap_(std::move(apply_cap)), agree_(std::move(agree)), tuner_(gradient_mb) {}
+
+void WarmupBucketSearch::apply_next() {
+  while (const auto cap = tuner_.next()) {
+    layout_ = apply_cap_(*cap);
+    const auto known = layout_ms_.find(layout_);
+    if (known == layout_ms_.end()) return;  // a new layout: measure it
+    tuner_.report(known->second, /*measured=*/false);
+  }
+  finished_ = true;
+  apply_cap_(tuner_.chosen_mb());
+}
 
 void WarmupBucketSearch::after_step(int64_t step, double step_ms) {
   if (finished_) return;
   if (step == 1) {  // DDP rebuilt its buckets in the observed order: start from there
-    apply_cap_(*tuner_.next());
+    apply_next();
     return;
   }
   if (settled_ < BucketCapTuner::kSettleSteps) {
@@ -96,12 +120,12 @@ void WarmupBucketSearch::after_step(int64_t step, double step_ms) {
   }
   window_.push_back(step_ms);
   if (static_cast<int>(window_.size()) < BucketCapTuner::kMeasuredSteps) return;
-  tuner_.report(agree_(percentile(window_, 50)));
+  const double median = agree_(percentile(window_, 50));
+  layout_ms_[layout_] = median;
+  tuner_.report(median);
   window_.clear();
   settled_ = 0;
-  const auto next = tuner_.next();
-  finished_ = !next;
-  apply_cap_(next ? *next : tuner_.chosen_mb());
+  apply_next();
 }
 
 }  // namespace ddpb::bench

@@ -92,9 +92,13 @@ class DdpRunner final : public ModeRunner {
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
         *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ddp_options(config));
     if (config.bucket_cap_auto) {
+      double gradient_bytes = 0;
+      for (auto& p : model_->parameters()) gradient_bytes += static_cast<double>(p.data().nbytes());
       search_ = std::make_unique<WarmupBucketSearch>(
+          gradient_bytes / 1048576.0,
           [this](double mb) {
             ddp_->reducer().set_bucket_cap(static_cast<size_t>(mb * 1048576.0));
+            return ddp_->reducer().layout().dump();
           },
           [this](double v) { return rank0_value(v); });
     }

@@ -35,6 +35,8 @@ nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, con
     return {{"status", "skipped"}, {"error", "torch.nn.DataParallel needs CUDA devices"}};
   }
   const std::string variant = run["variant"];
+  if (variant == "bucket-auto")
+    return {{"status", "skipped"}, {"error", "PyTorch has no bucket-cap autotuner"}};
   if (variant.find("hook") != std::string::npos || variant == "no-overlap") {
     return {{"status", "skipped"}, {"error", "torch_reference.py has no " + variant + " option"}};
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "bench/run/bucket_tuner.h"
 #include "bench/run/run_config.h"
 #include "core/check.h"
 #include "core/ops.h"
@@ -103,6 +104,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"bucket_sweep_mb", bucket_sweep_mb},
           {"sweep_workload", sweep_workload},
           {"overlap_off", overlap_off},
+          {"bucket_autotune", bucket_autotune},
           {"comm_hooks", comm_hooks},
           {"comm_hook_workloads", comm_hook_workloads},
           {"bf16_workloads", bf16_workloads},
@@ -224,6 +226,7 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
        }},
       {"sweep_workload", [&](const KeyReader& r) { s.sweep_workload = r.string(); }},
       {"overlap_off", [&](const KeyReader& r) { s.overlap_off = r.boolean(); }},
+      {"bucket_autotune", [&](const KeyReader& r) { s.bucket_autotune = r.boolean(); }},
       {"bf16_workloads", [&](const KeyReader& r) { s.bf16_workloads = r.strings(); }},
       {"comm_hooks",
        [&](const KeyReader& r) {
@@ -373,9 +376,10 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
       r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
     }
     if (mode == "ddp") r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
-    // A variant's own --precision replaces the suite's.
-    if (std::find(extra.begin(), extra.end(), "--precision") != extra.end()) {
-      const auto at = std::find(r.args.begin(), r.args.end(), "--precision");
+    // A variant's own --precision or --warmup replaces the suite's.
+    for (const char* flag : {"--precision", "--warmup"}) {
+      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) continue;
+      const auto at = std::find(r.args.begin(), r.args.end(), flag);
       r.args.erase(at, at + 2);
     }
     r.args.insert(r.args.end(), extra.begin(), extra.end());
@@ -411,6 +415,12 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     for (double mb : s.bucket_sweep_mb) {
       make(w, "ddp", sweep_n, g, "bucket_sweep", "bucket-" + fmt_mb(mb) + "mb",
            {"--bucket-cap-mb", fmt_mb(mb)});
+    }
+    if (s.bucket_autotune) {
+      // The tuner's search takes its own warm-up; the measured steps are the suite's.
+      const int64_t warmup = std::max<int64_t>(s.warmup, BucketCapTuner::kStepsNeeded);
+      make(w, "ddp", sweep_n, g, "bucket_autotune", "bucket-auto",
+           {"--bucket-cap-mb", "auto", "--warmup", std::to_string(warmup)});
     }
     if (s.overlap_off) make(w, "ddp", sweep_n, g, "overlap", "no-overlap", {"--no-overlap"});
   }

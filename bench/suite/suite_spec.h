@@ -29,6 +29,7 @@ struct SuiteSpec {
   std::vector<double> bucket_sweep_mb;              // DDP bucket caps besides the default 25
   std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
   bool overlap_off = true;
+  bool bucket_autotune = true;  // a --bucket-cap-mb auto run next to the sweep
   std::vector<std::string> comm_hooks = {"fp16", "powersgd"};
   // Where the comm hooks run (DDP at the largest world size). Empty: the sweep workload, then
   // embed and mlp-wide where the suite has them (comm_hook_workloads()).
@@ -76,8 +77,9 @@ void validate_suite(const SuiteSpec& spec, int gpus);
 
 // One `ddpbench run` of the suite.
 struct SuiteRun {
-  std::string id;     // "<workload>/<mode>/w<N>[/<variant>]", unique
-  std::string group;  // scaling | reference | bucket_sweep | overlap | comm_hook | precision
+  std::string id;  // "<workload>/<mode>/w<N>[/<variant>]", unique
+  // scaling | reference | bucket_sweep | bucket_autotune | overlap | comm_hook | precision
+  std::string group;
   std::string workload, mode, variant;
   int world_size = 1;
   int64_t global_batch = 0;

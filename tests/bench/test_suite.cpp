@@ -127,6 +127,10 @@ TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
       ASSERT_NE(fp32, nullptr);
       EXPECT_LT(m["comm_bytes_per_step"].get<int64_t>() * 10,
                 (*fp32)["metrics"]["comm_bytes_per_step"].get<int64_t>());
+    } else if (run["group"] == "bucket_autotune") {
+      EXPECT_EQ(m["bucket_autotune"]["candidates"].size(), 6u);
+      EXPECT_TRUE(m["bucket_autotune"].contains("chosen_mb"));
+      EXPECT_TRUE(run["correctness"].contains("skipped"));
     } else if (run["mode"] != "single") {
       ASSERT_TRUE(run.contains("correctness"));
       EXPECT_TRUE(run["correctness"]["passed"].get<bool>()) << run["correctness"].dump();
@@ -310,9 +314,9 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
     SCOPED_TRACE(run["id"].get<std::string>());
     ASSERT_TRUE(run.contains("pytorch"));
     const auto& p = run["pytorch"];
-    if (run["mode"] == "dp" || run["variant"] == "no-overlap") {
+    if (run["mode"] == "dp" || run["variant"] == "no-overlap" || run["variant"] == "bucket-auto") {
       EXPECT_EQ(p["status"], "skipped")
-          << "PyTorch's DataParallel needs CUDA; no --no-overlap there";
+          << "PyTorch's DataParallel needs CUDA; no --no-overlap or bucket autotuner there";
       EXPECT_FALSE(p["error"].get<std::string>().empty());
       continue;
     }

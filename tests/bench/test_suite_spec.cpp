@@ -2,6 +2,7 @@
 // the expansion into runs (ids, groups, batches, the sweep).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "bench/suite/suite_spec.h"
@@ -41,6 +42,16 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
        {"mlp-small/ddp/w2/powersgd-hook", "embed/ddp/w2/fp16-hook", "embed/ddp/w2/powersgd-hook"})
     EXPECT_TRUE(ids.count(id)) << id;
   EXPECT_FALSE(ids.count("gpt-tiny/ddp/w2/fp16-hook"));
+  // The autotuner next to the sweep, with the warm-up its search needs (one --warmup only).
+  ASSERT_TRUE(ids.count("mlp-small/ddp/w2/bucket-auto"));
+  for (const auto& r : runs) {
+    if (r.id != "mlp-small/ddp/w2/bucket-auto") continue;
+    EXPECT_EQ(r.group, "bucket_autotune");
+    EXPECT_EQ(std::count(r.args.begin(), r.args.end(), "--warmup"), 1);
+    const auto at = std::find(r.args.begin(), r.args.end(), "--warmup");
+    EXPECT_EQ(*(at + 1), "37");
+    EXPECT_NE(std::find(r.args.begin(), r.args.end(), "auto"), r.args.end());
+  }
   for (const auto& r : runs) {
     if (r.id == "embed/ddp/w2/powersgd-hook") {
       const auto at = std::find(r.args.begin(), r.args.end(), "--powersgd-start-iter");

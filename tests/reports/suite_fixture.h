@@ -270,6 +270,18 @@ inline json make_suite() {
     r["correctness"] = {{"skipped", "bucket sweep: same math as the default run"}};
     runs.push_back(r);
   }
+  // --bucket-cap-mb auto next to the sweep: its warm-up search and its choice.
+  json autotune = make_run("mlp-small", "ddp", 4, "bucket_autotune", "bucket-auto");
+  autotune["args"].push_back("--bucket-cap-mb");
+  autotune["args"].push_back("auto");
+  autotune["metrics"] = make_metrics("ddp", 4, 9600, 13.0, 5.0, 1.0);
+  autotune["metrics"]["bucket_autotune"] = {{"candidates",
+                                             {{{"cap_mb", 5.81}, {"median_ms", 13.5}},
+                                              {{"cap_mb", 17.2}, {"median_ms", 14.0}},
+                                              {{"cap_mb", 2.64}, {"median_ms", 13.2}}}},
+                                            {"chosen_mb", 2.64}};
+  autotune["correctness"] = {{"skipped", "a longer warm-up"}};
+  runs.push_back(autotune);
   json no_overlap = make_run("mlp-small", "ddp", 4, "overlap", "no-overlap");
   no_overlap["args"].push_back("--no-overlap");
   no_overlap["metrics"] = make_metrics("ddp", 4, 8000, 16.0, 3.0, 3.0);

@@ -308,6 +308,8 @@ TEST(HtmlReport, ChartsPickTheDocumentedRuns) {
   // Bucket sweep: 0.25 and 1 MB from the sweep plus 25 MB from the default run.
   const std::string sweep = section(html, "chart-bucket-sweep");
   EXPECT_EQ(count(sweep, "<title>median step time: ("), 3u);
+  EXPECT_EQ(count(sweep, "<title>autotune search (warm-up): ("), 3u) << "the auto run's search";
+  EXPECT_EQ(count(sweep, "<title>autotune choice: ("), 1u);
   // Phases: one chart per workload, bars for both dp and ddp at w2 and w4.
   const std::string phases = section(html, "chart-phases");
   EXPECT_EQ(count(phases, "<svg"), 2u);

@@ -117,6 +117,7 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   EXPECT_EQ(t.rows[3][2], "-");
   // At w4 the default 25 MB beats the sweep's 1 and 0.25 MB.
   EXPECT_EQ(t.rows[1][11].rfind("25 MB, the default", 0), 0u) << t.rows[1][11];
+  EXPECT_NE(t.rows[1][11].find("; auto chose 2.64 MB (13.0"), std::string::npos) << t.rows[1][11];
   EXPECT_EQ(t.rows[0][11], "not swept");
   EXPECT_EQ(v.paragraphs.size(), 2u);
   // Every explanation names three phase-group differences with their ms.

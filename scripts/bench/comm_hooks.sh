@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# DDP comm hooks side by side in one run: fp32 AllReduce (no hook), fp16 and PowerSGD (rank 1,
+# compressing from the first measured step) on one workload, 2 ranks on CPU, in ROUNDS
+# rounds with the order rotated each round; per hook the median over rounds of each run's
+# median step time, and its bytes per step.
+#
+#   scripts/bench/comm_hooks.sh BUILD_DIR [WORKLOAD]   (default: embed)
+#   env: STEPS (default 30), WARMUP (default 10), ROUNDS (default 5), RANK (PowerSGD rank, 1),
+#        STRICT=1 exits 3 when PowerSGD is not faster than fp32
+#
+# Prints ratio = PowerSGD / fp32 step time (target < 1: the issue's "beats the fp32 AllReduce").
+set -euo pipefail
+
+if [[ $# -lt 1 || "$1" == -* ]]; then
+  echo "usage: scripts/bench/comm_hooks.sh BUILD_DIR [WORKLOAD]" >&2
+  exit 2
+fi
+bin="$1/bench/ddpbench"
+[[ -x "$bin" ]] || { echo "comm_hooks.sh: no $bin (build first)" >&2; exit 2; }
+workload=${2:-embed}
+steps=${STEPS:-30}
+warmup=${WARMUP:-10}
+rounds=${ROUNDS:-5}
+rank=${RANK:-1}
+hooks=(none fp16 powersgd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for ((round = 0; round < rounds; ++round)); do
+  for ((i = 0; i < ${#hooks[@]}; ++i)); do
+    h=${hooks[$(((i + round) % ${#hooks[@]}))]}
+    extra=()
+    [[ $h == powersgd ]] && extra=(--powersgd-rank "$rank" --powersgd-start-iter "$((warmup < 2 ? 2 : warmup))")
+    "$bin" run --mode ddp --world-size 2 --workload "$workload" --comm-hook "$h" "${extra[@]}" \
+      --warmup "$warmup" --steps "$steps" --quiet --out "$out/$h-$round.json" > "$out/$h-$round.log" 2>&1 ||
+      { echo "comm_hooks.sh: $h failed:" >&2; tail -n 3 "$out/$h-$round.log" >&2; exit 1; }
+  done
+done
+/usr/bin/python3 - "$out" "$workload" "$rounds" "$rank" "${hooks[@]}" <<'PY'
+import json, os, statistics, sys
+out, w, rounds, rank, hooks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+def load(h, r):
+    with open(f"{out}/{h}-{r}.json") as f:
+        return json.load(f)
+print(f"{w} (DDP, 2 ranks, CPU), median over {rounds} rounds of each run's median step")
+base = None
+for h in hooks:
+    runs = [load(h, r) for r in range(rounds)]
+    ms = statistics.median(r["summary"]["step_time_ms"]["median"] for r in runs)
+    nbytes = statistics.median(r["summary"]["comm"]["bytes_per_step"] for r in runs)
+    loss = statistics.median(r["steps"][-1]["loss"] for r in runs)
+    base = base or (ms, nbytes)
+    name = "fp32" if h == "none" else (f"powersgd rank {rank}" if h == "powersgd" else h)
+    print(f"  {name:<16} {ms:8.2f} ms  x{ms / base[0]:.3f}   {nbytes / 2**20:8.3f} MiB/step "
+          f"(x{base[1] / nbytes:.1f} fewer)   final loss {loss:.4f}")
+ratio = statistics.median(load("powersgd", r)["summary"]["step_time_ms"]["median"] for r in range(rounds)) / base[0]
+print(f"  ratio powersgd / fp32 = {ratio:.3f} (target < 1): {'MET' if ratio < 1 else 'MISSED'}")
+sys.exit(0 if ratio < 1 or os.environ.get("STRICT") != "1" else 3)
+PY

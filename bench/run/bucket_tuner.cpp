@@ -37,7 +37,8 @@ double BucketCapTuner::at(double log_cap) const {
 
 std::optional<double> BucketCapTuner::next() const {
   if (static_cast<int>(measured_.size()) >= kEvaluations) return std::nullopt;
-  if (measured_.empty()) return hi_mb_;  // the top first: golden section never reaches an end
+  // The top last: golden section never reaches an end (Note [Bucket autotune ties]).
+  if (static_cast<int>(measured_.size()) == kEvaluations - 1) return hi_mb_;
   if (!left_ms_) return at(left_);
   if (!right_ms_) return at(right_);
   return std::nullopt;  // not reached: report() always leaves one side to measure
@@ -47,7 +48,7 @@ void BucketCapTuner::report(double median_ms, bool measured) {
   const auto cap = next();
   DDPB_CHECK(cap) << "bucket autotune: a time reported after the search ended";
   measured_.push_back({*cap, median_ms, measured});
-  if (measured_.size() == 1) return;  // the top
+  if (static_cast<int>(measured_.size()) == kEvaluations) return;  // the top
   (left_ms_ ? right_ms_ : left_ms_) = median_ms;
   if (!left_ms_ || !right_ms_) return;
   // Keep the side of the faster point; the surviving interior point keeps its time.
@@ -110,8 +111,10 @@ void WarmupBucketSearch::apply_next() {
 
 void WarmupBucketSearch::after_step(int64_t step, double step_ms) {
   if (finished_) return;
-  if (step == 1) {  // DDP rebuilt its buckets in the observed order: start from there
-    apply_next();
+  if (step <= BucketCapTuner::kLeadSteps) {
+    // Step 1 rebuilt DDP's buckets in the observed order; the first steps are slower (caches,
+    // the allocator), so the search starts after them.
+    if (step == BucketCapTuner::kLeadSteps) apply_next();
     return;
   }
   if (settled_ < BucketCapTuner::kSettleSteps) {

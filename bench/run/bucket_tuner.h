@@ -12,10 +12,12 @@
 // but takes the first one's time, so the warm-up is spent only on layouts that differ.
 //
 // Note [Bucket autotune ties]
-// The search starts at the top of its range (golden section alone never measures an end,
-// and one bucket beyond the first is often best on a fast link), and at the end keeps the
-// largest cap among the candidates within kTie (2%) of the fastest: fewer, larger collectives
-// when the step times cannot tell the caps apart, which on a noisy machine they often cannot.
+// After the golden section the search measures the top of its range (golden section alone
+// never measures an end, and one bucket beyond the first is often best on a fast link), and
+// then keeps the largest cap among the candidates within kTie (5%) of the fastest: fewer,
+// larger collectives when the step times cannot tell the caps apart, which on a noisy
+// machine they often cannot. The search starts after kLeadSteps warm-up steps, which run
+// slower than later ones and would count against whichever candidate came first.
 //
 // Note [Bucket autotune agreement]
 // Every rank must use the same cap, or the ranks would issue different collectives. The
@@ -43,13 +45,13 @@ class BucketCapTuner {
     bool measured = true;  // false: the same layout as an earlier candidate, its time reused
   };
   static constexpr double kMinMb = 1.0, kMaxMb = 100.0;
-  static constexpr int kEvaluations = 6;    // candidates: the top, then golden section
+  static constexpr int kLeadSteps = 3;      // before the search (step 1: DDP's rebuild)
+  static constexpr int kEvaluations = 6;    // candidates: golden section, then the top
   static constexpr int kSettleSteps = 1;    // after a rebuild, not measured
   static constexpr int kMeasuredSteps = 5;  // per candidate, their median counts
-  static constexpr double kTie = 0.02;      // Note [Bucket autotune ties]
-  // Warm-up steps the search needs: the first step (DDP's rebuild in the observed order),
-  // then every candidate's steps.
-  static constexpr int kStepsNeeded = 1 + kEvaluations * (kSettleSteps + kMeasuredSteps);
+  static constexpr double kTie = 0.05;      // Note [Bucket autotune ties]
+  // Warm-up steps the search needs: the lead-in, then every candidate's steps.
+  static constexpr int kStepsNeeded = kLeadSteps + kEvaluations * (kSettleSteps + kMeasuredSteps);
 
   // Note [Bucket autotune range]; `gradient_mb` 0: the full 1-100 MB.
   explicit BucketCapTuner(double gradient_mb = 0);

@@ -35,28 +35,30 @@ TEST(BucketCapTuner, NarrowsTowardsTheMinimumAndKeepsTheFastest) {
   }
 }
 
-TEST(BucketCapTuner, TheTopFirstThenTheGoldenSectionOfOneToHundredMb) {
+TEST(BucketCapTuner, GoldenSectionOfOneToHundredMbThenTheTop) {
   BucketCapTuner t;
-  EXPECT_DOUBLE_EQ(*t.next(), 100.0);
-  t.report(30.0);
   EXPECT_DOUBLE_EQ(*t.next(), 5.81);  // exp(ln 100 * (1 - 0.618)), three digits
   t.report(10.0);
   EXPECT_DOUBLE_EQ(*t.next(), 17.2);  // exp(ln 100 * 0.618)
   t.report(20.0);                     // the left point was faster: the next one lies left of it
   EXPECT_LT(*t.next(), 5.81);
+  for (int i = 2; i < BucketCapTuner::kEvaluations - 1; ++i) t.report(15.0);
+  EXPECT_DOUBLE_EQ(*t.next(), 100.0) << "the top last";
+  t.report(30.0);
+  EXPECT_FALSE(t.next());
   const auto j = t.to_json();
-  EXPECT_EQ(j["candidates"].size(), 3u);
+  EXPECT_EQ(j["candidates"].size(), static_cast<size_t>(BucketCapTuner::kEvaluations));
   EXPECT_EQ(j["chosen_mb"], 5.81);
 }
 
-// Note [Bucket autotune ties]: within 2% of the fastest, the largest cap wins.
+// Note [Bucket autotune ties]: within 5% of the fastest, the largest cap wins.
 TEST(BucketCapTuner, NearTiesGoToTheLargerCap) {
   BucketCapTuner t;
-  t.report(50.5);  // 100 MB
-  t.report(50.0);  // 5.81 MB, 1% faster
-  EXPECT_EQ(t.chosen_mb(), 100.0);
-  t.report(45.0);  // 17.2 MB, clearly faster
+  t.report(50.0);  // 5.81 MB
+  t.report(50.5);  // 17.2 MB, 1% slower
   EXPECT_EQ(t.chosen_mb(), 17.2);
+  t.report(45.0);  // the next, clearly faster
+  EXPECT_LT(t.chosen_mb(), 5.81);
 }
 
 TEST(WarmupBucketSearch, AppliesEachCandidateOnScheduleThenTheChoice) {
@@ -77,9 +79,10 @@ TEST(WarmupBucketSearch, AppliesEachCandidateOnScheduleThenTheChoice) {
   for (step = 1; step <= BucketCapTuner::kStepsNeeded + 5; ++step)
     search.after_step(step, bowl(applied.empty() ? 25.0 : applied.back().second, 12.0));
   ASSERT_EQ(applied.size(), static_cast<size_t>(BucketCapTuner::kEvaluations + 1));
-  EXPECT_EQ(applied.front().first, 1) << "the first candidate after DDP's first-iteration rebuild";
+  const int lead = BucketCapTuner::kLeadSteps;
+  EXPECT_EQ(applied.front().first, lead) << "the first candidate after the lead-in steps";
   const int per = BucketCapTuner::kSettleSteps + BucketCapTuner::kMeasuredSteps;
-  for (size_t i = 1; i < applied.size(); ++i) EXPECT_EQ(applied[i].first, 1 + per * int64_t(i));
+  for (size_t i = 1; i < applied.size(); ++i) EXPECT_EQ(applied[i].first, lead + per * int64_t(i));
   EXPECT_EQ(applied.back().first, BucketCapTuner::kStepsNeeded)
       << "fixed before the measured steps";
   EXPECT_EQ(applied.back().second, search.tuner().chosen_mb());
@@ -108,8 +111,8 @@ TEST(WarmupBucketSearch, ASecondCapWithTheSameLayoutIsNotMeasuredAgain) {
   int reused = 0;
   for (const auto& c : cs) reused += !c.measured;
   EXPECT_EQ(reused, BucketCapTuner::kEvaluations - 2);
-  EXPECT_EQ(applied_at.back(),
-            1 + 2 * (BucketCapTuner::kSettleSteps + BucketCapTuner::kMeasuredSteps))
+  EXPECT_EQ(applied_at.back(), BucketCapTuner::kLeadSteps + 2 * (BucketCapTuner::kSettleSteps +
+                                                                 BucketCapTuner::kMeasuredSteps))
       << "done after two candidates' steps";
 }
 

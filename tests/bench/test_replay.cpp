@@ -233,6 +233,26 @@ TEST_F(ReplayTest, MlpSmallDdpPowerSgdMatchesTheFloat64Reference) {
   }
 }
 
+// PyTorch 1.13's own powerSGD_hook (Debian's torch), in real torch DDP over Gloo, fed the Q
+// ddpbench drew (scripts/peer/powersgd_torch_hook.py): ranks 1 and 2, where PyTorch
+// orthogonalises by Gram-Schmidt too.
+TEST_F(ReplayTest, MlpSmallDdpPowerSgdMatchesPyTorchsOwnHook) {
+  for (const char* rank : {"1", "2"}) {
+    SCOPED_TRACE(std::string("--powersgd-rank ") + rank);
+    ASSERT_NO_FATAL_FAILURE(train({"mlp-small", "sgd", 32, 0.01, 0.9, 0.01, "float64",
+                                   std::string("--mode ddp --world-size 2 --comm-hook powersgd "
+                                               "--powersgd-start-iter 2 --powersgd-rank ") +
+                                       rank,
+                                   5}));
+    const std::string cmd = std::string(DDPB_TEST_PYTHON) + " " + DDPB_SOURCE_DIR +
+                            "/scripts/peer/powersgd_torch_hook.py '" + dir_.string() + "'";
+    Outcome o = run_command(cmd);
+    std::cout << "[torch powerSGD_hook] " << result_line(o.output) << "\n";
+    RecordProperty(std::string("torch_hook_rank_") + rank, result_line(o.output));
+    EXPECT_EQ(o.status, 0) << cmd << "\n" << o.output;
+  }
+}
+
 // The other switches: a fresh Q every step, no error feedback, the gradients kept in the
 // buckets, three ranks; gpt-tiny's embeddings and 1-D LayerNorm parameters take the
 // uncompressed path next to its matrices, and its first layers' matrices start compressing

@@ -49,7 +49,7 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
     EXPECT_EQ(r.group, "bucket_autotune");
     EXPECT_EQ(std::count(r.args.begin(), r.args.end(), "--warmup"), 1);
     const auto at = std::find(r.args.begin(), r.args.end(), "--warmup");
-    EXPECT_EQ(*(at + 1), "37");
+    EXPECT_EQ(*(at + 1), "39");
     EXPECT_NE(std::find(r.args.begin(), r.args.end(), "auto"), r.args.end());
   }
   for (const auto& r : runs) {

@@ -21,7 +21,7 @@ using testing::ddp_runs::train;
 TEST(DdpBucketAutotune, EqualsTheChosenFixedCap) {
   TempDir dir("ddp_autotune");
   const std::string base = "--mode ddp --world-size 2 --workload mlp-small --global-batch 16";
-  const std::string autotuned = train(dir, "auto", base + " --bucket-cap-mb auto", 3, 3, 37);
+  const std::string autotuned = train(dir, "auto", base + " --bucket-cap-mb auto", 3, 3, 39);
   const nlohmann::json rec = record(dir, "auto");
   const auto& search = rec["mode"]["details"]["bucket_autotune"];
   ASSERT_EQ(search["candidates"].size(), 6u) << search.dump();
@@ -39,7 +39,7 @@ TEST(DdpBucketAutotune, EqualsTheChosenFixedCap) {
   // The buckets of the measured steps are the chosen cap's (mlp-small's 12 MiB of gradients in
   // 1 MiB first bucket plus buckets of at most the cap).
   const std::string fixed =
-      train(dir, "fixed", base + fmt::format(" --bucket-cap-mb {:g}", chosen), 3, 3, 37);
+      train(dir, "fixed", base + fmt::format(" --bucket-cap-mb {:g}", chosen), 3, 3, 39);
   EXPECT_EQ(record(dir, "fixed")["mode"]["details"]["buckets_rebuilt"],
             rec["mode"]["details"]["buckets_rebuilt"]);
   const double d = max_param_rel_diff(autotuned, fixed);
@@ -51,7 +51,7 @@ TEST(DdpBucketAutotune, TooShortAWarmupOrUnusedParametersAreUsageErrors) {
   const std::string base = "run --mode ddp --world-size 2 --workload mlp-small --steps 1 --quiet ";
   CliResult r = run_cli(base + "--bucket-cap-mb auto --warmup 5");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("at least 37 steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at least 39 steps"), std::string::npos) << r.output;
   r = run_cli(base + "--bucket-cap-mb auto --find-unused-params");
   EXPECT_EQ(r.code, 2) << r.output;
   r = run_cli("run --mode single --workload mlp-small --steps 1 --quiet --bucket-cap-mb auto");

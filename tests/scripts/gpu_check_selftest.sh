@@ -35,7 +35,8 @@ python3 - "$tmp/out/gpu_check.json" <<'PY' || { tail -60 "$tmp/check.log"; exit 
 import json, sys
 r = json.load(open(sys.argv[1]))
 cuda_only = {"test_cuda_parity", "test_dp_cuda", "test_process_group_nccl",
-             "ddp gloo 2 ranks on cuda:0", "ddp nccl world 1", "gemm"}
+             "ddp gloo 2 ranks on cuda:0", "ddp nccl world 1", "ddp powersgd gloo 2 ranks",
+             "ddp powersgd nccl world 1", "gemm"}
 failed = {s["step"] for s in r["steps"] if s["status"] == "FAIL"}
 problems = []
 if failed != cuda_only:

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "bench/run/metrics.h"
@@ -55,6 +56,27 @@ bool normalises_per_device(const nlohmann::json& run) {
   }
   const auto& args = run["args"];
   return std::find(args.begin(), args.end(), "--sync-bn") == args.end();
+}
+
+// Why a DP/DDP run has no correctness check against its single-device reference, if it has
+// none: runs whose parameters differ from one device's by design, or whose step count does.
+std::optional<std::string> correctness_skip_reason(const nlohmann::json& run) {
+  if (normalises_per_device(run)) {
+    return "BatchNorm normalises each device's part of the batch, so DP and DDP do not equal one "
+           "device by design (DDP with --sync-bn does); scripts/peer/replay_pytorch.py checks "
+           "them against PyTorch run the same way";
+  }
+  if (run["group"] == "bucket_autotune") {
+    return "trains through the autotuner's longer warm-up, so no single-device run of the suite "
+           "has its step count; tests/impl_ddp (DdpBucketAutotune) shows it equals a run with "
+           "the chosen cap fixed";
+  }
+  if (run["variant"] == "powersgd-hook") {
+    return "PowerSGD approximates every gradient by design, so its parameters drift from the "
+           "reference's; the report's comm hooks section shows its loss curve next to fp32's, "
+           "and scripts/peer/powersgd_reference.py checks it against a float64 reference";
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -151,28 +173,8 @@ void derive_correctness(nlohmann::json& suite, const std::string& dir) {
     }
     const std::string w = run["workload"];
     const int64_t g = run["global_batch"];
-    if (normalises_per_device(run)) {
-      run["correctness"] = {
-          {"skipped",
-           "BatchNorm normalises each device's part of the batch, so DP and DDP do not equal one "
-           "device by design (DDP with --sync-bn does); scripts/peer/replay_pytorch.py checks "
-           "them against PyTorch run the same way"}};
-      continue;
-    }
-    if (run["group"] == "bucket_autotune") {
-      run["correctness"] = {
-          {"skipped",
-           "trains through the autotuner's longer warm-up, so no single-device run of the suite "
-           "has its step count; tests/impl_ddp (DdpBucketAutotune) shows it equals a run with "
-           "the chosen cap fixed"}};
-      continue;
-    }
-    if (run["variant"] == "powersgd-hook") {
-      run["correctness"] = {
-          {"skipped",
-           "PowerSGD approximates every gradient by design, so its parameters drift from the "
-           "reference's; the report's comm hooks section shows its loss curve next to fp32's, "
-           "and scripts/peer/powersgd_reference.py checks it against a float64 reference"}};
+    if (const auto why = correctness_skip_reason(run)) {
+      run["correctness"] = {{"skipped", *why}};
       continue;
     }
     const std::string ref_id = run["world_size"].get<int>() == 1

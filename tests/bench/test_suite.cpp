@@ -183,7 +183,7 @@ TEST(Suite, Bf16SuitePassesItsCorrectnessChecks) {
   TempDir dir("suite_bf16");
   write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"],
       "world_sizes": [2], "steps": 8, "warmup": 1, "per_device_batch": {"mlp-small": 16},
-      "bucket_sweep_mb": [], "overlap_off": false, "comm_hooks": ["bf16"], "precision": "bf16"})");
+      "bucket_sweep_mb": [], "bucket_autotune": false, "overlap_off": false, "comm_hooks": ["bf16"], "precision": "bf16"})");
   CliResult r = run_cli("suite " + (dir / "s.json") + " --out " + (dir / "out"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto suite = load(dir / "out/suite.json");
@@ -227,7 +227,8 @@ TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   TempDir dir("suite_resume");
   write_file(dir / "s.json",
              R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"], "world_sizes": [1, 2],
-      "steps": 30, "warmup": 1, "bucket_sweep_mb": [], "comm_hooks": [], "overlap_off": false})");
+      "steps": 30, "warmup": 1, "bucket_sweep_mb": [], "bucket_autotune": false,
+      "comm_hooks": [], "overlap_off": false})");
   const std::string out = dir / "out";
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -304,7 +305,8 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
   TempDir dir("suite_torch");
   write_file(dir / "s.json",
              R"({"workloads": ["mlp-small"], "world_sizes": [1, 2], "steps": 3, "warmup": 1,
-      "per_device_batch": {"mlp-small": 16}, "bucket_sweep_mb": [], "comm_hooks": [], "overlap_off": true})");
+      "per_device_batch": {"mlp-small": 16}, "bucket_sweep_mb": [], "bucket_autotune": false,
+      "comm_hooks": [], "overlap_off": true})");
   const std::string out = dir / "out";
   CliResult r = run_cli("suite " + (dir / "s.json") + " --with-pytorch --out " + out,
                         std::string("DDPBENCH_PYTHON=") + DDPB_TEST_PYTHON);

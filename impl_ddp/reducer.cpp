@@ -4,7 +4,6 @@
 #include <limits>
 #include <unordered_set>
 
-#include "comm/flight_recorder.h"
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/ops.h"

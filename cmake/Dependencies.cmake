@@ -51,8 +51,10 @@ if(NOT DDPBENCH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     find_package(NCCL)
-    # cuDNN 9 ships in the toolkit: the CUDA convolutions (core/cuda/cuda_conv.cpp).
-    find_library(CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+    # cuDNN 9's headers (the CUDA convolutions, core/cuda/cuda_conv.cpp). The library is not
+    # linked: cuda_conv.cpp opens libcudnn.so.9 at the first convolution, so that a machine
+    # without cuDNN runs every binary (test: NoBinaryLinksCudnn).
+    find_path(CUDNN_INCLUDE_DIR cudnn_graph.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
     set(DDPB_HAVE_CUDA ON)
     set(DDPB_HAVE_NCCL ${NCCL_FOUND})
   elseif(DDPBENCH_CUDA STREQUAL "ON")

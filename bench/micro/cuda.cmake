@@ -12,3 +12,10 @@ if(DDPB_HAVE_CUDA)
                                                 nlohmann_json::nlohmann_json)
   target_compile_options(cuda_gemm_bench PRIVATE -Wall -Wextra)
 endif()
+if(DDPB_HAVE_CUDA)
+  # The batch-norm kernels at resnet50's shapes in both layouts, against the copy bandwidth
+  # (scripts/gpu_check.sh runs it; a plain main like cuda_gemm_bench).
+  add_executable(cuda_bn_bench ${CMAKE_CURRENT_LIST_DIR}/cuda_bn_bench.cpp)
+  target_link_libraries(cuda_bn_bench PRIVATE ddpb_core CUDA::cudart nlohmann_json::nlohmann_json)
+  target_compile_options(cuda_bn_bench PRIVATE -Wall -Wextra)
+endif()

@@ -254,9 +254,10 @@ Operands make_operands(const GemmShape& s, const Device& device, const RandomFil
 
 // ---- The two implementations -------------------------------------------------------------
 
-void run_ddpbench(const GemmShape& s, const Operands& o, bool epilogue) {
+void run_ddpbench(const GemmShape& s, const Operands& o, bool epilogue, bool activation = true) {
   ddpb::ops::gemm(o.a, s.trans_a, o.b, s.trans_b, o.c, 1.0f, 0.0f,
-                  epilogue && s.bias ? o.bias : Tensor(), epilogue ? s.act : Activation::None);
+                  epilogue && s.bias ? o.bias : Tensor(),
+                  epilogue && activation ? s.act : Activation::None);
 }
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS's A is our b.
@@ -348,6 +349,9 @@ struct Row {
   MathMode mode;
   std::string epilogue;
   double ddpb_ms = 0, cublas_ms = 0;
+  // The same GEMM without its activation (bias only), for shapes that have one: the
+  // difference is the separate NaN-keeping activation pass (Note [GEMM epilogues keep NaN]).
+  double bias_only_ms = -1;  // -1: the shape has no activation, or --no-epilogue
   double max_rel_diff = -1;  // -1: not checked
   bool check_ok = true;
   int reps = 1;
@@ -374,6 +378,8 @@ struct Row {
             {"ddpbench_tflops", ddpb_tflops()},
             {"cublas_tflops", cublas_tflops()},
             {"ratio", ratio()},
+            {"bias_only_ms", bias_only_ms},
+            {"activation_pass_ms", bias_only_ms >= 0 ? ddpb_ms - bias_only_ms : -1.0},
             {"max_rel_diff", max_rel_diff},
             {"check_ok", check_ok}};
   }
@@ -400,13 +406,17 @@ Row measure(const GemmShape& s, MathMode mode, const Options& opt, cublasHandle_
   const double probe = std::min(timer.time_ms(1, ours), timer.time_ms(1, theirs));
   row.reps = static_cast<int>(
       std::clamp(std::ceil(opt.min_sample_ms / std::max(probe, 1e-4)), 1.0, 1000.0));
-  std::vector<double> a, b;
+  const bool has_act = opt.epilogue && s.act != Activation::None;
+  auto bias_only = [&] { run_ddpbench(s, o, opt.epilogue, /*activation=*/false); };
+  std::vector<double> a, b, c;
   for (int i = 0; i < opt.iters; ++i) {
     a.push_back(timer.time_ms(row.reps, ours));
     b.push_back(timer.time_ms(row.reps, theirs));
+    if (has_act) c.push_back(timer.time_ms(row.reps, bias_only));
   }
   row.ddpb_ms = median(a);
   row.cublas_ms = median(b);
+  if (has_act) row.bias_only_ms = median(c);
   return row;
 }
 
@@ -468,8 +478,12 @@ void print_table(const nlohmann::json& record) {
               ctx["compute_capability"].get<std::string>().c_str(), ctx["cuda_runtime"].get<int>(),
               ctx["cublas"].get<int>(), record["config"]["iters"].get<int>());
   std::printf("ratio = ddpbench / cublas throughput (1.0 = parity); TFLOP/s = 2MNK / time\n");
-  std::printf("%-10s %-12s %-4s %6s %6s %6s %5s %-9s %9s %9s %6s %9s\n", "workload", "gemm", "math",
-              "M", "N", "K", "calls", "epilogue", "ddpb TF/s", "cuBLAS", "ratio", "max rel");
+  std::printf(
+      "act pass = ddpbench time minus the same GEMM with its bias only (the separate\n"
+      "NaN-keeping activation kernel)\n");
+  std::printf("%-10s %-12s %-4s %6s %6s %6s %5s %-9s %9s %9s %6s %9s %9s\n", "workload", "gemm",
+              "math", "M", "N", "K", "calls", "epilogue", "ddpb TF/s", "cuBLAS", "ratio", "max rel",
+              "act pass");
   for (const auto& r : record["rows"]) {
     const double diff = r["max_rel_diff"].get<double>();
     char diff_text[32];
@@ -479,13 +493,20 @@ void print_table(const nlohmann::json& record) {
       std::snprintf(diff_text, sizeof(diff_text), "%.1e%s", diff,
                     r["check_ok"].get<bool>() ? "" : "!");
     }
-    std::printf("%-10s %-12s %-4s %6ld %6ld %6ld %5d %-9s %9.2f %9.2f %6.3f %9s\n",
+    const double act_ms = r["activation_pass_ms"].get<double>();
+    char act_text[32];
+    if (act_ms < 0) {
+      std::snprintf(act_text, sizeof(act_text), "-");
+    } else {
+      std::snprintf(act_text, sizeof(act_text), "%.3f ms", act_ms);
+    }
+    std::printf("%-10s %-12s %-4s %6ld %6ld %6ld %5d %-9s %9.2f %9.2f %6.3f %9s %9s\n",
                 r["workload"].get<std::string>().c_str(), r["gemm"].get<std::string>().c_str(),
                 r["math"].get<std::string>().c_str(), static_cast<long>(r["m"].get<int64_t>()),
                 static_cast<long>(r["n"].get<int64_t>()), static_cast<long>(r["k"].get<int64_t>()),
                 r["calls_per_step"].get<int>(), r["epilogue"].get<std::string>().c_str(),
                 r["ddpbench_tflops"].get<double>(), r["cublas_tflops"].get<double>(),
-                r["ratio"].get<double>(), diff_text);
+                r["ratio"].get<double>(), diff_text, act_text);
   }
   std::printf("GEMM time of one training step (calls x median):\n");
   for (const auto& s : record["step_summary"]) {

@@ -15,6 +15,7 @@
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/conv_plans.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "reports/json_io.h"
@@ -255,24 +256,29 @@ nlohmann::json make_record(const RunConfig& config, ModeRunner& runner, StepLog&
       run_mfu(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
   nlohmann::json summary = summarize_run(model, log, mfu, memory, flops_per_s, samples_per_s);
   if (!mfu.is_null()) summary["mfu"] = mfu;
-  return {{"schema_version", reports::kSchemaVersion},
-          {"implementation", "ddpbench"},
-          {"kind", "run"},
-          {"context", std::move(context)},
-          {"config", config.to_json()},
-          {"mode",
-           {{"name", enum_name(config.mode)},
-            {"devices", device_list(runner)},
-            {"details", runner.describe()}}},
-          {"workload",
-           {{"name", spec.name},
-            {"family", family_name(spec.family)},
-            {"parameters", n_params},
-            {"tokens_per_sample", model.tokens_per_sample()},
-            {"train_flops_per_sample", model.train_flops_per_sample()}}},
-          {"steps", log.steps},
-          {"summary", std::move(summary)},
-          {"memory", std::move(memory)}};
+  nlohmann::json record = {{"schema_version", reports::kSchemaVersion},
+                           {"implementation", "ddpbench"},
+                           {"kind", "run"},
+                           {"context", std::move(context)},
+                           {"config", config.to_json()},
+                           {"mode",
+                            {{"name", enum_name(config.mode)},
+                             {"devices", device_list(runner)},
+                             {"details", runner.describe()}}},
+                           {"workload",
+                            {{"name", spec.name},
+                             {"family", family_name(spec.family)},
+                             {"parameters", n_params},
+                             {"tokens_per_sample", model.tokens_per_sample()},
+                             {"train_flops_per_sample", model.train_flops_per_sample()}}},
+                           {"steps", log.steps},
+                           {"summary", std::move(summary)},
+                           {"memory", std::move(memory)}};
+  // The cuDNN plans this process built (CUDA convolutions only): engine, workspace, build time.
+  if (nlohmann::json plans = conv_plans_json(); !plans.empty()) {
+    record["conv_plans"] = std::move(plans);
+  }
+  return record;
 }
 
 void add_comm_summary(const RunConfig& config, const ModeRunner& runner, nlohmann::json& record) {

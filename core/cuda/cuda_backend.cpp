@@ -314,7 +314,9 @@ class CudaBackend final : public Backend {
   }
   void batch_norm_stats(const Tensor& x, const Tensor& stats, ops::ImageLayout layout) override {
     OpScope op(x);
-    launch_batch_norm_stats(f32(x), f32(stats), extents(x, layout), op.stream());
+    const ImageExtents e = extents(x, layout);
+    launch_batch_norm_stats(f32(x), f32(stats), e, op.scratch(batch_norm_stats_scratch_floats(e)),
+                            op.stream());
   }
   void batch_norm_gather_stats(const Tensor& stats, float eps, float momentum, const Tensor& mean,
                                const Tensor& invstd, const Tensor& count,
@@ -338,8 +340,10 @@ class CudaBackend final : public Backend {
                                   const Tensor& invstd, const Tensor& sums,
                                   ops::ImageLayout layout) override {
     OpScope op(x);
-    launch_batch_norm_backward_reduce(f32(dy), f32(x), f32(mean), f32(invstd), f32(sums),
-                                      extents(x, layout), op.stream());
+    const ImageExtents e = extents(x, layout);
+    launch_batch_norm_backward_reduce(f32(dy), f32(x), f32(mean), f32(invstd), f32(sums), e,
+                                      op.scratch(batch_norm_backward_reduce_scratch_floats(e)),
+                                      op.stream());
   }
   void batch_norm_backward_elemt(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                  const Tensor& invstd, const Tensor& weight, const Tensor& sums,

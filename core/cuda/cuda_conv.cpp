@@ -1,14 +1,21 @@
 // CUDA convolutions through cuDNN 9's graph API (the backend descriptors): forward,
-// backward-data and backward-filter, NCHW f32.
+// backward-data and backward-filter, NCHW or NHWC, f32.
 //
 // Note [cuDNN convolution plans]
-// For each shape and direction a one-operation graph is built, cuDNN's heuristics (mode A)
-// rank the engine configurations, and the first one that finalises into an execution plan is
-// kept. In fp32 math mode, configurations with the tensor-core note are skipped (on fp32 data
-// they compute in TF32, which --precision fp32 promises not to do); in tf32 and bf16 modes they
-// are allowed. Plans are cached per (thread, device, shape, direction, alignment): a plan holds
-// its cudnnHandle, which must not be used by two threads at once. The workspace comes from
-// the caching allocator on the op's stream (Note [Scratch memory in CUDA ops]).
+// For each shape and direction a one-operation graph is built, cuDNN's heuristics (mode A,
+// then the fallback list) rank the engine configurations, and the first one that passes the
+// filter and finalises into an execution plan is kept (Note [cuDNN engine choice],
+// core/cuda/conv_engines.h). Each new plan is logged once and kept in the run record's
+// conv_plans (core/conv_plans.h). Plans are cached per (thread, device, shape, direction,
+// alignment): a plan holds its cudnnHandle, which must not be used by two threads at once. The
+// workspace comes from the caching allocator on the op's stream (Note [Scratch memory in CUDA
+// ops]).
+//
+// Note [cuDNN filter layout]
+// Our weights are [K,C,R,R] (OIHW) in both image layouts. Many engines want x, w and y in one
+// layout, so an NHWC graph describes w as KRSC, as PyTorch's channels_last weights are, and
+// the call works on a KRSC copy: written from w before forward and backward-data, copied
+// back into dw (OIHW) after backward-filter. The copies cost two passes over the weights.
 //
 // libcudnn is opened at the first convolution (dlopen), not linked: a machine without cuDNN
 // runs everything else, and the first convolution says what is missing.
@@ -16,7 +23,10 @@
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +35,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/conv_plans.h"
+#include "core/cuda/conv_engines.h"
 #include "core/cuda/cuda_kernels.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -202,39 +214,25 @@ std::unique_ptr<Descriptor> conv_operation(ConvDirection d, const Descriptor& x,
   return op;
 }
 
-// Whether an engine configuration computes fp32 data on tensor cores (TF32).
-bool uses_tensor_cores(const Descriptor& config) {
-  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t engine_handle = engine.get();
-  int64_t count = 0;
-  CUDNN_CALL(cudnn().get_attribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine_handle));
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
-  CUDNN_CALL(cudnn().get_attribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                   CUDNN_TYPE_NUMERICAL_NOTE, static_cast<int64_t>(notes.size()),
-                                   &count, notes.data()));
-  for (int64_t i = 0; i < count; ++i) {
-    if (notes[static_cast<size_t>(i)] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) return true;
-  }
-  return false;
-}
-
-struct ConvPlan {
-  cudnnHandle_t handle = nullptr;
-  std::unique_ptr<Descriptor> plan;
-  int64_t workspace_bytes = 0;
-};
-
-// The first configuration the heuristics rank that builds (Note [cuDNN convolution plans]).
-std::unique_ptr<Descriptor> first_working_plan(cudnnHandle_t handle, const Descriptor& graph,
-                                               bool tensor_cores, const ConvKey& key) {
+// The configurations one heuristics mode ranks for the graph, best first. Mode A is required;
+// a FALLBACK list that cuDNN cannot give is empty.
+std::vector<std::unique_ptr<Descriptor>> heuristic_configs(const Descriptor& graph,
+                                                           cudnnBackendHeurMode_t mode) {
+  const bool required = mode == CUDNN_HEUR_MODE_A;
   Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, CUDNN_HEUR_MODE_A);
-  heuristics.finalize();
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, mode);
+  if (required) {
+    heuristics.finalize();
+  } else if (!heuristics.try_finalize()) {
+    return {};
+  }
   int64_t available = 0;
-  CUDNN_CALL(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
+  const cudnnStatus_t counted =
+      cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr);
+  if (!required && counted != CUDNN_STATUS_SUCCESS) return {};
+  CUDNN_CALL(counted);
   std::vector<std::unique_ptr<Descriptor>> configs;
   std::vector<cudnnBackendDescriptor_t> handles;
   for (int64_t i = 0; i < available; ++i) {
@@ -245,23 +243,133 @@ std::unique_ptr<Descriptor> first_working_plan(cudnnHandle_t handle, const Descr
   CUDNN_CALL(cudnn().get_attribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
                                    handles.data()));
-  for (int64_t i = 0; i < returned; ++i) {
-    const Descriptor& config = *configs[static_cast<size_t>(i)];
-    if (!tensor_cores && uses_tensor_cores(config)) continue;
+  configs.resize(static_cast<size_t>(std::min(returned, available)));
+  return configs;
+}
+
+// What cuDNN says of a configuration (Note [cuDNN engine choice]). The numerical notes are
+// required; the engine id, behaviour notes and workspace are read where this cuDNN has them.
+EngineNotes read_notes(const Descriptor& config, bool from_fallback) {
+  EngineNotes n;
+  n.from_fallback = from_fallback;
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t engine_handle = engine.get();
+  int64_t count = 0;
+  CUDNN_CALL(cudnn().get_attribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine_handle));
+  // Larger than any cuDNN 9's note count, so that a newer library's extra notes fit.
+  std::array<cudnnBackendNumericalNote_t, 32> numerical{};
+  CUDNN_CALL(cudnn().get_attribute(
+      engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+      static_cast<int64_t>(numerical.size()), &count, numerical.data()));
+  for (int64_t i = 0; i < count; ++i) {
+    const auto note = numerical[static_cast<size_t>(i)];
+    n.tensor_core |= note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+    n.down_convert_inputs |= note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    n.nondeterministic |= note == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+  }
+  std::array<cudnnBackendBehaviorNote_t, 32> behavior{};
+  if (cudnn().get_attribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                            static_cast<int64_t>(behavior.size()), &count,
+                            behavior.data()) == CUDNN_STATUS_SUCCESS) {
+    for (int64_t i = 0; i < count; ++i) {
+      n.runtime_compilation |=
+          behavior[static_cast<size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+    }
+  }
+  int64_t value = 0;
+  if (cudnn().get_attribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                            &count, &value) == CUDNN_STATUS_SUCCESS) {
+    n.global_index = value;
+  }
+  if (cudnn().get_attribute(config.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                            &count, &value) == CUDNN_STATUS_SUCCESS) {
+    n.workspace_bytes = value;
+  }
+  return n;
+}
+
+struct ConvPlan {
+  cudnnHandle_t handle = nullptr;
+  std::unique_ptr<Descriptor> plan;
+  int64_t workspace_bytes = 0;
+};
+
+const char* direction_name(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::Forward:
+      return "forward";
+    case ConvDirection::BackwardData:
+      return "backward_data";
+    case ConvDirection::BackwardFilter:
+      break;
+  }
+  return "backward_filter";
+}
+
+// "forward N,C,H,W 64,3,224,224 K 64 R 7 stride 2 padding 3, nhwc, tf32 allowed"
+std::string describe_shape(const ConvKey& key) {
+  const auto& d = key.dims;
+  return std::string(direction_name(key.direction)) + " N,C,H,W " + std::to_string(d[0]) + "," +
+         std::to_string(d[1]) + "," + std::to_string(d[2]) + "," + std::to_string(d[3]) + " K " +
+         std::to_string(d[4]) + " R " + std::to_string(d[5]) + " stride " + std::to_string(d[6]) +
+         " padding " + std::to_string(d[7]) + ", " + (key.nhwc ? "nhwc" : "nchw") + ", alignment " +
+         std::to_string(key.alignment) + ", " +
+         (key.tensor_cores ? "tensor cores allowed" : "fp32 (no tensor cores)");
+}
+
+struct ChosenPlan {
+  std::unique_ptr<Descriptor> plan;
+  int64_t workspace_bytes = 0;
+  EngineNotes notes;
+  int candidates = 0, allowed = 0, tried = 0;
+};
+
+// The first configuration that finalises, in Note [cuDNN engine choice]'s order. A plan whose
+// real workspace is over the bound is kept aside and used only if no other one builds.
+ChosenPlan choose_plan(cudnnHandle_t handle, const Descriptor& graph, const ConvKey& key) {
+  std::vector<std::unique_ptr<Descriptor>> configs = heuristic_configs(graph, CUDNN_HEUR_MODE_A);
+  const size_t from_a = configs.size();
+  for (auto& c : heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK))
+    configs.push_back(std::move(c));
+  std::vector<EngineNotes> notes;
+  for (size_t i = 0; i < configs.size(); ++i) notes.push_back(read_notes(*configs[i], i >= from_a));
+  const EngineFilter filter{key.tensor_cores, kConvWorkspaceBound};
+  const std::vector<size_t> order = engine_try_order(notes, filter);
+  ChosenPlan chosen, oversized;
+  chosen.candidates = static_cast<int>(configs.size());
+  chosen.allowed = static_cast<int>(order.size());
+  for (size_t i : order) {
+    ++chosen.tried;
     auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored \
-    "-Wdeprecated-declarations"  // the handle attributes, as 9.0 has them
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the handle attribute, as 9.0 has it
     plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, handle);
 #pragma GCC diagnostic pop
-    plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
-    if (plan->try_finalize()) return plan;
+    plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i]);
+    if (!plan->try_finalize()) continue;
+    int64_t count = 0, workspace = 0;
+    CUDNN_CALL(cudnn().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &count, &workspace));
+    ChosenPlan& slot = workspace > kConvWorkspaceBound ? oversized : chosen;
+    if (slot.plan) continue;  // an oversized plan is already kept aside
+    slot.plan = std::move(plan);
+    slot.workspace_bytes = workspace;
+    slot.notes = notes[i];
+    if (&slot == &chosen) return chosen;
   }
-  DDPB_FAIL() << "cuDNN has no engine for this convolution (N, C, H, W, K, R, stride, padding = "
-              << key.dims[0] << ", " << key.dims[1] << ", " << key.dims[2] << ", " << key.dims[3]
-              << ", " << key.dims[4] << ", " << key.dims[5] << ", " << key.dims[6] << ", "
-              << key.dims[7] << ")";
-  return nullptr;
+  if (oversized.plan) {
+    oversized.candidates = chosen.candidates;
+    oversized.allowed = chosen.allowed;
+    oversized.tried = chosen.tried;
+    return oversized;
+  }
+  DDPB_FAIL() << "cuDNN has no engine for the convolution " << describe_shape(key) << ": "
+              << chosen.candidates << " configurations offered (" << from_a
+              << " from heuristics mode A), " << chosen.allowed
+              << " left after the filter, none finalised (rerun with CUDNN_LOGLEVEL_DBG=2 "
+                 "CUDNN_LOGDEST_DBG=stderr for cuDNN's reasons)";
+  return chosen;
 }
 
 cudnnHandle_t thread_handle(int device) {
@@ -271,11 +379,37 @@ cudnnHandle_t thread_handle(int device) {
   return h;
 }
 
+// Records the plan in the run record's conv_plans and says so once per shape.
+void record_plan(const ConvKey& key, const ChosenPlan& chosen, double build_ms) {
+  ConvPlanRecord r;
+  r.device = key.device;
+  r.direction = direction_name(key.direction);
+  r.dims = key.dims;
+  r.layout = key.nhwc ? "nhwc" : "nchw";
+  r.tensor_cores = key.tensor_cores;
+  r.engine = describe_engine(chosen.notes);
+  r.engine_index = chosen.notes.global_index;
+  r.workspace_bytes = chosen.workspace_bytes;
+  r.build_ms = build_ms;
+  r.candidates = chosen.candidates;
+  r.allowed = chosen.allowed;
+  r.tried = chosen.tried;
+  if (!record_conv_plan(r)) return;
+  std::fprintf(stderr,
+               "ddpbench: cuDNN plan for %s on cuda:%d: %s, workspace %.1f MiB, built in %.1f ms "
+               "(tried %d of %d allowed, %d offered)\n",
+               describe_shape(key).c_str(), key.device, r.engine.c_str(),
+               static_cast<double>(r.workspace_bytes) / 1048576.0, build_ms, r.tried, r.allowed,
+               r.candidates);
+}
+
 std::unique_ptr<ConvPlan> make_plan(const ConvKey& key) {
+  const auto start = std::chrono::steady_clock::now();
   const auto [n, c, h, w, k, r, stride, pad] = key.dims;
   const int64_t p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - r) / stride + 1;
+  // One layout for x, w and y (Note [cuDNN filter layout]).
   auto x = tensor_desc(kX, {n, c, h, w}, key.alignment, key.nhwc);
-  auto wt = tensor_desc(kW, {k, c, r, r}, key.alignment, /*nhwc=*/false);
+  auto wt = tensor_desc(kW, {k, c, r, r}, key.alignment, key.nhwc);
   auto y = tensor_desc(kY, {n, k, p, q}, key.alignment, key.nhwc);
   auto conv = conv_desc(stride, pad);
   auto op = conv_operation(key.direction, *x, *wt, *y, *conv);
@@ -289,10 +423,12 @@ std::unique_ptr<ConvPlan> make_plan(const ConvKey& key) {
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, result->handle);
 #pragma GCC diagnostic pop
   graph.finalize();
-  result->plan = first_working_plan(result->handle, graph, key.tensor_cores, key);
-  int64_t count = 0;
-  CUDNN_CALL(cudnn().get_attribute(result->plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                   CUDNN_TYPE_INT64, 1, &count, &result->workspace_bytes));
+  ChosenPlan chosen = choose_plan(result->handle, graph, key);
+  result->plan = std::move(chosen.plan);
+  result->workspace_bytes = chosen.workspace_bytes;
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  record_plan(key, chosen, ms);
   return result;
 }
 
@@ -321,8 +457,19 @@ void run_convolution(ConvDirection direction, const ConvDims& d, const float* x,
   if (plan->workspace_bytes > 0) {
     workspace = Tensor::empty({(plan->workspace_bytes + 3) / 4}, DType::F32, Device::cuda(device));
   }
+  // Note [cuDNN filter layout]: an NHWC graph sees the weights as KRSC, a copy of ours.
+  const ImageExtents filter{d.k, d.c, d.r * d.r, true};
+  Tensor w_krsc;
+  const float* w_graph = w;
+  if (d.nhwc) {
+    w_krsc = Tensor::empty({d.k, d.r, d.r, d.c}, DType::F32, Device::cuda(device));
+    if (direction != ConvDirection::BackwardFilter) {
+      launch_nchw_to_nhwc(w, w_krsc.data<float>(), filter, stream);
+    }
+    w_graph = w_krsc.data<float>();
+  }
   std::vector<int64_t> uids = {kX, kW, kY};
-  std::vector<void*> pointers = {const_cast<float*>(x), const_cast<float*>(w),
+  std::vector<void*> pointers = {const_cast<float*>(x), const_cast<float*>(w_graph),
                                  const_cast<float*>(y)};
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids);
@@ -331,6 +478,9 @@ void run_convolution(ConvDirection direction, const ConvDims& d, const float* x,
            workspace.defined() ? workspace.data<float>() : nullptr);
   pack.finalize();
   CUDNN_CALL(cudnn().execute(plan->handle, plan->plan->get(), pack.get()));
+  if (d.nhwc && direction == ConvDirection::BackwardFilter) {
+    launch_nhwc_to_nchw(w_krsc.data<float>(), const_cast<float*>(w), filter, stream);
+  }
 }
 
 }  // namespace ddpb::gpu

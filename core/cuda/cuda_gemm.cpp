@@ -23,6 +23,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/cuda/gemm_epilogue.h"
 
 namespace ddpb::gpu {
 namespace {
@@ -96,17 +97,9 @@ uint32_t alignment_bytes(const void* ptr, int64_t stride_elems) {
   return align;
 }
 
-cublasLtEpilogue_t epilogue_for(bool has_bias, ops::Activation act) {
-  switch (act) {
-    case ops::Activation::ReLU:
-      return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    // cuBLASLt's GELU is the tanh approximation, the same formula as ops::gelu_forward.
-    case ops::Activation::GeLU:
-      return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    case ops::Activation::None:
-      break;
-  }
-  return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+// Note [GEMM epilogues keep NaN]: only the bias is fused.
+cublasLtEpilogue_t cublaslt_epilogue(FusedEpilogue fused) {
+  return fused == FusedEpilogue::Bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 // Heuristic queries cost far more than the descriptors, so their answers are kept per
@@ -143,10 +136,7 @@ bool try_matmul(const GemmContext& ctx, const Matmul& mm, cublasLtEpilogue_t epi
   op.set(CUBLASLT_MATMUL_DESC_TRANSA, op_b);  // see Note [Row-major GEMM ...]
   op.set(CUBLASLT_MATMUL_DESC_TRANSB, op_a);
   op.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  const bool uses_bias = epilogue == CUBLASLT_EPILOGUE_BIAS ||
-                         epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
-                         epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-  if (uses_bias) op.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, mm.bias);
+  if (epilogue == CUBLASLT_EPILOGUE_BIAS) op.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, mm.bias);
 
   const MatrixLayout lt_a(mm.trans_b ? mm.k : mm.n, mm.trans_b ? mm.n : mm.k, mm.batch,
                           mm.stride_b);
@@ -268,7 +258,7 @@ void launch_matmul(const GemmContext& ctx, const Matmul& mm) {
   }
   DDPB_CHECK(mm.a != nullptr && mm.b != nullptr) << "GEMM without inputs";
 
-  const cublasLtEpilogue_t epilogue = epilogue_for(mm.bias != nullptr, mm.act);
+  const EpiloguePlan plan = plan_epilogue(mm.bias != nullptr, mm.act);
   // cuBLASLt documents no alignment rule for the bias pointer; an unaligned view (a bias
   // inside a flat parameter buffer) takes the separate kernel rather than risk a fault.
   const bool bias_aligned = mm.bias == nullptr || alignment_bytes(mm.bias, 0) >= 16;
@@ -284,16 +274,19 @@ void launch_matmul(const GemmContext& ctx, const Matmul& mm) {
     exact.math_mode = ops::MathMode::FP32;
     try_matmul(exact, mm, CUBLASLT_EPILOGUE_DEFAULT, /*allow_unsupported=*/false);
   };
-  if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
+  const bool dense = mm.batch == 1 || mm.stride_c == mm.m * mm.n;
+  const float* separate_bias = mm.bias;  // what the element-wise pass still has to add
+  if (plan.fused == FusedEpilogue::None) {
     plain();
-    return;
+  } else if (bias_aligned &&
+             try_matmul(ctx, mm, cublaslt_epilogue(plan.fused), /*allow_unsupported=*/true)) {
+    separate_bias = nullptr;
+  } else {
+    plain();
   }
-  if (bias_aligned && try_matmul(ctx, mm, epilogue, /*allow_unsupported=*/true)) return;
-  // Fallback: plain GEMM, then bias and activation in one element-wise pass.
-  DDPB_CHECK(mm.batch == 1 || mm.stride_c == mm.m * mm.n)
-      << "batched GEMM with an activation needs densely packed outputs";
-  plain();
-  launch_bias_activation(mm.c, mm.batch * mm.m, mm.n, mm.bias, mm.act, ctx.stream);
+  if (separate_bias == nullptr && plan.separate == ops::Activation::None) return;
+  DDPB_CHECK(dense) << "batched GEMM with an activation needs densely packed outputs";
+  launch_bias_activation(mm.c, mm.batch * mm.m, mm.n, separate_bias, plan.separate, ctx.stream);
 }
 
 }  // namespace ddpb::gpu

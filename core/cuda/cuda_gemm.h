@@ -50,9 +50,9 @@ struct Matmul {
   int64_t stride_c = 0;
 };
 
-// Enqueues the GEMM on ctx.stream. Bias and activation are fused as a cuBLASLt epilogue
-// when cuBLASLt offers one for the problem, otherwise applied by a separate kernel: the
-// result is the same either way.
+// Enqueues the GEMM on ctx.stream. The bias is fused as cuBLASLt's BIAS epilogue when
+// cuBLASLt offers it for the problem; the activation always runs as our own kernel after the
+// product (Note [GEMM epilogues keep NaN], core/cuda/gemm_epilogue.h).
 void launch_matmul(const GemmContext& ctx, const Matmul& mm);
 
 }  // namespace ddpb::gpu

@@ -127,7 +127,10 @@ struct PoolExtents {
   int64_t n, c, h, w, ph, pw, kernel, stride, padding;
   bool nhwc;
 };
-void launch_batch_norm_stats(const float* x, float* stats, const ImageExtents& e,
+// Per-channel reductions in two stages (Note [Batch-norm channel reductions]); `scratch`
+// holds the *_scratch_floats(e) floats (null when that is 0).
+int64_t batch_norm_stats_scratch_floats(const ImageExtents& e);
+void launch_batch_norm_stats(const float* x, float* stats, const ImageExtents& e, float* scratch,
                              cudaStream_t stream);
 // running_mean, running_var and num_batches_tracked are null when not updated.
 void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t channels, float eps,
@@ -137,9 +140,10 @@ void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t 
 void launch_batch_norm_elemt(const float* x, const float* mean, const float* invstd,
                              const float* weight, const float* bias, float* y,
                              const ImageExtents& e, cudaStream_t stream);
+int64_t batch_norm_backward_reduce_scratch_floats(const ImageExtents& e);
 void launch_batch_norm_backward_reduce(const float* dy, const float* x, const float* mean,
                                        const float* invstd, float* sums, const ImageExtents& e,
-                                       cudaStream_t stream);
+                                       float* scratch, cudaStream_t stream);
 void launch_batch_norm_backward_elemt(const float* dy, const float* x, const float* mean,
                                       const float* invstd, const float* weight, const float* sums,
                                       const float* count, float* dx, const ImageExtents& e,
@@ -153,6 +157,8 @@ void launch_global_avg_pool_forward(const float* x, float* y, const ImageExtents
 void launch_global_avg_pool_backward(const float* dy, float* dx, const ImageExtents& e,
                                      cudaStream_t stream);
 void launch_nchw_to_nhwc(const float* x, float* y, const ImageExtents& e, cudaStream_t stream);
+// The inverse: y [N,C,HW] from x [N,HW,C] (e describes the images; e.nhwc is ignored).
+void launch_nhwc_to_nchw(const float* x, float* y, const ImageExtents& e, cudaStream_t stream);
 
 // ---- cuda_conv.cpp ---------------------------------------------------------------------
 // One convolution through cuDNN's graph API (Note [cuDNN convolution plans]): x [N,C,H,W],

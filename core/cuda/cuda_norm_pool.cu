@@ -1,16 +1,28 @@
 // Batch normalisation (the SyncBatchNorm decomposition of core/ops.h) and pooling, NCHW or
 // NHWC (a flag in the extents; the index maths is the only difference).
-// Per-channel sums are one block per channel with deterministic block reductions; the
+// Per-channel sums are two-stage reductions (Note [Batch-norm channel reductions]); the
 // max-pool backward gathers into each input position from the windows that cover it, so it
 // needs no atomics and is deterministic too.
+//
+// Note [Batch-norm channel reductions]
+// A channel's statistics sum N*HW values. One block per channel would leave most SMs idle
+// (ResNet-50's 64-channel layers fill 64 of an H200's 132) and read NHWC with a stride of C.
+// So both layouts reduce in two stages, in an order fixed by the shape alone (deterministic):
+//  - NHWC is a column reduction (rows N*HW, columns C; cuda_reduce.cuh): 32 channels per
+//    block, every row read coalesced, chunks of rows across blocks, then the chunks in order;
+//  - NCHW gives each (channel, chunk) a block that reads contiguous runs of one image plane,
+//    and the chunk partials are added in chunk order by the same finish kernel.
+// The index walk is incremental (one divide per thread), not a 64-bit divide per value.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
 #include "core/cuda/cuda_kernels.h"
+#include "core/cuda/cuda_reduce.cuh"
 
 namespace ddpb::gpu {
 namespace {
@@ -32,25 +44,143 @@ struct Img {
   }
 };
 
-// Block `ch` walks channel ch's n * hw values; stats = mean | var | count.
-__global__ void bn_stats_kernel(const float* x, float* stats, Img s) {
+// ---- Per-channel reductions (Note [Batch-norm channel reductions]) --------------------
+
+// NCHW stage 1: about this many values per block, and at most ~1024 blocks in all.
+constexpr int64_t kValuesPerChunk = 4096;
+constexpr int64_t kMaxReduceBlocks = 1024;
+
+struct ChannelPlan {
+  int64_t chunks;     // blocks per channel
+  int64_t per_chunk;  // values (of the channel's n * hw) per block
+};
+
+ChannelPlan plan_channel_reduce(int64_t count, int64_t channels) {
+  const int64_t max_chunks =
+      std::max<int64_t>(1, kMaxReduceBlocks / std::max<int64_t>(channels, 1));
+  int64_t chunks =
+      std::clamp<int64_t>((count + kValuesPerChunk - 1) / kValuesPerChunk, 1, max_chunks);
+  const int64_t per_chunk = std::max<int64_t>(1, (count + chunks - 1) / chunks);
+  chunks = std::max<int64_t>(1, (count + per_chunk - 1) / per_chunk);
+  return {chunks, per_chunk};
+}
+
+// Block (ch, chunk) adds its values into outs.ptr[o][chunk * c + ch]. Loader:
+// __device__ void operator()(int64_t flat_index, int64_t ch, float* acc) const.
+template <int kOut, typename Loader>
+__global__ void channel_partial_kernel(Loader load, Img s, int64_t per_chunk, ColumnOutputs outs) {
   __shared__ float shared[kWarpSize];
-  const int64_t ch = blockIdx.x;
+  const int64_t ch = blockIdx.x, chunk = blockIdx.y;
   const int64_t count = s.n * s.hw;
-  float sum = 0.0f;
-  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) sum += x[s.at(r / s.hw, ch, r % s.hw)];
-  const float mu = block_reduce_sum(sum, shared) / static_cast<float>(count);
-  float m2 = 0.0f;
-  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
-    const float d = x[s.at(r / s.hw, ch, r % s.hw)] - mu;
-    m2 += d * d;
+  const int64_t end = min(count, (chunk + 1) * per_chunk);
+  float acc[kOut];
+  for (int o = 0; o < kOut; ++o) acc[o] = 0.0f;
+  int64_t r = chunk * per_chunk + threadIdx.x;
+  int64_t i = r / s.hw, j = r - i * s.hw;
+  const int64_t step_i = blockDim.x / s.hw, step_j = blockDim.x - step_i * s.hw;
+  for (; r < end; r += blockDim.x) {
+    load((i * s.c + ch) * s.hw + j, ch, acc);
+    i += step_i;
+    j += step_j;
+    if (j >= s.hw) {
+      j -= s.hw;
+      ++i;
+    }
   }
-  m2 = block_reduce_sum(m2, shared);
-  if (threadIdx.x == 0) {
-    stats[ch] = mu;
-    stats[s.c + ch] = m2 / static_cast<float>(count);
-    if (ch == 0) stats[2 * s.c] = static_cast<float>(count);
+  for (int o = 0; o < kOut; ++o) {
+    const float total = block_reduce_sum(acc[o], shared);
+    if (threadIdx.x == 0) outs.ptr[o][chunk * s.c + ch] = total;
   }
+}
+
+// The column reduction's loader for NHWC: row = image * hw + position, col = channel.
+template <typename Loader>
+struct NhwcRows {
+  Loader load;
+  int64_t c;
+  __device__ __forceinline__ void operator()(int64_t row, int64_t col, float* acc) const {
+    load(row * c + col, col, acc);
+  }
+};
+
+int64_t channel_reduce_scratch_floats(const ImageExtents& e, int outputs) {
+  if (e.nhwc) return column_reduce_scratch_floats(e.n * e.hw, e.c, outputs);
+  const ChannelPlan plan = plan_channel_reduce(e.n * e.hw, e.c);
+  return plan.chunks > 1 ? outputs * plan.chunks * e.c : 0;
+}
+
+// outs.ptr[o][ch] = the sum over channel ch's n * hw values of what `load` adds into acc[o].
+template <int kOut, typename Loader>
+void launch_channel_reduce(const Loader& load, const ImageExtents& e, ColumnOutputs outs,
+                           float* scratch, cudaStream_t stream) {
+  if (e.c == 0) return;
+  if (e.n * e.hw == 0) {  // nothing to add: every sum is 0
+    for (int o = 0; o < kOut; ++o) launch_fill(outs.ptr[o], e.c, 0.0f, stream);
+    return;
+  }
+  if (e.nhwc) {
+    launch_column_reduce<kOut>(NhwcRows<Loader>{load, e.c}, e.n * e.hw, e.c, outs, scratch, stream);
+    return;
+  }
+  const ChannelPlan plan = plan_channel_reduce(e.n * e.hw, e.c);
+  DDPB_CHECK(e.c <= INT32_MAX && plan.chunks <= 65535)
+      << "batch-norm reduction over " << e.c << " channels exceeds the grid";
+  const dim3 grid(static_cast<unsigned>(e.c), static_cast<unsigned>(plan.chunks));
+  const Img img{e.n, e.c, e.hw, false};
+  if (plan.chunks == 1) {
+    channel_partial_kernel<kOut>
+        <<<grid, kChannelBlock, 0, stream>>>(load, img, plan.per_chunk, outs);
+    CUDA_LAUNCH_CHECK() << "channel_partial_kernel";
+    return;
+  }
+  DDPB_CHECK(scratch != nullptr) << "batch-norm reduction needs scratch";
+  ColumnOutputs partial{};
+  for (int o = 0; o < kOut; ++o) partial.ptr[o] = scratch + o * plan.chunks * e.c;
+  channel_partial_kernel<kOut>
+      <<<grid, kChannelBlock, 0, stream>>>(load, img, plan.per_chunk, partial);
+  CUDA_LAUNCH_CHECK() << "channel_partial_kernel";
+  column_finish_kernel<kOut>
+      <<<elementwise_blocks(e.c), kElementwiseBlock, 0, stream>>>(scratch, plan.chunks, e.c, outs);
+  CUDA_LAUNCH_CHECK() << "column_finish_kernel";
+}
+
+struct SumLoader {
+  const float* x;
+  __device__ __forceinline__ void operator()(int64_t e, int64_t, float* acc) const {
+    acc[0] += x[e];
+  }
+};
+
+// Squared deviations from the mean, which stats[0..c) holds as a sum until bn_mean_kernel.
+struct SquaredDeviationLoader {
+  const float* x;
+  const float* mean;
+  __device__ __forceinline__ void operator()(int64_t e, int64_t ch, float* acc) const {
+    const float d = x[e] - mean[ch];
+    acc[0] += d * d;
+  }
+};
+
+// sum(dy) and sum(dy * (x - mean)).
+struct BackwardLoader {
+  const float* dy;
+  const float* x;
+  const float* mean;
+  __device__ __forceinline__ void operator()(int64_t e, int64_t ch, float* acc) const {
+    const float g = dy[e];
+    acc[0] += g;
+    acc[1] += g * (x[e] - mean[ch]);
+  }
+};
+
+// values[ch] /= divisor, or *= scales[ch] when given; with count_out, also *count_out = count.
+__global__ void scale_channels_kernel(float* values, int64_t channels, float divisor,
+                                      const float* scales, float* count_out, float count) {
+  const int64_t ch = global_thread_index();
+  if (ch < channels) {
+    values[ch] = scales != nullptr ? values[ch] * scales[ch] : values[ch] / divisor;
+  }
+  if (ch == 0 && count_out != nullptr) *count_out = count;
 }
 
 __global__ void bn_gather_stats_kernel(const float* stats, int64_t groups, int64_t channels,
@@ -95,26 +225,6 @@ __global__ void bn_elemt_kernel(const float* x, const float* mean, const float* 
     const int64_t ch = s.channel(i);
     const float a = invstd[ch] * weight[ch];
     y[i] = (x[i] - mean[ch]) * a + bias[ch];
-  }
-}
-
-// sums = sum(dy) | sum(dy * xhat), one block per channel.
-__global__ void bn_backward_reduce_kernel(const float* dy, const float* x, const float* mean,
-                                          const float* invstd, float* sums, Img s) {
-  __shared__ float shared[kWarpSize];
-  const int64_t ch = blockIdx.x;
-  const float mu = mean[ch];
-  float sum = 0.0f, s_xmu = 0.0f;
-  for (int64_t r = threadIdx.x; r < s.n * s.hw; r += blockDim.x) {
-    const int64_t at = s.at(r / s.hw, ch, r % s.hw);
-    sum += dy[at];
-    s_xmu += dy[at] * (x[at] - mu);
-  }
-  sum = block_reduce_sum(sum, shared);
-  s_xmu = block_reduce_sum(s_xmu, shared);
-  if (threadIdx.x == 0) {
-    sums[ch] = sum;
-    sums[s.c + ch] = s_xmu * invstd[ch];
   }
 }
 
@@ -223,15 +333,37 @@ __global__ void nchw_to_nhwc_kernel(const float* x, float* y, Img s) {
   }
 }
 
+__global__ void nhwc_to_nchw_kernel(const float* x, float* y, Img s) {
+  const int64_t total = s.n * s.c * s.hw;
+  for (int64_t e = global_thread_index(); e < total; e += global_thread_count()) {
+    const int64_t j = e % s.hw, ch = (e / s.hw) % s.c, i = e / (s.c * s.hw);
+    y[e] = x[(i * s.hw + j) * s.c + ch];  // indexed by the output: coalesced writes
+  }
+}
+
 }  // namespace
 
 // ============================== launchers ============================================
 
-void launch_batch_norm_stats(const float* x, float* stats, const ImageExtents& e,
+int64_t batch_norm_stats_scratch_floats(const ImageExtents& e) {
+  return channel_reduce_scratch_floats(e, 1);
+}
+
+// stats = mean | var | count: the sum, the mean, the squared deviations, the variance.
+void launch_batch_norm_stats(const float* x, float* stats, const ImageExtents& e, float* scratch,
                              cudaStream_t stream) {
-  bn_stats_kernel<<<static_cast<unsigned>(e.c), kChannelBlock, 0, stream>>>(
-      x, stats, Img{e.n, e.c, e.hw, e.nhwc});
-  CUDA_LAUNCH_CHECK() << "bn_stats_kernel";
+  const int64_t count = e.n * e.hw;
+  const float divisor = static_cast<float>(count);
+  const unsigned blocks = elementwise_blocks(e.c);
+  launch_channel_reduce<1>(SumLoader{x}, e, ColumnOutputs{{stats, nullptr}}, scratch, stream);
+  scale_channels_kernel<<<blocks, kElementwiseBlock, 0, stream>>>(stats, e.c, divisor, nullptr,
+                                                                  nullptr, 0.0f);
+  CUDA_LAUNCH_CHECK() << "scale_channels_kernel (mean)";
+  launch_channel_reduce<1>(SquaredDeviationLoader{x, stats}, e,
+                           ColumnOutputs{{stats + e.c, nullptr}}, scratch, stream);
+  scale_channels_kernel<<<blocks, kElementwiseBlock, 0, stream>>>(
+      stats + e.c, e.c, divisor, nullptr, stats + 2 * e.c, divisor);
+  CUDA_LAUNCH_CHECK() << "scale_channels_kernel (variance)";
 }
 
 void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t channels, float eps,
@@ -252,12 +384,19 @@ void launch_batch_norm_elemt(const float* x, const float* mean, const float* inv
   CUDA_LAUNCH_CHECK() << "bn_elemt_kernel";
 }
 
+int64_t batch_norm_backward_reduce_scratch_floats(const ImageExtents& e) {
+  return channel_reduce_scratch_floats(e, 2);
+}
+
+// sums = sum(dy) | sum(dy * xhat) = sum(dy * (x - mean)) * invstd.
 void launch_batch_norm_backward_reduce(const float* dy, const float* x, const float* mean,
                                        const float* invstd, float* sums, const ImageExtents& e,
-                                       cudaStream_t stream) {
-  bn_backward_reduce_kernel<<<static_cast<unsigned>(e.c), kChannelBlock, 0, stream>>>(
-      dy, x, mean, invstd, sums, Img{e.n, e.c, e.hw, e.nhwc});
-  CUDA_LAUNCH_CHECK() << "bn_backward_reduce_kernel";
+                                       float* scratch, cudaStream_t stream) {
+  launch_channel_reduce<2>(BackwardLoader{dy, x, mean}, e, ColumnOutputs{{sums, sums + e.c}},
+                           scratch, stream);
+  scale_channels_kernel<<<elementwise_blocks(e.c), kElementwiseBlock, 0, stream>>>(
+      sums + e.c, e.c, 1.0f, invstd, nullptr, 0.0f);
+  CUDA_LAUNCH_CHECK() << "scale_channels_kernel (backward)";
 }
 
 void launch_batch_norm_backward_elemt(const float* dy, const float* x, const float* mean,
@@ -303,6 +442,12 @@ void launch_nchw_to_nhwc(const float* x, float* y, const ImageExtents& e, cudaSt
   nchw_to_nhwc_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0, stream>>>(
       x, y, Img{e.n, e.c, e.hw, true});
   CUDA_LAUNCH_CHECK() << "nchw_to_nhwc_kernel";
+}
+
+void launch_nhwc_to_nchw(const float* x, float* y, const ImageExtents& e, cudaStream_t stream) {
+  nhwc_to_nchw_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0, stream>>>(
+      x, y, Img{e.n, e.c, e.hw, false});
+  CUDA_LAUNCH_CHECK() << "nhwc_to_nchw_kernel";
 }
 
 }  // namespace ddpb::gpu

@@ -649,6 +649,38 @@ TEST_F(CudaParity, BatchNormTrainingAndEvalAndSyncDecomposition) {
        kExact});
 }
 
+// Shapes whose per-channel sums take the two-stage paths (Note [Batch-norm channel
+// reductions]): several chunks per channel in NCHW, planes smaller and larger than a block,
+// several column tiles and row chunks in NHWC, a channel count that is no multiple of 32.
+TEST_F(CudaParity, BatchNormReductionsOverManyChunksInBothLayouts) {
+  struct Case {
+    int64_t n, c, h;
+  };
+  for (const Case& s : std::vector<Case>{{16, 3, 40}, {256, 4, 5}, {8, 40, 20}, {2, 70, 1}}) {
+    for (const auto layout : {ops::ImageLayout::NCHW, ops::ImageLayout::NHWC}) {
+      const int64_t numel = s.n * s.c * s.h * s.h;
+      const auto x = uniform(numel, 70, 1.0f, 5.0f);  // offset: a two-pass variance is needed
+      const auto dy = uniform(numel, 71);
+      const Shape shape =
+          layout == ops::ImageLayout::NHWC ? Shape{s.n, s.h, s.h, s.c} : Shape{s.n, s.c, s.h, s.h};
+      const double terms = static_cast<double>(s.n * s.h * s.h);
+      expect_parity("batch norm reductions n" + std::to_string(s.n) + " c" + std::to_string(s.c) +
+                        " h" + std::to_string(s.h) +
+                        (layout == ops::ImageLayout::NHWC ? " nhwc" : " nchw"),
+                    [&](const Device& d) -> std::vector<Tensor> {
+                      Tensor xt = floats(x, shape, d), dyt = floats(dy, shape, d);
+                      Tensor stats = Tensor::empty({2 * s.c + 1}, DType::F32, d);
+                      ops::batch_norm_stats(xt, stats, layout);
+                      Tensor sums = Tensor::empty({2 * s.c}, DType::F32, d);
+                      ops::batch_norm_backward_reduce(dyt, xt, stats.flat_view(0, {s.c}),
+                                                      stats.flat_view(s.c, {s.c}), sums, layout);
+                      return {stats, sums};
+                    },
+                    {{1e-5, 1e-5}, {2e-6 * terms + 1e-5, 1e-4}});
+    }
+  }
+}
+
 // The same ops in NHWC (--channels-last): cuDNN with NHWC strides, the NHWC kernels.
 TEST_F(CudaParity, ChannelsLastImageOps) {
   const auto nhwc = ops::ImageLayout::NHWC;

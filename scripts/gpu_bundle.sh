@@ -8,7 +8,8 @@
 # BUILD_DIR is a build configured with -DDDPBENCH_CUDA=ON (CMAKE_CUDA_ARCHITECTURES "80;90",
 # the default). BUNDLE_DIR is emptied of what this script owns (bin/, lib/, scripts/,
 # MANIFEST.txt) and refilled:
-#   bin/          ddpbench, test_cuda_parity, test_dp, cuda_gemm_bench (those that exist;
+#   bin/          ddpbench, test_cuda_parity, test_dp, test_process_group_nccl, cuda_gemm_bench,
+#                 cuda_bn_bench (those that exist;
 #                 ddpbench is required), stripped of their symbol tables
 #   lib/          every shared library they load (ldd, transitive) except
 #                   - the CUDA libraries (libcuda, libcudart, libcublas*, libnccl, ...): the
@@ -22,13 +23,14 @@
 #   lib/glibc/    the glibc family and its loader (ld-linux-x86-64.so.2), for a GPU machine
 #                 whose glibc is older than ours (a "GLIBC_x not found" error): gpu_check.sh
 #                 then starts each binary through the bundled loader. Never on any path.
-#   scripts/      gpu_check.sh and the Python peers it runs (torch_gpt_step.py, torch_reference.py,
-#                 models.py, measure.py)
+#   scripts/      gpu_check.sh, its summary and projection helpers, and the Python peers it
+#                 runs (torch_gpt_step.py, torch_reference.py, models.py, measure.py)
 #   MANIFEST.txt  what was built (commit, date, CUDA architectures) and what needs what
 # It prints the size per folder, packs the folder into BUNDLE_DIR.tar.gz (what the device
-# tool carries) and fails when the archive exceeds LIMIT_MIB (default 60).
+# tool carries) and fails when the archive exceeds LIMIT_MIB (default 48: with the working
+# tree it must travel within the 64 MiB a GPU call carries).
 #
-# Environment: LIMIT_MIB (default 60), NO_STRIP=1 keeps symbol tables (bigger; nicer host
+# Environment: LIMIT_MIB (default 48), NO_STRIP=1 keeps symbol tables (bigger; nicer host
 # backtraces under compute-sanitizer).
 set -euo pipefail
 
@@ -40,7 +42,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 mkdir -p "$2"
 bundle=$(cd "$2" && pwd)
-limit_mib=${LIMIT_MIB:-60}
+limit_mib=${LIMIT_MIB:-48}
 
 # ---- Binaries ----------------------------------------------------------------------------
 # The first executable file called NAME under the build tree (targets may sit in bench/,
@@ -51,7 +53,7 @@ find_binary() {
     -type f -name "$1" -perm -u+x -print 2>/dev/null | sort | head -n 1
 }
 
-wanted=(ddpbench test_cuda_parity test_dp test_process_group_nccl cuda_gemm_bench)
+wanted=(ddpbench test_cuda_parity test_dp test_process_group_nccl cuda_gemm_bench cuda_bn_bench)
 bins=()
 for name in "${wanted[@]}"; do
   path=$(find_binary "$name")
@@ -149,7 +151,8 @@ if [[ ";$archs;" != *";90"* && "$archs" != all* && "$archs" != native ]]; then
 fi
 
 # ---- Scripts -----------------------------------------------------------------------------
-cp "$root/scripts/gpu_check.sh" "$bundle/scripts/"
+cp "$root/scripts/gpu_check.sh" "$root/scripts/gpu_check_summary.py" \
+   "$root/scripts/gpu_check_projection.py" "$bundle/scripts/"
 cp "$root/scripts/peer/torch_gpt_step.py" "$root/scripts/peer/torch_reference.py" \
    "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" "$bundle/scripts/peer/"
 

@@ -7,20 +7,30 @@
 #   scripts/gpu_check.sh --prebuilt DIR   use a bundle made by scripts/gpu_bundle.sh, the folder
 #                                         or its .tar.gz, which is unpacked first (no build;
 #                                         for a GPU machine without our Debian packages)
-# Options: --budget SECONDS (default $BUDGET_S or 330): the whole check after the build;
-#          every step runs under `timeout`, capped by what is left of the budget. The steps
-#          run in the order of their value (binaries and libraries, the CUDA tests, the runs
-#          and GEMMs of the GPU targets table, PyTorch side by side, then the suite and
-#          compute-sanitizer only with the time that remains), so that with the machine's
-#          start the check fits a 15-minute GPU window twice: at most 6 minutes.
-# Environment: OUT (default ./gpu_check_out) gets the logs, every run record and
-#   gpu_check.json; PYTHON (default python3; the PyTorch step takes the first of $PYTHON,
+# Options: --budget SECONDS (default $BUDGET_S or 420): the whole check after the build;
+#          every step runs under `timeout`, capped by what is left of the budget, and a step
+#          the budget leaves out is WARN (not run), not FAIL. The steps run in the order of
+#          their value (binaries and libraries, the CUDA tests, the runs and benchmarks of the
+#          GPU targets table, PyTorch side by side, then the projection, the suite and
+#          compute-sanitizer with the time that remains): with a machine start of 1-2
+#          minutes, a first call fits 7 minutes of a 15-minute GPU window.
+#          --only TAG,...: only these steps (globs on the tags: test_cuda_parity, test_dp_cuda,
+#          test_process_group_nccl, the run tags such as single-resnet50 or 'ddp-*', gemm,
+#          bn-bench, pytorch, pytorch-resnet50, projection, suite, memcheck, racecheck), for
+#          a short second call after fixes; libraries and device always run.
+# Output (Note [GPU check evidence]): the steps write into GPU_CHECK_WORK (default
+#   $TMPDIR/gpu_check, emptied first); OUT (default ./gpu_check_out) gets exactly four files,
+#   also on an early exit or a signal: gpu_check.json (steps, training, targets), summary.txt
+#   (every table), failures.txt (the last 40 lines of each failed step's log) and
+#   gpu_check.tgz (the whole work folder: logs, run records, the suite). The last screen is
+#   the targets table, the step table and the first lines of each failure.
+# Environment: PYTHON (default python3; the PyTorch step takes the first of $PYTHON,
 #   python3, python, /usr/bin/python3 that imports torch);
 #   BUILD_DIR (default build/gpu), JOBS (build parallelism, default nproc).
 #   GPU_CHECK_SELFTEST=1 tests this script on a machine without a GPU: no device probe, every
 #   run on the CPU with small stand-ins (mlp-small for mlp-wide, gpt-tiny for gpt2-small, a
 #   1-layer seq-64 PyTorch model), 2 steps. Its numbers mean nothing and it still fails (the
-#   CUDA tests skip, cuda_gemm_bench finds no device): it only exercises every code path.
+#   CUDA tests skip, the CUDA benchmarks find no device): it only exercises every code path.
 #
 # Steps (each prints a "== [k] ..." header):
 #   libraries   (--prebuilt) resolves the bundle's shared libraries against this machine:
@@ -42,7 +52,11 @@
 #               --mode dp over cuda:0,cuda:0 (two logical replicas) on mlp-small; DDP on
 #               mlp-small over Gloo (2 ranks on cuda:0) and NCCL (world size 1), each also
 #               with --comm-hook powersgd
-#   gemm        cuda_gemm_bench: ddpb::ops::gemm vs cuBLAS on gpt2-small/mlp-wide shapes
+#               (parity tests and runs with CUDNN_LOGLEVEL_DBG=2: cuDNN says why a plan fails)
+#   gemm        cuda_gemm_bench: ddpb::ops::gemm vs cuBLAS on gpt2-small/mlp-wide shapes, and
+#               the cost of the separate activation pass (Note [GEMM epilogues keep NaN])
+#   bn-bench    cuda_bn_bench: the batch-norm kernels at resnet50's shapes, NCHW and NHWC,
+#               against the copy bandwidth
 #   pytorch     scripts/peer/torch_gpt_step.py: gpt2-small eager step, fp32, tf32 and bf16
 #               (autocast), with matmul+softmax attention (ddpbench's algorithm) and, where PyTorch has it,
 #               scaled_dot_product_attention; the ratio ddpbench / PyTorch uses ddpbench's
@@ -53,22 +67,25 @@
 #   suite       ddpbench suite on CUDA: mlp-small and gpt-tiny, single/DP/DDP (NCCL) at world
 #               size 1, correctness against single, suite.json and report.html
 #   memcheck    compute-sanitizer --tool memcheck on a few parity tests, when installed
-#   racecheck   compute-sanitizer --tool racecheck on the shared-memory kernels' tests
-#               (last, so that a slow sanitizer cannot eat the budget of the rest; a timeout
-#               is a warning, a reported error fails the check)
-#   summary     tables on stdout and $OUT/gpu_check.json
+#   racecheck   compute-sanitizer --tool racecheck on the shared-memory kernels' tests, our
+#               kernels only (names holding "ddpb"); last, so that a slow sanitizer cannot eat
+#               the budget of the rest. A timeout is WARN, a sanitizer that refuses the device
+#               INFO, a reported error FAIL
+#   summary     scripts/gpu_check_summary.py: gpu_check.json and summary.txt, the targets table
 # Exit: 0 when every step passed, 1 otherwise (2: bad arguments).
 set -uo pipefail
 
 script_dir=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$script_dir/.." && pwd)
 prebuilt=""
-budget=${BUDGET_S:-330}
+budget=${BUDGET_S:-420}
+only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --prebuilt) prebuilt=${2:?--prebuilt needs a bundle directory or .tar.gz}; shift 2 ;;
     --budget) budget=${2:?--budget needs seconds}; shift 2
               [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_check: --budget takes whole seconds" >&2; exit 2; } ;;
+    --only) only=${2:?--only needs step tags, comma-separated}; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -77,7 +94,19 @@ done
 OUT=${OUT:-./gpu_check_out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-: > "$OUT/steps.tsv"
+# Note [GPU check evidence]: every step writes into the scratch folder $work; at the end, and on
+# any early exit (the EXIT trap), deliver puts at most four files into $OUT (no folders):
+# gpu_check.json, gpu_check.tgz (all of $work), summary.txt and failures.txt, because the GPU
+# call returns at most 8 files of 16 MiB each, 2 folders deep, and the last 12,000 characters
+# of output. The last screen is the targets table, the step table and each failure's head.
+work=${GPU_CHECK_WORK:-${TMPDIR:-/tmp}/gpu_check}
+rm -rf "$work"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+: > "$work/steps.tsv"
+summary_done=0
+trap deliver EXIT
+trap 'exit 1' INT TERM HUP
 PYTHON=${PYTHON:-python3}
 # NCCL's own warnings, not its INFO chatter, in the log of every run.
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -90,26 +119,91 @@ header() {
   echo
   echo "== [$step_no] $1  (elapsed $((SECONDS - clock_start)) s of $budget s)"
 }
-# record NAME STATUS SECONDS DETAIL: STATUS is PASS, FAIL, WARN or INFO (only FAIL fails).
+# record NAME STATUS SECONDS DETAIL [LOG]: STATUS is PASS, FAIL, WARN or INFO (only FAIL
+# fails); LOG is the step's log, whose tail failures.txt carries when the step failed.
 record() {
   local detail=${4//$'\t'/ }
   detail=${detail//$'\n'/; }
-  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$detail" >> "$OUT/steps.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$detail" "${5:-}" >> "$work/steps.tsv"
   echo "-- $1: $2${4:+ ($detail)}"
 }
-# $OUT/gpu_check.json from steps.tsv alone (an early stop, or no Python for the full summary).
+# selected TAG: whether --only names this step (comma-separated globs; all when not given).
+selected() {
+  [[ -z "$only" ]] && return 0
+  local pattern
+  IFS=, read -r -a patterns <<<"$only"
+  for pattern in "${patterns[@]}"; do
+    # shellcheck disable=SC2053  # a glob on purpose
+    [[ "$1" == $pattern ]] && return 0
+  done
+  return 1
+}
+# $work/gpu_check.json from steps.tsv alone (an early stop, or no Python for the full summary).
 write_steps_json() {
   local n s secs d sep=""
   {
     printf '{"schema_version": 1, "kind": "gpu_check", "ok": %s, "steps": [' \
-      "$(grep -q $'\tFAIL\t' "$OUT/steps.tsv" && echo false || echo true)"
-    while IFS=$'\t' read -r n s secs d; do
+      "$(grep -q $'\tFAIL\t' "$work/steps.tsv" && echo false || echo true)"
+    while IFS=$'\t' read -r n s secs d _; do
       d=${d//\\/\\\\}
       printf '%s{"step": "%s", "status": "%s", "seconds": %s, "detail": "%s"}' "$sep" "$n" "$s" "$secs" "${d//\"/\\\"}"
       sep=", "
-    done < "$OUT/steps.tsv"
+    done < "$work/steps.tsv"
     printf ']}\n'
-  } > "$OUT/gpu_check.json"
+  } > "$work/gpu_check.json"
+}
+# The step table from steps.tsv: name, status, seconds and the detail cut to fit a screen.
+step_table() {
+  printf '%-30s %-6s %4s  %s\n' step status s detail
+  local n st secs d
+  while IFS=$'\t' read -r n st secs d _; do
+    printf '%-30s %-6s %4s  %s\n' "${n:0:30}" "$st" "$secs" "${d:0:80}"
+  done < "$work/steps.tsv"
+}
+# failures.txt: per failed step its detail and the last 40 lines of its log.
+write_failures() {
+  local n st secs d log
+  while IFS=$'\t' read -r n st secs d log; do
+    [[ "$st" == FAIL ]] || continue
+    echo "== $n: $d"
+    if [[ -n "$log" && -f "$log" ]]; then tail -n 40 "$log"; else echo "(no log)"; fi
+    echo
+  done < "$work/steps.tsv"
+}
+# The EXIT trap (Note [GPU check evidence]).
+deliver() {
+  local rc=$?
+  trap - EXIT
+  [[ $summary_done == 1 && -f "$work/gpu_check.json" ]] || write_steps_json
+  [[ -f "$work/summary.txt" ]] || step_table > "$work/summary.txt"
+  write_failures > "$work/failures.txt"
+  local f
+  for f in gpu_check.json summary.txt failures.txt; do cp "$work/$f" "$OUT/$f"; done
+  # Every log and record, not the suite's parameter dumps (safetensors: megabytes of floats
+  # that the correctness verdict in suite.json already judged); should that still pass the
+  # per-file limit, without the files over 1 MiB.
+  tar -C "$(dirname "$work")" --exclude='*.safetensors' -czf "$OUT/gpu_check.tgz" \
+    "$(basename "$work")" 2>/dev/null
+  if (( $(stat -c %s "$OUT/gpu_check.tgz" 2>/dev/null || echo 0) > 15 * 1048576 )); then
+    (cd "$(dirname "$work")" &&
+       find "$(basename "$work")" -type f -size -1048577c ! -name '*.safetensors' -print0 |
+       tar --null -T - -czf "$OUT/gpu_check.tgz")
+  fi
+  echo
+  echo "== steps"
+  step_table
+  if grep -q $'\tFAIL\t' "$work/steps.tsv"; then
+    echo
+    echo "== failures (the first lines of each; all of them in failures.txt)"
+    # Each section's header and its telling lines (a failed test, an error), at most 2.
+    awk '/^== / {shown = 0; print substr($0, 1, 140); next}
+         shown < 2 && /FAILED|[Ee]rror|[Ff]ailure|Expected|SKIPPED|not found|what\(\)/ {
+           print "    " substr($0, 1, 130); shown++
+         }' "$work/failures.txt" | head -c 4000
+    echo "gpu_check: FAILED: $(awk -F'\t' '$2 == "FAIL" {printf "%s%s", sep, $1; sep=", "}' "$work/steps.tsv")" >&2
+  fi
+  echo "gpu_check: exit $rc; wrote $(cd "$OUT" && ls | tr '\n' ' ')in $OUT"
+  exit "$rc"
 }
 # Stops the check: one line on stderr, the steps so far in gpu_check.json, exit 1.
 fail_fast() {
@@ -202,11 +296,11 @@ PY
       echo "found $lib in $(dirname "$found")"
       [[ ":$ld_path:" == *":$(dirname "$found"):"* ]] || ld_path="$ld_path:$(dirname "$found")"
     done < <(timeout 6 find "${roots[@]}" -maxdepth 6 \( -false "${names[@]}" \) \
-               \( -type f -o -type l \) -print 2>/dev/null | tee "$OUT/found-libs.txt")
+               \( -type f -o -type l \) -print 2>/dev/null | tee "$work/found-libs.txt")
     missing=$(missing_libs "$dir/bin")
     if [[ -n "${missing// }" ]]; then
       local older
-      older=$(grep -m 1 'libcudart.so.12' "$OUT/found-libs.txt")
+      older=$(grep -m 1 'libcudart.so.12' "$work/found-libs.txt")
       [[ -n "$older" && "$missing" == *".so.13"* ]] &&
         echo "this machine has CUDA 12 libraries only ($older); the bundle needs CUDA 13's"
       record libraries FAIL $((SECONDS - t0)) "not found on this machine: $missing"
@@ -264,23 +358,23 @@ build_local() {
   header "build (CUDA, $build_dir)"
   local t0=$SECONDS targets=(ddpbench test_cuda_parity test_dp test_process_group_nccl)
   if ! cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA=ON \
-      > "$OUT/build.log" 2>&1; then
-    tail -n 30 "$OUT/build.log"
-    record build FAIL $((SECONDS - t0)) "configure failed (see $OUT/build.log)"
-    fail_fast "CUDA configure failed (see $OUT/build.log)"
+      > "$work/build.log" 2>&1; then
+    tail -n 30 "$work/build.log"
+    record build FAIL $((SECONDS - t0)) "configure failed (see $work/build.log)"
+    fail_fast "CUDA configure failed (see $work/build.log)"
   fi
   if ! timeout 3600 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" \
-      >> "$OUT/build.log" 2>&1; then
-    tail -n 30 "$OUT/build.log"
-    record build FAIL $((SECONDS - t0)) "build failed (see $OUT/build.log)"
-    fail_fast "CUDA build failed (see $OUT/build.log)"
+      >> "$work/build.log" 2>&1; then
+    tail -n 30 "$work/build.log"
+    record build FAIL $((SECONDS - t0)) "build failed (see $work/build.log)"
+    fail_fast "CUDA build failed (see $work/build.log)"
   fi
   # Separately: an older tree without bench/micro/cuda.cmake has no such target.
   if timeout 1800 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target cuda_gemm_bench \
-      >> "$OUT/build.log" 2>&1; then
+      >> "$work/build.log" 2>&1; then
     targets+=(cuda_gemm_bench)
   else
-    echo "cuda_gemm_bench did not build (see $OUT/build.log); the GEMM step will fail"
+    echo "cuda_gemm_bench did not build (see $work/build.log); the GEMM step will fail"
   fi
   record build INFO $((SECONDS - t0)) "built ${targets[*]}"
   build_root=$build_dir
@@ -340,10 +434,10 @@ gpu_count=0
 smi_note=""
 if command -v nvidia-smi >/dev/null 2>&1; then
   if smi=$(timeout 20 nvidia-smi -L 2>&1); then
-    echo "$smi" | tee "$OUT/device.txt"
+    echo "$smi" | tee "$work/device.txt"
     gpu_count=$(grep -c '^GPU [0-9]' <<<"$smi")
     timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit \
-      --format=csv 2>/dev/null | tee -a "$OUT/device.txt"
+      --format=csv 2>/dev/null | tee -a "$work/device.txt"
   else
     smi_note="nvidia-smi -L failed: $(head -n 1 <<<"$smi")"
   fi
@@ -392,7 +486,7 @@ if [[ $probe_rc -ne 0 ]]; then
 fi
 (( gpu_count > 0 )) || gpu_count=1  # nvidia-smi missing, but ddpbench ran on cuda:0
 [[ $selftest == 1 ]] && echo "(selftest: ran on $device)"
-record device PASS $((SECONDS - t0)) "$gpu_count GPU(s): $(head -n 1 "$OUT/device.txt" 2>/dev/null || echo 'cuda:0 usable')"
+record device PASS $((SECONDS - t0)) "$gpu_count GPU(s): $(head -n 1 "$work/device.txt" 2>/dev/null || echo 'cuda:0 usable')"
 
 # ---- Tests -------------------------------------------------------------------------------
 # gtest names on lines like "[  SKIPPED ] Suite.Name (3 ms)", without the summary headers.
@@ -403,27 +497,31 @@ gtest_names() {
 
 run_gtest() {  # NAME BINARY FILTER WANT_S
   local name=$1 bin=$2 filter=$3 want=$4 t rc
+  selected "$name" || return 0
   header "$name"
   if [[ -z "$bin" || ! -x "$bin" ]]; then record "$name" FAIL 0 "binary not found"; return; fi
-  if ! t=$(step_timeout "$want"); then record "$name" FAIL 0 "not run: time budget exhausted"; return; fi
-  local log="$OUT/$name.log" t0=$SECONDS
+  if ! t=$(step_timeout "$want"); then record "$name" WARN 0 "not run: time budget exhausted"; return; fi
+  local log="$work/$name.log" t0=$SECONDS
   echo "filter: $filter"
-  timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$bin" --gtest_filter="$filter" \
-    --gtest_color=no 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
+  # cuDNN says why an engine or plan fails (Note [cuDNN engine choice]).
+  CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr \
+    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$bin" --gtest_filter="$filter" \
+    --gtest_color=no > "$log" 2>&1
+  rc=$?
+  grep -E '^\[ +(FAILED|SKIPPED) +\] [A-Za-z_]' "$log" | head -n 20
   local passed skipped failed
   passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   skipped=$(gtest_names SKIPPED "$log")
   failed=$(gtest_names FAILED "$log")
   local secs=$((SECONDS - t0))
   if [[ $rc -ne 0 ]]; then
-    record "$name" FAIL "$secs" "$(timeout_text "$rc" "$t")${failed:+; failed: $failed}"
+    record "$name" FAIL "$secs" "$(timeout_text "$rc" "$t")${failed:+; failed: $failed}" "$log"
   elif [[ -n "$skipped" ]]; then
-    record "$name" FAIL "$secs" "skipped on a GPU machine (nothing tested): $skipped"
+    record "$name" FAIL "$secs" "skipped on a GPU machine (nothing tested): $skipped" "$log"
   elif [[ "${passed:-0}" -eq 0 ]]; then
-    record "$name" FAIL "$secs" "no test ran"
+    record "$name" FAIL "$secs" "no test ran" "$log"
   else
-    record "$name" PASS "$secs" "$passed passed, 0 skipped"
+    record "$name" PASS "$secs" "$passed passed, 0 skipped" "$log"
   fi
 }
 
@@ -443,17 +541,20 @@ run_gtest test_process_group_nccl "$(bin_path test_process_group_nccl)" "*$nccl_
 run_train() {  # NAME TAG WANT_S ddpbench-run-args...
   local name=$1 tag=$2 want=$3 t rc
   shift 3
+  selected "$tag" || return 0
   header "$name"
-  if ! t=$(step_timeout "$want"); then record "$name" FAIL 0 "not run: time budget exhausted"; return; fi
-  local log="$OUT/$tag.log" t0=$SECONDS
-  timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" run "$@" --steps "$steps" \
-    --warmup "$warmup" --quiet --out "$OUT/$tag.json" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
+  if ! t=$(step_timeout "$want"); then record "$name" WARN 0 "not run: time budget exhausted"; return; fi
+  local log="$work/$tag.log" t0=$SECONDS
+  CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr \
+    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" run "$@" --steps "$steps" \
+    --warmup "$warmup" --quiet --out "$work/$tag.json" > "$log" 2>&1
+  rc=$?
+  grep -m 1 '^summary:' "$log"
   local secs=$((SECONDS - t0))
-  if [[ $rc -ne 0 || ! -f "$OUT/$tag.json" ]]; then
-    record "$name" FAIL "$secs" "$(timeout_text "$rc" "$t"): $(grep -m 1 -E 'error|failed' "$log" || tail -n 1 "$log")"
+  if [[ $rc -ne 0 || ! -f "$work/$tag.json" ]]; then
+    record "$name" FAIL "$secs" "$(timeout_text "$rc" "$t"): $(grep -m 1 -E 'error|failed' "$log" || tail -n 1 "$log")" "$log"
   else
-    record "$name" PASS "$secs" "$(grep -m 1 -oE 'median step [0-9.]+ ms' "$log")"
+    record "$name" PASS "$secs" "$(grep -m 1 -oE 'median step [0-9.]+ ms' "$log")" "$log"
   fi
 }
 
@@ -477,7 +578,7 @@ run_train "single gpt-tiny graph" single-gpt-tiny-graph 60 --mode single \
   --workload gpt-tiny --device "$device" --cuda-graph
 run_train "dp mlp-small $dp_devices" dp-mlp-small 60 --mode dp --world-size 2 \
   --devices "$dp_devices" --workload mlp-small
-grep -h '^phases' "$OUT/dp-mlp-small.log" 2>/dev/null | sed 's/^/dp per-phase /'
+grep -h '^phases' "$work/dp-mlp-small.log" 2>/dev/null | sed 's/^/dp per-phase /'
 # DDP: two ranks sharing the GPU must use Gloo (NCCL refuses them); NCCL at world size 1.
 run_train "ddp gloo 2 ranks on cuda:0" ddp-gloo-mlp-small 90 --mode ddp --world-size 2 \
   --devices "cuda:0,cuda:0" --backend gloo --workload mlp-small
@@ -492,124 +593,152 @@ run_train "ddp powersgd gloo 2 ranks" ddp-powersgd-gloo 90 --mode ddp --world-si
   --devices "cuda:0,cuda:0" --backend gloo --workload mlp-small --comm-hook powersgd \
   --powersgd-start-iter 2
 
-# ---- GEMM table --------------------------------------------------------------------------
-header "gemm table (cuda_gemm_bench)"
-gemm_bin=$(bin_path cuda_gemm_bench)
-t0=$SECONDS
-if [[ -z "$gemm_bin" || ! -x "$gemm_bin" ]]; then
-  record gemm FAIL 0 "cuda_gemm_bench not built (include bench/micro/cuda.cmake from bench/micro/CMakeLists.txt)"
-elif ! t=$(step_timeout 150); then
-  record gemm FAIL 0 "not run: time budget exhausted"
-else
-  timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$gemm_bin" --json "$OUT/cuda_gemm_bench.json" \
-    2>&1 | tee "$OUT/cuda_gemm_bench.log"
-  rc=${PIPESTATUS[0]}
-  if [[ $rc -ne 0 ]]; then
-    record gemm FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(grep -m 1 'cuda_gemm_bench:' "$OUT/cuda_gemm_bench.log")"
+# ---- Micro-benchmarks: GEMM and batch norm ------------------------------------------------
+# run_bench TAG BINARY WANT_S ROWS_REGEX: a plain-main benchmark writing $work/TAG.json.
+run_bench() {
+  local tag=$1 bin=$2 want=$3 rows=$4 t rc t0=$SECONDS log="$work/$2.log"
+  selected "$tag" || return 0
+  header "$tag ($bin)"
+  local path
+  path=$(bin_path "$bin")
+  if [[ -z "$path" || ! -x "$path" ]]; then
+    record "$tag" FAIL 0 "$bin not built (bench/micro/cuda.cmake)"
+  elif ! t=$(step_timeout "$want"); then
+    record "$tag" WARN 0 "not run: time budget exhausted"
   else
-    record gemm PASS $((SECONDS - t0)) "$(grep -c '^gpt2-small\|^mlp-wide' "$OUT/cuda_gemm_bench.log") rows"
+    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$path" --json "$work/$bin.json" \
+      > "$log" 2>&1
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      record "$tag" FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(grep -m 1 "$bin:" "$log")" "$log"
+    else
+      record "$tag" PASS $((SECONDS - t0)) "$(grep -cE "$rows" "$log") rows" "$log"
+    fi
   fi
-fi
+}
+run_bench gemm cuda_gemm_bench 150 '^(gpt2-small|mlp-wide) '
+run_bench bn-bench cuda_bn_bench 60 '^(nchw|nhwc) '
 
 # ---- PyTorch comparison ------------------------------------------------------------------
-header "gpt2-small vs PyTorch eager"
-t0=$SECONDS
 torch_py="" torch_info=""
-torch_probe='import torch; print(f"{torch.__version__} (CUDA {torch.version.cuda}, GPU available: {torch.cuda.is_available()})")'
-for py in "$PYTHON" python3 python /usr/bin/python3; do
-  if info=$(timeout 60 "$py" -c "$torch_probe" 2>&1); then torch_py=$py torch_info=$info; break; fi
-  torch_info="$py: $(tail -n 1 <<<"$info")"
-done
-if [[ -z "$torch_py" ]]; then
-  record pytorch FAIL $((SECONDS - t0)) "no Python with torch: $torch_info"
-elif ! t=$(step_timeout 180); then
-  record pytorch FAIL 0 "not run: time budget exhausted"
-else
-  echo "$torch_py: torch $torch_info"
-  timeout -k 5 "$t" "$torch_py" "$torch_script" "${torch_args[@]}" --out "$OUT/torch-gpt2-small.json" \
-    > /dev/null 2> "$OUT/torch-gpt2-small.log"
-  rc=$?
-  cat "$OUT/torch-gpt2-small.log"
-  if [[ $rc -ne 0 ]]; then
-    record pytorch FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$OUT/torch-gpt2-small.log")"
+find_torch() {
+  local py info probe='import torch; print(f"{torch.__version__} (CUDA {torch.version.cuda}, GPU available: {torch.cuda.is_available()})")'
+  for py in "$PYTHON" python3 python /usr/bin/python3; do
+    if info=$(timeout 60 "$py" -c "$probe" 2>&1); then torch_py=$py torch_info=$info; return 0; fi
+    torch_info="$py: $(tail -n 1 <<<"$info")"
+  done
+  return 1
+}
+
+# gpt2-small, one GPU: PyTorch eager (torch_gpt_step.py) in fp32, tf32 and bf16.
+step_pytorch() {
+  local t rc t0=$SECONDS log="$work/torch-gpt2-small.log"
+  header "gpt2-small vs PyTorch eager"
+  if [[ -z "$torch_py" ]] && ! find_torch; then
+    record pytorch FAIL $((SECONDS - t0)) "no Python with torch: $torch_info"
+  elif ! t=$(step_timeout 180); then
+    record pytorch WARN 0 "not run: time budget exhausted"
   else
-    record pytorch PASS $((SECONDS - t0)) "torch $torch_info"
+    echo "$torch_py: torch $torch_info"
+    timeout -k 5 "$t" "$torch_py" "$torch_script" "${torch_args[@]}" --out "$work/torch-gpt2-small.json" \
+      > /dev/null 2> "$log"
+    rc=$?
+    tail -n 8 "$log"
+    if [[ $rc -ne 0 ]]; then
+      record pytorch FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$log")" "$log"
+    else
+      record pytorch PASS $((SECONDS - t0)) "torch $torch_info" "$log"
+    fi
   fi
-fi
+}
 
 # ResNet-50, one GPU, 64 images, fp32: torchvision's model in PyTorch eager (torch_reference.py).
-header "resnet50 vs PyTorch eager"
-t0=$SECONDS
-if [[ -z "$torch_py" ]]; then
-  record pytorch-resnet50 FAIL 0 "no Python with torch"
-elif ! t=$(step_timeout 90); then
-  record pytorch-resnet50 FAIL 0 "not run: time budget exhausted"
-else
-  timeout -k 5 "$t" "$torch_py" "$reference_script" --workload "${stand_in[resnet50]:-resnet50}" \
-    --device "${device%%:*}" --global-batch "$resnet_batch" --steps "$steps" --warmup "$warmup" \
-    --quiet --out "$OUT/torch-resnet50.json" > "$OUT/torch-resnet50.log" 2>&1
-  rc=$?
-  if [[ $rc -ne 0 ]]; then
-    record pytorch-resnet50 FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$OUT/torch-resnet50.log")"
+step_pytorch_resnet50() {
+  local t rc t0=$SECONDS log="$work/torch-resnet50.log"
+  header "resnet50 vs PyTorch eager"
+  if [[ -z "$torch_py" ]] && ! find_torch; then
+    record pytorch-resnet50 FAIL 0 "no Python with torch: $torch_info"
+  elif ! t=$(step_timeout 90); then
+    record pytorch-resnet50 WARN 0 "not run: time budget exhausted"
   else
-    record pytorch-resnet50 PASS $((SECONDS - t0)) "$(grep -m 1 -oE 'median step [0-9.]+ ms' "$OUT/torch-resnet50.log")"
+    timeout -k 5 "$t" "$torch_py" "$reference_script" --workload "${stand_in[resnet50]:-resnet50}" \
+      --device "${device%%:*}" --global-batch "$resnet_batch" --steps "$steps" --warmup "$warmup" \
+      --quiet --out "$work/torch-resnet50.json" > "$log" 2>&1
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      record pytorch-resnet50 FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(tail -n 1 "$log")" "$log"
+    else
+      record pytorch-resnet50 PASS $((SECONDS - t0)) "$(grep -m 1 -oE 'median step [0-9.]+ ms' "$log")" "$log"
+    fi
   fi
-fi
+}
+selected pytorch && step_pytorch
+selected pytorch-resnet50 && step_pytorch_resnet50
 
-# ---- Suite on the GPU ----------------------------------------------------------------------
+# ---- Projection and suite on the GPU ------------------------------------------------------
 # The projection checked on the GPU: 2 logical ranks on one GPU predicted from the world-size-1
 # DDP run (measured topology: the GPU's compute shared by both ranks, Gloo fitted here),
 # against the measured 2-rank Gloo run above.
-header "projection (2 logical ranks from 1)"
-t0=$SECONDS
-if [[ ! -f "$OUT/ddp-nccl-mlp-small.json" || ! -f "$OUT/ddp-gloo-mlp-small.json" ]]; then
-  record projection WARN 0 "not run: a DDP run it needs failed"
-elif ! t=$(step_timeout 30); then
-  record projection WARN 0 "not run: time budget exhausted"
-elif timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" project \
-    "$OUT/ddp-nccl-mlp-small.json" --devices 2 --json "$OUT/projection-2.json" \
-    > "$OUT/projection.log" 2>&1; then
-  detail=$(python3 - "$OUT/projection-2.json" "$OUT/ddp-gloo-mlp-small.json" <<'PY' 2>&1
-import json, sys
-p, m = (json.load(open(f)) for f in sys.argv[1:3])
-pred = next(x for x in p["workloads"][0]["points"] if x["devices"] == 2)["ddp"]["step_ms"]
-got = m["summary"]["step_time_ms"]["median"]
-print(f"predicted {pred:.3f} ms, measured {got:.3f} ms, error {100 * (pred / got - 1):+.1f}%")
-PY
-)
-  record projection PASS $((SECONDS - t0)) "$detail"
-else
-  record projection FAIL $((SECONDS - t0)) "$(tail -n 1 "$OUT/projection.log")"
-fi
+step_projection() {
+  local t t0=$SECONDS log="$work/projection.log" detail
+  header "projection (2 logical ranks from 1)"
+  if [[ ! -f "$work/ddp-nccl-mlp-small.json" || ! -f "$work/ddp-gloo-mlp-small.json" ]]; then
+    record projection WARN 0 "not run: a DDP run it needs failed or was not selected"
+  elif ! t=$(step_timeout 30); then
+    record projection WARN 0 "not run: time budget exhausted"
+  elif timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" project \
+      "$work/ddp-nccl-mlp-small.json" --devices 2 --json "$work/projection-2.json" > "$log" 2>&1; then
+    detail=$(python3 "$script_dir/gpu_check_projection.py" "$work/projection-2.json" \
+               "$work/ddp-gloo-mlp-small.json" 2>&1)
+    record projection PASS $((SECONDS - t0)) "$detail" "$log"
+  else
+    record projection FAIL $((SECONDS - t0)) "$(tail -n 1 "$log")" "$log"
+  fi
+}
 
 # A small suite end to end on CUDA: single, DP and DDP (NCCL) at world size 1 with the
 # correctness check against single, the suite record and its HTML report.
-header "suite (small, cuda)"
-t0=$SECONDS
-if [[ -n "$loader" ]]; then
-  record suite INFO 0 "not run: binaries start through the bundled glibc loader (runs re-execute ddpbench)"
-elif ! t=$(step_timeout 90); then
-  record suite WARN 0 "not run: time budget exhausted"
-else
-  printf '{"workloads": ["%s", "%s"], "world_sizes": [1], "steps": 5, "warmup": 2}\n' \
-    mlp-small "${stand_in[gpt2-small]:-gpt-tiny}" > "$OUT/suite-small.json"
-  rm -rf "$OUT/suite"
-  timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" suite "$OUT/suite-small.json" \
-    --device "${device%%:*}" --out "$OUT/suite" > "$OUT/suite.log" 2>&1
-  rc=$?
-  tail -n 14 "$OUT/suite.log"
-  if [[ $rc -ne 0 ]]; then
-    record suite FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(grep -m 1 -E 'FAIL|failed|error' "$OUT/suite.log" || tail -n 1 "$OUT/suite.log")"
+step_suite() {
+  local t rc t0=$SECONDS log="$work/suite.log"
+  header "suite (small, cuda)"
+  if [[ -n "$loader" ]]; then
+    record suite INFO 0 "not run: binaries start through the bundled glibc loader (runs re-execute ddpbench)"
+  elif ! t=$(step_timeout 90); then
+    record suite WARN 0 "not run: time budget exhausted"
   else
-    record suite PASS $((SECONDS - t0)) "$(grep -c ' ok ' "$OUT/suite.log") runs ok; report $OUT/suite/report.html"
+    printf '{"workloads": ["%s", "%s"], "world_sizes": [1], "steps": 5, "warmup": 2}\n' \
+      mlp-small "${stand_in[gpt2-small]:-gpt-tiny}" > "$work/suite-small.json"
+    rm -rf "$work/suite"
+    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$DDPBENCH" suite "$work/suite-small.json" \
+      --device "${device%%:*}" --out "$work/suite" > "$log" 2>&1
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      record suite FAIL $((SECONDS - t0)) "$(timeout_text "$rc" "$t"): $(grep -m 1 -E 'FAIL|failed|error' "$log" || tail -n 1 "$log")" "$log"
+    else
+      record suite PASS $((SECONDS - t0)) "$(grep -c ' ok ' "$log") runs ok; report in gpu_check.tgz" "$log"
+    fi
   fi
-fi
+}
+selected projection && step_projection
+selected suite && step_suite
 
 # ---- compute-sanitizer: memcheck, then racecheck (shared-memory races in our kernels) ------
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 parity_bin=$(bin_path test_cuda_parity)
-run_sanitizer() {  # TOOL FILTER
-  local tool=$1 filter=$2 t rc summary t0=$SECONDS
+# Racecheck instruments only our kernels (their names hold the namespace "ddpb"), not cuBLAS's
+# or cuDNN's: the option's name depends on the sanitizer's version.
+kernel_filter=()
+if [[ -n "$sanitizer" ]]; then
+  if "$sanitizer" --help 2>/dev/null | grep -q -- '--kernel-name'; then
+    kernel_filter=(--kernel-name kns=ddpb)
+  elif "$sanitizer" --help 2>/dev/null | grep -q -- '--kernel-regex'; then
+    kernel_filter=(--kernel-regex kns=ddpb)
+  fi
+fi
+run_sanitizer() {  # TOOL FILTER [SANITIZER-OPTIONS...]
+  local tool=$1 filter=$2 t rc summary t0=$SECONDS log="$work/$1.log"
+  shift 2
+  selected "$tool" || return 0
   header "compute-sanitizer $tool (test_cuda_parity, a few ops)"
   if [[ -z "$sanitizer" ]]; then
     record "$tool" INFO 0 "compute-sanitizer not installed: not run"
@@ -622,262 +751,43 @@ run_sanitizer() {  # TOOL FILTER
   else
     echo "filter: $filter"
     # The sanitizer itself starts with the bundle's libraries on the path (its own are CUDA's).
-    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$sanitizer" --tool "$tool" --error-exitcode 86 \
-      "$parity_bin" --gtest_filter="$filter" --gtest_color=no \
-      > "$OUT/$tool.log" 2>&1
+    timeout -k 5 "$t" "${bin_prefix[@]+"${bin_prefix[@]}"}" "$sanitizer" --tool "$tool" \
+      --error-exitcode 86 "$@" "$parity_bin" --gtest_filter="$filter" --gtest_color=no > "$log" 2>&1
     rc=$?
-    tail -n 15 "$OUT/$tool.log"
-    summary=$(grep -m 1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/$tool.log")
+    tail -n 5 "$log"
+    summary=$(grep -m 1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$log")
     if [[ $rc == 124 || $rc == 137 ]]; then
-      record "$tool" WARN $((SECONDS - t0)) "timed out after $t s (bounded; see $OUT/$tool.log)"
+      record "$tool" WARN $((SECONDS - t0)) "timed out after $t s (bounded)" "$log"
+    elif grep -qiE 'device not supported|error 999|unsupported device' "$log"; then
+      # The sanitizer cannot attach to this GPU or driver: nothing was checked, nothing failed.
+      record "$tool" INFO $((SECONDS - t0)) "the sanitizer refuses this device: $(grep -m 1 -iE 'not supported|999' "$log")" "$log"
     elif [[ $rc == 86 ]] || grep -qE 'SUMMARY: [1-9]' <<<"$summary"; then
-      record "$tool" FAIL $((SECONDS - t0)) "${summary:-$tool reported errors}"
+      record "$tool" FAIL $((SECONDS - t0)) "${summary:-$tool reported errors}" "$log"
     elif [[ $rc -ne 0 ]]; then
-      record "$tool" FAIL $((SECONDS - t0)) "exit $rc under $tool (see $OUT/$tool.log)"
+      record "$tool" FAIL $((SECONDS - t0)) "exit $rc under $tool" "$log"
     else
-      record "$tool" PASS $((SECONDS - t0)) "${summary:-no errors}"
+      record "$tool" PASS $((SECONDS - t0)) "${summary:-no errors}" "$log"
     fi
   fi
 }
 run_sanitizer memcheck 'CudaParity.Arithmetic:CudaParity.Activations:CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Embedding:CudaParity.Attention:CudaParity.CrossEntropy:CudaParity.SgdStep:CudaParity.GemmUnalignedViewsUseTheFallbackCorrectly'
 # The kernels that use shared memory (block reductions, attention tiles).
-run_sanitizer racecheck 'CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Attention:CudaParity.CrossEntropy'
+run_sanitizer racecheck 'CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Attention:CudaParity.CrossEntropy:CudaParity.FlashAttention*:CudaParity.BatchNormReductionsOverManyChunksInBothLayouts' \
+  "${kernel_filter[@]+"${kernel_filter[@]}"}"
 
 # ---- Summary -----------------------------------------------------------------------------
 header "summary"
-export GPU_CHECK_OUT="$OUT" GPU_CHECK_MODE="${prebuilt:+prebuilt $prebuilt}" GPU_CHECK_BUDGET="$budget"
+export GPU_CHECK_WORK="$work" GPU_CHECK_MODE="${prebuilt:+prebuilt $prebuilt}" GPU_CHECK_BUDGET="$budget"
 export GPU_CHECK_ELAPSED=$((SECONDS - clock_start))
 [[ -z "$GPU_CHECK_MODE" ]] && GPU_CHECK_MODE="build ${build_root:-?}"
-if ! "${torch_py:-$PYTHON}" - <<'PY'
-import json, os, pathlib, platform, statistics, datetime
-
-out = pathlib.Path(os.environ["GPU_CHECK_OUT"])
-def load(name):
-    p = out / name
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-
-steps = []
-for line in (out / "steps.tsv").read_text().splitlines():
-    name, status, secs, detail = (line.split("\t") + ["", "", "", ""])[:4]
-    steps.append({"step": name, "status": status, "seconds": int(secs or 0), "detail": detail})
-ok = all(s["status"] != "FAIL" for s in steps)
-
-def compute_ms(rec):
-    """Median over measured steps of the step time minus the data phase."""
-    v = [s["time_ms"] - s["phases_ms"].get("data", 0.0) for s in rec["steps"] if s.get("measured")]
-    return statistics.median(v) if v else float("nan")
-
-training = []
-for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
-            "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-gpt2-small-flash",
-            "single-gpt2-small-graph", "single-gpt-tiny-graph", "single-embed", "dp-mlp-small",
-            "single-resnet50"]:
-    r = load(tag + ".json")
-    if not r:
-        continue
-    s = r["summary"]
-    training.append({
-        "run": tag, "workload": r["workload"]["name"], "mode": r["mode"]["name"],
-        "devices": r["mode"]["devices"], "math": r["config"].get("precision", r["config"].get("math", "fp32")),
-        "attention": r["config"].get("attention", "math"),
-        "global_batch": r["config"]["global_batch"],
-        "step_ms_median": s["step_time_ms"]["median"], "compute_ms_median": compute_ms(r),
-        "samples_per_s": s["samples_per_s"], "tokens_per_s": s["tokens_per_s"],
-        "tflops": s["achieved_flops_per_s"] / 1e12,
-        "mfu": s.get("mfu", {}).get("mfu"), "mfu_source": s.get("mfu", {}).get("source"),
-        "peak_mib": max(m["peak_bytes"] for m in r["memory"]) / 1048576.0,
-        "first_loss": s["first_loss"], "last_loss": s["last_loss"],
-        "phases_median_ms": {p["phase"]: p["median_ms"] for p in s["phases_median_ms"]},
-    })
-
-gemm = load("cuda_gemm_bench.json")
-torch_rec = load("torch-gpt2-small.json")
-vs_torch = []
-if torch_rec:
-    # (row label, ddpbench run, PyTorch precision): flash is ddpbench --attention flash in fp32.
-    for label, tag, math in (("fp32", "single-gpt2-small", "fp32"),
-                             ("tf32", "single-gpt2-small-tf32", "tf32"),
-                             ("bf16", "single-gpt2-small-bf16", "bf16"),
-                             ("flash", "single-gpt2-small-flash", "fp32")):
-        ours = next((t for t in training if t["run"] == tag), None)
-        row = {"math": label, "ddpbench_compute_ms": ours["compute_ms_median"] if ours else None,
-               "ddpbench_step_ms": ours["step_ms_median"] if ours else None,
-               "ddpbench_peak_mib": ours["peak_mib"] if ours else None}
-        for r in torch_rec["results"]:
-            if r["math"] == math:
-                row[f"pytorch_{r['attention']}_ms"] = r["step_time_ms"]["median"]
-                if ours:
-                    row[f"ratio_vs_{r['attention']}"] = ours["compute_ms_median"] / r["step_time_ms"]["median"]
-        vs_torch.append(row)
-
-graph_rows = []
-for eager_tag, graph_tag in (("single-gpt-tiny", "single-gpt-tiny-graph"),
-                             ("single-gpt2-small", "single-gpt2-small-graph")):
-    e = next((t for t in training if t["run"] == eager_tag), None)
-    g = next((t for t in training if t["run"] == graph_tag), None)
-    if e and g:
-        # Replays must train like eager steps: every step's loss within 1e-3 (relative; not
-        # bitwise, atomics make the embedding and some reductions order-dependent).
-        el = [s["loss"] for s in load(eager_tag + ".json")["steps"]]
-        gl = [s["loss"] for s in load(graph_tag + ".json")["steps"]]
-        worst = max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(el, gl)), default=float("inf"))
-        same = len(el) == len(gl) and worst <= 1e-3
-        graph_rows.append({"workload": e["workload"], "eager_ms": e["compute_ms_median"],
-                           "graph_ms": g["compute_ms_median"],
-                           "ratio": g["compute_ms_median"] / e["compute_ms_median"],
-                           "losses_match": same, "worst_loss_rel_diff": worst})
-        if not same:
-            ok = False
-            detail = f"{graph_tag}: losses differ from {eager_tag} by up to {worst:.2e} (relative)"
-            steps.append({"step": "cuda-graph losses", "status": "FAIL", "seconds": 0,
-                          "detail": detail})
-            with open(out / "steps.tsv", "a") as f:  # the exit status reads steps.tsv
-                f.write(f"cuda-graph losses\tFAIL\t0\t{detail}\n")
-
-# The performance issue's GPU targets, each with what was measured: printed last, and in the
-# JSON as "targets". status: met / not met / reported (no threshold) / not measured.
-def by_run(tag):
-    return next((t for t in training if t["run"] == tag), None)
-
-targets = []
-def target(name, goal, value, text, met=None):
-    status = "not measured" if value is None else ("reported" if met is None else
-                                                   ("met" if met else "not met"))
-    targets.append({"target": name, "goal": goal, "value": value, "measured": text,
-                    "status": status})
-
-if gemm:
-    for s in gemm["step_summary"]:
-        target(f"GEMM step time vs cuBLAS, {s['workload']} {s['math']}", ">= 0.85",
-               s["ratio"], f"{s['ratio']:.3f}", s["ratio"] >= 0.85)
-else:
-    target("GEMM step time vs cuBLAS", ">= 0.85", None, "-")
-for r in vs_torch:
-    v = r.get("ratio_vs_matmul")
-    target(f"gpt2-small step vs PyTorch eager ({r['math']})", "<= 0.8", v,
-           f"{v:.3f}" if v is not None else "-", None if v is None else v <= 0.8)
-resnet, torch_resnet = by_run("single-resnet50"), load("torch-resnet50.json")
-if resnet and torch_resnet:
-    v = resnet["step_ms_median"] / torch_resnet["summary"]["step_time_ms"]["median"]
-    target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<= 1.0", v, f"{v:.3f}", v <= 1.0)
-else:
-    target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<= 1.0", None, "-")
-for tag in ("single-gpt2-small", "single-gpt2-small-tf32", "single-gpt2-small-bf16"):
-    t = by_run(tag)
-    mfu = t and t["mfu"]
-    target(f"MFU, {tag}", "report", mfu, f"{100 * mfu:.1f}%" if mfu else "-")
-single, ddp1 = by_run("single-mlp-small"), load("ddp-nccl-mlp-small.json")
-if single and ddp1:
-    over = compute_ms(ddp1) / single["compute_ms_median"] - 1
-    target("DDP world size 1 (NCCL) overhead over single, mlp-small", "<= 2%", over,
-           f"{100 * over:.1f}%", over <= 0.02)
-else:
-    target("DDP world size 1 (NCCL) overhead over single", "<= 2%", None, "-")
-ddp2 = load("ddp-gloo-mlp-small.json")
-comm = (ddp2 or {}).get("summary", {}).get("comm")
-if comm:
-    target("DDP 2 ranks on one GPU (Gloo): overlap ratio", "> 0.5", comm["overlap_ratio"],
-           f"{comm['overlap_ratio']:.2f} (exposed {comm['comm_exposed_ms']:.2f} of "
-           f"{comm['comm_ms']:.2f} ms)", comm["overlap_ratio"] > 0.5)
-else:
-    target("DDP 2 ranks on one GPU (Gloo): overlap ratio", "> 0.5", None, "-")
-for g in graph_rows:
-    target(f"--cuda-graph step / eager, {g['workload']}", "report", g["ratio"],
-           f"{g['ratio']:.3f}" + ("" if g["losses_match"] else " (losses differ!)"))
-flash, plain = by_run("single-gpt2-small-flash"), by_run("single-gpt2-small")
-if flash and plain:
-    target("flash attention: step and peak memory / math attention, gpt2-small", "report",
-           flash["compute_ms_median"] / plain["compute_ms_median"],
-           f"time {flash['compute_ms_median'] / plain['compute_ms_median']:.3f}, "
-           f"peak {flash['peak_mib']:.0f} / {plain['peak_mib']:.0f} MiB")
-
-def f(x, fmt):
-    return format(x, fmt) if isinstance(x, (int, float)) else "-"
-
-print(f"{'step':<30} {'status':<6} {'s':>4}  detail")
-for s in steps:
-    print(f"{s['step']:<30} {s['status']:<6} {s['seconds']:>4}  {s['detail'][:110]}")
-if training:
-    cfg = load(training[0]["run"] + ".json")["config"]
-    print(f"\ntraining ({cfg['steps']} measured steps after {cfg['warmup']} warm-up; medians; "
-          "compute = step - data phase)")
-    print(f"{'run':<24} {'math':<4} {'batch':>5} {'step ms':>9} {'compute':>9} {'samples/s':>10} "
-          f"{'tokens/s':>10} {'TFLOP/s':>8} {'MFU %':>6} {'peak MiB':>9}  loss")
-    for t in training:
-        print(f"{t['run']:<24} {t['math']:<4} {t['global_batch']:>5} {t['step_ms_median']:>9.2f} "
-              f"{t['compute_ms_median']:>9.2f} {t['samples_per_s']:>10.1f} {t['tokens_per_s']:>10.0f} "
-              f"{t['tflops']:>8.2f} {f(t['mfu'] and 100 * t['mfu'], '6.1f'):>6} {t['peak_mib']:>9.0f}  "
-              f"{t['first_loss']:.3f} -> {t['last_loss']:.3f}")
-    sources = sorted({t["mfu_source"] for t in training if t["mfu_source"]})
-    if sources:
-        print("MFU = model training FLOPs/s over the datasheet peak: " + "; ".join(sources))
-    for t in training:
-        if t["mode"] == "dp":
-            print(f"dp {t['workload']} on {t['devices']}: " +
-                  " ".join(f"{k} {v:.2f}" for k, v in t["phases_median_ms"].items()) + " (median ms)")
-if graph_rows:
-    print("\n--cuda-graph: the steady-state step captured once and replayed (compute medians; "
-          "the launch overhead a graph removes)")
-    for r in graph_rows:
-        print(f"{r['workload']:<11} eager {r['eager_ms']:9.2f} ms  graph {r['graph_ms']:9.2f} ms  "
-              f"ratio {r['ratio']:.3f}  losses {'match' if r['losses_match'] else 'DIFFER'} "
-              f"(worst {r['worst_loss_rel_diff']:.1e})")
-if gemm:
-    print("\nGEMM time of one training step, ddpb::ops::gemm vs cuBLAS (cuda_gemm_bench; ratio = throughput ddpbench/cuBLAS)")
-    print(f"{'workload':<11} {'math':<4} {'ddpbench ms':>12} {'cuBLAS ms':>10} {'ddpb TF/s':>10} {'cuBLAS TF/s':>12} {'ratio':>6}")
-    for s in gemm["step_summary"]:
-        print(f"{s['workload']:<11} {s['math']:<4} {s['ddpbench_ms']:>12.3f} {s['cublas_ms']:>10.3f} "
-              f"{s['ddpbench_tflops']:>10.2f} {s['cublas_tflops']:>12.2f} {s['ratio']:>6.3f}")
-if vs_torch:
-    print("\ngpt2-small batch 8, single GPU: ddpbench compute time / PyTorch eager step time (medians; < 1 = ddpbench faster)")
-    print("(flash: ddpbench --attention flash, fp32, against PyTorch fp32)")
-    print(f"{'math':<5} {'ddpbench ms':>12} {'peak MiB':>9} {'torch matmul':>13} {'ratio':>6} {'torch sdpa':>11} {'ratio':>6}")
-    for r in vs_torch:
-        print(f"{r['math']:<5} {f(r['ddpbench_compute_ms'], '12.2f'):>12} {f(r.get('ddpbench_peak_mib'), '9.0f'):>9} "
-              f"{f(r.get('pytorch_matmul_ms'), '13.2f'):>13} "
-              f"{f(r.get('ratio_vs_matmul'), '6.3f'):>6} {f(r.get('pytorch_sdpa_ms'), '11.2f'):>11} "
-              f"{f(r.get('ratio_vs_sdpa'), '6.3f'):>6}")
-
-print("\nperformance targets (GPU)")
-print(f"{'target':<66} {'goal':<7} {'measured':<34} status")
-for t in targets:
-    print(f"{t['target'][:66]:<66} {t['goal']:<7} {t['measured'][:34]:<34} {t['status']}")
-
-device = (out / "device.txt").read_text().strip() if (out / "device.txt").exists() else ""
-record = {
-    "schema_version": 1,
-    "kind": "gpu_check",
-    "ok": ok,
-    "context": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "host": platform.node(), "mode": os.environ["GPU_CHECK_MODE"], "device": device,
-                "budget_s": int(os.environ["GPU_CHECK_BUDGET"]),
-                "elapsed_s": int(os.environ["GPU_CHECK_ELAPSED"])},
-    "steps": steps,
-    "training": training,
-    "cuda_graph": graph_rows,
-    "targets": targets,
-    "gemm": {"step_summary": gemm["step_summary"], "rows": gemm["rows"], "context": gemm["context"]} if gemm else None,
-    "vs_pytorch": {"rows": vs_torch, "pytorch": torch_rec["context"] if torch_rec else None,
-                   "attention_note": "matmul = q k^T, masked softmax, @ v (ddpbench's algorithm); "
-                                     "sdpa = F.scaled_dot_product_attention(is_causal=True)"},
-}
-tmp = out / "gpu_check.json.tmp"
-tmp.write_text(json.dumps(record, indent=2) + "\n")
-tmp.replace(out / "gpu_check.json")
-print(f"\ngpu_check: {'PASS' if ok else 'FAIL'}; wrote {out / 'gpu_check.json'}")
-PY
-then
-  # No Python: the step table, and a minimal JSON from the same rows.
-  column -t -s $'\t' "$OUT/steps.tsv" 2>/dev/null || cat "$OUT/steps.tsv"
-  write_steps_json
-  echo "gpu_check: wrote $OUT/gpu_check.json (no Python: steps only)"
+summary_script="$script_dir/gpu_check_summary.py"
+[[ -n "$prebuilt" && -f "$prebuilt/scripts/gpu_check_summary.py" ]] && summary_script="$prebuilt/scripts/gpu_check_summary.py"
+if "${torch_py:-$PYTHON}" "$summary_script" 2> "$work/summary.log"; then
+  summary_done=1
+else
+  echo "gpu_check: the summary failed ($(tail -n 1 "$work/summary.log")): steps only"
 fi
 
-if grep -q $'\tFAIL\t' "$OUT/steps.tsv"; then
-  echo "gpu_check: FAILED: $(awk -F'\t' '$2 == "FAIL" {printf "%s%s", sep, $1; sep=", "}' "$OUT/steps.tsv")" >&2
-  exit 1
-fi
+# deliver (the EXIT trap) writes $OUT and prints the last screen.
+grep -q $'\tFAIL\t' "$work/steps.tsv" && exit 1
 exit 0

@@ -2,10 +2,16 @@
 # The GPU check is run once per lent GPU, so it must not break unnoticed. This test packs the
 # build as scripts/gpu_bundle.sh does for the device, runs scripts/gpu_check.sh on the
 # archive in SELFTEST mode (every step on the CPU with stand-ins), and checks that:
-#   - the archive fits the device tool's 64 MiB carry;
+#   - the archive fits the 48 MiB that leave room for the working tree in a GPU call's 64;
 #   - exactly the steps that need a GPU fail, and every other step passes;
 #   - the summary JSON carries the training, --cuda-graph and PyTorch tables and a row for
-#     every GPU target of the performance issue.
+#     every GPU target of the performance issue;
+#   - Note [GPU check evidence]: OUT holds exactly gpu_check.json, gpu_check.tgz, summary.txt
+#     and failures.txt (no folder, each under 16 MiB), the archive holds the logs and run
+#     records, failures.txt has every failed step, and the last 12,000 characters printed
+#     hold the step table and the head of each failure;
+#   - the trap path: an early stop (a folder that is no bundle) and a SIGTERM in the middle of
+#     a step each still leave the four files, with the steps run so far.
 #   tests/scripts/gpu_check_selftest.sh BUILD_DIR     (exit 77: skipped, no CUDA build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,13 +22,13 @@ if ! find "$build" -name test_cuda_parity -type f -perm -u+x -print -quit | grep
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT  # TMPDIR below keeps gpu_check's unpacked bundle in here too
-LIMIT_MIB=64 "$root/scripts/gpu_bundle.sh" "$build" "$tmp/gpu-bundle" > "$tmp/bundle.log" 2>&1 || {
+LIMIT_MIB=48 "$root/scripts/gpu_bundle.sh" "$build" "$tmp/gpu-bundle" > "$tmp/bundle.log" 2>&1 || {
   cat "$tmp/bundle.log"
   echo "FAIL: gpu_bundle.sh"
   exit 1
 }
 set +e
-GPU_CHECK_SELFTEST=1 OUT="$tmp/out" TMPDIR="$tmp" \
+GPU_CHECK_SELFTEST=1 OUT="$tmp/out" TMPDIR="$tmp" GPU_CHECK_WORK="$tmp/work" \
   "$root/scripts/gpu_check.sh" --prebuilt "$tmp/gpu-bundle.tar.gz" > "$tmp/check.log" 2>&1
 rc=$?
 set -e
@@ -36,7 +42,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 cuda_only = {"test_cuda_parity", "test_dp_cuda", "test_process_group_nccl",
              "ddp gloo 2 ranks on cuda:0", "ddp nccl world 1", "ddp powersgd gloo 2 ranks",
-             "ddp powersgd nccl world 1", "gemm"}
+             "ddp powersgd nccl world 1", "gemm", "bn-bench"}
 failed = {s["step"] for s in r["steps"] if s["status"] == "FAIL"}
 problems = []
 if failed != cuda_only:
@@ -66,3 +72,70 @@ if not problems:
     print(f"gpu_check selftest: {len(r['steps'])} steps, failures exactly the CUDA-only ones")
 sys.exit(1 if problems else 0)
 PY
+
+# ---- Note [GPU check evidence] ---------------------------------------------------------------
+# check_out DIR: exactly the four files, no folder, each under 16 MiB, and a readable archive.
+check_out() {
+  local dir=$1 names
+  names=$(cd "$dir" && find . -mindepth 1 -printf '%y %P\n' | sort | tr '\n' ' ')
+  if [[ "$names" != "f failures.txt f gpu_check.json f gpu_check.tgz f summary.txt " ]]; then
+    echo "FAIL: $dir holds '$names', expected exactly the four files"
+    return 1
+  fi
+  local f
+  for f in "$dir"/*; do
+    (( $(stat -c %s "$f") < 16 * 1048576 )) || { echo "FAIL: $f is over 16 MiB"; return 1; }
+  done
+  tar -tzf "$dir/gpu_check.tgz" > "$tmp/listing" || { echo "FAIL: $dir/gpu_check.tgz unreadable"; return 1; }
+  grep -q 'steps.tsv$' "$tmp/listing" || { echo "FAIL: the archive has no steps.tsv"; return 1; }
+}
+check_out "$tmp/out" || exit 1
+for want in single-resnet50.json single-resnet50.log test_cuda_parity.log suite/suite.json; do
+  grep -q "$want\$" "$tmp/listing" || { echo "FAIL: gpu_check.tgz has no $want"; exit 1; }
+done
+for step in test_cuda_parity gemm bn-bench; do
+  grep -q "^== $step: " "$tmp/out/failures.txt" ||
+    { echo "FAIL: failures.txt has no section for $step"; exit 1; }
+done
+screen=$(tail -c 12000 "$tmp/check.log")
+for want in '== steps' 'step +status' 'test_cuda_parity +FAIL' '== failures' '== bn-bench: ' \
+            'performance targets'; do
+  grep -qE -- "$want" <<<"$screen" || { echo "FAIL: the last screen lacks '$want'"; exit 1; }
+done
+
+# An early stop: --prebuilt on a folder that is no bundle.
+mkdir -p "$tmp/not-a-bundle"
+set +e
+OUT="$tmp/out-early" GPU_CHECK_WORK="$tmp/work-early" \
+  "$root/scripts/gpu_check.sh" --prebuilt "$tmp/not-a-bundle" > "$tmp/early.log" 2>&1
+rc=$?
+set -e
+[[ $rc == 1 ]] || { cat "$tmp/early.log"; echo "FAIL: an early stop should exit 1, got $rc"; exit 1; }
+check_out "$tmp/out-early" || exit 1
+grep -q '"step": "libraries", "status": "FAIL"' "$tmp/out-early/gpu_check.json" ||
+  { echo "FAIL: the early stop's gpu_check.json lacks the libraries step"; exit 1; }
+
+# A SIGTERM in the middle of a step (the launcher's timeout, a lost machine).
+GPU_CHECK_SELFTEST=1 OUT="$tmp/out-term" TMPDIR="$tmp" GPU_CHECK_WORK="$tmp/work-term" \
+  "$root/scripts/gpu_check.sh" --prebuilt "$tmp/gpu-bundle.tar.gz" --only 'single-*' \
+  > "$tmp/term.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  grep -q $'^single mlp-small\tPASS' "$tmp/work-term/steps.tsv" 2>/dev/null && break
+  sleep 0.1
+done
+kill -TERM "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[[ $rc != 0 ]] || { echo "FAIL: a check stopped by SIGTERM exited 0"; exit 1; }
+check_out "$tmp/out-term" || exit 1
+grep -q '"step": "single mlp-small", "status": "PASS"' "$tmp/out-term/gpu_check.json" ||
+  { tail -20 "$tmp/term.log"; echo "FAIL: after SIGTERM gpu_check.json lacks the finished step"; exit 1; }
+if grep -q '"step": "test_cuda_parity"' "$tmp/out-term/gpu_check.json"; then
+  echo "FAIL: --only 'single-*' ran test_cuda_parity"
+  exit 1
+fi
+echo "gpu_check selftest: evidence checks passed (four files after a full run, an early stop and SIGTERM)"
+

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/input_file.h"
 
 namespace ddpb::comm {
 namespace {
@@ -27,15 +28,26 @@ bool is_valid_entry(const nlohmann::json& e) {
   return true;
 }
 
+// A dump's text: a regular file of bounded size (Note [User-named inputs]; a FIFO planted as
+// rank0.json must not block the doctor).
+std::string read_dump(const std::string& path) {
+  constexpr size_t kMaxDumpBytes = size_t{256} << 20;
+  try {
+    return read_input_file(path, kMaxDumpBytes);
+  } catch (const InputFileError& e) {
+    DDPB_USAGE_FAIL() << "flight-recorder dump " << e.what();
+  }
+  return {};
+}
+
 Dumps read_dumps(const std::string& dir) {
   Dumps dumps;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("rank", 0) != 0 || entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
     try {
-      nlohmann::json doc = nlohmann::json::parse(in);
+      nlohmann::json doc = nlohmann::json::parse(read_dump(entry.path().string()));
       const int64_t rank = doc.at("rank").get<int64_t>();  // before the move below
       DDPB_USAGE_CHECK(doc.contains("entries") && doc["entries"].is_array())
           << entry.path().string() << " has no entries list";

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/input_file.h"
+
 namespace ddpb::reports {
 
 namespace {
@@ -152,18 +154,13 @@ void write_json_atomic(const std::string& path, const nlohmann::json& value) {
 }
 
 nlohmann::json read_json(const std::string& path, size_t max_bytes) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw ReportError("cannot read " + path + ": " + ec.message());
-  if (size > max_bytes) {
-    throw ReportError(path + " is " + std::to_string(size) + " bytes, over the limit of " +
-                      std::to_string(max_bytes));
+  std::string text;
+  try {
+    text = read_input_file(path, max_bytes);  // Note [User-named inputs]
+  } catch (const InputFileError& e) {
+    throw ReportError(e.what());
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReportError("cannot open " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse_report_text(buf.str(), path);
+  return parse_report_text(text, path);
 }
 
 nlohmann::json parse_report_text(const std::string& text, const std::string& name) {

@@ -17,6 +17,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/input_file.h"
 
 namespace ddpb {
 namespace {
@@ -326,13 +327,13 @@ std::vector<NamedTensor> read_tensors(const ByteSource& src, const ParsedHeader&
   return out;
 }
 
+// Note [User-named inputs]: a FIFO or device is refused without blocking in open().
 int open_for_reading(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    fail_file(path, "cannot open: " + errno_text(err));
+  try {
+    return open_input_file(path);
+  } catch (const InputFileError& e) {
+    throw UsageError(std::string("safetensors file ") + e.what());
   }
-  return fd;
 }
 
 // ---- Writing --------------------------------------------------------------------------

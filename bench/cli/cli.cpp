@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/cli/cli_flags.h"
 #include "bench/cli/env_command.h"
@@ -130,6 +133,23 @@ std::string checked_output(const std::string& flag, const std::string& path) {
   }
 }
 
+// Two outputs named for one file would leave only the last one written (issue 25, D2): refused
+// before any work. Paths are compared after links are followed and made absolute.
+void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  std::vector<std::pair<std::string, std::string>> seen;  // (absolute path, flag)
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    std::error_code ec;
+    std::string key = std::filesystem::weakly_canonical(path, ec).string();
+    if (ec) key = std::filesystem::absolute(path).lexically_normal().string();
+    for (const auto& [other_key, other_flag] : seen) {
+      DDPB_USAGE_CHECK(other_key != key) << other_flag << " and " << flag << " name the same file ("
+                                         << path << "): one would overwrite the other";
+    }
+    seen.emplace_back(key, flag);
+  }
+}
+
 // What the ranks' flight-recorder dumps say of a failed run: the rank that is behind, not
 // the first to fail. A hung, slow or stopped rank makes its peers time out waiting for it,
 // so they are the ones that exit first (with code 1); the dumps show who issued fewer
@@ -180,9 +200,11 @@ int launch_ranks(const RunConfig& config, int argc, char** argv) {
 int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
   if (!batch_given) config.global_batch = default_global_batch(config.workload);
   config.validate();
-  checked_output("--out", config.out);
-  checked_output("--trace", config.trace);
+  const std::string out = checked_output("--out", config.out);
+  const std::string trace = checked_output("--trace", config.trace);
   config.save_params = checked_output("--save-params", config.save_params);
+  refuse_shared_outputs(
+      {{"--out", out}, {"--trace", trace}, {"--save-params", config.save_params}});
   // Not started as a rank: become the launcher and start world_size ranks of ourselves.
   if (config.mode == Mode::Ddp && !comm::detect_rank_env()) return launch_ranks(config, argc, argv);
   if (config.verbose) fmt::print("config: {}\n", reports::json_text(config.to_json()));
@@ -295,6 +317,8 @@ int ddpbench_main(int argc, char** argv) {
     if (project->parsed()) {
       project_options.report_out = checked_output("--out", project_options.report_out);
       project_options.json_out = checked_output("--json", project_options.json_out);
+      refuse_shared_outputs(
+          {{"--out", project_options.report_out}, {"--json", project_options.json_out}});
       return project_command(project_options);
     }
     if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);

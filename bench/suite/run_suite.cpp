@@ -25,6 +25,7 @@
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
 #include "core/device.h"
+#include "core/input_file.h"
 #include "core/ops.h"
 #include "reports/html_report.h"
 #include "reports/json_io.h"
@@ -54,12 +55,14 @@ std::string timestamp() {
   return buf;
 }
 
+// The suite file, bounded as a suite file is (Note [User-named inputs]).
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DDPB_USAGE_CHECK(in.good()) << "cannot read suite file " << path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  try {
+    return read_input_file(path, kMaxSuiteFileBytes);
+  } catch (const InputFileError& e) {
+    DDPB_USAGE_FAIL() << "cannot read suite file " << e.what();
+  }
+  return {};
 }
 
 SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {

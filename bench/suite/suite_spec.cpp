@@ -15,8 +15,6 @@
 namespace ddpb::bench {
 namespace {
 
-// Suite files are small hand-written JSON; anything larger is a mistake or an attack.
-constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
 constexpr size_t kMaxListLength = 64;
 constexpr int kMaxWorldSize = 1024;
 

@@ -72,6 +72,9 @@ void apply_suite_file(SuiteSpec& spec, const nlohmann::json& j, const std::strin
 // Parses suite-file text (size-limited) and applies it; the fuzz target's entry point.
 void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::string& file);
 
+// Suite files are small hand-written JSON; anything larger is a mistake or an attack.
+inline constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
+
 // Checks the whole spec (workload names, world sizes against the devices, batch sizes).
 void validate_suite(const SuiteSpec& spec, int gpus);
 

@@ -44,6 +44,43 @@ TEST(OutputTargets, ADeviceFifoOrDirectoryIsRefusedBeforeAnyWork) {
   EXPECT_TRUE(fs::is_directory(dir.path()));
 }
 
+// Note [User-named inputs] (issue 25, H1-H4): each of these blocked forever in open() or grew
+// without bound before; now each is refused at once, naming the file and what it is. The
+// `timeout 60` turns a regression into exit 124 instead of a hung test.
+TEST(InputFiles, FifosAndDevicesAreRefusedWithoutBlocking) {
+  TempDir dir("in_fifo");
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto expect_refused = [](const std::string& args, const std::string& needle) {
+    const auto r = run_cli(args, "timeout 60");
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos)
+        << args << ": missing '" << needle << "' in\n"
+        << r.output;
+  };
+  expect_refused("suite " + fifo + " --out " + (dir / "s1"), "(it is a FIFO)");
+  expect_refused("suite /dev/zero --out " + (dir / "s2"), "(it is a character device)");
+  expect_refused(kRun + "--init-from " + fifo, "(it is a FIFO)");
+  const std::string flight = dir / "flight";
+  fs::create_directories(flight);
+  ASSERT_EQ(::mkfifo((flight + "/rank0.json").c_str(), 0600), 0);
+  expect_refused("doctor " + flight, "(it is a FIFO)");
+  EXPECT_FALSE(fs::exists(dir / "s1")) << "a refused suite created its results folder";
+}
+
+// Issue 25, D2: one path for two outputs kept only the last one written.
+TEST(OutputTargets, TheSameFileForTwoOutputsIsRefusedBeforeAnyWork) {
+  TempDir dir("out_shared");
+  const std::string x = dir / "x.json";
+  expect_usage(kRun + "--out " + x + " --trace " + x, "--out and --trace name the same file");
+  expect_usage(kRun + "--out " + x + " --save-params " + (dir.path() / "." / "x.json").string(),
+               "--out and --save-params name the same file");
+  fs::create_symlink(x, dir.path() / "link.json");
+  expect_usage(kRun + "--trace " + (dir / "link.json") + " --save-params " + x,
+               "name the same file");
+  EXPECT_FALSE(fs::exists(x)) << "a refused run wrote " << x;
+}
+
 TEST(OutputTargets, ASymlinkIsFollowedAndKept) {
   TempDir dir("out_symlink");
   const std::string target = dir / "real.json", link = dir / "link.json";

@@ -87,6 +87,22 @@ void validate_ddp(const RunConfig& c) {
   DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
       << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
       << " is outside the world of " << c.world_size << " ranks, so it would never fire";
+  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.step <= c.total_steps())
+      << "--inject-fault '" << c.inject_fault << "': step " << fault.step << " is past the run's "
+      << c.total_steps() << " steps (warm-up included), so it would never fire";
+}
+
+// Inputs that would be silently ignored (issue 25, E7) are refused.
+void validate_no_ignored_inputs(const RunConfig& c) {
+  DDPB_USAGE_CHECK(c.trace_steps.empty() || !c.trace.empty())
+      << "--trace-steps chooses the steps that --trace writes: give --trace FILE too";
+  const auto [first, last] = parse_trace_steps(c.trace_steps);  // validates the syntax
+  DDPB_USAGE_CHECK(c.trace_steps.empty() || first <= c.total_steps())
+      << "--trace-steps '" << c.trace_steps << "' starts at step " << first << ", past the run's "
+      << c.total_steps() << " steps (warm-up included): the trace would be empty";
+  DDPB_USAGE_CHECK(c.optimizer.name != "adamw" ||
+                   c.optimizer.momentum == optim::OptimizerConfig{}.momentum)
+      << "--momentum is SGD's and --optimizer adamw would ignore it";
 }
 
 void validate_graph_capture(const RunConfig& c) {
@@ -133,7 +149,7 @@ void RunConfig::validate() const {
   }
   DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
-  parse_trace_steps(trace_steps);  // validates
+  validate_no_ignored_inputs(*this);
   DDPB_USAGE_CHECK(!channels_last || find_workload(workload).family == Family::ResNet)
       << "--channels-last applies to image workloads (the resnet ones), not " << workload;
   if (cuda_graph) validate_graph_capture(*this);

@@ -113,6 +113,17 @@ TEST(NumericFlags, FaultSpecsAreParsedStrictlyAndMustFire) {
                "rank 5 is outside the world of 2 ranks");
 }
 
+// Issue 25, E7: inputs that were silently ignored.
+TEST(NumericFlags, InputsThatWouldBeIgnoredAreRefused) {
+  expect_usage(
+      "run --workload mlp-small --steps 4 --warmup 2 --quiet --mode ddp --world-size 2 "
+      "--inject-fault crash@rank=1,step=99",
+      "step 99 is past the run's 6 steps");
+  expect_usage(kRun + "--trace-steps 1:2", "give --trace FILE too");
+  expect_usage(kRun + "--trace /tmp/unused.json --trace-steps 5:9", "past the run's 1 steps");
+  expect_usage(kRun + "--optimizer adamw --momentum 0.5", "--momentum is SGD's");
+}
+
 TEST(NumericFlags, DdpDivisibilityErrorSuggestsBatchesThatDivide) {
   expect_usage(kRun + "--mode ddp --world-size 3 --global-batch 100", "99 or 102 would");
 }

@@ -20,6 +20,7 @@
 #include "bench/suite/child_process.h"
 #include "bench/suite/progress.h"
 #include "bench/suite/pytorch_peer.h"
+#include "bench/suite/results_lock.h"
 #include "bench/suite/suite_metrics.h"
 #include "bench/suite/suite_projection.h"
 #include "bench/suite/suite_spec.h"
@@ -374,6 +375,7 @@ int run_suite(const SuiteOptions& o) {
     fs::create_directories(fs::path(dir) / sub, ec);
     DDPB_USAGE_CHECK(!ec) << "cannot create the results folder " << dir << ": " << ec.message();
   }
+  const ResultsLock lock(dir);  // Note [Results folder lock]: held until the suite returns
   if (std::string_view(build_type()) == "Debug") {
     std::fprintf(
         stderr,

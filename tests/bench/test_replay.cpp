@@ -113,8 +113,10 @@ class ReplayTest : public ::testing::Test {
     const std::string cmd =
         std::string(DDPBENCH_BIN) + " run " + s.mode + " --workload " + s.workload + " --steps " +
         std::to_string(s.steps) + " --warmup 0 --seed " + std::to_string(seed) + " --optimizer " +
-        s.optimizer + " --lr " + std::to_string(s.lr) + " --momentum " +
-        std::to_string(s.momentum) + " --weight-decay " + std::to_string(s.weight_decay) +
+        s.optimizer + " --lr " + std::to_string(s.lr) +
+        // --momentum is SGD's: ddpbench refuses it with AdamW, which would ignore it.
+        (s.optimizer == "sgd" ? " --momentum " + std::to_string(s.momentum) : std::string()) +
+        " --weight-decay " + std::to_string(s.weight_decay) +
         " --global-batch " + std::to_string(s.global_batch) + " --quiet --dump '" + dir_.string() +
         "'";
     Outcome o = run_command(cmd);

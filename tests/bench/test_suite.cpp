@@ -1,7 +1,9 @@
 // `ddpbench suite`, `report` and `compare` end to end, as real processes: the --quick suite,
 // a failed run recorded while the suite goes on, Ctrl-C and --resume, usage errors.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -331,6 +333,31 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
   std::ifstream html(out + "/report.html");
   const std::string page((std::istreambuf_iterator<char>(html)), {});
   EXPECT_NE(page.find("PyTorch"), std::string::npos);
+}
+
+// Issue 25, D3 / Note [Results folder lock]: a second suite on a folder in use refuses,
+// naming the holder, and runs nothing; the lock goes with its holder.
+TEST(Suite, AFolderInUseIsRefusedNamingTheHolder) {
+  TempDir dir("suite_lock");
+  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single"],
+                                  "world_sizes": [1], "steps": 1, "warmup": 0})");
+  const std::string out = dir / "results";
+  fs::create_directories(out);
+  const int fd = ::open((out + "/.ddpbench.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  ASSERT_EQ(::write(fd, pid.data(), pid.size()), static_cast<ssize_t>(pid.size()));
+  const auto held = run_cli("suite " + (dir / "s.json") + " --out " + out);
+  EXPECT_EQ(held.code, 2) << held.output;
+  EXPECT_NE(held.output.find("in use by another ddpbench suite (PID " + std::to_string(::getpid())),
+            std::string::npos)
+      << held.output;
+  EXPECT_FALSE(fs::exists(out + "/suite.json")) << "a refused suite wrote its record";
+  ::close(fd);  // the holder is gone: the same command now runs
+  const auto free = run_cli("suite " + (dir / "s.json") + " --out " + out);
+  EXPECT_EQ(free.code, 0) << free.output;
+  EXPECT_TRUE(fs::exists(out + "/suite.json"));
 }
 
 TEST(Suite, UsageErrorsExitTwoWithOneLine) {

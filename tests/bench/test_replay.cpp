@@ -116,9 +116,8 @@ class ReplayTest : public ::testing::Test {
         s.optimizer + " --lr " + std::to_string(s.lr) +
         // --momentum is SGD's: ddpbench refuses it with AdamW, which would ignore it.
         (s.optimizer == "sgd" ? " --momentum " + std::to_string(s.momentum) : std::string()) +
-        " --weight-decay " + std::to_string(s.weight_decay) +
-        " --global-batch " + std::to_string(s.global_batch) + " --quiet --dump '" + dir_.string() +
-        "'";
+        " --weight-decay " + std::to_string(s.weight_decay) + " --global-batch " +
+        std::to_string(s.global_batch) + " --quiet --dump '" + dir_.string() + "'";
     Outcome o = run_command(cmd);
     ASSERT_EQ(o.status, 0) << cmd << "\n" << o.output;
     ASSERT_TRUE(fs::exists(dir_ / "meta.json")) << "no meta.json after " << cmd << "\n" << o.output;

@@ -127,11 +127,9 @@ std::string unsafe_flight_dir(const std::string& dir) {
   return "";
 }
 
-// Creates `dir` with mode 0700 (its parents as needed) and checks what is there.
+// Creates `dir` with mode 0700 and checks what is there. Only `dir` itself: never the folders
+// above it (TMPDIR=/nonexistent/x must not create /nonexistent; issue 25, M10).
 bool make_flight_dir(const std::string& dir) {
-  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
   return unsafe_flight_dir(dir).empty();
 }

@@ -40,11 +40,14 @@ void WorkerPool::run(size_t count, const std::function<void(size_t)>& fn) {
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   for (size_t i = 0; i < count; ++i) {
     if (!errors_[i]) continue;
+    const std::string where = "replica " + std::to_string(i) + " on " + devices_[i].str();
     try {
       std::rethrow_exception(errors_[i]);
+    } catch (const UsageError& e) {
+      // A bad input stays a usage error (exit 2), as in single and DDP (issue 25, E5).
+      throw UsageError(where + ": " + e.what());
     } catch (const std::exception& e) {
-      throw Error("replica " + std::to_string(i) + " on " + devices_[i].str() +
-                  " failed: " + e.what());
+      throw Error(where + " failed: " + e.what());
     }
   }
 }

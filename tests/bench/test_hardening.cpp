@@ -124,6 +124,16 @@ TEST(NumericFlags, InputsThatWouldBeIgnoredAreRefused) {
   expect_usage(kRun + "--optimizer adamw --momentum 0.5", "--momentum is SGD's");
 }
 
+// Issue 25, E5: a BatchNorm batch of one per device was exit 1 in DP, 2 elsewhere.
+TEST(UsageErrors, ABatchNormBatchOfOneIsAUsageErrorInEveryMode) {
+  const std::string base = "run --workload resnet-tiny --steps 1 --warmup 0 --quiet ";
+  for (const std::string mode :
+       {"--mode single --global-batch 1", "--mode dp --world-size 2 --global-batch 2",
+        "--mode ddp --world-size 2 --global-batch 2"}) {
+    expect_usage(base + mode, "expected more than 1 value per channel");
+  }
+}
+
 TEST(NumericFlags, DdpDivisibilityErrorSuggestsBatchesThatDivide) {
   expect_usage(kRun + "--mode ddp --world-size 3 --global-batch 100", "99 or 102 would");
 }

@@ -92,5 +92,21 @@ TEST(FlightDir, PlantedDirectoriesAreRefused) {
   std::filesystem::remove_all(base);
 }
 
+// Issue 25, M10: TMPDIR=/nonexistent/dir made the dump create /nonexistent. Only the dump
+// folder itself is ever created.
+TEST(FlightDir, NoFolderAboveTheDumpFolderIsCreated) {
+  const auto missing =
+      std::filesystem::temp_directory_path() / ("ddpb_no_parent_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(missing);
+  set_flight_identity(0, 1, (missing / "below" / "ddpbench-flight-1").string());
+  EXPECT_EQ(dump_flight_recorder("test"), "");
+  EXPECT_FALSE(std::filesystem::exists(missing)) << "the dump created " << missing;
+  std::filesystem::create_directories(missing / "below");
+  const std::string path = dump_flight_recorder("test");
+  EXPECT_EQ(path, (missing / "below" / "ddpbench-flight-1" / "rank0.json").string());
+  set_flight_identity(0, 1, "");
+  std::filesystem::remove_all(missing);
+}
+
 }  // namespace
 }  // namespace ddpb::comm

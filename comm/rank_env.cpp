@@ -54,8 +54,14 @@ std::optional<RankEnv> detect_rank_env() {
         << " but MASTER_PORT is not set to a port number";
     e.master_port = *port;
     e.token = env_str("DDPBENCH_STORE_TOKEN", "");
-    DDPB_USAGE_CHECK(e.world_size >= 1 && e.rank >= 0 && e.rank < e.world_size)
+    DDPB_USAGE_CHECK(e.world_size >= 1 && e.world_size <= kMaxEnvWorldSize)
+        << s.size << "=" << e.world_size << " (" << e.source
+        << "): the world size must be from 1 to " << kMaxEnvWorldSize;
+    DDPB_USAGE_CHECK(e.rank >= 0 && e.rank < e.world_size)
         << "rank " << e.rank << " outside a world of " << e.world_size << " (" << e.source << ")";
+    DDPB_USAGE_CHECK(e.local_rank >= 0 && e.local_rank < e.world_size)
+        << s.local << "=" << e.local_rank << " (" << e.source
+        << "): a local rank must be from 0 to " << e.world_size - 1 << ", the world size less one";
     return e;
   }
   return std::nullopt;

@@ -13,6 +13,10 @@
 
 namespace ddpb::comm {
 
+// The largest world a launcher's environment may give: the same limit as --world-size
+// (issue 25, H5: WORLD_SIZE=100000 built one Gloo pair per rank before any timeout).
+inline constexpr int kMaxEnvWorldSize = 1024;
+
 struct RankEnv {
   int rank = 0;
   int world_size = 1;
@@ -24,7 +28,8 @@ struct RankEnv {
 };
 
 // The rank environment, or nullopt when the process was not started as a rank. Throws
-// UsageError for an inconsistent environment (rank outside the world, missing port).
+// UsageError for an inconsistent environment (rank outside the world, a world over
+// kMaxEnvWorldSize, a local rank outside [0, world size), missing port).
 std::optional<RankEnv> detect_rank_env();
 
 }  // namespace ddpb::comm

@@ -15,8 +15,10 @@ Device parse_device(std::string_view text) {
   auto parse_index = [&](std::string_view digits) {
     int value = -1;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    DDPB_USAGE_CHECK(ec == std::errc() && end == digits.data() + digits.size() && value >= 0)
-        << "bad device '" << text << "': the index must be a non-negative integer";
+    DDPB_USAGE_CHECK(ec == std::errc() && end == digits.data() + digits.size() && value >= 0 &&
+                     value < kMaxDeviceIndex)
+        << "bad device '" << text << "': the index must be an integer from 0 to "
+        << kMaxDeviceIndex - 1;
     return value;
   };
   for (auto [prefix, type] : {std::pair{std::string_view("cpu"), DeviceType::CPU},

@@ -23,7 +23,12 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-// Parses "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N". Throws UsageError otherwise.
+// Device indices run from 0 to kMaxDeviceIndex - 1 for each type: the logical CPU devices a
+// run may have (RunConfig's kMaxCpuDevices) and the per-GPU tables of the CUDA backend.
+inline constexpr int kMaxDeviceIndex = 64;
+
+// Parses "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N", N < kMaxDeviceIndex. Throws
+// UsageError otherwise.
 // Does not check that the device exists: see require_device().
 Device parse_device(std::string_view text);
 

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/process_group.h"
+#include "comm/rank_env.h"
+#include "core/device.h"
 #include "core/named_enum.h"
 #include "core/ops.h"
 #include "core/optim.h"
@@ -19,7 +21,8 @@ namespace ddpb::bench {
 // The ranges of the numeric flags (bench/cli/cli_flags.h). A CPU run is further bounded by
 // kMaxCpuDevices and by the memory its ranks or replicas need (RunConfig::validate).
 inline constexpr int64_t kMaxWorldSize = 1024;
-inline constexpr int64_t kMaxCpuDevices = 64;
+static_assert(kMaxWorldSize == comm::kMaxEnvWorldSize, "--world-size and WORLD_SIZE share a limit");
+inline constexpr int64_t kMaxCpuDevices = kMaxDeviceIndex;
 inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
 inline constexpr int64_t kMaxSteps = 1'000'000'000;
 inline constexpr int64_t kMaxAccumulate = 1 << 20;

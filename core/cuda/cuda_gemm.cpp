@@ -28,7 +28,7 @@
 namespace ddpb::gpu {
 namespace {
 
-constexpr int kMaxDevices = 64;
+constexpr int kMaxDevices = kMaxDeviceIndex;
 
 // Created on first use and deliberately never destroyed: a handle destroyed from a static
 // destructor can outlive the CUDA runtime at process exit.

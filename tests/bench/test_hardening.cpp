@@ -134,6 +134,26 @@ TEST(UsageErrors, ABatchNormBatchOfOneIsAUsageErrorInEveryMode) {
   }
 }
 
+// Issue 25, H5 and E8: a launcher's environment obeys the flags' limits, and a device index
+// from any source stays within the devices ddpbench has.
+TEST(NumericFlags, LauncherEnvironmentAndDeviceIndicesAreRanged) {
+  const std::string ddp = kRun + "--mode ddp --world-size 2 ";
+  auto expect_env_usage = [&](const std::string& env, const std::string& needle) {
+    const auto r = run_cli(ddp, env + " timeout 60");
+    EXPECT_EQ(r.code, 2) << env << "\n" << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos)
+        << env << ": missing '" << needle << "' in\n"
+        << r.output;
+  };
+  expect_env_usage("RANK=0 WORLD_SIZE=100000 LOCAL_RANK=0 MASTER_PORT=29511",
+                   "WORLD_SIZE=100000 (torchrun): the world size must be from 1 to 1024");
+  expect_env_usage("RANK=0 WORLD_SIZE=2 LOCAL_RANK=-3 MASTER_PORT=29511",
+                   "LOCAL_RANK=-3 (torchrun): a local rank must be from 0 to 1");
+  expect_env_usage("RANK=1 WORLD_SIZE=2 LOCAL_RANK=500 MASTER_PORT=29511", "LOCAL_RANK=500");
+  expect_usage(kRun + "--device cpu:64", "the index must be an integer from 0 to 63");
+  expect_usage(kRun + "--mode dp --devices cpu:0,cpu:99", "from 0 to 63");
+}
+
 TEST(NumericFlags, DdpDivisibilityErrorSuggestsBatchesThatDivide) {
   expect_usage(kRun + "--mode ddp --world-size 3 --global-batch 100", "99 or 102 would");
 }

@@ -127,7 +127,10 @@ Delta points(std::optional<double> base, std::optional<double> now, double thres
 }
 
 // Columns padded to a common width: readable in a terminal and valid Markdown.
-std::string aligned_table(const std::vector<std::vector<std::string>>& rows) {
+std::string aligned_table(std::vector<std::vector<std::string>> rows) {
+  for (auto& r : rows) {
+    for (auto& cell : r) cell = printable(cell);  // record text reaches a terminal
+  }
   std::vector<size_t> width(rows.front().size(), 3);
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
@@ -163,7 +166,7 @@ CompareResult compare_reports(const json& base, const json& now, double threshol
   std::vector<std::vector<std::string>> rows = {
       {"run", "status", "samples/s", "median step ms", "overlap", "peak memory", "verdict"}};
   auto regress = [&](const std::string& id, const std::string& what) {
-    result.regressions.push_back(id + ": " + what);
+    result.regressions.push_back(printable(id + ": " + what));
   };
 
   for (const auto& [id, bf] : b) {

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "reports/html_report.h"
+#include "reports/report_util.h"
 #include "reports/suite_view.h"
 #include "reports/svg_chart.h"
 
@@ -17,6 +18,7 @@ namespace {
 std::string md_cell(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   std::replace(s.begin(), s.end(), '\r', ' ');
+  s = printable(s);  // no raw control characters in report.md (issue 25, S2)
   std::string out;
   for (char c : s) {
     if (std::string_view("\\`*_[]<>|~&").find(c) != std::string_view::npos) out += '\\';

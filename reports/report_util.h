@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,12 @@ std::optional<double> run_peak_memory(const nlohmann::json& run);
 
 // Compact JSON text that never throws (invalid UTF-8 in a string built in memory is replaced).
 std::string safe_dump(const nlohmann::json& value);
+
+// Record text made safe for a terminal and for Markdown (issue 25, S2): every control
+// character (C0, DEL, and C1 as UTF-8) becomes visible as \xNN or \u00NN, so that a run id
+// from an untrusted suite.json cannot clear a screen or move the cursor. Every other byte is
+// kept as it is.
+std::string printable(std::string_view text);
 
 // Table formats. Every one returns "-" for nullopt so a missing value reads as missing.
 // 4 significant digits without exponent for everyday sizes: 5000, 123.4, 1.235, 0.01234.

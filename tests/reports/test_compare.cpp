@@ -48,6 +48,19 @@ TEST(Compare, IdenticalSuitesDoNotRegress) {
   EXPECT_NE(r.table.find("not ok in both"), std::string::npos) << r.table;
 }
 
+// Issue 25, S2: run ids from an untrusted suite.json reach the terminal through compare; a
+// control character shows as text and never runs.
+TEST(Compare, ControlCharactersInRecordTextAreShownNotSent) {
+  json base = make_suite();
+  run_by_id(base, kRun)["id"] = "evil\x1b[2J\x1b]0;title\x07";
+  const auto r = compare_reports(base, make_suite(), 5);
+  EXPECT_EQ(r.table.find('\x1b'), std::string::npos) << r.table;
+  EXPECT_EQ(r.table.find('\x07'), std::string::npos);
+  EXPECT_NE(r.table.find("evil\\x1b[2J\\x1b]0;title\\x07"), std::string::npos) << r.table;
+  ASSERT_FALSE(r.regressions.empty());
+  for (const auto& line : r.regressions) EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+}
+
 TEST(Compare, ThroughputBeyondTheThresholdRegresses) {
   const auto drop = compare_reports(make_suite(), with_metric({"samples_per_s"}, 0.90), 5);
   EXPECT_TRUE(drop.regressed) << drop.table;

@@ -362,6 +362,14 @@ TEST(MarkdownReport, TablesAndOneLinkedSvgPerChart) {
   run_by_id(evil, "gpt-tiny/ddp/w4")["error"] = "a | b <img src=x>\nnext";
   const auto md2 = ddpb::reports::render_markdown(evil, "");
   EXPECT_NE(md2.markdown.find("a \\| b \\<img src=x\\> next"), std::string::npos);
+  // No raw control character reaches report.md (issue 25, S2): ESC[2J shows as text.
+  json escape = suite;
+  run_by_id(escape, "gpt-tiny/ddp/w4")["error"] = "boom \x1b[2J\x07 \xc2\x9b end";
+  const auto md5 = ddpb::reports::render_markdown(escape, "");
+  EXPECT_EQ(md5.markdown.find('\x1b'), std::string::npos);
+  EXPECT_EQ(md5.markdown.find('\x07'), std::string::npos);
+  EXPECT_EQ(md5.markdown.find("\xc2\x9b"), std::string::npos);
+  EXPECT_NE(md5.markdown.find("boom \\\\x1b\\[2J\\\\x07 \\\\u009b end"), std::string::npos);
   // Markdown escaping, not HTML entities: an apostrophe stays one in the raw text.
   json quoted = suite;
   quoted["suite"]["name"] = "DP's *best* run";

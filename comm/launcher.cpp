@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -242,8 +243,19 @@ int find_free_port(const std::string& addr) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = 0;
-  DDPB_USAGE_CHECK(::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) == 1)
-      << "MASTER_ADDR '" << addr << "' is not an IPv4 address";
+  // A name resolves as the ranks' store clients resolve it (getaddrinfo), so that
+  // `--master-addr localhost` means the same to every launcher (issue 25, E9).
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int gai = ::getaddrinfo(addr.c_str(), nullptr, &hints, &found);
+  if (gai != 0 || found == nullptr) ::close(fd);
+  DDPB_USAGE_CHECK(gai == 0 && found != nullptr)
+      << "MASTER_ADDR '" << addr << "' is not an IPv4 address or a name that resolves to one ("
+      << ::gai_strerror(gai) << ")";
+  sa.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+  ::freeaddrinfo(found);
   int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
   socklen_t len = sizeof(sa);
   if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);

@@ -87,7 +87,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   add_int_flag(run, "--warmup", c.warmup, 0, kMaxSteps, "warm-up steps before the measured ones");
   add_int_flag(run, "--seed", c.seed, 0, INT64_MAX, "seed for initialisation, data and shuffling");
   run.add_option("--optimizer", c.optimizer.name, "sgd or adamw");
-  add_real_flag(run, "--lr", c.optimizer.lr, 0, 1e6, "learning rate");
+  add_real_flag(run, "--lr", c.optimizer.lr, 0, 1e6, "learning rate", LowerBound::Open);
   add_real_flag(run, "--momentum", c.optimizer.momentum, 0, 1, "SGD momentum");
   add_real_flag(run, "--weight-decay", c.optimizer.weight_decay, 0, 1e6, "weight decay");
   run.add_flag("--cuda-graph", c.cuda_graph,

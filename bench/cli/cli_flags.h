@@ -26,11 +26,11 @@ CLI::Option* add_int_flag(CLI::App& app, const std::string& flag, T& target, int
 }
 template <typename T>
 CLI::Option* add_real_flag(CLI::App& app, const std::string& flag, T& target, double lo, double hi,
-                           const std::string& help) {
+                           const std::string& help, LowerBound lower = LowerBound::Closed) {
   return app.add_option_function<std::string>(
       flag,
-      [&target, flag, lo, hi](const std::string& text) {
-        target = static_cast<T>(parse_real_flag(flag, text, lo, hi));
+      [&target, flag, lo, hi, lower](const std::string& text) {
+        target = static_cast<T>(parse_real_flag(flag, text, lo, hi, lower));
       },
       help);
 }

@@ -3,8 +3,11 @@
 #include <fmt/core.h>
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "reports/json_io.h"
+#include "reports/report_util.h"
 #include "reports/schema_validator.h"
 
 namespace ddpb::bench {
@@ -20,9 +23,30 @@ int validate_command(const std::vector<std::string>& files) {
       ++invalid;
       continue;
     }
-    const bool suite = doc.is_object() && doc.value("kind", "") == "suite";
-    const auto errors =
-        suite ? reports::validate_suite_record(doc) : reports::validate_run_record(doc);
+    // The record's kind first, then its own schema (issue 25, M9: a projection record was
+    // checked against the run schema); a kind ddpbench does not write is one line.
+    const std::string kind = doc.is_object() && doc.contains("kind") && doc["kind"].is_string()
+                                 ? doc["kind"].get<std::string>()
+                                 : "";
+    std::vector<reports::SchemaError> errors;
+    if (kind == "suite") {
+      errors = reports::validate_suite_record(doc);
+    } else if (kind == "projection") {
+      errors = reports::validate_projection_record(doc);
+    } else if (kind == "run") {
+      errors = reports::validate_run_record(doc);
+    } else {
+      // Streamed piece by piece: GCC 12 warns (-Wrestrict) on "'" + string + "'".
+      std::cerr << file << ": not a ddpbench record: its \"kind\" is ";
+      if (kind.empty()) {
+        std::cerr << "missing";
+      } else {
+        std::cerr << '\'' << reports::printable(kind) << '\'';
+      }
+      std::cerr << " (expected run, suite or projection)\n";
+      ++invalid;
+      continue;
+    }
     if (errors.empty()) {
       fmt::print("{}: valid\n", file);
       continue;

@@ -28,12 +28,16 @@ int64_t parse_int_flag(const std::string& flag, const std::string& text, int64_t
   return value;
 }
 
-double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi) {
-  const std::string range = fmt::format("a number from {:g} to {:g}", lo, hi);
+double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi,
+                       LowerBound lower) {
+  const bool open = lower == LowerBound::Open;
+  const std::string range = open
+                                ? fmt::format("a number greater than {:g} and at most {:g}", lo, hi)
+                                : fmt::format("a number from {:g} to {:g}", lo, hi);
   char* end = nullptr;
   const double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < lo ||
-      value > hi)
+      (open && value == lo) || value > hi)
     out_of_range(flag, text, range);
   return value;
 }

@@ -19,7 +19,11 @@ namespace ddpb::bench {
 // Parses `text` as an integer in [lo, hi]; throws UsageError naming `flag` otherwise.
 int64_t parse_int_flag(const std::string& flag, const std::string& text, int64_t lo, int64_t hi);
 // Parses `text` as a finite number in [lo, hi]; throws UsageError naming `flag` otherwise.
-double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi);
+// Bounds are closed unless `lower` says Open (lo itself refused, as --lr's 0): the message
+// states the interval exactly as it is checked (issue 25, T1).
+enum class LowerBound { Closed, Open };
+double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi,
+                       LowerBound lower = LowerBound::Closed);
 
 // Parses `text` as one of E's names (core/named_enum.h); throws UsageError naming `flag`
 // and listing the names otherwise.

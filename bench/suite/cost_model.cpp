@@ -85,19 +85,49 @@ int ceil_log2(int p) {
   return k;
 }
 
-double positive_number(const nlohmann::json& j, const char* key, const std::string& where) {
+// Note [Topology ranges]: every value of a topology file is read strictly and checked against
+// what a real link or machine can have (issue 25, E1 and E6): an integer that would wrap in an
+// int (node_size 2147483648, or 4294967297 read as 1) and a bandwidth of 1e-320 or an alpha of
+// 1e308, which printed inf and nan, are usage errors naming the key and its range.
+constexpr int64_t kMaxNodeSize = int64_t{1} << 20;
+constexpr int64_t kMaxComputeSlots = 4096;
+constexpr double kMaxAlphaUs = 1e6;                                  // a second per message
+constexpr double kMinBandwidthGBps = 1e-6, kMaxBandwidthGBps = 1e6;  // 1 kB/s to 1 PB/s
+constexpr double kMaxContention = 1e3;
+
+double ranged_number(const nlohmann::json& j, const char* key, double lo, double hi,
+                     const std::string& where) {
   if (!j.contains(key) || !j[key].is_number())
     throw UsageError(where + ": missing number '" + key + "'");
   const double v = j[key].get<double>();
-  if (!(v >= 0) || !std::isfinite(v)) throw UsageError(where + ": '" + key + "' must be >= 0");
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    throw UsageError(fmt::format("{}: '{}' must be a number from {:g} to {:g}, got {:g}", where,
+                                 key, lo, hi, v));
+  }
   return v;
+}
+
+int ranged_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+               const std::string& where) {
+  const auto& v = j.at(key);
+  bool ok = false;
+  if (v.is_number_unsigned()) {  // nlohmann reads every non-negative integer as unsigned
+    ok = v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+         static_cast<int64_t>(v.get<uint64_t>()) >= lo;
+  } else if (v.is_number_integer()) {
+    ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  }
+  if (!ok) {
+    throw UsageError(fmt::format("{}: '{}' must be an integer from {} to {}, got {}", where, key,
+                                 lo, hi, v.dump()));
+  }
+  return static_cast<int>(v.get<int64_t>());
 }
 
 Link link_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw UsageError(where + " must be an object {alpha_us, bandwidth_GBps}");
-  Link l{positive_number(j, "alpha_us", where), positive_number(j, "bandwidth_GBps", where)};
-  if (l.bandwidth_GBps <= 0) throw UsageError(where + ": 'bandwidth_GBps' must be > 0");
-  return l;
+  return {ranged_number(j, "alpha_us", 0, kMaxAlphaUs, where),
+          ranged_number(j, "bandwidth_GBps", kMinBandwidthGBps, kMaxBandwidthGBps, where)};
 }
 
 nlohmann::json link_json(const Link& l) {
@@ -174,9 +204,8 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& what) {
     throw UsageError(what + ": missing string 'name'");
   t.name = j["name"].get<std::string>();
   t.source = j.value("source", what);
-  if (!j.contains("node_size") || !j["node_size"].is_number_integer() || j["node_size"] < 1)
-    throw UsageError(what + ": missing integer 'node_size' >= 1");
-  t.node_size = j["node_size"].get<int>();
+  if (!j.contains("node_size")) throw UsageError(what + ": missing integer 'node_size'");
+  t.node_size = ranged_int(j, "node_size", 1, kMaxNodeSize, what);
   if (!j.contains("intra")) throw UsageError(what + ": missing object 'intra'");
   t.intra = link_from_json(j["intra"], what + ": intra");
   if (j.contains("inter")) t.inter = link_from_json(j["inter"], what + ": inter");
@@ -184,14 +213,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& what) {
   if (j.contains("reduce_add"))
     t.reduce_add = link_from_json(j["reduce_add"], what + ": reduce_add");
   if (j.contains("compute_slots")) {
-    if (!j["compute_slots"].is_number_integer() || j["compute_slots"] < 0)
-      throw UsageError(what + ": 'compute_slots' must be an integer >= 0");
-    t.compute_slots = j["compute_slots"].get<int>();
+    t.compute_slots = ranged_int(j, "compute_slots", 0, kMaxComputeSlots, what);
   }
   if (j.contains("compute_contention")) {
-    if (!j["compute_contention"].is_number() || j["compute_contention"].get<double>() < 1)
-      throw UsageError(what + ": 'compute_contention' must be a number >= 1");
-    t.compute_contention = j["compute_contention"].get<double>();
+    t.compute_contention = ranged_number(j, "compute_contention", 1, kMaxContention, what);
   }
   if (j.contains("comm_shares_compute")) {
     if (!j["comm_shares_compute"].is_boolean())

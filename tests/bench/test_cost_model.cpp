@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "bench/suite/comm_fit.h"
 #include "bench/suite/cost_model.h"
@@ -90,6 +91,35 @@ TEST(CostModel, TopologyFileRoundTripsAndNamesMissingFields) {
   }
   EXPECT_THROW(topology_from_json({{"name", "x"}, {"intra", j["inter"]}}, "t.json"), UsageError);
   EXPECT_THROW(topology_from_json(nlohmann::json::array(), "t.json"), UsageError);
+}
+
+// Note [Topology ranges] (issue 25, E1 and E6): values that wrapped or printed inf and nan.
+TEST(CostModel, TopologyValuesOutsideWhatALinkCanHaveAreRefused) {
+  const nlohmann::json base = topology_preset("pcie5+roce-200").to_json();
+  auto expect_refused = [&](const nlohmann::json& j, const std::string& needle) {
+    try {
+      topology_from_json(j, "t.json");
+      ADD_FAILURE() << "accepted " << j.dump();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  for (const nlohmann::json size : {nlohmann::json(2147483648LL), nlohmann::json(4294967297LL),
+                                    nlohmann::json(-1), nlohmann::json(0), nlohmann::json(8.5)}) {
+    nlohmann::json j = base;
+    j["node_size"] = size;
+    expect_refused(j, "'node_size' must be an integer from 1 to 1048576, got " + size.dump());
+  }
+  nlohmann::json slow = base;
+  slow["intra"]["bandwidth_GBps"] = 1e-320;
+  expect_refused(slow, "t.json: intra: 'bandwidth_GBps' must be a number from 1e-06 to 1e+06");
+  nlohmann::json far = base;
+  far["inter"]["alpha_us"] = 1e308;
+  expect_refused(far, "t.json: inter: 'alpha_us' must be a number from 0 to 1e+06");
+  nlohmann::json slots = base;
+  slots["compute_slots"] = 4294967297LL;
+  expect_refused(slots, "'compute_slots' must be an integer from 0 to 4096");
+  EXPECT_EQ(topology_from_json(base, "t.json").node_size, 8) << "the preset itself is in range";
 }
 
 TEST(CommFit, RecoversAlphaAndBetaFromExactTimings) {

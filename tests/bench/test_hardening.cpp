@@ -103,6 +103,9 @@ TEST(NumericFlags, OverflowAndWrapAroundAreUsageErrors) {
   expect_usage(kRun + "--mode ddp --world-size 2 --timeout inf", "--timeout must be a number");
   expect_usage(kRun + "--mode ddp --world-size 2 --timeout 0.0001", "--timeout must be a number");
   expect_usage(kRun + "--lr nan", "--lr must be a number");
+  // Issue 25, T1: the message states the interval as checked: 0 is refused, so it is open.
+  expect_usage(kRun + "--lr 0", "--lr must be a number greater than 0 and at most 1e+06, got '0'");
+  expect_usage(kRun + "--momentum 1.5", "--momentum must be a number from 0 to 1, got '1.5'");
 }
 
 TEST(NumericFlags, FaultSpecsAreParsedStrictlyAndMustFire) {
@@ -152,6 +155,13 @@ TEST(NumericFlags, LauncherEnvironmentAndDeviceIndicesAreRanged) {
   expect_env_usage("RANK=1 WORLD_SIZE=2 LOCAL_RANK=500 MASTER_PORT=29511", "LOCAL_RANK=500");
   expect_usage(kRun + "--device cpu:64", "the index must be an integer from 0 to 63");
   expect_usage(kRun + "--mode dp --devices cpu:0,cpu:99", "from 0 to 63");
+}
+
+// Issue 25, E9: the single-node launcher refused `--master-addr localhost`, which the
+// multi-node one and torchrun's variables accepted: names resolve everywhere now.
+TEST(Launcher, AMasterAddressMayBeAName) {
+  const auto r = run_cli(kRun + "--mode ddp --world-size 2 --master-addr localhost", "timeout 120");
+  EXPECT_EQ(r.code, 0) << r.output;  // (no unresolvable name here: that would ask a DNS server)
 }
 
 TEST(NumericFlags, DdpDivisibilityErrorSuggestsBatchesThatDivide) {

@@ -2,6 +2,7 @@
 // ddpbench binary (single, dp), rejected files, and the `validate` and `env` subcommands.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -230,6 +231,26 @@ TEST_F(RealRecords, ValidateCommandExitCodes) {
 
   auto usage = run_cli("validate");
   EXPECT_EQ(usage.code, 2) << usage.output;
+}
+
+// Issue 25, M9: validate reads the record's kind first and checks it against its own schema;
+// a projection record used to get a dozen bogus run-schema errors.
+TEST_F(RealRecords, ValidateChecksEachKindAgainstItsOwnSchema) {
+  const std::string ddp = dir_ / "ddp.json", proj = dir_ / "projection.json";
+  make_record("--mode ddp --world-size 2", ddp);
+  auto projected = run_cli("project " + ddp + " --devices 4 --json " + proj);
+  ASSERT_EQ(projected.code, 0) << projected.output;
+  auto ok = run_cli("validate " + proj);
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find(proj + ": valid"), std::string::npos) << ok.output;
+  const std::string other = dir_ / "other.json";
+  std::ofstream(other) << R"({"kind": "gpu_check", "steps": []})";
+  auto foreign = run_cli("validate " + other);
+  EXPECT_EQ(foreign.code, 1) << foreign.output;
+  EXPECT_NE(foreign.output.find(other + ": not a ddpbench record: its \"kind\" is 'gpu_check'"),
+            std::string::npos)
+      << foreign.output;
+  EXPECT_EQ(std::count(foreign.output.begin(), foreign.output.end(), '\n'), 1) << foreign.output;
 }
 
 TEST(EnvCommand, PrintsTheChecklist) {

@@ -205,9 +205,8 @@ deliver() {
   echo "gpu_check: exit $rc; wrote $(cd "$OUT" && ls | tr '\n' ' ')in $OUT"
   exit "$rc"
 }
-# Stops the check: one line on stderr, the steps so far in gpu_check.json, exit 1.
+# Stops the check: one line on stderr and exit 1 (deliver writes the steps so far).
 fail_fast() {
-  write_steps_json
   echo "gpu_check: $1" >&2
   exit 1
 }

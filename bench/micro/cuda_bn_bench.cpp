@@ -21,13 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/run/stats.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -35,6 +35,7 @@
 #include "core/ops.h"
 #include "core/system_info.h"
 #include "core/tensor.h"
+#include "reports/json_io.h"
 
 namespace {
 
@@ -97,12 +98,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Median milliseconds of `fn` over `iters` event-timed calls after `warmup` untimed ones.
 double time_ms(cudaStream_t stream, const Options& opt, const std::function<void()>& fn) {
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -121,7 +116,7 @@ double time_ms(cudaStream_t stream, const Options& opt, const std::function<void
   }
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
-  return median(samples);
+  return ddpb::bench::summarize(samples).median;
 }
 
 Tensor filled(const ddpb::Shape& shape, const Device& device, uint64_t seed, float lo, float hi) {
@@ -225,14 +220,7 @@ int run(const Options& opt) {
         {"context", {{"date", ddpb::utc_timestamp()}, {"host", ddpb::host_name()}}},
         {"config", {{"iters", opt.iters}, {"warmup", opt.warmup}}},
         {"rows", rows}};
-    const std::string tmp = opt.json + ".tmp";
-    {
-      std::ofstream f(tmp);
-      DDPB_CHECK(f.good()) << "cannot write " << tmp;
-      f << record.dump(2) << "\n";
-      DDPB_CHECK(f.good()) << "writing " << tmp;
-    }
-    DDPB_CHECK(std::rename(tmp.c_str(), opt.json.c_str()) == 0) << "renaming " << tmp;
+    ddpb::reports::write_json_atomic(opt.json, record);
     std::printf("wrote %s\n", opt.json.c_str());
   }
   return 0;

@@ -41,12 +41,12 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/run/stats.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
@@ -54,6 +54,7 @@
 #include "core/ops.h"
 #include "core/system_info.h"
 #include "core/tensor.h"
+#include "reports/json_io.h"
 #include "workloads/training_gemms.h"
 
 namespace {
@@ -338,12 +339,6 @@ class EventTimer {
   cudaEvent_t stop_ = nullptr;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct Row {
   GemmShape shape;
   MathMode mode;
@@ -414,9 +409,9 @@ Row measure(const GemmShape& s, MathMode mode, const Options& opt, cublasHandle_
     b.push_back(timer.time_ms(row.reps, theirs));
     if (has_act) c.push_back(timer.time_ms(row.reps, bias_only));
   }
-  row.ddpb_ms = median(a);
-  row.cublas_ms = median(b);
-  if (has_act) row.bias_only_ms = median(c);
+  row.ddpb_ms = ddpb::bench::summarize(a).median;
+  row.cublas_ms = ddpb::bench::summarize(b).median;
+  if (has_act) row.bias_only_ms = ddpb::bench::summarize(c).median;
   return row;
 }
 
@@ -564,14 +559,7 @@ int run(const Options& opt) {
   print_table(record);
 
   if (!opt.json.empty()) {
-    const std::string tmp = opt.json + ".tmp";
-    {
-      std::ofstream f(tmp);
-      DDPB_CHECK(f.good()) << "cannot write " << tmp;
-      f << record.dump(2) << "\n";
-      DDPB_CHECK(f.good()) << "writing " << tmp;
-    }
-    DDPB_CHECK(std::rename(tmp.c_str(), opt.json.c_str()) == 0) << "renaming " << tmp;
+    ddpb::reports::write_json_atomic(opt.json, record);
     std::printf("wrote %s\n", opt.json.c_str());
   }
   int failed = 0;

@@ -351,12 +351,18 @@ ChosenPlan choose_plan(cudnnHandle_t handle, const Descriptor& graph, const Conv
     int64_t count = 0, workspace = 0;
     CUDNN_CALL(cudnn().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                      CUDNN_TYPE_INT64, 1, &count, &workspace));
-    ChosenPlan& slot = workspace > kConvWorkspaceBound ? oversized : chosen;
-    if (slot.plan) continue;  // an oversized plan is already kept aside
-    slot.plan = std::move(plan);
-    slot.workspace_bytes = workspace;
-    slot.notes = notes[i];
-    if (&slot == &chosen) return chosen;
+    if (workspace > kConvWorkspaceBound) {
+      if (!oversized.plan) {  // the first one is kept aside
+        oversized.plan = std::move(plan);
+        oversized.workspace_bytes = workspace;
+        oversized.notes = notes[i];
+      }
+      continue;
+    }
+    chosen.plan = std::move(plan);
+    chosen.workspace_bytes = workspace;
+    chosen.notes = notes[i];
+    return chosen;
   }
   if (oversized.plan) {
     oversized.candidates = chosen.candidates;

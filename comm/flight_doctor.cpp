@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/input_file.h"
 #include "core/check.h"
-#include "core/input_file.h"
 
 namespace ddpb::comm {
 namespace {

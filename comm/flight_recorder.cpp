@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/atomic_file.h"
 #include "core/check.h"
 #include "core/clock.h"
 
@@ -177,13 +178,10 @@ std::string dump_flight_recorder(const std::string& reason) noexcept {
                           {"dumped_ns", steady_now_ns()},
                           {"entries", flight_recorder().to_json()}};
     const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp);
-      out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      if (!out) return "";
-    }
-    std::filesystem::rename(tmp, path);
+    // Note [Atomic file writes]: the doctor never reads half a dump.
+    write_file_atomic(path,
+                      doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                      "flight-recorder dump");
     return path;
   } catch (...) {
     return "";

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include <deque>
 #include <fstream>
 
+#include "base/subprocess.h"
 #include "core/check.h"
 
 namespace ddpb::comm {
@@ -137,13 +137,6 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int 
   return env;
 }
 
-std::vector<char*> pointers_of(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // This process's command line as the kernel saw it (/proc/self/cmdline).
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -172,25 +165,20 @@ std::vector<std::string> rank_argv(const std::string& exe, const LaunchSpec& spe
 
 pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
             const std::string& token, int* out_fd) {
-  // Everything the child needs is built here: between fork and exec a multi-threaded
-  // process may only make async-signal-safe calls (no allocation, no setenv).
-  std::vector<std::string> args = rank_argv(exe, spec);
-  std::vector<std::string> env = rank_environment(spec, rank, port, token);
-  std::vector<char*> argv = pointers_of(args);
-  std::vector<char*> envp = pointers_of(env);
+  const std::vector<std::string> env = rank_environment(spec, rank, port, token);
+  SpawnSpec child;
+  child.argv = rank_argv(exe, spec);
+  child.env = &env;
   int fds[2];
   DDPB_CHECK(::pipe2(fds, O_CLOEXEC) == 0) << "pipe: " << std::strerror(errno);
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  DDPB_CHECK(pid >= 0) << "fork: " << std::strerror(errno);
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(fds[1], STDERR_FILENO);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
+  child.output_fd = fds[1];
+  pid_t pid = -1;
+  try {
+    pid = spawn_process(child);  // Note [Spawning from threads]
+  } catch (const SubprocessError& e) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    DDPB_FAIL() << "cannot start rank " << rank << ": " << e.what();
   }
   ::close(fds[1]);
   *out_fd = fds[0];

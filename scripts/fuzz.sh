@@ -3,7 +3,8 @@
 # reader, the TCPStore frame parser and the suite-file parser, each under libFuzzer with ASan + UBSan.
 #   scripts/fuzz.sh [SECONDS]      each target for SECONDS (default 60), on a copy of its
 #                                  seed corpus fuzz/corpus/<target>/
-#   FUZZ_BUILD_DIR=... JOBS=N      build directory (default build/fuzz) and build jobs
+#   FUZZ_BUILD_DIR=... JOBS=N      build directory (default build/fuzz); build jobs and
+#                                  targets fuzzed side by side (default: the cores)
 # Prints, per target, the executions, the corpus size at the end and the result. Exits
 # non-zero on any crash, leak, UB report or timeout; the input that triggered it is kept
 # under <build dir>/artifacts/<target>/ (reproduce: <build dir>/fuzz/<target> FILE).
@@ -35,7 +36,10 @@ fi
 
 echo "== fuzz: configure and build ($build_dir)"
 start=$(date +%s)
+# -O1 with line tables: fast enough to fuzz, quick to build, stacks with file:line.
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
   -DDDPB_FUZZ=ON -DDDPBENCH_CUDA=OFF -DDDPBENCH_TESTS=OFF -DDDPB_NVTX=OFF \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
@@ -43,33 +47,44 @@ echo "== fuzz: build took $(($(date +%s) - start)) s"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=0
-summary=()
-for t in "${targets[@]}"; do
-  seeds=$root/fuzz/corpus/$t
-  corpus=$build_dir/corpus/$t
-  artifacts=$build_dir/artifacts/$t
-  log=$build_dir/logs/$t.log
+
+# One target for $seconds; its result line goes to <build dir>/logs/<target>.result.
+fuzz_one() {
+  local t=$1 seeds=$root/fuzz/corpus/$1 corpus=$build_dir/corpus/$1
+  local artifacts=$build_dir/artifacts/$1 log=$build_dir/logs/$1.log rc=0 execs size result
   rm -rf "$corpus"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
   cp -r "$seeds/." "$corpus/"
-  echo "== fuzz: $t for ${seconds} s (seeds: $(find "$seeds" -type f | wc -l))"
-  rc=0
   "$build_dir/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   size=$(find "$corpus" -type f | wc -l)
-  if [ "$rc" = 0 ]; then
-    result=ok
-  else
-    result="FAILED (exit $rc)"
+  result=ok
+  [ "$rc" = 0 ] || result="FAILED (exit $rc)"
+  printf '%-22s executions %-10s corpus %-6s %s\n' "$t" "${execs:-?}" "$size" "$result" \
+    >"$build_dir/logs/$t.result"
+}
+
+# Targets run $jobs at a time, each on a core of its own for $seconds of wall time: the same
+# fuzzing per target as one after another, in 1/$jobs of the time.
+mkdir -p "$build_dir/logs"
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  echo "== fuzz: ${batch[*]} for ${seconds} s each, side by side"
+  for t in "${batch[@]}"; do fuzz_one "$t" & done
+  wait
+done
+
+failed=0
+for t in "${targets[@]}"; do
+  if ! grep -q ' ok$' "$build_dir/logs/$t.result"; then
     failed=1
-    tail -n 40 "$log"
-    for f in "$artifacts"/*; do [ -e "$f" ] && echo "   kept input: $f"; done
+    echo "== fuzz: $t failed; the end of $build_dir/logs/$t.log:"
+    tail -n 40 "$build_dir/logs/$t.log"
+    for f in "$build_dir/artifacts/$t"/*; do [ -e "$f" ] && echo "   kept input: $f"; done
   fi
-  summary+=("$(printf '%-22s executions %-10s corpus %-6s %s' "$t" "${execs:-?}" "$size" "$result")")
 done
 
 echo "== fuzz summary (${seconds} s per target; logs in $build_dir/logs)"
-printf '%s\n' "${summary[@]}"
+for t in "${targets[@]}"; do cat "$build_dir/logs/$t.result"; done
 exit "$failed"

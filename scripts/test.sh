@@ -43,6 +43,9 @@ if [[ $main == 1 ]]; then
   # ctest counts a skipped test as passed: take the skips out of the passes.
   skipped=$(grep -cE '\(Skipped\)$' "$ctest_log" || true)
   verdict="tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped (of $total; $(cat "$skipped_why"))"
+  # ctest's lines end "Passed   12.34 sec": the ten longest, for whoever keeps CI fast.
+  slowest=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$ctest_log" |
+    sort -rn | head -n 10 | awk '{printf "  %7.1f s  %s\n", $1, $2}')
   rm -f "$skipped_why"
   if [[ $ctest_rc != 0 ]]; then
     echo "scripts/test.sh: FAILED: $verdict"
@@ -51,10 +54,15 @@ if [[ $main == 1 ]]; then
 fi
 
 if [[ $sanitize == 1 ]]; then
+  # -Og with line tables only: the sanitizers' reports keep file:line stacks, and the builds
+  # take a third of RelWithDebInfo's -O2 -g (full debug info of the JSON and gtest templates
+  # is most of their compile time).
+  sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG"
+                   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG")
   # Unit tests that run in-process (the process-spawning tests are covered by the main pass).
   asan_dir=${ASAN_BUILD_DIR:-$root/build/asan}
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer: unit tests"
-  cmake -S "$root" -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S "$root" -B "$asan_dir" -G Ninja "${sanitizer_flags[@]}" \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
   asan_tests=(test_core test_dp test_ddp test_store test_process_group test_flight_recorder
               test_safetensors test_sampler test_dataset test_dataloader test_report_render
@@ -69,7 +77,7 @@ if [[ $sanitize == 1 ]]; then
 
   tsan_dir=${TSAN_BUILD_DIR:-$root/build/tsan}
   echo "== ThreadSanitizer: DP workers, streams, data loader, stores, process groups"
-  cmake -S "$root" -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S "$root" -B "$tsan_dir" -G Ninja "${sanitizer_flags[@]}" \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=thread >/dev/null
   cmake --build "$tsan_dir" -j "$jobs" --target test_dp test_core test_dataloader test_store \
     test_process_group test_stream_sanitizer
@@ -84,5 +92,9 @@ if [[ $sanitize == 1 ]]; then
   sanitizers="ASan+UBSan: ${#asan_tests[@]} unit test binaries passed; TSan: 6 passed"
 fi
 
+if [[ -n "${slowest:-}" ]]; then
+  echo "scripts/test.sh: the ten slowest tests of the main pass:"
+  echo "$slowest"
+fi
 # One verdict line, last (set -e has stopped the script on any earlier failure).
 echo "scripts/test.sh: ${verdict:-main tests not run (--sanitize)}; ${sanitizers:-sanitizer passes skipped (NO_SANITIZE=1)}"

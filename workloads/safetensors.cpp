@@ -15,9 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
+#include "base/input_file.h"
 #include "core/check.h"
 #include "core/dtype.h"
-#include "core/input_file.h"
 
 namespace ddpb {
 namespace {
@@ -63,13 +64,6 @@ class FileDescriptor {
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return fd_; }
-  // Closes now and reports the result: close() can be the call that reports a failed
-  // write-back (NFS, quota), so the writer must check it.
-  int close_checked() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
 
  private:
   int fd_;
@@ -338,48 +332,6 @@ int open_for_reading(const std::string& path) {
 
 // ---- Writing --------------------------------------------------------------------------
 
-// The temporary file of one save: removed on scope exit unless the rename succeeded.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-  void commit() { committed_ = true; }
-
- private:
-  std::string path_;
-  bool committed_ = false;
-};
-
-void write_all(int fd, const std::string& final_path, const std::string& tmp_path, const void* src,
-               size_t nbytes, uint64_t* written) {
-  const auto* p = static_cast<const char*>(src);
-  while (nbytes > 0) {
-    size_t chunk = std::min<size_t>(nbytes, size_t{1} << 30);
-    ssize_t n = ::write(fd, p, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      throw Error("cannot write safetensors file '" + final_path + "': write to '" + tmp_path +
-                  "' failed after " + std::to_string(*written) + " bytes: " + errno_text(err));
-    }
-    p += n;
-    nbytes -= static_cast<size_t>(n);
-    *written += static_cast<uint64_t>(n);
-  }
-}
-
-std::string parent_directory(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
@@ -421,44 +373,20 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(text.size() >> (8 * i));
 
-  TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
-  FileDescriptor fd(::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (fd.get() < 0) {
-    int err = errno;
-    throw Error("cannot write safetensors file '" + path + "': cannot create '" + tmp.path() +
-                "': " + errno_text(err));
-  }
-  uint64_t written = 0;
-  write_all(fd.get(), path, tmp.path(), len_bytes, 8, &written);
-  write_all(fd.get(), path, tmp.path(), text.data(), text.size(), &written);
-  for (const auto& nt : tensors) {
-    if (nt.tensor.numel() == 0) continue;
-    // Host tensors (any logical cpu:N) are written in place; device tensors are staged.
-    Tensor host = nt.tensor.device().is_cpu() ? nt.tensor : nt.tensor.to(Device::cpu());
-    write_all(fd.get(), path, tmp.path(), host.raw_data(), host.nbytes(), &written);
-  }
-  if (::fsync(fd.get()) != 0) {
-    int err = errno;
-    throw Error("cannot write safetensors file '" + path + "': fsync of '" + tmp.path() +
-                "' failed: " + errno_text(err));
-  }
-  if (fd.close_checked() != 0) {
-    int err = errno;
-    throw Error("cannot write safetensors file '" + path + "': close of '" + tmp.path() +
-                "' failed: " + errno_text(err));
-  }
-  if (::rename(tmp.path().c_str(), path.c_str()) != 0) {
-    int err = errno;
-    throw Error("cannot write safetensors file '" + path + "': rename from '" + tmp.path() +
-                "' failed: " + errno_text(err));
-  }
-  tmp.commit();
-  // Persist the rename itself. Best effort: the new file is complete and in place either
-  // way, and some file systems refuse fsync on a directory.
-  int dir_fd = ::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    (void)::fsync(dir_fd);
-    ::close(dir_fd);
+  // Note [Atomic file writes]: a failed save leaves the previous file as it was.
+  try {
+    AtomicFile file(path, "safetensors file");
+    file.write(len_bytes, 8);
+    file.write(text);
+    for (const auto& nt : tensors) {
+      if (nt.tensor.numel() == 0) continue;
+      // Host tensors (any logical cpu:N) are written in place; device tensors are staged.
+      Tensor host = nt.tensor.device().is_cpu() ? nt.tensor : nt.tensor.to(Device::cpu());
+      file.write(host.raw_data(), host.nbytes());
+    }
+    file.commit();
+  } catch (const WriteFileError& e) {
+    throw Error(e.what());
   }
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "bench/cli/cli_flags.h"
 #include "bench/cli/env_command.h"
 #include "bench/cli/project_command.h"
@@ -122,13 +123,14 @@ void add_run_options(CLI::App& run, RunConfig& c) {
 }
 
 // An output file named on the command line, checked before any work is done: a device, FIFO
-// or directory there is a usage error, and a symbolic link is followed to its target (see
-// reports::resolve_output_path), which is what the writers then replace.
+// or directory there, a missing or unwritable folder or a name too long is a usage error, and
+// a symbolic link is followed to its target (base/atomic_file.h, check_output_path), which is
+// what the writers then replace.
 std::string checked_output(const std::string& flag, const std::string& path) {
   if (path.empty()) return path;
   try {
-    return reports::resolve_output_path(path);
-  } catch (const reports::ReportError& e) {
+    return check_output_path(path);
+  } catch (const WriteFileError& e) {
     throw UsageError(flag + ": " + e.what());
   }
 }

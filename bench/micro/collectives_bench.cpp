@@ -2,8 +2,8 @@
 // ProcessGroup (comm/process_group.h), for each backend, world size and message size.
 //
 // Ranks are threads of this process, each with its own ProcessGroup over one shared
-// HashStore (bench/run/group_team.h); rank 0 is Google Benchmark's thread, the others are
-// parked on a barrier and released once per iteration (bench/run/rank_team.h).
+// HashStore (comm/group_team.h); rank 0 is Google Benchmark's thread, the others are
+// parked on a barrier and released once per iteration (base/rank_team.h).
 //
 //   gloo  ranks 2 and 4, on logical CPU devices cpu:0..n-1 (TCP over loopback);
 //   nccl  ranks 2, 4 and 8 on cuda:0..n-1, registered only when built with NCCL; without a
@@ -40,7 +40,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/run/group_team.h"
+#include "bench/run/timed_seconds.h"
+#include "comm/group_team.h"
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/ops.h"
@@ -51,7 +52,7 @@ namespace {
 using ddpb::Device;
 using ddpb::DType;
 using ddpb::Tensor;
-using ddpb::bench::GroupTeam;
+using ddpb::comm::GroupTeam;
 
 constexpr int64_t kMinBytes = int64_t{1} << 10;
 constexpr int64_t kMaxBytes = int64_t{256} << 20;
@@ -96,7 +97,7 @@ std::unique_ptr<GroupTeam>& cached_team() {
 
 GroupTeam& team_for(const std::string& backend, int ranks) {
   std::unique_ptr<GroupTeam>& team = cached_team();
-  if (team && (team->backend() != backend || team->size() != ranks)) team.reset();
+  if (team && (team->group(0).backend() != backend || team->size() != ranks)) team.reset();
   if (!team) team = std::make_unique<GroupTeam>(backend, ranks, kTimeout);
   return *team;
 }
@@ -199,7 +200,7 @@ void bm_collective(benchmark::State& state, const std::string& backend, Collecti
   // buffers and hand their memory back, so 256 MiB sizes do not pile up in the caches.
   buffers.clear();
   for (int r = 0; r < n; ++r)
-    ddpb::device_allocator(ddpb::bench::rank_device(backend, r)).empty_cache();
+    ddpb::device_allocator(ddpb::comm::rank_device(backend, r)).empty_cache();
 
   using benchmark::Counter;
   state.counters["ranks"] = n;

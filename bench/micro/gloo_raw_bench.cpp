@@ -17,7 +17,7 @@
 // 127.0.0.1, a gloo::rendezvous::Context of the group's size with the group's timeout, and
 // connectFullMesh over a store (the raw side meets through Gloo's own HashStore; the group
 // through ddpbench's, as in the tests). Ranks are threads of this process driven by a
-// RankTeam (bench/run/rank_team.h): a barrier before each iteration, each rank times its
+// RankTeam (base/rank_team.h): a barrier before each iteration, each rank times its
 // call on the host's steady clock, the iteration time is the max over ranks (manual time).
 // Each rank's buffer is one f32 tensor on cpu:rank shared by both sides; it is zeroed after
 // one checked allreduce per benchmark, so the timed sums never overflow or go denormal.
@@ -39,7 +39,8 @@
 #include <utility>
 #include <vector>
 
-#include "bench/run/group_team.h"
+#include "bench/run/timed_seconds.h"
+#include "comm/group_team.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/ops.h"
@@ -91,7 +92,7 @@ struct GlooTeam {
     return b;
   }
 
-  ddpb::bench::GroupTeam groups;
+  ddpb::comm::GroupTeam groups;
   std::vector<std::shared_ptr<gloo::Context>> raw;  // [rank]
   std::vector<uint32_t> raw_tags;                   // [rank]: the next raw collective's tag
 

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/subprocess.h"
 #include "core/check.h"
 
 namespace ddpb::bench {
@@ -20,33 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kGrace = std::chrono::seconds(10);  // SIGINT/SIGTERM, then SIGKILL
 
-[[noreturn]] void exec_child(const ChildSpec& spec, int log_fd) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  // The suite may ignore or handle signals; the run starts from the defaults.
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
-  ::dup2(log_fd, STDOUT_FILENO);
-  ::dup2(log_fd, STDERR_FILENO);
-  int devnull = ::open("/dev/null", O_RDONLY);
-  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) _exit(127);
-  std::vector<char*> argv;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execv(argv[0], argv.data());
-  const std::string msg =
-      "ddpbench suite: cannot execute " + spec.argv[0] + ": " + std::strerror(errno) + "\n";
-  [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg.data(), msg.size());
-  _exit(127);
-}
-
-int decode_status(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
 }  // namespace
 
 ChildResult run_child(const ChildSpec& spec) {
@@ -54,11 +27,25 @@ ChildResult run_child(const ChildSpec& spec) {
   const int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   DDPB_CHECK(log_fd >= 0) << "cannot write " << spec.log_path << ": " << std::strerror(errno);
   const auto start = Clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) exec_child(spec, log_fd);
+  SpawnSpec child;
+  child.argv = spec.argv;
+  child.cwd = spec.cwd;
+  child.output_fd = log_fd;
+  child.stdin_from_dev_null = true;
+  child.own_process_group = true;  // so that a DDP run and all its ranks are killed together
+  pid_t pid = -1;
+  try {
+    pid = spawn_process(child);
+  } catch (const SubprocessError& e) {
+    // As a shell would: the reason in the run's log, exit 127.
+    const std::string line = std::string("ddpbench suite: ") + e.what() + "\n";
+    [[maybe_unused]] const ssize_t n = ::write(log_fd, line.data(), line.size());
+    ::close(log_fd);
+    ChildResult failed;
+    failed.exit_code = 127;
+    return failed;
+  }
   ::close(log_fd);
-  DDPB_CHECK(pid > 0) << "fork failed: " << std::strerror(errno);
-  ::setpgid(pid, pid);  // also here, so that killpg works before the child gets to it
 
   ChildResult result;
   Clock::time_point kill_at{};  // when the polite signal was sent, escalate after kGrace
@@ -89,7 +76,7 @@ ChildResult run_child(const ChildSpec& spec) {
   }
   // Ranks of a DDP run live in the same group; none may outlive the run.
   ::killpg(pid, SIGKILL);
-  result.exit_code = decode_status(status);
+  result.exit_code = exit_code_of(status);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

@@ -5,8 +5,9 @@
 #include <chrono>
 #include <functional>
 
-#include "bench/run/group_team.h"
-#include "bench/run/rank_team.h"
+#include "base/rank_team.h"
+#include "bench/run/timed_seconds.h"
+#include "comm/group_team.h"
 #include "core/check.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -61,7 +62,7 @@ const std::vector<int64_t> kCopySizes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
 constexpr int kWarmup = 2, kIters = 5;
 
 std::vector<FitPoint> time_allreduce(const std::string& backend, int ranks) {
-  GroupTeam team(backend, ranks, std::chrono::seconds(60));
+  comm::GroupTeam team(backend, ranks, std::chrono::seconds(60));
   std::vector<FitPoint> points;
   for (int64_t bytes : kSizes) {
     std::vector<Tensor> buf(static_cast<size_t>(ranks));

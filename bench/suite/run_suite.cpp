@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/input_file.h"
 #include "bench/run/context.h"
 #include "bench/run/gemm_peak.h"
 #include "bench/run/run_config.h"
@@ -26,7 +27,6 @@
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
 #include "core/device.h"
-#include "core/input_file.h"
 #include "core/ops.h"
 #include "reports/html_report.h"
 #include "reports/json_io.h"

@@ -44,6 +44,22 @@ TEST(OutputTargets, ADeviceFifoOrDirectoryIsRefusedBeforeAnyWork) {
   EXPECT_TRUE(fs::is_directory(dir.path()));
 }
 
+// Issue 25, E4: an output in a missing folder was found only after the run, and a valid name
+// of 250 characters always failed, its temporary "<name>.tmp.PID.N" being over NAME_MAX.
+TEST(OutputTargets, MissingFoldersAreRefusedBeforeAnyWorkAndLongNamesAreWritten) {
+  TempDir dir("out_folders");
+  for (const char* flag : {"--out", "--trace", "--save-params"}) {
+    expect_usage(kRun + flag + " " + (dir / "no/such/x.json"), "its folder " + (dir / "no/such"));
+  }
+  const std::string long_name = dir / (std::string(245, 'r') + ".json");
+  const auto r = run_cli(kRun + "--out " + long_name);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(long_name)).at("kind"), "run");
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
 // Note [User-named inputs] (issue 25, H1-H4): each of these blocked forever in open() or grew
 // without bound before; now each is refused at once, naming the file and what it is. The
 // `timeout 60` turns a regression into exit 124 instead of a hung test.

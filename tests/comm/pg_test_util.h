@@ -8,10 +8,9 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "comm/hash_store.h"
+#include "comm/group_team.h"
 #include "comm/process_group.h"
 #include "core/device.h"
 
@@ -23,31 +22,16 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs body(rank, group) on `size` threads that meet through one HashStore; rank r's group is
-// made with options_of(r) on that device. A rank's exception is reported as a test failure
-// naming the rank.
+// Runs body(rank, group) on `size` thread-ranks (comm/group_team.h); rank r's group is made
+// with options_of(r). A rank's exception is reported as a test failure naming the rank.
 inline void run_thread_ranks(int size, const std::function<ProcessGroupOptions(int)>& options_of,
                              const std::function<void(int, ProcessGroup&)>& body,
                              std::chrono::milliseconds timeout) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(timeout);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        const ProcessGroupOptions options = options_of(r);
-        DeviceGuard guard(options.device);
-        auto group = make_process_group(store, r, size, options);
-        body(r, *group);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < size; ++r) {
-    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r << " of " << size;
+  try {
+    GroupTeam team(size, options_of, timeout);
+    team.run(body);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
   }
 }
 

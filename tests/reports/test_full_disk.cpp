@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/temp_dir.h"
 #include "reports/json_io.h"
 
 namespace ddpb::reports {
@@ -61,55 +62,33 @@ nlohmann::json big_record(size_t bytes) {
   return r;
 }
 
-// A fresh directory under the system temp dir, removed (with its contents) at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ddpb-full-disk.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp(" + tmpl + "): " + std::strerror(errno));
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // A tmpfs of kTmpfsBytes mounted on a fresh directory, unmounted at teardown whatever the
 // test did. Skips when this process may not mount.
 class TinyTmpfs : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string options = "size=" + std::to_string(kTmpfsBytes) + ",mode=0700";
-    if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) !=
-        0) {
-      GTEST_SKIP() << "cannot mount a " << kTmpfsBytes / 1024 << " KiB tmpfs on " << dir_.path()
+    if (::mount("tmpfs", dir_.str().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+      GTEST_SKIP() << "cannot mount a " << kTmpfsBytes / 1024 << " KiB tmpfs on " << dir_.str()
                    << " (" << std::strerror(errno)
                    << "; needs CAP_SYS_ADMIN): the RLIMIT_FSIZE tests cover the same path";
     }
     mounted_ = true;
   }
   void TearDown() override {
-    if (mounted_ && ::umount2(dir_.path().c_str(), MNT_DETACH) != 0) {
-      ADD_FAILURE() << "umount " << dir_.path() << ": " << std::strerror(errno);
+    if (mounted_ && ::umount2(dir_.str().c_str(), MNT_DETACH) != 0) {
+      ADD_FAILURE() << "umount " << dir_.str() << ": " << std::strerror(errno);
     }
   }
-  std::string file(const std::string& name) const { return dir_.path() + "/" + name; }
+  std::string file(const std::string& name) const { return dir_.str() + "/" + name; }
   uint64_t free_bytes() const {
     struct statvfs st {};
-    EXPECT_EQ(::statvfs(dir_.path().c_str(), &st), 0) << std::strerror(errno);
+    EXPECT_EQ(::statvfs(dir_.str().c_str(), &st), 0) << std::strerror(errno);
     return uint64_t{st.f_bavail} * st.f_frsize;
   }
 
-  TempDir dir_;  // declared first: removed only after TearDown has unmounted
+  // Declared first: removed only after TearDown has unmounted.
+  ddpb::testing::TempDir dir_{"full_disk"};
   bool mounted_ = false;
 };
 
@@ -138,7 +117,7 @@ TEST_F(TinyTmpfs, WriteLargerThanTheDiskFailsAndKeepsTheOldReport) {
   expect_disk_full(path, big_record(4 * kTmpfsBytes));
 
   EXPECT_EQ(read_bytes(path), before) << "the old report changed";
-  EXPECT_EQ(directory_entries(dir_.path()), std::vector<std::string>{"run.json"})
+  EXPECT_EQ(directory_entries(dir_.str()), std::vector<std::string>{"run.json"})
       << "a temporary file was left behind";
   // The temporary file's blocks are back: it was unlinked and its descriptor closed.
   EXPECT_EQ(free_bytes(), free_before);
@@ -158,7 +137,7 @@ TEST_F(TinyTmpfs, WriteThatFitsOnlyWithoutTheOldReportFailsAndKeepsIt) {
   expect_disk_full(path, big_record(kTmpfsBytes * 5 / 8 + 1));
 
   EXPECT_EQ(read_bytes(path), before) << "the old report changed";
-  EXPECT_EQ(directory_entries(dir_.path()), std::vector<std::string>{"run.json"})
+  EXPECT_EQ(directory_entries(dir_.str()), std::vector<std::string>{"run.json"})
       << "a temporary file was left behind";
 }
 
@@ -217,8 +196,8 @@ ChildResult write_in_limited_child(const std::string& path, const nlohmann::json
 }
 
 TEST(FileSizeLimit, WriteOverTheLimitFailsAndKeepsTheOldReport) {
-  TempDir dir;
-  const std::string path = dir.path() + "/run.json";
+  ddpb::testing::TempDir dir{"full_disk"};
+  const std::string path = dir.str() + "/run.json";
   write_json_atomic(path, old_record());
   const std::string before = read_bytes(path);
 
@@ -232,14 +211,14 @@ TEST(FileSizeLimit, WriteOverTheLimitFailsAndKeepsTheOldReport) {
   EXPECT_NE(child.message.find("unchanged"), std::string::npos) << child.message;
 
   EXPECT_EQ(read_bytes(path), before) << "the old report changed";
-  EXPECT_EQ(directory_entries(dir.path()), std::vector<std::string>{"run.json"})
+  EXPECT_EQ(directory_entries(dir.str()), std::vector<std::string>{"run.json"})
       << "a temporary file was left behind";
 }
 
 // The same limit does not get in the way of a report that fits under it.
 TEST(FileSizeLimit, WriteUnderTheLimitSucceeds) {
-  TempDir dir;
-  const std::string path = dir.path() + "/run.json";
+  ddpb::testing::TempDir dir{"full_disk"};
+  const std::string path = dir.str() + "/run.json";
   write_json_atomic(path, old_record());
   const nlohmann::json next = big_record(8 << 10);
 
@@ -247,7 +226,7 @@ TEST(FileSizeLimit, WriteUnderTheLimitSucceeds) {
   ASSERT_TRUE(WIFEXITED(child.status)) << "the child died (status " << child.status << ")";
   ASSERT_EQ(WEXITSTATUS(child.status), kChildWrote) << child.message;
   EXPECT_EQ(read_json(path), next);
-  EXPECT_EQ(directory_entries(dir.path()), std::vector<std::string>{"run.json"});
+  EXPECT_EQ(directory_entries(dir.str()), std::vector<std::string>{"run.json"});
 }
 
 }  // namespace

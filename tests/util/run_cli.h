@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include "temp_dir.h"
+
 namespace ddpb::testing {
 
 struct CliResult {
@@ -27,22 +29,5 @@ inline CliResult run_cli(const std::string& args, const std::string& env = "") {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
-
-// A fresh directory under /tmp, removed with the object.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag)
-      : path_(std::filesystem::temp_directory_path() /
-              ("ddpb_" + tag + "_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace ddpb::testing

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/temp_dir.h"
 #include "core/check.h"
 #include "core/dtype.h"
 
@@ -35,18 +36,10 @@ namespace fs = std::filesystem;
 // A fresh directory per test, removed afterwards.
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::path(::testing::TempDir()) / "ddpb_safetensors_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << "mkdtemp(" << pattern << ")";
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_ / name; }
 
-  fs::path dir_;
+  testing::TempDir temp_{"safetensors"};
+  const fs::path& dir_ = temp_.path();
 };
 
 Tensor f32(const std::vector<float>& v, const Shape& s) {

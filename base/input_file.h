@@ -9,8 +9,8 @@
 // read up to a bound checked against the bytes actually read. O_NONBLOCK is cleared before
 // reading: on a regular file it means nothing, and the reads stay ordinary.
 //
-// Header-only and free of the runtime (POSIX and the standard library), so that reports/,
-// which depends on no runtime, reads records through it too.
+// Header-only and free of the runtime (POSIX and the standard library, as all of base/), so
+// that reports/, which depends on no runtime, reads records through it too.
 #pragma once
 
 #include <fcntl.h>

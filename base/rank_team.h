@@ -1,8 +1,9 @@
-// RankTeam: the ranks of a multi-rank micro-benchmark as threads of this process.
+// RankTeam: the ranks of a multi-rank benchmark or test as threads of this process.
 //
 // Rank 0 is the thread that constructs the team and calls run(): in a benchmark that is
-// Google Benchmark's thread, so the benchmark loop drives every rank. Ranks 1..size-1 are
-// helper threads owned by the team, parked on a barrier between calls. run(fn)
+// Google Benchmark's thread, so the benchmark loop drives every rank; in a test, the test's.
+// Ranks 1..size-1 are helper threads owned by the team, parked on a barrier between calls.
+// run(fn)
 //   1. releases every rank through one barrier (the "start" barrier),
 //   2. runs fn(rank) on each rank's own thread (rank 0's inline),
 //   3. returns once every rank has finished (the "done" barrier), with each rank's result.
@@ -17,6 +18,8 @@
 //
 // Thread-safety: construct, run() and destroy from one thread (rank 0's). fn runs on every
 // rank thread at once; what it touches per rank must be indexed by the rank.
+//
+// Free of the runtime (the standard library only), like all of base/.
 #pragma once
 
 #include <barrier>
@@ -28,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-namespace ddpb::bench {
+namespace ddpb {
 
 class RankTeam {
  public:
@@ -118,4 +121,4 @@ class RankTeam {
   std::vector<std::thread> helpers_;
 };
 
-}  // namespace ddpb::bench
+}  // namespace ddpb

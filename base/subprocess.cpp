@@ -1,0 +1,106 @@
+#include "base/subprocess.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ddpb {
+namespace {
+
+std::vector<char*> pointers_of(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// The child's errno into the parent's error pipe, then exit 127.
+[[noreturn]] void give_up(int error_fd) {
+  const int err = errno;
+  [[maybe_unused]] const ssize_t n = ::write(error_fd, &err, sizeof(err));
+  ::_exit(127);
+}
+
+// The child's side, async-signal-safe only: on any failure, errno into `error_fd`, exit 127.
+[[noreturn]] void become_child(const SpawnSpec& spec, char* const* argv, char* const* envp,
+                               pid_t parent, int error_fd) {
+  if (spec.own_process_group) ::setpgid(0, 0);
+  if (spec.parent_death_signal != 0) {
+    ::prctl(PR_SET_PDEATHSIG, spec.parent_death_signal);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+  }
+  if (spec.default_signals) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+  }
+  if (spec.output_fd >= 0) {
+    if (::dup2(spec.output_fd, STDOUT_FILENO) < 0 || ::dup2(spec.output_fd, STDERR_FILENO) < 0)
+      give_up(error_fd);
+  }
+  if (spec.stdin_from_dev_null) {
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull < 0 || ::dup2(devnull, STDIN_FILENO) < 0) give_up(error_fd);
+  }
+  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) give_up(error_fd);
+  if (envp != nullptr) {
+    ::execve(argv[0], argv, envp);
+  } else {
+    ::execv(argv[0], argv);
+  }
+  give_up(error_fd);
+}
+
+}  // namespace
+
+pid_t spawn_process(const SpawnSpec& spec) {
+  if (spec.argv.empty()) throw SubprocessError("spawn_process: empty command");
+  const std::vector<char*> argv = pointers_of(spec.argv);
+  std::vector<char*> envp;
+  if (spec.env != nullptr) envp = pointers_of(*spec.env);
+  int error_pipe[2];
+  if (::pipe2(error_pipe, O_CLOEXEC) != 0) {
+    throw SubprocessError("cannot start " + spec.argv[0] + ": pipe: " + std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(error_pipe[0]);
+    become_child(spec, argv.data(), spec.env ? envp.data() : nullptr, parent, error_pipe[1]);
+  }
+  const int fork_errno = errno;
+  ::close(error_pipe[1]);
+  if (pid < 0) {
+    ::close(error_pipe[0]);
+    throw SubprocessError("cannot start " + spec.argv[0] + ": fork: " + std::strerror(fork_errno));
+  }
+  if (spec.own_process_group) ::setpgid(pid, pid);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(error_pipe[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  ::close(error_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const std::string where = spec.cwd.empty() ? "" : " in " + spec.cwd;
+    throw SubprocessError("cannot execute " + spec.argv[0] + where + ": " +
+                          std::strerror(child_errno));
+  }
+  return pid;
+}
+
+int exit_code_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace ddpb

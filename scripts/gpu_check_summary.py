@@ -13,6 +13,10 @@ import os
 import pathlib
 import platform
 import statistics
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "pylib"))
+import perf_targets  # noqa: E402  (the one definition of every target)
 
 TARGETS_TITLE = "\nperformance targets (GPU)"
 lines = []
@@ -115,54 +119,49 @@ def by_run(tag):
     return next((t for t in training if t["run"] == tag), None)
 
 targets = []
-def target(name, goal, value, text, met=None):
-    status = "not measured" if value is None else ("reported" if met is None else
-                                                   ("met" if met else "not met"))
-    targets.append({"target": name, "goal": goal, "value": value, "measured": text,
-                    "status": status})
+def target(key, value, text, suffix=""):
+    targets.append(perf_targets.row(key, value, text, suffix=suffix))
 
 if gemm:
     for s in gemm["step_summary"]:
-        target(f"GEMM step time vs cuBLAS, {s['workload']} {s['math']}", ">= 0.85",
-               s["ratio"], f"{s['ratio']:.3f}", s["ratio"] >= 0.85)
+        target("gpu.gemm_vs_cublas", s["ratio"], f"{s['ratio']:.3f}",
+               f", {s['workload']} {s['math']}")
 else:
-    target("GEMM step time vs cuBLAS", ">= 0.85", None, "-")
+    target("gpu.gemm_vs_cublas", None, "-")
 for r in vs_torch:
     v = r.get("ratio_vs_matmul")
-    target(f"gpt2-small step vs PyTorch eager ({r['math']})", "<= 0.8", v,
-           f"{v:.3f}" if v is not None else "-", None if v is None else v <= 0.8)
+    target("gpu.gpt2_vs_eager", v, f"{v:.3f}" if v is not None else "-", f" ({r['math']})")
 resnet, torch_resnet = by_run("single-resnet50"), load("torch-resnet50.json")
 if resnet and torch_resnet:
     v = resnet["step_ms_median"] / torch_resnet["summary"]["step_time_ms"]["median"]
-    target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<= 1.0", v, f"{v:.3f}", v <= 1.0)
+    target("gpu.resnet50_vs_eager", v, f"{v:.3f}")
 else:
-    target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<= 1.0", None, "-")
+    target("gpu.resnet50_vs_eager", None, "-")
 for tag in ("single-gpt2-small", "single-gpt2-small-tf32", "single-gpt2-small-bf16"):
     t = by_run(tag)
     mfu = t and t["mfu"]
-    target(f"MFU, {tag}", "report", mfu, f"{100 * mfu:.1f}%" if mfu else "-")
+    target("gpu.mfu", mfu, f"{100 * mfu:.1f}%" if mfu else "-", f", {tag}")
 single, ddp1 = by_run("single-mlp-small"), load("ddp-nccl-mlp-small.json")
 if single and ddp1:
     over = compute_ms(ddp1) / single["compute_ms_median"] - 1
-    target("DDP world size 1 (NCCL) overhead over single, mlp-small", "<= 2%", over,
-           f"{100 * over:.1f}%", over <= 0.02)
+    target("gpu.ddp_w1_overhead", over, f"{100 * over:.1f}%", ", mlp-small")
 else:
-    target("DDP world size 1 (NCCL) overhead over single", "<= 2%", None, "-")
+    target("gpu.ddp_w1_overhead", None, "-")
 ddp2 = load("ddp-gloo-mlp-small.json")
 comm = (ddp2 or {}).get("summary", {}).get("comm")
 if comm:
-    target("DDP 2 ranks on one GPU (Gloo): overlap ratio", "> 0.5", comm["overlap_ratio"],
+    target("gpu.ddp_w2_overlap", comm["overlap_ratio"],
            f"{comm['overlap_ratio']:.2f} (exposed {comm['comm_exposed_ms']:.2f} of "
-           f"{comm['comm_ms']:.2f} ms)", comm["overlap_ratio"] > 0.5)
+           f"{comm['comm_ms']:.2f} ms)")
 else:
-    target("DDP 2 ranks on one GPU (Gloo): overlap ratio", "> 0.5", None, "-")
+    target("gpu.ddp_w2_overlap", None, "-")
 for g in graph_rows:
-    target(f"--cuda-graph step / eager, {g['workload']}", "report", g["ratio"],
-           f"{g['ratio']:.3f}" + ("" if g["losses_match"] else " (losses differ!)"))
+    target("gpu.cuda_graph", g["ratio"],
+           f"{g['ratio']:.3f}" + ("" if g["losses_match"] else " (losses differ!)"),
+           f", {g['workload']}")
 flash, plain = by_run("single-gpt2-small-flash"), by_run("single-gpt2-small")
 if flash and plain:
-    target("flash attention: step and peak memory / math attention, gpt2-small", "report",
-           flash["compute_ms_median"] / plain["compute_ms_median"],
+    target("gpu.flash_attention", flash["compute_ms_median"] / plain["compute_ms_median"],
            f"time {flash['compute_ms_median'] / plain['compute_ms_median']:.3f}, "
            f"peak {flash['peak_mib']:.0f} / {plain['peak_mib']:.0f} MiB")
 
@@ -178,8 +177,7 @@ if bn:
                        for k in ("stats", "elemt", "backward_reduce", "backward_elemt")))
     for k in ("stats", "backward_reduce"):
         worst = min(r[k]["of_copy"] for r in bn["rows"])
-        target(f"batch norm {k}: worst fraction of copy bandwidth (resnet50 shapes)", "report",
-               worst, f"{worst:.2f}")
+        target("gpu.batch_norm_bandwidth", worst, f"{worst:.2f}", f", {k}")
 
 resnet_rec = load("single-resnet50.json")
 plans = (resnet_rec or {}).get("conv_plans") or []
@@ -190,7 +188,7 @@ if plans:
              f"{p['engine'][:60]:<60} {p['workspace_bytes'] / 1048576:8.1f} MiB {p['build_ms']:8.1f} ms "
              f"(tried {p['tried']} of {p['allowed']}, {p['candidates']} offered)")
     build = sum(p["build_ms"] for p in plans)
-    target("cuDNN plan building, single-resnet50 (all shapes)", "report", build,
+    target("gpu.cudnn_plan_build", build,
            f"{build:.0f} ms, max workspace {max(p['workspace_bytes'] for p in plans) / 1048576:.0f} MiB")
 
 if gemm:
@@ -199,8 +197,8 @@ if gemm:
         rows = [r for r in act if r["math"] == math]
         cost = sum(r["calls_per_step"] * r["activation_pass_ms"] for r in rows)
         step = sum(r["calls_per_step"] * r["ddpbench_ms"] for r in rows)
-        target(f"GEMM activation pass (separate NaN-keeping kernel), {math}", "report", cost,
-               f"{cost:.3f} ms of {step:.3f} ms GEMM")
+        target("gpu.gemm_activation_pass", cost, f"{cost:.3f} ms of {step:.3f} ms GEMM",
+               f", {math}")
 
 def f(x, fmt):
     return format(x, fmt) if isinstance(x, (int, float)) else "-"

@@ -8,7 +8,8 @@
 #      afresh, so that the sweep's luckiest sample does not stand in for the best cap's time
 #      (on 2 shared cores identical runs differ by up to 20%; the minimum of nine is biased low).
 # Prints the sweep, the tuner's choices, and ratio = median auto / median best fixed over the
-# pairs (target <= 1.05: the issue's "within 5% of the sweep's best").
+# pairs (target cpu.bucket_auto_vs_best in scripts/pylib/perf_targets.py: within 5% of the
+# sweep's best).
 #
 #   scripts/bench/bucket_autotune.sh BUILD_DIR [WORKLOAD...]   (default: mlp-small gpt-tiny)
 #   env: STEPS (40), ROUNDS (3), PAIRS (7), STRICT=1 exits 3 when a workload misses the target
@@ -27,6 +28,8 @@ steps=${STEPS:-40}
 rounds=${ROUNDS:-3}
 pairs=${PAIRS:-7}
 caps=(0.25 0.5 1 2.5 5 10 25 50 100)
+python=/usr/bin/python3
+tables="$(dirname "$0")/../pylib/sweep_tables.py"  # the tables and the target
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -45,38 +48,12 @@ for w in "${workloads[@]}"; do
       run "$w" "$cap" "$w-sweep-$cap-$round"
     done
   done
-  best=$(/usr/bin/python3 - "$out" "$w" "$rounds" "${caps[@]}" <<'PY'
-import json, statistics, sys
-out, w, rounds, caps = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-med = {c: statistics.median(json.load(open(f"{out}/{w}-sweep-{c}-{r}.json"))["summary"]["step_time_ms"]["median"]
-                            for r in range(rounds)) for c in caps}
-print(min(med, key=med.get))
-PY
-)
+  best=$("$python" "$tables" best-cap "$out" "$w" "$rounds" "${caps[@]}")
   for ((p = 0; p < pairs; ++p)); do
     if ((p % 2 == 0)); then run "$w" auto "$w-auto-$p"; run "$w" "$best" "$w-best-$p"
     else run "$w" "$best" "$w-best-$p"; run "$w" auto "$w-auto-$p"; fi
   done
-  /usr/bin/python3 - "$out" "$w" "$rounds" "$pairs" "$best" "${caps[@]}" <<'PY' || missed=1
-import json, statistics, sys
-out, w, rounds, pairs, best, caps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6:]
-def ms(stem):
-    with open(f"{out}/{stem}.json") as f:
-        return json.load(f)["summary"]["step_time_ms"]["median"]
-print(f"{w} (DDP, 2 ranks, CPU), sweep: median over {rounds} rounds of each run's median step ms")
-for c in caps:
-    print(f"  --bucket-cap-mb {c:>5}: {statistics.median(ms(f'{w}-sweep-{c}-{r}') for r in range(rounds)):8.2f}"
-          + ("   <- best fixed" if c == best else ""))
-chosen = [json.load(open(f"{out}/{w}-auto-{p}.json"))["mode"]["details"]["bucket_autotune"]["chosen_mb"]
-          for p in range(pairs)]
-auto = statistics.median(ms(f"{w}-auto-{p}") for p in range(pairs))
-fixed = statistics.median(ms(f"{w}-best-{p}") for p in range(pairs))
-ratio = auto / fixed
-print(f"  {pairs} alternated pairs: auto {auto:.2f} ms (chose {', '.join(f'{c:g}' for c in chosen)} MB), "
-      f"best fixed {best} MB {fixed:.2f} ms")
-print(f"  ratio auto / best fixed = {ratio:.3f} (target <= 1.05): {'MET' if ratio <= 1.05 else 'MISSED'}")
-sys.exit(0 if ratio <= 1.05 else 3)
-PY
+  "$python" "$tables" autotune "$out" "$w" "$rounds" "$pairs" "$best" "${caps[@]}" || missed=1
 done
 if [[ $missed -ne 0 && "${STRICT:-0}" == 1 ]]; then exit 3; fi
 exit 0

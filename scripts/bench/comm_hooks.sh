@@ -35,24 +35,5 @@ for ((round = 0; round < rounds; ++round)); do
       { echo "comm_hooks.sh: $h failed:" >&2; tail -n 3 "$out/$h-$round.log" >&2; exit 1; }
   done
 done
-/usr/bin/python3 - "$out" "$workload" "$rounds" "$rank" "${hooks[@]}" <<'PY'
-import json, os, statistics, sys
-out, w, rounds, rank, hooks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-def load(h, r):
-    with open(f"{out}/{h}-{r}.json") as f:
-        return json.load(f)
-print(f"{w} (DDP, 2 ranks, CPU), median over {rounds} rounds of each run's median step")
-base = None
-for h in hooks:
-    runs = [load(h, r) for r in range(rounds)]
-    ms = statistics.median(r["summary"]["step_time_ms"]["median"] for r in runs)
-    nbytes = statistics.median(r["summary"]["comm"]["bytes_per_step"] for r in runs)
-    loss = statistics.median(r["steps"][-1]["loss"] for r in runs)
-    base = base or (ms, nbytes)
-    name = "fp32" if h == "none" else (f"powersgd rank {rank}" if h == "powersgd" else h)
-    print(f"  {name:<16} {ms:8.2f} ms  x{ms / base[0]:.3f}   {nbytes / 2**20:8.3f} MiB/step "
-          f"(x{base[1] / nbytes:.1f} fewer)   final loss {loss:.4f}")
-ratio = statistics.median(load("powersgd", r)["summary"]["step_time_ms"]["median"] for r in range(rounds)) / base[0]
-print(f"  ratio powersgd / fp32 = {ratio:.3f} (target < 1): {'MET' if ratio < 1 else 'MISSED'}")
-sys.exit(0 if ratio < 1 or os.environ.get("STRICT") != "1" else 3)
-PY
+/usr/bin/python3 "$(dirname "$0")/../pylib/sweep_tables.py" hooks "$out" "$workload" "$rounds" "$rank" \
+  "${hooks[@]}"

@@ -9,7 +9,7 @@ Parameter names match ddpbench's named_parameters() (and so its safetensors dump
   ResNet workloads/resnet.cpp: torchvision's own ResNet (same names, shapes and buffers).
 
 Used by replay_pytorch.py (loads ddpbench's dumped parameters), torch_reference.py and
-torch_gpt_step.py (gpt2_init_: ddpbench's initialisation) and torch_single_step.py.
+torch_gpt_step.py (gpt2_init_: ddpbench's initialisation).
 """
 import math
 

@@ -1,0 +1,181 @@
+"""scripts/pylib/: the tables the benchmark scripts print, computed from synthetic inputs
+whose answers are known, the one definition of the performance targets, and the rule that
+keeps Python out of bash (no heredoc over 15 lines in scripts/).
+
+    python3 -m unittest discover -s tests/scripts -p 'test_*.py'
+"""
+import contextlib
+import io
+import json
+import os
+import pathlib
+import re
+import sys
+import tempfile
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "pylib"))
+
+import compare_table  # noqa: E402
+import gemm_ratio  # noqa: E402
+import gloo_ratio  # noqa: E402
+import perf_targets  # noqa: E402
+import sweep_tables  # noqa: E402
+
+
+def run_main(module, argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = module.main(argv)
+    return rc, out.getvalue()
+
+
+def write_json(path, doc):
+    pathlib.Path(path).write_text(json.dumps(doc))
+    return str(path)
+
+
+def record(step_ms, **extra):
+    r = {"summary": {"step_time_ms": {"median": step_ms}}, "steps": [{"loss": 1.0}]}
+    r.update(extra)
+    return r
+
+
+class Targets(unittest.TestCase):
+    def test_goals_read_as_the_docs_state_them(self):
+        self.assertEqual(perf_targets.target("cpu.ddp_w2_vs_pytorch").goal, "<= 0.70")
+        self.assertEqual(perf_targets.target("cpu.ddp_w1_overhead").goal, "<= 3%")
+        self.assertEqual(perf_targets.target("gpu.ddp_w2_overlap").goal, "> 0.50")
+        self.assertEqual(perf_targets.target("gpu.mfu").goal, "report")
+
+    def test_status_at_and_around_each_threshold(self):
+        self.assertEqual(perf_targets.status("cpu.gloo_pg_vs_raw", 1.05), "met")
+        self.assertEqual(perf_targets.status("cpu.gloo_pg_vs_raw", 1.0501), "not met")
+        self.assertEqual(perf_targets.status("cpu.powersgd_vs_fp32", 1.0), "not met")
+        self.assertEqual(perf_targets.status("gpu.ddp_w2_overlap", 0.5), "not met")
+        self.assertEqual(perf_targets.status("gpu.mfu", 0.3), "reported")
+        self.assertEqual(perf_targets.status("gpu.gemm_vs_cublas", None), "not measured")
+        self.assertEqual(perf_targets.status("cpu.span_overlap_vs_pytorch", 0.1, met=True), "met")
+
+    def test_every_key_a_script_names_is_defined(self):
+        used = set()
+        for path in list((ROOT / "scripts").rglob("*.py")) + list((ROOT / "scripts").rglob("*.sh")):
+            used |= set(re.findall(r'"((?:cpu|gpu)\.[a-z0-9_]+)"', path.read_text()))
+        self.assertTrue(used, "no script names a target")
+        self.assertEqual(sorted(used - set(perf_targets.TARGETS)), [])
+
+
+class GemmRatio(unittest.TestCase):
+    def test_the_overall_ratio_weights_shapes_by_calls_per_step(self):
+        def row(impl, shape, cpu_ms, calls, flops):
+            return {"name": f"gemm/{impl}/{shape}", "run_name": f"gemm/{impl}/{shape}",
+                    "run_type": "iteration", "cpu_time": cpu_ms, "time_unit": "ms",
+                    "calls_per_step": calls, "M": 64, "N": 64, "K": 64, "FLOPS": flops}
+        doc = {"context": {"host_name": "h", "num_cpus": 2},
+               "benchmarks": [row("ddpbench", "a", 2.0, 1, 1e9), row("openblas", "a", 1.0, 1, 2e9),
+                              row("ddpbench", "b", 1.0, 3, 1e9), row("openblas", "b", 1.0, 3, 1e9)]}
+        with tempfile.TemporaryDirectory() as d:
+            rc, text = run_main(gemm_ratio, ["", write_json(f"{d}/g.json", doc)])
+        self.assertEqual(rc, 0)
+        # ddpbench 2 + 3 * 1 = 5 ms, openblas 1 + 3 * 1 = 4 ms: ratio 4 / 5
+        self.assertIn("ddpbench 5.000 ms, openblas 4.000 ms, ratio 0.800", text)
+        self.assertRegex(text, r"\na +64 +64 +64 +1 +1\.0 +2\.0 +0\.500\n")
+
+
+class GlooRatio(unittest.TestCase):
+    def doc(self, raw_ms, pg_ms):
+        rows = [{"name": f"gloo_allreduce/{side}", "run_name": f"gloo_allreduce/{side}/x",
+                 "run_type": "iteration", "real_time": t, "time_unit": "ms",
+                 "bytes": 64 << 20, "ranks": 2}
+                for side, times in (("raw", raw_ms), ("pg", pg_ms)) for t in times]
+        return {"context": {"host_name": "h", "num_cpus": 2, "load_avg": [0.5]}, "benchmarks": rows}
+
+    def test_ratio_of_medians_and_strict_exit(self):
+        with tempfile.TemporaryDirectory() as d:
+            ok = write_json(f"{d}/ok.json", self.doc([10, 11, 12], [10.5, 11.5, 12.5]))
+            slow = write_json(f"{d}/slow.json", self.doc([10, 10, 10], [12, 12, 12]))
+            rc, text = run_main(gloo_ratio, ["", ok])
+            self.assertEqual(rc, 0)
+            self.assertIn("ratio PG/raw (median time): 1.045", text)
+            self.assertIn("within target: <= 1.05", text)
+            os.environ["STRICT"] = "1"
+            try:
+                rc, text = run_main(gloo_ratio, ["", slow])
+            finally:
+                del os.environ["STRICT"]
+            self.assertEqual(rc, 3)
+            self.assertIn("ABOVE target", text)
+
+
+class CompareTable(unittest.TestCase):
+    def test_ratios_and_cpu_targets(self):
+        ddp_mode = {"overlap_ratio": 0.6, "comm_ms": 4.0, "comm_exposed_ms": 1.0,
+                    "span_overlap_ratio": 0.7}
+        step_ms = {("ddpbench", "single"): 10, ("pytorch", "single"): 12,
+                   ("ddpbench", "ddp-w2"): 14, ("pytorch", "ddp-w2"): 20,
+                   ("ddpbench", "ddp-w1"): 10.2, ("pytorch", "ddp-w1"): 13,
+                   ("ddpbench", "ddp-w2-noovl"): 16, ("ddpbench", "single-b256"): 40,
+                   ("ddpbench", "dp-w2-b256"): 25}
+        with tempfile.TemporaryDirectory() as d:
+            for (side, cfg), ms in step_ms.items():
+                mode = dict(ddp_mode, comm_exposed_ms=4.0 if cfg == "ddp-w2-noovl" else 1.0)
+                steps = [{"measured": True, "mode": mode, "loss": 1.0}] if "ddp" in cfg else []
+                paths = [write_json(f"{d}/{side}.{cfg}.{i}.json", dict(record(ms + i), steps=steps))
+                         for i in (-1, 0, 1)]
+                pathlib.Path(f"{d}/records.{side}.{cfg}").write_text("\n".join(paths) + "\n")
+            t = compare_table.build(d, 3, 30, 5, "mlp-small", True, 1.02)
+        self.assertAlmostEqual(t["configs"]["ddp-w2"]["ratio"], 14 / 20)
+        status = {r["target"]: r["status"] for r in t["targets"]}
+        self.assertEqual(status["DDP 2 ranks step / PyTorch DDP"], "met")  # 0.70
+        self.assertEqual(status["DDP world size 1 overhead over single"], "met")  # 2%
+        self.assertEqual(status["DP 2 devices speed-up over single, batch 256"], "met")
+        self.assertEqual(status["exposed comm with overlap / --no-overlap"], "met")  # 0.25
+        self.assertEqual(status["Gloo allreduce through the group / raw Gloo, 64 MiB"], "met")
+
+
+class SweepTables(unittest.TestCase):
+    def test_best_cap_autotune_and_hooks(self):
+        with tempfile.TemporaryDirectory() as d:
+            for r in range(3):
+                for cap, ms in (("1", 12.0), ("25", 10.0), ("100", 11.0)):
+                    write_json(f"{d}/w-sweep-{cap}-{r}.json", record(ms + r))
+            for p in range(2):
+                write_json(f"{d}/w-best-{p}.json", record(10.0))
+                write_json(f"{d}/w-auto-{p}.json", record(10.4, mode={"details": {
+                    "bucket_autotune": {"chosen_mb": 25}}}))
+            self.assertEqual(sweep_tables.best_cap(d, "w", 3, ["1", "25", "100"]), "25")
+            rc, text = run_main(sweep_tables, ["", "autotune", d, "w", "3", "2", "25", "1", "25", "100"])
+            self.assertEqual(rc, 0)
+            self.assertIn("ratio auto / best fixed = 1.040 (target <= 1.05): MET", text)
+            for h, ms, nbytes in (("none", 10.0, 4 << 20), ("powersgd", 9.0, 1 << 20)):
+                for r in range(2):
+                    write_json(f"{d}/{h}-{r}.json",
+                               record(ms, summary={"step_time_ms": {"median": ms},
+                                                   "comm": {"bytes_per_step": nbytes}}))
+            rc, text = run_main(sweep_tables, ["", "hooks", d, "w", "2", "4", "none", "powersgd"])
+            self.assertEqual(rc, 0)
+            self.assertIn("ratio powersgd / fp32 = 0.900 (target < 1.00): MET", text)
+            self.assertIn("(x4.0 fewer)", text)
+
+
+class NoBuriedPython(unittest.TestCase):
+    def test_no_heredoc_in_scripts_is_over_15_lines(self):
+        long = []
+        for path in sorted((ROOT / "scripts").rglob("*.sh")):
+            lines = path.read_text().split("\n")
+            i = 0
+            while i < len(lines):
+                m = re.search(r"<<-?\s*['\"]?([A-Za-z_]+)['\"]?", lines[i])
+                if m and "<<<" not in lines[i]:
+                    end = next((j for j in range(i + 1, len(lines))
+                                if lines[j].strip() == m.group(1)), len(lines))
+                    if end - i - 1 > 15:
+                        long.append(f"{path.relative_to(ROOT)}:{i + 1}: {end - i - 1} lines")
+                    i = end
+                i += 1
+        self.assertEqual(long, [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -68,7 +68,8 @@ std::string resolve_output_path(const std::string& path) {
     if (hops == 40)
       throw WriteFileError("cannot write " + path + ": too many levels of symbolic links");
     const fs::path target = fs::read_symlink(p, ec);
-    if (ec) throw WriteFileError("cannot write " + path + ": cannot read the link: " + ec.message());
+    if (ec)
+      throw WriteFileError("cannot write " + path + ": cannot read the link: " + ec.message());
     p = target.is_absolute() ? target : p.parent_path() / target;
   }
   struct stat st {};

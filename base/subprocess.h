@@ -31,10 +31,10 @@ class SubprocessError : public std::runtime_error {
 };
 
 struct SpawnSpec {
-  std::vector<std::string> argv;            // argv[0] is the executable's path (no PATH search)
+  std::vector<std::string> argv;  // argv[0] is the executable's path (no PATH search)
   const std::vector<std::string>* env = nullptr;  // "K=V" entries; nullptr: ours
-  std::string cwd;                          // empty: ours
-  int output_fd = -1;                       // the child's stdout and stderr; -1: ours
+  std::string cwd;                                // empty: ours
+  int output_fd = -1;                             // the child's stdout and stderr; -1: ours
   bool stdin_from_dev_null = false;
   // A process group of its own (set in the parent as well, so that killpg works at once).
   bool own_process_group = false;

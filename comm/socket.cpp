@@ -154,14 +154,14 @@ Io send_all(int fd, const void* data, size_t n, Deadline deadline) {
       p += w;
       n -= static_cast<size_t>(w);
     } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline)) return Io::kTimeout;
+      if (!wait_ready(fd, POLLOUT, deadline)) return Io::Timeout;
     } else if (w < 0 && errno == EINTR) {
       continue;
     } else {
-      return Io::kClosed;
+      return Io::Closed;
     }
   }
-  return Io::kOk;
+  return Io::Ok;
 }
 
 Io recv_all(int fd, void* data, size_t n, Deadline deadline) {
@@ -172,15 +172,15 @@ Io recv_all(int fd, void* data, size_t n, Deadline deadline) {
       p += r;
       n -= static_cast<size_t>(r);
     } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLIN, deadline)) return Io::kTimeout;
+      if (!wait_ready(fd, POLLIN, deadline)) return Io::Timeout;
     } else if (r < 0 && errno == EINTR) {
       continue;
     } else {
       if (r == 0) errno = ECONNRESET;
-      return Io::kClosed;
+      return Io::Closed;
     }
   }
-  return Io::kOk;
+  return Io::Ok;
 }
 
 bool unusable(int fd) {

@@ -45,9 +45,9 @@ uint16_t local_port(int fd);
 // unreachable, timed out, unresolvable): the caller decides whether to retry.
 Fd try_connect(const std::string& host, uint16_t port, Deadline deadline, std::string* why);
 
-enum class Io { kOk, kClosed, kTimeout };
+enum class Io { Ok, Closed, Timeout };
 
-// Sends or receives exactly n bytes, waiting with poll until `deadline`. kClosed: the peer
+// Sends or receives exactly n bytes, waiting with poll until `deadline`. Closed: the peer
 // closed or reset the connection (or another socket error; errno is kept).
 Io send_all(int fd, const void* data, size_t n, Deadline deadline);
 Io recv_all(int fd, void* data, size_t n, Deadline deadline);

@@ -2,16 +2,16 @@
 //
 // Handshake, once per connection, before anything else:
 //   client: u32 kMagic | u8 kVersion | u32 token_bytes | token      (token <= kMaxTokenBytes)
-//   server: u8 Status   kOk, or kBadToken / kBadVersion / kBusy and then it closes
+//   server: u8 Status   Ok, or BadToken / BadVersion / Busy and then it closes
 // Request:  u8 Op | u32 key_bytes | key | u32 value_bytes | value
-//   kSet   value = the bytes to store (<= kMaxValueBytes)
-//   kGet   value = u64 wait_ms: the server answers once the key exists, or kTimeout
-//   kWait  value = u64 wait_ms: as kGet, without sending the value back
-//   kAdd   value = i64 delta
-//   kCheck value = empty
+//   Set   value = the bytes to store (<= kMaxValueBytes)
+//   Get   value = u64 wait_ms: the server answers once the key exists, or Timeout
+//   Wait  value = u64 wait_ms: as Get, without sending the value back
+//   Add   value = i64 delta
+//   Check value = empty
 // Reply:    u8 Status | u32 payload_bytes | payload
-//   kOk: the value (kGet), the new count as i64 (kAdd), u8 0/1 (kCheck), empty otherwise;
-//   kTimeout: empty; kError: a message (e.g. add() on a value that is not a counter).
+//   Ok: the value (Get), the new count as i64 (Add), u8 0/1 (Check), empty otherwise;
+//   Timeout: empty; Error: a message (e.g. add() on a value that is not a counter).
 // A frame that breaks these rules (unknown op, key or value over the limits, a payload of the
 // wrong size) makes the server close that connection; the server itself carries on.
 #pragma once
@@ -34,14 +34,14 @@ inline constexpr size_t kRequestHeaderBytes = 1 + 4;  // op, key_bytes
 inline constexpr size_t kReplyHeaderBytes = 1 + 4;    // status, payload_bytes
 inline constexpr size_t kMaxErrorBytes = 4096;
 
-enum class Op : uint8_t { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
+enum class Op : uint8_t { Set = 1, Get = 2, Wait = 3, Add = 4, Check = 5 };
 enum class Status : uint8_t {
-  kOk = 0,
-  kTimeout = 1,
-  kError = 2,
-  kBadToken = 3,
-  kBadVersion = 4,
-  kBusy = 5,
+  Ok = 0,
+  Timeout = 1,
+  Error = 2,
+  BadToken = 3,
+  BadVersion = 4,
+  Busy = 5,
 };
 
 inline void put_u32(Bytes& out, uint32_t v) {
@@ -64,9 +64,9 @@ inline void put_bytes(Bytes& out, const void* data, size_t n) {
 // ---- Frame parsing (pure: no I/O, no state), shared by the server and the fuzzer ----------
 
 enum class ParseResult {
-  kNeedMore,   // a prefix of a valid frame: wait for more bytes
-  kOk,         // one frame parsed; *out describes it
-  kMalformed,  // breaks the protocol: close the connection
+  NeedMore,   // a prefix of a valid frame: wait for more bytes
+  Ok,         // one frame parsed; *out describes it
+  Malformed,  // breaks the protocol: close the connection
 };
 
 struct Handshake {
@@ -76,22 +76,22 @@ struct Handshake {
 };
 
 // Parses the handshake at the front of [data, data + size). A wrong magic or a token over
-// kMaxTokenBytes is kMalformed. A version other than kVersion is kOk as soon as the fixed
+// kMaxTokenBytes is Malformed. A version other than kVersion is Ok as soon as the fixed
 // header is in (token left unread, frame_bytes = kHandshakeBytes): the server answers
-// kBadVersion without waiting for a token it cannot check.
+// BadVersion without waiting for a token it cannot check.
 ParseResult parse_handshake(const uint8_t* data, size_t size, Handshake* out);
 
 struct Request {
-  Op op = Op::kCheck;
+  Op op = Op::Check;
   std::string key;
   const uint8_t* value = nullptr;  // points into the parsed buffer
   uint32_t value_bytes = 0;
   size_t frame_bytes = 0;  // bytes consumed
 };
 
-// Parses one request at the front of [data, data + size). kMalformed: unknown op, key not
-// 1..kMaxKeyBytes, or a value of the wrong size for the op (kSet: <= kMaxValueBytes; kCheck:
-// 0; kGet, kWait, kAdd: 8). Never reads past data + size.
+// Parses one request at the front of [data, data + size). Malformed: unknown op, key not
+// 1..kMaxKeyBytes, or a value of the wrong size for the op (Set: <= kMaxValueBytes; Check:
+// 0; Get, Wait, Add: 8). Never reads past data + size.
 ParseResult parse_request(const uint8_t* data, size_t size, Request* out);
 
 // Compares in time that depends on the expected token's length only, not on where the

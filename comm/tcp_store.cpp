@@ -28,15 +28,15 @@ constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kSet:
+    case Op::Set:
       return "set";
-    case Op::kGet:
+    case Op::Get:
       return "get";
-    case Op::kWait:
+    case Op::Wait:
       return "wait";
-    case Op::kAdd:
+    case Op::Add:
       return "add";
-    case Op::kCheck:
+    case Op::Check:
       return "check";
   }
   return "?";
@@ -91,22 +91,22 @@ void TCPStore::connect(net::Deadline deadline) {
     if (fd) {
       uint8_t status = 0;
       net::Io io = net::send_all(fd.get(), hello.data(), hello.size(), deadline);
-      if (io == net::Io::kOk) io = net::recv_all(fd.get(), &status, 1, deadline);
-      if (io != net::Io::kOk) {
-        why = io == net::Io::kTimeout ? "no handshake reply" : "closed during the handshake";
-      } else if (status == uint8_t(Status::kOk)) {
+      if (io == net::Io::Ok) io = net::recv_all(fd.get(), &status, 1, deadline);
+      if (io != net::Io::Ok) {
+        why = io == net::Io::Timeout ? "no handshake reply" : "closed during the handshake";
+      } else if (status == uint8_t(Status::Ok)) {
         fd_ = std::move(fd);
         return;
-      } else if (status == uint8_t(Status::kBadToken)) {
+      } else if (status == uint8_t(Status::BadToken)) {
         DDPB_FAIL() << "TCPStore server " << where() << " rejected this client's token: every "
                     << "rank must use the token of rank 0 (DDPBENCH_STORE_TOKEN; without one, "
                     << "TORCHELASTIC_RUN_ID or the job identity: the same ddpbench "
                     << "configuration on the same MASTER_PORT), so this rank belongs to "
                     << "another job";
-      } else if (status == uint8_t(Status::kBadVersion)) {
+      } else if (status == uint8_t(Status::BadVersion)) {
         DDPB_FAIL() << "TCPStore server " << where() << " speaks another protocol version (this "
                     << "client: " << int(tcp::kVersion) << ")";
-      } else if (status == uint8_t(Status::kBusy)) {
+      } else if (status == uint8_t(Status::Busy)) {
         why = "server at its limit of " + std::to_string(tcp::kMaxConnections) + " connections";
       } else {
         why = "unexpected handshake reply " + std::to_string(status);
@@ -152,14 +152,14 @@ TCPStore::Reply TCPStore::request(Op op, const std::string& key, const Bytes& va
         Clock::now() + std::max<Clock::duration>(timeout(), server_wait + kReplyGrace);
     // A failed send never reached the server as a whole frame, so resending is always safe.
     net::Io io = net::send_all(fd_.get(), frame.data(), frame.size(), io_deadline);
-    if (io == net::Io::kClosed) {
+    if (io == net::Io::Closed) {
       fd_.reset();
       continue;
     }
-    Reply reply{Status::kOk, {}};
+    Reply reply{Status::Ok, {}};
     uint8_t header[tcp::kReplyHeaderBytes];
-    if (io == net::Io::kOk) io = net::recv_all(fd_.get(), header, sizeof header, io_deadline);
-    if (io == net::Io::kOk) {
+    if (io == net::Io::Ok) io = net::recv_all(fd_.get(), header, sizeof header, io_deadline);
+    if (io == net::Io::Ok) {
       const uint32_t n = tcp::get_u32(header + 1);
       if (n > kMaxValueBytes) fd_.reset();
       DDPB_CHECK(n <= kMaxValueBytes) << "TCPStore server " << where() << " sent a reply of " << n
@@ -168,15 +168,15 @@ TCPStore::Reply TCPStore::request(Op op, const std::string& key, const Bytes& va
       reply.payload.resize(n);
       io = net::recv_all(fd_.get(), reply.payload.data(), n, io_deadline);
     }
-    if (io == net::Io::kOk) return reply;
+    if (io == net::Io::Ok) return reply;
     const int err = errno;
     fd_.reset();
-    DDPB_CHECK(io != net::Io::kTimeout) << "no reply from TCPStore server " << where() << " to "
-                                        << op_name(op) << "('" << key << "')";
-    DDPB_CHECK(op != Op::kAdd) << "TCPStore connection to " << where()
-                               << " dropped before the reply to add('" << key << "') ("
-                               << std::strerror(err) << "); not resent, because the server may "
-                               << "have counted it already";
+    DDPB_CHECK(io != net::Io::Timeout) << "no reply from TCPStore server " << where() << " to "
+                                       << op_name(op) << "('" << key << "')";
+    DDPB_CHECK(op != Op::Add) << "TCPStore connection to " << where()
+                              << " dropped before the reply to add('" << key << "') ("
+                              << std::strerror(err) << "); not resent, because the server may "
+                              << "have counted it already";
   }
 }
 
@@ -189,10 +189,10 @@ namespace {
 
 void expect_ok(const char* op, const std::string& key, Status status, const Bytes& payload,
                size_t payload_bytes, const std::string& where) {
-  if (status == Status::kError) {
+  if (status == Status::Error) {
     throw Error("TCPStore server " + where + ": " + std::string(payload.begin(), payload.end()));
   }
-  DDPB_CHECK(status == Status::kOk && payload.size() == payload_bytes)
+  DDPB_CHECK(status == Status::Ok && payload.size() == payload_bytes)
       << "TCPStore server " << where << " answered " << op << "('" << key << "') with status "
       << int(status) << " and " << payload.size() << " bytes";
 }
@@ -201,22 +201,22 @@ void expect_ok(const char* op, const std::string& key, Status status, const Byte
 
 void TCPStore::set(const std::string& key, const Bytes& value) {
   detail::check_key_value("TCPStore", key, value.size());
-  Reply r = request(Op::kSet, key, value, Duration(0));
+  Reply r = request(Op::Set, key, value, Duration(0));
   expect_ok("set", key, r.status, r.payload, 0, where());
 }
 
 Bytes TCPStore::get(const std::string& key) {
   detail::check_key_value("TCPStore", key, 0);
   const Duration timeout = timeout_;
-  Reply r = request(Op::kGet, key, encode_u64(wait_ms(timeout)), timeout);
-  if (r.status == Status::kTimeout) detail::throw_timeout("TCPStore", "get", {key}, timeout);
+  Reply r = request(Op::Get, key, encode_u64(wait_ms(timeout)), timeout);
+  if (r.status == Status::Timeout) detail::throw_timeout("TCPStore", "get", {key}, timeout);
   expect_ok("get", key, r.status, r.payload, r.payload.size(), where());
   return std::move(r.payload);
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
   detail::check_key_value("TCPStore", key, 0);
-  Reply r = request(Op::kAdd, key, encode_u64(static_cast<uint64_t>(delta)), Duration(0));
+  Reply r = request(Op::Add, key, encode_u64(static_cast<uint64_t>(delta)), Duration(0));
   expect_ok("add", key, r.status, r.payload, 8, where());
   return static_cast<int64_t>(tcp::get_u64(r.payload.data()));
 }
@@ -224,7 +224,7 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
 bool TCPStore::check(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
     detail::check_key_value("TCPStore", key, 0);
-    Reply r = request(Op::kCheck, key, {}, Duration(0));
+    Reply r = request(Op::Check, key, {}, Duration(0));
     expect_ok("check", key, r.status, r.payload, 1, where());
     if (r.payload[0] == 0) return false;
   }
@@ -238,8 +238,8 @@ void TCPStore::wait(const std::vector<std::string>& keys) {
     detail::check_key_value("TCPStore", key, 0);
     auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
     left = std::max(left, Duration(0));
-    Reply r = request(Op::kWait, key, encode_u64(wait_ms(left)), left);
-    if (r.status == Status::kTimeout) detail::throw_timeout("TCPStore", "wait", keys, timeout);
+    Reply r = request(Op::Wait, key, encode_u64(wait_ms(left)), left);
+    if (r.status == Status::Timeout) detail::throw_timeout("TCPStore", "wait", keys, timeout);
     expect_ok("wait", key, r.status, r.payload, 0, where());
   }
 }

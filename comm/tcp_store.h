@@ -63,7 +63,7 @@ class TCPStore final : public Store {
     Bytes payload;
   };
   // Sends one request and reads its reply, reconnecting once if the connection dropped.
-  // `server_wait`: how long the server may park a get/wait before it answers kTimeout.
+  // `server_wait`: how long the server may park a get/wait before it answers Timeout.
   Reply request(tcp::Op op, const std::string& key, const Bytes& value, Duration server_wait);
   // Connects and handshakes, retrying until `deadline`; throws Error on failure.
   void connect(net::Deadline deadline);

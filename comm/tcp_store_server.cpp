@@ -37,7 +37,7 @@ struct TCPStoreServer::Conn {
   size_t out_sent = 0;
   // A get/wait parked until its key exists or its deadline passes.
   bool parked = false;
-  Op park_op = Op::kGet;
+  Op park_op = Op::Get;
   std::string park_key;
   net::Deadline park_deadline;
 
@@ -150,7 +150,7 @@ void TCPStoreServer::accept_new() {
     }
     net::Fd conn_fd(fd);
     if (open_connections() >= tcp::kMaxConnections && !evict_oldest_unauthenticated()) {
-      uint8_t busy = static_cast<uint8_t>(Status::kBusy);
+      uint8_t busy = static_cast<uint8_t>(Status::Busy);
       (void)!::send(fd, &busy, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       continue;  // closed by conn_fd; the client retries
     }
@@ -198,39 +198,39 @@ void TCPStoreServer::process_input(Conn& c) {
 bool TCPStoreServer::handle_handshake(Conn& c) {
   tcp::Handshake hs;
   switch (tcp::parse_handshake(c.in.data() + c.in_pos, c.in.size() - c.in_pos, &hs)) {
-    case tcp::ParseResult::kNeedMore:
+    case tcp::ParseResult::NeedMore:
       return false;
-    case tcp::ParseResult::kMalformed:
+    case tcp::ParseResult::Malformed:
       c.closed = true;  // not a TCPStore client
       return false;
-    case tcp::ParseResult::kOk:
+    case tcp::ParseResult::Ok:
       break;
   }
   if (hs.version != tcp::kVersion) {
-    reply_handshake(c, Status::kBadVersion);
+    reply_handshake(c, Status::BadVersion);
     c.closed = true;
     return false;
   }
   c.in_pos += hs.frame_bytes;
   if (!tcp::token_matches(token_, hs.token)) {
-    reply_handshake(c, Status::kBadToken);
+    reply_handshake(c, Status::BadToken);
     c.closed = true;
     return false;
   }
   c.authed = true;
-  reply_handshake(c, Status::kOk);
+  reply_handshake(c, Status::Ok);
   return true;
 }
 
 bool TCPStoreServer::handle_request(Conn& c) {
   tcp::Request req;
   switch (tcp::parse_request(c.in.data() + c.in_pos, c.in.size() - c.in_pos, &req)) {
-    case tcp::ParseResult::kNeedMore:
+    case tcp::ParseResult::NeedMore:
       return false;
-    case tcp::ParseResult::kMalformed:
+    case tcp::ParseResult::Malformed:
       c.closed = true;
       return false;
-    case tcp::ParseResult::kOk:
+    case tcp::ParseResult::Ok:
       break;
   }
   const Op op = req.op;
@@ -240,13 +240,13 @@ bool TCPStoreServer::handle_request(Conn& c) {
   c.in_pos += req.frame_bytes;
 
   switch (op) {
-    case Op::kSet:
+    case Op::Set:
       map_[key] = Bytes(value, value + value_bytes);
       store_changed_ = true;
-      reply(c, uint8_t(Status::kOk), nullptr, 0);
+      reply(c, uint8_t(Status::Ok), nullptr, 0);
       break;
-    case Op::kGet:
-    case Op::kWait: {
+    case Op::Get:
+    case Op::Wait: {
       auto wait = std::min<std::chrono::milliseconds>(
           std::chrono::milliseconds(std::min<uint64_t>(tcp::get_u64(value), INT64_MAX)), kMaxWait);
       c.parked = true;
@@ -256,7 +256,7 @@ bool TCPStoreServer::handle_request(Conn& c) {
       answer_parked(c, net::Clock::now());  // at once if the key exists
       break;
     }
-    case Op::kAdd: {
+    case Op::Add: {
       auto it = map_.find(key);
       try {
         int64_t delta = static_cast<int64_t>(tcp::get_u64(value));
@@ -265,16 +265,16 @@ bool TCPStoreServer::handle_request(Conn& c) {
         store_changed_ = true;
         Bytes out;
         tcp::put_u64(out, static_cast<uint64_t>(sum));
-        reply(c, uint8_t(Status::kOk), out.data(), out.size());
+        reply(c, uint8_t(Status::Ok), out.data(), out.size());
       } catch (const Error& e) {
         size_t n = std::min(std::strlen(e.what()), tcp::kMaxErrorBytes);
-        reply(c, uint8_t(Status::kError), e.what(), n);
+        reply(c, uint8_t(Status::Error), e.what(), n);
       }
       break;
     }
-    case Op::kCheck: {
+    case Op::Check: {
       uint8_t found = map_.contains(key) ? 1 : 0;
-      reply(c, uint8_t(Status::kOk), &found, 1);
+      reply(c, uint8_t(Status::Ok), &found, 1);
       break;
     }
   }
@@ -296,10 +296,10 @@ void TCPStoreServer::wake_waiters() {
 bool TCPStoreServer::answer_parked(Conn& c, net::Deadline now) {
   auto it = map_.find(c.park_key);
   if (it != map_.end()) {
-    bool send_value = c.park_op == Op::kGet;
-    reply(c, uint8_t(Status::kOk), it->second.data(), send_value ? it->second.size() : 0);
+    bool send_value = c.park_op == Op::Get;
+    reply(c, uint8_t(Status::Ok), it->second.data(), send_value ? it->second.size() : 0);
   } else if (now >= c.park_deadline) {
-    reply(c, uint8_t(Status::kTimeout), nullptr, 0);
+    reply(c, uint8_t(Status::Timeout), nullptr, 0);
   } else {
     return false;
   }

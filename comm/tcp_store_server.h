@@ -3,9 +3,9 @@
 //
 // One background thread serves every connection with poll(2): no thread per client, at most
 // tcp::kMaxConnections connections (when all are taken, the oldest one that has not
-// authenticated yet is dropped for a newcomer; otherwise it is told kBusy). A get/wait on a
+// authenticated yet is dropped for a newcomer; otherwise it is told Busy). A get/wait on a
 // missing key parks its connection until a set/add creates the key or the client's wait time
-// passes (then kTimeout), so blocked clients cost no polling. A connection that fails the
+// passes (then Timeout), so blocked clients cost no polling. A connection that fails the
 // handshake (wrong token, or none within kHandshakeTimeout) or sends a malformed frame is
 // closed; the server keeps serving the others.
 //

@@ -21,10 +21,10 @@ void check(bool ok) {
 
 void apply_request(const tcp::Request& req, std::map<std::string, ddpb::comm::Bytes>& map) {
   switch (req.op) {
-    case tcp::Op::kSet:
+    case tcp::Op::Set:
       map[req.key] = ddpb::comm::Bytes(req.value, req.value + req.value_bytes);
       break;
-    case tcp::Op::kAdd: {
+    case tcp::Op::Add: {
       check(req.value_bytes == 8);
       auto it = map.find(req.key);
       try {
@@ -33,16 +33,16 @@ void apply_request(const tcp::Request& req, std::map<std::string, ddpb::comm::By
             req.key, it == map.end() ? nullptr : &it->second, delta);
         map[req.key] = ddpb::comm::detail::format_counter(sum);
       } catch (const ddpb::Error&) {
-        // Not a counter, or overflow: the server answers kError.
+        // Not a counter, or overflow: the server answers Error.
       }
       break;
     }
-    case tcp::Op::kGet:
-    case tcp::Op::kWait:
+    case tcp::Op::Get:
+    case tcp::Op::Wait:
       check(req.value_bytes == 8);
       (void)tcp::get_u64(req.value);
       break;
-    case tcp::Op::kCheck:
+    case tcp::Op::Check:
       check(req.value_bytes == 0);
       (void)map.contains(req.key);
       break;
@@ -54,7 +54,7 @@ void apply_request(const tcp::Request& req, std::map<std::string, ddpb::comm::By
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tcp::Handshake hs;
   tcp::ParseResult r = tcp::parse_handshake(data, size, &hs);
-  if (r != tcp::ParseResult::kOk) return 0;
+  if (r != tcp::ParseResult::Ok) return 0;
   check(hs.frame_bytes >= tcp::kHandshakeBytes && hs.frame_bytes <= size);
   if (hs.version != tcp::kVersion) return 0;
   (void)tcp::token_matches("fuzz-token", hs.token);
@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (pos < size) {
     tcp::Request req;
     r = tcp::parse_request(data + pos, size - pos, &req);
-    if (r != tcp::ParseResult::kOk) break;
+    if (r != tcp::ParseResult::Ok) break;
     check(req.frame_bytes > 0 && req.frame_bytes <= size - pos);
     check(!req.key.empty() && req.key.size() <= ddpb::comm::kMaxKeyBytes);
     check(req.value >= data + pos && req.value + req.value_bytes == data + pos + req.frame_bytes);

@@ -96,7 +96,7 @@ struct Delta {
   std::optional<std::string> regression;
 };
 
-enum class Better { kHigher, kLower };
+enum class Better { Higher, Lower };
 
 // Relative change in percent.
 Delta relative(const char* name, std::optional<double> base, std::optional<double> now,
@@ -105,7 +105,7 @@ Delta relative(const char* name, std::optional<double> base, std::optional<doubl
   if (*base <= 0) return {format(base) + " -> " + format(now), std::nullopt};
   const double pct = (*now - *base) / *base * 100;
   Delta d{fmt::format("{} -> {} ({:+.1f}%)", format(base), format(now), pct), std::nullopt};
-  const bool worse = better == Better::kHigher ? pct < -threshold : pct > threshold;
+  const bool worse = better == Better::Higher ? pct < -threshold : pct > threshold;
   if (worse) {
     d.regression = fmt::format("{} {} -> {} ({:+.1f}%, threshold {}%)", name, format(base),
                                format(now), pct, threshold);
@@ -188,11 +188,11 @@ CompareResult compare_reports(const json& base, const json& now, double threshol
       continue;
     }
     const Delta deltas[] = {relative("samples/s", bf.samples_per_s, nf->samples_per_s,
-                                     Better::kHigher, threshold_pct, format_number),
+                                     Better::Higher, threshold_pct, format_number),
                             relative("median step time (ms)", bf.median_ms, nf->median_ms,
-                                     Better::kLower, threshold_pct, format_number),
+                                     Better::Lower, threshold_pct, format_number),
                             points(bf.overlap, nf->overlap, threshold_pct),
-                            relative("peak memory", bf.peak_bytes, nf->peak_bytes, Better::kLower,
+                            relative("peak memory", bf.peak_bytes, nf->peak_bytes, Better::Lower,
                                      threshold_pct, format_bytes)};
     bool worse = false;
     std::vector<std::string> row = {id, status};

@@ -24,7 +24,8 @@
 #                 whose glibc is older than ours (a "GLIBC_x not found" error): gpu_check.sh
 #                 then starts each binary through the bundled loader. Never on any path.
 #   scripts/      gpu_check.sh, its summary and projection helpers, and the Python peers it
-#                 runs (torch_gpt_step.py, torch_reference.py, models.py, measure.py)
+#                 runs (torch_gpt_step.py, torch_reference.py, models.py, measure.py,
+#                 workload_table.py)
 #   MANIFEST.txt  what was built (commit, date, CUDA architectures) and what needs what
 # It prints the size per folder, packs the folder into BUNDLE_DIR.tar.gz (what the device
 # tool carries) and fails when the archive exceeds LIMIT_MIB (default 48: with the working
@@ -156,7 +157,8 @@ cp "$root/scripts/gpu_check.sh" "$root/scripts/gpu_check_summary.py" \
 mkdir -p "$bundle/scripts/pylib"
 cp "$root/scripts/pylib/perf_targets.py" "$bundle/scripts/pylib/"
 cp "$root/scripts/peer/torch_gpt_step.py" "$root/scripts/peer/torch_reference.py" \
-   "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" "$bundle/scripts/peer/"
+   "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" \
+   "$root/scripts/peer/workload_table.py" "$bundle/scripts/peer/"
 
 # ---- Manifest ----------------------------------------------------------------------------
 need_version() {  # highest symbol version of family $2 (GLIBC, GLIBCXX, CXXABI) needed by $1

@@ -412,6 +412,9 @@ DDPBENCH=$(bin_path ddpbench)
 torch_script="$root/scripts/peer/torch_gpt_step.py"
 [[ -n "$prebuilt" && -f "$prebuilt/scripts/peer/torch_gpt_step.py" ]] && torch_script="$prebuilt/scripts/peer/torch_gpt_step.py"
 reference_script="${torch_script%/*}/torch_reference.py"
+# The presets torch_reference.py builds, from this very binary (scripts/peer/workload_table.py).
+workloads_json="$work/workloads.json"
+run_bin "$DDPBENCH" workloads --json > "$workloads_json" 2>/dev/null || rm -f "$workloads_json"
 
 selftest=${GPU_CHECK_SELFTEST:-0}
 device=cuda:0 dp_devices=cuda:0,cuda:0 steps=10 warmup=3
@@ -660,7 +663,8 @@ step_pytorch_resnet50() {
   elif ! t=$(step_timeout 90); then
     record pytorch-resnet50 WARN 0 "not run: time budget exhausted"
   else
-    timeout -k 5 "$t" "$torch_py" "$reference_script" --workload "${stand_in[resnet50]:-resnet50}" \
+    timeout -k 5 "$t" "$torch_py" "$reference_script" --workloads-json "$workloads_json" \
+      --workload "${stand_in[resnet50]:-resnet50}" \
       --device "${device%%:*}" --global-batch "$resnet_batch" --steps "$steps" --warmup "$warmup" \
       --quiet --out "$work/torch-resnet50.json" > "$log" 2>&1
     rc=$?

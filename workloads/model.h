@@ -2,9 +2,10 @@
 // synthetic datasets. Every model maps an input batch to logits [N, classes] whose rows are
 // scored by softmax cross-entropy (mean) against the targets flattened to [N].
 //
-// Adding a workload: derive from Model, add a WorkloadSpec preset and a branch in
-// make_model()/make_dataset() (workloads/registry.cpp). Nothing in impl_dp, impl_ddp or
-// bench changes.
+// A preset names its family, whose descriptor (workloads/family.h, Note [Workload families])
+// builds its model and dataset; adding a preset is a row in workloads/presets.cpp, adding a
+// family a descriptor in workloads/families.cpp. Nothing in impl_dp, impl_ddp or bench
+// changes.
 #pragma once
 
 #include <memory>
@@ -16,16 +17,15 @@
 
 namespace ddpb {
 
-enum class Family { Mlp, Gpt, Embed, ResNet };
-
+// One preset: its family's descriptor reads the fields that family uses.
 struct WorkloadSpec {
-  std::string name;  // preset name, e.g. "mlp-small"
-  Family family = Family::Mlp;
-  std::string description;
+  std::string name;    // preset name, e.g. "mlp-small"
+  std::string family;  // a WorkloadFamily's name: "mlp", "gpt", "embed", "resnet"
+  std::string description{};
   int64_t dataset_size = 65536;
   // mlp: in_features -> hidden... -> classes
   int64_t in_features = 0;
-  std::vector<int64_t> hidden;
+  std::vector<int64_t> hidden{};
   int64_t classes = 0;
   // gpt
   int64_t n_layer = 0, n_embd = 0, n_head = 0, seq_len = 0, vocab = 0;
@@ -36,7 +36,7 @@ struct WorkloadSpec {
   bool conditional_branch = false;
   // resnet: residual blocks per stage (4 stages), BasicBlock or Bottleneck, square RGB images
   // of image_size pixels, `classes` outputs
-  std::vector<int64_t> blocks;
+  std::vector<int64_t> blocks{};
   bool bottleneck = false;
   int64_t image_size = 0;
   bool gpu_size = false;  // too big for CPU tests
@@ -57,12 +57,13 @@ class Model : public nn::Module {
 // Softmax cross-entropy (mean) of logits against targets of any shape with N elements.
 autograd::Var model_loss(const autograd::Var& logits, const Tensor& targets);
 
-// Throws UsageError naming the known presets.
+// Throws UsageError naming the known presets. The reference stays valid for the process's
+// life (presets are only ever added).
 const WorkloadSpec& find_workload(const std::string& name);
-const std::vector<WorkloadSpec>& workload_presets();
-std::string family_name(Family f);
+std::vector<WorkloadSpec> workload_presets();
 // The batch a workload runs at when none is given (--global-batch, a suite's per-device
-// batch): 64 samples for mlp and embed, 8 sequences for gpt, 32 images for resnet.
+// batch): its family's default_batch (64 samples for mlp and embed, 8 sequences for gpt,
+// 32 images for resnet).
 int64_t default_global_batch(const std::string& workload);
 // The number of parameters make_model(spec) creates, from the spec alone (no allocation):
 // what a run must hold per device, checked before any device is touched.

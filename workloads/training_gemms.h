@@ -31,7 +31,15 @@ struct TrainingGemm {
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
-// `batch` samples per device (sequences for gpt).
+// `batch` samples per device (sequences for gpt): the spec's family's list
+// (workloads/families.cpp).
 std::vector<TrainingGemm> training_gemms(const WorkloadSpec& spec, int64_t batch);
+
+// The fwd, dx (when needs_dx) and dw GEMMs of one Linear layer of `calls` identical ones,
+// [rows, in] -> [rows, features], merged into an earlier identical entry when there is one:
+// what a family's training_gemms is made of.
+void add_linear_gemms(std::vector<TrainingGemm>& out, const std::string& workload,
+                      const std::string& layer, int64_t rows, int64_t in, int64_t features,
+                      bool bias, ops::Activation act, int calls, bool needs_dx);
 
 }  // namespace ddpb

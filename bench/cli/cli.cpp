@@ -26,6 +26,7 @@
 #include "comm/rank_env.h"
 #include "core/check.h"
 #include "reports/json_io.h"
+#include "workloads/family.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
@@ -259,9 +260,16 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
-int list_workloads() {
+// The preset table: a line each, or (--json) every field, for the PyTorch peers.
+int list_workloads(bool as_json) {
+  if (as_json) {
+    nlohmann::json table = nlohmann::json::array();
+    for (const auto& w : workload_presets()) table.push_back(preset_json(w));
+    fmt::print("{}\n", reports::json_text(table, 1));
+    return 0;
+  }
   for (const auto& w : workload_presets()) {
-    fmt::print("{:<12} {:<6} {}\n", w.name, family_name(w.family), w.description);
+    fmt::print("{:<12} {:<6} {}\n", w.name, w.family, w.description);
   }
   return 0;
 }
@@ -275,6 +283,9 @@ int ddpbench_main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "train one configuration and report it");
   add_run_options(*run, config);
   auto* workloads = app.add_subcommand("workloads", "list the workload presets");
+  bool workloads_json = false;
+  workloads->add_flag("--json", workloads_json,
+                      "every preset's fields, default batch, traits and batch shapes as JSON");
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand(
       "validate", "check run records and suite.json files against their schemas");
@@ -313,7 +324,7 @@ int ddpbench_main(int argc, char** argv) {
         config.warmup = std::max<int64_t>(config.warmup, BucketCapTuner::kStepsNeeded);
       return run_command(config, run->count("--global-batch") > 0, argc, argv);
     }
-    if (workloads->parsed()) return list_workloads();
+    if (workloads->parsed()) return list_workloads(workloads_json);
     if (suite->parsed()) return run_suite(suite_options);
     if (report->parsed()) return report_command(report_in, checked_output("--out", report_out));
     if (project->parsed()) {

@@ -14,7 +14,7 @@
 //                                    same way: flatten on each device, Transport::reduce_add,
 //                                    unflatten into cpu:0's gradients.
 //
-// Shapes come from the presets (workloads/registry.cpp) at the default global batch (64
+// Shapes come from the family table (workloads/families.cpp) at the default global batch (64
 // samples, 8 sequences for gpt): mlp-small x [64, 1024] f32 and logits [64, 10]; gpt-tiny
 // tokens [8, 64] i32 and logits [512, 512]; embed ids [64, 16] i32 and logits [64, 16].
 // Parameters are the real models' (make_model): mlp-small 3.2M, gpt-tiny 0.5M, embed 16.8M.
@@ -38,6 +38,7 @@
 #include "impl_dp/coalesce.h"
 #include "impl_dp/scatter_gather.h"
 #include "impl_dp/transport.h"
+#include "workloads/family.h"
 #include "workloads/model.h"
 
 namespace {
@@ -60,21 +61,9 @@ struct BatchTensor {
 std::vector<BatchTensor> batch_tensors(const std::string& workload) {
   const ddpb::WorkloadSpec& s = ddpb::find_workload(workload);
   const int64_t b = ddpb::default_global_batch(workload);
-  switch (s.family) {
-    case ddpb::Family::Mlp:
-      return {{workload + ".x", {b, s.in_features}, DType::F32},
-              {workload + ".logits", {b, s.classes}, DType::F32}};
-    case ddpb::Family::Gpt:
-      return {{workload + ".x", {b, s.seq_len}, DType::I32},
-              {workload + ".logits", {b * s.seq_len, s.vocab}, DType::F32}};
-    case ddpb::Family::Embed:
-      return {{workload + ".x", {b, s.ids_per_sample}, DType::I32},
-              {workload + ".logits", {b, s.classes}, DType::F32}};
-    case ddpb::Family::ResNet:
-      return {{workload + ".x", {b, 3, s.image_size, s.image_size}, DType::F32},
-              {workload + ".logits", {b, s.classes}, DType::F32}};
-  }
-  return {};
+  const ddpb::BatchShapes shapes = ddpb::family_of(s).batch_shapes(s, b);
+  return {{workload + ".x", shapes.input, shapes.input_dtype},
+          {workload + ".logits", shapes.logits, DType::F32}};
 }
 
 Tensor filled(const Shape& shape, DType dtype, const Device& device) {

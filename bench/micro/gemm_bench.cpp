@@ -19,8 +19,8 @@
 // Counter "FLOPS" = 2 M N K per iteration, as a rate (FLOP/s).
 //
 // --gemm_workloads=LIST (comma-separated, or "all") adds the GEMMs of other CPU presets,
-// derived from workloads/registry.cpp at their default single-device batch, one training
-// step each (ops::gemm calls only; gpt's attention runs in its own kernel, not here):
+// derived from the family table (workloads/families.cpp) at their default batch, one
+// training step each (ops::gemm calls only; gpt's attention runs in its own kernel, not here):
 //   gpt-tiny  batch 8 x seq 64 = 512 tokens, d=128, vocab 512, 2 layers: per block c_attn
 //             (128 -> 384), attn.c_proj (128 -> 128), mlp.c_fc (128 -> 512), mlp.c_proj
 //             (512 -> 128), each fwd/dx/dw and 2 calls per step (one per layer), plus the LM
@@ -61,14 +61,14 @@ struct GemmShape : ddpb::TrainingGemm {
   std::string bench_name;
 };
 
-// The GEMMs of one training step of `name` at its default single-device batch (64 samples,
-// 8 sequences for gpt: bench/run/run_config.cpp).
+// The GEMMs of one training step of `name` at its family's default batch (64 samples, 8
+// sequences for gpt: workloads/families.cpp).
 std::vector<GemmShape> workload_shapes(const std::string& name, bool prefixed) {
   const ddpb::WorkloadSpec& spec = ddpb::find_workload(name);
   if (spec.gpu_size) {
     DDPB_USAGE_FAIL() << "--gemm_workloads: " << name << " is a GPU-sized preset";
   }
-  const int64_t batch = spec.family == ddpb::Family::Gpt ? 8 : 64;
+  const int64_t batch = ddpb::default_global_batch(name);
   std::vector<GemmShape> out;
   for (const ddpb::TrainingGemm& g : ddpb::training_gemms(spec, batch)) {
     out.push_back({g, prefixed ? name + "." + g.name() : g.name()});
@@ -197,10 +197,9 @@ int main(int argc, char** argv) {
   for (const GemmShape& s : shapes) {
     if (workloads.find(s.workload) != std::string::npos) continue;
     const ddpb::WorkloadSpec& spec = ddpb::find_workload(s.workload);
-    workloads +=
-        "; " + s.workload +
-        (spec.family == ddpb::Family::Gpt ? ", batch 8 x seq " + std::to_string(spec.seq_len)
-                                          : std::string(", batch 64"));
+    workloads += "; " + s.workload + ", batch " +
+                 std::to_string(ddpb::default_global_batch(s.workload)) +
+                 (spec.seq_len > 0 ? " x seq " + std::to_string(spec.seq_len) : "");
   }
   benchmark::AddCustomContext("workload", workloads);
   benchmark::AddCustomContext("threads", "1 (OpenBLAS pinned to one thread on both sides)");

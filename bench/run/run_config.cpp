@@ -11,6 +11,7 @@
 #include "bench/run/trace.h"
 #include "core/check.h"
 #include "impl_ddp/powersgd_hook.h"
+#include "workloads/family.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
@@ -71,7 +72,7 @@ void validate_ddp(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
   DDPB_USAGE_CHECK(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)
       << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
-  DDPB_USAGE_CHECK(!c.sync_bn || find_workload(c.workload).family == Family::ResNet)
+  DDPB_USAGE_CHECK(!c.sync_bn || family_of(find_workload(c.workload)).traits.batch_norm)
       << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
   DDPB_USAGE_CHECK(!c.bucket_cap_auto || c.warmup >= BucketCapTuner::kStepsNeeded)
       << "--bucket-cap-mb auto searches during the warm-up, which needs at least "
@@ -116,7 +117,7 @@ void validate_graph_capture(const RunConfig& c) {
   DDPB_USAGE_CHECK(!find_workload(c.workload).conditional_branch)
       << "--cuda-graph cannot capture " << c.workload
       << ": its forward takes a branch that depends on the data";
-  DDPB_USAGE_CHECK(find_workload(c.workload).family != Family::ResNet)
+  DDPB_USAGE_CHECK(family_of(find_workload(c.workload)).traits.graph_capturable)
       << "--cuda-graph cannot capture " << c.workload
       << ": graph capture does not support its BatchNorm layers (their running statistics and "
          "num_batches_tracked would be updated by a replay nobody has checked)";
@@ -150,7 +151,7 @@ void RunConfig::validate() const {
   DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
   validate_no_ignored_inputs(*this);
-  DDPB_USAGE_CHECK(!channels_last || find_workload(workload).family == Family::ResNet)
+  DDPB_USAGE_CHECK(!channels_last || family_of(find_workload(workload)).traits.images)
       << "--channels-last applies to image workloads (the resnet ones), not " << workload;
   if (cuda_graph) validate_graph_capture(*this);
 }

@@ -59,7 +59,9 @@ struct RunConfig {
   bool check_finite = false;      // ddp: NaN/Inf check on every gradient before the AllReduce
   bool broadcast_buffers = true;  // ddp: rank 0's buffers to every rank before each step
   bool sync_bn = false;           // ddp: BatchNorm layers as SyncBatchNorm
-  std::string flight_dir;  // ddp: flight-recorder dumps (default /tmp/ddpbench-flight-<port>)
+  // ddp: flight-recorder dumps (default: ddpbench-flight-<port> under $XDG_RUNTIME_DIR, $TMPDIR
+  // or /tmp; comm::default_flight_dir)
+  std::string flight_dir;
   // ddp launcher, one node of several (Note [Launcher nodes] in comm/launcher.h); the ranks it
   // starts ignore these.
   int nnodes = 1;

@@ -21,6 +21,7 @@
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
 #include "workloads/dataloader.h"
+#include "workloads/family.h"
 #include "workloads/state_dict.h"
 
 namespace ddpb::bench {
@@ -267,7 +268,7 @@ nlohmann::json make_record(const RunConfig& config, ModeRunner& runner, StepLog&
                              {"details", runner.describe()}}},
                            {"workload",
                             {{"name", spec.name},
-                             {"family", family_name(spec.family)},
+                             {"family", spec.family},
                              {"parameters", n_params},
                              {"tokens_per_sample", model.tokens_per_sample()},
                              {"train_flops_per_sample", model.train_flops_per_sample()}}},
@@ -354,8 +355,9 @@ nlohmann::json run_training(const RunConfig& config) {
     for (const auto& [file, tensors] : runner->dump_extras()) dump->save_extra(file, tensors);
   }
   if (dump) {
-    dump->finish(runner->is_primary() ? &model : nullptr,
-                 {{"config", config.to_json()}, {"workload", record["workload"]}});
+    dump->finish(runner->is_primary() ? &model : nullptr, {{"config", config.to_json()},
+                                                           {"workload", record["workload"]},
+                                                           {"preset", preset_json(spec)}});
   }
   record = runner->finalize_record(std::move(record));
   if (trace) {

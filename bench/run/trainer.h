@@ -77,7 +77,8 @@ namespace ddpb::comm {
 struct RankEnv;
 }
 namespace ddpb::bench {
-// Where DDP ranks dump their flight recorders: --flight-dir, or /tmp/ddpbench-flight-<port>.
+// Where DDP ranks dump their flight recorders: --flight-dir, or else ddpbench-flight-<port>
+// under $XDG_RUNTIME_DIR, $TMPDIR or /tmp (comm::default_flight_dir).
 std::string default_flight_dir(const RunConfig& config, const comm::RankEnv& env);
 
 // Runs the training described by `config` (already validated) and returns its record.

@@ -7,6 +7,7 @@
 
 #include "bench/suite/child_process.h"
 #include "reports/json_io.h"
+#include "workloads/family.h"
 
 #ifndef DDPB_SOURCE_DIR
 #define DDPB_SOURCE_DIR ""
@@ -27,6 +28,19 @@ std::string python_exe() {
   return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
 }
 
+// The preset table torch_reference.py builds its models from (`ddpbench workloads --json`),
+// written into the results folder once: the PyTorch side keeps no copy of the presets.
+std::string workload_table_file(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "pytorch" / "workloads.json";
+  if (!fs::exists(path)) {
+    fs::create_directories(path.parent_path());
+    nlohmann::json table = nlohmann::json::array();
+    for (const auto& w : workload_presets()) table.push_back(preset_json(w));
+    reports::write_json_atomic(path.string(), table);
+  }
+  return "pytorch/workloads.json";  // relative: the child runs in `dir`
+}
+
 }  // namespace
 
 nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
@@ -41,7 +55,8 @@ nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, con
     return {{"status", "skipped"}, {"error", "torch_reference.py has no " + variant + " option"}};
   }
   const std::string stem = run_file_stem(run["id"]);
-  std::vector<std::string> argv = {python_exe(), torch_reference_script()};
+  std::vector<std::string> argv = {python_exe(), torch_reference_script(), "--workloads-json",
+                                   workload_table_file(dir)};
   for (const auto& a : run["args"]) {
     if (a != "run" && a != "--quiet") argv.push_back(a);
   }

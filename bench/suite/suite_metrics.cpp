@@ -12,6 +12,7 @@
 #include "bench/run/metrics.h"
 #include "bench/run/param_diff.h"
 #include "core/check.h"
+#include "workloads/family.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
@@ -50,7 +51,8 @@ bool ok(const nlohmann::json* run) {
 bool normalises_per_device(const nlohmann::json& run) {
   if (run["world_size"].get<int>() <= 1) return false;
   try {
-    if (find_workload(run["workload"].get<std::string>()).family != Family::ResNet) return false;
+    if (!family_of(find_workload(run["workload"].get<std::string>())).traits.batch_norm)
+      return false;
   } catch (const UsageError&) {
     return false;  // an unknown workload fails elsewhere
   }

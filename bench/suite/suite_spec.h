@@ -62,8 +62,9 @@ struct SuiteSpec {
 };
 
 // The default suite for `device` ("cpu" or "cuda") on this machine: on GPUs gpt2-small,
-// mlp-wide and embed at world sizes 1, 2, 4, ... up to the GPU count (`gpus`); on CPU
-// mlp-small, gpt-tiny and embed at 1 and 2. `quick` shortens every run for a smoke test.
+// mlp-wide, embed and resnet50 (64 images per GPU; also in bf16) at world sizes 1, 2, 4, ...
+// up to the GPU count (`gpus`); on CPU mlp-small, gpt-tiny, embed and resnet-tiny at 1 and 2.
+// `quick` shortens every run for a smoke test (on CPU: mlp-small, gpt-tiny and embed-tiny).
 SuiteSpec default_suite(const std::string& device, int gpus, bool quick);
 
 // Applies a suite file's keys over `spec`. Unknown keys, wrong types and bad values throw

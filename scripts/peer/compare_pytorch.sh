@@ -76,6 +76,7 @@ if ! [[ "$batch" =~ ^[1-9][0-9]*$ ]]; then
   echo "compare_pytorch: --batch must be a positive integer, got '$batch'" >&2
   exit 2
 fi
+"$bin" workloads --json > "$tmp/workloads.json"  # the presets torch_reference.py builds
 common=(--workload "$workload" --steps "$steps" --warmup "$warmup" --optimizer sgd --lr 0.01
         --momentum 0.9 --quiet)
 declare -A cfg_args=(
@@ -98,7 +99,7 @@ run_side() {  # side config pair
   if [[ "$side" == ddpbench ]]; then
     cmd=("$bin" run "${args[@]}")
   else
-    cmd=("$python" "$here/torch_reference.py" "${args[@]}")
+    cmd=("$python" "$here/torch_reference.py" --workloads-json "$tmp/workloads.json" "${args[@]}")
   fi
   if ! timeout "${RUN_TIMEOUT:-300}" "${cmd[@]}" >"$log" 2>&1 || [[ ! -s "$out" ]]; then
     echo "compare_pytorch: $side run $i of $cfg failed: ${cmd[*]}" >&2

@@ -19,9 +19,6 @@ import torch.nn.functional as F
 
 LAYERNORM_EPS = 1e-5  # nn::LayerNorm's default, used by every GPT layer norm
 
-# Head counts of the GPT presets (workloads/registry.cpp): no parameter shape carries them.
-GPT_N_HEAD = {"gpt-tiny": 4, "gpt2-small": 12}
-
 
 class Mlp(nn.Module):
     def __init__(self, widths):
@@ -134,7 +131,8 @@ def gpt2_init_(model, n_layer):
 
 def model_from_shapes(family, workload, shapes, n_head=None):
     """The model whose parameters have these shapes ({name: shape}, e.g. from a dump's
-    init.safetensors). A GPT's head count comes from `n_head` or the preset table."""
+    init.safetensors). A GPT's head count, which no shape carries, is `n_head` (a dump's
+    meta.json has it under "preset")."""
     if family == "mlp":
         n = 0
         while f"layers.{n}.weight" in shapes:
@@ -149,11 +147,10 @@ def model_from_shapes(family, workload, shapes, n_head=None):
         n_layer = 0
         while f"h.{n_layer}.ln_1.weight" in shapes:
             n_layer += 1
-        heads = n_head or GPT_N_HEAD.get(workload)
-        if not heads:
-            raise ValueError(f"unknown head count for GPT workload '{workload}': pass --n-head "
-                             f"(known: {', '.join(f'{k}={v}' for k, v in GPT_N_HEAD.items())})")
-        return Gpt(vocab, seq_len, c, n_layer, heads)
+        if not n_head:
+            raise ValueError(f"unknown head count for GPT workload '{workload}': the dump has "
+                             "no preset in meta.json; pass --n-head")
+        return Gpt(vocab, seq_len, c, n_layer, n_head)
     if family == "embed":
         vocab, dim = shapes["emb.weight"]
         hidden, concat = shapes["head.0.weight"]

@@ -83,7 +83,8 @@ def worker(rank, world, rendezvous, d, dtype_name, result):
     drawn, _ = safetensors_lite.load(os.path.join(d, "powersgd_q.safetensors"))
     dtype = torch.float64 if dtype_name == "float64" else torch.float32
     model = model_from_shapes(family, meta["workload"]["name"],
-                              {k: list(v.shape) for k, v in init.items()}).to(dtype)
+                              {k: list(v.shape) for k, v in init.items()},
+                              meta.get("preset", {}).get("n_head")).to(dtype)
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.copy_(init[n].to(dtype))

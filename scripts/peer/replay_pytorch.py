@@ -11,7 +11,7 @@ that matters for models with BatchNorm, whose statistics are per replica or per 
 
 The script rebuilds the workload's model in PyTorch (models.py: mlp, gpt, embed, and
 torchvision's own ResNet; sizes come from the tensor shapes in init.safetensors, and for GPT
-the head count, which no shape carries, from the preset table in models.py or --n-head), loads
+the head count, which no shape carries, from the dump's meta.json preset or --n-head), loads
 init.safetensors (parameters and buffers),
 runs every dumped step (zero_grad, forward, loss, backward, optimizer step) with
 torch.optim.SGD or torch.optim.AdamW configured from meta.json, and compares the result
@@ -222,7 +222,10 @@ def main():
         final, _ = safetensors_lite.load(os.path.join(d, "final.safetensors"))
         batches = load_batches(d, cfg)
         names = list(meta["parameters"])
-        model = model_from_shapes(family, workload, {k: list(v.shape) for k, v in init.items()}, args.n_head)
+        # The head count, which no shape carries: the dump's own preset (meta.json "preset",
+        # ddpbench's workload table) unless --n-head overrides it.
+        n_head = args.n_head or meta.get("preset", {}).get("n_head")
+        model = model_from_shapes(family, workload, {k: list(v.shape) for k, v in init.items()}, n_head)
         dtype = torch.float64 if args.dtype == "float64" else torch.float32
         model = model.to(dtype)
     except (OSError, KeyError, ValueError) as e:

@@ -5,7 +5,7 @@
         [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
         [--weight-decay] [--backend gloo|nccl] [--bucket-cap-mb 25] [--first-bucket-mb 1]
         [--grad-as-bucket-view] [--seed] [--precision fp32|tf32|bf16] [--threads N]
-        [--out FILE] [--quiet]
+        [--workloads-json FILE | --ddpbench BIN] [--out FILE] [--quiet]
 
 The PyTorch side of scripts/peer/compare_pytorch.sh. Flags carry ddpbench's names and
 defaults (bench/run/run_config.h, core/optim.h), so one argument list drives both programs.
@@ -85,21 +85,8 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import openblas_threads, percentile, set_cuda_tf32, summarize  # noqa: E402
 from models import Embed, Gpt, Mlp, gpt2_init_, make_optimizer  # noqa: E402
+import workload_table  # noqa: E402  (ddpbench's presets: ddpbench workloads --json)
 
-# workloads/registry.cpp, as far as the models need it. mlp-skip (a conditionally skipped
-# branch) has no PyTorch twin here.
-WORKLOADS = {
-    "mlp-small": {"family": "mlp", "widths": [1024, 1024, 1024, 1024, 10]},
-    "mlp-wide": {"family": "mlp", "widths": [4096, 8192, 8192, 8192, 1000]},
-    "gpt-tiny": {"family": "gpt", "vocab": 512, "seq_len": 64, "c": 128, "n_layer": 2, "n_head": 4},
-    "gpt2-small": {"family": "gpt", "vocab": 50257, "seq_len": 1024, "c": 768, "n_layer": 12, "n_head": 12},
-    "embed": {"family": "embed", "vocab": 262144, "dim": 64, "ids": 16, "hidden": 256, "classes": 16},
-    "embed-tiny": {"family": "embed", "vocab": 4096, "dim": 32, "ids": 8, "hidden": 64, "classes": 8},
-    "resnet-tiny": {"family": "resnet", "blocks": [1, 1, 1, 1], "bottleneck": False, "image": 32, "classes": 10},
-    "resnet18": {"family": "resnet", "blocks": [2, 2, 2, 2], "bottleneck": False, "image": 224, "classes": 1000},
-    "resnet50": {"family": "resnet", "blocks": [3, 4, 6, 3], "bottleneck": True, "image": 224, "classes": 1000},
-}
-DEFAULT_BATCH = {"mlp": 64, "gpt": 8, "embed": 64, "resnet": 32}  # bench/run/run_config.cpp
 DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
 SCHEMA_VERSION = 1   # reports/json_io.h kSchemaVersion
 
@@ -107,33 +94,35 @@ SCHEMA_VERSION = 1   # reports/json_io.h kSchemaVersion
 def build(spec, use_sdpa):
     f = spec["family"]
     if f == "mlp":
-        return Mlp(spec["widths"])
+        return Mlp(workload_table.widths(spec))
     if f == "resnet":  # torchvision's own model, as ddpbench's workloads/resnet.cpp mirrors
         from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
         return ResNet(Bottleneck if spec["bottleneck"] else BasicBlock, spec["blocks"],
                       num_classes=spec["classes"])
     if f == "gpt":
-        model = Gpt(spec["vocab"], spec["seq_len"], spec["c"], spec["n_layer"], spec["n_head"],
-                    use_sdpa)
+        model = Gpt(spec["vocab"], spec["seq_len"], spec["n_embd"], spec["n_layer"],
+                    spec["n_head"], use_sdpa)
         gpt2_init_(model, spec["n_layer"])
         return model
-    return Embed(spec["vocab"], spec["dim"], spec["ids"], spec["hidden"], spec["classes"])
+    return Embed(spec["vocab"], spec["n_embd"], spec["ids_per_sample"], spec["hidden"][0],
+                 spec["classes"])
 
 
 def synthetic_data(spec, n, gen):
     """(x, y) with n samples in the shapes ddpbench's dataset for this family produces."""
     f = spec["family"]
     if f == "mlp":
-        w = spec["widths"]
-        return torch.randn(n, w[0], generator=gen), torch.randint(0, w[-1], (n,), generator=gen)
+        return (torch.randn(n, spec["in_features"], generator=gen),
+                torch.randint(0, spec["classes"], (n,), generator=gen))
     if f == "resnet":
-        return (torch.randn(n, 3, spec["image"], spec["image"], generator=gen),
+        side = spec["image_size"]
+        return (torch.randn(n, 3, side, side, generator=gen),
                 torch.randint(0, spec["classes"], (n,), generator=gen))
     if f == "gpt":
         shape = (n, spec["seq_len"])
         return (torch.randint(0, spec["vocab"], shape, generator=gen),
                 torch.randint(0, spec["vocab"], shape, generator=gen))
-    return (torch.randint(0, spec["vocab"], (n, spec["ids"]), generator=gen),
+    return (torch.randint(0, spec["vocab"], (n, spec["ids_per_sample"]), generator=gen),
             torch.randint(0, spec["classes"], (n,), generator=gen))
 
 
@@ -145,7 +134,7 @@ def train_flops_per_sample(spec):
     """6 x multiply-adds of the Linear layers, as ddpbench counts it for the MLP; 0 otherwise."""
     if spec["family"] != "mlp":
         return 0.0
-    w = spec["widths"]
+    w = workload_table.widths(spec)
     return 6.0 * sum(a * b for a, b in zip(w[:-1], w[1:]))
 
 
@@ -153,10 +142,30 @@ def loss_of(logits, y):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
+def presets_for(argv):
+    """ddpbench's presets that have a PyTorch twin here (mlp-skip's conditionally skipped
+    branch has none), from the table --workloads-json or --ddpbench point at."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--workloads-json", default=None)
+    pre.add_argument("--ddpbench", default=None)
+    known, _ = pre.parse_known_args(argv)
+    try:
+        table = workload_table.load(known.workloads_json, known.ddpbench)
+    except workload_table.TableError as e:
+        sys.exit(f"torch_reference: {e}")
+    return {k: v for k, v in table.items() if not v.get("conditional_branch")}
+
+
 def parse_args(argv):
+    presets = presets_for(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads-json", default=None,
+                    help="ddpbench's preset table (ddpbench workloads --json > FILE)")
+    ap.add_argument("--ddpbench", default=None,
+                    help="or the ddpbench binary to ask for it (default: $DDPBENCH_BIN, then the "
+                         "repository's build/ci)")
     ap.add_argument("--mode", choices=("single", "dp", "ddp"), default="single")
-    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", required=True, choices=sorted(presets))
     ap.add_argument("--device", default="cpu", help="cpu or cuda (a PyTorch built with CUDA)")
     ap.add_argument("--world-size", type=int, default=1)
     ap.add_argument("--backend", default="auto", help="gloo or nccl (default: nccl on cuda, gloo on cpu)")
@@ -186,9 +195,9 @@ def parse_args(argv):
     ap.add_argument("--out", default="", help="write the JSON record here (default: stdout)")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
     args = ap.parse_args(argv)
-    spec = WORKLOADS[args.workload]
+    args.spec = presets[args.workload]
     if not args.global_batch:
-        args.global_batch = DEFAULT_BATCH[spec["family"]]
+        args.global_batch = args.spec["default_batch"]
     args.device = args.device.split(":")[0]
     if args.device not in ("cpu", "cuda"):
         ap.error(f"--device {args.device}: expected cpu or cuda")
@@ -259,7 +268,7 @@ def launch(args, argv):
 # ---- Training loop ------------------------------------------------------------------------
 
 def run(args):
-    spec = WORKLOADS[args.workload]
+    spec = args.spec
     if args.attention == "flash" and spec["family"] == "gpt":
         if not hasattr(F, "scaled_dot_product_attention"):
             print(f"torch_reference: --attention flash needs F.scaled_dot_product_attention "

@@ -129,8 +129,7 @@ TEST(AtomicFile, ATargetThatIsNoRegularFileIsRefusedBeforeWriting) {
       write_file_atomic(dir / name, "x", "report");
       ADD_FAILURE() << "wrote over " << name;
     } catch (const WriteFileError& e) {
-      EXPECT_NE(std::string(e.what()).find("refusing to write " + (dir / name)),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("refusing to write " + (dir / name)), std::string::npos)
           << e.what();
     }
   }

@@ -2,8 +2,8 @@
 // program that cannot run fails in the parent, in words.
 #include "base/subprocess.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,7 +101,8 @@ TEST(Subprocess, AnOwnProcessGroupIsSetBeforeSpawnReturns) {
 // An ignored signal stays ignored across exec; a child starts from the defaults. Read from
 // the child's own /proc/self/status (SigIgn, a hex mask of signal numbers minus one).
 TEST(Subprocess, AChildDoesNotInheritIgnoredSignals) {
-  struct sigaction ignore {}, old_pipe {}, old_int {};
+  struct sigaction ignore {
+  }, old_pipe{}, old_int{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &old_pipe);
   ::sigaction(SIGINT, &ignore, &old_int);

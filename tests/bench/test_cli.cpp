@@ -1,10 +1,14 @@
 // Bad input to `ddpbench run`: a one-line reason, exit code 2, and no output file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "../util/run_cli.h"
+#include "workloads/model.h"
 #include "workloads/safetensors.h"
 
 namespace {
@@ -145,6 +149,26 @@ TEST(Cli, SuccessfulRunWritesAValidRecord) {
   ASSERT_TRUE(std::filesystem::exists(out));
   EXPECT_GT(std::filesystem::file_size(out), 100u);
   std::filesystem::remove(out);
+}
+
+// Note [Workload families]: the table the PyTorch peers read instead of copies of the presets.
+TEST(WorkloadsCommand, JsonListsEveryPresetWithWhatThePeersNeed) {
+  Result r = run("workloads --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto table = nlohmann::json::parse(r.output);
+  ASSERT_EQ(table.size(), ddpb::workload_presets().size());
+  for (const auto& p : table) {
+    const ddpb::WorkloadSpec& spec = ddpb::find_workload(p.at("name"));
+    EXPECT_EQ(p.at("family"), spec.family);
+    EXPECT_EQ(p.at("parameters"), ddpb::estimated_parameter_count(spec)) << spec.name;
+    EXPECT_EQ(p.at("default_batch"), ddpb::default_global_batch(spec.name)) << spec.name;
+  }
+  const auto gpt = std::find_if(table.begin(), table.end(),
+                                [](const auto& p) { return p.at("name") == "gpt-tiny"; });
+  ASSERT_NE(gpt, table.end());
+  EXPECT_EQ(gpt->at("n_head"), 4);
+  EXPECT_EQ(gpt->at("batch").at("input"), nlohmann::json::array({8, 64}));
+  EXPECT_EQ(gpt->at("batch").at("input_dtype"), "i32");
 }
 
 }  // namespace

@@ -83,17 +83,17 @@ Bytes request_frame(tcp::Op op, const std::string& key, const Bytes& value) {
 }
 
 TEST(TCPProtocol, ParseRequestNeedsTheWholeFrameAndConsumesExactlyIt) {
-  Bytes frame = request_frame(tcp::Op::kSet, "key", {1, 2, 3});
+  Bytes frame = request_frame(tcp::Op::Set, "key", {1, 2, 3});
   const size_t n = frame.size();
   frame.push_back(0xEE);  // the start of the next frame is not consumed
   for (size_t prefix = 0; prefix < n; ++prefix) {
     tcp::Request req;
-    EXPECT_EQ(tcp::parse_request(frame.data(), prefix, &req), tcp::ParseResult::kNeedMore)
+    EXPECT_EQ(tcp::parse_request(frame.data(), prefix, &req), tcp::ParseResult::NeedMore)
         << prefix << " of " << n << " bytes";
   }
   tcp::Request req;
-  ASSERT_EQ(tcp::parse_request(frame.data(), frame.size(), &req), tcp::ParseResult::kOk);
-  EXPECT_EQ(req.op, tcp::Op::kSet);
+  ASSERT_EQ(tcp::parse_request(frame.data(), frame.size(), &req), tcp::ParseResult::Ok);
+  EXPECT_EQ(req.op, tcp::Op::Set);
   EXPECT_EQ(req.key, "key");
   EXPECT_EQ(Bytes(req.value, req.value + req.value_bytes), (Bytes{1, 2, 3}));
   EXPECT_EQ(req.frame_bytes, n);
@@ -105,20 +105,20 @@ TEST(TCPProtocol, ParseRequestRejectsFramesThatBreakTheLimits) {
     return tcp::parse_request(f.data(), f.size(), &req);
   };
   const Bytes eight(8, 0);
-  EXPECT_EQ(parse(request_frame(tcp::Op(0), "k", {})), tcp::ParseResult::kMalformed);
-  EXPECT_EQ(parse(request_frame(tcp::Op(6), "k", {})), tcp::ParseResult::kMalformed);
-  EXPECT_EQ(parse(request_frame(tcp::Op::kCheck, "", {})), tcp::ParseResult::kMalformed);
-  EXPECT_EQ(parse(request_frame(tcp::Op::kCheck, std::string(kMaxKeyBytes + 1, 'k'), {})),
-            tcp::ParseResult::kMalformed);
-  EXPECT_EQ(parse(request_frame(tcp::Op::kCheck, "k", {1})), tcp::ParseResult::kMalformed);
-  EXPECT_EQ(parse(request_frame(tcp::Op::kGet, "k", {1, 2})), tcp::ParseResult::kMalformed);
-  EXPECT_EQ(parse(request_frame(tcp::Op::kAdd, "k", eight)), tcp::ParseResult::kOk);
+  EXPECT_EQ(parse(request_frame(tcp::Op(0), "k", {})), tcp::ParseResult::Malformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op(6), "k", {})), tcp::ParseResult::Malformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::Check, "", {})), tcp::ParseResult::Malformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::Check, std::string(kMaxKeyBytes + 1, 'k'), {})),
+            tcp::ParseResult::Malformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::Check, "k", {1})), tcp::ParseResult::Malformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::Get, "k", {1, 2})), tcp::ParseResult::Malformed);
+  EXPECT_EQ(parse(request_frame(tcp::Op::Add, "k", eight)), tcp::ParseResult::Ok);
   // An oversized set is refused from its header alone, before any value bytes arrive.
-  Bytes big{static_cast<uint8_t>(tcp::Op::kSet)};
+  Bytes big{static_cast<uint8_t>(tcp::Op::Set)};
   tcp::put_u32(big, 1);
   big.push_back('k');
   tcp::put_u32(big, static_cast<uint32_t>(kMaxValueBytes + 1));
-  EXPECT_EQ(parse(big), tcp::ParseResult::kMalformed);
+  EXPECT_EQ(parse(big), tcp::ParseResult::Malformed);
 }
 
 TEST(TCPProtocol, ParseHandshake) {
@@ -128,19 +128,19 @@ TEST(TCPProtocol, ParseHandshake) {
   tcp::put_u32(hs, 3);
   tcp::put_bytes(hs, "tok", 3);
   tcp::Handshake out;
-  EXPECT_EQ(tcp::parse_handshake(hs.data(), hs.size() - 1, &out), tcp::ParseResult::kNeedMore);
-  ASSERT_EQ(tcp::parse_handshake(hs.data(), hs.size(), &out), tcp::ParseResult::kOk);
+  EXPECT_EQ(tcp::parse_handshake(hs.data(), hs.size() - 1, &out), tcp::ParseResult::NeedMore);
+  ASSERT_EQ(tcp::parse_handshake(hs.data(), hs.size(), &out), tcp::ParseResult::Ok);
   EXPECT_EQ(out.token, "tok");
   EXPECT_EQ(out.frame_bytes, hs.size());
   Bytes other_version = hs;
   other_version[4] = tcp::kVersion + 1;  // answered without waiting for the token
   ASSERT_EQ(tcp::parse_handshake(other_version.data(), tcp::kHandshakeBytes, &out),
-            tcp::ParseResult::kOk);
+            tcp::ParseResult::Ok);
   EXPECT_NE(out.version, tcp::kVersion);
   Bytes bad_magic = hs;
   bad_magic[0] ^= 1;
   EXPECT_EQ(tcp::parse_handshake(bad_magic.data(), bad_magic.size(), &out),
-            tcp::ParseResult::kMalformed);
+            tcp::ParseResult::Malformed);
 }
 
 TEST(TCPStore, PortZeroPicksAPortAndBindsOnlyTheGivenAddress) {
@@ -223,10 +223,10 @@ TEST(TCPStore, MalformedOrOversizedRequestsCloseOnlyThatConnection) {
          return b;
        }()},
       {"an unknown op", request(99, 1, "k", 0)},
-      {"a key over the limit", request(uint8_t(tcp::Op::kSet), 1u << 20, "", 0)},
-      {"an empty key", request(uint8_t(tcp::Op::kSet), 0, "", 0)},
-      {"a value over the limit", request(uint8_t(tcp::Op::kSet), 1, "k", 0xFFFFFFFFu)},
-      {"an add without its 8-byte delta", request(uint8_t(tcp::Op::kAdd), 1, "k", 3)},
+      {"a key over the limit", request(uint8_t(tcp::Op::Set), 1u << 20, "", 0)},
+      {"an empty key", request(uint8_t(tcp::Op::Set), 0, "", 0)},
+      {"a value over the limit", request(uint8_t(tcp::Op::Set), 1, "k", 0xFFFFFFFFu)},
+      {"an add without its 8-byte delta", request(uint8_t(tcp::Op::Add), 1, "k", 3)},
   };
   for (const auto& [what, data] : bad) {
     int fd = raw_connect("127.0.0.1", server->port());

@@ -31,7 +31,7 @@ std::shared_ptr<HookLog> watch(const nn::Module& m) {
 
 WorkloadSpec small_gpt() {
   WorkloadSpec s;
-  s.family = Family::Gpt;
+  s.family = "gpt";
   s.n_layer = 2;
   s.n_embd = 16;
   s.n_head = 2;

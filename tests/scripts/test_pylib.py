@@ -16,12 +16,14 @@ import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "pylib"))
+sys.path.insert(0, str(ROOT / "scripts" / "peer"))
 
 import compare_table  # noqa: E402
 import gemm_ratio  # noqa: E402
 import gloo_ratio  # noqa: E402
 import perf_targets  # noqa: E402
 import sweep_tables  # noqa: E402
+import workload_table  # noqa: E402  (scripts/peer/, free of torch)
 
 
 def run_main(module, argv):
@@ -157,6 +159,22 @@ class SweepTables(unittest.TestCase):
             self.assertEqual(rc, 0)
             self.assertIn("ratio powersgd / fp32 = 0.900 (target < 1.00): MET", text)
             self.assertIn("(x4.0 fewer)", text)
+
+
+class WorkloadTable(unittest.TestCase):
+    def test_a_table_file_is_read_and_anything_else_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            good = write_json(f"{d}/w.json", [{"name": "mlp-small", "family": "mlp",
+                                               "in_features": 8, "hidden": [4], "classes": 2}])
+            table = workload_table.load(good)
+            self.assertEqual(workload_table.widths(table["mlp-small"]), [8, 4, 2])
+            bad = write_json(f"{d}/bad.json", {"not": "a table"})
+            with self.assertRaisesRegex(workload_table.TableError, "not ddpbench's workload table"):
+                workload_table.load(bad)
+            with self.assertRaisesRegex(workload_table.TableError, "cannot read"):
+                workload_table.load(f"{d}/missing.json")
+            with self.assertRaisesRegex(workload_table.TableError, "--workloads-json FILE"):
+                workload_table.load(None, f"{d}/no-such-ddpbench")
 
 
 class NoBuriedPython(unittest.TestCase):

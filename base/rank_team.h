@@ -7,8 +7,9 @@
 //   1. releases every rank through one barrier (the "start" barrier),
 //   2. runs fn(rank) on each rank's own thread (rank 0's inline),
 //   3. returns once every rank has finished (the "done" barrier), with each rank's result.
-// A rank's exception is caught on its thread; run() rethrows the first one, naming the rank,
-// only after every rank has passed the done barrier, so no rank is left waiting there.
+// A rank's exception is caught on its thread; run() throws one error naming every rank that
+// failed, lowest first (a rank's own error usually explains its peers' timeouts), only after
+// every rank has passed the done barrier, so no rank is left waiting there.
 // (A rank blocked inside a collective because a peer failed is released by the collective's
 // own timeout, not by the team.)
 //
@@ -57,20 +58,21 @@ class RankTeam {
   int size() const { return size_; }
 
   // Runs fn(rank) on every rank at once and returns the results, indexed by rank. Throws
-  // std::runtime_error("rank R of N: ...") for the lowest rank that threw.
+  // std::runtime_error("rank R of N: ...; rank S of N: ...") for every rank that threw.
   std::vector<double> run(const std::function<double(int)>& fn) {
     fn_ = &fn;
     start_.arrive_and_wait();
     run_rank(0);
     done_.arrive_and_wait();
     fn_ = nullptr;
+    std::string failures;
     for (int r = 0; r < size_; ++r) {
       const std::string& e = errors_[static_cast<size_t>(r)];
-      if (!e.empty()) {
-        throw std::runtime_error("rank " + std::to_string(r) + " of " + std::to_string(size_) +
-                                 ": " + e);
-      }
+      if (e.empty()) continue;
+      failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+                  " of " + std::to_string(size_) + ": " + e;
     }
+    if (!failures.empty()) throw std::runtime_error(failures);
     return results_;
   }
 

@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/phase_timer.h"
 #include "core/rng.h"
+#include "core/stream.h"
 
 namespace ddpb::ddp {
 
@@ -148,6 +151,107 @@ void DistributedDataParallel::check_replicas_consistent() const {
     DDPB_CHECK(v[3 * r] == v[0] && v[3 * r + 1] == v[1])
         << "DDP replicas diverged: rank " << r << "'s parameter checksum (" << v[3 * r] << ", "
         << v[3 * r + 1] << ") differs from rank 0's (" << v[0] << ", " << v[1] << ")";
+  }
+}
+
+DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& next_batch,
+                                           const LossFn& loss, optim::Optimizer& optimizer,
+                                           const DdpStepOptions& options) {
+  // set_to_none also with --grad-as-bucket-view: backward then computes every gradient into
+  // its bucket slot (Note [Gradient destinations]), which is cheaper than zeroing the
+  // buckets and accumulating into them, and leaves .grad the bucket view all the same.
+  optimizer.zero_grad(/*set_to_none=*/true);
+  PhaseTimer timer(current_stream(device_));
+  DdpStepStats stats;
+  if (syncs_buffers()) {
+    timer.begin(step_phase_name(StepPhase::BufferBroadcast));
+    nvtx::Range r("ddp.buffer_broadcast", nvtx::Category::Comm);
+    stats.buffer_broadcast_bytes = sync_buffers();
+    timer.end();
+  }
+  stats.loss = run_micro_steps(next_batch, loss, options, timer);  // leaves comm_exposed begun
+  const auto backward_end = std::chrono::steady_clock::now();
+  {
+    nvtx::Range r("ddp.finalize", nvtx::Category::Comm);
+    finish_gradient_sync();
+  }
+  timer.begin(step_phase_name(StepPhase::Optimizer));
+  optimizer.step();
+  timer.end();
+  timer.synchronize();
+  if (bn_sync_) {
+    stats.sync_batch_norm = true;
+    stats.sync_bn = bn_sync_->take_records();
+  }
+  fill_phases(stats, timer);
+  stats.buckets = reducer_->last_records();
+  const auto zero = reducer_->backward_start();
+  stats.backward_start_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(zero.time_since_epoch()).count();
+  if (!stats.buckets.empty()) {
+    stats.backward_end_ms = std::chrono::duration<double, std::milli>(backward_end - zero).count();
+  }
+  return stats;
+}
+
+float DistributedDataParallel::run_micro_steps(const std::function<MicroBatch()>& next_batch,
+                                               const LossFn& loss_fn, const DdpStepOptions& options,
+                                               PhaseTimer& timer) {
+  const int64_t k = options.accumulate;
+  Tensor scale;
+  if (k > 1) {
+    // Each micro-loss is divided by K, so K micro-steps equal one step on a K-times batch.
+    scale = Tensor::empty({1}, DType::F32, device_);
+    ops::fill(scale, 1.0f / static_cast<float>(k));
+  }
+  float loss_sum = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    const MicroBatch batch = next_batch();
+    timer.begin(step_phase_name(StepPhase::Forward));
+    if (j == 0 && options.in_first_forward) options.in_first_forward();
+    autograd::Var loss;
+    {
+      nvtx::Range r("forward", nvtx::Category::Forward);
+      loss = loss_fn(forward(batch.x), batch.y);
+    }
+    timer.begin(step_phase_name(StepPhase::BackwardCompute));
+    {
+      nvtx::Range r("backward", nvtx::Category::Backward);
+      if (j < k - 1) {
+        auto local = no_sync();
+        backward(loss, scale);
+      } else {
+        backward(loss, scale);
+      }
+    }
+    if (j < k - 1) {
+      timer.end();
+    } else {
+      timer.begin(step_phase_name(StepPhase::CommExposed));
+    }
+    loss_sum += loss.data().item();
+  }
+  return loss_sum / static_cast<float>(k);
+}
+
+// SyncBatchNorm's collectives run inside forward and backward: they become a phase of their
+// own, taken out of the two they interrupt, so that the phases still add up to the step.
+void DistributedDataParallel::fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const {
+  double sync_forward_ms = 0, sync_backward_ms = 0;  // the allgathers, the allreduces
+  for (const SyncBnRecord& r : stats.sync_bn) {
+    const double ms = static_cast<double>(r.end_ns - r.start_ns) / 1e6;
+    (std::string(r.op) == "allgather" ? sync_forward_ms : sync_backward_ms) += ms;
+  }
+  for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
+                      StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer}) {
+    const char* name = step_phase_name(p);
+    if (p == StepPhase::SyncBn ? !stats.sync_batch_norm : !timer.has(name)) continue;
+    double ms = timer.ms(name);
+    if (p == StepPhase::Forward) ms -= sync_forward_ms;
+    if (p == StepPhase::BackwardCompute) ms -= sync_backward_ms;
+    if (p == StepPhase::SyncBn) ms = sync_forward_ms + sync_backward_ms;
+    stats.phases.push_back({p, ms});
+    stats.step_ms += ms;
   }
 }
 

@@ -3,9 +3,11 @@
 // with bucketed AllReduces that overlap the rest of backward (impl_ddp/reducer.h).
 //
 // Shape, as impl_dp/data_parallel.h: construct it from a model and a process group with
-// options, then per step call forward, backward and finish_gradient_sync; the optimizer
-// steps on the averaged gradients, the same on every rank. The harness (bench/runner_ddp)
-// only times it, records it and wires the CLI.
+// options, then per step call step() (zero_grad, the buffer broadcast, forward, backward with
+// the bucketed AllReduces, finish_gradient_sync, the optimizer), which times each phase and
+// returns the step's stats as DataParallel::step does; or drive forward, backward and
+// finish_gradient_sync yourself. The harness (bench/run/runner_ddp.cpp) joins the job,
+// builds this object and records what step() returns.
 //
 // Note [DDP in PyTorch's terms]
 // ours                              torch.nn.parallel.DistributedDataParallel
@@ -44,6 +46,9 @@
 #include "comm/process_group.h"
 #include "core/autograd.h"
 #include "core/nn.h"
+#include "core/optim.h"
+#include "core/phase_timer.h"
+#include "core/step_phase.h"
 #include "impl_ddp/reducer.h"
 #include "impl_ddp/sync_batch_norm.h"
 
@@ -53,6 +58,34 @@ struct DdpOptions {
   ReducerOptions reducer;
   bool broadcast_buffers = true;  // false: --no-broadcast-buffers
   bool sync_batch_norm = false;   // --sync-bn: BatchNorm layers become SyncBatchNorm
+};
+
+// One micro-batch of a step: the input and its targets.
+struct MicroBatch {
+  Tensor x, y;
+};
+using LossFn = std::function<autograd::Var(const autograd::Var& logits, const Tensor& targets)>;
+
+struct DdpStepOptions {
+  int64_t accumulate = 1;  // micro-steps; the first K-1 accumulate locally (no_sync)
+  // Called inside the first micro-step's timed forward (a fault injected there shows as this
+  // rank's own compute).
+  std::function<void()> in_first_forward;
+};
+
+// What one step did, as DP's DpStepStats (impl_dp/data_parallel.h) says it for DP: the
+// phases (Note [One phase vocabulary]) and the raw timings of the communication. Derived
+// figures (communication time, overlap) are the harness's (bench/run/metrics.h).
+struct DdpStepStats {
+  float loss = 0;                       // mean over the micro-steps
+  double step_ms = 0;                   // the phases added up (not the data loading between them)
+  std::vector<PhaseTime> phases;        // those that ran, in order
+  int64_t buffer_broadcast_bytes = -1;  // -1: no broadcast this step
+  bool sync_batch_norm = false;
+  std::vector<SyncBnRecord> sync_bn;  // SyncBatchNorm's collectives (inside forward/backward)
+  std::vector<BucketRecord> buckets;  // the Reducer's records of this step's buckets
+  int64_t backward_start_ns = 0;      // steady clock: the zero of the bucket times
+  double backward_end_ms = 0;         // when backward compute ended, on that clock
 };
 
 class DistributedDataParallel {
@@ -74,6 +107,12 @@ class DistributedDataParallel {
   void backward(const autograd::Var& loss, const Tensor& grad_output = Tensor());
   // After the synchronising backward: every bucket is reduced, the gradients are averaged.
   void finish_gradient_sync();
+
+  // One full training step, as DataParallel::step: zero_grad, the buffer broadcast, the
+  // micro-steps (forward, loss, backward; no_sync for all but the last), the gradient sync,
+  // optimizer.step(), each phase timed on the device's stream. Collective.
+  DdpStepStats step(const std::function<MicroBatch()>& next_batch, const LossFn& loss,
+                    optim::Optimizer& optimizer, const DdpStepOptions& options = {});
 
   // While the guard lives, backward() accumulates gradients locally (the first K-1
   // micro-steps of gradient accumulation); the next backward after it synchronises.
@@ -101,6 +140,10 @@ class DistributedDataParallel {
   ProcessGroupBatchNormSync* batch_norm_sync() const { return bn_sync_.get(); }
 
  private:
+  // The micro-steps of step(); returns the mean loss, with "comm_exposed" left begun.
+  float run_micro_steps(const std::function<MicroBatch()>& next_batch, const LossFn& loss,
+                        const DdpStepOptions& options, PhaseTimer& timer);
+  void fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const;
   void verify_same_model() const;
   void broadcast_from_rank0() const;
   // Broadcasts `tensors` (one dtype) from rank 0 as one flat tensor.

@@ -13,11 +13,6 @@
 #include "impl_dp/scatter_gather.h"
 
 namespace ddpb::dp {
-const char* phase_name(Phase p) {
-  static const char* names[] = {"scatter", "replicate", "forward", "gather",
-                                "loss",    "backward",  "reduce",  "optimizer"};
-  return names[static_cast<size_t>(p)];
-}
 
 std::vector<Device> resolve_dp_devices(const std::string& device, int world_size,
                                        const std::string& devices_list) {
@@ -174,36 +169,36 @@ DpStepStats DataParallel::step(const Tensor& x, const Tensor& y, optim::Optimize
   stats.input_bytes_per_sample = st.rows > 0 ? static_cast<int64_t>(x.nbytes()) / st.rows : 0;
   stats.scatter_bytes = stats.input_bytes_per_sample * (st.rows - st.sizes[0]);
 
-  timer.begin(phase_name(Phase::Scatter));
+  timer.begin(step_phase_name(Phase::Scatter));
   optimizer.zero_grad();
   for (size_t r = 1; r < st.used; ++r) {
     for (auto& p : replicas_[r]->named_parameters()) p.var.set_grad(Tensor());
   }
   scatter_batch(st, x, y);
-  timer.begin(phase_name(Phase::Replicate));
+  timer.begin(step_phase_name(Phase::Replicate));
   {
     nvtx::Range range("dp.replicate", nvtx::Category::DP, stats.replicate_bytes);
     replicate(st.used);
   }
-  timer.begin(phase_name(Phase::Forward));
+  timer.begin(step_phase_name(Phase::Forward));
   forward_replicas(st);
-  timer.begin(phase_name(Phase::Gather));
+  timer.begin(step_phase_name(Phase::Gather));
   stats.gather_bytes = gather_outputs(st);
   stats.output_bytes_per_sample = st.rows > 0 ? stats.gather_bytes / st.rows : 0;
-  timer.begin(phase_name(Phase::Loss));
+  timer.begin(step_phase_name(Phase::Loss));
   {
     nvtx::Range range("dp.loss", nvtx::Category::DP);
     st.loss = model_.loss(st.gathered, st.targets);
     st.loss.backward();  // the gradient of the gathered outputs, on device 0
   }
-  timer.begin(phase_name(Phase::Backward));
+  timer.begin(step_phase_name(Phase::Backward));
   backward_replicas(st);
-  timer.begin(phase_name(Phase::Reduce));
+  timer.begin(step_phase_name(Phase::Reduce));
   {
     nvtx::Range range("dp.reduce", nvtx::Category::DP, stats.reduce_bytes);
     reduce_add(st.used);
   }
-  timer.begin(phase_name(Phase::Optimizer));
+  timer.begin(step_phase_name(Phase::Optimizer));
   optimizer.step();
   timer.end();
 
@@ -279,7 +274,7 @@ void DataParallel::backward_replicas(StepState& st) {
 
 void DataParallel::fill_timings(DpStepStats& stats, const StepState& st,
                                 const PhaseTimer& timer) const {
-  for (size_t p = 0; p < kNumPhases; ++p) stats.phase_ms[p] = timer.ms(phase_name(Phase(p)));
+  for (StepPhase p : kPhases) stats.phases.push_back({p, timer.ms(step_phase_name(p))});
   stats.step_ms = timer.total_ms();
   stats.devices.resize(devices_.size());
   for (size_t r = 0; r < st.used; ++r) {

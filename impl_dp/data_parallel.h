@@ -43,14 +43,17 @@
 #include "core/nn.h"
 #include "core/optim.h"
 #include "core/phase_timer.h"
+#include "core/step_phase.h"
 #include "impl_dp/transport.h"
 #include "impl_dp/worker_pool.h"
 
 namespace ddpb::dp {
 
-enum class Phase { Scatter, Replicate, Forward, Gather, Loss, Backward, Reduce, Optimizer };
-inline constexpr size_t kNumPhases = 8;
-const char* phase_name(Phase p);
+// DP's phases, in order (Note [One phase vocabulary], core/step_phase.h).
+using Phase = StepPhase;
+inline constexpr StepPhase kPhases[] = {Phase::Scatter, Phase::Replicate, Phase::Forward,
+                                        Phase::Gather,  Phase::Loss,      Phase::Backward,
+                                        Phase::Reduce,  Phase::Optimizer};
 
 // What DataParallel needs of a model, without knowing which one (impl_dp/ does not include
 // workloads/): how to build a replica on a device (every call the same initial parameters),
@@ -77,7 +80,7 @@ struct DeviceStepStats {
 struct DpStepStats {
   float loss = 0;
   double step_ms = 0;
-  std::array<double, kNumPhases> phase_ms{};
+  std::vector<PhaseTime> phases;  // kPhases, in order
   std::vector<DeviceStepStats> devices;
   int64_t scatter_bytes = 0;  // input rows sent to devices other than device 0
   int64_t replicate_bytes = 0, gather_bytes = 0, reduce_bytes = 0;

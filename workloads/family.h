@@ -28,9 +28,10 @@
 namespace ddpb {
 
 struct FamilyTraits {
-  bool batch_norm = false;        // has BatchNorm layers: --sync-bn applies, DP/DDP statistics are per device
-  bool images = false;            // samples are images: images/s, --channels-last
-  bool graph_capturable = true;   // --cuda-graph may capture its step
+  bool batch_norm =
+      false;            // has BatchNorm layers: --sync-bn applies, DP/DDP statistics are per device
+  bool images = false;  // samples are images: images/s, --channels-last
+  bool graph_capturable = true;  // --cuda-graph may capture its step
 };
 
 // The tensors of one batch of `batch` samples: the model's input and its logits.
@@ -41,8 +42,8 @@ struct BatchShapes {
 };
 
 struct WorkloadFamily {
-  std::string name;             // "mlp", the WorkloadSpec::family of its presets
-  int64_t default_batch = 64;   // the global batch when none is given
+  std::string name;            // "mlp", the WorkloadSpec::family of its presets
+  int64_t default_batch = 64;  // the global batch when none is given
   FamilyTraits traits;
   std::function<std::unique_ptr<Model>(const WorkloadSpec&, const Device&, uint64_t seed)>
       make_model;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/tcp_store.h"
 #include "core/check.h"
 
 namespace ddpb::bench {
@@ -82,6 +83,20 @@ void maybe_inject_fault(const FaultSpec& f, int rank, int64_t step) {
     case FaultSpec::Kind::StoreDrop:    // applied by the DDP runner, which owns the store
     case FaultSpec::Kind::None:
       break;
+  }
+}
+
+void inject_ddp_step_fault(const FaultSpec& fault, int rank, int64_t step, ddp::Reducer& reducer,
+                           comm::Store& store) {
+  if (fault.rank != rank || fault.step != step) return;
+  if (fault.kind == FaultSpec::Kind::CorruptGrad) {
+    reducer.corrupt_next_gradient(0);  // the first parameter: ready last
+  } else if (fault.kind == FaultSpec::Kind::StoreDrop) {
+    if (auto* tcp = dynamic_cast<comm::TCPStore*>(&store)) {
+      std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n", rank,
+                   static_cast<long>(step));
+      tcp->drop_connection();
+    }
   }
 }
 

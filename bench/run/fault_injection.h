@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/store.h"
+#include "impl_ddp/reducer.h"
+
 namespace ddpb::bench {
 
 struct FaultSpec {
@@ -24,5 +27,9 @@ struct FaultSpec {
 FaultSpec parse_fault(const std::string& text);
 // Applies the fault, if it targets this rank and step.
 void maybe_inject_fault(const FaultSpec& fault, int rank, int64_t step);
+// The DDP faults that act before a step, if they target this rank and step: corrupt-grad (the
+// Reducer's next gradient) and store-drop (a TCPStore's connection).
+void inject_ddp_step_fault(const FaultSpec& fault, int rank, int64_t step, ddp::Reducer& reducer,
+                           comm::Store& store);
 
 }  // namespace ddpb::bench

@@ -37,9 +37,7 @@ class DpRunner final : public ModeRunner {
     StepOutcome out;
     out.loss = s.loss;
     out.step_ms = s.step_ms;
-    for (size_t p = 0; p < dp::kNumPhases; ++p) {
-      out.phases_ms.emplace_back(dp::phase_name(static_cast<dp::Phase>(p)), s.phase_ms[p]);
-    }
+    for (const PhaseTime& p : s.phases) out.phases_ms.emplace_back(step_phase_name(p.phase), p.ms);
     nlohmann::json devs = nlohmann::json::array();
     for (size_t r = 0; r < s.devices.size(); ++r) {
       const auto& d = s.devices[r];

@@ -2,6 +2,7 @@
 #include "bench/run/trainer.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/step_phase.h"
 #include "core/stream.h"
 
 namespace ddpb::bench {
@@ -49,9 +50,9 @@ class SingleRunner final : public ModeRunner {
     marks[3].record(s);
     StepOutcome out;
     out.loss = loss.data().item();  // synchronises with the device
-    out.phases_ms = {{"forward", marks[0].elapsed_ms(marks[1])},
-                     {"backward", marks[1].elapsed_ms(marks[2])},
-                     {"optimizer", marks[2].elapsed_ms(marks[3])}};
+    out.phases_ms = {{step_phase_name(StepPhase::Forward), marks[0].elapsed_ms(marks[1])},
+                     {step_phase_name(StepPhase::Backward), marks[1].elapsed_ms(marks[2])},
+                     {step_phase_name(StepPhase::Optimizer), marks[2].elapsed_ms(marks[3])}};
     out.step_ms = marks[0].elapsed_ms(marks[3]);
     return out;
   }

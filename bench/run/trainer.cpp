@@ -18,6 +18,7 @@
 #include "core/conv_plans.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/step_phase.h"
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
 #include "workloads/dataloader.h"
@@ -100,8 +101,9 @@ struct StepLog {
     const double total = data_ms + out.step_ms;
     if (step == 1) first_loss = out.loss;
     last_loss = out.loss;
-    nlohmann::json phases = {{"data", data_ms}};
-    add_phase("data", data_ms, measured);
+    const char* data = step_phase_name(StepPhase::Data);
+    nlohmann::json phases = {{data, data_ms}};
+    add_phase(data, data_ms, measured);
     for (const auto& [name, ms] : out.phases_ms) {
       phases[name] = ms;
       add_phase(name, ms, measured);
@@ -190,7 +192,8 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
     const bool measured = step > config.warmup;
     const double total = log.add(step, measured, data_ms, out);
     if (trace) {
-      std::vector<std::pair<std::string, double>> all_phases{{"data", data_ms}};
+      std::vector<std::pair<std::string, double>> all_phases{
+          {step_phase_name(StepPhase::Data), data_ms}};
       all_phases.insert(all_phases.end(), out.phases_ms.begin(), out.phases_ms.end());
       trace->add_step(step, step_start_ns, all_phases, out.spans);
     }

@@ -72,14 +72,6 @@ class ModeRunner {
 std::unique_ptr<ModeRunner> make_single_runner(const RunConfig& config, const WorkloadSpec& spec);
 std::unique_ptr<ModeRunner> make_dp_runner(const RunConfig& config, const WorkloadSpec& spec);
 std::unique_ptr<ModeRunner> make_ddp_runner(const RunConfig& config, const WorkloadSpec& spec);
-}  // namespace ddpb::bench
-namespace ddpb::comm {
-struct RankEnv;
-}
-namespace ddpb::bench {
-// Where DDP ranks dump their flight recorders: --flight-dir, or else ddpbench-flight-<port>
-// under $XDG_RUNTIME_DIR, $TMPDIR or /tmp (comm::default_flight_dir).
-std::string default_flight_dir(const RunConfig& config, const comm::RankEnv& env);
 
 // Runs the training described by `config` (already validated) and returns its record.
 // Prints per-step losses (unless quiet) and a summary to stdout.

@@ -29,8 +29,11 @@ class SafetensorsError(ValueError):
     pass
 
 
-def load(path):
-    """Returns (tensors, metadata): an insertion-ordered {name: tensor} in header order."""
+def load(path, strict=False):
+    """Returns (tensors, metadata): an insertion-ordered {name: tensor} in header order.
+
+    strict: also what ddpbench's writer guarantees (workloads/safetensors.h): the data starts
+    8-byte aligned, and the tensors lie back to back in header order and cover the data."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 8:
@@ -41,7 +44,10 @@ def load(path):
     header = json.loads(raw[8 : 8 + n].decode("utf-8"))
     data = memoryview(raw)[8 + n :]
     metadata = header.pop("__metadata__", {}) or {}
+    if strict and (8 + n) % 8 != 0:
+        raise SafetensorsError(f"{path}: data start {8 + n} is not 8-byte aligned")
     tensors = {}
+    expected_begin = 0
     for name, info in header.items():
         dtype_name = info["dtype"]
         if dtype_name not in DTYPES:
@@ -57,12 +63,19 @@ def load(path):
             raise SafetensorsError(
                 f"{path}: tensor '{name}' {dtype_name}{shape} has data_offsets [{begin}, {end}] "
                 f"but needs {numel * itemsize} bytes within a {len(data)}-byte data section")
+        if strict and begin != expected_begin:
+            raise SafetensorsError(f"{path}: tensor '{name}' data_offsets [{begin}, {end}] are not "
+                                   f"contiguous in header order (expected begin {expected_begin})")
+        expected_begin = end
         if numel == 0:
             tensors[name] = torch.empty(shape, dtype=dtype)
         else:
             # bytearray: frombuffer on read-only memory warns, and we want an owning copy anyway.
             buf = bytearray(data[begin:end])
             tensors[name] = torch.frombuffer(buf, dtype=dtype).reshape(shape)
+    if strict and expected_begin != len(data):
+        raise SafetensorsError(f"{path}: the data section is {len(data)} bytes, the tensors "
+                               f"cover {expected_begin}")
     return tensors, metadata
 
 

@@ -373,8 +373,9 @@ TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
                     " 2>&1 & echo $! > " + (dir / "pid") + "; wait $!; echo $? > " + (dir / "rc") +
                     "' &";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  // Wait until both ranks are training.
-  for (int i = 0; i < 100 && count_processes_with(marker) < 3; ++i) std::system("sleep 0.1");
+  // Wait until both ranks are training. While the launcher forks a rank, the child has the
+  // launcher's command line until it execs: the count passes through 4 then.
+  for (int i = 0; i < 100 && count_processes_with(marker) != 3; ++i) std::system("sleep 0.1");
   ASSERT_EQ(count_processes_with(marker), 3) << "launcher + 2 ranks";
   std::system("sleep 1");
   pid_t launcher = 0;

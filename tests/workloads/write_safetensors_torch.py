@@ -4,16 +4,22 @@
     write_safetensors_torch.py write PATH   writes the reference tensors to PATH
     write_safetensors_torch.py check PATH   reads PATH (written by ddpbench) and verifies it
 
-The format is implemented here by hand with struct/json, so that the test does not depend on
-the `safetensors` package; when that package is installed, `check` also loads the file with
-it. The reference tensors must stay in sync with reference_tensors() in the C++ test.
+The writer is implemented here by hand with struct/json, so that the test does not depend on
+the `safetensors` package; `check` reads with the project's one Python reader
+(scripts/peer/safetensors_lite.py, strict), and when the package is installed, also with it. The reference tensors must stay in sync with reference_tensors() in the C++ test.
 Exit status: 0 when everything matches, 1 on a mismatch (printed on stderr).
 """
 import json
+import os
 import struct
 import sys
 
 import torch
+
+# The one Python reader (scripts/peer/safetensors_lite.py, the replay's), in its strict mode.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts", "peer"))
+import safetensors_lite  # noqa: E402
 
 DTYPES = {
     "F32": torch.float32,
@@ -67,39 +73,9 @@ def write(path, metadata):
             f.write(b)
 
 
-def read(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    if (8 + n) % 8 != 0:
-        raise ValueError(f"data start {8 + n} is not 8-byte aligned")
-    header = json.loads(raw[8 : 8 + n].decode("utf-8"), object_pairs_hook=lambda kv: dict(kv))
-    data = raw[8 + n :]
-    metadata = header.pop("__metadata__", {})
-    tensors = {}
-    expected_begin = 0
-    for name, info in header.items():
-        begin, end = info["data_offsets"]
-        if begin != expected_begin:
-            raise ValueError(f"{name}: data_offsets {info['data_offsets']} are not contiguous "
-                             f"in header order (expected begin {expected_begin})")
-        expected_begin = end
-        dtype = DTYPES[info["dtype"]]
-        shape = info["shape"]
-        chunk = data[begin:end]
-        if len(chunk) == 0:
-            t = torch.empty(shape, dtype=dtype)
-        else:
-            t = torch.frombuffer(bytearray(chunk), dtype=dtype).reshape(shape)
-        tensors[name] = t
-    if expected_begin != len(data):
-        raise ValueError(f"data section is {len(data)} bytes, tensors cover {expected_begin}")
-    return tensors, metadata
-
-
 def check(path, metadata):
     errors = []
-    tensors, got_meta = read(path)
+    tensors, got_meta = safetensors_lite.load(path, strict=True)
     if got_meta != metadata:
         errors.append(f"metadata {got_meta} != {metadata}")
     ref = reference_tensors()

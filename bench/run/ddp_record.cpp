@@ -1,0 +1,166 @@
+#include "bench/run/ddp_record.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include "bench/run/metrics.h"
+#include "reports/json_io.h"
+
+namespace ddpb::bench {
+namespace {
+
+// One bucket's record and trace spans: one span per collective (PowerSGD has up to three)
+// and per host-timed hook compute; its collectives' busy intervals go to `busy`.
+nlohmann::json bucket_record(const ddp::BucketRecord& r, int world_size, int64_t zero_ns,
+                             StepOutcome& out, std::vector<Interval>& busy) {
+  const double factor = busbw_factor(Collective::AllReduce, world_size);
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const auto& c : r.collectives) {
+    const double start = c.start_ms > 0 ? c.start_ms : c.launch_ms;
+    busy.emplace_back(start, c.complete_ms);
+    const double busbw = algbw_GBps(static_cast<double>(c.bytes), c.complete_ms - start) * factor;
+    const std::string name = c.name == "allreduce" ? c.name : "powersgd " + c.name;
+    out.spans.push_back({name + " bucket " + std::to_string(r.index),
+                         "comm bucket " + std::to_string(r.index),
+                         zero_ns + static_cast<int64_t>(start * 1e6),
+                         c.complete_ms - start,
+                         {{"bucket", r.index},
+                          {"bytes", c.bytes},
+                          {"busbw_GBps", busbw},
+                          {"ready_ms", r.ready_ms},
+                          {"launch_ms", c.launch_ms}}});
+    collectives.push_back({{"name", c.name},
+                           {"bytes", c.bytes},
+                           {"launch_ms", c.launch_ms},
+                           {"start_ms", start},
+                           {"complete_ms", c.complete_ms}});
+  }
+  double hook_compute_ms = 0;
+  for (const auto& h : r.compute) {
+    hook_compute_ms += h.end_ms - h.start_ms;
+    out.spans.push_back({h.name + " bucket " + std::to_string(r.index),
+                         "comm hook compute",
+                         zero_ns + static_cast<int64_t>(h.start_ms * 1e6),
+                         h.end_ms - h.start_ms,
+                         {{"bucket", r.index}}});
+  }
+  const double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
+  const double algbw = algbw_GBps(static_cast<double>(r.bytes), r.complete_ms - start);
+  return {{"bucket", r.index},
+          {"params", r.params},
+          {"bytes", r.bytes},
+          {"ready_ms", r.ready_ms},
+          {"launch_ms", r.launch_ms},
+          {"start_ms", start},
+          {"complete_ms", r.complete_ms},
+          {"algbw_GBps", algbw},
+          {"busbw_GBps", algbw * factor},
+          {"collectives", collectives},
+          {"hook_compute_ms", hook_compute_ms}};
+}
+
+// Per-bucket records; communication time is the union of the collectives' busy intervals,
+// exposed communication the part after backward compute ended.
+void add_bucket_records(const ddp::DdpStepStats& s, int world_size, int rank, StepOutcome& out) {
+  std::vector<Interval> busy;
+  nlohmann::json buckets = nlohmann::json::array();
+  double first_launch = s.buckets.empty() ? 0.0 : s.buckets.front().launch_ms, last_complete = 0;
+  int64_t bytes = 0;
+  for (const auto& r : s.buckets) {
+    first_launch = std::min(first_launch, r.launch_ms);
+    last_complete = std::max(last_complete, r.complete_ms);
+    bytes += r.bytes;
+    buckets.push_back(bucket_record(r, world_size, s.backward_start_ns, out, busy));
+  }
+  const CommTime ct = comm_time(std::move(busy), s.backward_end_ms);
+  out.extra.update(nlohmann::json{
+      {"rank", rank},
+      {"buckets", buckets},
+      {"comm_bytes", bytes},
+      {"comm_ms", ct.comm_ms},
+      {"comm_exposed_ms", ct.exposed_ms},
+      {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
+      {"backward_end_ms", s.backward_end_ms},
+      {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, s.backward_end_ms)}});
+}
+
+// SyncBatchNorm's collectives: their time and bytes, and one trace span each.
+void add_sync_bn_records(const ddp::DdpStepStats& s, StepOutcome& out) {
+  if (!s.sync_batch_norm) return;
+  double ms_total = 0;
+  int64_t bytes = 0;
+  for (const ddp::SyncBnRecord& r : s.sync_bn) {
+    const double ms = static_cast<double>(r.end_ns - r.start_ns) / 1e6;
+    ms_total += ms;
+    bytes += r.bytes;
+    out.spans.push_back(
+        {std::string("sync_bn ") + r.op, "comm sync_bn", r.start_ns, ms, {{"bytes", r.bytes}}});
+  }
+  out.extra["sync_bn_ms"] = ms_total;
+  out.extra["sync_bn_bytes"] = bytes;
+}
+
+}  // namespace
+
+StepOutcome ddp_step_outcome(const ddp::DdpStepStats& s, int world_size, int rank) {
+  StepOutcome out;
+  out.loss = s.loss;
+  out.step_ms = s.step_ms;
+  for (const PhaseTime& p : s.phases) out.phases_ms.emplace_back(step_phase_name(p.phase), p.ms);
+  if (s.buffer_broadcast_bytes >= 0) out.extra["buffer_broadcast_bytes"] = s.buffer_broadcast_bytes;
+  add_sync_bn_records(s, out);
+  add_bucket_records(s, world_size, rank, out);
+  return out;
+}
+
+nlohmann::json merge_rank_records(comm::Store& store, int rank, int world_size,
+                                  const Device& device, nlohmann::json record) {
+  std::vector<std::pair<std::string, double>> phases;
+  for (const auto& ph : record["summary"]["phases_median_ms"])
+    phases.emplace_back(ph["phase"].get<std::string>(), ph["median_ms"].get<double>());
+  const nlohmann::json mine = {{"rank", rank},
+                               {"device", device.str()},
+                               {"compute_ms", compute_time_ms(phases)},
+                               {"step_time_ms", record["summary"]["step_time_ms"]},
+                               {"phases_median_ms", record["summary"]["phases_median_ms"]},
+                               {"memory", record["memory"]}};
+  store.set_string("ddpbench/record/" + std::to_string(rank), reports::json_text(mine));
+  if (rank != 0) return record;
+  nlohmann::json ranks = nlohmann::json::array();
+  std::vector<double> compute_ms;
+  for (int r = 0; r < world_size; ++r) {
+    ranks.push_back(nlohmann::json::parse(store.get_string("ddpbench/record/" + std::to_string(r))));
+    compute_ms.push_back(ranks.back()["compute_ms"].get<double>());
+  }
+  const StragglerSummary skew = straggler_summary(compute_ms);
+  nlohmann::json stragglers = nlohmann::json::array();
+  for (const Straggler& s : skew.stragglers) {
+    stragglers.push_back({{"rank", s.rank}, {"compute_ms", s.compute_ms}, {"skew", s.skew}});
+    fmt::print("ddp: straggler: rank {} computes {:.2f} ms a step, {:.2f}x the fastest rank\n",
+               s.rank, s.compute_ms, s.skew);
+  }
+  record["ranks"] = ranks;
+  record["summary"]["straggler_skew"] = skew.skew;
+  record["summary"]["stragglers"] = stragglers;
+  return record;
+}
+
+std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace_through_store(
+    comm::Store& store, int rank, int world_size, int64_t clock_offset_ns, nlohmann::json mine) {
+  const nlohmann::json payload = {{"offset_ns", clock_offset_ns}, {"events", std::move(mine)}};
+  store.set_string("ddpbench/trace/" + std::to_string(rank), reports::json_text(payload));
+  if (rank != 0) return {};
+  std::vector<nlohmann::json> events;
+  std::vector<int64_t> offsets;
+  for (int r = 0; r < world_size; ++r) {
+    auto p = nlohmann::json::parse(store.get_string("ddpbench/trace/" + std::to_string(r)));
+    offsets.push_back(p["offset_ns"].get<int64_t>());
+    events.push_back(std::move(p["events"]));
+  }
+  return {std::move(events), std::move(offsets)};
+}
+
+}  // namespace ddpb::bench

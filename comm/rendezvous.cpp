@@ -16,7 +16,8 @@ int64_t sync_clock(Store& store, int rank, int world_size) {
   }
   const int64_t sent = now();
   store.set_string("ddpbench/clock/ping/" + std::to_string(rank), std::to_string(sent));
-  const int64_t remote = std::stoll(store.get_string("ddpbench/clock/pong/" + std::to_string(rank)));
+  const int64_t remote =
+      std::stoll(store.get_string("ddpbench/clock/pong/" + std::to_string(rank)));
   const int64_t received = now();
   return remote - (sent + received) / 2;
 }
@@ -26,8 +27,8 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   r.env = env;
   r.store = make_store_from_env(env.rank, options.timeout, options.job_identity);
   ProcessGroupOptions pg;
-  pg.backend = options.backend.value_or(options.device.is_cuda() ? CommBackend::Nccl
-                                                                 : CommBackend::Gloo);
+  pg.backend =
+      options.backend.value_or(options.device.is_cuda() ? CommBackend::Nccl : CommBackend::Gloo);
   pg.device = options.device;
   pg.timeout = options.timeout;
   pg.hostname = env.master_addr;

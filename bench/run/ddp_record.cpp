@@ -132,7 +132,8 @@ nlohmann::json merge_rank_records(comm::Store& store, int rank, int world_size,
   nlohmann::json ranks = nlohmann::json::array();
   std::vector<double> compute_ms;
   for (int r = 0; r < world_size; ++r) {
-    ranks.push_back(nlohmann::json::parse(store.get_string("ddpbench/record/" + std::to_string(r))));
+    ranks.push_back(
+        nlohmann::json::parse(store.get_string("ddpbench/record/" + std::to_string(r))));
     compute_ms.push_back(ranks.back()["compute_ms"].get<double>());
   }
   const StragglerSummary skew = straggler_summary(compute_ms);

@@ -32,7 +32,8 @@ class TwoLayers final : public nn::Module {
 
 MicroBatch batch_of(int rank, int index) {
   std::vector<float> x(4 * 8);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 5 + size_t(rank) * 3 + size_t(index)) % 7) / 7;
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float((i * 5 + size_t(rank) * 3 + size_t(index)) % 7) / 7;
   return {Tensor::from_floats(x, {4, 8}, Device::cpu(rank)),
           Tensor::from_ints({0, 1, 2, rank}, {4}, Device::cpu(rank))};
 }
@@ -46,7 +47,8 @@ struct RankResult {
 std::vector<RankResult> train_one_step(int64_t accumulate) {
   std::vector<RankResult> results(2);
   comm::testing::run_thread_ranks(
-      2, [](int r) {
+      2,
+      [](int r) {
         comm::ProcessGroupOptions o;
         o.device = Device::cpu(r);
         o.timeout = std::chrono::seconds(20);  // a failure must not wait out the default

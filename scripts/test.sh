@@ -45,7 +45,7 @@ if [[ $main == 1 ]]; then
   verdict="tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped (of $total; $(cat "$skipped_why"))"
   # ctest's lines end "Passed   12.34 sec": the ten longest, for whoever keeps CI fast.
   slowest=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$ctest_log" |
-    sort -rn | head -n 10 | awk '{printf "  %7.1f s  %s\n", $1, $2}')
+    sort -rn | awk 'NR <= 10 {printf "  %7.1f s  %s\n", $1, $2}')  # no head: pipefail, SIGPIPE
   rm -f "$skipped_why"
   if [[ $ctest_rc != 0 ]]; then
     echo "scripts/test.sh: FAILED: $verdict"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/check.h"
@@ -240,7 +241,7 @@ void DistributedDataParallel::fill_phases(DdpStepStats& stats, const PhaseTimer&
   double sync_forward_ms = 0, sync_backward_ms = 0;  // the allgathers, the allreduces
   for (const SyncBnRecord& r : stats.sync_bn) {
     const double ms = static_cast<double>(r.end_ns - r.start_ns) / 1e6;
-    (std::string(r.op) == "allgather" ? sync_forward_ms : sync_backward_ms) += ms;
+    (std::string_view(r.op) == "allgather" ? sync_forward_ms : sync_backward_ms) += ms;
   }
   for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
                       StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer}) {

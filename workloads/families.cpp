@@ -22,9 +22,7 @@ WorkloadFamily mlp_family() {
   WorkloadFamily f;
   f.name = "mlp";
   f.default_batch = 64;
-  f.make_model = [](const WorkloadSpec& s, const Device& d, uint64_t seed) {
-    return std::unique_ptr<Model>(std::make_unique<MlpModel>(s, d, seed));
-  };
+  f.make_model = make_model_of<MlpModel>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<ClassificationDataset>(
         s.dataset_size, as_int(s.in_features), as_int(s.classes), seed));
@@ -65,9 +63,7 @@ WorkloadFamily gpt_family() {
   WorkloadFamily f;
   f.name = "gpt";
   f.default_batch = 8;
-  f.make_model = [](const WorkloadSpec& s, const Device& d, uint64_t seed) {
-    return std::unique_ptr<Model>(std::make_unique<GptModel>(s, d, seed));
-  };
+  f.make_model = make_model_of<GptModel>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<MarkovTokenDataset>(
         s.dataset_size, as_int(s.seq_len), as_int(s.vocab), seed));
@@ -101,9 +97,7 @@ WorkloadFamily embed_family() {
   WorkloadFamily f;
   f.name = "embed";
   f.default_batch = 64;
-  f.make_model = [](const WorkloadSpec& s, const Device& d, uint64_t seed) {
-    return std::unique_ptr<Model>(std::make_unique<EmbedModel>(s, d, seed));
-  };
+  f.make_model = make_model_of<EmbedModel>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<BagOfIdsDataset>(
         s.dataset_size, as_int(s.ids_per_sample), as_int(s.vocab), as_int(s.classes), seed));
@@ -157,9 +151,7 @@ WorkloadFamily resnet_family() {
   f.name = "resnet";
   f.default_batch = 32;
   f.traits = {.batch_norm = true, .images = true, .graph_capturable = false};
-  f.make_model = [](const WorkloadSpec& s, const Device& d, uint64_t seed) {
-    return std::unique_ptr<Model>(std::make_unique<ResNetModel>(s, d, seed));
-  };
+  f.make_model = make_model_of<ResNetModel>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<ImageDataset>(
         s.dataset_size, 3, as_int(s.image_size), as_int(s.classes), seed));

@@ -54,6 +54,14 @@ struct WorkloadFamily {
   std::function<BatchShapes(const WorkloadSpec&, int64_t batch)> batch_shapes;
 };
 
+// WorkloadFamily::make_model for a Model whose constructor takes (spec, device, seed).
+template <class M>
+auto make_model_of() {
+  return [](const WorkloadSpec& spec, const Device& device, uint64_t seed) {
+    return std::unique_ptr<Model>(std::make_unique<M>(spec, device, seed));
+  };
+}
+
 // The family a spec names; throws ddpb::Error for a name no family has.
 const WorkloadFamily& family_of(const WorkloadSpec& spec);
 const WorkloadFamily& workload_family(const std::string& name);
@@ -68,6 +76,8 @@ void register_workload_preset(WorkloadSpec preset);
 // (scripts/peer/models.py): every spec field, its family's default batch, traits and the
 // batch's shapes at that batch, and its parameter count.
 nlohmann::json preset_json(const WorkloadSpec& spec);
+// Every preset's preset_json, in table order: `ddpbench workloads --json`.
+nlohmann::json workload_table_json();
 
 // The built-in families (workloads/families.cpp) and presets (workloads/presets.cpp).
 std::vector<WorkloadFamily> builtin_families();

@@ -148,6 +148,12 @@ nlohmann::json preset_json(const WorkloadSpec& s) {
           {"image_size", s.image_size}};
 }
 
+nlohmann::json workload_table_json() {
+  nlohmann::json table = nlohmann::json::array();
+  for (const auto& w : workload_presets()) table.push_back(preset_json(w));
+  return table;
+}
+
 autograd::Var model_loss(const autograd::Var& logits, const Tensor& targets) {
   return fn::cross_entropy(logits, targets.view({targets.numel()}));
 }

@@ -263,9 +263,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 // The preset table: a line each, or (--json) every field, for the PyTorch peers.
 int list_workloads(bool as_json) {
   if (as_json) {
-    nlohmann::json table = nlohmann::json::array();
-    for (const auto& w : workload_presets()) table.push_back(preset_json(w));
-    fmt::print("{}\n", reports::json_text(table, 1));
+    fmt::print("{}\n", reports::json_text(workload_table_json(), 1));
     return 0;
   }
   for (const auto& w : workload_presets()) {

@@ -34,9 +34,7 @@ std::string workload_table_file(const std::string& dir) {
   const fs::path path = fs::path(dir) / "pytorch" / "workloads.json";
   if (!fs::exists(path)) {
     fs::create_directories(path.parent_path());
-    nlohmann::json table = nlohmann::json::array();
-    for (const auto& w : workload_presets()) table.push_back(preset_json(w));
-    reports::write_json_atomic(path.string(), table);
+    reports::write_json_atomic(path.string(), workload_table_json());
   }
   return "pytorch/workloads.json";  // relative: the child runs in `dir`
 }

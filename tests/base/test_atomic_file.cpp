@@ -23,26 +23,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using testing::folder_entries;
+using testing::read_file_bytes;
 
 TEST(AtomicFile, WritesAndReplacesLeavingNoTemporary) {
   testing::TempDir dir("atomic");
   write_file_atomic(dir / "a.json", "old", "report");
   write_file_atomic(dir / "a.json", "new text", "report");
-  EXPECT_EQ(read_file(dir / "a.json"), "new text");
-  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"a.json"});
+  EXPECT_EQ(read_file_bytes(dir / "a.json"), "new text");
+  EXPECT_EQ(folder_entries(dir.path()), std::vector<std::string>{"a.json"});
 }
 
 TEST(AtomicFile, FilesGetTheUsualPermissions) {
@@ -63,8 +52,8 @@ TEST(AtomicFile, AnUncommittedWriteLeavesTheOldFileAndNoTemporary) {
     file.write("half of the new");
     EXPECT_TRUE(fs::exists(file.temp_path()));
   }  // e.g. an exception between write and commit
-  EXPECT_EQ(read_file(dir / "ckpt"), "old");
-  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"ckpt"});
+  EXPECT_EQ(read_file_bytes(dir / "ckpt"), "old");
+  EXPECT_EQ(folder_entries(dir.path()), std::vector<std::string>{"ckpt"});
 }
 
 // Issue 25, E4: the temporary was "<name>.tmp.PID.N", over NAME_MAX for a long valid name.
@@ -74,8 +63,8 @@ TEST(AtomicFile, ATargetNameOfNameMaxLengthStillGetsATemporary) {
   ASSERT_GT(name_max, 16);
   const std::string name(static_cast<size_t>(name_max), 'r');
   write_file_atomic(dir / name, "long", "report");
-  EXPECT_EQ(read_file(dir / name), "long");
-  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{name});
+  EXPECT_EQ(read_file_bytes(dir / name), "long");
+  EXPECT_EQ(folder_entries(dir.path()), std::vector<std::string>{name});
 }
 
 TEST(AtomicFile, AFailedWriteKeepsTheOldFileAndSaysSo) {
@@ -104,8 +93,8 @@ TEST(AtomicFile, AFailedWriteKeepsTheOldFileAndSaysSo) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "11: no error, 12: the message lacks the path or reason";
-  EXPECT_EQ(read_file(target), "old");
-  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"big.bin"});
+  EXPECT_EQ(read_file_bytes(target), "old");
+  EXPECT_EQ(folder_entries(dir.path()), std::vector<std::string>{"big.bin"});
 }
 
 TEST(AtomicFile, ALinkIsFollowedAndSurvives) {
@@ -115,8 +104,8 @@ TEST(AtomicFile, ALinkIsFollowedAndSurvives) {
   fs::create_symlink("real/r.json", dir / "link.json");
   write_file_atomic(dir / "link.json", "new", "report");
   EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
-  EXPECT_EQ(read_file(dir / "real/r.json"), "new");
-  EXPECT_EQ(entries(dir.path() / "real"), std::vector<std::string>{"r.json"});
+  EXPECT_EQ(read_file_bytes(dir / "real/r.json"), "new");
+  EXPECT_EQ(folder_entries(dir.path() / "real"), std::vector<std::string>{"r.json"});
 }
 
 TEST(AtomicFile, ATargetThatIsNoRegularFileIsRefusedBeforeWriting) {
@@ -133,7 +122,7 @@ TEST(AtomicFile, ATargetThatIsNoRegularFileIsRefusedBeforeWriting) {
           << e.what();
     }
   }
-  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"fifo", "folder"}));
+  EXPECT_EQ(folder_entries(dir.path()), (std::vector<std::string>{"fifo", "folder"}));
 }
 
 TEST(CheckOutputPath, NamesAMissingFolderAFileAsFolderAndANameTooLong) {

@@ -36,18 +36,8 @@ namespace fs = std::filesystem;
 
 constexpr size_t kTmpfsBytes = 64 << 10;
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> directory_entries(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  return names;
-}
+using ddpb::testing::folder_entries;
+using ddpb::testing::read_file_bytes;
 
 // A small record, as a previous run would have left it.
 nlohmann::json old_record() {
@@ -111,13 +101,13 @@ void expect_disk_full(const std::string& path, const nlohmann::json& record) {
 TEST_F(TinyTmpfs, WriteLargerThanTheDiskFailsAndKeepsTheOldReport) {
   const std::string path = file("run.json");
   write_json_atomic(path, old_record());
-  const std::string before = read_bytes(path);
+  const std::string before = read_file_bytes(path);
   const uint64_t free_before = free_bytes();
 
   expect_disk_full(path, big_record(4 * kTmpfsBytes));
 
-  EXPECT_EQ(read_bytes(path), before) << "the old report changed";
-  EXPECT_EQ(directory_entries(dir_.str()), std::vector<std::string>{"run.json"})
+  EXPECT_EQ(read_file_bytes(path), before) << "the old report changed";
+  EXPECT_EQ(folder_entries(dir_.str()), std::vector<std::string>{"run.json"})
       << "a temporary file was left behind";
   // The temporary file's blocks are back: it was unlinked and its descriptor closed.
   EXPECT_EQ(free_bytes(), free_before);
@@ -132,12 +122,12 @@ TEST_F(TinyTmpfs, WriteLargerThanTheDiskFailsAndKeepsTheOldReport) {
 TEST_F(TinyTmpfs, WriteThatFitsOnlyWithoutTheOldReportFailsAndKeepsIt) {
   const std::string path = file("run.json");
   write_json_atomic(path, big_record(kTmpfsBytes * 5 / 8));
-  const std::string before = read_bytes(path);
+  const std::string before = read_file_bytes(path);
 
   expect_disk_full(path, big_record(kTmpfsBytes * 5 / 8 + 1));
 
-  EXPECT_EQ(read_bytes(path), before) << "the old report changed";
-  EXPECT_EQ(directory_entries(dir_.str()), std::vector<std::string>{"run.json"})
+  EXPECT_EQ(read_file_bytes(path), before) << "the old report changed";
+  EXPECT_EQ(folder_entries(dir_.str()), std::vector<std::string>{"run.json"})
       << "a temporary file was left behind";
 }
 
@@ -199,7 +189,7 @@ TEST(FileSizeLimit, WriteOverTheLimitFailsAndKeepsTheOldReport) {
   ddpb::testing::TempDir dir{"full_disk"};
   const std::string path = dir.str() + "/run.json";
   write_json_atomic(path, old_record());
-  const std::string before = read_bytes(path);
+  const std::string before = read_file_bytes(path);
 
   const ChildResult child = write_in_limited_child(path, big_record(256 << 10), 16 << 10);
   ASSERT_TRUE(WIFEXITED(child.status)) << "the child died (status " << child.status << ")";
@@ -210,8 +200,8 @@ TEST(FileSizeLimit, WriteOverTheLimitFailsAndKeepsTheOldReport) {
       << child.message;
   EXPECT_NE(child.message.find("unchanged"), std::string::npos) << child.message;
 
-  EXPECT_EQ(read_bytes(path), before) << "the old report changed";
-  EXPECT_EQ(directory_entries(dir.str()), std::vector<std::string>{"run.json"})
+  EXPECT_EQ(read_file_bytes(path), before) << "the old report changed";
+  EXPECT_EQ(folder_entries(dir.str()), std::vector<std::string>{"run.json"})
       << "a temporary file was left behind";
 }
 
@@ -226,7 +216,7 @@ TEST(FileSizeLimit, WriteUnderTheLimitSucceeds) {
   ASSERT_TRUE(WIFEXITED(child.status)) << "the child died (status " << child.status << ")";
   ASSERT_EQ(WEXITSTATUS(child.status), kChildWrote) << child.message;
   EXPECT_EQ(read_json(path), next);
-  EXPECT_EQ(directory_entries(dir.str()), std::vector<std::string>{"run.json"});
+  EXPECT_EQ(folder_entries(dir.str()), std::vector<std::string>{"run.json"});
 }
 
 }  // namespace

@@ -4,11 +4,15 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ddpb::testing {
 
@@ -37,5 +41,23 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The whole of a file, as bytes ("" when it cannot be read).
+inline std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The names in a folder, sorted: what a test expects to be left there.
+inline std::vector<std::string> folder_entries(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 }  // namespace ddpb::testing

@@ -28,9 +28,7 @@ WorkloadFamily softmax_regression_family() {
   WorkloadFamily f;
   f.name = "softmax-regression";
   f.default_batch = 16;
-  f.make_model = [](const WorkloadSpec& s, const Device& d, uint64_t seed) {
-    return std::unique_ptr<Model>(std::make_unique<SoftmaxRegression>(s, d, seed));
-  };
+  f.make_model = make_model_of<SoftmaxRegression>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<ClassificationDataset>(
         s.dataset_size, static_cast<int>(s.in_features), static_cast<int>(s.classes), seed));

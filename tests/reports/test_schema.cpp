@@ -9,6 +9,7 @@
 
 #include "../util/run_cli.h"
 #include "reports/json_io.h"
+#include "reports/run_record.h"
 #include "reports/schema_validator.h"
 
 namespace {
@@ -144,6 +145,8 @@ TEST_F(RealRecords, SingleAndDpValidate) {
     EXPECT_NO_THROW(ddpb::reports::validate_report_file(out)) << args;
     EXPECT_TRUE(ddpb::reports::validate_run_record(rec).empty()) << args;
     EXPECT_EQ(rec["steps"].size(), 3u);
+    // The typed record names or keeps every field the writer wrote.
+    EXPECT_EQ(ddpb::reports::RunRecord::from_json(rec).to_json(), rec) << args;
   }
 }
 

@@ -1,11 +1,13 @@
 // A real DDP record (launcher + 2 rank processes over Gloo) matches the run-record schema,
-// including the merged ranks[] and summary.straggler_skew only rank 0 adds.
+// including the merged ranks[] and summary.straggler_skew only rank 0 adds, and reads back
+// through reports::RunRecord unchanged.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "../util/run_cli.h"
 #include "reports/json_io.h"
+#include "reports/run_record.h"
 #include "reports/schema_validator.h"
 
 namespace {
@@ -23,6 +25,8 @@ TEST(DdpRecord, Validates) {
   EXPECT_EQ(rec["ranks"].size(), 2u);
   EXPECT_TRUE(rec["summary"].contains("straggler_skew"));
   EXPECT_TRUE(rec["steps"][0]["mode"].contains("buckets"));
+  // The typed record names or keeps every field rank 0 wrote.
+  EXPECT_EQ(ddpb::reports::RunRecord::from_json(rec).to_json(), rec);
 
   auto v = ddpb::testing::run_cli("validate " + out);
   EXPECT_EQ(v.code, 0) << v.output;

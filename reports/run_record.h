@@ -1,0 +1,352 @@
+// The run record (`ddpbench run --out`, reports/schema/run.schema.json, docs/records.md) as
+// types: the trainer fills a RunRecord, the suite, the projection and the Python peers read
+// the same field names. JSON both ways through one field list per type (Note [One field list
+// per record type]).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/json_io.h"
+#include "reports/record_fields.h"
+
+namespace ddpb::reports {
+
+enum class ModeName { Single, Dp, Ddp };
+template <>
+struct RecordEnum<ModeName> {
+  static constexpr std::array<std::pair<ModeName, std::string_view>, 3> names{
+      {{ModeName::Single, "single"}, {ModeName::Dp, "dp"}, {ModeName::Ddp, "ddp"}}};
+};
+
+// Step times in ms over the measured steps (bench/run/stats.h).
+struct StepTimeStats {
+  static constexpr bool kRecord = true;
+  double median = 0, mean = 0, p90 = 0, p99 = 0, min = 0, max = 0, stddev = 0;
+  int64_t count = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("median", s.median), v("mean", s.mean), v("p90", s.p90), v("p99", s.p99);
+    v("min", s.min), v("max", s.max), v("stddev", s.stddev), v("count", s.count);
+  }
+};
+
+struct PhaseMedian {
+  static constexpr bool kRecord = true;
+  std::string phase;
+  double median_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("phase", s.phase), v("median_ms", s.median_ms);
+  }
+};
+
+struct MemoryUse {
+  static constexpr bool kRecord = true;
+  std::string device;
+  int64_t peak_bytes = 0;
+  std::optional<int64_t> reserved_bytes;  // always in run records; optional in suite metrics
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("device", s.device), v("peak_bytes", s.peak_bytes), v("reserved_bytes", s.reserved_bytes);
+  }
+};
+
+// One collective of a DDP bucket (PowerSGD launches up to three: uncompressed, P, Q).
+struct BucketCollective {
+  static constexpr bool kRecord = true;
+  std::string name;
+  int64_t bytes = 0;
+  double launch_ms = 0, start_ms = 0, complete_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("bytes", s.bytes), v("launch_ms", s.launch_ms);
+    v("start_ms", s.start_ms), v("complete_ms", s.complete_ms);
+  }
+};
+
+// A DDP bucket in one step (steps[].mode.buckets), and in the median step with the derived
+// times (summary.comm.buckets, runs[].metrics.buckets). Times in ms from the step's start.
+struct BucketTiming {
+  static constexpr bool kRecord = true;
+  int64_t bucket = 0;
+  std::optional<int64_t> params, bytes;
+  double ready_ms = 0, launch_ms = 0, complete_ms = 0;
+  std::optional<double> start_ms, ready_to_launch_ms, collective_ms, algbw_GBps, busbw_GBps;
+  std::optional<std::vector<BucketCollective>> collectives;
+  std::optional<double> hook_compute_ms;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("bucket", s.bucket), v("params", s.params), v("bytes", s.bytes);
+    v("ready_ms", s.ready_ms), v("launch_ms", s.launch_ms), v("start_ms", s.start_ms);
+    v("complete_ms", s.complete_ms), v("ready_to_launch_ms", s.ready_to_launch_ms);
+    v("collective_ms", s.collective_ms), v("algbw_GBps", s.algbw_GBps);
+    v("busbw_GBps", s.busbw_GBps), v("collectives", s.collectives);
+    v("hook_compute_ms", s.hook_compute_ms);
+  }
+};
+
+// nccl-tests' bus-bandwidth factor of the run's collective (bench/run/metrics.h).
+struct BusBw {
+  static constexpr bool kRecord = true;
+  std::string op, formula;
+  double factor = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("op", s.op), v("factor", s.factor), v("formula", s.formula);
+  }
+};
+
+// One DP replica in one step.
+struct DpDeviceStep {
+  static constexpr bool kRecord = true;
+  std::string device;
+  int64_t rows = 0;
+  double busy_ms = 0, idle_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("device", s.device), v("rows", s.rows), v("busy_ms", s.busy_ms), v("idle_ms", s.idle_ms);
+  }
+};
+
+// steps[].mode: DP fills devices, bytes and unit_bytes; DDP rank, buckets and the comm
+// numbers (bench/run/ddp_record.cpp); the rest (SyncBatchNorm, span overlap) stays open.
+struct StepModeData {
+  static constexpr bool kRecord = true;
+  std::optional<std::vector<DpDeviceStep>> devices;
+  std::optional<NamedValues<int64_t>> bytes;
+  std::optional<NamedValues<double>> unit_bytes;
+  std::optional<int64_t> rank;
+  std::optional<std::vector<BucketTiming>> buckets;
+  std::optional<int64_t> comm_bytes;
+  std::optional<double> comm_ms, comm_exposed_ms, overlap_ratio;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("devices", s.devices), v("bytes", s.bytes), v("unit_bytes", s.unit_bytes);
+    v("rank", s.rank), v("buckets", s.buckets), v("comm_bytes", s.comm_bytes);
+    v("comm_ms", s.comm_ms), v("comm_exposed_ms", s.comm_exposed_ms);
+    v("overlap_ratio", s.overlap_ratio), v.rest(s.extra);
+  }
+};
+
+struct StepRecord {
+  static constexpr bool kRecord = true;
+  int64_t step = 0;
+  bool measured = false;
+  double loss = 0, time_ms = 0;
+  NamedValues<double> phases_ms;  // phase -> ms, in key order (JSON objects are sorted)
+  std::optional<StepModeData> mode;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("step", s.step), v("measured", s.measured), v("loss", s.loss), v("time_ms", s.time_ms);
+    v("phases_ms", s.phases_ms), v("mode", s.mode);
+  }
+};
+
+struct Mfu {
+  static constexpr bool kRecord = true;
+  double mfu = 0, peak_flops_per_s = 0;
+  std::string source;
+  int64_t gpus = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("mfu", s.mfu), v("peak_flops_per_s", s.peak_flops_per_s), v("source", s.source);
+    v("gpus", s.gpus);
+  }
+};
+
+struct StragglerRecord {
+  static constexpr bool kRecord = true;
+  int64_t rank = 0;
+  double compute_ms = 0, skew = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("rank", s.rank), v("compute_ms", s.compute_ms), v("skew", s.skew);
+  }
+};
+
+// summary.comm (bench/run/comm_summary.h): DDP's AllReduce, DP's reduce.
+struct CommRecord {
+  static constexpr bool kRecord = true;
+  std::string op;  // "allreduce" | "reduce"
+  double comm_ms = 0, comm_exposed_ms = 0, overlap_ratio = 0;
+  std::optional<int64_t> bytes_per_step, buckets_step;  // DDP
+  std::optional<std::vector<BucketTiming>> buckets;     // DDP: the median step's
+  std::optional<double> bytes, algbw_GBps, busbw_GBps;  // DP: the reduce
+  BusBw busbw;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("op", s.op), v("comm_ms", s.comm_ms), v("comm_exposed_ms", s.comm_exposed_ms);
+    v("overlap_ratio", s.overlap_ratio), v("bytes_per_step", s.bytes_per_step);
+    v("buckets_step", s.buckets_step), v("buckets", s.buckets), v("bytes", s.bytes);
+    v("algbw_GBps", s.algbw_GBps), v("busbw_GBps", s.busbw_GBps), v("busbw", s.busbw);
+  }
+};
+
+struct RunSummary {
+  static constexpr bool kRecord = true;
+  StepTimeStats step_time_ms;
+  std::vector<PhaseMedian> phases_median_ms;
+  double samples_per_s = 0, tokens_per_s = 0;
+  std::optional<double> images_per_s;
+  double achieved_flops_per_s = 0;
+  std::optional<Mfu> mfu;
+  double first_loss = 0, last_loss = 0;
+  std::optional<double> straggler_skew;                    // DDP, world size > 1
+  std::optional<std::vector<StragglerRecord>> stragglers;  // DDP, world size > 1
+  std::optional<CommRecord> comm;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("step_time_ms", s.step_time_ms), v("phases_median_ms", s.phases_median_ms);
+    v("samples_per_s", s.samples_per_s), v("tokens_per_s", s.tokens_per_s);
+    v("images_per_s", s.images_per_s), v("achieved_flops_per_s", s.achieved_flops_per_s);
+    v("mfu", s.mfu), v("first_loss", s.first_loss), v("last_loss", s.last_loss);
+    v("straggler_skew", s.straggler_skew), v("stragglers", s.stragglers), v("comm", s.comm);
+  }
+};
+
+// Where and with what the run ran (bench/run/context.h); open beyond the named keys.
+struct RunContext {
+  static constexpr bool kRecord = true;
+  std::string date, host, ddpbench_version, build_type, compiler;
+  bool cuda_compiled = false, nvtx_compiled = false;
+  int64_t cuda_devices = 0, cpu_cores = 0;
+  std::optional<std::string> git_commit, cpu_model;
+  OpenFields extra;  // system, versions, env, resumed, ...
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("date", s.date), v("host", s.host), v("ddpbench_version", s.ddpbench_version);
+    v("build_type", s.build_type), v("compiler", s.compiler);
+    v("cuda_compiled", s.cuda_compiled), v("nvtx_compiled", s.nvtx_compiled);
+    v("cuda_devices", s.cuda_devices), v("cpu_cores", s.cpu_cores);
+    v("git_commit", s.git_commit), v("cpu_model", s.cpu_model), v.rest(s.extra);
+  }
+};
+
+struct OptimizerInfo {
+  static constexpr bool kRecord = true;
+  std::string name;
+  double lr = 0;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("lr", s.lr), v.rest(s.extra);
+  }
+};
+
+// The command line as the run understood it (bench/run/run_config.h's to_json); every flag
+// beyond the named ones stays in `extra`.
+struct RunConfigInfo {
+  static constexpr bool kRecord = true;
+  ModeName mode = ModeName::Single;
+  std::string workload, device, precision;
+  int64_t world_size = 1, global_batch = 0, steps = 0, warmup = 0;
+  uint64_t seed = 0;
+  std::optional<bool> cuda_graph;
+  std::optional<std::string> attention;
+  OptimizerInfo optimizer;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("mode", s.mode), v("workload", s.workload), v("device", s.device);
+    v("world_size", s.world_size), v("global_batch", s.global_batch), v("steps", s.steps);
+    v("warmup", s.warmup), v("seed", s.seed), v("cuda_graph", s.cuda_graph);
+    v("attention", s.attention), v("precision", s.precision), v("optimizer", s.optimizer);
+    v.rest(s.extra);
+  }
+};
+
+struct ModeInfo {
+  static constexpr bool kRecord = true;
+  ModeName name = ModeName::Single;
+  std::string devices;                                // "cpu:0,cpu:1"
+  nlohmann::json details = nlohmann::json::object();  // the runner's describe(): per mode
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("devices", s.devices), v("details", s.details);
+  }
+};
+
+struct WorkloadInfo {
+  static constexpr bool kRecord = true;
+  std::string name, family;
+  int64_t parameters = 0, tokens_per_sample = 0;
+  double train_flops_per_sample = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("family", s.family), v("parameters", s.parameters);
+    v("tokens_per_sample", s.tokens_per_sample);
+    v("train_flops_per_sample", s.train_flops_per_sample);
+  }
+};
+
+// A cuDNN execution plan the run built (core/conv_plans.h).
+struct ConvPlanInfo {
+  static constexpr bool kRecord = true;
+  int64_t device = 0;
+  std::string direction, layout, engine;
+  std::vector<int64_t> dims;
+  bool tensor_cores = false;
+  int64_t engine_index = 0, workspace_bytes = 0, candidates = 0, allowed = 0, tried = 0;
+  double build_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("device", s.device), v("direction", s.direction), v("dims", s.dims);
+    v("layout", s.layout), v("tensor_cores", s.tensor_cores), v("engine", s.engine);
+    v("engine_index", s.engine_index), v("workspace_bytes", s.workspace_bytes);
+    v("build_ms", s.build_ms), v("candidates", s.candidates), v("allowed", s.allowed);
+    v("tried", s.tried);
+  }
+};
+
+// One DDP rank's own numbers (ranks[], merged by rank 0).
+struct RankRecord {
+  static constexpr bool kRecord = true;
+  int64_t rank = 0;
+  std::string device;
+  double compute_ms = 0;
+  StepTimeStats step_time_ms;
+  std::vector<PhaseMedian> phases_median_ms;
+  std::vector<MemoryUse> memory;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("rank", s.rank), v("device", s.device), v("compute_ms", s.compute_ms);
+    v("step_time_ms", s.step_time_ms), v("phases_median_ms", s.phases_median_ms);
+    v("memory", s.memory);
+  }
+};
+
+struct RunRecord {
+  static constexpr bool kRecord = true;
+  int64_t schema_version = kSchemaVersion;
+  std::string implementation = "ddpbench", kind = "run";
+  RunContext context;
+  RunConfigInfo config;
+  ModeInfo mode;
+  WorkloadInfo workload;
+  std::vector<StepRecord> steps;
+  RunSummary summary;
+  std::vector<MemoryUse> memory;
+  std::optional<std::vector<ConvPlanInfo>> conv_plans;
+  std::optional<std::vector<RankRecord>> ranks;  // DDP rank 0's record
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("schema_version", s.schema_version), v("implementation", s.implementation);
+    v("kind", s.kind), v("context", s.context), v("config", s.config), v("mode", s.mode);
+    v("workload", s.workload), v("steps", s.steps), v("summary", s.summary);
+    v("memory", s.memory), v("conv_plans", s.conv_plans), v("ranks", s.ranks);
+  }
+
+  nlohmann::json to_json() const { return record_to_json(*this); }
+  static RunRecord from_json(const nlohmann::json& j) { return record_from_json<RunRecord>(j); }
+};
+
+// The peak over every device a record names (its own and, for DDP, every rank's).
+int64_t peak_memory_bytes(const std::vector<MemoryUse>& memory);
+
+}  // namespace ddpb::reports

@@ -1,0 +1,276 @@
+// The suite record (`ddpbench suite --out DIR`: DIR/suite.json, reports/schema/suite.schema.json,
+// docs/suite-format.md) as types: the suite fills a SuiteRecord, the report's views, the
+// verdict and the projection read it. JSON both ways through one field list per type (Note
+// [One field list per record type]).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/record_fields.h"
+#include "reports/run_record.h"
+
+namespace ddpb::reports {
+
+// Why a run is in the suite (docs/suite-format.md, "Groups").
+enum class RunGroup {
+  Scaling,
+  Reference,
+  BucketSweep,
+  BucketAutotune,
+  Overlap,
+  CommHook,
+  Precision
+};
+template <>
+struct RecordEnum<RunGroup> {
+  static constexpr std::array<std::pair<RunGroup, std::string_view>, 7> names{
+      {{RunGroup::Scaling, "scaling"},
+       {RunGroup::Reference, "reference"},
+       {RunGroup::BucketSweep, "bucket_sweep"},
+       {RunGroup::BucketAutotune, "bucket_autotune"},
+       {RunGroup::Overlap, "overlap"},
+       {RunGroup::CommHook, "comm_hook"},
+       {RunGroup::Precision, "precision"}}};
+};
+
+enum class RunStatus { Ok, Failed, Pending, Interrupted };
+template <>
+struct RecordEnum<RunStatus> {
+  static constexpr std::array<std::pair<RunStatus, std::string_view>, 4> names{
+      {{RunStatus::Ok, "ok"},
+       {RunStatus::Failed, "failed"},
+       {RunStatus::Pending, "pending"},
+       {RunStatus::Interrupted, "interrupted"}}};
+};
+
+struct AutotuneCandidate {
+  static constexpr bool kRecord = true;
+  double cap_mb = 0, median_ms = 0;
+  std::optional<bool> measured;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("cap_mb", s.cap_mb), v("median_ms", s.median_ms), v("measured", s.measured);
+  }
+};
+
+// --bucket-cap-mb auto (bench/run/bucket_tuner.h): the candidates and the choice.
+struct BucketAutotuneInfo {
+  static constexpr bool kRecord = true;
+  std::vector<AutotuneCandidate> candidates;
+  std::optional<double> chosen_mb;
+  OpenFields extra;  // method, range_mb, settle and measured steps
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("candidates", s.candidates), v("chosen_mb", s.chosen_mb), v.rest(s.extra);
+  }
+};
+
+// runs[].metrics: a run's numbers taken from its run record (bench/suite/suite_metrics.h).
+struct RunMetrics {
+  static constexpr bool kRecord = true;
+  double samples_per_s = 0;
+  std::optional<double> tokens_per_s;
+  StepTimeStats step_time_ms;
+  std::optional<std::vector<double>> per_rank_median_ms;
+  std::optional<double> straggler_skew;
+  std::optional<std::vector<PhaseMedian>> phases_median_ms;
+  std::optional<double> comm_ms, comm_exposed_ms, overlap_ratio;
+  std::optional<int64_t> comm_bytes_per_step;
+  std::optional<std::vector<double>> loss_per_step;  // warm-up steps included
+  std::optional<BucketAutotuneInfo> bucket_autotune;
+  std::optional<std::vector<BucketTiming>> buckets;
+  std::optional<BusBw> busbw;
+  std::optional<double> achieved_flops_per_s, flop_fraction;
+  std::optional<int64_t> devices, peak_memory_bytes;
+  std::optional<std::vector<int64_t>> rank_peak_memory_bytes;
+  std::optional<std::vector<MemoryUse>> memory;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("samples_per_s", s.samples_per_s), v("tokens_per_s", s.tokens_per_s);
+    v("step_time_ms", s.step_time_ms), v("per_rank_median_ms", s.per_rank_median_ms);
+    v("straggler_skew", s.straggler_skew), v("phases_median_ms", s.phases_median_ms);
+    v("comm_ms", s.comm_ms), v("comm_exposed_ms", s.comm_exposed_ms);
+    v("overlap_ratio", s.overlap_ratio), v("comm_bytes_per_step", s.comm_bytes_per_step);
+    v("loss_per_step", s.loss_per_step), v("bucket_autotune", s.bucket_autotune);
+    v("buckets", s.buckets), v("busbw", s.busbw);
+    v("achieved_flops_per_s", s.achieved_flops_per_s), v("flop_fraction", s.flop_fraction);
+    v("devices", s.devices), v("peak_memory_bytes", s.peak_memory_bytes);
+    v("rank_peak_memory_bytes", s.rank_peak_memory_bytes), v("memory", s.memory);
+    v.rest(s.extra);
+  }
+};
+
+// runs[].scaling: against the single-device runs (docs/metrics.md, "Scaling").
+struct ScalingInfo {
+  static constexpr bool kRecord = true;
+  std::optional<std::string> baseline, strong_baseline;
+  std::optional<double> weak_efficiency, strong_speedup, strong_efficiency;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("baseline", s.baseline), v("weak_efficiency", s.weak_efficiency);
+    v("strong_baseline", s.strong_baseline), v("strong_speedup", s.strong_speedup);
+    v("strong_efficiency", s.strong_efficiency);
+  }
+};
+
+// runs[].correctness: the differences from the reference, or why there is no check.
+struct CorrectnessInfo {
+  static constexpr bool kRecord = true;
+  std::optional<std::string> reference;
+  std::optional<double> max_rel_diff, rel_l2_diff;
+  std::optional<std::string> metric;  // the difference the verdict used: "rel_l2_diff"
+  std::optional<std::string> worst_tensor;
+  std::optional<double> threshold;
+  std::optional<bool> passed;
+  std::optional<std::string> skipped, error;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("reference", s.reference), v("max_rel_diff", s.max_rel_diff);
+    v("rel_l2_diff", s.rel_l2_diff), v("metric", s.metric), v("worst_tensor", s.worst_tensor);
+    v("threshold", s.threshold), v("passed", s.passed), v("skipped", s.skipped);
+    v("error", s.error);
+  }
+  // The difference named by `metric` (older records: max_rel_diff).
+  std::optional<double> verdict_difference() const {
+    return metric.value_or("max_rel_diff") == "rel_l2_diff" ? rel_l2_diff : max_rel_diff;
+  }
+};
+
+// runs[].pytorch (--with-pytorch): the same configuration run by torch_reference.py.
+struct PytorchResult {
+  static constexpr bool kRecord = true;
+  std::string status;  // ok | skipped | failed
+  std::optional<std::string> record, error;
+  std::optional<double> samples_per_s, overlap_ratio;
+  std::optional<StepTimeStats> step_time_ms;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("status", s.status), v("record", s.record), v("samples_per_s", s.samples_per_s);
+    v("step_time_ms", s.step_time_ms), v("overlap_ratio", s.overlap_ratio);
+    v("error", s.error);
+  }
+};
+
+// One `ddpbench run` of the suite, from pending to ok or failed.
+struct SuiteRun {
+  static constexpr bool kRecord = true;
+  std::string id;  // "<workload>/<mode>/w<N>[/<variant>]", unique
+  std::optional<RunGroup> group;
+  std::string workload;
+  ModeName mode = ModeName::Single;
+  int64_t world_size = 0;  // 0: missing from a hand-edited record
+  std::optional<int64_t> global_batch;
+  std::string variant;
+  std::vector<std::string> args;  // after "ddpbench": "run", "--mode", ...
+  std::optional<RunStatus> status;
+  std::optional<std::string> error;
+  std::optional<double> duration_s;
+  std::optional<int64_t> exit_code;
+  std::optional<std::string> log, record, params, trace;  // paths in the results folder
+  std::optional<RunMetrics> metrics;
+  std::optional<ScalingInfo> scaling;
+  std::optional<CorrectnessInfo> correctness;
+  std::optional<PytorchResult> pytorch;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("id", s.id), v("group", s.group), v("workload", s.workload), v("mode", s.mode);
+    v("world_size", s.world_size), v("global_batch", s.global_batch), v("variant", s.variant);
+    v("args", s.args), v("status", s.status), v("error", s.error);
+    v("duration_s", s.duration_s), v("exit_code", s.exit_code), v("log", s.log);
+    v("record", s.record), v("params", s.params), v("trace", s.trace);
+    v("metrics", s.metrics), v("scaling", s.scaling), v("correctness", s.correctness);
+    v("pytorch", s.pytorch), v.rest(s.extra);
+  }
+
+  bool ok() const { return status == RunStatus::Ok; }
+  // status ok with its metrics: a run whose numbers can be used.
+  bool measured() const { return ok() && metrics.has_value(); }
+  // The value after `flag` in args ("--bucket-cap-mb" -> "25"), or nullopt.
+  std::optional<std::string> arg(std::string_view flag) const;
+  bool has_arg(std::string_view flag) const;
+};
+
+// The resolved matrix (bench/suite/suite_spec.h's to_json); the keys the readers use are
+// named, every other key of the spec stays in `extra`.
+struct SuiteMatrix {
+  static constexpr bool kRecord = true;
+  std::string name, device;
+  std::optional<bool> quick;
+  std::vector<std::string> workloads;
+  std::vector<ModeName> modes;
+  std::vector<int64_t> world_sizes;
+  std::optional<int64_t> steps, warmup;
+  std::optional<uint64_t> seed;
+  std::optional<double> correctness_threshold, hook_correctness_threshold;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("device", s.device), v("quick", s.quick);
+    v("workloads", s.workloads), v("modes", s.modes), v("world_sizes", s.world_sizes);
+    v("steps", s.steps), v("warmup", s.warmup), v("seed", s.seed);
+    v("correctness_threshold", s.correctness_threshold);
+    v("hook_correctness_threshold", s.hook_correctness_threshold), v.rest(s.extra);
+  }
+};
+
+struct GemmShapePeak {
+  static constexpr bool kRecord = true;
+  std::optional<std::string> workload;
+  int64_t m = 0, n = 0, k = 0;
+  double flops_per_s = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("workload", s.workload), v("m", s.m), v("n", s.n), v("k", s.k);
+    v("flops_per_s", s.flops_per_s);
+  }
+};
+
+// The GEMM peak every run's FLOP fraction is measured against (bench/run/gemm_peak.h).
+struct GemmPeakInfo {
+  static constexpr bool kRecord = true;
+  std::string device;
+  double flops_per_s = 0;
+  std::optional<std::vector<GemmShapePeak>> shapes;
+  OpenFields extra;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("device", s.device), v("flops_per_s", s.flops_per_s), v("shapes", s.shapes);
+    v.rest(s.extra);
+  }
+};
+
+struct SuiteRecord {
+  static constexpr bool kRecord = true;
+  int64_t schema_version = kSchemaVersion;
+  std::string implementation = "ddpbench", kind = "suite";
+  bool complete = false;
+  RunContext context;
+  SuiteMatrix suite;
+  std::optional<GemmPeakInfo> gemm_peak;
+  std::optional<nlohmann::json> comm_fit;    // bench/suite/comm_fit.h's CommFit::to_json
+  std::optional<nlohmann::json> projection;  // reports/schema/projection.schema.json
+  std::vector<SuiteRun> runs;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("schema_version", s.schema_version), v("implementation", s.implementation);
+    v("kind", s.kind), v("complete", s.complete), v("context", s.context);
+    v("suite", s.suite), v("gemm_peak", s.gemm_peak), v("comm_fit", s.comm_fit);
+    v("projection", s.projection), v("runs", s.runs);
+  }
+
+  nlohmann::json to_json() const { return record_to_json(*this); }
+  static SuiteRecord from_json(const nlohmann::json& j) { return record_from_json<SuiteRecord>(j); }
+
+  const SuiteRun* find_run(std::string_view id) const;
+  // Workloads in report order: suite.workloads first, then any other workload seen in runs.
+  std::vector<std::string> workloads() const;
+};
+
+}  // namespace ddpb::reports

@@ -1,0 +1,222 @@
+// The typed records (reports/run_record.h, reports/suite_record.h): a fully populated
+// instance of each matches its schema and reads back equal, reading is lenient as Note [One
+// field list per record type] says, and open objects keep the keys their type does not name.
+// Real records from the binary read back unchanged in test_schema and test_schema_ddp.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "reports/run_record.h"
+#include "reports/schema_validator.h"
+#include "reports/suite_record.h"
+#include "suite_fixture.h"
+
+namespace {
+
+using namespace ddpb::reports;
+using nlohmann::json;
+
+std::vector<std::string> problems(const std::vector<SchemaError>& errors) {
+  std::vector<std::string> out;
+  for (const auto& e : errors) out.push_back(e.str());
+  return out;
+}
+
+StepTimeStats stats(double median) {
+  return {median, median * 1.01, median * 1.1, median * 1.2, median * 0.9, median * 1.3, 0.2, 5};
+}
+
+BucketTiming bucket(int64_t index) {
+  BucketTiming b;
+  b.bucket = index, b.params = 3, b.bytes = 4096;
+  b.ready_ms = 1.0 + index, b.launch_ms = 1.1 + index, b.start_ms = 1.2 + index;
+  b.complete_ms = 2.0 + index, b.ready_to_launch_ms = 0.1, b.collective_ms = 0.8;
+  b.algbw_GBps = 0.5, b.busbw_GBps = 0.5;
+  b.collectives = std::vector<BucketCollective>{{"allreduce", 4096, 1.1, 1.2, 2.0}};
+  b.hook_compute_ms = 0.01;
+  return b;
+}
+
+RunContext context() {
+  RunContext c;
+  c.date = "2026-12-02T04:00:00Z", c.host = "ci", c.ddpbench_version = "0.1.0";
+  c.build_type = "Release", c.compiler = "gcc 12.2", c.cuda_compiled = true;
+  c.nvtx_compiled = true, c.cuda_devices = 0, c.cpu_cores = 2;
+  c.git_commit = "abc123", c.cpu_model = "test cpu";
+  c.extra.value = {{"system", {{"gpus", json::array()}}}, {"env", {{"OMP_NUM_THREADS", "1"}}}};
+  return c;
+}
+
+// Every member set, every optional present.
+RunRecord full_run_record() {
+  RunRecord r;
+  r.context = context();
+  r.config.mode = ModeName::Ddp, r.config.workload = "mlp-small", r.config.device = "cpu";
+  r.config.precision = "fp32", r.config.world_size = 2, r.config.global_batch = 8;
+  r.config.steps = 2, r.config.warmup = 1, r.config.seed = 7, r.config.cuda_graph = false;
+  r.config.attention = "math", r.config.optimizer = {"sgd", 0.01, {}};
+  r.config.extra.value = {{"bucket_cap_mb", 25}, {"comm_hook", "none"}};
+  r.mode = {ModeName::Ddp, "cpu:0,cpu:1", {{"backend", "gloo"}}};
+  r.workload = {"mlp-small", "mlp", 1000, 1, 6000.0};
+  for (int64_t s = 1; s <= 3; ++s) {
+    StepModeData m;
+    m.devices = std::vector<DpDeviceStep>{{"cpu:0", 4, 1.0, 0.1}};
+    m.bytes = NamedValues<int64_t>{{"reduce", 4096}, {"scatter", 256}};
+    m.unit_bytes = NamedValues<double>{{"parameters", 4000.0}};
+    m.rank = 0, m.buckets = std::vector<BucketTiming>{bucket(0), bucket(1)}, m.comm_bytes = 8192;
+    m.comm_ms = 1.6, m.comm_exposed_ms = 0.4, m.overlap_ratio = 0.75;
+    m.extra.value = {{"span_overlap_ratio", 0.8}};
+    r.steps.push_back({s, s > 1, 2.5 - 0.1 * s, 3.0, {{"backward", 1.5}, {"data", 0.1}}, m});
+  }
+  RunSummary& sm = r.summary;
+  sm.step_time_ms = stats(3.0), sm.phases_median_ms = {{"data", 0.1}, {"backward", 1.5}};
+  sm.samples_per_s = 2666.7, sm.tokens_per_s = 2666.7, sm.images_per_s = 2666.7;
+  sm.achieved_flops_per_s = 1.6e7, sm.mfu = Mfu{0.01, 1e15, "datasheet", 1};
+  sm.first_loss = 2.4, sm.last_loss = 2.2, sm.straggler_skew = 1.3;
+  sm.stragglers = std::vector<StragglerRecord>{{1, 2.6, 1.3}};
+  CommRecord c;
+  c.op = "allreduce", c.comm_ms = 1.6, c.comm_exposed_ms = 0.4, c.overlap_ratio = 0.75;
+  c.bytes_per_step = 8192, c.buckets_step = 2, c.buckets = std::vector<BucketTiming>{bucket(0)};
+  c.bytes = 8192.0, c.algbw_GBps = 0.5, c.busbw_GBps = 0.5;
+  c.busbw = {"allreduce", "2(n-1)/n", 1.0};
+  sm.comm = c;
+  r.memory = {{"cpu:0", 1 << 20, 1 << 21}};
+  ConvPlanInfo plan;
+  plan.direction = "forward", plan.layout = "nchw", plan.engine = "engine 0";
+  plan.dims = {1, 2, 3, 4, 5, 6, 7, 8}, plan.tensor_cores = true, plan.candidates = 3;
+  plan.allowed = 2, plan.tried = 2, plan.build_ms = 1.5, plan.workspace_bytes = 1024;
+  r.conv_plans = std::vector<ConvPlanInfo>{plan};
+  r.ranks = std::vector<RankRecord>{{0, "cpu:0", 2.0, stats(3.0), sm.phases_median_ms, r.memory},
+                                    {1, "cpu:1", 2.6, stats(3.0), sm.phases_median_ms, r.memory}};
+  return r;
+}
+
+SuiteRun full_suite_run() {
+  SuiteRun run;
+  run.id = "mlp-small/ddp/w2/bucket-1mb", run.group = RunGroup::BucketSweep;
+  run.workload = "mlp-small", run.mode = ModeName::Ddp, run.world_size = 2;
+  run.global_batch = 16, run.variant = "bucket-1mb";
+  run.args = {"run", "--mode", "ddp", "--bucket-cap-mb", "1"};
+  run.status = RunStatus::Ok, run.error = "none", run.duration_s = 3.5, run.exit_code = 0;
+  run.log = "logs/x.log", run.record = "runs/x.json", run.params = "params/x.safetensors";
+  run.trace = "traces/x.json";
+  RunMetrics m;
+  m.samples_per_s = 100, m.tokens_per_s = 100, m.step_time_ms = stats(160);
+  m.per_rank_median_ms = std::vector<double>{160, 161}, m.straggler_skew = 1.01;
+  m.phases_median_ms = std::vector<PhaseMedian>{{"forward", 50}};
+  m.comm_ms = 20, m.comm_exposed_ms = 5, m.overlap_ratio = 0.75, m.comm_bytes_per_step = 4096;
+  m.loss_per_step = std::vector<double>{2.5, 2.4};
+  m.bucket_autotune = BucketAutotuneInfo{{{1, 160, true}, {25, 170, true}}, 1.0, {}};
+  m.buckets = std::vector<BucketTiming>{bucket(0)}, m.busbw = BusBw{"allreduce", "f", 1.0};
+  m.achieved_flops_per_s = 2e9, m.flop_fraction = 0.1, m.devices = 2;
+  m.peak_memory_bytes = 1 << 20, m.rank_peak_memory_bytes = std::vector<int64_t>{1 << 20, 1 << 19};
+  m.memory = std::vector<MemoryUse>{{"cpu:0", 1 << 20, 1 << 21}};
+  run.metrics = m;
+  run.scaling = ScalingInfo{"mlp-small/single/w1", "mlp-small/single/w1/b16", 0.9, 1.8, 0.9};
+  CorrectnessInfo c;
+  c.reference = "mlp-small/single/w1/b16", c.max_rel_diff = 1e-6, c.rel_l2_diff = 1e-7;
+  c.metric = "rel_l2_diff", c.worst_tensor = "fc1.weight", c.threshold = 1e-2, c.passed = true;
+  c.skipped = "no", c.error = "none";
+  run.correctness = c;
+  run.pytorch = PytorchResult{"ok", "pytorch/x.json", "none", 90.0, 0.7, stats(170)};
+  return run;
+}
+
+SuiteRecord full_suite_record() {
+  SuiteRecord s;
+  s.complete = true, s.context = context();
+  s.suite.name = "default-cpu", s.suite.device = "cpu", s.suite.quick = false;
+  s.suite.workloads = {"mlp-small"}, s.suite.modes = {ModeName::Single, ModeName::Ddp};
+  s.suite.world_sizes = {1, 2}, s.suite.steps = 20, s.suite.warmup = 3, s.suite.seed = 0;
+  s.suite.correctness_threshold = 1e-2, s.suite.hook_correctness_threshold = 5e-2;
+  s.suite.extra.value = {{"comm_hooks", {"fp16"}}, {"precision", "fp32"}};
+  s.gemm_peak = GemmPeakInfo{"cpu", 1e11, std::vector<GemmShapePeak>{{"mlp", 8, 8, 8, 1e9}}, {}};
+  s.comm_fit = json{{"backend", "gloo"},
+                    {"device", "cpu"},
+                    {"allreduce", json::object()},
+                    {"copy", json::object()},
+                    {"reduce_add", json::object()}};
+  s.runs = {full_suite_run()};
+  return s;
+}
+
+TEST(RunRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqual) {
+  const json j = full_run_record().to_json();
+  EXPECT_EQ(problems(validate_run_record(j)), std::vector<std::string>{});
+  EXPECT_EQ(RunRecord::from_json(j).to_json(), j);
+  EXPECT_EQ(j["summary"]["comm"]["buckets"][0]["collectives"][0]["name"], "allreduce");
+  EXPECT_EQ(j["config"]["mode"], "ddp");
+  EXPECT_EQ(j["config"]["bucket_cap_mb"], 25) << "config keys beyond the named ones are kept";
+}
+
+TEST(SuiteRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqual) {
+  const json j = full_suite_record().to_json();
+  EXPECT_EQ(problems(validate_suite_record(j)), std::vector<std::string>{});
+  EXPECT_EQ(SuiteRecord::from_json(j).to_json(), j);
+  EXPECT_EQ(j["runs"][0]["group"], "bucket_sweep");
+  EXPECT_EQ(j["runs"][0]["status"], "ok");
+}
+
+TEST(SuiteRecordType, TheReportFixtureReadsBackUnchanged) {
+  const json fixture = ddpb::testing::make_suite();
+  EXPECT_EQ(SuiteRecord::from_json(fixture).to_json(), fixture);
+}
+
+TEST(RecordReading, MissingAndMistypedFieldsReadAsAbsentAndBadElementsAreSkipped) {
+  json j = full_suite_record().to_json();
+  j["runs"][0]["status"] = "done";  // not a status
+  j["runs"][0]["metrics"]["samples_per_s"] = "fast";
+  j["runs"][0]["metrics"].erase("comm_ms");
+  j["runs"][0]["world_size"] = -1.5;  // not an integer
+  j["runs"].push_back("not a run");   // an element that is not an object
+  j["runs"].push_back({{"id", "bare"}});
+  const SuiteRecord s = SuiteRecord::from_json(j);
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_FALSE(s.runs[0].status.has_value());
+  EXPECT_EQ(s.runs[0].metrics->samples_per_s, 0.0);
+  EXPECT_FALSE(s.runs[0].metrics->comm_ms.has_value());
+  EXPECT_EQ(s.runs[0].metrics->overlap_ratio, 0.75);
+  EXPECT_EQ(s.runs[0].world_size, 0);
+  EXPECT_EQ(s.runs[1].id, "bare");
+  EXPECT_FALSE(s.runs[1].metrics.has_value());
+  EXPECT_FALSE(s.runs[1].ok());
+  EXPECT_NO_THROW(SuiteRecord::from_json(json("a string")));
+  EXPECT_NO_THROW(RunRecord::from_json(json::array()));
+}
+
+TEST(RecordReading, NumbersOutOfTheMembersRangeAndNonFiniteValuesReadAsAbsent) {
+  json j = full_run_record().to_json();
+  j["steps"][0]["step"] = 18446744073709551615u;  // over int64
+  j["summary"]["images_per_s"] = json::number_float_t(1) / 0.0;
+  j["config"]["seed"] = 18446744073709551615u;  // a uint64 seed is fine
+  const RunRecord r = RunRecord::from_json(j);
+  EXPECT_EQ(r.steps[0].step, 0);
+  EXPECT_FALSE(r.summary.images_per_s.has_value());
+  EXPECT_EQ(r.config.seed, 18446744073709551615u);
+}
+
+TEST(RecordReading, OpenObjectsKeepUnnamedKeysAndNamedKeysWin) {
+  json j = full_run_record().to_json();
+  j["context"]["resumed"] = {"2026-12-01"};
+  j["mode"]["details"]["transport"] = "gloo";
+  RunRecord r = RunRecord::from_json(j);
+  EXPECT_EQ(r.context.extra.value["resumed"], json({"2026-12-01"}));
+  r.context.extra.value["host"] = "shadowed";  // a named key in extra does not override
+  EXPECT_EQ(r.to_json()["context"]["host"], "ci");
+  EXPECT_EQ(r.to_json()["mode"]["details"]["transport"], "gloo");
+}
+
+TEST(SuiteRunType, ArgsAndLookups) {
+  const SuiteRecord s = full_suite_record();
+  EXPECT_EQ(s.runs[0].arg("--bucket-cap-mb"), "1");
+  EXPECT_FALSE(s.runs[0].arg("--sync-bn").has_value());
+  EXPECT_FALSE(s.runs[0].arg("1").has_value()) << "the last word has no value after it";
+  EXPECT_TRUE(s.runs[0].has_arg("--mode"));
+  EXPECT_EQ(s.find_run("mlp-small/ddp/w2/bucket-1mb"), &s.runs[0]);
+  EXPECT_EQ(s.find_run("nope"), nullptr);
+  EXPECT_EQ(s.workloads(), std::vector<std::string>{"mlp-small"});
+  EXPECT_EQ(s.runs[0].correctness->verdict_difference(), 1e-7);
+}
+
+}  // namespace

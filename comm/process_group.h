@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "base/named_enum.h"
 #include "comm/store.h"
-#include "core/named_enum.h"
 #include "core/stream.h"
 #include "core/tensor.h"
 

@@ -7,9 +7,14 @@
 #include <string>
 #include <string_view>
 
+#include "base/named_enum.h"
+
 namespace ddpb {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
+constexpr NameTable<DeviceType, 2> enum_names(DeviceType) {
+  return {{{"cpu", DeviceType::CPU}, {"cuda", DeviceType::CUDA}}};
+}
 
 struct Device {
   DeviceType type = DeviceType::CPU;

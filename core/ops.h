@@ -12,7 +12,7 @@
 #include <optional>
 #include <string_view>
 
-#include "core/named_enum.h"
+#include "base/named_enum.h"
 #include "core/tensor.h"
 
 namespace ddpb::ops {

@@ -11,7 +11,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    ddpb::bench::SuiteSpec spec = ddpb::bench::default_suite("cpu", 0, false);
+    ddpb::bench::SuiteSpec spec = ddpb::bench::default_suite(ddpb::DeviceType::CPU, 0, false);
     ddpb::bench::apply_suite_text(spec, text, "fuzz-input");
     ddpb::bench::validate_suite(spec, 0);
     // A valid spec must expand and round-trip (the --resume path).

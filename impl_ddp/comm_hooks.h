@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/named_enum.h"
 #include "comm/process_group.h"
-#include "core/named_enum.h"
 #include "core/nvtx.h"
 #include "core/tensor.h"
 

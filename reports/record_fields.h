@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/named_enum.h"
+
 namespace ddpb::reports {
 
 // Note [One field list per record type]
@@ -28,7 +30,7 @@ namespace ddpb::reports {
 // runs the list with a writer and record_from_json() with a reader, so the two cannot drift.
 // The member's C++ type says what the JSON holds: an integer type an integer, double a finite
 // number, std::optional a key that may be absent (absent when nullopt), std::vector an array,
-// NamedValues<T> an object of name -> value, an enum with RecordEnum names its string.
+// NamedValues<T> an object of name -> value, an enum its name (base/named_enum.h).
 //
 // Reading is lenient, as the renderers have always been (they show a report of a partial or
 // hand-edited suite.json, with the schema's complaint in the banner): a missing or mistyped
@@ -49,26 +51,6 @@ struct OpenFields {
 // An object whose keys are data, in key order ("phases_ms": {"data": 0.1, "forward": 2.0}).
 template <class T>
 using NamedValues = std::vector<std::pair<std::string, T>>;
-
-// Specialise with `static constexpr std::array<std::pair<E, std::string_view>, N> names`.
-template <class E>
-struct RecordEnum;
-
-template <class E>
-std::string_view enum_text(E e) {
-  for (const auto& [value, name] : RecordEnum<E>::names) {
-    if (value == e) return name;
-  }
-  return "?";
-}
-
-template <class E>
-std::optional<E> parse_enum(std::string_view text) {
-  for (const auto& [value, name] : RecordEnum<E>::names) {
-    if (name == text) return value;
-  }
-  return std::nullopt;
-}
 
 namespace record_detail {
 
@@ -112,7 +94,7 @@ nlohmann::json to_value(const T& v) {
   if constexpr (std::is_same_v<T, nlohmann::json>) {
     return v;
   } else if constexpr (std::is_enum_v<T>) {
-    return std::string(enum_text(v));
+    return std::string(enum_name(v));
   } else if constexpr (IsNamedValues<T>::value) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [name, value] : v) out[name] = to_value(value);
@@ -198,7 +180,7 @@ bool from_value(const nlohmann::json& j, T& out) {
     return true;
   } else if constexpr (std::is_enum_v<T>) {
     if (!j.is_string()) return false;
-    const auto e = parse_enum<T>(j.get_ref<const std::string&>());
+    const auto e = enum_from_name<T>(j.get_ref<const std::string&>());
     if (e) out = *e;
     return e.has_value();
   } else if constexpr (IsNamedValues<T>::value) {

@@ -16,12 +16,11 @@
 
 namespace ddpb::reports {
 
+// How the devices train together (`--mode`; bench's Mode).
 enum class ModeName { Single, Dp, Ddp };
-template <>
-struct RecordEnum<ModeName> {
-  static constexpr std::array<std::pair<ModeName, std::string_view>, 3> names{
-      {{ModeName::Single, "single"}, {ModeName::Dp, "dp"}, {ModeName::Ddp, "ddp"}}};
-};
+constexpr NameTable<ModeName, 3> enum_names(ModeName) {
+  return {{{"single", ModeName::Single}, {"dp", ModeName::Dp}, {"ddp", ModeName::Ddp}}};
+}
 
 // Step times in ms over the measured steps (bench/run/stats.h).
 struct StepTimeStats {

@@ -26,27 +26,23 @@ enum class RunGroup {
   CommHook,
   Precision
 };
-template <>
-struct RecordEnum<RunGroup> {
-  static constexpr std::array<std::pair<RunGroup, std::string_view>, 7> names{
-      {{RunGroup::Scaling, "scaling"},
-       {RunGroup::Reference, "reference"},
-       {RunGroup::BucketSweep, "bucket_sweep"},
-       {RunGroup::BucketAutotune, "bucket_autotune"},
-       {RunGroup::Overlap, "overlap"},
-       {RunGroup::CommHook, "comm_hook"},
-       {RunGroup::Precision, "precision"}}};
-};
+constexpr NameTable<RunGroup, 7> enum_names(RunGroup) {
+  return {{{"scaling", RunGroup::Scaling},
+           {"reference", RunGroup::Reference},
+           {"bucket_sweep", RunGroup::BucketSweep},
+           {"bucket_autotune", RunGroup::BucketAutotune},
+           {"overlap", RunGroup::Overlap},
+           {"comm_hook", RunGroup::CommHook},
+           {"precision", RunGroup::Precision}}};
+}
 
 enum class RunStatus { Ok, Failed, Pending, Interrupted };
-template <>
-struct RecordEnum<RunStatus> {
-  static constexpr std::array<std::pair<RunStatus, std::string_view>, 4> names{
-      {{RunStatus::Ok, "ok"},
-       {RunStatus::Failed, "failed"},
-       {RunStatus::Pending, "pending"},
-       {RunStatus::Interrupted, "interrupted"}}};
-};
+constexpr NameTable<RunStatus, 4> enum_names(RunStatus) {
+  return {{{"ok", RunStatus::Ok},
+           {"failed", RunStatus::Failed},
+           {"pending", RunStatus::Pending},
+           {"interrupted", RunStatus::Interrupted}}};
+}
 
 struct AutotuneCandidate {
   static constexpr bool kRecord = true;
@@ -135,6 +131,14 @@ struct CorrectnessInfo {
     v("rel_l2_diff", s.rel_l2_diff), v("metric", s.metric), v("worst_tensor", s.worst_tensor);
     v("threshold", s.threshold), v("passed", s.passed), v("skipped", s.skipped);
     v("error", s.error);
+  }
+  // No check, and why (with the reference it would have used, when there is one).
+  static CorrectnessInfo skipped_because(std::string why,
+                                         std::optional<std::string> reference = std::nullopt) {
+    CorrectnessInfo c;
+    c.skipped = std::move(why);
+    c.reference = std::move(reference);
+    return c;
   }
   // The difference named by `metric` (older records: max_rel_diff).
   std::optional<double> verdict_difference() const {

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/named_enum.h"
 #include "core/check.h"
-#include "core/named_enum.h"
 
 namespace ddpb::bench {
 
@@ -25,7 +25,7 @@ enum class LowerBound { Closed, Open };
 double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi,
                        LowerBound lower = LowerBound::Closed);
 
-// Parses `text` as one of E's names (core/named_enum.h); throws UsageError naming `flag`
+// Parses `text` as one of E's names (base/named_enum.h); throws UsageError naming `flag`
 // and listing the names otherwise.
 template <typename E>
 E parse_enum_flag(const std::string& flag, const std::string& text) {

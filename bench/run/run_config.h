@@ -8,13 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/named_enum.h"
 #include "comm/process_group.h"
 #include "comm/rank_env.h"
 #include "core/device.h"
-#include "core/named_enum.h"
 #include "core/ops.h"
 #include "core/optim.h"
 #include "impl_ddp/reducer.h"
+#include "reports/run_record.h"
 
 namespace ddpb::bench {
 
@@ -29,13 +30,11 @@ inline constexpr int64_t kMaxAccumulate = 1 << 20;
 inline constexpr double kMaxMiB = 1 << 20;  // bucket and coalescing caps: 1 TiB
 inline constexpr double kMinTimeoutS = 1e-3, kMaxTimeoutS = 1e6;
 
-// How the devices train together (`--mode`).
-enum class Mode { Single, Dp, Ddp };
-constexpr NameTable<Mode, 3> enum_names(Mode) {
-  return {{{"single", Mode::Single}, {"dp", Mode::Dp}, {"ddp", Mode::Ddp}}};
-}
+// How the devices train together (`--mode`): the records' enum, so a record says it as the
+// flag does.
+using Mode = reports::ModeName;
 
-// The enum-valued fields are parsed from their names once, by the CLI (core/named_enum.h),
+// The enum-valued fields are parsed from their names once, by the CLI (base/named_enum.h),
 // and written back as names in to_json().
 struct RunConfig {
   Mode mode = Mode::Single;

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <set>
 
+#include <fmt/core.h>
+
+#include "bench/run/run_config.h"
 #include "core/check.h"
 
 namespace ddpb::bench {
@@ -18,32 +21,29 @@ constexpr double kGoodEfficiency = 0.9;
 // Device counts are scanned one by one up to here, then only on the grid.
 constexpr int kScanLimit = 1 << 16;
 
-double phase_ms(const json& record, const std::string& name) {
+double phase_ms(const reports::RunRecord& record, const std::string& name) {
   double total = 0;
-  for (const auto& p : record["summary"]["phases_median_ms"]) {
-    if (p.value("phase", "") == name) total += p.value("median_ms", 0.0);
+  for (const auto& p : record.summary.phases_median_ms) {
+    if (p.phase == name) total += p.median_ms;
   }
   return total;
 }
 
-void check_mode(const json& record, const std::string& mode, const std::string& name) {
-  if (!record.is_object() || record.value("kind", "") != "run" || !record.contains("summary") ||
-      !record.contains("config"))
-    throw UsageError(name + ": not a ddpbench run record");
-  const std::string got = record["config"].value("mode", "");
-  if (got != mode) throw UsageError(name + ": a " + got + " run, not " + mode);
+void check_mode(const reports::RunRecord& record, Mode mode, const std::string& name) {
+  if (record.kind != "run") throw UsageError(name + ": not a ddpbench run record");
+  if (record.config.mode != mode)
+    throw UsageError(
+        fmt::format("{}: a {} run, not {}", name, enum_name(record.config.mode), enum_name(mode)));
 }
 
-int64_t per_device_batch(const json& record) {
-  const int64_t world = std::max<int64_t>(1, record["config"].value("world_size", 1));
-  return record["config"].value("global_batch", int64_t{0}) / world;
+int64_t per_device_batch(const reports::RunRecord& record) {
+  return record.config.global_batch / std::max<int64_t>(1, record.config.world_size);
 }
 
-// The mode extras of the last measured step (DP's byte counts).
-const json* last_step_mode(const json& record) {
-  if (!record.contains("steps") || !record["steps"].is_array()) return nullptr;
-  for (auto it = record["steps"].rbegin(); it != record["steps"].rend(); ++it) {
-    if (it->contains("mode") && (*it)["mode"].is_object()) return &(*it)["mode"];
+// The mode extras of the last step that has them (DP's byte counts).
+const reports::StepModeData* last_step_mode(const reports::RunRecord& record) {
+  for (auto it = record.steps.rbegin(); it != record.steps.rend(); ++it) {
+    if (it->mode) return &*it->mode;
   }
   return nullptr;
 }
@@ -96,52 +96,50 @@ void finish_point(DesignPoint& p, double baseline, int devices, int64_t batch) {
 
 }  // namespace
 
-DdpBasis ddp_basis(const json& record, const std::string& name) {
-  check_mode(record, "ddp", name);
-  const json* buckets = nullptr;
-  if (record["summary"].contains("comm")) {
-    const json& comm = record["summary"]["comm"];
-    if (comm.contains("buckets") && comm["buckets"].is_array() && !comm["buckets"].empty())
-      buckets = &comm["buckets"];
-  }
-  if (!buckets)
+DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name) {
+  check_mode(record, Mode::Ddp, name);
+  const auto& comm = record.summary.comm;
+  if (!comm || !comm->buckets || comm->buckets->empty())
     throw UsageError(name + ": a DDP record without bucket timings (summary.comm.buckets)");
   DdpBasis d;
   d.run = name;
-  d.world_size = record["config"].value("world_size", 1);
+  d.world_size = static_cast<int>(record.config.world_size);
   d.per_device_batch = per_device_batch(record);
   d.data_ms = phase_ms(record, "data");
   d.forward_ms = phase_ms(record, "forward") + phase_ms(record, "buffer_broadcast") +
                  phase_ms(record, "sync_bn");
   d.backward_ms = phase_ms(record, "backward_compute");
   d.optimizer_ms = phase_ms(record, "optimizer");
-  d.step_ms = record["summary"]["step_time_ms"].value("median", 0.0);
-  for (const auto& bk : *buckets)
-    d.buckets.push_back({bk.value("ready_ms", 0.0), bk.value("bytes", 0.0)});
+  d.step_ms = record.summary.step_time_ms.median;
+  for (const reports::BucketTiming& bk : *comm->buckets)
+    d.buckets.push_back({bk.ready_ms, static_cast<double>(bk.bytes.value_or(0))});
   return d;
 }
 
-DpBasis dp_basis(const json& record, const std::string& name) {
-  check_mode(record, "dp", name);
+DpBasis dp_basis(const reports::RunRecord& record, const std::string& name) {
+  check_mode(record, Mode::Dp, name);
   DpBasis d;
   d.run = name;
-  d.world_size = record["config"].value("world_size", 1);
+  d.world_size = static_cast<int>(record.config.world_size);
   d.per_device_batch = per_device_batch(record);
   d.data_ms = phase_ms(record, "data");
   d.replica_ms = phase_ms(record, "forward") + phase_ms(record, "backward");
   d.loss_ms = phase_ms(record, "loss");
   d.optimizer_ms = phase_ms(record, "optimizer");
-  d.step_ms = record["summary"]["step_time_ms"].value("median", 0.0);
-  const json* mode = last_step_mode(record);
-  if (mode && mode->contains("unit_bytes")) {
-    const json& u = (*mode)["unit_bytes"];
-    d.parameter_bytes = u.value("parameters", 0.0);
-    d.buffer_bytes = u.value("buffers", 0.0);
-    d.input_bytes_per_sample = u.value("input_per_sample", 0.0);
-    d.output_bytes_per_sample = u.value("output_per_sample", 0.0);
-  } else {
+  d.step_ms = record.summary.step_time_ms.median;
+  const reports::StepModeData* mode = last_step_mode(record);
+  if (!mode || !mode->unit_bytes)
     throw UsageError(name + ": a DP record without byte counts (steps[].mode.unit_bytes)");
-  }
+  const auto unit = [&](std::string_view key) {
+    for (const auto& [k, v] : *mode->unit_bytes) {
+      if (k == key) return v;
+    }
+    return 0.0;
+  };
+  d.parameter_bytes = unit("parameters");
+  d.buffer_bytes = unit("buffers");
+  d.input_bytes_per_sample = unit("input_per_sample");
+  d.output_bytes_per_sample = unit("output_per_sample");
   return d;
 }
 

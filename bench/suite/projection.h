@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/run_record.h"
+
 #include "bench/suite/cost_model.h"
 
 namespace ddpb::bench {
@@ -51,8 +53,8 @@ struct ProjectionBasis {
 
 // Reads a DDP or DP run record (`ddpbench run --out`). Throws UsageError when the record is
 // not a DP or DDP run, or a DDP record has no bucket timings (summary.comm.buckets).
-DdpBasis ddp_basis(const nlohmann::json& record, const std::string& name);
-DpBasis dp_basis(const nlohmann::json& record, const std::string& name);
+DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name);
+DpBasis dp_basis(const reports::RunRecord& record, const std::string& name);
 
 // How the projected devices differ from the measured ones.
 struct ProjectionScale {

@@ -41,21 +41,24 @@ std::string workload_table_file(const std::string& dir) {
 
 }  // namespace
 
-nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
-                           const std::atomic<bool>* stop) {
-  if (run["mode"] == "dp" && spec.device != "cuda") {
-    return {{"status", "skipped"}, {"error", "torch.nn.DataParallel needs CUDA devices"}};
-  }
-  const std::string variant = run["variant"];
-  if (variant == "bucket-auto")
-    return {{"status", "skipped"}, {"error", "PyTorch has no bucket-cap autotuner"}};
-  if (variant.find("hook") != std::string::npos || variant == "no-overlap") {
-    return {{"status", "skipped"}, {"error", "torch_reference.py has no " + variant + " option"}};
-  }
-  const std::string stem = run_file_stem(run["id"]);
+reports::PytorchResult run_pytorch(const SuiteRun& run, const SuiteSpec& spec,
+                                   const std::string& dir, const std::atomic<bool>* stop) {
+  const auto outcome = [](std::string status, std::string error) {
+    reports::PytorchResult p;
+    p.status = std::move(status);
+    p.error = std::move(error);
+    return p;
+  };
+  const auto skipped = [&](std::string why) { return outcome("skipped", std::move(why)); };
+  if (run.mode == Mode::Dp && spec.device != DeviceType::CUDA)
+    return skipped("torch.nn.DataParallel needs CUDA devices");
+  if (run.variant == "bucket-auto") return skipped("PyTorch has no bucket-cap autotuner");
+  if (run.variant.find("hook") != std::string::npos || run.variant == "no-overlap")
+    return skipped("torch_reference.py has no " + run.variant + " option");
+  const std::string stem = run_file_stem(run.id);
   std::vector<std::string> argv = {python_exe(), torch_reference_script(), "--workloads-json",
                                    workload_table_file(dir)};
-  for (const auto& a : run["args"]) {
+  for (const std::string& a : run.args) {
     if (a != "run" && a != "--quiet") argv.push_back(a);
   }
   const std::string out = "runs/" + stem + ".pytorch.json";
@@ -67,22 +70,24 @@ nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, con
                stop,
                {}};
   const ChildResult r = run_child(cs);
-  if (r.exit_code != 0 || !fs::exists(fs::path(dir) / out)) {
-    return {{"status", "failed"},
-            {"error", failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code)}};
-  }
+  if (r.exit_code != 0 || !fs::exists(fs::path(dir) / out))
+    return outcome("failed",
+                   failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code));
+  reports::PytorchResult p;
   try {
+    // torch_reference.py's record: its summary names its numbers as ours does.
     const auto rec = reports::read_json((fs::path(dir) / out).string());
     const auto& s = rec.at("summary");
-    nlohmann::json p = {{"status", "ok"},
-                        {"record", out},
-                        {"samples_per_s", s.at("samples_per_s")},
-                        {"step_time_ms", s.at("step_time_ms")}};
-    if (s.contains("overlap_ratio_median")) p["overlap_ratio"] = s["overlap_ratio_median"];
-    return p;
+    p.status = "ok";
+    p.record = out;
+    p.samples_per_s = s.at("samples_per_s").get<double>();
+    p.step_time_ms = reports::record_from_json<reports::StepTimeStats>(s.at("step_time_ms"));
+    if (s.contains("overlap_ratio_median") && s["overlap_ratio_median"].is_number())
+      p.overlap_ratio = s["overlap_ratio_median"].get<double>();
   } catch (const std::exception& e) {
-    return {{"status", "failed"}, {"error", std::string("unreadable PyTorch record: ") + e.what()}};
+    p = outcome("failed", std::string("unreadable PyTorch record: ") + e.what());
   }
+  return p;
 }
 
 }  // namespace ddpb::bench

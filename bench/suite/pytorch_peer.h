@@ -5,16 +5,14 @@
 #include <atomic>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "bench/suite/suite_spec.h"
 
 namespace ddpb::bench {
 
-// PyTorch's run of the suite entry `run` in the results folder `dir`: {"status": "ok",
-// "record", "samples_per_s", "step_time_ms", ["overlap_ratio"]}, or "skipped" / "failed" with
-// an "error" line. `stop` (set on Ctrl-C) ends the child early.
-nlohmann::json run_pytorch(const nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
-                           const std::atomic<bool>* stop);
+// PyTorch's run of the suite entry `run` in the results folder `dir`: status "ok" with its
+// record, samples/s, step times and overlap, or "skipped" / "failed" with an error line.
+// `stop` (set on Ctrl-C) ends the child early.
+reports::PytorchResult run_pytorch(const SuiteRun& run, const SuiteSpec& spec,
+                                   const std::string& dir, const std::atomic<bool>* stop);
 
 }  // namespace ddpb::bench

@@ -45,6 +45,13 @@ extern "C" void on_stop_signal(int sig) {
   g_stop = true;
 }
 
+using reports::RunStatus;
+using reports::SuiteRecord;
+
+std::string status_name(const SuiteRun& run) {
+  return run.status ? std::string(enum_name(*run.status)) : "(no status)";
+}
+
 std::string self_exe() {
   return fs::read_symlink("/proc/self/exe").string();
 }
@@ -67,17 +74,19 @@ std::string read_text(const std::string& path) {
 }
 
 SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
-  std::string device = o.device;
-  if (device.empty()) device = gpus > 0 ? "cuda" : "cpu";
-  DDPB_USAGE_CHECK(device == "cpu" || device == "cuda")
-      << "--device must be cpu or cuda, got " << device;
+  DeviceType device = gpus > 0 ? DeviceType::CUDA : DeviceType::CPU;
+  if (!o.device.empty()) {
+    const auto named = enum_from_name<DeviceType>(o.device);
+    DDPB_USAGE_CHECK(named) << "--device must be cpu or cuda, got " << o.device;
+    device = *named;
+  }
   SuiteSpec spec = default_suite(device, gpus, o.quick);
   if (!o.file.empty()) apply_suite_text(spec, read_text(o.file), o.file);
   if (o.with_pytorch) spec.with_pytorch = true;
   if (o.validate_projection) spec.validate_projection = true;
   if (spec.validate_projection &&
       std::find(spec.world_sizes.begin(), spec.world_sizes.end(), 3) == spec.world_sizes.end() &&
-      spec.device == "cpu") {
+      spec.device == DeviceType::CPU) {
     spec.world_sizes.push_back(3);
     std::sort(spec.world_sizes.begin(), spec.world_sizes.end());
   }
@@ -90,25 +99,40 @@ SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
   return spec;
 }
 
-nlohmann::json new_run_entry(const SuiteRun& r) {
-  return {{"id", r.id},
-          {"group", r.group},
-          {"workload", r.workload},
-          {"mode", r.mode},
-          {"world_size", r.world_size},
-          {"global_batch", r.global_batch},
-          {"variant", r.variant},
-          {"args", r.args},
-          {"status", "pending"}};
+// Forgets what an earlier attempt at `run` left: its outcome is decided again.
+void reset_outcome(SuiteRun& run) {
+  run.error.reset();
+  run.metrics.reset();
+  run.correctness.reset();
+  run.scaling.reset();
 }
 
-void run_one(nlohmann::json& run, const SuiteSpec& spec, const std::string& dir, double peak,
+// The outcome of a child that exited 0: its record, checked against the schema, or failed.
+void read_run_record(SuiteRun& run, const std::string& dir, const std::string& record,
+                     const std::string& trace, const std::string& params, double peak) {
+  try {
+    const auto rec = reports::read_json((fs::path(dir) / record).string());
+    const auto problems = reports::validate_run_record(rec);
+    DDPB_CHECK(problems.empty()) << record << " does not match its schema: "
+                                 << reports::format_errors(problems);
+    run.status = RunStatus::Ok;
+    run.record = record;
+    run.params = params;
+    if (fs::exists(fs::path(dir) / trace)) run.trace = trace;
+    run.metrics = run_metrics(reports::RunRecord::from_json(rec), peak);
+  } catch (const std::exception& e) {
+    run.status = RunStatus::Failed;
+    run.error = std::string("bad record: ") + e.what();
+  }
+}
+
+void run_one(SuiteRun& run, const SuiteSpec& spec, const std::string& dir, double peak,
              Progress& progress) {
-  const std::string stem = run_file_stem(run["id"]);
+  const std::string stem = run_file_stem(run.id);
   const std::string record = "runs/" + stem + ".json", trace = "traces/" + stem + ".json",
                     params = "params/" + stem + ".safetensors";
   std::vector<std::string> argv = {self_exe()};
-  for (const auto& a : run["args"]) argv.push_back(a);
+  argv.insert(argv.end(), run.args.begin(), run.args.end());
   argv.insert(argv.end(), {"--out", record, "--trace", trace, "--save-params", params});
   ChildSpec cs{argv,
                dir,
@@ -119,95 +143,73 @@ void run_one(nlohmann::json& run, const SuiteSpec& spec, const std::string& dir,
   // A stale result from an interrupted attempt must not pass for this one.
   fs::remove(fs::path(dir) / record);
   const ChildResult r = run_child(cs);
-  run["duration_s"] = r.seconds;
-  run["exit_code"] = r.exit_code;
-  run["log"] = "logs/" + stem + ".log";
-  run.erase("error");
-  run.erase("metrics");
-  run.erase("correctness");
-  run.erase("scaling");
+  run.duration_s = r.seconds;
+  run.exit_code = r.exit_code;
+  run.log = "logs/" + stem + ".log";
+  reset_outcome(run);
   if (r.stopped) {
-    run["status"] = "interrupted";
-    run["error"] = "interrupted by a signal before it finished";
+    run.status = RunStatus::Interrupted;
+    run.error = "interrupted by a signal before it finished";
     return;
   }
   if (r.exit_code == 0 && fs::exists(fs::path(dir) / record)) {
-    try {
-      const auto rec = reports::read_json((fs::path(dir) / record).string());
-      const auto problems = reports::validate_run_record(rec);
-      DDPB_CHECK(problems.empty())
-          << record << " does not match its schema: " << reports::format_errors(problems);
-      run["status"] = "ok";
-      run["record"] = record;
-      run["params"] = params;
-      if (fs::exists(fs::path(dir) / trace)) run["trace"] = trace;
-      run["metrics"] = run_metrics(rec, peak);
-    } catch (const std::exception& e) {
-      run["status"] = "failed";
-      run["error"] = std::string("bad record: ") + e.what();
-    }
+    read_run_record(run, dir, record, trace, params, peak);
   } else {
-    run["status"] = "failed";
-    run["error"] = r.timed_out
-                       ? fmt::format("timed out after {:.0f} s and was killed; last output: {}",
-                                     r.seconds, failure_line(cs.log_path))
-                       : failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code);
+    run.status = RunStatus::Failed;
+    run.error = r.timed_out
+                    ? fmt::format("timed out after {:.0f} s and was killed; last output: {}",
+                                  r.seconds, failure_line(cs.log_path))
+                    : failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code);
   }
-  if (spec.with_pytorch && run["status"] == "ok")
-    run["pytorch"] = run_pytorch(run, spec, dir, &g_stop);
+  if (spec.with_pytorch && run.ok()) run.pytorch = run_pytorch(run, spec, dir, &g_stop);
 }
 
-std::string outcome_line(const nlohmann::json& run) {
-  const std::string id = run["id"];
-  if (run["status"] != "ok") {
-    return fmt::format("{} {}: {}", id, run["status"].get<std::string>(), run.value("error", ""));
+std::string outcome_line(const SuiteRun& run) {
+  if (!run.measured()) {
+    return fmt::format("{} {}: {}", run.id, status_name(run), run.error.value_or(""));
   }
-  const auto& m = run["metrics"];
-  std::string line =
-      fmt::format("{} ok: median {:.2f} ms, {:.1f} samples/s", id,
-                  m["step_time_ms"]["median"].get<double>(), m["samples_per_s"].get<double>());
-  if (m.contains("overlap_ratio"))
-    line += fmt::format(", overlap {:.2f}", m["overlap_ratio"].get<double>());
-  line += fmt::format(" ({:.1f} s)", run["duration_s"].get<double>());
+  const reports::RunMetrics& m = *run.metrics;
+  std::string line = fmt::format("{} ok: median {:.2f} ms, {:.1f} samples/s", run.id,
+                                 m.step_time_ms.median, m.samples_per_s);
+  if (m.overlap_ratio) line += fmt::format(", overlap {:.2f}", *m.overlap_ratio);
+  line += fmt::format(" ({:.1f} s)", run.duration_s.value_or(0));
   return line;
 }
 
 // Every suite.json written matches reports/schema/suite.schema.json: a mismatch is our bug.
-void write_suite(const nlohmann::json& suite, const std::string& dir) {
+void write_suite(const SuiteRecord& record, const std::string& dir) {
+  const nlohmann::json suite = record.to_json();
   const auto problems = reports::validate_suite_record(suite);
   DDPB_CHECK(problems.empty()) << "the suite record does not match its schema, not writing it: "
                                << reports::format_errors(problems);
   reports::write_json_atomic((fs::path(dir) / "suite.json").string(), suite);
 }
 
-void print_summary(const nlohmann::json& suite) {
+void print_summary(const SuiteRecord& suite) {
   fmt::print("\n{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", "run", "status", "median ms",
              "samples/s", "overlap", "weak eff", "param diff");
-  for (const auto& run : suite["runs"]) {
+  for (const SuiteRun& run : suite.runs) {
     std::string median = "-", tput = "-", overlap = "-", eff = "-", diff = "-";
-    if (run["status"] == "ok") {
-      const auto& m = run["metrics"];
-      median = fmt::format("{:.2f}", m["step_time_ms"]["median"].get<double>());
-      tput = fmt::format("{:.1f}", m["samples_per_s"].get<double>());
-      if (m.contains("overlap_ratio"))
-        overlap = fmt::format("{:.2f}", m["overlap_ratio"].get<double>());
-      if (run.contains("scaling") && run["scaling"].contains("weak_efficiency")) {
-        eff = fmt::format("{:.2f}", run["scaling"]["weak_efficiency"].get<double>());
-      }
-      if (run.contains("correctness") && run["correctness"].contains("passed")) {
-        const auto& c = run["correctness"];
-        diff = c.contains("rel_l2_diff") ? fmt::format("{:.1e}", c["rel_l2_diff"].get<double>())
-                                         : "error";
-        if (!c["passed"].get<bool>()) diff += " FAIL";
+    if (run.measured()) {
+      const reports::RunMetrics& m = *run.metrics;
+      median = fmt::format("{:.2f}", m.step_time_ms.median);
+      tput = fmt::format("{:.1f}", m.samples_per_s);
+      if (m.overlap_ratio) overlap = fmt::format("{:.2f}", *m.overlap_ratio);
+      if (run.scaling && run.scaling->weak_efficiency)
+        eff = fmt::format("{:.2f}", *run.scaling->weak_efficiency);
+      if (run.correctness && run.correctness->passed) {
+        const auto& c = *run.correctness;
+        diff = c.rel_l2_diff ? fmt::format("{:.1e}", *c.rel_l2_diff) : "error";
+        if (!*c.passed) diff += " FAIL";
       }
     }
-    fmt::print("{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", run["id"].get<std::string>(),
-               run["status"].get<std::string>(), median, tput, overlap, eff, diff);
+    fmt::print("{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", run.id, status_name(run), median,
+               tput, overlap, eff, diff);
   }
 }
 
 // The suite record of --resume DIR, with its matrix checked against this machine.
-nlohmann::json resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
+SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
                    !o.quick && !o.validate_projection)
       << "--resume takes the matrix from " << o.resume
@@ -227,9 +229,12 @@ nlohmann::json resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   spec = SuiteSpec::from_json(suite["suite"]);
   if (o.with_pytorch) spec.with_pytorch = true;
   validate_suite(spec, gpus);
-  suite["suite"] = spec.to_json();
-  suite["context"]["resumed"].push_back(build_context()["date"]);
-  return suite;
+  SuiteRecord record = SuiteRecord::from_json(suite);
+  record.suite = spec.to_matrix();
+  nlohmann::json& resumed = record.context.extra.value["resumed"];
+  if (!resumed.is_array()) resumed = nlohmann::json::array();
+  resumed.push_back(build_context()["date"]);
+  return record;
 }
 
 // The results folder of a new suite: --out, whose parent must exist, or a fresh one.
@@ -246,33 +251,32 @@ std::string new_results_dir(const SuiteOptions& o) {
 }
 
 // A new suite record: every run pending, and the GEMM peak the runs are measured against.
-nlohmann::json new_suite(const SuiteSpec& spec, const std::string& dir) {
-  const auto runs = expand_suite(spec);
-  fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, runs.size(), spec.device,
-             dir);
+SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
+  SuiteRecord suite;
+  suite.runs = expand_suite(spec);
+  fmt::print("ddpbench suite: {} ({} runs on {}) -> {}\n", spec.name, suite.runs.size(),
+             enum_name(spec.device), dir);
   std::fflush(stdout);
-  const Device device = spec.device == "cuda" ? Device::cuda(0) : Device::cpu();
+  const Device device = spec.device == DeviceType::CUDA ? Device::cuda(0) : Device::cpu();
   // The peak in the precision the runs use: a bf16 run's FLOP fraction is against bf16 GEMMs.
   ops::set_math_mode(spec.precision);
   const nlohmann::json peak = measure_gemm_peak(device, workload_gemm_shapes(spec.per_device_batch),
                                                 spec.quick ? 0.05 : 0.25);
   fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),
              peak["flops_per_s"].get<double>() / 1e9);
-  nlohmann::json entries = nlohmann::json::array();
-  for (const auto& r : runs) entries.push_back(new_run_entry(r));
-  return {{"schema_version", reports::kSchemaVersion},
-          {"implementation", "ddpbench"},
-          {"kind", "suite"},
-          {"complete", false},
-          {"context", build_context()},
-          {"suite", spec.to_json()},
-          {"gemm_peak", peak},
-          {"runs", entries}};
+  suite.context = reports::record_from_json<reports::RunContext>(build_context());
+  suite.suite = spec.to_matrix();
+  suite.gemm_peak = reports::record_from_json<reports::GemmPeakInfo>(peak);
+  return suite;
+}
+
+bool to_run(const SuiteRun& run) {
+  return run.status == RunStatus::Pending || run.status == RunStatus::Interrupted;
 }
 
 // Runs what is pending or was interrupted, saving the record after each run; Ctrl-C stops
 // after the run in progress.
-void run_pending(nlohmann::json& suite, const SuiteSpec& spec, const std::string& dir) {
+void run_pending(SuiteRecord& suite, const SuiteSpec& spec, const std::string& dir) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -280,15 +284,13 @@ void run_pending(nlohmann::json& suite, const SuiteSpec& spec, const std::string
   }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  const double peak = suite["gemm_peak"].value("flops_per_s", 0.0);
-  size_t todo = 0;
-  for (const auto& r : suite["runs"])
-    todo += r["status"] == "pending" || r["status"] == "interrupted";
-  Progress progress(suite["runs"].size(), suite["runs"].size() - todo);
-  for (auto& run : suite["runs"]) {
+  const double peak = suite.gemm_peak ? suite.gemm_peak->flops_per_s : 0.0;
+  const size_t todo = std::count_if(suite.runs.begin(), suite.runs.end(), to_run);
+  Progress progress(suite.runs.size(), suite.runs.size() - todo);
+  for (SuiteRun& run : suite.runs) {
     if (g_stop) break;
-    if (run["status"] != "pending" && run["status"] != "interrupted") continue;
-    progress.start(run["id"]);
+    if (!to_run(run)) continue;
+    progress.start(run.id);
     run_one(run, spec, dir, peak, progress);
     derive_scaling(suite);
     derive_correctness(suite, dir);
@@ -305,50 +307,48 @@ struct SuiteVerdict {
 };
 
 // Marks the suite complete or not and settles the correctness of runs whose reference failed.
-SuiteVerdict settle(nlohmann::json& suite) {
+SuiteVerdict settle(SuiteRecord& suite) {
   SuiteVerdict v;
-  for (const auto& run : suite["runs"]) {
-    v.complete = v.complete && (run["status"] == "ok" || run["status"] == "failed");
-    v.any_failed = v.any_failed || run["status"] == "failed";
+  for (const SuiteRun& run : suite.runs) {
+    v.complete = v.complete && (run.ok() || run.status == RunStatus::Failed);
+    v.any_failed = v.any_failed || run.status == RunStatus::Failed;
   }
-  for (auto& run : suite["runs"]) {
-    if (v.complete && run["status"] == "ok" && run["mode"] != "single" &&
-        !run.contains("correctness")) {
-      run["correctness"] = {{"skipped", "its single-device reference run failed"}};
-    }
-    if (run.contains("correctness") && run["correctness"].contains("passed")) {
-      v.any_wrong = v.any_wrong || !run["correctness"]["passed"].get<bool>();
-    }
+  for (SuiteRun& run : suite.runs) {
+    if (v.complete && run.ok() && run.mode != Mode::Single && !run.correctness)
+      run.correctness =
+          reports::CorrectnessInfo::skipped_because("its single-device reference run failed");
+    if (run.correctness && run.correctness->passed)
+      v.any_wrong = v.any_wrong || !*run.correctness->passed;
   }
-  suite["complete"] = v.complete;
+  suite.complete = v.complete;
   return v;
 }
 
 // The suite's projection of its own results, with the validation against its runs
 // (docs/metrics.md, "Projection"). A projection that cannot be made (no DP or DDP run
 // succeeded) is reported and left out; it never fails the suite.
-void add_projection(nlohmann::json& suite, const SuiteSpec& spec, const std::string& dir) {
+void add_projection(SuiteRecord& suite, const SuiteSpec& spec, const std::string& dir) {
   try {
-    const bool nccl = spec.device == "cuda" && cuda_device_count() >= 2;
+    const bool nccl = spec.device == DeviceType::CUDA && cuda_device_count() >= 2;
     ProjectionSource source = suite_projection_source(suite, dir);  // reads the records once
     const int slots = measured_compute_slots(source);
     const CommFit fit =
-        measure_comm_fit(nccl ? "nccl" : "gloo", spec.device,
+        measure_comm_fit(nccl ? "nccl" : "gloo", std::string(enum_name(spec.device)),
                          nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots);
-    suite["comm_fit"] = fit.to_json();
+    suite.comm_fit = fit.to_json();
     source.fit = fit;
     nlohmann::json p = make_projection(source, resolve_topology(spec.projection_topology, source),
                                        spec.projection_devices, {});
     const Topology measured = measured_topology(fit, measured_compute_slots(source));
     p["validation"] = validate_projection(suite, dir, measured);
-    if (spec.device == "cpu" && source.cpu_cores > 0 &&
+    if (spec.device == DeviceType::CPU && source.cpu_cores > 0 &&
         *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end()) > source.cpu_cores)
       p["validation"]["oversubscribed"] = fmt::format(
           "World sizes above {} oversubscribe this machine's {} cores: their ranks take turns "
           "on the cores{}.",
           source.cpu_cores, source.cpu_cores,
           spec.validate_projection ? " (world size 3 added by --validate-projection)" : "");
-    suite["projection"] = std::move(p);
+    suite.projection = std::move(p);
     fmt::print("ddpbench suite: projection on {} at {} devices\n", spec.projection_topology,
                fmt::join(spec.projection_devices, ","));
   } catch (const std::exception& e) {
@@ -361,7 +361,7 @@ void add_projection(nlohmann::json& suite, const SuiteSpec& spec, const std::str
 int run_suite(const SuiteOptions& o) {
   const int gpus = cuda_device_count();
   SuiteSpec spec;
-  nlohmann::json suite;
+  SuiteRecord suite;
   std::string dir;
   if (!o.resume.empty()) {
     dir = o.resume;
@@ -390,8 +390,9 @@ int run_suite(const SuiteOptions& o) {
   write_suite(suite, dir);
   print_summary(suite);
   const std::string html = (fs::path(dir) / "report.html").string();
-  reports::write_suite_report(suite, html);
-  reports::write_suite_report(suite, (fs::path(dir) / "report.md").string());
+  const nlohmann::json record = suite.to_json();
+  reports::write_suite_report(record, html);
+  reports::write_suite_report(record, (fs::path(dir) / "report.md").string());
   if (!v.complete) {
     fmt::print(
         "\nddpbench suite: INCOMPLETE ({}): finished runs are kept; continue with\n"

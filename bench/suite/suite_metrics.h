@@ -5,19 +5,20 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "reports/run_record.h"
+#include "reports/suite_record.h"
 
 namespace ddpb::bench {
 
 // runs[].metrics from a `ddpbench run` record. `peak_flops_per_s`: the suite's GEMM peak
 // per device (0: no flop_fraction).
-nlohmann::json run_metrics(const nlohmann::json& record, double peak_flops_per_s);
+reports::RunMetrics run_metrics(const reports::RunRecord& record, double peak_flops_per_s);
 
 // Fills runs[].scaling of every ok run of group "scaling" from the suite's other runs.
-void derive_scaling(nlohmann::json& suite);
+void derive_scaling(reports::SuiteRecord& suite);
 
 // Fills runs[].correctness of every ok dp/ddp run whose reference finished, comparing the
 // final parameters under `dir`/params. Runs that already have a verdict are left alone.
-void derive_correctness(nlohmann::json& suite, const std::string& dir);
+void derive_correctness(reports::SuiteRecord& suite, const std::string& dir);
 
 }  // namespace ddpb::bench

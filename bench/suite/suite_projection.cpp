@@ -4,9 +4,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "bench/run/run_config.h"
 #include "core/check.h"
 #include "reports/json_io.h"
-#include "reports/report_util.h"
 
 namespace fs = std::filesystem;
 
@@ -15,9 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-bool run_ok(const json& run) {
-  return reports::run_ok(run) && run.contains("metrics");
-}
+using reports::RunRecord;
+using reports::SuiteRecord;
+using reports::SuiteRun;
 
 json read_input(const std::string& path) {
   try {
@@ -27,81 +27,77 @@ json read_input(const std::string& path) {
   }
 }
 
-// The ok scaling runs of `mode` for `workload`, smallest world size first.
-std::vector<const json*> scaling_runs(const json& suite, const std::string& workload,
-                                      const std::string& mode) {
-  std::vector<const json*> out;
-  for (const auto& r : suite["runs"]) {
-    if (run_ok(r) && r.value("group", "") == "scaling" && r.value("workload", "") == workload &&
-        r.value("mode", "") == mode && r.value("variant", "").empty())
+// The measured scaling runs of `mode` for `workload`, smallest world size first.
+std::vector<const SuiteRun*> scaling_runs(const SuiteRecord& suite, const std::string& workload,
+                                          Mode mode) {
+  std::vector<const SuiteRun*> out;
+  for (const SuiteRun& r : suite.runs) {
+    if (r.measured() && r.group == reports::RunGroup::Scaling && r.workload == workload &&
+        r.mode == mode && r.variant.empty())
       out.push_back(&r);
   }
-  std::sort(out.begin(), out.end(), [](const json* a, const json* b) {
-    return (*a)["world_size"].get<int>() < (*b)["world_size"].get<int>();
-  });
+  std::sort(out.begin(), out.end(),
+            [](const SuiteRun* a, const SuiteRun* b) { return a->world_size < b->world_size; });
   return out;
 }
 
-json run_record(const std::string& dir, const json& run) {
-  DDPB_USAGE_CHECK(run.contains("record") && run["record"].is_string())
-      << run.value("id", "?") << " has no run record";
-  return read_input((fs::path(dir) / run["record"].get<std::string>()).string());
+RunRecord run_record(const std::string& dir, const SuiteRun& run) {
+  DDPB_USAGE_CHECK(run.record.has_value()) << run.id << " has no run record";
+  return RunRecord::from_json(read_input((fs::path(dir) / *run.record).string()));
 }
 
-json measured_points(const json& suite, const std::string& workload) {
+json measured_points(const SuiteRecord& suite, const std::string& workload) {
   json out = json::array();
-  for (const char* mode : {"dp", "ddp"}) {
-    for (const json* r : scaling_runs(suite, workload, mode)) {
-      json p = {{"mode", mode},
-                {"devices", (*r)["world_size"]},
-                {"run", (*r)["id"]},
-                {"step_ms", (*r)["metrics"]["step_time_ms"]["median"]}};
-      if (r->contains("scaling") && (*r)["scaling"].contains("weak_efficiency"))
-        p["efficiency"] = (*r)["scaling"]["weak_efficiency"];
+  for (const Mode mode : {Mode::Dp, Mode::Ddp}) {
+    for (const SuiteRun* r : scaling_runs(suite, workload, mode)) {
+      json p = {{"mode", enum_name(mode)},
+                {"devices", r->world_size},
+                {"run", r->id},
+                {"step_ms", r->metrics->step_time_ms.median}};
+      if (r->scaling && r->scaling->weak_efficiency) p["efficiency"] = *r->scaling->weak_efficiency;
       out.push_back(std::move(p));
     }
   }
   return out;
 }
 
-void read_context(ProjectionSource& s, const json& context) {
-  s.cpu_cores = context.value("cpu_cores", 0);
-  s.cuda_devices = context.value("cuda_devices", 0);
+void read_context(ProjectionSource& s, const reports::RunContext& context) {
+  s.cpu_cores = static_cast<int>(context.cpu_cores);
+  s.cuda_devices = static_cast<int>(context.cuda_devices);
 }
 
-ProjectionSource suite_source(const std::string& name, json suite, const std::string& dir) {
+ProjectionSource suite_source(const std::string& name, const SuiteRecord& suite,
+                              const std::string& dir) {
   ProjectionSource s;
   s.name = name;
-  s.suite = std::move(suite);
-  s.device = s.suite["suite"].value("device", "cpu");
-  read_context(s, s.suite.value("context", json::object()));
-  if (s.suite.contains("comm_fit")) s.fit = CommFit::from_json(s.suite["comm_fit"], name);
-  for (const auto& w : s.suite["suite"]["workloads"]) {
-    ProjectionBasis b = suite_basis(s.suite, dir, w.get<std::string>(), false);
+  s.device = suite.suite.device.empty() ? "cpu" : suite.suite.device;
+  read_context(s, suite.context);
+  if (suite.comm_fit) s.fit = CommFit::from_json(*suite.comm_fit, name);
+  for (const std::string& w : suite.suite.workloads) {
+    ProjectionBasis b = suite_basis(suite, dir, w, false);
     if (!b.ddp && !b.dp) continue;
-    s.measured.push_back(measured_points(s.suite, b.workload));
+    s.measured.push_back(measured_points(suite, b.workload));
     s.bases.push_back(std::move(b));
   }
   DDPB_USAGE_CHECK(!s.bases.empty()) << name << ": no successful DP or DDP run to project from";
   return s;
 }
 
-ProjectionSource load_run_source(const std::string& path, const json& record) {
+ProjectionSource load_run_source(const std::string& path, const RunRecord& record) {
   ProjectionSource s;
   s.name = path;
-  s.device = record["config"].value("device", "cpu");
-  read_context(s, record.value("context", json::object()));
+  s.device = record.config.device.empty() ? "cpu" : record.config.device;
+  read_context(s, record.context);
   ProjectionBasis b;
-  b.workload = record["config"].value("workload", "?");
-  const std::string mode = record["config"].value("mode", "");
-  if (mode == "ddp")
+  b.workload = record.config.workload.empty() ? "?" : record.config.workload;
+  if (record.config.mode == Mode::Ddp)
     b.ddp = ddp_basis(record, path);
-  else if (mode == "dp")
+  else if (record.config.mode == Mode::Dp)
     b.dp = dp_basis(record, path);
   else
-    throw UsageError(path + ": a " + mode +
-                     " run; projection needs a DDP record (bucket timings) or a DP record "
-                     "(byte counts)");
+    throw UsageError(path +
+                     ": a single run; projection needs a DDP record (bucket timings) or a DP "
+                     "record (byte counts)");
   s.bases.push_back(std::move(b));
   s.measured.push_back(json::array());
   return s;
@@ -109,26 +105,25 @@ ProjectionSource load_run_source(const std::string& path, const json& record) {
 
 }  // namespace
 
-ProjectionBasis suite_basis(const json& suite, const std::string& dir, const std::string& workload,
-                            bool world_size_1_only) {
+ProjectionBasis suite_basis(const SuiteRecord& suite, const std::string& dir,
+                            const std::string& workload, bool world_size_1_only) {
   ProjectionBasis b;
   b.workload = workload;
-  b.gemm_flops_per_s =
-      suite.contains("gemm_peak") ? suite["gemm_peak"].value("flops_per_s", 0.0) : 0.0;
-  const auto pick = [&](const std::string& mode) -> const json* {
+  b.gemm_flops_per_s = suite.gemm_peak ? suite.gemm_peak->flops_per_s : 0.0;
+  const auto pick = [&](Mode mode) -> const SuiteRun* {
     const auto runs = scaling_runs(suite, workload, mode);
     if (runs.empty()) return nullptr;
-    if (world_size_1_only && (*runs.front())["world_size"] != 1) return nullptr;
+    if (world_size_1_only && runs.front()->world_size != 1) return nullptr;
     return runs.front();
   };
-  if (const json* r = pick("ddp")) b.ddp = ddp_basis(run_record(dir, *r), (*r)["id"]);
-  if (const json* r = pick("dp")) b.dp = dp_basis(run_record(dir, *r), (*r)["id"]);
-  if (const json* r = pick("single"); r && (*r)["world_size"] == 1)
-    b.single_step_ms = (*r)["metrics"]["step_time_ms"]["median"].get<double>();
+  if (const SuiteRun* r = pick(Mode::Ddp)) b.ddp = ddp_basis(run_record(dir, *r), r->id);
+  if (const SuiteRun* r = pick(Mode::Dp)) b.dp = dp_basis(run_record(dir, *r), r->id);
+  if (const SuiteRun* r = pick(Mode::Single); r && r->world_size == 1)
+    b.single_step_ms = r->metrics->step_time_ms.median;
   return b;
 }
 
-ProjectionSource suite_projection_source(const json& suite, const std::string& dir) {
+ProjectionSource suite_projection_source(const SuiteRecord& suite, const std::string& dir) {
   return suite_source(dir, suite, dir);
 }
 
@@ -136,17 +131,17 @@ ProjectionSource load_projection_source(const std::string& path) {
   if (fs::is_directory(path)) {
     const fs::path file = fs::path(path) / "suite.json";
     DDPB_USAGE_CHECK(fs::exists(file)) << path << " is a folder without a suite.json";
-    return suite_source(path, read_input(file.string()), path);
+    return suite_source(path, SuiteRecord::from_json(read_input(file.string())), path);
   }
   DDPB_USAGE_CHECK(fs::exists(path)) << path << ": no such file or folder";
   const json record = read_input(path);
   const std::string kind = record.is_object() ? record.value("kind", "") : "";
   if (kind == "suite") {
     const std::string dir = fs::path(path).parent_path().string();
-    return suite_source(path, record, dir.empty() ? "." : dir);
+    return suite_source(path, SuiteRecord::from_json(record), dir.empty() ? "." : dir);
   }
   DDPB_USAGE_CHECK(kind == "run") << path << ": neither a suite.json nor a run record";
-  return load_run_source(path, record);
+  return load_run_source(path, RunRecord::from_json(record));
 }
 
 int measured_compute_slots(const ProjectionSource& source) {
@@ -194,25 +189,26 @@ json make_projection(const ProjectionSource& source, const Topology& topo,
   return out;
 }
 
-json validate_projection(const json& suite, const std::string& dir, const Topology& measured) {
+json validate_projection(const SuiteRecord& suite, const std::string& dir,
+                         const Topology& measured) {
   json runs = json::array();
   std::vector<double> errors_ddp, errors_dp;
-  for (const auto& w : suite["suite"]["workloads"]) {
-    const ProjectionBasis b = suite_basis(suite, dir, w.get<std::string>(), true);
-    for (const char* mode : {"ddp", "dp"}) {
-      const bool ddp = std::string(mode) == "ddp";
+  for (const std::string& w : suite.suite.workloads) {
+    const ProjectionBasis b = suite_basis(suite, dir, w, true);
+    for (const Mode mode : {Mode::Ddp, Mode::Dp}) {
+      const bool ddp = mode == Mode::Ddp;
       if (ddp ? !b.ddp : !b.dp) continue;
-      for (const json* r : scaling_runs(suite, w, mode)) {
-        const int n = (*r)["world_size"];
+      for (const SuiteRun* r : scaling_runs(suite, w, mode)) {
+        const int n = static_cast<int>(r->world_size);
         if (n <= 1) continue;
         const auto p =
             ddp ? std::optional(project_ddp(b, measured, n, {})) : project_dp(b, measured, n, {});
         if (!p) continue;
-        const double got = (*r)["metrics"]["step_time_ms"]["median"];
+        const double got = r->metrics->step_time_ms.median;
         const double error = got > 0 ? p->step_ms / got - 1 : 0;
         (ddp ? errors_ddp : errors_dp).push_back(std::fabs(error));
-        runs.push_back({{"run", (*r)["id"]},
-                        {"mode", mode},
+        runs.push_back({{"run", r->id},
+                        {"mode", enum_name(mode)},
                         {"devices", n},
                         {"measured_ms", got},
                         {"predicted_ms", p->step_ms},

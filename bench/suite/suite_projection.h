@@ -13,12 +13,12 @@
 
 #include "bench/suite/comm_fit.h"
 #include "bench/suite/projection.h"
+#include "reports/suite_record.h"
 
 namespace ddpb::bench {
 
 struct ProjectionSource {
   std::string name;                      // the path given
-  nlohmann::json suite;                  // null for a single run record
   std::vector<ProjectionBasis> bases;    // one per workload that has a DP or DDP run
   std::vector<nlohmann::json> measured;  // per basis: the suite's scaling points
   std::string device = "cpu";            // the runs' device kind
@@ -30,11 +30,11 @@ struct ProjectionSource {
 // is nothing to project from (no DP or DDP run; a DDP record without bucket timings).
 ProjectionSource load_projection_source(const std::string& path);
 // The same for a suite record in memory whose run records are under `dir`.
-ProjectionSource suite_projection_source(const nlohmann::json& suite, const std::string& dir);
+ProjectionSource suite_projection_source(const reports::SuiteRecord& suite, const std::string& dir);
 
 // The bases of one suite workload. `smallest_only`: from the world-size-1 runs only (the
 // validation's rule), else from the smallest world size that ran.
-ProjectionBasis suite_basis(const nlohmann::json& suite, const std::string& dir,
+ProjectionBasis suite_basis(const reports::SuiteRecord& suite, const std::string& dir,
                             const std::string& workload, bool world_size_1_only);
 
 // "measured" (the source's fit, or one measured now), a preset name, or a topology file.
@@ -47,7 +47,7 @@ nlohmann::json make_projection(const ProjectionSource& source, const Topology& t
 
 // Predicted against measured step time for every ok DP and DDP scaling run at world size > 1,
 // each predicted from its workload's world-size-1 runs on `measured`.
-nlohmann::json validate_projection(const nlohmann::json& suite, const std::string& dir,
+nlohmann::json validate_projection(const reports::SuiteRecord& suite, const std::string& dir,
                                    const Topology& measured);
 
 // The compute slots of the measured topology: CPU cores for CPU runs, GPUs for CUDA runs.

@@ -49,13 +49,20 @@ struct KeyReader {
     if (v < lo || v > hi) fail(fmt::format("{} is outside [{}, {}]", v, lo, hi));
     return v;
   }
-  // One of E's names (core/named_enum.h), as "precision \"fp16\" is not fp32, tf32 or bf16".
+  // One of E's names (base/named_enum.h), as "precision \"fp16\" is not fp32, tf32 or bf16".
   template <typename E>
   E named(const std::string& noun) const {
     const std::string text = string();
     const auto v = enum_from_name<E>(text);
     if (!v) fail(noun + " \"" + text + "\" is not " + enum_choices<E>());
     return *v;
+  }
+  // A list of E's names, each checked as named<E>() checks one.
+  template <typename E>
+  std::vector<E> named_list(const std::string& noun) const {
+    std::vector<E> out;
+    for (const auto& v : list()) out.push_back(KeyReader{file, key, v}.named<E>(noun));
+    return out;
   }
   double number(double lo, double hi) const {
     if (!value.is_number()) fail("expected a number");
@@ -78,6 +85,13 @@ struct KeyReader {
   }
 };
 
+template <typename E>
+std::vector<std::string> names_of(const std::vector<E>& values) {
+  std::vector<std::string> out;
+  for (E v : values) out.emplace_back(enum_name(v));
+  return out;
+}
+
 int64_t default_batch(const std::string& workload) {
   try {
     return default_global_batch(workload);
@@ -90,10 +104,10 @@ int64_t default_batch(const std::string& workload) {
 
 nlohmann::json SuiteSpec::to_json() const {
   return {{"name", name},
-          {"device", device},
+          {"device", enum_name(device)},
           {"quick", quick},
           {"workloads", workloads},
-          {"modes", modes},
+          {"modes", names_of(modes)},
           {"world_sizes", world_sizes},
           {"steps", steps},
           {"warmup", warmup},
@@ -103,7 +117,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"sweep_workload", sweep_workload},
           {"overlap_off", overlap_off},
           {"bucket_autotune", bucket_autotune},
-          {"comm_hooks", comm_hooks},
+          {"comm_hooks", names_of(comm_hooks)},
           {"comm_hook_workloads", comm_hook_workloads},
           {"bf16_workloads", bf16_workloads},
           {"precision", enum_name(precision)},
@@ -130,6 +144,10 @@ std::vector<std::string> SuiteSpec::resolved_comm_hook_workloads() const {
   return out;
 }
 
+reports::SuiteMatrix SuiteSpec::to_matrix() const {
+  return reports::record_from_json<reports::SuiteMatrix>(to_json());
+}
+
 SuiteSpec SuiteSpec::from_json(const nlohmann::json& j) {
   SuiteSpec spec;
   spec.workloads.clear();
@@ -137,11 +155,11 @@ SuiteSpec SuiteSpec::from_json(const nlohmann::json& j) {
   return spec;
 }
 
-SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
+SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
   SuiteSpec s;
   s.device = device;
   s.quick = quick;
-  if (device == "cuda") {
+  if (device == DeviceType::CUDA) {
     s.name = quick ? "quick-cuda" : "default-cuda";
     s.workloads = {"gpt2-small", "mlp-wide", "embed", "resnet50"};
     s.world_sizes.clear();
@@ -163,7 +181,7 @@ SuiteSpec default_suite(const std::string& device, int gpus, bool quick) {
     s.steps = 4;
     s.warmup = 1;
     s.bucket_sweep_mb.resize(1);
-    if (device != "cuda") s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
+    if (device != DeviceType::CUDA) s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
   }
   for (const auto& w : s.workloads) s.per_device_batch[w] = default_batch(w);
   // ResNet-50 at 64 images per GPU, the batch its published benchmarks use.
@@ -180,21 +198,10 @@ using SuiteSetter = std::function<void(const KeyReader&)>;
 std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::string& file) {
   return {
       {"name", [&](const KeyReader& r) { s.name = r.string(); }},
-      {"device",
-       [&](const KeyReader& r) {
-         s.device = r.string();
-         if (s.device != "cpu" && s.device != "cuda") r.fail("expected \"cpu\" or \"cuda\"");
-       }},
+      {"device", [&](const KeyReader& r) { s.device = r.named<DeviceType>("device"); }},
       {"quick", [&](const KeyReader& r) { s.quick = r.boolean(); }},
       {"workloads", [&](const KeyReader& r) { s.workloads = r.strings(); }},
-      {"modes",
-       [&](const KeyReader& r) {
-         s.modes = r.strings();
-         for (const auto& m : s.modes) {
-           if (!enum_from_name<Mode>(m))
-             r.fail("mode \"" + m + "\" is not " + enum_choices<Mode>());
-         }
-       }},
+      {"modes", [&](const KeyReader& r) { s.modes = r.named_list<Mode>("mode"); }},
       {"world_sizes",
        [&](const KeyReader& r) {
          s.world_sizes.clear();
@@ -228,11 +235,10 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"bf16_workloads", [&](const KeyReader& r) { s.bf16_workloads = r.strings(); }},
       {"comm_hooks",
        [&](const KeyReader& r) {
-         s.comm_hooks = r.strings();
-         for (const auto& h : s.comm_hooks) {
-           if (h != "fp16" && h != "bf16" && h != "powersgd")
-             r.fail("hook \"" + h + "\" is not fp16, bf16 or powersgd");
-         }
+         s.comm_hooks = r.named_list<ddp::CommHook>("hook");
+         // "none" is every other DDP run of the suite, not a variant of its own.
+         if (std::count(s.comm_hooks.begin(), s.comm_hooks.end(), ddp::CommHook::None))
+           r.fail("hook \"none\" is the suite's plain DDP run; list only hooks that compress");
        }},
       {"comm_hook_workloads", [&](const KeyReader& r) { s.comm_hook_workloads = r.strings(); }},
       {"precision", [&](const KeyReader& r) { s.precision = r.named<ops::MathMode>("precision"); }},
@@ -289,7 +295,6 @@ void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::strin
 }
 
 void validate_suite(const SuiteSpec& s, int gpus) {
-  DDPB_USAGE_CHECK(s.device == "cpu" || s.device == "cuda") << "suite device must be cpu or cuda";
   DDPB_USAGE_CHECK(!s.workloads.empty()) << "suite: \"workloads\" is empty";
   DDPB_USAGE_CHECK(!s.modes.empty()) << "suite: \"modes\" is empty";
   DDPB_USAGE_CHECK(!s.world_sizes.empty()) << "suite: \"world_sizes\" is empty";
@@ -306,13 +311,13 @@ void validate_suite(const SuiteSpec& s, int gpus) {
   for (int n : s.world_sizes) {
     DDPB_USAGE_CHECK(n >= 1) << "suite: world size " << n << " must be positive";
     DDPB_USAGE_CHECK(sizes.insert(n).second) << "suite: world size " << n << " is listed twice";
-    if (s.device == "cuda") {
+    if (s.device == DeviceType::CUDA) {
       DDPB_USAGE_CHECK(n <= gpus) << "suite: world size " << n << " needs " << n
                                   << " GPUs, this machine has " << gpus
                                   << " (lower \"world_sizes\" or --max-world-size)";
     }
   }
-  if (s.device == "cuda") {
+  if (s.device == DeviceType::CUDA) {
     DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
   }
   DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
@@ -334,29 +339,31 @@ std::string run_file_stem(std::string id) {
 }
 
 std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
+  using reports::RunGroup;
   std::vector<SuiteRun> runs;
-  auto has_mode = [&](const std::string& m) {
+  auto has_mode = [&](Mode m) {
     return std::find(s.modes.begin(), s.modes.end(), m) != s.modes.end();
   };
-  auto make = [&](const std::string& workload, const std::string& mode, int n, int64_t global_batch,
-                  const std::string& group, const std::string& variant,
-                  std::vector<std::string> extra) {
+  auto make = [&](const std::string& workload, Mode mode, int n, int64_t global_batch,
+                  RunGroup group, const std::string& variant, std::vector<std::string> extra) {
     SuiteRun r;
+    const std::string mode_name(enum_name(mode));
     r.workload = workload;
     r.mode = mode;
     r.world_size = n;
     r.global_batch = global_batch;
     r.group = group;
     r.variant = variant;
-    r.id =
-        workload + "/" + mode + "/w" + std::to_string(n) + (variant.empty() ? "" : "/" + variant);
+    r.status = reports::RunStatus::Pending;
+    r.id = workload + "/" + mode_name + "/w" + std::to_string(n) +
+           (variant.empty() ? "" : "/" + variant);
     r.args = {"run",
               "--mode",
-              mode,
+              mode_name,
               "--workload",
               workload,
               "--device",
-              s.device,
+              std::string(enum_name(s.device)),
               "--global-batch",
               std::to_string(global_batch),
               "--steps",
@@ -370,10 +377,9 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
               "--attention",
               std::string(enum_name(s.attention)),
               "--quiet"};
-    if (mode != "single") {
-      r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
-    }
-    if (mode == "ddp") r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
+    if (mode != Mode::Single) r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
+    if (mode == Mode::Ddp)
+      r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
     // A variant's own --precision or --warmup replaces the suite's.
     for (const char* flag : {"--precision", "--warmup"}) {
       if (std::find(extra.begin(), extra.end(), flag) == extra.end()) continue;
@@ -383,19 +389,19 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     r.args.insert(r.args.end(), extra.begin(), extra.end());
     runs.push_back(std::move(r));
   };
-  const bool parallel = has_mode("dp") || has_mode("ddp");
+  const bool parallel = has_mode(Mode::Dp) || has_mode(Mode::Ddp);
   for (const auto& w : s.workloads) {
     const int64_t b = s.per_device_batch.at(w);
-    if (has_mode("single") || parallel) make(w, "single", 1, b, "scaling", "", {});
-    for (const std::string mode : {"dp", "ddp"}) {
+    if (has_mode(Mode::Single) || parallel) make(w, Mode::Single, 1, b, RunGroup::Scaling, "", {});
+    for (const Mode mode : {Mode::Dp, Mode::Ddp}) {
       if (!has_mode(mode)) continue;
-      for (int n : s.world_sizes) make(w, mode, n, n * b, "scaling", "", {});
+      for (int n : s.world_sizes) make(w, mode, n, n * b, RunGroup::Scaling, "", {});
     }
     // Single device at each larger global batch: the correctness reference of DP and DDP at
     // that world size, and the strong-scaling baseline.
     for (int n : s.world_sizes) {
       if (n > 1 && parallel)
-        make(w, "single", 1, n * b, "reference", fmt::format("b{}", n * b), {});
+        make(w, Mode::Single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
     }
   }
   const int sweep_n = *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
@@ -403,35 +409,38 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     if (s.precision == ops::MathMode::BF16) break;  // every run is bf16 already
     const int64_t b = s.per_device_batch.at(w);
     const std::vector<std::string> bf16 = {"--precision", "bf16"};
-    if (has_mode("single")) make(w, "single", 1, b, "precision", "bf16", bf16);
-    if (has_mode("ddp") && sweep_n > 1)
-      make(w, "ddp", sweep_n, sweep_n * b, "precision", "bf16", bf16);
+    if (has_mode(Mode::Single)) make(w, Mode::Single, 1, b, RunGroup::Precision, "bf16", bf16);
+    if (has_mode(Mode::Ddp) && sweep_n > 1)
+      make(w, Mode::Ddp, sweep_n, sweep_n * b, RunGroup::Precision, "bf16", bf16);
   }
-  if (has_mode("ddp") && sweep_n > 1 && !s.sweep_workload.empty()) {
+  if (has_mode(Mode::Ddp) && sweep_n > 1 && !s.sweep_workload.empty()) {
     const std::string& w = s.sweep_workload;
     const int64_t g = sweep_n * s.per_device_batch.at(w);
     for (double mb : s.bucket_sweep_mb) {
-      make(w, "ddp", sweep_n, g, "bucket_sweep", "bucket-" + fmt_mb(mb) + "mb",
+      make(w, Mode::Ddp, sweep_n, g, RunGroup::BucketSweep, "bucket-" + fmt_mb(mb) + "mb",
            {"--bucket-cap-mb", fmt_mb(mb)});
     }
     if (s.bucket_autotune) {
       // The tuner's search takes its own warm-up; the measured steps are the suite's.
       const int64_t warmup = std::max<int64_t>(s.warmup, BucketCapTuner::kStepsNeeded);
-      make(w, "ddp", sweep_n, g, "bucket_autotune", "bucket-auto",
+      make(w, Mode::Ddp, sweep_n, g, RunGroup::BucketAutotune, "bucket-auto",
            {"--bucket-cap-mb", "auto", "--warmup", std::to_string(warmup)});
     }
-    if (s.overlap_off) make(w, "ddp", sweep_n, g, "overlap", "no-overlap", {"--no-overlap"});
+    if (s.overlap_off)
+      make(w, Mode::Ddp, sweep_n, g, RunGroup::Overlap, "no-overlap", {"--no-overlap"});
   }
-  if (has_mode("ddp") && sweep_n > 1) {
+  if (has_mode(Mode::Ddp) && sweep_n > 1) {
     // PowerSGD compresses from the first measured step (PyTorch's minimum of 2 where the
     // warm-up is shorter), so that its step time is the compressed one.
     const std::string start = std::to_string(std::max<int64_t>(2, s.warmup));
     for (const auto& w : s.resolved_comm_hook_workloads()) {
       const int64_t g = sweep_n * s.per_device_batch.at(w);
-      for (const auto& h : s.comm_hooks) {
+      for (const ddp::CommHook hook : s.comm_hooks) {
+        const std::string h(enum_name(hook));
         std::vector<std::string> args = {"--comm-hook", h};
-        if (h == "powersgd") args.insert(args.end(), {"--powersgd-start-iter", start});
-        make(w, "ddp", sweep_n, g, "comm_hook", h + "-hook", args);
+        if (hook == ddp::CommHook::PowerSGD)
+          args.insert(args.end(), {"--powersgd-start-iter", start});
+        make(w, Mode::Ddp, sweep_n, g, RunGroup::CommHook, h + "-hook", args);
       }
     }
   }

@@ -11,16 +11,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/run/run_config.h"
+#include "core/device.h"
 #include "core/ops.h"
+#include "impl_ddp/comm_hooks.h"
+#include "reports/suite_record.h"
 
 namespace ddpb::bench {
 
 struct SuiteSpec {
   std::string name = "default-cpu";
-  std::string device = "cpu";  // cpu | cuda
+  DeviceType device = DeviceType::CPU;
   bool quick = false;
   std::vector<std::string> workloads;
-  std::vector<std::string> modes = {"single", "dp", "ddp"};
+  std::vector<Mode> modes = {Mode::Single, Mode::Dp, Mode::Ddp};
   std::vector<int> world_sizes = {1, 2};
   int64_t steps = 20;
   int64_t warmup = 3;
@@ -30,7 +34,7 @@ struct SuiteSpec {
   std::string sweep_workload;                       // where the sweep, overlap-off and hooks run
   bool overlap_off = true;
   bool bucket_autotune = true;  // a --bucket-cap-mb auto run next to the sweep
-  std::vector<std::string> comm_hooks = {"fp16", "powersgd"};
+  std::vector<ddp::CommHook> comm_hooks = {ddp::CommHook::FP16, ddp::CommHook::PowerSGD};
   // Where the comm hooks run (DDP at the largest world size). Empty: the sweep workload, then
   // embed and mlp-wide where the suite has them (comm_hook_workloads()).
   std::vector<std::string> comm_hook_workloads;
@@ -56,16 +60,18 @@ struct SuiteSpec {
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
 
   nlohmann::json to_json() const;
+  // The block of suite.json that holds the matrix.
+  reports::SuiteMatrix to_matrix() const;
   std::vector<std::string> resolved_comm_hook_workloads() const;
   // The inverse of to_json (for --resume); throws UsageError on a bad or unknown key.
   static SuiteSpec from_json(const nlohmann::json& j);
 };
 
-// The default suite for `device` ("cpu" or "cuda") on this machine: on GPUs gpt2-small,
+// The default suite for `device` on this machine: on GPUs gpt2-small,
 // mlp-wide, embed and resnet50 (64 images per GPU; also in bf16) at world sizes 1, 2, 4, ...
 // up to the GPU count (`gpus`); on CPU mlp-small, gpt-tiny, embed and resnet-tiny at 1 and 2.
 // `quick` shortens every run for a smoke test (on CPU: mlp-small, gpt-tiny and embed-tiny).
-SuiteSpec default_suite(const std::string& device, int gpus, bool quick);
+SuiteSpec default_suite(DeviceType device, int gpus, bool quick);
 
 // Applies a suite file's keys over `spec`. Unknown keys, wrong types and bad values throw
 // UsageError naming the key (the CLI exits 2). `file` names the source in messages.
@@ -79,16 +85,9 @@ inline constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
 // Checks the whole spec (workload names, world sizes against the devices, batch sizes).
 void validate_suite(const SuiteSpec& spec, int gpus);
 
-// One `ddpbench run` of the suite.
-struct SuiteRun {
-  std::string id;  // "<workload>/<mode>/w<N>[/<variant>]", unique
-  // scaling | reference | bucket_sweep | bucket_autotune | overlap | comm_hook | precision
-  std::string group;
-  std::string workload, mode, variant;
-  int world_size = 1;
-  int64_t global_batch = 0;
-  std::vector<std::string> args;  // after "ddpbench": "run", "--mode", ...
-};
+// One `ddpbench run` of the suite, as suite.json holds it: expand_suite() fills the id, group,
+// workload, mode, world size, global batch, variant and args, with status pending.
+using reports::SuiteRun;
 
 std::vector<SuiteRun> expand_suite(const SuiteSpec& spec);
 // The file name stem of a run's outputs: its id with '/' replaced by '_'.

@@ -123,6 +123,13 @@ void write_params(const std::string& path, std::vector<float> w, std::vector<flo
        {"layer.bias", Tensor::from_floats(b, {static_cast<int64_t>(b.size())}, Device::cpu())}});
 }
 
+// derive_correctness over a suite given as JSON; returns the JSON it leaves.
+nlohmann::json with_correctness(const nlohmann::json& suite, const std::string& dir) {
+  reports::SuiteRecord record = reports::SuiteRecord::from_json(suite);
+  derive_correctness(record, dir);
+  return record.to_json();
+}
+
 TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("ddpb_correctness_" + std::to_string(::getpid()));
@@ -161,7 +168,7 @@ TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
          {"global_batch", 8},
          {"variant", ""},
          {"params", "params/wrong.safetensors"}}}}};
-  derive_correctness(suite, dir.string());
+  suite = with_correctness(suite, dir.string());
   const auto& same = suite["runs"][1]["correctness"];
   const auto& wrong = suite["runs"][2]["correctness"];
   EXPECT_TRUE(same["passed"].get<bool>()) << same.dump();
@@ -192,7 +199,7 @@ TEST(SuiteCorrectness, PerDeviceBatchNormIsSkippedWithTheReason) {
   nlohmann::json suite = {
       {"suite", nlohmann::json::object()},
       {"runs", {run("dp", {"run"}), run("ddp", {"run"}), run("ddp", {"run", "--sync-bn"})}}};
-  derive_correctness(suite, ::testing::TempDir());
+  suite = with_correctness(suite, ::testing::TempDir());
   EXPECT_NE(suite["runs"][0]["correctness"]["skipped"].get<std::string>().find("BatchNorm"),
             std::string::npos);
   EXPECT_TRUE(suite["runs"][1]["correctness"].contains("skipped"));

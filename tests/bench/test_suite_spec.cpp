@@ -22,7 +22,7 @@ std::string usage_error(SuiteSpec& spec, const std::string& text) {
 }
 
 TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
-  const SuiteSpec spec = default_suite("cpu", 0, false);
+  const SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   validate_suite(spec, 0);
   const auto runs = expand_suite(spec);
   std::set<std::string> ids;
@@ -46,7 +46,7 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
   ASSERT_TRUE(ids.count("mlp-small/ddp/w2/bucket-auto"));
   for (const auto& r : runs) {
     if (r.id != "mlp-small/ddp/w2/bucket-auto") continue;
-    EXPECT_EQ(r.group, "bucket_autotune");
+    EXPECT_EQ(r.group, reports::RunGroup::BucketAutotune);
     EXPECT_EQ(std::count(r.args.begin(), r.args.end(), "--warmup"), 1);
     const auto at = std::find(r.args.begin(), r.args.end(), "--warmup");
     EXPECT_EQ(*(at + 1), "39");
@@ -62,18 +62,18 @@ TEST(SuiteSpec, DefaultCpuSuiteExpandsToTheMatrix) {
   for (const auto& r : runs) {
     if (r.id == "mlp-small/ddp/w2") {
       EXPECT_EQ(r.global_batch, 128) << "weak scaling: per-device batch 64 on each of 2 ranks";
-      EXPECT_EQ(r.group, "scaling");
+      EXPECT_EQ(r.group, reports::RunGroup::Scaling);
     }
     if (r.id == "mlp-small/ddp/w2/no-overlap") {
       EXPECT_NE(std::find(r.args.begin(), r.args.end(), "--no-overlap"), r.args.end());
-      EXPECT_EQ(r.group, "overlap");
+      EXPECT_EQ(r.group, reports::RunGroup::Overlap);
     }
     EXPECT_EQ(r.args.front(), "run");
   }
 }
 
 TEST(SuiteSpec, GpuDefaultsFollowTheGpuCount) {
-  const SuiteSpec spec = default_suite("cuda", 8, false);
+  const SuiteSpec spec = default_suite(DeviceType::CUDA, 8, false);
   EXPECT_EQ(spec.world_sizes, (std::vector<int>{1, 2, 4, 8}));
   EXPECT_EQ(spec.workloads,
             (std::vector<std::string>{"gpt2-small", "mlp-wide", "embed", "resnet50"}));
@@ -84,19 +84,20 @@ TEST(SuiteSpec, GpuDefaultsFollowTheGpuCount) {
     const auto it =
         std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.id == id; });
     ASSERT_NE(it, runs.end()) << id;
-    EXPECT_EQ(it->group, "precision");
+    EXPECT_EQ(it->group, reports::RunGroup::Precision);
     EXPECT_EQ(std::count(it->args.begin(), it->args.end(), "--precision"), 1);
     EXPECT_NE(std::find(it->args.begin(), it->args.end(), "bf16"), it->args.end());
   }
-  EXPECT_EQ(default_suite("cuda", 3, false).world_sizes, (std::vector<int>{1, 2}));
-  SuiteSpec too_big = default_suite("cuda", 2, false);
+  EXPECT_EQ(default_suite(DeviceType::CUDA, 3, false).world_sizes, (std::vector<int>{1, 2}));
+  SuiteSpec too_big = default_suite(DeviceType::CUDA, 2, false);
   too_big.world_sizes = {1, 4};
   EXPECT_THROW(validate_suite(too_big, 2), UsageError);
-  EXPECT_THROW(validate_suite(default_suite("cuda", 0, false), 0), UsageError) << "no GPU";
+  EXPECT_THROW(validate_suite(default_suite(DeviceType::CUDA, 0, false), 0), UsageError)
+      << "no GPU";
 }
 
 TEST(SuiteSpec, FileOverridesAnyPart) {
-  SuiteSpec spec = default_suite("cpu", 0, false);
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   apply_suite_text(spec,
                    R"({"workloads": ["mlp-small"], "world_sizes": [1, 2, 3], "steps": 7,
                        "per_device_batch": {"mlp-small": 30}, "bucket_sweep_mb": [0.5],
@@ -141,18 +142,18 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
        "key \"attention\": attention \"sparse\" is not math or flash"},
   };
   for (const auto& c : cases) {
-    SuiteSpec spec = default_suite("cpu", 0, false);
+    SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
     const std::string msg = usage_error(spec, c.text);
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.text << " -> " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
   }
-  SuiteSpec spec = default_suite("cpu", 0, false);
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   EXPECT_NE(usage_error(spec, std::string(2 << 20, ' ')).find("at most"), std::string::npos)
       << "size limit";
 }
 
 TEST(SuiteSpec, QuickIsShort) {
-  const SuiteSpec spec = default_suite("cpu", 0, true);
+  const SuiteSpec spec = default_suite(DeviceType::CPU, 0, true);
   EXPECT_LE(spec.steps, 5);
   EXPECT_EQ(spec.bucket_sweep_mb.size(), 1u);
 }

@@ -11,35 +11,35 @@
 namespace ddpb::reports {
 namespace {
 
-using json = nlohmann::json;
-
 struct HookRun {
   std::string name;  // "fp32" or the hook
-  const json* run;
+  const SuiteRun* run;
 };
 
 // The fp32 run a hook run compares with: DDP, same workload and world size, group scaling.
-const json* fp32_run(const json& suite, const json& hook_run) {
-  for (const json* r : suite_runs(suite)) {
-    if (string_at(*r, {"group"}) == "scaling" && string_at(*r, {"mode"}) == "ddp" &&
-        string_at(*r, {"workload"}) == string_at(hook_run, {"workload"}) &&
-        run_world_size(*r) == run_world_size(hook_run) && run_ok(*r))
-      return r;
+const SuiteRun* fp32_run(const SuiteRecord& suite, const SuiteRun& hook_run) {
+  for (const SuiteRun& r : suite.runs) {
+    if (r.group == RunGroup::Scaling && r.mode == ModeName::Ddp &&
+        r.workload == hook_run.workload && r.world_size == hook_run.world_size && r.measured())
+      return &r;
   }
   return nullptr;
 }
 
-std::string hook_name(const json& run) {
-  const std::string variant = string_at(run, {"variant"});
-  const auto at = variant.rfind("-hook");
-  return at == std::string::npos ? variant : variant.substr(0, at);
+std::string hook_name(const SuiteRun& run) {
+  const auto at = run.variant.rfind("-hook");
+  return at == std::string::npos ? run.variant : run.variant.substr(0, at);
 }
 
-std::optional<double> final_loss(const json& run) {
-  const json* losses = find_at(run, {"metrics", "loss_per_step"});
-  if (!losses || !losses->is_array() || losses->empty() || !losses->back().is_number())
-    return std::nullopt;
-  return losses->back().get<double>();
+std::optional<double> final_loss(const SuiteRun& run) {
+  const auto& losses = run.metrics->loss_per_step;
+  if (!losses || losses->empty()) return std::nullopt;
+  return losses->back();
+}
+
+std::optional<double> bytes_per_step(const SuiteRun& run) {
+  const auto& b = run.metrics->comm_bytes_per_step;
+  return b ? std::optional(static_cast<double>(*b)) : std::nullopt;
 }
 
 // "308x less (-99.7%)", relative to the fp32 bytes.
@@ -55,18 +55,17 @@ std::string relative(std::optional<double> v, std::optional<double> base) {
 }
 
 void add_rows(const std::vector<HookRun>& runs, TextTable& t) {
-  const json& base = *runs.front().run;
-  const auto base_bytes = number_at(base, {"metrics", "comm_bytes_per_step"});
-  const auto base_ms = number_at(base, {"metrics", "step_time_ms", "median"});
+  const SuiteRun& base = *runs.front().run;
+  const auto base_bytes = bytes_per_step(base);
+  const double base_ms = base.metrics->step_time_ms.median;
   for (const HookRun& h : runs) {
     const bool is_base = h.run == &base;
-    const auto bytes = number_at(*h.run, {"metrics", "comm_bytes_per_step"});
-    const auto ms = number_at(*h.run, {"metrics", "step_time_ms", "median"});
-    const auto sd = number_at(*h.run, {"metrics", "step_time_ms", "stddev"});
-    t.rows.push_back({string_at(*h.run, {"workload"}), std::to_string(run_world_size(*h.run)),
-                      h.name, format_bytes(bytes), is_base ? "baseline" : saving(bytes, base_bytes),
-                      format_number(ms) + " ± " + format_number(sd),
-                      is_base ? "baseline" : relative(ms, base_ms),
+    const auto bytes = bytes_per_step(*h.run);
+    const StepTimeStats& st = h.run->metrics->step_time_ms;
+    t.rows.push_back({h.run->workload, std::to_string(h.run->world_size), h.name,
+                      format_bytes(bytes), is_base ? "baseline" : saving(bytes, base_bytes),
+                      format_number(st.median) + " ± " + format_number(st.stddev),
+                      is_base ? "baseline" : relative(st.median, base_ms),
                       format_number(final_loss(*h.run))});
     t.bad.push_back(false);
   }
@@ -80,12 +79,9 @@ svg::Svg loss_chart(const std::string& workload, const std::vector<HookRun>& run
   chart.y_from_zero = false;
   for (const HookRun& h : runs) {
     svg::Series s{h.name, {}, false};
-    if (const json* losses = find_at(*h.run, {"metrics", "loss_per_step"});
-        losses && losses->is_array()) {
-      for (size_t i = 0; i < losses->size(); ++i) {
-        if ((*losses)[i].is_number())
-          s.points.emplace_back(static_cast<double>(i + 1), (*losses)[i].get<double>());
-      }
+    if (const auto& losses = h.run->metrics->loss_per_step) {
+      for (size_t i = 0; i < losses->size(); ++i)
+        s.points.emplace_back(static_cast<double>(i + 1), (*losses)[i]);
     }
     chart.series.push_back(std::move(s));
   }
@@ -93,11 +89,11 @@ svg::Svg loss_chart(const std::string& workload, const std::vector<HookRun>& run
 }
 
 // Per workload and world size: the fp32 run first, then its hooks in record order.
-std::vector<std::vector<HookRun>> hook_groups(const json& suite) {
+std::vector<std::vector<HookRun>> hook_groups(const SuiteRecord& suite) {
   std::vector<std::vector<HookRun>> groups;
-  for (const json* r : suite_runs(suite)) {
-    if (string_at(*r, {"group"}) != "comm_hook" || !run_ok(*r)) continue;
-    const json* base = fp32_run(suite, *r);
+  for (const SuiteRun& r : suite.runs) {
+    if (r.group != RunGroup::CommHook || !r.measured()) continue;
+    const SuiteRun* base = fp32_run(suite, r);
     if (!base) continue;
     auto it = groups.begin();
     while (it != groups.end() && it->front().run != base) ++it;
@@ -105,14 +101,14 @@ std::vector<std::vector<HookRun>> hook_groups(const json& suite) {
       groups.push_back({{"fp32", base}});
       it = groups.end() - 1;
     }
-    it->push_back({hook_name(*r), r});
+    it->push_back({hook_name(r), &r});
   }
   return groups;
 }
 
 }  // namespace
 
-ReportSection build_comm_hooks_section(const json& suite) {
+ReportSection build_comm_hooks_section(const SuiteRecord& suite) {
   ReportSection s;
   s.id = "comm-hooks";
   s.heading = "Comm hooks";
@@ -132,8 +128,8 @@ ReportSection build_comm_hooks_section(const json& suite) {
                   ""};
   for (const auto& group : hook_groups(suite)) {
     add_rows(group, t.table);
-    if (find_at(*group.front().run, {"metrics", "loss_per_step"}))
-      chart.svgs.push_back(loss_chart(string_at(*group.front().run, {"workload"}), group));
+    if (group.front().run->metrics->loss_per_step)
+      chart.svgs.push_back(loss_chart(group.front().run->workload, group));
   }
   if (chart.svgs.empty()) chart.no_data = "the runs have no metrics.loss_per_step";
   if (t.table.rows.empty()) {

@@ -8,6 +8,8 @@
 
 #include "reports/json_io.h"
 #include "reports/report_util.h"
+#include "reports/run_record.h"
+#include "reports/suite_record.h"
 
 namespace ddpb::reports {
 namespace {
@@ -30,33 +32,23 @@ std::optional<double> median(std::vector<double> v) {
 
 // A single run record: summary and memory; DDP's overlap from summary.comm when the record
 // has it, else the median of the measured steps' overlap ratios.
-Figures run_record_figures(const json& rec) {
-  Figures f{"ok", number_at(rec, {"summary", "samples_per_s"}),
-            number_at(rec, {"summary", "step_time_ms", "median"}),
-            number_at(rec, {"summary", "comm", "overlap_ratio"}), std::nullopt};
+Figures run_record_figures(const RunRecord& rec) {
+  Figures f{"ok", rec.summary.samples_per_s, rec.summary.step_time_ms.median,
+            rec.summary.comm ? std::optional(rec.summary.comm->overlap_ratio) : std::nullopt,
+            std::nullopt};
   if (!f.overlap) {
     std::vector<double> ratios;
-    if (const json* steps = find_at(rec, {"steps"}); steps && steps->is_array()) {
-      for (const auto& s : *steps) {
-        const json* measured = find_at(s, {"measured"});
-        if (measured && measured->is_boolean() && !measured->get<bool>()) continue;
-        if (auto r = number_at(s, {"mode", "overlap_ratio"})) ratios.push_back(*r);
-      }
+    for (const StepRecord& s : rec.steps) {
+      if (s.measured && s.mode && s.mode->overlap_ratio) ratios.push_back(*s.mode->overlap_ratio);
     }
     f.overlap = median(ratios);
   }
   // Peak over every device: top-level memory[], and each DDP rank's memory[].
-  auto scan = [&](const json* mem) {
-    if (!mem || !mem->is_array()) return;
-    for (const auto& m : *mem) {
-      if (auto b = number_at(m, {"peak_bytes"}))
-        f.peak_bytes = std::max(f.peak_bytes.value_or(0), *b);
-    }
-  };
-  scan(find_at(rec, {"memory"}));
-  if (const json* ranks = find_at(rec, {"ranks"}); ranks && ranks->is_array()) {
-    for (const auto& r : *ranks) scan(find_at(r, {"memory"}));
+  int64_t peak = peak_memory_bytes(rec.memory);
+  if (rec.ranks) {
+    for (const RankRecord& r : *rec.ranks) peak = std::max(peak, peak_memory_bytes(r.memory));
   }
+  if (!rec.memory.empty() || rec.ranks) f.peak_bytes = static_cast<double>(peak);
   return f;
 }
 
@@ -64,17 +56,18 @@ Runs runs_of(const json& rec, const std::string& which) {
   const std::string kind = string_at(rec, {"kind"});
   Runs out;
   if (kind == "run") {
-    out.push_back({"run", run_record_figures(rec)});
+    out.push_back({"run", run_record_figures(RunRecord::from_json(rec))});
   } else if (kind == "suite") {
-    for (const json* r : suite_runs(rec)) {
-      const std::string id = string_at(*r, {"id"});
-      if (id.empty() || std::any_of(out.begin(), out.end(), [&](auto& p) { return p.first == id; }))
+    for (const SuiteRun& r : SuiteRecord::from_json(rec).runs) {
+      if (r.id.empty() ||
+          std::any_of(out.begin(), out.end(), [&](auto& p) { return p.first == r.id; }))
         continue;  // the schema makes ids unique; a broken record keeps its first entry
-      out.push_back(
-          {id,
-           {string_at(*r, {"status"}, "(no status)"), number_at(*r, {"metrics", "samples_per_s"}),
-            number_at(*r, {"metrics", "step_time_ms", "median"}),
-            number_at(*r, {"metrics", "overlap_ratio"}), run_peak_memory(*r)}});
+      const RunMetrics* m = r.metrics ? &*r.metrics : nullptr;
+      out.push_back({r.id,
+                     {r.status ? std::string(enum_name(*r.status)) : "(no status)",
+                      m ? std::optional(m->samples_per_s) : std::nullopt,
+                      m ? std::optional(m->step_time_ms.median) : std::nullopt,
+                      m ? m->overlap_ratio : std::nullopt, m ? run_peak_memory(r) : std::nullopt}});
     }
   } else {
     throw ReportError("compare: the " + which + " record is neither a suite nor a run record " +

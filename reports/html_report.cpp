@@ -140,13 +140,9 @@ void write_sections_report(const std::string& title, const std::vector<ReportSec
 std::string render_html(const nlohmann::json& suite) {
   const SuiteView v = build_suite_view(suite);
   std::string out = page_head(v.title);
-  out += "<p class=\"meta\">" +
-         escape_xml(string_at(suite, {"context", "date"}, "(no date)") + " · " +
-                    string_at(suite, {"context", "host"}, "(no host)") + " · ddpbench " +
-                    string_at(suite, {"context", "ddpbench_version"}, "?") + " · commit " +
-                    string_at(suite, {"context", "git_commit"}, "?") + " · device " +
-                    string_at(suite, {"suite", "device"}, "?")) +
-         "</p>\n";
+  std::string meta;
+  for (const std::string& m : v.meta) meta += (meta.empty() ? "" : " · ") + m;
+  out += "<p class=\"meta\">" + escape_xml(meta) + "</p>\n";
   out += html_banner(v.banner);
   for (const auto& s : v.sections) out += html_section(s);
   out += "<h2>Summary</h2>\n" + html_table(v.summary, "summary");

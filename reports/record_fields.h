@@ -35,8 +35,9 @@ namespace ddpb::reports {
 // Reading is lenient, as the renderers have always been (they show a report of a partial or
 // hand-edited suite.json, with the schema's complaint in the banner): a missing or mistyped
 // key leaves the member at its default (std::optional: nullopt), a bad array element is
-// skipped. Whether a record is well-formed is the schema validator's to say; every record
-// ddpbench writes passes it before it is written.
+// skipped, and a non-integral number where an integer is named reads rounded. Whether a record is
+// well-formed is the schema validator's to say; every record ddpbench writes passes it before it is
+// written.
 //
 // `rest` (an OpenFields, last in the list) keeps the keys the list does not name, for the
 // objects the schema leaves open (context, config, mode details): written back as they were,
@@ -148,8 +149,17 @@ bool integer_from(const nlohmann::json& j, T& out) {
     out = static_cast<T>(u);
     return true;
   }
-  if (!j.is_number_integer()) return false;
-  const auto i = j.get<int64_t>();
+  int64_t i = 0;
+  if (j.is_number_integer()) {
+    i = j.get<int64_t>();
+  } else if (j.is_number_float()) {
+    // A hand-edited or scaled record may hold 1.1e8 where the writer put an integer.
+    const double d = j.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) return false;
+    i = std::llround(d);
+  } else {
+    return false;
+  }
   if constexpr (std::is_signed_v<T>) {
     if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) return false;
   } else {

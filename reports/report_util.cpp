@@ -37,77 +37,30 @@ std::string string_at(const json& root, std::initializer_list<const char*> path,
   return v && v->is_string() ? v->get<std::string>() : fallback;
 }
 
-std::vector<const json*> suite_runs(const json& suite) {
-  std::vector<const json*> out;
-  const json* runs = find_at(suite, {"runs"});
-  if (!runs || !runs->is_array()) return out;
-  for (const auto& r : *runs) {
-    if (r.is_object()) out.push_back(&r);
-  }
-  return out;
-}
-
-bool run_ok(const json& run) {
-  return string_at(run, {"status"}) == "ok";
-}
-
-std::optional<std::string> run_arg(const json& run, const std::string& flag) {
-  const json* args = find_at(run, {"args"});
-  if (!args || !args->is_array()) return std::nullopt;
-  for (size_t i = 0; i + 1 < args->size(); ++i) {
-    if ((*args)[i] == flag && (*args)[i + 1].is_string()) return (*args)[i + 1].get<std::string>();
-  }
-  return std::nullopt;
-}
-
-std::vector<std::string> suite_workloads(const json& suite) {
-  std::vector<std::string> out;
-  auto add = [&](const std::string& w) {
-    if (!w.empty() && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
-  };
-  if (const json* ws = find_at(suite, {"suite", "workloads"}); ws && ws->is_array()) {
-    for (const auto& w : *ws) {
-      if (w.is_string()) add(w.get<std::string>());
-    }
-  }
-  for (const json* r : suite_runs(suite)) add(string_at(*r, {"workload"}));
-  return out;
-}
-
-int run_world_size(const nlohmann::json& run) {
-  const nlohmann::json* ws = find_at(run, {"world_size"});
-  return ws && ws->is_number_integer() ? ws->get<int>() : 0;
-}
-
-std::optional<double> run_bucket_cap_mb(const nlohmann::json& run) {
-  if (auto a = run_arg(run, "--bucket-cap-mb")) {
+std::optional<double> run_bucket_cap_mb(const SuiteRun& run) {
+  if (auto a = run.arg("--bucket-cap-mb")) {
     char* end = nullptr;
     const double v = std::strtod(a->c_str(), &end);
     if (end != a->c_str() && v > 0) return v;
   }
   // A variant "bucket-<MB>mb" (parsed by hand: std::regex draws GCC 12's false
   // -Wmaybe-uninitialized at -O2).
-  const std::string variant = string_at(run, {"variant"});
-  const size_t at = variant.find("bucket-");
+  const size_t at = run.variant.find("bucket-");
   if (at != std::string::npos) {
-    const char* text = variant.c_str() + at + 7;
+    const char* text = run.variant.c_str() + at + 7;
     char* end = nullptr;
     const double v = std::strtod(text, &end);
     if (end != text && std::string_view(end).starts_with("mb")) return v;
   }
-  if (variant.empty()) return 25.0;
+  if (run.variant.empty()) return 25.0;
   return std::nullopt;
 }
 
-std::optional<double> run_peak_memory(const json& run) {
-  if (auto v = number_at(run, {"metrics", "peak_memory_bytes"})) return v;
-  std::optional<double> peak;
-  if (const json* mem = find_at(run, {"metrics", "memory"}); mem && mem->is_array()) {
-    for (const auto& m : *mem) {
-      if (auto b = number_at(m, {"peak_bytes"})) peak = std::max(peak.value_or(0), *b);
-    }
-  }
-  return peak;
+std::optional<double> run_peak_memory(const SuiteRun& run) {
+  if (!run.metrics) return std::nullopt;
+  if (run.metrics->peak_memory_bytes) return static_cast<double>(*run.metrics->peak_memory_bytes);
+  if (!run.metrics->memory || run.metrics->memory->empty()) return std::nullopt;
+  return static_cast<double>(peak_memory_bytes(*run.metrics->memory));
 }
 
 std::string safe_dump(const json& value) {

@@ -1,6 +1,7 @@
-// Helpers shared by the suite report (html_report, suite_view, suite_charts) and compare:
-// null-safe reads of records that may be partial or malformed, and the number formats of every
-// table. Renderers never throw on a missing or mistyped field: they read it as absent.
+// Helpers shared by the suite report (html_report, suite_view, suite_charts) and compare: what
+// a suite run's arguments say, null-safe reads of the records that have no type (the
+// projection record), and the number formats of every table. Renderers never throw on a
+// missing or mistyped field: they read it as absent (Note [One field list per record type]).
 #pragma once
 
 #include <initializer_list>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "reports/suite_record.h"
 
 namespace ddpb::reports {
 
@@ -23,21 +26,11 @@ std::optional<double> number_at(const nlohmann::json& root,
 std::string string_at(const nlohmann::json& root, std::initializer_list<const char*> path,
                       const std::string& fallback = "");
 
-// The runs[] of a suite record that are objects, in record order.
-std::vector<const nlohmann::json*> suite_runs(const nlohmann::json& suite);
-// status == "ok".
-bool run_ok(const nlohmann::json& run);
-// The value after `flag` in run.args ("--bucket-cap-mb" -> "25"), or nullopt.
-std::optional<std::string> run_arg(const nlohmann::json& run, const std::string& flag);
-// Workloads in report order: suite.workloads first, then any other workload seen in runs[].
-std::vector<std::string> suite_workloads(const nlohmann::json& suite);
-// The run's world_size, or 0 when missing or not an integer.
-int run_world_size(const nlohmann::json& run);
 // The bucket cap of a DDP run in MB: its --bucket-cap-mb argument, else the number in a
 // "bucket-<X>mb" variant, else 25 (ddpbench's default) for a run without a variant.
-std::optional<double> run_bucket_cap_mb(const nlohmann::json& run);
+std::optional<double> run_bucket_cap_mb(const SuiteRun& run);
 // Peak bytes of a run: metrics.peak_memory_bytes, else the largest metrics.memory[].peak_bytes.
-std::optional<double> run_peak_memory(const nlohmann::json& run);
+std::optional<double> run_peak_memory(const SuiteRun& run);
 
 // Compact JSON text that never throws (invalid UTF-8 in a string built in memory is replaced).
 std::string safe_dump(const nlohmann::json& value);

@@ -13,58 +13,61 @@
 namespace ddpb::reports {
 namespace {
 
-using nlohmann::json;
-using Runs = std::vector<const json*>;
+using Runs = std::vector<const SuiteRun*>;
 
-// Modes in the order every chart lists them, then any other mode the record names.
-int mode_rank(const std::string& mode) {
-  if (mode == "single") return 0;
-  if (mode == "dp") return 1;
-  if (mode == "ddp") return 2;
-  return 3;
+// Modes in the order every chart lists them (single, dp, ddp): the enum's order.
+int mode_rank(ModeName mode) {
+  return static_cast<int>(mode);
+}
+int mode_rank(std::string_view name) {
+  const auto mode = enum_from_name<ModeName>(name);
+  return mode ? mode_rank(*mode) : 3;
 }
 
-// Ok runs of `group` and `workload` ("" = any workload).
-Runs select(const json& suite, const std::string& group, const std::string& workload = "") {
+// Ok runs (with metrics) of `group` and `workload` ("" = any workload).
+Runs select(const SuiteRecord& suite, RunGroup group, const std::string& workload = "") {
   Runs out;
-  for (const json* r : suite_runs(suite)) {
-    if (run_ok(*r) && string_at(*r, {"group"}) == group &&
-        (workload.empty() || string_at(*r, {"workload"}) == workload))
-      out.push_back(r);
+  for (const SuiteRun& r : suite.runs) {
+    if (r.measured() && r.group == group && (workload.empty() || r.workload == workload))
+      out.push_back(&r);
   }
   return out;
 }
 
 // The default-configuration DDP run that a variant (bucket sweep, overlap off) is measured
 // against: the scaling-group DDP run of the same workload and world size, without a variant.
-const json* default_ddp_run(const json& suite, const json& variant_run) {
-  for (const json* r : select(suite, "scaling", string_at(variant_run, {"workload"}))) {
-    if (string_at(*r, {"mode"}) == "ddp" && run_world_size(*r) == run_world_size(variant_run) &&
-        string_at(*r, {"variant"}).empty())
+const SuiteRun* default_ddp_run(const SuiteRecord& suite, const SuiteRun& variant_run) {
+  for (const SuiteRun* r : select(suite, RunGroup::Scaling, variant_run.workload)) {
+    if (r->mode == ModeName::Ddp && r->world_size == variant_run.world_size && r->variant.empty())
       return r;
   }
   return nullptr;
 }
 
 // Series per mode of (world size, value), sorted by world size.
-std::vector<svg::Series> series_by_mode(const Runs& runs,
-                                        const std::function<std::optional<double>(const json&)>& y,
-                                        const std::string& name_prefix = "") {
-  std::map<std::pair<int, std::string>, std::vector<std::pair<double, double>>> by_mode;
-  for (const json* r : runs) {
-    const auto v = y(*r);
-    const std::string mode = string_at(*r, {"mode"});
-    if (v) by_mode[{mode_rank(mode), mode}].push_back({run_world_size(*r), *v});
+std::vector<svg::Series> series_by_mode(
+    const Runs& runs, const std::function<std::optional<double>(const SuiteRun&)>& y,
+    const std::string& name_prefix = "") {
+  std::map<int, std::vector<std::pair<double, double>>> by_mode;
+  for (const SuiteRun* r : runs) {
+    if (const auto v = y(*r))
+      by_mode[mode_rank(r->mode)].push_back({static_cast<double>(r->world_size), *v});
   }
   std::vector<svg::Series> out;
-  for (auto& [key, points] : by_mode) {
+  for (auto& [rank, points] : by_mode) {
     std::sort(points.begin(), points.end());
-    out.push_back({name_prefix + key.second, points});
+    out.push_back(
+        {name_prefix + std::string(enum_name(static_cast<ModeName>(rank))), std::move(points)});
   }
   return out;
 }
 
-ChartView throughput_chart(const json& suite) {
+// A metric a run may lack, as an optional.
+std::optional<double> step_median(const SuiteRun& r) {
+  return r.metrics->step_time_ms.median;
+}
+
+ChartView throughput_chart(const SuiteRecord& suite) {
   ChartView c{"chart-throughput",
               "throughput",
               "Throughput against world size",
@@ -72,19 +75,17 @@ ChartView throughput_chart(const json& suite) {
               "with N). Dashed: N × the single-device samples/s, perfect weak scaling.",
               {},
               ""};
-  for (const std::string& w : suite_workloads(suite)) {
-    const Runs runs = select(suite, "scaling", w);
+  for (const std::string& w : suite.workloads()) {
+    const Runs runs = select(suite, RunGroup::Scaling, w);
     svg::LineChart chart{w + ": samples/s", "world size (devices)", "samples/s", {}};
-    chart.series = series_by_mode(runs, [](const json& r) {
-      return number_at(r, {"metrics", "samples_per_s"});
-    });
+    chart.series = series_by_mode(
+        runs, [](const SuiteRun& r) { return std::optional(r.metrics->samples_per_s); });
     if (chart.series.empty()) continue;
     std::optional<double> t1;
     int max_ws = 1;
-    for (const json* r : runs) {
-      if (string_at(*r, {"mode"}) == "single" && run_world_size(*r) == 1)
-        t1 = number_at(*r, {"metrics", "samples_per_s"});
-      max_ws = std::max(max_ws, run_world_size(*r));
+    for (const SuiteRun* r : runs) {
+      if (r->mode == ModeName::Single && r->world_size == 1) t1 = r->metrics->samples_per_s;
+      max_ws = std::max(max_ws, static_cast<int>(r->world_size));
     }
     if (t1 && max_ws > 1) {
       chart.series.push_back({"ideal (N × single)", {{1, *t1}, {max_ws, *t1 * max_ws}}, true});
@@ -95,7 +96,7 @@ ChartView throughput_chart(const json& suite) {
   return c;
 }
 
-ChartView scaling_chart(const json& suite) {
+ChartView scaling_chart(const SuiteRecord& suite) {
   ChartView c{"chart-scaling",
               "scaling",
               "Weak scaling efficiency",
@@ -105,17 +106,15 @@ ChartView scaling_chart(const json& suite) {
               ""};
   svg::LineChart chart{"weak scaling efficiency", "world size (devices)", "efficiency", {}};
   int lo = 0, hi = 0;
-  for (const std::string& w : suite_workloads(suite)) {
+  for (const std::string& w : suite.workloads()) {
     Runs runs;
-    for (const json* r : select(suite, "scaling", w)) {
-      if (string_at(*r, {"mode"}) != "single") runs.push_back(r);
+    for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
+      if (r->mode != ModeName::Single) runs.push_back(r);
     }
-    for (auto& s : series_by_mode(
-             runs,
-             [](const json& r) {
-               return number_at(r, {"scaling", "weak_efficiency"});
-             },
-             w + " ")) {
+    const auto efficiency = [](const SuiteRun& r) {
+      return r.scaling ? r.scaling->weak_efficiency : std::nullopt;
+    };
+    for (auto& s : series_by_mode(runs, efficiency, w + " ")) {
       lo = lo ? std::min<int>(lo, s.points.front().first) : s.points.front().first;
       hi = std::max<int>(hi, s.points.back().first);
       chart.series.push_back(std::move(s));
@@ -130,7 +129,7 @@ ChartView scaling_chart(const json& suite) {
   return c;
 }
 
-ChartView phases_chart(const json& suite) {
+ChartView phases_chart(const SuiteRecord& suite) {
   ChartView c{"chart-phases",
               "phases",
               "Step time by phase, DP against DDP",
@@ -139,24 +138,22 @@ ChartView phases_chart(const json& suite) {
               "step waits for.",
               {},
               ""};
-  for (const std::string& w : suite_workloads(suite)) {
+  for (const std::string& w : suite.workloads()) {
     std::map<int, svg::BarGroup> groups;  // by world size
     std::vector<std::string> phases;      // union, in first-seen order: colours match across bars
-    for (const json* r : select(suite, "scaling", w)) {
-      const std::string mode = string_at(*r, {"mode"});
-      const json* list = find_at(*r, {"metrics", "phases_median_ms"});
-      if ((mode != "dp" && mode != "ddp") || !list || !list->is_array()) continue;
-      svg::Bar bar{mode, {}};
-      for (const auto& p : *list) {
-        const std::string phase = string_at(p, {"phase"});
-        const auto ms = number_at(p, {"median_ms"});
-        if (phase.empty() || !ms) continue;
-        auto it = std::find(phases.begin(), phases.end(), phase);
-        if (it == phases.end()) it = phases.insert(phases.end(), phase);
-        bar.segments.push_back({static_cast<size_t>(it - phases.begin()), *ms});
+    for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
+      const auto& list = r->metrics->phases_median_ms;
+      if (r->mode == ModeName::Single || !list) continue;
+      svg::Bar bar{std::string(enum_name(r->mode)), {}};
+      for (const PhaseMedian& p : *list) {
+        if (p.phase.empty()) continue;
+        auto it = std::find(phases.begin(), phases.end(), p.phase);
+        if (it == phases.end()) it = phases.insert(phases.end(), p.phase);
+        bar.segments.push_back({static_cast<size_t>(it - phases.begin()), p.median_ms});
       }
-      svg::BarGroup& g = groups[run_world_size(*r)];
-      g.label = "w" + std::to_string(run_world_size(*r));
+      const int n = static_cast<int>(r->world_size);
+      svg::BarGroup& g = groups[n];
+      g.label = "w" + std::to_string(n);
       g.bars.push_back(std::move(bar));
     }
     if (groups.empty()) continue;
@@ -173,15 +170,15 @@ ChartView phases_chart(const json& suite) {
   return c;
 }
 
-ChartView buckets_chart(const json& suite) {
+ChartView buckets_chart(const SuiteRecord& suite) {
   ChartView c{"chart-buckets", "buckets", "DDP buckets in one step", "", {}, ""};
   // The largest-world-size DDP scaling run of the first workload that has bucket timings.
-  const json* pick = nullptr;
-  for (const std::string& w : suite_workloads(suite)) {
-    for (const json* r : select(suite, "scaling", w)) {
-      const json* b = find_at(*r, {"metrics", "buckets"});
-      if (string_at(*r, {"mode"}) == "ddp" && b && b->is_array() && !b->empty() &&
-          (!pick || run_world_size(*r) > run_world_size(*pick)))
+  const SuiteRun* pick = nullptr;
+  for (const std::string& w : suite.workloads()) {
+    for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
+      const auto& b = r->metrics->buckets;
+      if (r->mode == ModeName::Ddp && b && !b->empty() &&
+          (!pick || r->world_size > pick->world_size))
         pick = r;
     }
     if (pick) break;
@@ -190,67 +187,59 @@ ChartView buckets_chart(const json& suite) {
     c.no_data = "no successful DDP scaling run has per-bucket timings";
     return c;
   }
-  svg::Timeline t{string_at(*pick, {"id"}) + ": buckets of one measured step",
+  svg::Timeline t{pick->id + ": buckets of one measured step",
                   "ms from the start of the step",
                   {"ready → launch (in order)", "launch → start (queued)", "AllReduce"},
                   "",
                   {}};
-  std::vector<const json*> buckets;
-  for (const auto& b : *find_at(*pick, {"metrics", "buckets"})) buckets.push_back(&b);
-  std::stable_sort(buckets.begin(), buckets.end(), [](const json* a, const json* b) {
-    return number_at(*a, {"bucket"}).value_or(0) < number_at(*b, {"bucket"}).value_or(0);
-  });
-  for (const json* b : buckets) {
-    const auto ready = number_at(*b, {"ready_ms"}), launch = number_at(*b, {"launch_ms"});
-    const auto start = number_at(*b, {"start_ms"}), done = number_at(*b, {"complete_ms"});
-    const json* index = find_at(*b, {"bucket"});
-    svg::TimelineRow row{"bucket " + (index ? safe_dump(*index) : std::string("?")) + " (" +
-                             format_bytes(number_at(*b, {"bytes"})) + ")",
-                         {},
-                         {}};
-    if (ready && launch) row.spans.push_back({*ready, *launch, 0});
-    const auto coll_start = start && launch && *start > *launch ? start : launch;
-    if (launch && coll_start && *coll_start > *launch)
-      row.spans.push_back({*launch, *coll_start, 1});
-    if (coll_start && done) row.spans.push_back({*coll_start, *done, 2});
+  std::vector<BucketTiming> buckets = *pick->metrics->buckets;
+  std::stable_sort(
+      buckets.begin(), buckets.end(),
+      [](const BucketTiming& a, const BucketTiming& b) { return a.bucket < b.bucket; });
+  for (const BucketTiming& b : buckets) {
+    const auto bytes =
+        b.bytes ? std::optional(static_cast<double>(*b.bytes)) : std::optional<double>();
+    svg::TimelineRow row{
+        "bucket " + std::to_string(b.bucket) + " (" + format_bytes(bytes) + ")", {}, {}};
+    row.spans.push_back({b.ready_ms, b.launch_ms, 0});
+    const double coll_start = b.start_ms && *b.start_ms > b.launch_ms ? *b.start_ms : b.launch_ms;
+    if (coll_start > b.launch_ms) row.spans.push_back({b.launch_ms, coll_start, 1});
+    row.spans.push_back({coll_start, b.complete_ms, 2});
     t.rows.push_back(std::move(row));
   }
-  c.caption = "Run " + string_at(*pick, {"id"}) +
+  const RunMetrics& m = *pick->metrics;
+  c.caption = "Run " + pick->id +
               ", the median measured step: when each bucket's gradients were all ready, when "
               "its AllReduce was launched (strictly in bucket order) and when it completed. "
               "Communication " +
-              format_number(number_at(*pick, {"metrics", "comm_ms"})) + " ms, exposed " +
-              format_number(number_at(*pick, {"metrics", "comm_exposed_ms"})) + " ms, overlap " +
-              format_percent(number_at(*pick, {"metrics", "overlap_ratio"})) + ".";
+              format_number(m.comm_ms) + " ms, exposed " + format_number(m.comm_exposed_ms) +
+              " ms, overlap " + format_percent(m.overlap_ratio) + ".";
   c.svgs.push_back(svg::render_timeline(t));
   return c;
 }
 
 // The --bucket-cap-mb auto run of the sweep's workload and world size, if any: the medians
 // its search measured in the warm-up, and its choice at the measured steps' median.
-void add_autotune_series(const json& suite, const json& sweep_run, svg::LineChart& chart) {
-  for (const json* r : select(suite, "bucket_autotune")) {
-    if (string_at(*r, {"workload"}) != string_at(sweep_run, {"workload"}) ||
-        run_world_size(*r) != run_world_size(sweep_run))
-      continue;
+void add_autotune_series(const SuiteRecord& suite, const SuiteRun& sweep_run,
+                         svg::LineChart& chart) {
+  for (const SuiteRun* r : select(suite, RunGroup::BucketAutotune)) {
+    if (r->workload != sweep_run.workload || r->world_size != sweep_run.world_size) continue;
+    const auto& tuned = r->metrics->bucket_autotune;
     std::map<double, double> searched;
-    if (const json* cs = find_at(*r, {"metrics", "bucket_autotune", "candidates"});
-        cs && cs->is_array()) {
-      for (const json& c : *cs) {
-        const auto cap = number_at(c, {"cap_mb"}), t = number_at(c, {"median_ms"});
-        if (cap && t && *cap > 0) searched[*cap] = *t;
+    if (tuned) {
+      for (const AutotuneCandidate& c : tuned->candidates) {
+        if (c.cap_mb > 0) searched[c.cap_mb] = c.median_ms;
       }
     }
     svg::Series search{"autotune search (warm-up)", {searched.begin(), searched.end()}, false};
     chart.series.push_back(std::move(search));
-    const auto chosen = number_at(*r, {"metrics", "bucket_autotune", "chosen_mb"});
-    const auto step = number_at(*r, {"metrics", "step_time_ms", "median"});
-    if (chosen && step) chart.series.push_back({"autotune choice", {{*chosen, *step}}, false});
+    if (tuned && tuned->chosen_mb)
+      chart.series.push_back({"autotune choice", {{*tuned->chosen_mb, *step_median(*r)}}, false});
     return;
   }
 }
 
-ChartView bucket_sweep_chart(const json& suite) {
+ChartView bucket_sweep_chart(const SuiteRecord& suite) {
   ChartView c{"chart-bucket-sweep",
               "bucket-sweep",
               "Bucket size sweep",
@@ -261,13 +250,12 @@ ChartView bucket_sweep_chart(const json& suite) {
               "warm-up search measured and its choice's measured step time.",
               {},
               ""};
-  std::map<std::pair<std::string, int>, std::map<double, const json*>> sweeps;
-  for (const json* r : select(suite, "bucket_sweep")) {
-    if (auto cap = run_bucket_cap_mb(*r))
-      sweeps[{string_at(*r, {"workload"}), run_world_size(*r)}][*cap] = r;
+  std::map<std::pair<std::string, int64_t>, std::map<double, const SuiteRun*>> sweeps;
+  for (const SuiteRun* r : select(suite, RunGroup::BucketSweep)) {
+    if (auto cap = run_bucket_cap_mb(*r)) sweeps[{r->workload, r->world_size}][*cap] = r;
   }
   for (auto& [key, by_cap] : sweeps) {
-    if (const json* d = default_ddp_run(suite, *by_cap.begin()->second)) {
+    if (const SuiteRun* d = default_ddp_run(suite, *by_cap.begin()->second)) {
       if (auto cap = run_bucket_cap_mb(*d)) by_cap.emplace(*cap, d);  // a sweep run at 25 MB wins
     }
     svg::LineChart chart{key.first + " w" + std::to_string(key.second) + ": bucket cap sweep",
@@ -277,12 +265,9 @@ ChartView bucket_sweep_chart(const json& suite) {
     chart.x_log = true;
     chart.series = {{"median step time", {}}, {"communication", {}}, {"exposed communication", {}}};
     for (const auto& [cap, r] : by_cap) {
-      if (auto v = number_at(*r, {"metrics", "step_time_ms", "median"}))
-        chart.series[0].points.push_back({cap, *v});
-      if (auto v = number_at(*r, {"metrics", "comm_ms"}))
-        chart.series[1].points.push_back({cap, *v});
-      if (auto v = number_at(*r, {"metrics", "comm_exposed_ms"}))
-        chart.series[2].points.push_back({cap, *v});
+      chart.series[0].points.push_back({cap, *step_median(*r)});
+      if (const auto v = r->metrics->comm_ms) chart.series[1].points.push_back({cap, *v});
+      if (const auto v = r->metrics->comm_exposed_ms) chart.series[2].points.push_back({cap, *v});
     }
     add_autotune_series(suite, *by_cap.begin()->second, chart);
     c.svgs.push_back(svg::render_line_chart(chart));
@@ -291,7 +276,7 @@ ChartView bucket_sweep_chart(const json& suite) {
   return c;
 }
 
-ChartView overlap_chart(const json& suite) {
+ChartView overlap_chart(const SuiteRecord& suite) {
   ChartView c{"chart-overlap",
               "overlap",
               "Overlap on against off",
@@ -300,33 +285,25 @@ ChartView overlap_chart(const json& suite) {
               {},
               ""};
   std::vector<std::string> unmatched;
-  for (const json* off : select(suite, "overlap")) {
-    const json* on = default_ddp_run(suite, *off);
+  for (const SuiteRun* off : select(suite, RunGroup::Overlap)) {
+    const SuiteRun* on = default_ddp_run(suite, *off);
     if (!on) {
-      unmatched.push_back(string_at(*off, {"id"}));
+      unmatched.push_back(off->id);
       continue;
     }
-    svg::BarChart chart{string_at(*off, {"workload"}) + " w" +
-                            std::to_string(run_world_size(*off)) + ": overlap on vs off",
-                        "ms",
-                        {"overlap on (" + string_at(*on, {"id"}) + ")",
-                         "overlap off (" + string_at(*off, {"id"}) + ")"},
-                        {}};
+    svg::BarChart chart{
+        off->workload + " w" + std::to_string(off->world_size) + ": overlap on vs off",
+        "ms",
+        {"overlap on (" + on->id + ")", "overlap off (" + off->id + ")"},
+        {}};
     struct Metric {
       const char* label;
-      std::optional<double> (*get)(const json&);
+      std::optional<double> (*get)(const SuiteRun&);
     };
-    static const Metric kMetrics[] = {{"communication",
-                                       [](const json& r) {
-                                         return number_at(r, {"metrics", "comm_ms"});
-                                       }},
-                                      {"exposed comm",
-                                       [](const json& r) {
-                                         return number_at(r, {"metrics", "comm_exposed_ms"});
-                                       }},
-                                      {"median step", [](const json& r) {
-                                         return number_at(r, {"metrics", "step_time_ms", "median"});
-                                       }}};
+    static const Metric kMetrics[] = {
+        {"communication", [](const SuiteRun& r) { return r.metrics->comm_ms; }},
+        {"exposed comm", [](const SuiteRun& r) { return r.metrics->comm_exposed_ms; }},
+        {"median step", step_median}};
     for (const Metric& m : kMetrics) {
       // A missing value draws no bar (NaN is skipped), rather than a misleading zero.
       const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -345,7 +322,7 @@ ChartView overlap_chart(const json& suite) {
 
 }  // namespace
 
-std::vector<ChartView> build_suite_charts(const json& suite) {
+std::vector<ChartView> build_suite_charts(const SuiteRecord& suite) {
   return {throughput_chart(suite), scaling_chart(suite),      phases_chart(suite),
           buckets_chart(suite),    bucket_sweep_chart(suite), overlap_chart(suite)};
 }

@@ -1,18 +1,17 @@
-// The six charts of the suite report, built from suite.json (docs/suite-format.md, "How the
+// The six charts of the suite report, built from the suite record (docs/suite-format.md, "How the
 // report and compare use the fields"). Each chart reads only ok runs and says "no data: why"
 // when the record has nothing for it, so a partial or failed suite still renders.
 #pragma once
 
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "reports/suite_record.h"
 #include "reports/suite_view.h"
 
 namespace ddpb::reports {
 
 // In report order: chart-throughput, chart-scaling, chart-phases, chart-buckets,
 // chart-bucket-sweep, chart-overlap.
-std::vector<ChartView> build_suite_charts(const nlohmann::json& suite);
+std::vector<ChartView> build_suite_charts(const SuiteRecord& suite);
 
 }  // namespace ddpb::reports

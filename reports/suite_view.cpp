@@ -23,46 +23,49 @@ std::string plural(size_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-Banner make_banner(const json& suite) {
+std::string status_text(const SuiteRun& run) {
+  return run.status ? std::string(enum_name(*run.status)) : "(no status)";
+}
+
+std::string or_unnamed(const std::optional<std::string>& s) {
+  return s.value_or("(unnamed)");
+}
+
+// Why the correctness check of `run` went wrong, or nullopt when it passed or did not run.
+std::optional<std::string> wrong_result(const SuiteRun& run) {
+  if (!run.correctness || !run.correctness->passed || *run.correctness->passed) return std::nullopt;
+  const CorrectnessInfo& c = *run.correctness;
+  if (c.error) {
+    // The check itself failed (unreadable parameters): not proven wrong, but not correct.
+    return run.id + " could not be checked against " + or_unnamed(c.reference) + ": " + *c.error;
+  }
+  return run.id + " differs from its reference " + or_unnamed(c.reference) + ": " +
+         c.metric.value_or("max_rel_diff") + " " + format_sci(c.verdict_difference()) +
+         " over the threshold " + format_sci(c.threshold);
+}
+
+Banner make_banner(const SuiteRecord& suite, const std::vector<SchemaError>& schema) {
   Banner b;
-  const auto runs = suite_runs(suite);
   std::map<std::string, size_t> by_status;
   std::vector<std::string> wrong;
   size_t checked = 0, skipped = 0;
-  for (const json* r : runs) {
-    ++by_status[string_at(*r, {"status"}, "(no status)")];
-    const json* passed = find_at(*r, {"correctness", "passed"});
-    if (passed && passed->is_boolean()) {
+  for (const SuiteRun& r : suite.runs) {
+    ++by_status[status_text(r)];
+    if (r.correctness && r.correctness->passed) {
       ++checked;
-      if (!passed->get<bool>() && find_at(*r, {"correctness", "error"})) {
-        // The check itself failed (unreadable parameters): not proven wrong, but not correct.
-        wrong.push_back(string_at(*r, {"id"}) + " could not be checked against " +
-                        string_at(*r, {"correctness", "reference"}, "(unnamed)") + ": " +
-                        string_at(*r, {"correctness", "error"}, "(no reason)"));
-      } else if (!passed->get<bool>()) {
-        const std::string metric = string_at(*r, {"correctness", "metric"}, "max_rel_diff");
-        wrong.push_back(string_at(*r, {"id"}) + " differs from its reference " +
-                        string_at(*r, {"correctness", "reference"}, "(unnamed)") + ": " + metric +
-                        " " + format_sci(number_at(*r, {"correctness", metric.c_str()})) +
-                        " over the threshold " +
-                        format_sci(number_at(*r, {"correctness", "threshold"})));
-      }
-    } else if (find_at(*r, {"correctness", "skipped"})) {
+      if (auto why = wrong_result(r)) wrong.push_back(*why);
+    } else if (r.correctness && r.correctness->skipped) {
       ++skipped;
     }
   }
   const size_t ok = by_status["ok"];
-  const json* complete = find_at(suite, {"complete"});
-  const bool is_complete = complete && complete->is_boolean() && complete->get<bool>();
-  const auto schema = validate_suite_record(suite);
-
   std::vector<std::string> headlines;
   if (!wrong.empty()) {
     headlines.push_back("WRONG RESULTS: " + plural(wrong.size(), "run") +
                         " failed the correctness check");
     b.details.insert(b.details.end(), wrong.begin(), wrong.end());
   }
-  const size_t not_ok = runs.size() - ok;
+  const size_t not_ok = suite.runs.size() - ok;
   if (not_ok > 0) {
     std::string what;
     for (const auto& [status, n] : by_status) {
@@ -70,10 +73,10 @@ Banner make_banner(const json& suite) {
     }
     headlines.push_back(plural(not_ok, "run") + " did not succeed (" + what + ")");
   }
-  if (!is_complete) {
+  if (!suite.complete) {
     headlines.push_back("INCOMPLETE SUITE: still running, interrupted, or runs pending");
   }
-  if (runs.empty()) headlines.push_back("no runs recorded");
+  if (suite.runs.empty()) headlines.push_back("no runs recorded");
   if (!schema.empty()) {
     headlines.push_back("suite.json does not match its schema");
     b.details.push_back("schema: " + format_errors(schema));
@@ -82,52 +85,58 @@ Banner make_banner(const json& suite) {
   if (b.loud) {
     for (const auto& h : headlines) b.headline += (b.headline.empty() ? "" : "; ") + h;
   } else {
-    b.headline = "Complete: " + plural(runs.size(), "run") + ", all ok";
+    b.headline = "Complete: " + plural(suite.runs.size(), "run") + ", all ok";
   }
-  b.details.push_back(std::to_string(ok) + " of " + std::to_string(runs.size()) +
+  b.details.push_back(std::to_string(ok) + " of " + std::to_string(suite.runs.size()) +
                       " runs ok; correctness: " + std::to_string(checked) + " checked, " +
                       std::to_string(checked - wrong.size()) + " passed, " +
                       std::to_string(skipped) + " skipped");
   return b;
 }
 
-std::string correctness_cell(const json& run) {
-  const json* c = find_at(run, {"correctness"});
-  if (!c) return "-";
-  if (const json* s = find_at(*c, {"skipped"})) {
-    return "skipped" + (s->is_string() ? ": " + s->get<std::string>() : std::string());
-  }
-  const json* passed = find_at(*c, {"passed"});
-  const std::string verdict =
-      passed && passed->is_boolean() ? (passed->get<bool>() ? "PASS" : "FAIL") : "?";
+std::string correctness_cell(const SuiteRun& run) {
+  if (!run.correctness) return "-";
+  const CorrectnessInfo& c = *run.correctness;
+  if (c.skipped) return "skipped: " + *c.skipped;
+  const std::string verdict = c.passed ? (*c.passed ? "PASS" : "FAIL") : "?";
   // The number the verdict was made on (rel_l2_diff for suites; older records: max_rel_diff).
-  const std::string metric = string_at(*c, {"metric"}, "max_rel_diff");
-  return format_sci(number_at(*c, {metric.c_str()})) + " " + verdict;
+  return format_sci(c.verdict_difference()) + " " + verdict;
 }
 
 // Overlap applies to DDP with communication (world size > 1) only: DP reduces after backward
 // by design, and one rank has nothing to overlap. "n/a" there, not 0%.
-std::string overlap_text(const json& run, std::optional<double> overlap) {
-  if (string_at(run, {"mode"}) != "ddp" || run_world_size(run) <= 1) return "n/a";
+std::string overlap_text(const SuiteRun& run, std::optional<double> overlap) {
+  if (run.mode != ModeName::Ddp || run.world_size <= 1) return "n/a";
   return format_percent(overlap);
 }
 
 // Scaling efficiency at world size 1 is 100% by definition: "n/a".
-std::string scaling_text(const json& run, std::optional<double> efficiency) {
-  if (run_world_size(run) <= 1) return "n/a";
+std::string scaling_text(const SuiteRun& run, std::optional<double> efficiency) {
+  if (run.world_size <= 1) return "n/a";
   return format_percent(efficiency);
 }
 
-bool has_pytorch(const std::vector<const json*>& runs) {
-  for (const json* r : runs) {
-    if (find_at(*r, {"pytorch"})) return true;
-  }
-  return false;
+bool has_pytorch(const SuiteRecord& suite) {
+  return std::any_of(suite.runs.begin(), suite.runs.end(),
+                     [](const SuiteRun& r) { return r.pytorch.has_value(); });
 }
 
-TextTable make_summary(const json& suite) {
-  const auto runs = suite_runs(suite);
-  const bool torch = has_pytorch(runs);
+// The PyTorch columns of a run's summary row: its samples/s (or why there are none) and ours
+// over theirs.
+void add_pytorch_cells(const SuiteRun& r, std::optional<double> ours,
+                       std::vector<std::string>& row) {
+  if (!r.pytorch) {
+    row.insert(row.end(), {"-", "-"});
+    return;
+  }
+  const PytorchResult& p = *r.pytorch;
+  row.push_back(p.status == "ok" || p.status.empty() ? format_number(p.samples_per_s) : p.status);
+  const auto theirs = p.samples_per_s;
+  row.push_back(ours && theirs && *theirs > 0 ? format_number(*ours / *theirs) : "-");
+}
+
+TextTable make_summary(const SuiteRecord& suite) {
+  const bool torch = has_pytorch(suite);
   TextTable t;
   t.header = {"run",
               "group",
@@ -141,54 +150,44 @@ TextTable make_summary(const json& suite) {
               "weak eff",
               "correctness (param diff)"};
   if (torch) t.header.insert(t.header.end(), {"PyTorch samples/s", "ours / PyTorch"});
-  for (const json* r : runs) {
-    const bool ok = run_ok(*r);
-    auto metric = [&](std::initializer_list<const char*> path) {
-      return ok ? number_at(*r, path) : std::nullopt;
-    };
-    std::vector<std::string> row = {string_at(*r, {"id"}, "(no id)"),
-                                    string_at(*r, {"group"}),
-                                    string_at(*r, {"status"}, "(no status)"),
-                                    format_number(metric({"metrics", "samples_per_s"})),
-                                    format_number(metric({"metrics", "step_time_ms", "median"})),
-                                    format_number(metric({"metrics", "step_time_ms", "p90"})),
-                                    overlap_text(*r, metric({"metrics", "overlap_ratio"})),
-                                    format_percent(metric({"metrics", "flop_fraction"})),
-                                    format_bytes(ok ? run_peak_memory(*r) : std::nullopt),
-                                    scaling_text(*r, metric({"scaling", "weak_efficiency"})),
-                                    correctness_cell(*r)};
-    if (torch) {
-      const auto theirs = number_at(*r, {"pytorch", "samples_per_s"});
-      const auto ours = metric({"metrics", "samples_per_s"});
-      const std::string status = string_at(*r, {"pytorch", "status"});
-      row.push_back(!find_at(*r, {"pytorch"})          ? "-"
-                    : status == "ok" || status.empty() ? format_number(theirs)
-                                                       : status);
-      row.push_back(ours && theirs && *theirs > 0 ? format_number(*ours / *theirs) : "-");
-    }
-    const json* passed = find_at(*r, {"correctness", "passed"});
-    t.bad.push_back(!ok || (passed && passed->is_boolean() && !passed->get<bool>()));
+  for (const SuiteRun& r : suite.runs) {
+    const RunMetrics* m = r.ok() && r.metrics ? &*r.metrics : nullptr;
+    const auto value = [&](double v) { return m ? std::optional(v) : std::nullopt; };
+    const auto samples = value(m ? m->samples_per_s : 0);
+    std::vector<std::string> row = {
+        r.id.empty() ? "(no id)" : r.id,
+        r.group ? std::string(enum_name(*r.group)) : "",
+        status_text(r),
+        format_number(samples),
+        format_number(value(m ? m->step_time_ms.median : 0)),
+        format_number(value(m ? m->step_time_ms.p90 : 0)),
+        overlap_text(r, m ? m->overlap_ratio : std::nullopt),
+        format_percent(m ? m->flop_fraction : std::nullopt),
+        format_bytes(m ? run_peak_memory(r) : std::nullopt),
+        scaling_text(r, m && r.scaling ? r.scaling->weak_efficiency : std::nullopt),
+        correctness_cell(r)};
+    if (torch) add_pytorch_cells(r, samples, row);
+    t.bad.push_back(!r.ok() || (r.correctness && r.correctness->passed == false));
     t.rows.push_back(std::move(row));
   }
   return t;
 }
 
-TextTable make_failed(const json& suite) {
+TextTable make_failed(const SuiteRecord& suite) {
   TextTable t;
   t.header = {"run", "status", "error"};
-  for (const json* r : suite_runs(suite)) {
-    const std::string id = string_at(*r, {"id"}, "(no id)");
-    if (!run_ok(*r)) {
-      const std::string status = string_at(*r, {"status"}, "(no status)");
-      const std::string none = status == "pending" ? "(not run yet)" : "(no error recorded)";
-      t.rows.push_back({id, status, string_at(*r, {"error"}, none)});
+  for (const SuiteRun& r : suite.runs) {
+    const std::string id = r.id.empty() ? "(no id)" : r.id;
+    if (!r.ok()) {
+      const std::string none =
+          r.status == RunStatus::Pending ? "(not run yet)" : "(no error recorded)";
+      t.rows.push_back({id, status_text(r), r.error.value_or(none)});
       t.bad.push_back(true);
     }
     // A skipped PyTorch run (no such option there) is not a failure; its reason shows in the
     // summary's PyTorch column.
-    const std::string torch = string_at(*r, {"pytorch", "status"}, "ok");
-    if (torch != "ok" && torch != "skipped") {
-      t.rows.push_back({id + " (PyTorch)", torch, string_at(*r, {"pytorch", "error"}, "-")});
+    if (r.pytorch && r.pytorch->status != "ok" && r.pytorch->status != "skipped") {
+      t.rows.push_back({id + " (PyTorch)", r.pytorch->status, r.pytorch->error.value_or("-")});
       t.bad.push_back(false);  // the PyTorch side is a comparison, not our result
     }
   }
@@ -257,21 +256,34 @@ void flatten_into(const json& value, const std::string& prefix, TextTable& table
   }
 }
 
-SuiteView build_suite_view(const json& suite) {
+SuiteView build_suite_view(const json& suite_json) {
+  const SuiteRecord suite = SuiteRecord::from_json(suite_json);
   SuiteView v;
-  v.title = "ddpbench suite: " + string_at(suite, {"suite", "name"}, "(unnamed)");
-  v.banner = make_banner(suite);
+  v.title = "ddpbench suite: " + (suite.suite.name.empty() ? "(unnamed)" : suite.suite.name);
+  const auto or_else = [](const std::string& s, const char* fallback) {
+    return s.empty() ? std::string(fallback) : s;
+  };
+  v.meta = {or_else(suite.context.date, "(no date)"), or_else(suite.context.host, "(no host)"),
+            "ddpbench " + or_else(suite.context.ddpbench_version, "?"),
+            "commit " + suite.context.git_commit.value_or("?"),
+            "device " + or_else(suite.suite.device, "?")};
+  v.banner = make_banner(suite, validate_suite_record(suite_json));
   v.sections.push_back(build_verdict(suite));
-  const json* projection = find_at(suite, {"projection"});
-  v.sections.push_back(build_projection_section(projection ? *projection : json()));
+  v.sections.push_back(build_projection_section(suite.projection.value_or(json())));
   v.sections.push_back(build_comm_hooks_section(suite));
   v.summary = make_summary(suite);
   v.charts = build_suite_charts(suite);
   v.failed = make_failed(suite);
   v.config.header = v.context.header = {"key", "value"};
-  if (const json* s = find_at(suite, {"suite"})) flatten_into(*s, "", v.config);
-  if (const json* g = find_at(suite, {"gemm_peak"})) flatten_into(*g, "gemm_peak", v.config);
-  if (const json* c = find_at(suite, {"context"})) flatten_into(*c, "", v.context);
+  // The blocks as the file holds them, every key shown.
+  const auto block = [&](const char* key) -> const json* {
+    if (!suite_json.is_object()) return nullptr;
+    const auto it = suite_json.find(key);
+    return it == suite_json.end() ? nullptr : &*it;
+  };
+  if (const json* s = block("suite")) flatten_into(*s, "", v.config);
+  if (const json* g = block("gemm_peak")) flatten_into(*g, "gemm_peak", v.config);
+  if (const json* c = block("context")) flatten_into(*c, "", v.context);
   return v;
 }
 

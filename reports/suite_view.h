@@ -56,6 +56,7 @@ struct ReportSection {
 
 struct SuiteView {
   std::string title;
+  std::vector<std::string> meta;  // date, host, version, commit, device: the line under the title
   Banner banner;
   std::vector<ReportSection> sections;  // the verdict, the projection, the comm hooks
   TextTable summary;
@@ -65,6 +66,9 @@ struct SuiteView {
   TextTable context;
 };
 
+// Reads `suite` once into a SuiteRecord, which every part of the view reads; the JSON itself
+// goes to the schema check (the banner says when the file does not match) and to the
+// configuration and context tables, which show every key as the file holds it.
 SuiteView build_suite_view(const nlohmann::json& suite);
 
 // Nested objects as dotted keys ("versions.gloo"), arrays of scalars joined with ", ", other

@@ -14,8 +14,6 @@
 namespace ddpb::reports {
 namespace {
 
-using nlohmann::json;
-
 // Note [Verdict shares]
 // The bottleneck rules compare a phase group's share of its run's median step with one
 // threshold, kShare: a fifth of the step is where removing the group entirely would speed the
@@ -25,19 +23,42 @@ using nlohmann::json;
 constexpr double kShare = 0.2;
 constexpr double kMachineEfficiency = 0.8;
 
-double median_ms(const json& run) {
-  return number_at(run, {"metrics", "step_time_ms", "median"}).value_or(0);
+// The runs here are ok with metrics (scaling_run and the sweep's candidates check it); a run
+// without metrics reads as a zero step.
+double median_ms(const SuiteRun& run) {
+  return run.metrics ? run.metrics->step_time_ms.median : 0;
+}
+double stddev_ms(const SuiteRun& run) {
+  return run.metrics ? run.metrics->step_time_ms.stddev : 0;
+}
+template <typename T>
+std::optional<T> metric(const SuiteRun* run, std::optional<T> RunMetrics::*field) {
+  return run && run->metrics ? (*run->metrics).*field : std::nullopt;
+}
+double weak_efficiency(const SuiteRun* run) {
+  return run && run->scaling ? run->scaling->weak_efficiency.value_or(0) : 0;
 }
 
 // The ok scaling-group run of `mode` for workload `w` at world size `n` (no variant).
-const json* scaling_run(const json& suite, const std::string& w, const std::string& mode, int n) {
-  for (const json* r : suite_runs(suite)) {
-    if (run_ok(*r) && string_at(*r, {"group"}) == "scaling" && string_at(*r, {"workload"}) == w &&
-        string_at(*r, {"mode"}) == mode && run_world_size(*r) == n &&
-        string_at(*r, {"variant"}).empty())
-      return r;
+const SuiteRun* scaling_run(const SuiteRecord& suite, const std::string& w, ModeName mode, int n) {
+  for (const SuiteRun& r : suite.runs) {
+    if (r.measured() && r.group == RunGroup::Scaling && r.workload == w && r.mode == mode &&
+        r.world_size == n && r.variant.empty())
+      return &r;
   }
   return nullptr;
+}
+
+// Same workload and world size, in `group`, ok.
+std::vector<const SuiteRun*> companions(const SuiteRecord& suite, const SuiteRun& run,
+                                        RunGroup group) {
+  std::vector<const SuiteRun*> out;
+  for (const SuiteRun& r : suite.runs) {
+    if (r.measured() && r.group == group && r.workload == run.workload &&
+        r.world_size == run.world_size)
+      out.push_back(&r);
+  }
+  return out;
 }
 
 std::string ms(double v) {
@@ -45,10 +66,9 @@ std::string ms(double v) {
 }
 
 // "12.3 ± 0.4 ms".
-std::string step_cell(const json* run) {
+std::string step_cell(const SuiteRun* run) {
   if (!run) return "did not run";
-  return format_number(median_ms(*run)) + " ± " +
-         format_number(number_at(*run, {"metrics", "step_time_ms", "stddev"})) + " ms";
+  return format_number(median_ms(*run)) + " ± " + format_number(stddev_ms(*run)) + " ms";
 }
 
 struct Comparison {
@@ -56,11 +76,10 @@ struct Comparison {
   std::string by;
 };
 
-Comparison compare_designs(const json* dp, const json* ddp) {
+Comparison compare_designs(const SuiteRun* dp, const SuiteRun* ddp) {
   if (!dp || !ddp) return {"", "-"};
   const double a = median_ms(*dp), b = median_ms(*ddp);
-  const double sa = number_at(*dp, {"metrics", "step_time_ms", "stddev"}).value_or(0);
-  const double sb = number_at(*ddp, {"metrics", "step_time_ms", "stddev"}).value_or(0);
+  const double sa = stddev_ms(*dp), sb = stddev_ms(*ddp);
   if (a <= 0 || b <= 0) return {"", "-"};
   const double pct = (std::max(a, b) / std::min(a, b) - 1) * 100;
   if (within_noise(a, sa, b, sb))
@@ -70,75 +89,59 @@ Comparison compare_designs(const json* dp, const json* ddp) {
 }
 
 // DP's device-0 memory premium: device 0's peak minus the largest other device's.
-std::string dp_memory_cell(const json* dp) {
+std::string dp_memory_cell(const SuiteRun* dp) {
   if (!dp) return "-";
-  const json* mem = find_at(*dp, {"metrics", "memory"});
-  if (!mem || !mem->is_array() || mem->size() < 2) return "n/a (one shared allocator)";
-  const auto first = number_at((*mem)[0], {"peak_bytes"});
+  const auto memory = metric(dp, &RunMetrics::memory);
+  if (!memory || memory->size() < 2) return "n/a (one shared allocator)";
+  const double first = static_cast<double>(memory->front().peak_bytes);
   double others = 0;
-  for (size_t i = 1; i < mem->size(); ++i)
-    others = std::max(others, number_at((*mem)[i], {"peak_bytes"}).value_or(0));
-  if (!first) return "-";
-  return "+" + format_bytes(std::max(0.0, *first - others)) + " on device 0 (" +
-         format_bytes(*first) + " vs " + format_bytes(others) + ")";
+  for (size_t i = 1; i < memory->size(); ++i)
+    others = std::max(others, static_cast<double>((*memory)[i].peak_bytes));
+  return "+" + format_bytes(std::max(0.0, first - others)) + " on device 0 (" +
+         format_bytes(first) + " vs " + format_bytes(others) + ")";
 }
 
-std::string ddp_memory_cell(const json* ddp) {
+std::string ddp_memory_cell(const SuiteRun* ddp) {
   if (!ddp) return "-";
-  const json* ranks = find_at(*ddp, {"metrics", "rank_peak_memory_bytes"});
-  if (ranks && ranks->is_array() && !ranks->empty()) {
-    double lo = 0, hi = 0;
-    bool first = true;
-    for (const auto& v : *ranks) {
-      if (!v.is_number()) continue;
-      const double x = v.get<double>();
-      lo = first ? x : std::min(lo, x);
-      hi = first ? x : std::max(hi, x);
-      first = false;
-    }
-    if (!first) return format_bytes(lo) + (hi > lo ? " to " + format_bytes(hi) : "") + " per rank";
+  const auto ranks = metric(ddp, &RunMetrics::rank_peak_memory_bytes);
+  if (ranks && !ranks->empty()) {
+    const auto [lo, hi] = std::minmax_element(ranks->begin(), ranks->end());
+    const double l = static_cast<double>(*lo), h = static_cast<double>(*hi);
+    return format_bytes(l) + (h > l ? " to " + format_bytes(h) : "") + " per rank";
   }
   return format_bytes(run_peak_memory(*ddp)) + " per rank";
 }
 
-std::string overlap_cell(const json* ddp) {
+std::string overlap_cell(const SuiteRun* ddp) {
   if (!ddp) return "-";
-  return format_percent(number_at(*ddp, {"metrics", "overlap_ratio"})) + " of " +
-         ms(number_at(*ddp, {"metrics", "comm_ms"}).value_or(0)) + " hidden";
+  return format_percent(metric(ddp, &RunMetrics::overlap_ratio)) + " of " +
+         ms(metric(ddp, &RunMetrics::comm_ms).value_or(0)) + " hidden";
 }
 
-double bucket_cap_mb(const json& run) {
+double bucket_cap_mb(const SuiteRun& run) {
   return run_bucket_cap_mb(run).value_or(25.0);
 }
 
 // "; auto chose 8.8 MB (45.1 ms)" when the suite has a --bucket-cap-mb auto run there.
-std::string autotune_note(const json& suite, const json& ddp) {
-  for (const json* r : suite_runs(suite)) {
-    if (!run_ok(*r) || string_at(*r, {"group"}) != "bucket_autotune" ||
-        string_at(*r, {"workload"}) != string_at(ddp, {"workload"}) ||
-        run_world_size(*r) != run_world_size(ddp))
-      continue;
-    if (auto chosen = number_at(*r, {"metrics", "bucket_autotune", "chosen_mb"}))
-      return fmt::format("; auto chose {:g} MB ({})", *chosen, ms(median_ms(*r)));
+std::string autotune_note(const SuiteRecord& suite, const SuiteRun& ddp) {
+  for (const SuiteRun* r : companions(suite, ddp, RunGroup::BucketAutotune)) {
+    const auto& tuned = r->metrics->bucket_autotune;
+    if (tuned && tuned->chosen_mb)
+      return fmt::format("; auto chose {:g} MB ({})", *tuned->chosen_mb, ms(median_ms(*r)));
   }
   return "";
 }
 
 // The measured cap with the shortest median step among the bucket sweep and the default run.
-std::string best_bucket_cell(const json& suite, const json* ddp) {
+std::string best_bucket_cell(const SuiteRecord& suite, const SuiteRun* ddp) {
   if (!ddp) return "-";
-  std::vector<const json*> candidates = {ddp};
-  for (const json* r : suite_runs(suite)) {
-    if (run_ok(*r) && string_at(*r, {"group"}) == "bucket_sweep" &&
-        string_at(*r, {"workload"}) == string_at(*ddp, {"workload"}) &&
-        run_world_size(*r) == run_world_size(*ddp))
-      candidates.push_back(r);
-  }
+  std::vector<const SuiteRun*> candidates = {ddp};
+  for (const SuiteRun* r : companions(suite, *ddp, RunGroup::BucketSweep)) candidates.push_back(r);
   const std::string tuned = autotune_note(suite, *ddp);
   if (candidates.size() == 1) return "not swept" + tuned;
-  const json* best =
-      *std::min_element(candidates.begin(), candidates.end(),
-                        [](const json* a, const json* b) { return median_ms(*a) < median_ms(*b); });
+  const SuiteRun* best = *std::min_element(
+      candidates.begin(), candidates.end(),
+      [](const SuiteRun* a, const SuiteRun* b) { return median_ms(*a) < median_ms(*b); });
   if (best == ddp)
     return fmt::format("{:g} MB, the default ({})", bucket_cap_mb(*ddp), ms(median_ms(*ddp))) +
            tuned;
@@ -149,10 +152,9 @@ std::string best_bucket_cell(const json& suite, const json* ddp) {
 
 }  // namespace
 
-PhaseGroups group_phases(const json& run) {
+PhaseGroups group_phases(const SuiteRun& run) {
   PhaseGroups g;
-  const json* phases = find_at(run, {"metrics", "phases_median_ms"});
-  if (!phases || !phases->is_array()) return g;
+  if (!run.metrics || !run.metrics->phases_median_ms) return g;
   static const std::map<std::string_view, double PhaseGroups::*> kGroup = {
       {"forward", &PhaseGroups::compute_ms},     {"loss", &PhaseGroups::compute_ms},
       {"backward", &PhaseGroups::compute_ms},    {"backward_compute", &PhaseGroups::compute_ms},
@@ -161,9 +163,9 @@ PhaseGroups group_phases(const json& run) {
       {"comm_exposed", &PhaseGroups::reduce_ms}, {"buffer_broadcast", &PhaseGroups::sync_ms},
       {"sync_bn", &PhaseGroups::sync_ms},        {"data", &PhaseGroups::data_ms},
       {"optimizer", &PhaseGroups::optimizer_ms}};
-  for (const auto& p : *phases) {
-    const auto it = kGroup.find(string_at(p, {"phase"}));
-    if (it != kGroup.end()) g.*(it->second) += number_at(p, {"median_ms"}).value_or(0);
+  for (const PhaseMedian& p : *run.metrics->phases_median_ms) {
+    const auto it = kGroup.find(p.phase);
+    if (it != kGroup.end()) g.*(it->second) += p.median_ms;
   }
   return g;
 }
@@ -173,18 +175,16 @@ bool within_noise(double median_a, double stddev_a, double median_b, double stdd
 }
 
 std::string bottleneck_kind(const BottleneckInputs& in) {
-  const json* winner = in.dp && in.ddp ? (median_ms(*in.dp) < median_ms(*in.ddp) ? in.dp : in.ddp)
-                                       : (in.dp ? in.dp : in.ddp);
+  const SuiteRun* winner = in.dp && in.ddp
+                               ? (median_ms(*in.dp) < median_ms(*in.ddp) ? in.dp : in.ddp)
+                               : (in.dp ? in.dp : in.ddp);
   if (!winner) return "";
-  const auto share = [](const json& run, double part) {
+  const auto share = [](const SuiteRun& run, double part) {
     const double step = median_ms(run);
     return step > 0 ? part / step : 0.0;
   };
   if (share(*winner, group_phases(*winner).data_ms) >= kShare) return "data";
-  double best_eff = 0;
-  for (const json* r : {in.dp, in.ddp}) {
-    if (r) best_eff = std::max(best_eff, number_at(*r, {"scaling", "weak_efficiency"}).value_or(0));
-  }
+  const double best_eff = std::max(weak_efficiency(in.dp), weak_efficiency(in.ddp));
   if (in.device == "cpu" && in.cpu_cores > 0 && in.world_size >= in.cpu_cores &&
       in.world_size > 1 && best_eff < kMachineEfficiency)
     return "machine";
@@ -205,9 +205,9 @@ struct GroupDiff {
   std::string text;
 };
 
-std::vector<GroupDiff> group_diffs(const json& dp, const json& ddp) {
+std::vector<GroupDiff> group_diffs(const SuiteRun& dp, const SuiteRun& ddp) {
   const PhaseGroups a = group_phases(dp), b = group_phases(ddp);
-  const double ddp_comm = number_at(ddp, {"metrics", "comm_ms"}).value_or(0);
+  const double ddp_comm = metric(&ddp, &RunMetrics::comm_ms).value_or(0);
   std::vector<GroupDiff> d = {
       {a.compute_ms - b.compute_ms,
        fmt::format("compute: DP {} (forward, loss, backward), DDP {} (forward, backward)",
@@ -235,13 +235,12 @@ std::vector<GroupDiff> group_diffs(const json& dp, const json& ddp) {
 }
 
 // Sorted world sizes > 1 at which the workload has a DP or DDP scaling run.
-std::vector<int> parallel_world_sizes(const json& suite, const std::string& w) {
+std::vector<int> parallel_world_sizes(const SuiteRecord& suite, const std::string& w) {
   std::set<int> sizes;
-  for (const json* r : suite_runs(suite)) {
-    const std::string mode = string_at(*r, {"mode"});
-    if (string_at(*r, {"group"}) == "scaling" && string_at(*r, {"workload"}) == w &&
-        (mode == "dp" || mode == "ddp") && run_world_size(*r) > 1)
-      sizes.insert(run_world_size(*r));
+  for (const SuiteRun& r : suite.runs) {
+    if (r.group == RunGroup::Scaling && r.workload == w && r.mode != ModeName::Single &&
+        r.world_size > 1)
+      sizes.insert(static_cast<int>(r.world_size));
   }
   return {sizes.begin(), sizes.end()};
 }
@@ -249,11 +248,11 @@ std::vector<int> parallel_world_sizes(const json& suite, const std::string& w) {
 std::string bottleneck_paragraph(const std::string& w, const BottleneckInputs& in) {
   const std::string kind = bottleneck_kind(in);
   const std::string at = fmt::format("{} at world size {}: ", w, in.world_size);
-  const json* dp = in.dp;
-  const json* ddp = in.ddp;
+  const SuiteRun* dp = in.dp;
+  const SuiteRun* ddp = in.ddp;
   if (kind.empty()) return at + "no DP or DDP run succeeded, so there is nothing to explain.";
   if (kind == "data") {
-    const json& r = dp ? *dp : *ddp;
+    const SuiteRun& r = dp ? *dp : *ddp;
     return at + fmt::format("data loading. Waiting for the next batch takes {} of the {} step.",
                             ms(group_phases(r).data_ms), ms(median_ms(r)));
   }
@@ -264,9 +263,7 @@ std::string bottleneck_paragraph(const std::string& w, const BottleneckInputs& i
                     "so neither design gets near linear scaling (best weak-scaling efficiency "
                     "{}).",
                     in.world_size, in.cpu_cores,
-                    format_percent(std::max(
-                        dp ? number_at(*dp, {"scaling", "weak_efficiency"}).value_or(0) : 0.0,
-                        ddp ? number_at(*ddp, {"scaling", "weak_efficiency"}).value_or(0) : 0.0)));
+                    format_percent(std::max(weak_efficiency(dp), weak_efficiency(ddp))));
   }
   if (kind == "ddp-exposed-comm") {
     return at + fmt::format(
@@ -274,7 +271,7 @@ std::string bottleneck_paragraph(const std::string& w, const BottleneckInputs& i
                     "after backward (overlap {}); more compute per bucket or fewer bytes "
                     "(a comm hook) would hide it.",
                     ms(group_phases(*ddp).reduce_ms), ms(median_ms(*ddp)),
-                    format_percent(number_at(*ddp, {"metrics", "overlap_ratio"})));
+                    format_percent(metric(ddp, &RunMetrics::overlap_ratio)));
   }
   if (kind == "dp-device0-traffic") {
     const PhaseGroups g = group_phases(*dp);
@@ -284,22 +281,21 @@ std::string bottleneck_paragraph(const std::string& w, const BottleneckInputs& i
                     "device count.",
                     ms(g.traffic_ms + g.reduce_ms), ms(median_ms(*dp)));
   }
-  const json& r = ddp ? *ddp : *dp;
+  const SuiteRun& r = ddp ? *ddp : *dp;
   return at + fmt::format(
                   "compute. Forward and backward take {} of the {} step; "
                   "communication is not what limits it.",
                   ms(group_phases(r).compute_ms), ms(median_ms(r)));
 }
 
-std::vector<std::string> verdict_notes(const json& suite) {
+std::vector<std::string> verdict_notes(const SuiteRecord& suite) {
   std::vector<std::string> notes;
-  const json* quick = find_at(suite, {"suite", "quick"});
-  const auto steps = number_at(suite, {"suite", "steps"});
-  if ((quick && quick->is_boolean() && quick->get<bool>()) || (steps && *steps < 10)) {
+  const auto steps = suite.suite.steps;
+  if (suite.suite.quick.value_or(false) || (steps && *steps < 10)) {
     notes.push_back(
         fmt::format("Quick suite: {:g} measured steps per run, so these numbers are "
                     "noisy; run the full suite before drawing conclusions.",
-                    steps.value_or(0)));
+                    static_cast<double>(steps.value_or(0))));
   }
   notes.push_back(
       "A difference no larger than the larger step-time standard deviation of the "
@@ -309,7 +305,7 @@ std::vector<std::string> verdict_notes(const json& suite) {
 
 }  // namespace
 
-ReportSection build_verdict(const json& suite) {
+ReportSection build_verdict(const SuiteRecord& suite) {
   ReportSection s;
   s.id = "verdict";
   s.heading = "Verdict";
@@ -318,20 +314,20 @@ ReportSection build_verdict(const json& suite) {
   t.table.header = {"workload",          "world size", "faster",       "by",
                     "DP step",           "DDP step",   "DP samples/s", "DDP samples/s",
                     "DP memory premium", "DDP memory", "DDP overlap",  "best bucket cap"};
-  const std::string device = string_at(suite, {"suite", "device"});
-  const int cores = static_cast<int>(number_at(suite, {"context", "cpu_cores"}).value_or(0));
-  for (const std::string& w : suite_workloads(suite)) {
+  const std::string& device = suite.suite.device;
+  const int cores = static_cast<int>(suite.context.cpu_cores);
+  for (const std::string& w : suite.workloads()) {
     const auto sizes = parallel_world_sizes(suite, w);
     for (int n : sizes) {
-      const json* dp = scaling_run(suite, w, "dp", n);
-      const json* ddp = scaling_run(suite, w, "ddp", n);
+      const SuiteRun* dp = scaling_run(suite, w, ModeName::Dp, n);
+      const SuiteRun* ddp = scaling_run(suite, w, ModeName::Ddp, n);
       if (!dp && !ddp) continue;
       const Comparison c = compare_designs(dp, ddp);
       t.table.rows.push_back(
           {w, std::to_string(n), c.faster.empty() ? "-" : c.faster, c.by, step_cell(dp),
            step_cell(ddp),
-           format_number(dp ? number_at(*dp, {"metrics", "samples_per_s"}) : std::nullopt),
-           format_number(ddp ? number_at(*ddp, {"metrics", "samples_per_s"}) : std::nullopt),
+           format_number(dp ? std::optional(dp->metrics->samples_per_s) : std::nullopt),
+           format_number(ddp ? std::optional(ddp->metrics->samples_per_s) : std::nullopt),
            dp_memory_cell(dp), ddp_memory_cell(ddp), overlap_cell(ddp),
            best_bucket_cell(suite, ddp)});
       t.table.bad.push_back(false);
@@ -347,8 +343,9 @@ ReportSection build_verdict(const json& suite) {
     }
     if (!sizes.empty()) {
       const int n = sizes.back();
-      s.paragraphs.push_back(bottleneck_paragraph(
-          w, {scaling_run(suite, w, "dp", n), scaling_run(suite, w, "ddp", n), n, device, cores}));
+      s.paragraphs.push_back(
+          bottleneck_paragraph(w, {scaling_run(suite, w, ModeName::Dp, n),
+                                   scaling_run(suite, w, ModeName::Ddp, n), n, device, cores}));
     }
   }
   if (t.table.rows.empty()) s.notes.push_back("No DP or DDP run at world size > 1 succeeded.");

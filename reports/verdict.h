@@ -1,7 +1,7 @@
 // The verdict that opens a suite report: for each workload and world size, which of DP and DDP
 // is faster and by how much (a tie inside the step-time noise), the phase differences behind
 // the gap, memory, overlap and the best bucket cap measured; then one paragraph per workload
-// naming its bottleneck. Everything is computed from suite.json with the rules of
+// naming its bottleneck. Everything is computed from the suite record with the rules of
 // docs/metrics.md ("Verdict"); nothing here is written by hand or throws on record contents.
 #pragma once
 
@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "reports/suite_record.h"
 #include "reports/suite_view.h"
 
 namespace ddpb::reports {
@@ -24,7 +23,7 @@ struct PhaseGroups {
   double data_ms = 0;       // data
   double optimizer_ms = 0;  // optimizer
 };
-PhaseGroups group_phases(const nlohmann::json& run);
+PhaseGroups group_phases(const SuiteRun& run);
 
 // A tie when the medians differ by no more than the larger of the two runs' step-time
 // standard deviations.
@@ -34,8 +33,8 @@ bool within_noise(double median_a, double stddev_a, double median_b, double stdd
 // "dp-device0-traffic", "compute" names the bottleneck of a workload at world size n. Either
 // run may be null (that design did not run or failed).
 struct BottleneckInputs {
-  const nlohmann::json* dp = nullptr;
-  const nlohmann::json* ddp = nullptr;
+  const SuiteRun* dp = nullptr;
+  const SuiteRun* ddp = nullptr;
   int world_size = 1;
   std::string device;  // suite.device
   int cpu_cores = 0;   // context.cpu_cores
@@ -44,6 +43,6 @@ std::string bottleneck_kind(const BottleneckInputs& in);
 
 // The Verdict section: notes (a quick suite is noisy), the table, the phase differences per
 // row, and the bottleneck paragraphs.
-ReportSection build_verdict(const nlohmann::json& suite);
+ReportSection build_verdict(const SuiteRecord& suite);
 
 }  // namespace ddpb::reports

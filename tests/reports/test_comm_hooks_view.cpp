@@ -39,7 +39,8 @@ json suite_with_hooks() {
 TEST(CommHooksView, EachHookAgainstFp32WithItsSavingAndLoss) {
   const json suite = suite_with_hooks();
   EXPECT_TRUE(ddpb::reports::validate_suite_record(suite).empty());
-  const auto s = ddpb::reports::build_comm_hooks_section(suite);
+  const auto s =
+      ddpb::reports::build_comm_hooks_section(ddpb::reports::SuiteRecord::from_json(suite));
   ASSERT_EQ(s.tables.size(), 1u);
   const auto& rows = s.tables[0].table.rows;
   ASSERT_EQ(rows.size(), 3u);
@@ -72,7 +73,8 @@ TEST(CommHooksView, WithoutHookRunsItSaysSo) {
   for (const auto& r : suite["runs"])
     if (r["group"] != "comm_hook") runs.push_back(r);
   suite["runs"] = runs;
-  const auto s = ddpb::reports::build_comm_hooks_section(suite);
+  const auto s =
+      ddpb::reports::build_comm_hooks_section(ddpb::reports::SuiteRecord::from_json(suite));
   EXPECT_TRUE(s.tables.empty());
   ASSERT_FALSE(s.notes.empty());
   EXPECT_NE(s.notes[0].find("No comm hook runs"), std::string::npos);

@@ -168,8 +168,9 @@ TEST(RecordReading, MissingAndMistypedFieldsReadAsAbsentAndBadElementsAreSkipped
   j["runs"][0]["status"] = "done";  // not a status
   j["runs"][0]["metrics"]["samples_per_s"] = "fast";
   j["runs"][0]["metrics"].erase("comm_ms");
-  j["runs"][0]["world_size"] = -1.5;  // not an integer
-  j["runs"].push_back("not a run");   // an element that is not an object
+  j["runs"][0]["world_size"] = "two";                    // not a number
+  j["runs"][0]["metrics"]["peak_memory_bytes"] = 1.1e6;  // a number read rounded
+  j["runs"].push_back("not a run");                      // an element that is not an object
   j["runs"].push_back({{"id", "bare"}});
   const SuiteRecord s = SuiteRecord::from_json(j);
   ASSERT_EQ(s.runs.size(), 2u);
@@ -178,6 +179,7 @@ TEST(RecordReading, MissingAndMistypedFieldsReadAsAbsentAndBadElementsAreSkipped
   EXPECT_FALSE(s.runs[0].metrics->comm_ms.has_value());
   EXPECT_EQ(s.runs[0].metrics->overlap_ratio, 0.75);
   EXPECT_EQ(s.runs[0].world_size, 0);
+  EXPECT_EQ(s.runs[0].metrics->peak_memory_bytes, 1100000);
   EXPECT_EQ(s.runs[1].id, "bare");
   EXPECT_FALSE(s.runs[1].metrics.has_value());
   EXPECT_FALSE(s.runs[1].ok());

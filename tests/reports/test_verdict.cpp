@@ -15,28 +15,36 @@
 namespace {
 
 using ddpb::reports::BottleneckInputs;
+using ddpb::reports::SuiteRun;
 using ddpb::testing::make_projection;
 using ddpb::testing::make_suite;
 using ddpb::testing::run_by_id;
 using nlohmann::json;
 
 // A run with the given phase medians (ms); its step is their sum.
-json run_with(const std::string& mode, int n, const std::vector<std::pair<std::string, double>>& ph,
-              double efficiency = 0.9, double stddev = 0.1) {
+SuiteRun run_with(const std::string& mode, int n,
+                  const std::vector<std::pair<std::string, double>>& ph, double efficiency = 0.9,
+                  double stddev = 0.1) {
   json phases = json::array();
   double step = 0;
   for (const auto& [name, ms] : ph) {
     phases.push_back({{"phase", name}, {"median_ms", ms}});
     step += ms;
   }
-  return {{"mode", mode},
-          {"world_size", n},
-          {"status", "ok"},
-          {"metrics",
-           {{"step_time_ms", {{"median", step}, {"stddev", stddev}}},
-            {"phases_median_ms", phases},
-            {"samples_per_s", 1000.0 / step}}},
-          {"scaling", {{"weak_efficiency", efficiency}}}};
+  return ddpb::reports::record_from_json<SuiteRun>(
+      json{{"mode", mode},
+           {"world_size", n},
+           {"status", "ok"},
+           {"metrics",
+            {{"step_time_ms", {{"median", step}, {"stddev", stddev}}},
+             {"phases_median_ms", phases},
+             {"samples_per_s", 1000.0 / step}}},
+           {"scaling", {{"weak_efficiency", efficiency}}}});
+}
+
+// The verdict of a suite given as JSON.
+ddpb::reports::ReportSection verdict_of(const json& suite) {
+  return ddpb::reports::build_verdict(ddpb::reports::SuiteRecord::from_json(suite));
 }
 
 TEST(Verdict, TieIsADifferenceInsideTheLargerSpread) {
@@ -74,29 +82,29 @@ TEST(Verdict, PhaseGroups) {
 
 TEST(Verdict, BottleneckRulesInOrder) {
   using ddpb::reports::bottleneck_kind;
-  const json compute_dp = run_with("dp", 2, {{"forward", 5}, {"backward", 10}, {"reduce", 1}});
-  const json compute_ddp =
+  const SuiteRun compute_dp = run_with("dp", 2, {{"forward", 5}, {"backward", 10}, {"reduce", 1}});
+  const SuiteRun compute_ddp =
       run_with("ddp", 2, {{"forward", 5}, {"backward_compute", 10}, {"comm_exposed", 1}});
   BottleneckInputs in{&compute_dp, &compute_ddp, 2, "cuda", 0};
   EXPECT_EQ(bottleneck_kind(in), "compute");
   // Data: a fifth of the winner's step.
-  const json slow_data =
+  const SuiteRun slow_data =
       run_with("ddp", 2, {{"data", 4}, {"forward", 5}, {"backward_compute", 10}});
   EXPECT_EQ(bottleneck_kind({nullptr, &slow_data, 2, "cuda", 0}), "data");
   EXPECT_EQ(bottleneck_kind({&compute_dp, &slow_data, 2, "cuda", 0}), "compute")
       << "the rule looks at the faster design";
   EXPECT_EQ(bottleneck_kind({nullptr, nullptr, 2, "cuda", 0}), "");
   // DDP's exposed communication.
-  const json exposed =
+  const SuiteRun exposed =
       run_with("ddp", 2, {{"forward", 5}, {"backward_compute", 10}, {"comm_exposed", 6}});
   EXPECT_EQ(bottleneck_kind({nullptr, &exposed, 2, "cuda", 0}), "ddp-exposed-comm");
   // DP's device-0 traffic.
-  const json traffic =
+  const SuiteRun traffic =
       run_with("dp", 2, {{"replicate", 3}, {"forward", 5}, {"backward", 10}, {"reduce", 3}});
   EXPECT_EQ(bottleneck_kind({&traffic, nullptr, 2, "cuda", 0}), "dp-device0-traffic");
   // The machine: as many CPU ranks as cores and nobody near linear scaling; not on GPUs,
   // and not when one design scales.
-  const json poor =
+  const SuiteRun poor =
       run_with("ddp", 2, {{"forward", 5}, {"backward_compute", 10}, {"comm_exposed", 6}}, 0.5);
   EXPECT_EQ(bottleneck_kind({nullptr, &poor, 2, "cpu", 2}), "machine");
   EXPECT_EQ(bottleneck_kind({nullptr, &poor, 2, "cpu", 8}), "ddp-exposed-comm");
@@ -105,7 +113,7 @@ TEST(Verdict, BottleneckRulesInOrder) {
 
 TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   json suite = make_suite();
-  const auto v = ddpb::reports::build_verdict(suite);
+  const auto v = verdict_of(suite);
   ASSERT_EQ(v.tables.size(), 1u);
   const auto& t = v.tables[0].table;
   // mlp-small at 2 and 4, gpt-tiny at 2 and 4 (its DDP run at 4 failed).
@@ -130,13 +138,13 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
     run_by_id(suite, id)["metrics"]["step_time_ms"]["stddev"] = 0.5;
   }
   run_by_id(suite, "mlp-small/ddp/w2")["metrics"]["step_time_ms"]["median"] = 10.3;
-  EXPECT_EQ(ddpb::reports::build_verdict(suite).tables[0].table.rows[0][2], "tie");
+  EXPECT_EQ(verdict_of(suite).tables[0].table.rows[0][2], "tie");
 }
 
 TEST(Verdict, QuickSuitesSayTheyAreNoisy) {
   json suite = make_suite();
   auto has_quick_note = [](const json& s) {
-    for (const auto& n : ddpb::reports::build_verdict(s).notes)
+    for (const auto& n : verdict_of(s).notes)
       if (n.find("noisy") != std::string::npos) return true;
     return false;
   };

@@ -118,7 +118,7 @@ struct StepModeData {
   static constexpr bool kRecord = true;
   std::optional<std::vector<DpDeviceStep>> devices;
   std::optional<NamedValues<int64_t>> bytes;
-  std::optional<NamedValues<double>> unit_bytes;
+  std::optional<NamedValues<int64_t>> unit_bytes;
   std::optional<int64_t> rank;
   std::optional<std::vector<BucketTiming>> buckets;
   std::optional<int64_t> comm_bytes;

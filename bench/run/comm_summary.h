@@ -2,14 +2,18 @@
 // numbers of DP and DDP reduced to one set of medians in the terms of docs/metrics.md.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "bench/run/run_config.h"
+#include "reports/run_record.h"
 
 namespace ddpb::bench {
 
-// `steps` is the record's steps[] array; only measured steps count. Returns null for single
-// mode (no communication) and when no measured step carries communication data.
-nlohmann::json comm_summary(Mode mode, const nlohmann::json& steps, int world_size);
+// Only measured steps count. Returns nullopt for single mode (no communication) and when a
+// measured step carries no communication data.
+std::optional<reports::CommRecord> comm_summary(Mode mode,
+                                                const std::vector<reports::StepRecord>& steps,
+                                                int world_size);
 
 }  // namespace ddpb::bench

@@ -14,10 +14,10 @@ namespace {
 
 // One bucket's record and trace spans: one span per collective (PowerSGD has up to three)
 // and per host-timed hook compute; its collectives' busy intervals go to `busy`.
-nlohmann::json bucket_record(const ddp::BucketRecord& r, int world_size, int64_t zero_ns,
-                             StepOutcome& out, std::vector<Interval>& busy) {
+reports::BucketTiming bucket_record(const ddp::BucketRecord& r, int world_size, int64_t zero_ns,
+                                    StepOutcome& out, std::vector<Interval>& busy) {
   const double factor = busbw_factor(Collective::AllReduce, world_size);
-  nlohmann::json collectives = nlohmann::json::array();
+  std::vector<reports::BucketCollective> collectives;
   for (const auto& c : r.collectives) {
     const double start = c.start_ms > 0 ? c.start_ms : c.launch_ms;
     busy.emplace_back(start, c.complete_ms);
@@ -32,11 +32,7 @@ nlohmann::json bucket_record(const ddp::BucketRecord& r, int world_size, int64_t
                           {"busbw_GBps", busbw},
                           {"ready_ms", r.ready_ms},
                           {"launch_ms", c.launch_ms}}});
-    collectives.push_back({{"name", c.name},
-                           {"bytes", c.bytes},
-                           {"launch_ms", c.launch_ms},
-                           {"start_ms", start},
-                           {"complete_ms", c.complete_ms}});
+    collectives.push_back({c.name, c.bytes, c.launch_ms, start, c.complete_ms});
   }
   double hook_compute_ms = 0;
   for (const auto& h : r.compute) {
@@ -49,24 +45,26 @@ nlohmann::json bucket_record(const ddp::BucketRecord& r, int world_size, int64_t
   }
   const double start = r.start_ms > 0 ? r.start_ms : r.launch_ms;
   const double algbw = algbw_GBps(static_cast<double>(r.bytes), r.complete_ms - start);
-  return {{"bucket", r.index},
-          {"params", r.params},
-          {"bytes", r.bytes},
-          {"ready_ms", r.ready_ms},
-          {"launch_ms", r.launch_ms},
-          {"start_ms", start},
-          {"complete_ms", r.complete_ms},
-          {"algbw_GBps", algbw},
-          {"busbw_GBps", algbw * factor},
-          {"collectives", collectives},
-          {"hook_compute_ms", hook_compute_ms}};
+  reports::BucketTiming b;
+  b.bucket = r.index;
+  b.params = r.params;
+  b.bytes = r.bytes;
+  b.ready_ms = r.ready_ms;
+  b.launch_ms = r.launch_ms;
+  b.start_ms = start;
+  b.complete_ms = r.complete_ms;
+  b.algbw_GBps = algbw;
+  b.busbw_GBps = algbw * factor;
+  b.collectives = std::move(collectives);
+  b.hook_compute_ms = hook_compute_ms;
+  return b;
 }
 
 // Per-bucket records; communication time is the union of the collectives' busy intervals,
 // exposed communication the part after backward compute ended.
 void add_bucket_records(const ddp::DdpStepStats& s, int world_size, int rank, StepOutcome& out) {
   std::vector<Interval> busy;
-  nlohmann::json buckets = nlohmann::json::array();
+  std::vector<reports::BucketTiming> buckets;
   double first_launch = s.buckets.empty() ? 0.0 : s.buckets.front().launch_ms, last_complete = 0;
   int64_t bytes = 0;
   for (const auto& r : s.buckets) {
@@ -76,15 +74,16 @@ void add_bucket_records(const ddp::DdpStepStats& s, int world_size, int rank, St
     buckets.push_back(bucket_record(r, world_size, s.backward_start_ns, out, busy));
   }
   const CommTime ct = comm_time(std::move(busy), s.backward_end_ms);
-  out.extra.update(nlohmann::json{
-      {"rank", rank},
-      {"buckets", buckets},
-      {"comm_bytes", bytes},
-      {"comm_ms", ct.comm_ms},
-      {"comm_exposed_ms", ct.exposed_ms},
-      {"overlap_ratio", overlap_ratio(ct.comm_ms, ct.exposed_ms)},
-      {"backward_end_ms", s.backward_end_ms},
-      {"span_overlap_ratio", span_overlap_ratio(first_launch, last_complete, s.backward_end_ms)}});
+  reports::StepModeData& m = *out.mode;
+  m.rank = rank;
+  m.buckets = std::move(buckets);
+  m.comm_bytes = bytes;
+  m.comm_ms = ct.comm_ms;
+  m.comm_exposed_ms = ct.exposed_ms;
+  m.overlap_ratio = overlap_ratio(ct.comm_ms, ct.exposed_ms);
+  m.extra.value["backward_end_ms"] = s.backward_end_ms;
+  m.extra.value["span_overlap_ratio"] =
+      span_overlap_ratio(first_launch, last_complete, s.backward_end_ms);
 }
 
 // SyncBatchNorm's collectives: their time and bytes, and one trace span each.
@@ -99,8 +98,8 @@ void add_sync_bn_records(const ddp::DdpStepStats& s, StepOutcome& out) {
     out.spans.push_back(
         {std::string("sync_bn ") + r.op, "comm sync_bn", r.start_ns, ms, {{"bytes", r.bytes}}});
   }
-  out.extra["sync_bn_ms"] = ms_total;
-  out.extra["sync_bn_bytes"] = bytes;
+  out.mode->extra.value["sync_bn_ms"] = ms_total;
+  out.mode->extra.value["sync_bn_bytes"] = bytes;
 }
 
 }  // namespace
@@ -110,42 +109,45 @@ StepOutcome ddp_step_outcome(const ddp::DdpStepStats& s, int world_size, int ran
   out.loss = s.loss;
   out.step_ms = s.step_ms;
   for (const PhaseTime& p : s.phases) out.phases_ms.emplace_back(step_phase_name(p.phase), p.ms);
-  if (s.buffer_broadcast_bytes >= 0) out.extra["buffer_broadcast_bytes"] = s.buffer_broadcast_bytes;
+  out.mode.emplace();
+  if (s.buffer_broadcast_bytes >= 0)
+    out.mode->extra.value["buffer_broadcast_bytes"] = s.buffer_broadcast_bytes;
   add_sync_bn_records(s, out);
   add_bucket_records(s, world_size, rank, out);
   return out;
 }
 
-nlohmann::json merge_rank_records(comm::Store& store, int rank, int world_size,
-                                  const Device& device, nlohmann::json record) {
+reports::RunRecord merge_rank_records(comm::Store& store, int rank, int world_size,
+                                      const Device& device, reports::RunRecord record) {
   std::vector<std::pair<std::string, double>> phases;
-  for (const auto& ph : record["summary"]["phases_median_ms"])
-    phases.emplace_back(ph["phase"].get<std::string>(), ph["median_ms"].get<double>());
-  const nlohmann::json mine = {{"rank", rank},
-                               {"device", device.str()},
-                               {"compute_ms", compute_time_ms(phases)},
-                               {"step_time_ms", record["summary"]["step_time_ms"]},
-                               {"phases_median_ms", record["summary"]["phases_median_ms"]},
-                               {"memory", record["memory"]}};
-  store.set_string("ddpbench/record/" + std::to_string(rank), reports::json_text(mine));
+  for (const reports::PhaseMedian& ph : record.summary.phases_median_ms)
+    phases.emplace_back(ph.phase, ph.median_ms);
+  const reports::RankRecord mine{rank,
+                                 device.str(),
+                                 compute_time_ms(phases),
+                                 record.summary.step_time_ms,
+                                 record.summary.phases_median_ms,
+                                 record.memory};
+  store.set_string("ddpbench/record/" + std::to_string(rank),
+                   reports::json_text(reports::record_to_json(mine)));
   if (rank != 0) return record;
-  nlohmann::json ranks = nlohmann::json::array();
+  std::vector<reports::RankRecord> ranks;
   std::vector<double> compute_ms;
   for (int r = 0; r < world_size; ++r) {
-    ranks.push_back(
-        nlohmann::json::parse(store.get_string("ddpbench/record/" + std::to_string(r))));
-    compute_ms.push_back(ranks.back()["compute_ms"].get<double>());
+    ranks.push_back(reports::record_from_json<reports::RankRecord>(
+        nlohmann::json::parse(store.get_string("ddpbench/record/" + std::to_string(r)))));
+    compute_ms.push_back(ranks.back().compute_ms);
   }
   const StragglerSummary skew = straggler_summary(compute_ms);
-  nlohmann::json stragglers = nlohmann::json::array();
+  std::vector<reports::StragglerRecord> stragglers;
   for (const Straggler& s : skew.stragglers) {
-    stragglers.push_back({{"rank", s.rank}, {"compute_ms", s.compute_ms}, {"skew", s.skew}});
+    stragglers.push_back({s.rank, s.compute_ms, s.skew});
     fmt::print("ddp: straggler: rank {} computes {:.2f} ms a step, {:.2f}x the fastest rank\n",
                s.rank, s.compute_ms, s.skew);
   }
-  record["ranks"] = ranks;
-  record["summary"]["straggler_skew"] = skew.skew;
-  record["summary"]["stragglers"] = stragglers;
+  record.ranks = std::move(ranks);
+  record.summary.straggler_skew = skew.skew;
+  record.summary.stragglers = std::move(stragglers);
   return record;
 }
 

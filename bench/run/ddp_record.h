@@ -22,8 +22,8 @@ StepOutcome ddp_step_outcome(const ddp::DdpStepStats& stats, int world_size, int
 
 // Collective over the store: every rank publishes its summary; rank 0 returns `record` with
 // ranks[], summary.straggler_skew and summary.stragglers added (others: `record` as it is).
-nlohmann::json merge_rank_records(comm::Store& store, int rank, int world_size,
-                                  const Device& device, nlohmann::json record);
+reports::RunRecord merge_rank_records(comm::Store& store, int rank, int world_size,
+                                      const Device& device, reports::RunRecord record);
 
 // Collective over the store: rank 0 gets every rank's trace events and clock offset.
 std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace_through_store(

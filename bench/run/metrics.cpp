@@ -87,10 +87,12 @@ const char* collective_name(Collective op) {
   return "unknown";
 }
 
-nlohmann::json busbw_record(Collective op, int world_size) {
-  return {{"op", collective_name(op)},
-          {"factor", busbw_factor(op, world_size)},
-          {"formula", busbw_formula(op)}};
+reports::BusBw busbw_record(Collective op, int world_size) {
+  reports::BusBw b;
+  b.op = collective_name(op);
+  b.factor = busbw_factor(op, world_size);
+  b.formula = busbw_formula(op);
+  return b;
 }
 
 double algbw_GBps(double bytes, double ms) {

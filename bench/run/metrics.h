@@ -1,5 +1,6 @@
 // The formulas behind every derived number in ddpbench's reports, defined once here and
-// documented in docs/metrics.md. They take plain numbers (no runtime types), so the tests
+// documented in docs/metrics.md. They take plain numbers (no runtime types; the records' types
+// at most), so the tests
 // check them on synthetic timelines with known answers (tests/bench/test_metrics.cpp).
 #pragma once
 
@@ -7,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "reports/run_record.h"
 
 namespace ddpb::bench {
 
@@ -39,8 +40,8 @@ enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce }
 double busbw_factor(Collective op, int world_size);
 const char* busbw_formula(Collective op);
 const char* collective_name(Collective op);
-// {"op", "factor", "formula"} for the record.
-nlohmann::json busbw_record(Collective op, int world_size);
+// The op, factor and formula for the record.
+reports::BusBw busbw_record(Collective op, int world_size);
 // algbw in GB/s (1e9 bytes) for `bytes` moved in `ms`; 0 when ms <= 0.
 double algbw_GBps(double bytes, double ms);
 

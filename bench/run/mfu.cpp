@@ -39,14 +39,12 @@ std::optional<DatasheetPeak> datasheet_peak(const std::string& gpu_name, ops::Ma
   return std::nullopt;
 }
 
-nlohmann::json mfu_json(double achieved_flops_per_s, int gpus, const std::string& gpu_name,
-                        ops::MathMode precision) {
+std::optional<reports::Mfu> run_mfu(double achieved_flops_per_s, int gpus,
+                                    const std::string& gpu_name, ops::MathMode precision) {
   const auto peak = datasheet_peak(gpu_name, precision);
-  if (!peak || gpus < 1) return nullptr;
-  return {{"mfu", achieved_flops_per_s / (peak->flops_per_s * gpus)},
-          {"peak_flops_per_s", peak->flops_per_s},
-          {"source", peak->source},
-          {"gpus", gpus}};
+  if (!peak || gpus < 1) return std::nullopt;
+  return reports::Mfu{achieved_flops_per_s / (peak->flops_per_s * gpus), peak->flops_per_s,
+                      peak->source, gpus};
 }
 
 }  // namespace ddpb::bench

@@ -7,9 +7,8 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/ops.h"
+#include "reports/run_record.h"
 
 namespace ddpb::bench {
 
@@ -22,9 +21,9 @@ struct DatasheetPeak {
 // `precision`; nullopt for a GPU not in the table.
 std::optional<DatasheetPeak> datasheet_peak(const std::string& gpu_name, ops::MathMode precision);
 
-// {"mfu", "peak_flops_per_s", "source", "gpus"} for a run that reached
-// `achieved_flops_per_s` on `gpus` GPUs named `gpu_name`; null when the peak is unknown.
-nlohmann::json mfu_json(double achieved_flops_per_s, int gpus, const std::string& gpu_name,
-                        ops::MathMode precision);
+// The MFU (summary.mfu) of a run that reached `achieved_flops_per_s` on `gpus` GPUs named
+// `gpu_name`; nullopt when the peak is unknown.
+std::optional<reports::Mfu> run_mfu(double achieved_flops_per_s, int gpus,
+                                    const std::string& gpu_name, ops::MathMode precision);
 
 }  // namespace ddpb::bench

@@ -102,23 +102,22 @@ class DdpRunner final : public ModeRunner {
                                       std::move(mine));
   }
 
-  nlohmann::json finalize_record(nlohmann::json record) override {
+  reports::RunRecord finalize_record(reports::RunRecord record) override {
     ddp_->check_replicas_consistent();
     record = merge_rank_records(*store_, env_.rank, env_.world_size, device_, std::move(record));
     if (env_.rank != 0) return record;
     const ddp::Reducer& reducer = ddp_->reducer();
-    record["mode"]["details"] = {
-        {"backend", pg_->backend()},
-        {"buffers", buffer_semantics(config_, !model_->named_buffers().empty())},
-        {"world_size", env_.world_size},
-        {"launcher", env_.source},
-        {"buckets_initial", reducer.initial_layout()},
-        {"buckets_rebuilt", reducer.layout()},
-        {"rebuilt", reducer.rebuilt()}};
-    if (search_) record["mode"]["details"]["bucket_autotune"] = search_->tuner().to_json();
+    record.mode.details = {{"backend", pg_->backend()},
+                           {"buffers", buffer_semantics(config_, !model_->named_buffers().empty())},
+                           {"world_size", env_.world_size},
+                           {"launcher", env_.source},
+                           {"buckets_initial", reducer.initial_layout()},
+                           {"buckets_rebuilt", reducer.layout()},
+                           {"rebuilt", reducer.rebuilt()}};
+    if (search_) record.mode.details["bucket_autotune"] = search_->tuner().to_json();
     // The report is complete only when every rank got here: say so on rank 0's exit path.
     fmt::print("ddp: merged records of {} ranks (straggler skew {:.3f})\n", env_.world_size,
-               record["summary"]["straggler_skew"].get<double>());
+               record.summary.straggler_skew.value_or(0));
     return record;
   }
 

@@ -38,7 +38,8 @@ class DpRunner final : public ModeRunner {
     out.loss = s.loss;
     out.step_ms = s.step_ms;
     for (const PhaseTime& p : s.phases) out.phases_ms.emplace_back(step_phase_name(p.phase), p.ms);
-    nlohmann::json devs = nlohmann::json::array();
+    reports::StepModeData mode;
+    mode.devices.emplace();
     for (size_t r = 0; r < s.devices.size(); ++r) {
       const auto& d = s.devices[r];
       if (d.forward_start_ns > 0) {
@@ -55,22 +56,18 @@ class DpRunner final : public ModeRunner {
                              (d.backward_end_ns - d.backward_start_ns) / 1e6,
                              {{"rows", d.rows}}});
       }
-      devs.push_back({{"device", dp_->devices()[r].str()},
-                      {"rows", s.devices[r].rows},
-                      {"busy_ms", s.devices[r].busy_ms},
-                      {"idle_ms", s.devices[r].idle_ms}});
+      mode.devices->push_back({dp_->devices()[r].str(), d.rows, d.busy_ms, d.idle_ms});
     }
-    out.extra = {{"devices", devs},
-                 {"bytes",
-                  {{"scatter", s.scatter_bytes},
-                   {"replicate", s.replicate_bytes},
-                   {"gather", s.gather_bytes},
-                   {"reduce", s.reduce_bytes}}},
-                 {"unit_bytes",
-                  {{"parameters", s.parameter_bytes},
-                   {"buffers", s.buffer_bytes},
-                   {"input_per_sample", s.input_bytes_per_sample},
-                   {"output_per_sample", s.output_bytes_per_sample}}}};
+    mode.bytes = reports::NamedValues<int64_t>{{"scatter", s.scatter_bytes},
+                                               {"replicate", s.replicate_bytes},
+                                               {"gather", s.gather_bytes},
+                                               {"reduce", s.reduce_bytes}};
+    mode.unit_bytes =
+        reports::NamedValues<int64_t>{{"parameters", s.parameter_bytes},
+                                      {"buffers", s.buffer_bytes},
+                                      {"input_per_sample", s.input_bytes_per_sample},
+                                      {"output_per_sample", s.output_bytes_per_sample}};
+    out.mode = std::move(mode);
     return out;
   }
 

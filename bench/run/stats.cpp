@@ -32,9 +32,8 @@ Summary summarize(const std::vector<double>& values) {
   return s;
 }
 
-nlohmann::json Summary::to_json() const {
-  return {{"median", median}, {"mean", mean}, {"p90", p90},       {"p99", p99},
-          {"min", min},       {"max", max},   {"stddev", stddev}, {"count", count}};
+reports::StepTimeStats Summary::to_record() const {
+  return {median, mean, p90, p99, min, max, stddev, static_cast<int64_t>(count)};
 }
 
 }  // namespace ddpb::bench

@@ -34,15 +34,14 @@ std::unique_ptr<ModeRunner> make_runner(const RunConfig& config, const WorkloadS
   return make_single_runner(config, spec);
 }
 
-nlohmann::json memory_record(const std::vector<Device>& devices) {
-  nlohmann::json per_device = nlohmann::json::array();
+std::vector<reports::MemoryUse> memory_record(const std::vector<Device>& devices) {
+  std::vector<reports::MemoryUse> per_device;
   std::vector<Device> seen;
   for (const auto& d : devices) {
     if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;  // logical replicas
     seen.push_back(d);
     MemoryStats m = device_allocator(d).stats();
-    per_device.push_back(
-        {{"device", d.str()}, {"peak_bytes", m.peak_bytes}, {"reserved_bytes", m.reserved_bytes}});
+    per_device.push_back({d.str(), m.peak_bytes, m.reserved_bytes});
   }
   return per_device;
 }
@@ -51,12 +50,12 @@ nlohmann::json memory_record(const std::vector<Device>& devices) {
 // whole run's; they are shared by the distinct GPUs: DP's logical replicas on one GPU and
 // DDP ranks beyond the GPU count (Gloo on one GPU) share theirs. `gpu_list` is the record
 // context's system.gpus (the GPU names, queried once per run).
-nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devices,
-                       const nlohmann::json& gpu_list, double flops_per_s) {
-  if (devices.empty() || devices.front().is_cpu()) return nullptr;
+std::optional<reports::Mfu> mfu_of_run(const RunConfig& config, const std::vector<Device>& devices,
+                                       const nlohmann::json& gpu_list, double flops_per_s) {
+  if (devices.empty() || devices.front().is_cpu()) return std::nullopt;
   const int index = devices.front().index;
   const int gpu_count = static_cast<int>(gpu_list.size());
-  if (index >= gpu_count) return nullptr;
+  if (index >= gpu_count) return std::nullopt;
   std::vector<int> distinct;
   for (const auto& d : devices) {
     if (std::find(distinct.begin(), distinct.end(), d.index) == distinct.end())
@@ -64,8 +63,8 @@ nlohmann::json run_mfu(const RunConfig& config, const std::vector<Device>& devic
   }
   int gpus = static_cast<int>(distinct.size());
   if (config.mode == Mode::Ddp) gpus = std::min(config.world_size, gpu_count);
-  return mfu_json(flops_per_s, gpus, gpu_list[static_cast<size_t>(index)].at("name"),
-                  config.precision);
+  return run_mfu(flops_per_s, gpus, gpu_list[static_cast<size_t>(index)].at("name"),
+                 config.precision);
 }
 
 // A checkpoint with NaN or Inf in it cannot start a meaningful run (a NaN would be trained
@@ -90,7 +89,7 @@ namespace {
 
 // Every step's record and the samples the summary is made of.
 struct StepLog {
-  nlohmann::json steps = nlohmann::json::array();
+  std::vector<reports::StepRecord> steps;
   std::vector<double> step_ms;  // measured steps only
   std::map<std::string, std::vector<double>> phase_samples;
   std::vector<std::string> phase_order;
@@ -102,20 +101,14 @@ struct StepLog {
     if (step == 1) first_loss = out.loss;
     last_loss = out.loss;
     const char* data = step_phase_name(StepPhase::Data);
-    nlohmann::json phases = {{data, data_ms}};
+    reports::NamedValues<double> phases = {{data, data_ms}};
     add_phase(data, data_ms, measured);
     for (const auto& [name, ms] : out.phases_ms) {
-      phases[name] = ms;
+      phases.emplace_back(name, ms);
       add_phase(name, ms, measured);
     }
     if (measured) step_ms.push_back(total);
-    nlohmann::json rec = {{"step", step},
-                          {"measured", measured},
-                          {"loss", out.loss},
-                          {"time_ms", total},
-                          {"phases_ms", phases}};
-    if (!out.extra.is_null()) rec["mode"] = out.extra;
-    steps.push_back(rec);
+    steps.push_back({step, measured, out.loss, total, std::move(phases), out.mode});
     return total;
   }
   void add_phase(const std::string& name, double ms, bool measured) {
@@ -125,11 +118,11 @@ struct StepLog {
   }
   // Median per phase, in first-seen order. A phase seen only in warm-up steps (the eager
   // step before a --cuda-graph capture) has no measured samples and no median.
-  nlohmann::json phase_medians() {
-    nlohmann::json breakdown = nlohmann::json::array();
+  std::vector<reports::PhaseMedian> phase_medians() {
+    std::vector<reports::PhaseMedian> breakdown;
     for (const auto& name : phase_order) {
       if (phase_samples[name].empty()) continue;
-      breakdown.push_back({{"phase", name}, {"median_ms", percentile(phase_samples[name], 50)}});
+      breakdown.push_back({name, percentile(phase_samples[name], 50)});
     }
     return breakdown;
   }
@@ -207,32 +200,33 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
 }
 
 // The summary block of the record, printed as the run's last lines.
-nlohmann::json summarize_run(const Model& model, StepLog& log, const nlohmann::json& mfu,
-                             const nlohmann::json& memory, double flops_per_s,
-                             double samples_per_s) {
-  const Summary st = summarize(log.step_ms);
-  const double tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
-  const nlohmann::json breakdown = log.phase_medians();
+reports::RunSummary summarize_run(const Model& model, StepLog& log,
+                                  const std::optional<reports::Mfu>& mfu,
+                                  const std::vector<reports::MemoryUse>& memory, double flops_per_s,
+                                  double samples_per_s) {
+  reports::RunSummary summary;
+  summary.step_time_ms = summarize(log.step_ms).to_record();
+  summary.phases_median_ms = log.phase_medians();
+  summary.samples_per_s = samples_per_s;
+  summary.tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
+  if (model.samples_are_images()) summary.images_per_s = samples_per_s;
+  summary.achieved_flops_per_s = flops_per_s;
+  summary.mfu = mfu;
+  summary.first_loss = log.first_loss;
+  summary.last_loss = log.last_loss;
+  const reports::StepTimeStats& st = summary.step_time_ms;
   fmt::print("summary: median step {:.3f} ms (p90 {:.3f}), {:.1f} {}/s", st.median, st.p90,
              samples_per_s, model.samples_are_images() ? "images" : "samples");
-  if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", tokens_per_s);
+  if (model.tokens_per_sample() > 1) fmt::print(", {:.0f} tokens/s", summary.tokens_per_s);
   fmt::print(", {:.2f} GFLOP/s", flops_per_s / 1e9);
-  if (!mfu.is_null()) fmt::print(", MFU {:.1f}%", 100.0 * mfu["mfu"].get<double>());
+  if (mfu) fmt::print(", MFU {:.1f}%", 100.0 * mfu->mfu);
   fmt::print(", loss {:.4f} -> {:.4f}\n", log.first_loss, log.last_loss);
   std::string breakdown_line;
-  for (const auto& b : breakdown)
-    breakdown_line +=
-        fmt::format(" {} {:.2f}", b["phase"].get<std::string>(), b["median_ms"].get<double>());
+  for (const auto& b : summary.phases_median_ms)
+    breakdown_line += fmt::format(" {} {:.2f}", b.phase, b.median_ms);
   fmt::print("phases (median ms):{}\n", breakdown_line);
-  for (const auto& m : memory) {
-    fmt::print("memory: {} peak {:.1f} MiB\n", m["device"].get<std::string>(),
-               m["peak_bytes"].get<int64_t>() / 1048576.0);
-  }
-  nlohmann::json summary = {{"step_time_ms", st.to_json()},        {"phases_median_ms", breakdown},
-                            {"samples_per_s", samples_per_s},      {"tokens_per_s", tokens_per_s},
-                            {"achieved_flops_per_s", flops_per_s}, {"first_loss", log.first_loss},
-                            {"last_loss", log.last_loss}};
-  if (model.samples_are_images()) summary["images_per_s"] = samples_per_s;
+  for (const auto& m : memory)
+    fmt::print("memory: {} peak {:.1f} MiB\n", m.device, m.peak_bytes / 1048576.0);
   return summary;
 }
 
@@ -246,7 +240,7 @@ std::string device_list(const ModeRunner& runner) {
 }
 
 // The record of the run (before the runner's own additions).
-nlohmann::json make_record(const RunConfig& config, ModeRunner& runner, StepLog& log) {
+reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, StepLog& log) {
   const WorkloadSpec& spec = find_workload(config.workload);
   Model& model = runner.model();
   int64_t n_params = 0;
@@ -254,51 +248,39 @@ nlohmann::json make_record(const RunConfig& config, ModeRunner& runner, StepLog&
   const Summary st = summarize(log.step_ms);
   const double samples_per_s = st.median > 0 ? config.global_batch * 1000.0 / st.median : 0.0;
   const double flops_per_s = samples_per_s * model.train_flops_per_sample();
-  nlohmann::json memory = memory_record(runner.devices());
-  nlohmann::json context = build_context();
-  const nlohmann::json mfu =
-      run_mfu(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
-  nlohmann::json summary = summarize_run(model, log, mfu, memory, flops_per_s, samples_per_s);
-  if (!mfu.is_null()) summary["mfu"] = mfu;
-  nlohmann::json record = {{"schema_version", reports::kSchemaVersion},
-                           {"implementation", "ddpbench"},
-                           {"kind", "run"},
-                           {"context", std::move(context)},
-                           {"config", config.to_json()},
-                           {"mode",
-                            {{"name", enum_name(config.mode)},
-                             {"devices", device_list(runner)},
-                             {"details", runner.describe()}}},
-                           {"workload",
-                            {{"name", spec.name},
-                             {"family", spec.family},
-                             {"parameters", n_params},
-                             {"tokens_per_sample", model.tokens_per_sample()},
-                             {"train_flops_per_sample", model.train_flops_per_sample()}}},
-                           {"steps", log.steps},
-                           {"summary", std::move(summary)},
-                           {"memory", std::move(memory)}};
+  const nlohmann::json context = build_context();
+  reports::RunRecord record;
+  record.context = reports::record_from_json<reports::RunContext>(context);
+  record.config = reports::record_from_json<reports::RunConfigInfo>(config.to_json());
+  record.mode = {config.mode, device_list(runner), runner.describe()};
+  record.workload = {spec.name, spec.family, n_params, model.tokens_per_sample(),
+                     model.train_flops_per_sample()};
+  record.memory = memory_record(runner.devices());
+  const auto mfu =
+      mfu_of_run(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
+  record.summary = summarize_run(model, log, mfu, record.memory, flops_per_s, samples_per_s);
+  record.steps = std::move(log.steps);
   // The cuDNN plans this process built (CUDA convolutions only): engine, workspace, build time.
-  if (nlohmann::json plans = conv_plans_json(); !plans.empty()) {
-    record["conv_plans"] = std::move(plans);
-  }
+  if (nlohmann::json plans = conv_plans_json(); !plans.empty())
+    record.conv_plans = reports::record_from_json<std::vector<reports::ConvPlanInfo>>(plans);
   return record;
 }
 
-void add_comm_summary(const RunConfig& config, const ModeRunner& runner, nlohmann::json& record) {
+void add_comm_summary(const RunConfig& config, const ModeRunner& runner,
+                      reports::RunRecord& record) {
   const int comm_world =
       config.mode == Mode::Dp ? static_cast<int>(runner.devices().size()) : runner.world_size();
-  if (auto comm = comm_summary(config.mode, record["steps"], comm_world); !comm.is_null()) {
-    fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n",
-               comm["op"].get<std::string>(), comm["comm_ms"].get<double>(),
-               comm["comm_exposed_ms"].get<double>(), comm["overlap_ratio"].get<double>());
-    record["summary"]["comm"] = std::move(comm);
+  if (auto comm = comm_summary(config.mode, record.steps, comm_world)) {
+    fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n", comm->op,
+               comm->comm_ms, comm->comm_exposed_ms, comm->overlap_ratio);
+    record.summary.comm = std::move(comm);
   }
 }
 
 // Every record we write matches reports/schema/run.schema.json; a mismatch is our bug (a
 // field added here but not to the schema, or a NaN that JSON turned into null).
-void write_record(const RunConfig& config, const nlohmann::json& record) {
+void write_record(const RunConfig& config, const reports::RunRecord& typed) {
+  const nlohmann::json record = typed.to_json();
   const auto problems = reports::validate_run_record(record);
   DDPB_CHECK(problems.empty()) << "the run record does not match its schema, not writing "
                                << config.out << ": " << reports::format_errors(problems);
@@ -308,7 +290,7 @@ void write_record(const RunConfig& config, const nlohmann::json& record) {
 
 }  // namespace
 
-nlohmann::json run_training(const RunConfig& config) {
+reports::RunRecord run_training(const RunConfig& config) {
   ops::set_math_mode(config.precision);
   ops::set_attention_kind(config.attention);
   ops::set_image_layout(config.channels_last ? ops::ImageLayout::NHWC : ops::ImageLayout::NCHW);
@@ -350,7 +332,7 @@ nlohmann::json run_training(const RunConfig& config) {
   PartialTrace partial_trace{trace.get(), config, *runner};
   StepLog log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
 
-  nlohmann::json record = make_record(config, *runner, log);
+  reports::RunRecord record = make_record(config, *runner, log);
   add_comm_summary(config, *runner, record);
   if (runner->is_primary() && !config.save_params.empty())
     save_state_dict(model, config.save_params);
@@ -358,9 +340,10 @@ nlohmann::json run_training(const RunConfig& config) {
     for (const auto& [file, tensors] : runner->dump_extras()) dump->save_extra(file, tensors);
   }
   if (dump) {
-    dump->finish(runner->is_primary() ? &model : nullptr, {{"config", config.to_json()},
-                                                           {"workload", record["workload"]},
-                                                           {"preset", preset_json(spec)}});
+    dump->finish(runner->is_primary() ? &model : nullptr,
+                 {{"config", config.to_json()},
+                  {"workload", reports::record_to_json(record.workload)},
+                  {"preset", preset_json(spec)}});
   }
   record = runner->finalize_record(std::move(record));
   if (trace) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "bench/run/run_config.h"
 #include "bench/run/trace.h"
 #include "core/optim.h"
+#include "reports/run_record.h"
 #include "workloads/model.h"
 #include "workloads/safetensors.h"
 
@@ -23,7 +25,7 @@ struct StepOutcome {
   float loss = 0;
   double step_ms = 0;
   std::vector<std::pair<std::string, double>> phases_ms;  // in step order
-  nlohmann::json extra;                                   // mode-specific per-step data
+  std::optional<reports::StepModeData> mode;              // steps[].mode: per mode
   std::vector<TraceSpan> spans;                           // for --trace: replicas, buckets
 };
 
@@ -56,7 +58,7 @@ class ModeRunner {
     return {};
   }
   // DDP: rank 0 merges every rank's record; others return theirs unchanged.
-  virtual nlohmann::json finalize_record(nlohmann::json record) { return record; }
+  virtual reports::RunRecord finalize_record(reports::RunRecord record) { return record; }
   // --trace: this rank's events go in; the primary gets every rank's events and each rank's
   // clock offset onto rank 0's (others get nothing back). Single and DP: one process.
   virtual std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
@@ -75,6 +77,6 @@ std::unique_ptr<ModeRunner> make_ddp_runner(const RunConfig& config, const Workl
 
 // Runs the training described by `config` (already validated) and returns its record.
 // Prints per-step losses (unless quiet) and a summary to stdout.
-nlohmann::json run_training(const RunConfig& config);
+reports::RunRecord run_training(const RunConfig& config);
 
 }  // namespace ddpb::bench

@@ -132,7 +132,7 @@ DpBasis dp_basis(const reports::RunRecord& record, const std::string& name) {
     throw UsageError(name + ": a DP record without byte counts (steps[].mode.unit_bytes)");
   const auto unit = [&](std::string_view key) {
     for (const auto& [k, v] : *mode->unit_bytes) {
-      if (k == key) return v;
+      if (k == key) return static_cast<double>(v);
     }
     return 0.0;
   };

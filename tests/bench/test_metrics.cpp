@@ -72,9 +72,9 @@ TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 500), 2.0);
   EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 0), 0.0);
   const auto rec = busbw_record(Collective::AllReduce, 4);
-  EXPECT_EQ(rec["op"], "allreduce");
-  EXPECT_DOUBLE_EQ(rec["factor"].get<double>(), 1.5);
-  EXPECT_EQ(rec["formula"], "busbw = algbw * 2(n-1)/n");
+  EXPECT_EQ(rec.op, "allreduce");
+  EXPECT_DOUBLE_EQ(rec.factor, 1.5);
+  EXPECT_EQ(rec.formula, "busbw = algbw * 2(n-1)/n");
 }
 
 TEST(Scaling, WeakAndStrong) {

@@ -26,14 +26,14 @@ TEST(Mfu, DatasheetPeaksByNameAndPrecision) {
 }
 
 TEST(Mfu, SharesTheFlopsOverTheGpus) {
-  const auto one = mfu_json(98.94e12, 1, "NVIDIA H200", ops::MathMode::BF16);
-  ASSERT_FALSE(one.is_null());
-  EXPECT_NEAR(one["mfu"].get<double>(), 0.1, 1e-12);
-  EXPECT_EQ(one["gpus"], 1);
-  const auto two = mfu_json(98.94e12, 2, "NVIDIA H200", ops::MathMode::BF16);
-  EXPECT_NEAR(two["mfu"].get<double>(), 0.05, 1e-12);
-  EXPECT_TRUE(mfu_json(1e12, 1, "Unknown GPU", ops::MathMode::FP32).is_null());
-  EXPECT_TRUE(mfu_json(1e12, 0, "NVIDIA H200", ops::MathMode::FP32).is_null());
+  const auto one = run_mfu(98.94e12, 1, "NVIDIA H200", ops::MathMode::BF16);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_NEAR(one->mfu, 0.1, 1e-12);
+  EXPECT_EQ(one->gpus, 1);
+  const auto two = run_mfu(98.94e12, 2, "NVIDIA H200", ops::MathMode::BF16);
+  EXPECT_NEAR(two->mfu, 0.05, 1e-12);
+  EXPECT_FALSE(run_mfu(1e12, 1, "Unknown GPU", ops::MathMode::FP32).has_value());
+  EXPECT_FALSE(run_mfu(1e12, 0, "NVIDIA H200", ops::MathMode::FP32).has_value());
 }
 
 }  // namespace

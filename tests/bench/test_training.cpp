@@ -26,7 +26,7 @@ nlohmann::json train(const std::string& workload, int64_t batch, float lr, float
   c.optimizer.momentum = momentum;
   c.quiet = true;
   c.validate();
-  return run_training(c);
+  return run_training(c).to_json();
 }
 
 double mean_loss(const nlohmann::json& steps, size_t from, size_t to) {

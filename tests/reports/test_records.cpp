@@ -63,7 +63,7 @@ RunRecord full_run_record() {
     StepModeData m;
     m.devices = std::vector<DpDeviceStep>{{"cpu:0", 4, 1.0, 0.1}};
     m.bytes = NamedValues<int64_t>{{"reduce", 4096}, {"scatter", 256}};
-    m.unit_bytes = NamedValues<double>{{"parameters", 4000.0}};
+    m.unit_bytes = NamedValues<int64_t>{{"parameters", 4000}};
     m.rank = 0, m.buckets = std::vector<BucketTiming>{bucket(0), bucket(1)}, m.comm_bytes = 8192;
     m.comm_ms = 1.6, m.comm_exposed_ms = 0.4, m.overlap_ratio = 0.75;
     m.extra.value = {{"span_overlap_ratio", 0.8}};

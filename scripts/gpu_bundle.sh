@@ -155,7 +155,7 @@ fi
 cp "$root/scripts/gpu_check.sh" "$root/scripts/gpu_check_summary.py" \
    "$root/scripts/gpu_check_projection.py" "$bundle/scripts/"
 mkdir -p "$bundle/scripts/pylib"
-cp "$root/scripts/pylib/perf_targets.py" "$bundle/scripts/pylib/"
+cp "$root/scripts/pylib/perf_targets.py" "$root/scripts/pylib/run_record.py" "$bundle/scripts/pylib/"
 cp "$root/scripts/peer/torch_gpt_step.py" "$root/scripts/peer/torch_reference.py" \
    "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" \
    "$root/scripts/peer/workload_table.py" "$bundle/scripts/peer/"

@@ -17,6 +17,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "pylib"))
 import perf_targets  # noqa: E402  (the one definition of every target)
+import run_record  # noqa: E402  (the run record's field names, checked against its schema)
 
 TARGETS_TITLE = "\nperformance targets (GPU)"
 lines = []
@@ -41,10 +42,7 @@ for line in (out / "steps.tsv").read_text().splitlines():
     steps.append({"step": name, "status": status, "seconds": int(secs or 0), "detail": detail})
 ok = all(s["status"] != "FAIL" for s in steps)
 
-def compute_ms(rec):
-    """Median over measured steps of the step time minus the data phase."""
-    v = [s["time_ms"] - s["phases_ms"].get("data", 0.0) for s in rec["steps"] if s.get("measured")]
-    return statistics.median(v) if v else float("nan")
+compute_ms = run_record.compute_ms
 
 training = []
 for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
@@ -54,19 +52,18 @@ for tag in ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gp
     r = load(tag + ".json")
     if not r:
         continue
-    s = r["summary"]
+    field = lambda name, default=None: run_record.get(r, name, default)  # noqa: E731
     training.append({
-        "run": tag, "workload": r["workload"]["name"], "mode": r["mode"]["name"],
-        "devices": r["mode"]["devices"], "math": r["config"].get("precision", r["config"].get("math", "fp32")),
-        "attention": r["config"].get("attention", "math"),
-        "global_batch": r["config"]["global_batch"],
-        "step_ms_median": s["step_time_ms"]["median"], "compute_ms_median": compute_ms(r),
-        "samples_per_s": s["samples_per_s"], "tokens_per_s": s["tokens_per_s"],
-        "tflops": s["achieved_flops_per_s"] / 1e12,
-        "mfu": s.get("mfu", {}).get("mfu"), "mfu_source": s.get("mfu", {}).get("source"),
-        "peak_mib": max(m["peak_bytes"] for m in r["memory"]) / 1048576.0,
-        "first_loss": s["first_loss"], "last_loss": s["last_loss"],
-        "phases_median_ms": {p["phase"]: p["median_ms"] for p in s["phases_median_ms"]},
+        "run": tag, "workload": field("workload"), "mode": field("mode"),
+        "devices": field("devices"), "math": field("precision", "fp32"),
+        "attention": field("attention", "math"), "global_batch": field("global_batch"),
+        "step_ms_median": field("step_ms_median"), "compute_ms_median": compute_ms(r),
+        "samples_per_s": field("samples_per_s"), "tokens_per_s": field("tokens_per_s"),
+        "tflops": field("achieved_flops_per_s") / 1e12,
+        "mfu": field("mfu"), "mfu_source": field("mfu_source"),
+        "peak_mib": run_record.peak_bytes(r) / 1048576.0,
+        "first_loss": field("first_loss"), "last_loss": field("last_loss"),
+        "phases_median_ms": run_record.phase_medians(r),
     })
 
 gemm = load("cuda_gemm_bench.json")
@@ -133,7 +130,7 @@ for r in vs_torch:
     target("gpu.gpt2_vs_eager", v, f"{v:.3f}" if v is not None else "-", f" ({r['math']})")
 resnet, torch_resnet = by_run("single-resnet50"), load("torch-resnet50.json")
 if resnet and torch_resnet:
-    v = resnet["step_ms_median"] / torch_resnet["summary"]["step_time_ms"]["median"]
+    v = resnet["step_ms_median"] / run_record.step_ms_median(torch_resnet)
     target("gpu.resnet50_vs_eager", v, f"{v:.3f}")
 else:
     target("gpu.resnet50_vs_eager", None, "-")

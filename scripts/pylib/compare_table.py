@@ -11,6 +11,7 @@ import statistics
 import sys
 
 import perf_targets
+import run_record
 
 CONFIGS = ["single", "ddp-w2", "ddp-w1"]
 SOLO_CONFIGS = ["ddp-w2-noovl", "single-b256", "dp-w2-b256"]  # ddpbench only
@@ -19,12 +20,10 @@ SIDES = ["ddpbench", "pytorch"]
 
 def run_numbers(path):
     """One run record's figures: the median step and, for DDP, the overlap figures."""
-    with open(path) as f:
-        r = json.load(f)
+    r = run_record.load(path)
     # DDP steps carry the bucket timing (DP steps carry per-device busy times instead).
-    modes = [s["mode"] for s in r["steps"]
-             if s.get("measured") and "overlap_ratio" in s.get("mode", {})]
-    out = {"step_ms": r["summary"]["step_time_ms"]["median"]}
+    modes = run_record.step_comm(r)
+    out = {"step_ms": run_record.step_ms_median(r)}
     if modes:
         out["overlap"] = statistics.median(m["overlap_ratio"] for m in modes)
         out["comm_ms"] = statistics.median(m["comm_ms"] for m in modes)

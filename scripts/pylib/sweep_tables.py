@@ -6,21 +6,20 @@ records those scripts wrote into one folder.
     sweep_tables.py autotune OUT WORKLOAD ROUNDS PAIRS BEST CAP...   (exit 3: target missed)
     sweep_tables.py hooks OUT WORKLOAD ROUNDS RANK HOOK...           (STRICT=1: exit 3 if missed)
 """
-import json
 import os
 import statistics
 import sys
 
 import perf_targets
+import run_record
 
 
 def load(out, stem):
-    with open(f"{out}/{stem}.json") as f:
-        return json.load(f)
+    return run_record.load(f"{out}/{stem}.json")
 
 
 def step_ms(out, stem):
-    return load(out, stem)["summary"]["step_time_ms"]["median"]
+    return run_record.step_ms_median(load(out, stem))
 
 
 def sweep_medians(out, w, rounds, caps):
@@ -39,7 +38,7 @@ def autotune(out, w, rounds, pairs, best, caps):
           "step ms")
     for c, ms in sweep_medians(out, w, rounds, caps).items():
         print(f"  --bucket-cap-mb {c:>5}: {ms:8.2f}" + ("   <- best fixed" if c == best else ""))
-    chosen = [load(out, f"{w}-auto-{p}")["mode"]["details"]["bucket_autotune"]["chosen_mb"]
+    chosen = [run_record.get(load(out, f"{w}-auto-{p}"), "bucket_autotune_chosen_mb")
               for p in range(pairs)]
     auto = statistics.median(step_ms(out, f"{w}-auto-{p}") for p in range(pairs))
     fixed = statistics.median(step_ms(out, f"{w}-best-{p}") for p in range(pairs))
@@ -57,8 +56,8 @@ def hooks(out, w, rounds, rank, names):
     base = None
     for h in names:
         runs = [load(out, f"{h}-{r}") for r in range(rounds)]
-        ms = statistics.median(r["summary"]["step_time_ms"]["median"] for r in runs)
-        nbytes = statistics.median(r["summary"]["comm"]["bytes_per_step"] for r in runs)
+        ms = statistics.median(run_record.step_ms_median(r) for r in runs)
+        nbytes = statistics.median(run_record.get(r, "comm_bytes_per_step") for r in runs)
         loss = statistics.median(r["steps"][-1]["loss"] for r in runs)
         base = base or (ms, nbytes)
         name = "fp32" if h == "none" else (f"powersgd rank {rank}" if h == "powersgd" else h)

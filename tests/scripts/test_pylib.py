@@ -22,6 +22,7 @@ import compare_table  # noqa: E402
 import gemm_ratio  # noqa: E402
 import gloo_ratio  # noqa: E402
 import perf_targets  # noqa: E402
+import run_record  # noqa: E402
 import sweep_tables  # noqa: E402
 import workload_table  # noqa: E402  (scripts/peer/, free of torch)
 
@@ -175,6 +176,63 @@ class WorkloadTable(unittest.TestCase):
                 workload_table.load(f"{d}/missing.json")
             with self.assertRaisesRegex(workload_table.TableError, "--workloads-json FILE"):
                 workload_table.load(None, f"{d}/no-such-ddpbench")
+
+
+class RunRecordFields(unittest.TestCase):
+    """run_record.py names the fields as reports/schema/run.schema.json does."""
+
+    SCHEMA = json.loads((ROOT / "reports" / "schema" / "run.schema.json").read_text())
+
+    def resolve(self, node):
+        while "$ref" in node:
+            node = self.SCHEMA["$defs"][node["$ref"].split("/")[-1]]
+        return node
+
+    def test_every_path_is_in_the_schema(self):
+        for name, path in run_record.PATHS.items():
+            node = self.SCHEMA
+            for key in path:
+                node = self.resolve(node)
+                props = node.get("properties", {})
+                if key in props:
+                    node = props[key]
+                    continue
+                # Past the named keys only where the schema leaves the object open.
+                self.assertFalse(node.get("additionalProperties") is False or props,
+                                 f"{name}: '{key}' of {path} is not in the run schema")
+                break
+
+    def test_step_statistics_are_the_schemas_and_the_peers(self):
+        required = self.SCHEMA["$defs"]["step_time_stats"]["required"]
+        self.assertEqual(list(run_record.STEP_TIME_STATS), required)
+        # scripts/peer/measure.py (it imports torch, so read rather than import it).
+        import ast
+        tree = ast.parse((ROOT / "scripts" / "peer" / "measure.py").read_text())
+        summarize = next(n for n in ast.walk(tree)
+                         if isinstance(n, ast.FunctionDef) and n.name == "summarize")
+        for d in (n for n in ast.walk(summarize) if isinstance(n, ast.Dict)):
+            self.assertEqual([k.value for k in d.keys], required)
+        step = self.SCHEMA["$defs"]["step"]["properties"]
+        for key in run_record.STEP_KEYS:
+            self.assertIn(key, step)
+        for key in run_record.STEP_MODE_KEYS:
+            self.assertIn(key, self.SCHEMA["$defs"]["step_mode"]["properties"])
+
+    def test_readers_on_a_record(self):
+        rec = {"summary": {"step_time_ms": {"median": 10.0},
+                           "phases_median_ms": [{"phase": "data", "median_ms": 1.0}]},
+               "memory": [{"peak_bytes": 5}],
+               "ranks": [{"memory": [{"peak_bytes": 9}]}, {"memory": []}],
+               "steps": [{"measured": False, "time_ms": 99.0, "phases_ms": {}},
+                         {"measured": True, "time_ms": 12.0, "phases_ms": {"data": 2.0},
+                          "mode": {"overlap_ratio": 0.5}},
+                         {"measured": True, "time_ms": 14.0, "phases_ms": {"data": 2.0}}]}
+        self.assertEqual(run_record.step_ms_median(rec), 10.0)
+        self.assertEqual(run_record.get(rec, "overlap_ratio", "none"), "none")
+        self.assertEqual(run_record.phase_medians(rec), {"data": 1.0})
+        self.assertEqual(run_record.compute_ms(rec), 11.0)  # median of 10 and 12
+        self.assertEqual(run_record.peak_bytes(rec), 9)
+        self.assertEqual(run_record.step_comm(rec), [{"overlap_ratio": 0.5}])
 
 
 class NoBuriedPython(unittest.TestCase):

@@ -18,7 +18,7 @@ namespace {
 
 // A DDP rank: its process group, its DistributedDataParallel, and per step the phases and the
 // bucket records of its Reducer.
-class DdpRunner final : public ModeRunner {
+class DdpRunner final : public ModeRunner, public RankedRun {
  public:
   DdpRunner(const RunConfig& config, const WorkloadSpec& spec)
       : config_(config), fault_(parse_fault(config.inject_fault)) {
@@ -43,28 +43,23 @@ class DdpRunner final : public ModeRunner {
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
         *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ddp_options(config));
     if (config.bucket_cap_auto) search_ = make_ddp_bucket_search(*ddp_, *model_);
+    place_ = {env_.rank, env_.world_size, device_,
+              DataPlan{env_.world_size, env_.rank, config.global_batch / env_.world_size},
+              "batches.rank" + std::to_string(env_.rank) + ".safetensors"};
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
                env_.world_size, device_.str(), pg_->backend(), env_.source,
                ddp_->reducer().num_buckets());
   }
 
   Model& model() override { return *model_; }
-  Device data_device() const override { return device_; }
   std::vector<Device> devices() const override { return {device_}; }
-  DataPlan data_plan(const RunConfig& c) const override {
-    return {env_.world_size, env_.rank, c.global_batch / env_.world_size};
-  }
-  bool is_primary() const override { return env_.rank == 0; }
+  RankedRun* ranked() override { return this; }
   std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const override {
     std::vector<NamedTensor> q;
     for (auto& [name, t] : ddp_->reducer().comm_hook().dump_tensors()) q.push_back({name, t});
     if (q.empty()) return {};
     return {{"powersgd_q.safetensors", std::move(q)}};
   }
-  std::string batches_file() const override {
-    return "batches.rank" + std::to_string(env_.rank) + ".safetensors";
-  }
-
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
     ++step_;
@@ -92,9 +87,6 @@ class DdpRunner final : public ModeRunner {
       fmt::print("ddp: --bucket-cap-mb auto chose {:g} MB ({} candidates in {} warm-up steps)\n",
                  search_->tuner().chosen_mb(), search_->tuner().candidates().size(), step_);
   }
-
-  int world_size() const override { return env_.world_size; }
-  int rank() const override { return env_.rank; }
 
   std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
       nlohmann::json mine) override {

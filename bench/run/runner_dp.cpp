@@ -25,10 +25,11 @@ class DpRunner final : public ModeRunner {
     };
     replica.loss = [](const autograd::Var& out, const Tensor& y) { return model_loss(out, y); };
     dp_ = std::make_unique<dp::DataParallel>(std::move(replica), devices, options);
+    place_.data_device = Device::cpu();  // DP scatters from host memory
+    place_.data = {1, 0, config.global_batch};
   }
   // The replicas are Models: ReplicaSpec::make above builds them.
   Model& model() override { return static_cast<Model&>(dp_->module()); }
-  Device data_device() const override { return Device::cpu(); }
   std::vector<Device> devices() const override { return dp_->devices(); }
 
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {

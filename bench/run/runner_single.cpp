@@ -15,9 +15,10 @@ class SingleRunner final : public ModeRunner {
     require_device(device_);
     DeviceGuard guard(device_);
     model_ = make_model(spec, device_, config.seed);
+    place_.data_device = device_;
+    place_.data = {1, 0, config.global_batch};
   }
   Model& model() override { return *model_; }
-  Device data_device() const override { return device_; }
   std::vector<Device> devices() const override { return {device_}; }
 
   // Events at the phase boundaries on the compute stream: host timestamps on CPU, GPU

@@ -148,7 +148,7 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
   } catch (const std::exception& e) {
     // Said at once, before unwinding tears down the process group (which can take a
     // while): the launcher names the rank whose failure it heard first.
-    std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.rank(),
+    std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.place().rank,
                  static_cast<long>(step), e.what());
     std::fflush(stderr);
     throw;
@@ -162,10 +162,10 @@ struct PartialTrace {
   ModeRunner& runner;
   bool done = false;
   ~PartialTrace() {
-    if (!trace || done || !runner.is_primary()) return;
+    if (!trace || done || !runner.place().primary()) return;
     try {
       reports::write_json_atomic(
-          config.trace, TraceWriter::document({trace->events()}, {0}, runner.world_size()));
+          config.trace, TraceWriter::document({trace->events()}, {0}, runner.place().world_size));
     } catch (...) {
     }
   }
@@ -268,8 +268,8 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
 
 void add_comm_summary(const RunConfig& config, const ModeRunner& runner,
                       reports::RunRecord& record) {
-  const int comm_world =
-      config.mode == Mode::Dp ? static_cast<int>(runner.devices().size()) : runner.world_size();
+  const int comm_world = config.mode == Mode::Dp ? static_cast<int>(runner.devices().size())
+                                                 : runner.place().world_size;
   if (auto comm = comm_summary(config.mode, record.steps, comm_world)) {
     fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n", comm->op,
                comm->comm_ms, comm->comm_exposed_ms, comm->overlap_ratio);
@@ -307,15 +307,16 @@ reports::RunRecord run_training(const RunConfig& config) {
   auto dataset = make_dataset(spec, config.seed);
   DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
       << "--global-batch " << config.global_batch << " exceeds the dataset of " << dataset->size();
-  const DataPlan plan = runner->data_plan(config);
+  const RunnerPlace& place = runner->place();
+  const DataPlan& plan = place.data;
   DistributedSampler sampler(dataset->size(), plan.num_replicas, plan.rank, /*shuffle=*/true,
                              config.seed, /*drop_last=*/false);
-  DataLoader loader(dataset, sampler, plan.batch_size, runner->data_device());
+  DataLoader loader(dataset, sampler, plan.batch_size, place.data_device);
 
   std::unique_ptr<RunDump> dump;
   if (!config.dump.empty()) {
-    dump = std::make_unique<RunDump>(config.dump, runner->batches_file());
-    if (runner->is_primary()) dump->save_init(model);
+    dump = std::make_unique<RunDump>(config.dump, place.batches_file);
+    if (place.primary()) dump->save_init(model);
   }
   int64_t n_params = 0;
   for (auto& p : model.parameters()) n_params += p.data().numel();
@@ -327,35 +328,37 @@ reports::RunRecord run_training(const RunConfig& config) {
   std::unique_ptr<TraceWriter> trace;
   if (!config.trace.empty()) {
     auto [first, last] = parse_trace_steps(config.trace_steps);
-    trace = std::make_unique<TraceWriter>(runner->rank(), first, last);
+    trace = std::make_unique<TraceWriter>(place.rank, first, last);
   }
   PartialTrace partial_trace{trace.get(), config, *runner};
   StepLog log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
 
   reports::RunRecord record = make_record(config, *runner, log);
   add_comm_summary(config, *runner, record);
-  if (runner->is_primary() && !config.save_params.empty())
-    save_state_dict(model, config.save_params);
-  if (dump && runner->is_primary()) {
-    for (const auto& [file, tensors] : runner->dump_extras()) dump->save_extra(file, tensors);
+  RankedRun* ranked = runner->ranked();
+  if (place.primary() && !config.save_params.empty()) save_state_dict(model, config.save_params);
+  if (dump && place.primary() && ranked) {
+    for (const auto& [file, tensors] : ranked->dump_extras()) dump->save_extra(file, tensors);
   }
   if (dump) {
-    dump->finish(runner->is_primary() ? &model : nullptr,
+    dump->finish(place.primary() ? &model : nullptr,
                  {{"config", config.to_json()},
                   {"workload", reports::record_to_json(record.workload)},
                   {"preset", preset_json(spec)}});
   }
-  record = runner->finalize_record(std::move(record));
+  if (ranked) record = ranked->finalize_record(std::move(record));
   if (trace) {
-    auto [events, offsets] = runner->gather_trace(trace->events());
-    if (runner->is_primary()) {
+    auto [events, offsets] = ranked
+                                 ? ranked->gather_trace(trace->events())
+                                 : std::pair{std::vector{trace->events()}, std::vector<int64_t>{0}};
+    if (place.primary()) {
       reports::write_json_atomic(config.trace,
-                                 TraceWriter::document(events, offsets, runner->world_size()));
+                                 TraceWriter::document(events, offsets, place.world_size));
       fmt::print("wrote trace {}\n", config.trace);
     }
     partial_trace.done = true;
   }
-  if (runner->is_primary() && !config.out.empty()) write_record(config, record);
+  if (place.primary() && !config.out.empty()) write_record(config, record);
   return record;
 }
 

@@ -39,36 +39,53 @@ struct DataPlan {
   int64_t batch_size = 0;  // per step of this process (per micro-step with --accumulate)
 };
 
+// Where a runner's process stands in the run. Single and DP are one process: rank 0 of 1.
+struct RunnerPlace {
+  int rank = 0, world_size = 1;
+  Device data_device;  // where the data loader puts batches (the device; host memory for DP)
+  DataPlan data;
+  std::string batches_file = "batches.safetensors";  // --dump's batch file of this process
+  // Rank 0 of DDP (and every single/DP process) writes the record, the trace and the dumps.
+  bool primary() const { return rank == 0; }
+};
+
+// What a run whose ranks are processes (DDP) adds to the loop: everything that needs the
+// other ranks, and the dump files only it has.
+class RankedRun {
+ public:
+  virtual ~RankedRun() = default;
+  // More tensors for --dump, as file name -> tensors (PowerSGD's random Q draws).
+  virtual std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const = 0;
+  // Rank 0 merges every rank's record; others return theirs unchanged.
+  virtual reports::RunRecord finalize_record(reports::RunRecord record) = 0;
+  // --trace: this rank's events go in; rank 0 gets every rank's events and each rank's clock
+  // offset onto rank 0's (others get nothing back).
+  virtual std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
+      nlohmann::json mine) = 0;
+};
+
+// Note [The runner seam]
+// A ModeRunner is what every mode has: the trained model, the devices, one step, and a
+// description for the record; where its process stands (place()) is data, set once by the
+// constructor. What only DDP has sits behind ranked(), so the loop asks for it by name rather
+// than every mode carrying empty overrides.
 class ModeRunner {
  public:
   virtual ~ModeRunner() = default;
   // The module whose parameters are trained and dumped (DP: the master on device 0).
   virtual Model& model() = 0;
-  // Where the data loader puts batches (the device for single; host memory for DP).
-  virtual Device data_device() const = 0;
   virtual std::vector<Device> devices() const = 0;
-  virtual DataPlan data_plan(const RunConfig& config) const { return {1, 0, config.global_batch}; }
   // One training step; calls next_batch() once per batch it consumes.
   virtual StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) = 0;
-  // Rank 0 of DDP (and every single/DP process) writes the report and the model dumps.
-  virtual bool is_primary() const { return true; }
-  virtual std::string batches_file() const { return "batches.safetensors"; }
-  // More tensors for --dump, as file name -> tensors (DDP: PowerSGD's random Q draws).
-  virtual std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const {
-    return {};
-  }
-  // DDP: rank 0 merges every rank's record; others return theirs unchanged.
-  virtual reports::RunRecord finalize_record(reports::RunRecord record) { return record; }
-  // --trace: this rank's events go in; the primary gets every rank's events and each rank's
-  // clock offset onto rank 0's (others get nothing back). Single and DP: one process.
-  virtual std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
-      nlohmann::json mine) {
-    return {{std::move(mine)}, {0}};
-  }
-  virtual int world_size() const { return 1; }
-  virtual int rank() const { return 0; }
   // Mode-specific description for the record (transport, logical replicas, ...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
+  // Non-null when the ranks are processes (DDP).
+  virtual RankedRun* ranked() { return nullptr; }
+
+  const RunnerPlace& place() const { return place_; }
+
+ protected:
+  RunnerPlace place_;
 };
 
 std::unique_ptr<ModeRunner> make_single_runner(const RunConfig& config, const WorkloadSpec& spec);

@@ -75,7 +75,7 @@ struct DdpStepOptions {
 
 // What one step did, as DP's DpStepStats (impl_dp/data_parallel.h) says it for DP: the
 // phases (Note [One phase vocabulary]) and the raw timings of the communication. Derived
-// figures (communication time, overlap) are the harness's (bench/run/metrics.h).
+// figures (communication time, overlap) are the harness's (bench/measure/metrics.h).
 struct DdpStepStats {
   float loss = 0;                       // mean over the micro-steps
   double step_ms = 0;                   // the phases added up (not the data loading between them)

@@ -85,7 +85,7 @@ struct DpStepStats {
   int64_t scatter_bytes = 0;  // input rows sent to devices other than device 0
   int64_t replicate_bytes = 0, gather_bytes = 0, reduce_bytes = 0;
   // What the byte counts above are made of, for a what-if model at another device count
-  // (bench/suite/projection.h): per-step sizes that do not depend on the number of devices.
+  // (bench/project/projection.h): per-step sizes that do not depend on the number of devices.
   int64_t parameter_bytes = 0, buffer_bytes = 0;
   int64_t input_bytes_per_sample = 0, output_bytes_per_sample = 0;
 };

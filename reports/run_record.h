@@ -22,7 +22,7 @@ constexpr NameTable<ModeName, 3> enum_names(ModeName) {
   return {{{"single", ModeName::Single}, {"dp", ModeName::Dp}, {"ddp", ModeName::Ddp}}};
 }
 
-// Step times in ms over the measured steps (bench/run/stats.h).
+// Step times in ms over the measured steps (bench/measure/stats.h).
 struct StepTimeStats {
   static constexpr bool kRecord = true;
   double median = 0, mean = 0, p90 = 0, p99 = 0, min = 0, max = 0, stddev = 0;
@@ -89,7 +89,7 @@ struct BucketTiming {
   }
 };
 
-// nccl-tests' bus-bandwidth factor of the run's collective (bench/run/metrics.h).
+// nccl-tests' bus-bandwidth factor of the run's collective (bench/measure/metrics.h).
 struct BusBw {
   static constexpr bool kRecord = true;
   std::string op, formula;
@@ -169,7 +169,7 @@ struct StragglerRecord {
   }
 };
 
-// summary.comm (bench/run/comm_summary.h): DDP's AllReduce, DP's reduce.
+// summary.comm (bench/measure/comm_summary.h): DDP's AllReduce, DP's reduce.
 struct CommRecord {
   static constexpr bool kRecord = true;
   std::string op;  // "allreduce" | "reduce"
@@ -209,7 +209,7 @@ struct RunSummary {
   }
 };
 
-// Where and with what the run ran (bench/run/context.h); open beyond the named keys.
+// Where and with what the run ran (bench/measure/context.h); open beyond the named keys.
 struct RunContext {
   static constexpr bool kRecord = true;
   std::string date, host, ddpbench_version, build_type, compiler;

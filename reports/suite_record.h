@@ -236,7 +236,7 @@ struct GemmShapePeak {
   }
 };
 
-// The GEMM peak every run's FLOP fraction is measured against (bench/run/gemm_peak.h).
+// The GEMM peak every run's FLOP fraction is measured against (bench/measure/gemm_peak.h).
 struct GemmPeakInfo {
   static constexpr bool kRecord = true;
   std::string device;
@@ -258,7 +258,7 @@ struct SuiteRecord {
   RunContext context;
   SuiteMatrix suite;
   std::optional<GemmPeakInfo> gemm_peak;
-  std::optional<nlohmann::json> comm_fit;    // bench/suite/comm_fit.h's CommFit::to_json
+  std::optional<nlohmann::json> comm_fit;    // bench/project/comm_fit.h's CommFit::to_json
   std::optional<nlohmann::json> projection;  // reports/schema/projection.schema.json
   std::vector<SuiteRun> runs;
   template <class S, class V>

@@ -6,7 +6,7 @@
 //   dw   dW = dz^T x                         M=out,  N=in,  K=rows   (A transposed)
 // Layers of the same shape are merged, with `calls` counting them. Attention's batched
 // GEMMs and mlp-skip's conditional branch are not included. One list for the GEMM
-// benchmarks (bench/micro) and the suite's GEMM peak (bench/run/gemm_peak.cpp).
+// benchmarks (bench/micro) and the suite's GEMM peak (bench/measure/gemm_peak.cpp).
 #pragma once
 
 #include <cstdint>

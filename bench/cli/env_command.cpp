@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 
-#include "bench/run/context.h"
+#include "bench/measure/context.h"
 #include "comm/process_group_gloo.h"
 #include "core/device.h"
 #include "core/nvtx.h"

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "bench/cli/cli_flags.h"
-#include "bench/suite/suite_projection.h"
+#include "bench/project/suite_projection.h"
 #include "core/check.h"
 #include "reports/html_report.h"
 #include "reports/json_io.h"

@@ -1,5 +1,5 @@
 // `ddpbench project RESULTS_DIR|RUN.json --devices 8,64,512 [--topology PRESET|FILE.json]
-// [--json OUT] [-o report.html|md]`: the calibrated what-if model (bench/suite/projection.h).
+// [--json OUT] [-o report.html|md]`: the calibrated what-if model (bench/project/projection.h).
 #pragma once
 
 #include <string>

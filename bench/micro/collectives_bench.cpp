@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/run/timed_seconds.h"
+#include "bench/measure/timed_seconds.h"
 #include "comm/group_team.h"
 #include "core/allocator.h"
 #include "core/check.h"

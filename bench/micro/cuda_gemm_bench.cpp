@@ -46,7 +46,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/run/stats.h"
+#include "bench/measure/stats.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"

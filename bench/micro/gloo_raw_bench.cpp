@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/run/timed_seconds.h"
+#include "bench/measure/timed_seconds.h"
 #include "comm/group_team.h"
 #include "core/check.h"
 #include "core/clock.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "bench/run/stats.h"
+#include "bench/measure/stats.h"
 #include "core/check.h"
 
 namespace ddpb::bench {

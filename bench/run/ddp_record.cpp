@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "bench/run/metrics.h"
+#include "bench/measure/metrics.h"
 #include "reports/json_io.h"
 
 namespace ddpb::bench {

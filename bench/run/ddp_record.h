@@ -1,5 +1,5 @@
 // What a DDP run's record says that the other modes' do not: per step the buckets, their
-// collectives and the communication figures (bench/run/metrics.h), SyncBatchNorm's
+// collectives and the communication figures (bench/measure/metrics.h), SyncBatchNorm's
 // collectives and the buffer broadcast; per run every rank's summary, merged on rank 0 with
 // the straggler figures; and --trace's events of every rank, on rank 0's clock.
 #pragma once

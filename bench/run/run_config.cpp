@@ -5,10 +5,10 @@
 #include <fstream>
 #include <thread>
 
+#include "bench/measure/trace.h"
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/flag_values.h"
-#include "bench/run/trace.h"
 #include "core/check.h"
 #include "impl_ddp/powersgd_hook.h"
 #include "workloads/family.h"

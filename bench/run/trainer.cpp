@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <map>
 
-#include "bench/run/comm_summary.h"
-#include "bench/run/context.h"
-#include "bench/run/mfu.h"
+#include "bench/measure/comm_summary.h"
+#include "bench/measure/context.h"
+#include "bench/measure/mfu.h"
+#include "bench/measure/stats.h"
 #include "bench/run/run_dump.h"
-#include "bench/run/stats.h"
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/clock.h"

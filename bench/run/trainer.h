@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/measure/trace.h"
 #include "bench/run/run_config.h"
-#include "bench/run/trace.h"
 #include "core/optim.h"
 #include "reports/run_record.h"
 #include "workloads/model.h"

@@ -15,15 +15,15 @@
 #include <sstream>
 
 #include "base/input_file.h"
-#include "bench/run/context.h"
-#include "bench/run/gemm_peak.h"
+#include "bench/measure/context.h"
+#include "bench/measure/gemm_peak.h"
+#include "bench/project/suite_projection.h"
 #include "bench/run/run_config.h"
 #include "bench/suite/child_process.h"
 #include "bench/suite/progress.h"
 #include "bench/suite/pytorch_peer.h"
 #include "bench/suite/results_lock.h"
 #include "bench/suite/suite_metrics.h"
-#include "bench/suite/suite_projection.h"
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
 #include "core/device.h"

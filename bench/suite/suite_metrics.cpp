@@ -9,7 +9,7 @@
 #include <optional>
 #include <set>
 
-#include "bench/run/metrics.h"
+#include "bench/measure/metrics.h"
 #include "bench/run/param_diff.h"
 #include "bench/run/run_config.h"
 #include "core/check.h"

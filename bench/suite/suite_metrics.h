@@ -1,6 +1,6 @@
 // The derived numbers of a suite report (docs/suite-format.md): each run's metrics taken
 // from its own record, then scaling against the single-device baselines and correctness
-// against the single-device references, with the formulas of bench/run/metrics.h.
+// against the single-device references, with the formulas of bench/measure/metrics.h.
 #pragma once
 
 #include <string>

@@ -44,7 +44,7 @@ struct SuiteSpec {
   ops::MathMode precision = ops::MathMode::FP32;  // every run's --precision, and the GEMM peak's
   ops::AttentionKind attention = ops::AttentionKind::Math;  // every run's --attention
   bool with_pytorch = false;
-  // The projection the suite runs on its own results (bench/suite/projection.h): device
+  // The projection the suite runs on its own results (bench/project/projection.h): device
   // counts and topology. The CPU default projects this machine (measured) at 2..8 ranks; the
   // GPU default an NVLink node and InfiniBand between nodes at 8, 64 and 512.
   std::vector<int> projection_devices = {2, 4, 8};

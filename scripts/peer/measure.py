@@ -7,7 +7,7 @@ import torch
 
 
 def percentile(values, q):
-    """The q-th percentile (0-100), linear between order statistics, as bench/run/stats.cpp;
+    """The q-th percentile (0-100), linear between order statistics, as bench/measure/stats.cpp;
     0 for no values."""
     if not values:
         return 0.0

@@ -97,7 +97,7 @@ def forward_keeping_buffers(model, x):
 
 class DecisionMargins:
     """The smallest relative margin of the replay's discrete decisions (Note [Replay seeds] in
-    tests/bench/test_replay.cpp): how close any ReLU input came to 0, and any max-pool window's
+    tests/bench/run/test_replay.cpp): how close any ReLU input came to 0, and any max-pool window's
     two largest inputs to each other, relative to the tensor's largest magnitude. float32
     rounding in ddpbench can put a decision within ~1e-7 of its boundary on the other side, and
     then one gradient element goes another way; a margin below --min-margin marks a failed

@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(Workloads, DdpEquivalence,
 // and rank 0's running statistics (which use the global count) equal a single device's on
 // the whole batch. Without --sync-bn each rank normalises over its own half, which differs.
 // One step at several seeds, of which most must match (Note [Replay seeds] in
-// tests/bench/test_replay.cpp): the two runs' float32 rounding differs (batches of 16 and 32
+// tests/bench/run/test_replay.cpp): the two runs' float32 rounding differs (batches of 16 and 32
 // take different oneDNN kernels on some CPUs), and a ReLU input within a rounding step of 0
 // then routes one gradient element differently, which BatchNorm spreads over every lower
 // layer. Measured on an AVX2 EPYC after one step: seed 7 2e-2 (a ReLU input at 2e-7 of its

@@ -1,6 +1,6 @@
 // --comm-hook powersgd as real DDP processes on CPU (Gloo): the bytes on the wire, the
 // records and trace spans of its collectives, accumulation, and its usage errors. Its
-// numerics are checked against a float64 reference in tests/bench/test_replay.cpp.
+// numerics are checked against a float64 reference in tests/bench/run/test_replay.cpp.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "bench/suite/projection.h"
+#include "bench/project/projection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,11 +6,13 @@
 
 #include <fmt/core.h>
 
-#include "bench/run/run_config.h"
 #include "core/check.h"
+#include "reports/run_record.h"
 
 namespace ddpb::bench {
 namespace {
+
+using reports::ModeName;
 
 using nlohmann::json;
 
@@ -29,7 +31,7 @@ double phase_ms(const reports::RunRecord& record, const std::string& name) {
   return total;
 }
 
-void check_mode(const reports::RunRecord& record, Mode mode, const std::string& name) {
+void check_mode(const reports::RunRecord& record, ModeName mode, const std::string& name) {
   if (record.kind != "run") throw UsageError(name + ": not a ddpbench run record");
   if (record.config.mode != mode)
     throw UsageError(
@@ -97,7 +99,7 @@ void finish_point(DesignPoint& p, double baseline, int devices, int64_t batch) {
 }  // namespace
 
 DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name) {
-  check_mode(record, Mode::Ddp, name);
+  check_mode(record, ModeName::Ddp, name);
   const auto& comm = record.summary.comm;
   if (!comm || !comm->buckets || comm->buckets->empty())
     throw UsageError(name + ": a DDP record without bucket timings (summary.comm.buckets)");
@@ -117,7 +119,7 @@ DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name) {
 }
 
 DpBasis dp_basis(const reports::RunRecord& record, const std::string& name) {
-  check_mode(record, Mode::Dp, name);
+  check_mode(record, ModeName::Dp, name);
   DpBasis d;
   d.run = name;
   d.world_size = static_cast<int>(record.config.world_size);

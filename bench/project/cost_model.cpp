@@ -1,4 +1,4 @@
-#include "bench/suite/cost_model.h"
+#include "bench/project/cost_model.h"
 
 #include <fmt/core.h>
 

@@ -1,13 +1,13 @@
-// The projection's physics against closed forms (bench/suite/cost_model.h, comm_fit.h) and
-// the DDP bucket pipeline on hand-built timelines (bench/suite/projection.h).
+// The projection's physics against closed forms (bench/project/cost_model.h, comm_fit.h) and
+// the DDP bucket pipeline on hand-built timelines (bench/project/projection.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
-#include "bench/suite/comm_fit.h"
-#include "bench/suite/cost_model.h"
-#include "bench/suite/projection.h"
+#include "bench/project/comm_fit.h"
+#include "bench/project/cost_model.h"
+#include "bench/project/projection.h"
 #include "core/check.h"
 
 namespace ddpb::bench {

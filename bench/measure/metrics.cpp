@@ -1,4 +1,4 @@
-#include "bench/run/metrics.h"
+#include "bench/measure/metrics.h"
 
 #include <algorithm>
 

@@ -5,14 +5,13 @@
 #include <optional>
 #include <vector>
 
-#include "bench/run/run_config.h"
 #include "reports/run_record.h"
 
 namespace ddpb::bench {
 
 // Only measured steps count. Returns nullopt for single mode (no communication) and when a
 // measured step carries no communication data.
-std::optional<reports::CommRecord> comm_summary(Mode mode,
+std::optional<reports::CommRecord> comm_summary(reports::ModeName mode,
                                                 const std::vector<reports::StepRecord>& steps,
                                                 int world_size);
 

@@ -1,7 +1,7 @@
 // Model FLOPs utilisation: the workload's training FLOPs per second (the model's own count,
 // bench/run/trainer.cpp; recomputation such as flash attention's backward is not counted) over
-// the GPU's datasheet peak at the run's precision. Measured peaks (bench/run/gemm_peak.h) answer
-// "how close to what this machine's GEMMs reach"; MFU answers "how much of what was bought".
+// the GPU's datasheet peak at the run's precision. Measured peaks (bench/measure/gemm_peak.h)
+// answer "how close to what this machine's GEMMs reach"; MFU answers "how much of what was bought".
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-#include "bench/run/trace.h"
+#include "bench/measure/trace.h"
 
 #include <algorithm>
 #include <cmath>

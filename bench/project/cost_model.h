@@ -1,9 +1,9 @@
 // α–β cost models of collectives and the interconnect topologies they run on: the physics of
-// `ddpbench project` (bench/suite/projection.h). A link moves n bytes in α + n/β; the formulas
+// `ddpbench project` (bench/project/projection.h). A link moves n bytes in α + n/β; the formulas
 // and the preset numbers, with their sources, are in docs/metrics.md ("Projection").
 //
 // Every function is pure arithmetic on plain numbers, so the tests check them against the
-// closed forms (tests/bench/test_cost_model.cpp).
+// closed forms (tests/bench/project/test_cost_model.cpp).
 #pragma once
 
 #include <optional>
@@ -57,7 +57,7 @@ struct Topology {
 // The presets by name: pcie4, pcie5, nvlink (an 8-GPU H100/H200 NVSwitch node), ib-ndr,
 // roce-200, 25gbe (between nodes, one device per node). "A+B" puts nodes of preset A together
 // over B's inter-node link ("nvlink+ib-ndr"). Throws UsageError for an unknown name, listing
-// the presets. `measured` is not a preset: bench/suite/comm_fit.h fits it.
+// the presets. `measured` is not a preset: bench/project/comm_fit.h fits it.
 Topology topology_preset(const std::string& name);
 std::vector<std::string> topology_preset_names();
 // A topology from JSON (Topology::to_json's fields: name, node_size, intra{alpha_us,

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../util/run_cli.h"
+#include "../../util/run_cli.h"
 #include "workloads/model.h"
 #include "workloads/safetensors.h"
 

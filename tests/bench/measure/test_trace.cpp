@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "../util/run_cli.h"
+#include "../../util/run_cli.h"
 
 namespace ddpb {
 namespace {

@@ -1,4 +1,4 @@
-#include "bench/run/gemm_peak.h"
+#include "bench/measure/gemm_peak.h"
 
 #include <algorithm>
 

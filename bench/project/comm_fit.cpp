@@ -1,4 +1,4 @@
-#include "bench/suite/comm_fit.h"
+#include "bench/project/comm_fit.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "base/rank_team.h"
-#include "bench/run/timed_seconds.h"
+#include "bench/measure/timed_seconds.h"
 #include "comm/group_team.h"
 #include "core/check.h"
 #include "core/ops.h"
@@ -241,7 +241,7 @@ Topology measured_topology(const CommFit& fit, int compute_slots) {
   Topology t;
   t.name = "measured";
   t.source = "fitted on this machine: " + fit.backend + " AllReduce, DataParallel's " + fit.device +
-             " replicate and reduce_add (bench/suite/comm_fit.h)";
+             " replicate and reduce_add (bench/project/comm_fit.h)";
   t.node_size = 1 << 20;  // one machine, as many ranks as asked for
   t.intra = fit.allreduce;
   t.copy = fit.copy;

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/suite/cost_model.h"
+#include "bench/project/cost_model.h"
 
 namespace ddpb::bench {
 

@@ -1,7 +1,7 @@
 // `ddpbench project`: a what-if model calibrated on measured runs. From a DDP run it takes
 // the phase times and each bucket's ready time and bytes; from a DP run its phase times and
 // the bytes device 0 moves; then it replays both designs at other device counts on a
-// topology (bench/suite/cost_model.h). The model and its validation are in docs/metrics.md
+// topology (bench/project/cost_model.h). The model and its validation are in docs/metrics.md
 // ("Projection"); the output's schema is reports/schema/projection.schema.json.
 #pragma once
 
@@ -13,7 +13,7 @@
 
 #include "reports/run_record.h"
 
-#include "bench/suite/cost_model.h"
+#include "bench/project/cost_model.h"
 
 namespace ddpb::bench {
 

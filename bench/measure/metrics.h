@@ -1,7 +1,7 @@
 // The formulas behind every derived number in ddpbench's reports, defined once here and
 // documented in docs/metrics.md. They take plain numbers (no runtime types; the records' types
 // at most), so the tests
-// check them on synthetic timelines with known answers (tests/bench/test_metrics.cpp).
+// check them on synthetic timelines with known answers (tests/bench/measure/test_metrics.cpp).
 #pragma once
 
 #include <string>

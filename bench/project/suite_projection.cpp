@@ -1,17 +1,19 @@
-#include "bench/suite/suite_projection.h"
+#include "bench/project/suite_projection.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 
-#include "bench/run/run_config.h"
 #include "core/check.h"
 #include "reports/json_io.h"
+#include "reports/run_record.h"
 
 namespace fs = std::filesystem;
 
 namespace ddpb::bench {
 namespace {
+
+using reports::ModeName;
 
 using nlohmann::json;
 
@@ -29,7 +31,7 @@ json read_input(const std::string& path) {
 
 // The measured scaling runs of `mode` for `workload`, smallest world size first.
 std::vector<const SuiteRun*> scaling_runs(const SuiteRecord& suite, const std::string& workload,
-                                          Mode mode) {
+                                          ModeName mode) {
   std::vector<const SuiteRun*> out;
   for (const SuiteRun& r : suite.runs) {
     if (r.measured() && r.group == reports::RunGroup::Scaling && r.workload == workload &&
@@ -48,7 +50,7 @@ RunRecord run_record(const std::string& dir, const SuiteRun& run) {
 
 json measured_points(const SuiteRecord& suite, const std::string& workload) {
   json out = json::array();
-  for (const Mode mode : {Mode::Dp, Mode::Ddp}) {
+  for (const ModeName mode : {ModeName::Dp, ModeName::Ddp}) {
     for (const SuiteRun* r : scaling_runs(suite, workload, mode)) {
       json p = {{"mode", enum_name(mode)},
                 {"devices", r->world_size},
@@ -90,9 +92,9 @@ ProjectionSource load_run_source(const std::string& path, const RunRecord& recor
   read_context(s, record.context);
   ProjectionBasis b;
   b.workload = record.config.workload.empty() ? "?" : record.config.workload;
-  if (record.config.mode == Mode::Ddp)
+  if (record.config.mode == ModeName::Ddp)
     b.ddp = ddp_basis(record, path);
-  else if (record.config.mode == Mode::Dp)
+  else if (record.config.mode == ModeName::Dp)
     b.dp = dp_basis(record, path);
   else
     throw UsageError(path +
@@ -110,15 +112,15 @@ ProjectionBasis suite_basis(const SuiteRecord& suite, const std::string& dir,
   ProjectionBasis b;
   b.workload = workload;
   b.gemm_flops_per_s = suite.gemm_peak ? suite.gemm_peak->flops_per_s : 0.0;
-  const auto pick = [&](Mode mode) -> const SuiteRun* {
+  const auto pick = [&](ModeName mode) -> const SuiteRun* {
     const auto runs = scaling_runs(suite, workload, mode);
     if (runs.empty()) return nullptr;
     if (world_size_1_only && runs.front()->world_size != 1) return nullptr;
     return runs.front();
   };
-  if (const SuiteRun* r = pick(Mode::Ddp)) b.ddp = ddp_basis(run_record(dir, *r), r->id);
-  if (const SuiteRun* r = pick(Mode::Dp)) b.dp = dp_basis(run_record(dir, *r), r->id);
-  if (const SuiteRun* r = pick(Mode::Single); r && r->world_size == 1)
+  if (const SuiteRun* r = pick(ModeName::Ddp)) b.ddp = ddp_basis(run_record(dir, *r), r->id);
+  if (const SuiteRun* r = pick(ModeName::Dp)) b.dp = dp_basis(run_record(dir, *r), r->id);
+  if (const SuiteRun* r = pick(ModeName::Single); r && r->world_size == 1)
     b.single_step_ms = r->metrics->step_time_ms.median;
   return b;
 }
@@ -195,8 +197,8 @@ json validate_projection(const SuiteRecord& suite, const std::string& dir,
   std::vector<double> errors_ddp, errors_dp;
   for (const std::string& w : suite.suite.workloads) {
     const ProjectionBasis b = suite_basis(suite, dir, w, true);
-    for (const Mode mode : {Mode::Ddp, Mode::Dp}) {
-      const bool ddp = mode == Mode::Ddp;
+    for (const ModeName mode : {ModeName::Ddp, ModeName::Dp}) {
+      const bool ddp = mode == ModeName::Ddp;
       if (ddp ? !b.ddp : !b.dp) continue;
       for (const SuiteRun* r : scaling_runs(suite, w, mode)) {
         const int n = static_cast<int>(r->world_size);

@@ -1,4 +1,4 @@
-#include "bench/run/context.h"
+#include "bench/measure/context.h"
 
 #include <unistd.h>
 

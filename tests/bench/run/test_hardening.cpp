@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../reports/suite_fixture.h"
-#include "../util/run_cli.h"
+#include "../../reports/suite_fixture.h"
+#include "../../util/run_cli.h"
 #include "workloads/safetensors.h"
 
 namespace ddpb {

@@ -1,4 +1,4 @@
-#include "bench/run/mfu.h"
+#include "bench/measure/mfu.h"
 
 #include <array>
 

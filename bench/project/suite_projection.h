@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/suite/comm_fit.h"
-#include "bench/suite/projection.h"
+#include "bench/project/comm_fit.h"
+#include "bench/project/projection.h"
 #include "reports/suite_record.h"
 
 namespace ddpb::bench {

@@ -1,4 +1,4 @@
-#include "bench/run/stats.h"
+#include "bench/measure/stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
-// bench/run/mfu.h: the datasheet table lookup and the MFU arithmetic (no GPU needed).
+// bench/measure/mfu.h: the datasheet table lookup and the MFU arithmetic (no GPU needed).
 #include <gtest/gtest.h>
 
-#include "bench/run/mfu.h"
+#include "bench/measure/mfu.h"
 
 namespace ddpb::bench {
 namespace {

@@ -1,13 +1,15 @@
-#include "bench/run/comm_summary.h"
+#include "bench/measure/comm_summary.h"
 
 #include <cmath>
 #include <vector>
 
-#include "bench/run/metrics.h"
-#include "bench/run/stats.h"
+#include "bench/measure/metrics.h"
+#include "bench/measure/stats.h"
 
 namespace ddpb::bench {
 namespace {
+
+using reports::ModeName;
 
 using reports::StepRecord;
 
@@ -92,14 +94,14 @@ reports::CommRecord dp_summary(const std::vector<const StepRecord*>& steps, int 
 
 }  // namespace
 
-std::optional<reports::CommRecord> comm_summary(Mode mode, const std::vector<StepRecord>& steps,
+std::optional<reports::CommRecord> comm_summary(ModeName mode, const std::vector<StepRecord>& steps,
                                                 int world_size) {
   const auto measured = measured_steps(steps);
-  if (measured.empty() || mode == Mode::Single) return std::nullopt;
+  if (measured.empty() || mode == ModeName::Single) return std::nullopt;
   for (const StepRecord* s : measured) {
     if (!s->mode) return std::nullopt;
   }
-  if (mode == Mode::Ddp) return ddp_summary(measured, world_size);
+  if (mode == ModeName::Ddp) return ddp_summary(measured, world_size);
   return dp_summary(measured, world_size);
 }
 

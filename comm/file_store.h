@@ -1,5 +1,6 @@
 // FileStore: a Store in one file that every rank opens (the ranks of one node, or a shared
-// filesystem whose flock works), like torch's FileStore.
+// filesystem whose flock works), like torch's FileStore; `ddpbench run --rendezvous
+// file://PATH` meets through one (Note [File rendezvous] in comm/rendezvous.h).
 //
 // The file is an append-only log: an 8-byte header, then one record per set or add,
 //     u32 key_bytes | key | u32 value_bytes | value        (little-endian)

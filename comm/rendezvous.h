@@ -1,7 +1,8 @@
 // Joining a job's process group from the rank environment, in the spirit of torch's
-// init_process_group(init_method="env://"): the store at MASTER_ADDR:MASTER_PORT (served by
-// rank 0, the job's identity as its handshake token), the process group on it, and this
-// rank's clock offset onto rank 0's, measured through the store.
+// init_process_group: the store (init method "env://": the TCPStore at MASTER_ADDR:MASTER_PORT,
+// served by rank 0, the job's identity as its handshake token; "file://PATH": a FileStore every
+// rank opens), the process group on it, and this rank's clock offset onto rank 0's, measured
+// through the store.
 //
 // Collective: every rank of the job calls it once, at the same point.
 #pragma once
@@ -26,7 +27,22 @@ struct RendezvousOptions {
   // What every rank of one job shares and another job on the same port does not (Note
   // [Store job identity]): the store's handshake token where the launcher set none.
   std::string job_identity;
+  // Where the ranks meet (torch's init_method): "env://" or "file://PATH" (Note [File
+  // rendezvous]).
+  std::string init_method = "env://";
 };
+
+// Note [File rendezvous]
+// file://PATH is a FileStore (comm/file_store.h) at PATH: the ranks of one node, or of nodes
+// sharing a filesystem whose flock works, meet without a TCP port. As torch's file:// method,
+// the last rank to close the store removes the file, and a file a crashed run left behind
+// keeps its keys; this job's keys live under its job identity, so a file of another
+// configuration or port cannot answer for this one, but a rerun of the same job needs a new
+// path (or the old file removed).
+
+// Checks an init method's form ("env://" or "file://PATH" with PATH's folder existing);
+// throws UsageError naming the flag.
+void check_init_method(const std::string& init_method);
 
 struct Rendezvous {
   RankEnv env;

@@ -118,6 +118,9 @@ void add_run_options(CLI::App& run, RunConfig& c) {
                  "ddp launcher: rank 0's address, where the store listens (default 127.0.0.1)");
   add_int_flag(run, "--master-port", c.master_port, 1, 65535,
                "ddp launcher: the store's port (required with --nnodes > 1)");
+  run.add_option("--rendezvous", c.rendezvous,
+                 "ddp: where the ranks meet: env:// (default: the TCPStore at MASTER_ADDR:"
+                 "MASTER_PORT) or file://PATH (a FileStore, as torch's file:// init method)");
   run.add_option("--flight-dir", c.flight_dir,
                  "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
                  "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");

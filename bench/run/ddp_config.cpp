@@ -45,6 +45,7 @@ comm::RendezvousOptions rendezvous_options(const RunConfig& config, const comm::
   o.device = device;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   o.job_identity = job_identity(config, env);
+  o.init_method = config.rendezvous;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/flag_values.h"
+#include "comm/rendezvous.h"
 #include "core/check.h"
 #include "impl_ddp/powersgd_hook.h"
 #include "workloads/family.h"
@@ -140,13 +141,15 @@ void RunConfig::validate() const {
   check_cpu_capacity(*this);
   if (mode == Mode::Ddp) {
     validate_ddp(*this);
+    comm::check_init_method(rendezvous);
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
                      !bucket_cap_auto && !no_overlap && comm_hook == ddp::CommHook::None &&
-                     !backend && inject_fault.empty() && broadcast_buffers && !sync_bn)
+                     !backend && inject_fault.empty() && broadcast_buffers && !sync_bn &&
+                     rendezvous == "env://")
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
-           "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn) need "
-           "--mode ddp";
+           "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn, "
+           "--rendezvous) need --mode ddp";
   }
   DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
       << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
@@ -185,6 +188,7 @@ nlohmann::json RunConfig::to_json() const {
           {"timeout_s", timeout_s},
           {"inject_fault", inject_fault},
           {"flight_dir", flight_dir},
+          {"rendezvous", rendezvous},
           {"check_finite", check_finite},
           {"broadcast_buffers", broadcast_buffers},
           {"sync_bn", sync_bn},

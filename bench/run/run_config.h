@@ -61,6 +61,9 @@ struct RunConfig {
   // ddp: flight-recorder dumps (default: ddpbench-flight-<port> under $XDG_RUNTIME_DIR, $TMPDIR
   // or /tmp; comm::default_flight_dir)
   std::string flight_dir;
+  // ddp: where the ranks meet, as torch's init_method: env:// (the TCPStore at MASTER_ADDR:
+  // MASTER_PORT) or file://PATH (a FileStore; Note [File rendezvous] in comm/rendezvous.h).
+  std::string rendezvous = "env://";
   // ddp launcher, one node of several (Note [Launcher nodes] in comm/launcher.h); the ranks it
   // starts ignore these.
   int nnodes = 1;

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -303,6 +304,33 @@ TEST(DdpExternalLaunchers, TwoNodesOfOneRankEachEqualOneLauncher) {
   CliResult no_port = run_cli(job + " --nnodes 2 --node-rank 0", "DDPBENCH_STORE_TOKEN=x");
   EXPECT_EQ(no_port.code, 2) << no_port.output;
   EXPECT_NE(no_port.output.find("needs --master-port"), std::string::npos) << no_port.output;
+}
+
+// --rendezvous file://PATH: the ranks meet through a FileStore instead of the TCPStore, train
+// to the same parameters, and the last of them removes the file; a bad method is a usage error
+// before any rank starts.
+TEST(DdpRendezvous, AFileStoreRunEqualsTheTcpStoreRun) {
+  TempDir dir("ddp_file_rendezvous");
+  const std::string job =
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 3 "
+      "--warmup 0 --seed 5 --quiet --timeout 30";
+  CliResult file = run_cli(job + " --rendezvous file://" + (dir / "store") + " --save-params " +
+                           (dir / "file.st"));
+  ASSERT_EQ(file.code, 0) << file.output;
+  CliResult tcp = run_cli(job + " --save-params " + (dir / "tcp.st"));
+  ASSERT_EQ(tcp.code, 0) << tcp.output;
+  EXPECT_EQ(max_param_rel_diff(dir / "file.st", dir / "tcp.st"), 0.0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "store"));
+  for (const std::string bad :
+       {" --rendezvous tcp://127.0.0.1:1", " --rendezvous file:///no/such/folder/store"}) {
+    CliResult r = run_cli(job + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--rendezvous"), std::string::npos) << r.output;
+  }
+  CliResult single =
+      run_cli("run --mode single --workload mlp-small --steps 1 --quiet --rendezvous file://" +
+              (dir / "s"));
+  EXPECT_EQ(single.code, 2) << single.output;
 }
 
 // Two jobs started torchrun-style (no DDPBENCH_STORE_TOKEN) on one MASTER_PORT: a rank of

@@ -53,6 +53,15 @@ struct OpenFields {
 template <class T>
 using NamedValues = std::vector<std::pair<std::string, T>>;
 
+// The value named `name` (the last, as JSON keeps the last of a repeated key), or `fallback`.
+template <class T>
+T named_value(const NamedValues<T>& values, std::string_view name, T fallback = T{}) {
+  for (auto it = values.rbegin(); it != values.rend(); ++it) {
+    if (it->first == name) return it->second;
+  }
+  return fallback;
+}
+
 namespace record_detail {
 
 template <class T>

@@ -69,15 +69,10 @@ reports::CommRecord ddp_summary(const std::vector<const StepRecord*>& steps, int
 reports::CommRecord dp_summary(const std::vector<const StepRecord*>& steps, int world_size) {
   std::vector<double> reduce;
   double bytes = 0;
-  const auto named = [](const auto& values, std::string_view key) {
-    for (const auto& [k, v] : values) {
-      if (k == key) return static_cast<double>(v);
-    }
-    return 0.0;
-  };
   for (const StepRecord* s : steps) {
-    reduce.push_back(named(s->phases_ms, "reduce"));
-    if (s->mode->bytes) bytes = named(*s->mode->bytes, "reduce");
+    reduce.push_back(reports::named_value(s->phases_ms, "reduce"));
+    if (s->mode->bytes)
+      bytes = static_cast<double>(reports::named_value(*s->mode->bytes, "reduce"));
   }
   const double med = percentile(reduce, 50);
   const double algbw = algbw_GBps(bytes, med);

@@ -133,10 +133,7 @@ DpBasis dp_basis(const reports::RunRecord& record, const std::string& name) {
   if (!mode || !mode->unit_bytes)
     throw UsageError(name + ": a DP record without byte counts (steps[].mode.unit_bytes)");
   const auto unit = [&](std::string_view key) {
-    for (const auto& [k, v] : *mode->unit_bytes) {
-      if (k == key) return static_cast<double>(v);
-    }
-    return 0.0;
+    return static_cast<double>(reports::named_value(*mode->unit_bytes, key));
   };
   d.parameter_bytes = unit("parameters");
   d.buffer_bytes = unit("buffers");

@@ -34,14 +34,15 @@ TEST(Rendezvous, ClockOffsetsOfOneClockAreAboutZero) {
   for (int r = 1; r < 3; ++r) EXPECT_LT(std::llabs(offsets[size_t(r)]), 50'000'000) << r;
 }
 
-// Two ranks from MASTER_ADDR/MASTER_PORT: rank 0 serves the store, both get a working group.
-TEST(Rendezvous, RanksJoinFromTheEnvironmentAndTheirGroupWorks) {
-  const int port = find_free_port("127.0.0.1");
-  ASSERT_EQ(::setenv("MASTER_ADDR", "127.0.0.1", 1), 0);
-  ASSERT_EQ(::setenv("MASTER_PORT", std::to_string(port).c_str(), 1), 0);
-  std::vector<std::vector<float>> sums(2);
-  std::vector<int64_t> offsets(2, -1);
-  std::vector<std::string> errors(2);
+struct Joined {
+  std::vector<float> sum;
+  int64_t offset = -1;
+  std::string error;
+};
+
+// Two thread-ranks join through `init_method` and AllReduce {rank + 1, 10}.
+std::vector<Joined> join_two_ranks(const std::string& init_method, int port) {
+  std::vector<Joined> out(2);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
@@ -54,24 +55,38 @@ TEST(Rendezvous, RanksJoinFromTheEnvironmentAndTheirGroupWorks) {
         options.device = Device::cpu(r);
         options.timeout = std::chrono::seconds(20);
         options.job_identity = "rendezvous-test";
+        options.init_method = init_method;
         Rendezvous joined = init_process_group(env, options);
         Tensor t = Tensor::from_floats({float(r + 1), 10}, {2}, Device::cpu(r));
         joined.group->allreduce(t)->wait();
-        sums[size_t(r)] = t.to_floats();
-        offsets[size_t(r)] = joined.clock_offset_ns;
+        out[size_t(r)].sum = t.to_floats();
+        out[size_t(r)].offset = joined.clock_offset_ns;
       } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
+        out[size_t(r)].error = e.what();
       }
     });
   }
   for (auto& t : ranks) t.join();
+  return out;
+}
+
+void expect_summed(const std::vector<Joined>& ranks) {
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[size_t(r)].error, "") << "rank " << r;
+    EXPECT_EQ(ranks[size_t(r)].sum, (std::vector<float>{3, 20})) << "rank " << r;
+  }
+  EXPECT_EQ(ranks[0].offset, 0);
+}
+
+// Two ranks from MASTER_ADDR/MASTER_PORT: rank 0 serves the store, both get a working group.
+TEST(Rendezvous, RanksJoinFromTheEnvironmentAndTheirGroupWorks) {
+  const int port = find_free_port("127.0.0.1");
+  ASSERT_EQ(::setenv("MASTER_ADDR", "127.0.0.1", 1), 0);
+  ASSERT_EQ(::setenv("MASTER_PORT", std::to_string(port).c_str(), 1), 0);
+  const auto ranks = join_two_ranks("env://", port);
   ::unsetenv("MASTER_ADDR");
   ::unsetenv("MASTER_PORT");
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
-    EXPECT_EQ(sums[size_t(r)], (std::vector<float>{3, 20})) << "rank " << r;
-  }
-  EXPECT_EQ(offsets[0], 0);
+  expect_summed(ranks);
 }
 
 // Two ranks through file://PATH: no port, a working group, and the file gone once both
@@ -79,36 +94,7 @@ TEST(Rendezvous, RanksJoinFromTheEnvironmentAndTheirGroupWorks) {
 TEST(Rendezvous, RanksJoinThroughAFileWhichTheLastRankRemoves) {
   testing::TempDir dir("file_rendezvous");
   const std::string path = dir / "store";
-  std::vector<std::vector<float>> sums(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      try {
-        RankEnv env;
-        env.rank = env.local_rank = r;
-        env.world_size = 2;
-        RendezvousOptions options;
-        options.device = Device::cpu(r);
-        options.timeout = std::chrono::seconds(20);
-        options.job_identity = "file-rendezvous-test";
-        options.init_method = "file://" + path;
-        Rendezvous joined = init_process_group(env, options);
-        Tensor t = Tensor::from_floats({float(r + 1), 10}, {2}, Device::cpu(r));
-        joined.group->allreduce(t)->wait();
-        sums[size_t(r)] = t.to_floats();
-        // Keys live under the job's identity, so another job's leftovers cannot answer.
-        joined.store->set_string("probe", "x");
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
-    EXPECT_EQ(sums[size_t(r)], (std::vector<float>{3, 20})) << "rank " << r;
-  }
+  expect_summed(join_two_ranks("file://" + path, 0));
   EXPECT_FALSE(std::filesystem::exists(path)) << "the last rank removes the store's file";
 }
 

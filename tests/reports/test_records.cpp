@@ -219,6 +219,9 @@ TEST(SuiteRunType, ArgsAndLookups) {
   EXPECT_EQ(s.find_run("nope"), nullptr);
   EXPECT_EQ(s.workloads(), std::vector<std::string>{"mlp-small"});
   EXPECT_EQ(s.runs[0].correctness->verdict_difference(), 1e-7);
+  const NamedValues<int64_t> bytes = {{"reduce", 1}, {"scatter", 2}, {"reduce", 3}};
+  EXPECT_EQ(named_value(bytes, "reduce"), 3) << "the last, as JSON keeps the last key";
+  EXPECT_EQ(named_value(bytes, "gather", int64_t{-1}), -1);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string_view>
 
 namespace ddpb {
 namespace {
@@ -95,6 +97,42 @@ pid_t spawn_process(const SpawnSpec& spec) {
                           std::strerror(child_errno));
   }
   return pid;
+}
+
+namespace {
+
+// The options of glibc's ld.so that take a value (`ld.so --help`); the first argument that
+// is neither one of them nor an option is the program.
+bool loader_option_takes_value(std::string_view option) {
+  for (std::string_view o : {"--library-path", "--inhibit-rpath", "--audit", "--preload", "--argv0",
+                             "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}) {
+    if (option == o) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> self_command() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    throw SubprocessError(std::string("cannot find this executable: ") + std::strerror(errno));
+  const std::string exe(buf, static_cast<size_t>(n));
+  if (!exe.substr(exe.rfind('/') + 1).starts_with("ld-linux")) return {exe};
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> cmdline;
+  for (std::string arg; std::getline(in, arg, '\0');) cmdline.push_back(arg);
+  std::vector<std::string> out{exe};
+  for (size_t i = 1; i < cmdline.size(); ++i) {
+    out.push_back(cmdline[i]);
+    if (loader_option_takes_value(cmdline[i]) && i + 1 < cmdline.size()) {
+      out.push_back(cmdline[++i]);
+    } else if (!cmdline[i].starts_with("--")) {
+      return out;  // the program
+    }
+  }
+  throw SubprocessError("started through " + exe + ", but its command line names no program");
 }
 
 int exit_code_of(int wait_status) {

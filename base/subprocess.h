@@ -48,6 +48,13 @@ struct SpawnSpec {
 // or the program cannot be executed (the child is reaped then).
 pid_t spawn_process(const SpawnSpec& spec);
 
+// The command that starts this very program again, to which a caller appends the arguments:
+// {the executable's absolute path}, or, for a program started through a dynamic loader
+// (gpu_check.sh's bundled glibc: `ld-linux.so --library-path DIRS ddpbench ARGS`, where
+// /proc/self/exe is the loader), {the loader, its options, the program}, so that a child
+// starts the way this process did. Throws SubprocessError when /proc cannot say.
+std::vector<std::string> self_command();
+
 // A waitpid status as a shell reports it: the exit code, or 128 + the signal's number.
 int exit_code_of(int wait_status);
 

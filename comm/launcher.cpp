@@ -73,13 +73,6 @@ std::string describe_status(int status) {
   return "ended with status " + std::to_string(status);
 }
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  DDPB_CHECK(n > 0) << "cannot find this executable: " << std::strerror(errno);
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 // The time of the current poll round: everything read in one round counts as simultaneous,
 // since the order in which the round's pipes are read says nothing about what came first.
 std::chrono::steady_clock::time_point g_round_time;
@@ -137,37 +130,19 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int 
   return env;
 }
 
-// This process's command line as the kernel saw it (/proc/self/cmdline).
-std::vector<std::string> own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> out;
-  std::string arg;
-  while (std::getline(in, arg, '\0')) out.push_back(arg);
-  return out;
-}
-
-// The argv of a rank: this program with the rank's arguments. A program started through a
-// loader (gpu_check.sh's bundled ld-linux: `ld.so --library-path DIRS ddpbench ARGS`) has
-// the loader as /proc/self/exe and the loader's options before its own argv; those are
-// kept, so that the rank starts the same way.
-std::vector<std::string> rank_argv(const std::string& exe, const LaunchSpec& spec) {
-  std::vector<std::string> argv{exe};
-  const std::vector<std::string> cmdline = own_command_line();
-  const bool through_loader = exe.substr(exe.rfind('/') + 1).starts_with("ld-linux");
-  if (through_loader && !spec.args.empty() && cmdline.size() > spec.args.size()) {
-    const size_t loader_args = cmdline.size() - spec.args.size();
-    argv.assign(cmdline.begin(), cmdline.begin() + static_cast<std::ptrdiff_t>(loader_args) + 1);
-    argv[0] = exe;
-  }
-  for (size_t i = 1; i < spec.args.size(); ++i) argv.push_back(spec.args[i]);
+// The argv of a rank: this program, started as this process was (self_command), with the
+// rank's arguments.
+std::vector<std::string> rank_argv(const std::vector<std::string>& self, const LaunchSpec& spec) {
+  std::vector<std::string> argv = self;
+  argv.insert(argv.end(), spec.args.begin() + (spec.args.empty() ? 0 : 1), spec.args.end());
   return argv;
 }
 
-pid_t spawn(const std::string& exe, const LaunchSpec& spec, int rank, int port,
+pid_t spawn(const std::vector<std::string>& self, const LaunchSpec& spec, int rank, int port,
             const std::string& token, int* out_fd) {
   const std::vector<std::string> env = rank_environment(spec, rank, port, token);
   SpawnSpec child;
-  child.argv = rank_argv(exe, spec);
+  child.argv = rank_argv(self, spec);
   child.env = &env;
   int fds[2];
   DDPB_CHECK(::pipe2(fds, O_CLOEXEC) == 0) << "pipe: " << std::strerror(errno);
@@ -407,7 +382,7 @@ void check_nodes(const LaunchSpec& spec) {
 
 LaunchResult launch_local(const LaunchSpec& spec) {
   check_nodes(spec);
-  const std::string exe = self_exe();
+  const std::vector<std::string> self = self_command();
   const int port = spec.master_port > 0 ? spec.master_port : find_free_port(spec.master_addr);
   const std::string token = launch_token(spec);
   g_stop_signal = 0;
@@ -420,7 +395,7 @@ LaunchResult launch_local(const LaunchSpec& spec) {
     }
     auto& c = children[static_cast<size_t>(r)];
     c.rank = spec.first_rank() + r;
-    c.pid = spawn(exe, spec, r, port, token, &c.out_fd);
+    c.pid = spawn(self, spec, r, port, token, &c.out_fd);
   }
   if (children.empty()) {
     LaunchResult result;

@@ -24,16 +24,18 @@ enum class RunGroup {
   BucketAutotune,
   Overlap,
   CommHook,
-  Precision
+  Precision,
+  Explicit  // a run the suite file names itself (key "runs")
 };
-constexpr NameTable<RunGroup, 7> enum_names(RunGroup) {
+constexpr NameTable<RunGroup, 8> enum_names(RunGroup) {
   return {{{"scaling", RunGroup::Scaling},
            {"reference", RunGroup::Reference},
            {"bucket_sweep", RunGroup::BucketSweep},
            {"bucket_autotune", RunGroup::BucketAutotune},
            {"overlap", RunGroup::Overlap},
            {"comm_hook", RunGroup::CommHook},
-           {"precision", RunGroup::Precision}}};
+           {"precision", RunGroup::Precision},
+           {"explicit", RunGroup::Explicit}}};
 }
 
 enum class RunStatus { Ok, Failed, Pending, Interrupted };

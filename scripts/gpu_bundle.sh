@@ -23,9 +23,9 @@
 #   lib/glibc/    the glibc family and its loader (ld-linux-x86-64.so.2), for a GPU machine
 #                 whose glibc is older than ours (a "GLIBC_x not found" error): gpu_check.sh
 #                 then starts each binary through the bundled loader. Never on any path.
-#   scripts/      gpu_check.sh, its summary and projection helpers, and the Python peers it
-#                 runs (torch_gpt_step.py, torch_reference.py, models.py, measure.py,
-#                 workload_table.py)
+#   scripts/      gpu_check.sh, its steps and summary (gpu_check/), the record and target
+#                 modules they read (pylib/), and the Python peers it runs
+#                 (torch_reference.py, models.py, measure.py, workload_table.py)
 #   MANIFEST.txt  what was built (commit, date, CUDA architectures) and what needs what
 # It prints the size per folder, packs the folder into BUNDLE_DIR.tar.gz (what the device
 # tool carries) and fails when the archive exceeds LIMIT_MIB (default 48: with the working
@@ -152,11 +152,11 @@ if [[ ";$archs;" != *";90"* && "$archs" != all* && "$archs" != native ]]; then
 fi
 
 # ---- Scripts -----------------------------------------------------------------------------
-cp "$root/scripts/gpu_check.sh" "$root/scripts/gpu_check_summary.py" \
-   "$root/scripts/gpu_check_projection.py" "$bundle/scripts/"
-mkdir -p "$bundle/scripts/pylib"
+cp "$root/scripts/gpu_check.sh" "$bundle/scripts/"
+mkdir -p "$bundle/scripts/pylib" "$bundle/scripts/gpu_check"
+cp "$root"/scripts/gpu_check/*.py "$bundle/scripts/gpu_check/"
 cp "$root/scripts/pylib/perf_targets.py" "$root/scripts/pylib/run_record.py" "$bundle/scripts/pylib/"
-cp "$root/scripts/peer/torch_gpt_step.py" "$root/scripts/peer/torch_reference.py" \
+cp "$root/scripts/peer/torch_reference.py" \
    "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" \
    "$root/scripts/peer/workload_table.py" "$bundle/scripts/peer/"
 

@@ -13,6 +13,8 @@ packages=(
   clang-format  # scripts/check_format.sh: every C++/CUDA source follows .clang-format
   chromium  # the report test renders the HTML report headless to PNG (about 16 s, 130 MB)
   openmpi-bin  # tests/scripts/cluster_scripts_test.sh runs scripts/cluster/mpirun_ddp.sh
+  libopenmpi-dev  # comm/ProcessGroupMpi: the MPI backend
+  libturbojpeg0-dev  # data/: JPEG decoding of image folders
 )
 
 missing=()

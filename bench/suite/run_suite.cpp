@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "base/input_file.h"
+#include "base/subprocess.h"
 #include "bench/measure/context.h"
 #include "bench/measure/gemm_peak.h"
 #include "bench/project/suite_projection.h"
@@ -50,10 +51,6 @@ using reports::SuiteRecord;
 
 std::string status_name(const SuiteRun& run) {
   return run.status ? std::string(enum_name(*run.status)) : "(no status)";
-}
-
-std::string self_exe() {
-  return fs::read_symlink("/proc/self/exe").string();
 }
 
 std::string timestamp() {
@@ -131,7 +128,8 @@ void run_one(SuiteRun& run, const SuiteSpec& spec, const std::string& dir, doubl
   const std::string stem = run_file_stem(run.id);
   const std::string record = "runs/" + stem + ".json", trace = "traces/" + stem + ".json",
                     params = "params/" + stem + ".safetensors";
-  std::vector<std::string> argv = {self_exe()};
+  // Started as the suite was, through the bundled loader too (gpu_check.sh).
+  std::vector<std::string> argv = self_command();
   argv.insert(argv.end(), run.args.begin(), run.args.end());
   argv.insert(argv.end(), {"--out", record, "--trace", trace, "--save-params", params});
   ChildSpec cs{argv,
@@ -260,8 +258,8 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
   const Device device = spec.device == DeviceType::CUDA ? Device::cuda(0) : Device::cpu();
   // The peak in the precision the runs use: a bf16 run's FLOP fraction is against bf16 GEMMs.
   ops::set_math_mode(spec.precision);
-  const nlohmann::json peak = measure_gemm_peak(device, workload_gemm_shapes(spec.per_device_batch),
-                                                spec.quick ? 0.05 : 0.25);
+  const nlohmann::json peak = measure_gemm_peak(
+      device, workload_gemm_shapes(spec.batches_per_device()), spec.quick ? 0.05 : 0.25);
   fmt::print("ddpbench suite: GEMM peak on {}: {:.1f} GFLOP/s\n", device.str(),
              peak["flops_per_s"].get<double>() / 1e9);
   suite.context = reports::record_from_json<reports::RunContext>(build_context());
@@ -328,6 +326,7 @@ SuiteVerdict settle(SuiteRecord& suite) {
 // (docs/metrics.md, "Projection"). A projection that cannot be made (no DP or DDP run
 // succeeded) is reported and left out; it never fails the suite.
 void add_projection(SuiteRecord& suite, const SuiteSpec& spec, const std::string& dir) {
+  if (spec.workloads.empty()) return;  // explicit runs only: nothing to project from
   try {
     const bool nccl = spec.device == DeviceType::CUDA && cuda_device_count() >= 2;
     ProjectionSource source = suite_projection_source(suite, dir);  // reads the records once

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <set>
 
@@ -100,7 +101,52 @@ int64_t default_batch(const std::string& workload) {
   }
 }
 
+int64_t explicit_global_batch(const SuiteSpec& s, const ExplicitRun& r) {
+  if (r.global_batch > 0) return r.global_batch;
+  const auto it = s.per_device_batch.find(r.workload);
+  return (it != s.per_device_batch.end() ? it->second : default_batch(r.workload)) * r.world_size;
+}
+
+nlohmann::json explicit_runs_json(const std::vector<ExplicitRun>& runs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ExplicitRun& r : runs) out.push_back(r.to_json());
+  return out;
+}
+
 }  // namespace
+
+nlohmann::json ExplicitRun::to_json() const {
+  nlohmann::json j = {{"name", name},
+                      {"workload", workload},
+                      {"mode", enum_name(mode)},
+                      {"world_size", world_size}};
+  if (global_batch > 0) j["global_batch"] = global_batch;
+  if (!devices.empty()) j["devices"] = devices;
+  if (backend) j["backend"] = enum_name(*backend);
+  if (precision) j["precision"] = enum_name(*precision);
+  if (attention) j["attention"] = enum_name(*attention);
+  if (cuda_graph) j["cuda_graph"] = true;
+  if (comm_hook) j["comm_hook"] = enum_name(*comm_hook);
+  if (powersgd_rank) j["powersgd_rank"] = *powersgd_rank;
+  if (powersgd_start_iter) j["powersgd_start_iter"] = *powersgd_start_iter;
+  if (bucket_cap_mb) j["bucket_cap_mb"] = *bucket_cap_mb;
+  return j;
+}
+
+std::vector<std::string> ExplicitRun::flags() const {
+  std::vector<std::string> f;
+  auto add = [&](const char* flag, const std::string& value) { f.insert(f.end(), {flag, value}); };
+  if (!devices.empty()) add("--devices", devices);
+  if (backend) add("--backend", std::string(enum_name(*backend)));
+  if (precision) add("--precision", std::string(enum_name(*precision)));
+  if (attention) add("--attention", std::string(enum_name(*attention)));
+  if (cuda_graph) f.emplace_back("--cuda-graph");
+  if (comm_hook) add("--comm-hook", std::string(enum_name(*comm_hook)));
+  if (powersgd_rank) add("--powersgd-rank", std::to_string(*powersgd_rank));
+  if (powersgd_start_iter) add("--powersgd-start-iter", std::to_string(*powersgd_start_iter));
+  if (bucket_cap_mb) add("--bucket-cap-mb", fmt_mb(*bucket_cap_mb));
+  return f;
+}
 
 nlohmann::json SuiteSpec::to_json() const {
   return {{"name", name},
@@ -128,7 +174,19 @@ nlohmann::json SuiteSpec::to_json() const {
           {"validate_projection", validate_projection},
           {"timeout_s", timeout_s},
           {"correctness_threshold", correctness_threshold},
-          {"hook_correctness_threshold", hook_correctness_threshold}};
+          {"hook_correctness_threshold", hook_correctness_threshold},
+          {"runs", explicit_runs_json(runs)}};
+}
+
+std::map<std::string, int64_t> SuiteSpec::batches_per_device() const {
+  std::map<std::string, int64_t> out;
+  for (const auto& w : workloads) out[w] = per_device_batch.at(w);
+  for (const ExplicitRun& r : runs) {
+    if (out.count(r.workload)) continue;
+    const int64_t global = explicit_global_batch(*this, r);
+    out[r.workload] = std::max<int64_t>(1, global / std::max(1, r.world_size));
+  }
+  return out;
 }
 
 // The communication-bound workloads are where a compression hook can pay off.
@@ -193,6 +251,58 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
 namespace {
 
 using SuiteSetter = std::function<void(const KeyReader&)>;
+
+// One setter per key of an entry of "runs" (ExplicitRun).
+std::map<std::string, SuiteSetter> explicit_run_setters(ExplicitRun& e) {
+  return {
+      {"name", [&](const KeyReader& r) { e.name = r.string(); }},
+      {"workload", [&](const KeyReader& r) { e.workload = r.string(); }},
+      {"mode", [&](const KeyReader& r) { e.mode = r.named<Mode>("mode"); }},
+      {"world_size",
+       [&](const KeyReader& r) { e.world_size = static_cast<int>(r.integer(1, kMaxWorldSize)); }},
+      {"global_batch", [&](const KeyReader& r) { e.global_batch = r.integer(1, 1 << 24); }},
+      {"devices", [&](const KeyReader& r) { e.devices = r.string(); }},
+      {"backend", [&](const KeyReader& r) { e.backend = r.named<comm::CommBackend>("backend"); }},
+      {"precision", [&](const KeyReader& r) { e.precision = r.named<ops::MathMode>("precision"); }},
+      {"attention",
+       [&](const KeyReader& r) { e.attention = r.named<ops::AttentionKind>("attention"); }},
+      {"cuda_graph", [&](const KeyReader& r) { e.cuda_graph = r.boolean(); }},
+      {"comm_hook", [&](const KeyReader& r) { e.comm_hook = r.named<ddp::CommHook>("hook"); }},
+      {"powersgd_rank", [&](const KeyReader& r) { e.powersgd_rank = r.integer(1, 1024); }},
+      {"powersgd_start_iter",
+       [&](const KeyReader& r) { e.powersgd_start_iter = r.integer(1, 1000000); }},
+      {"bucket_cap_mb", [&](const KeyReader& r) { e.bucket_cap_mb = r.number(1e-3, 4096); }},
+  };
+}
+
+// Applies `j`'s keys through `setters`, naming an unknown key and the known ones.
+void apply_keys(const std::map<std::string, SuiteSetter>& setters, const nlohmann::json& j,
+                const std::string& file, const std::string& prefix) {
+  for (const auto& [key, value] : j.items()) {
+    const std::string name = prefix + key;
+    auto it = setters.find(key);
+    if (it == setters.end()) {
+      std::string known;
+      for (const auto& [k, _] : setters) known += (known.empty() ? "" : ", ") + k;
+      DDPB_USAGE_FAIL() << file << ": unknown key \"" << name << "\" (known keys: " << known << ")";
+    }
+    it->second(KeyReader{file, name, value});
+  }
+}
+
+std::vector<ExplicitRun> read_explicit_runs(const KeyReader& r) {
+  std::vector<ExplicitRun> runs;
+  for (const auto& item : r.list()) {
+    const std::string at = fmt::format("runs[{}]", runs.size());
+    if (!item.is_object()) KeyReader{r.file, at, item}.fail("expected an object");
+    ExplicitRun e;
+    apply_keys(explicit_run_setters(e), item, r.file, at + ".");
+    if (e.name.empty() || e.workload.empty())
+      KeyReader{r.file, at, item}.fail("a run needs a \"name\" and a \"workload\"");
+    runs.push_back(std::move(e));
+  }
+  return runs;
+}
 
 // One setter per key a suite file may hold, each checking its value's type and range.
 std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::string& file) {
@@ -259,6 +369,7 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
        [&](const KeyReader& r) { s.correctness_threshold = r.number(0, 1); }},
       {"hook_correctness_threshold",
        [&](const KeyReader& r) { s.hook_correctness_threshold = r.number(0, 1); }},
+      {"runs", [&](const KeyReader& r) { s.runs = read_explicit_runs(r); }},
   };
 }
 
@@ -266,23 +377,14 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
 
 void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& file) {
   DDPB_USAGE_CHECK(j.is_object()) << file << ": a suite file is a JSON object of settings";
-  const auto setters = suite_file_setters(s, file);
-  for (const auto& [key, value] : j.items()) {
-    auto it = setters.find(key);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& [k, _] : setters) known += (known.empty() ? "" : ", ") + k;
-      DDPB_USAGE_FAIL() << file << ": unknown key \"" << key << "\" (known keys: " << known << ")";
-    }
-    it->second(KeyReader{file, key, value});
-  }
+  apply_keys(suite_file_setters(s, file), j, file, "");
   // A new workload list keeps the batches given and fills in defaults for the rest.
   for (const auto& w : s.workloads) {
     if (!s.per_device_batch.count(w)) s.per_device_batch[w] = default_batch(w);
   }
-  if (!j.contains("sweep_workload") && !s.workloads.empty() &&
+  if (!j.contains("sweep_workload") &&
       std::find(s.workloads.begin(), s.workloads.end(), s.sweep_workload) == s.workloads.end()) {
-    s.sweep_workload = s.workloads.front();
+    s.sweep_workload = s.workloads.empty() ? "" : s.workloads.front();
   }
 }
 
@@ -294,8 +396,9 @@ void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::strin
   apply_suite_file(spec, j, file);
 }
 
-void validate_suite(const SuiteSpec& s, int gpus) {
-  DDPB_USAGE_CHECK(!s.workloads.empty()) << "suite: \"workloads\" is empty";
+namespace {
+
+void validate_matrix(const SuiteSpec& s, int gpus) {
   DDPB_USAGE_CHECK(!s.modes.empty()) << "suite: \"modes\" is empty";
   DDPB_USAGE_CHECK(!s.world_sizes.empty()) << "suite: \"world_sizes\" is empty";
   std::set<std::string> seen;
@@ -306,7 +409,6 @@ void validate_suite(const SuiteSpec& s, int gpus) {
     DDPB_USAGE_CHECK(b != s.per_device_batch.end() && b->second > 0)
         << "suite: no \"per_device_batch\" for workload " << w;
   }
-  for (const auto& [w, b] : s.per_device_batch) find_workload(w);
   std::set<int> sizes;
   for (int n : s.world_sizes) {
     DDPB_USAGE_CHECK(n >= 1) << "suite: world size " << n << " must be positive";
@@ -316,9 +418,6 @@ void validate_suite(const SuiteSpec& s, int gpus) {
                                   << " GPUs, this machine has " << gpus
                                   << " (lower \"world_sizes\" or --max-world-size)";
     }
-  }
-  if (s.device == DeviceType::CUDA) {
-    DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
   }
   DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
                                                          s.sweep_workload) != s.workloads.end())
@@ -330,6 +429,65 @@ void validate_suite(const SuiteSpec& s, int gpus) {
           << "suite: \"" << key << "\" names " << w
           << ", which is not one of the suite's workloads";
     }
+  }
+}
+
+// An explicit run's flags must make sense for its mode, as `ddpbench run` would check them:
+// a suite that fails a run on a flag it could have refused up front wastes the runs before.
+void validate_explicit_run(const SuiteSpec& s, const ExplicitRun& r, int gpus) {
+  const std::string what = "suite: run \"" + r.name + "\": ";
+  DDPB_USAGE_CHECK(r.name.size() <= 64 &&
+                   std::all_of(r.name.begin(), r.name.end(),
+                               [](char c) {
+                                 return std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                        c == '_' || c == '-';
+                               }))
+      << what << "a name is at most 64 letters, digits, '.', '_' or '-'";
+  find_workload(r.workload);
+  const bool single = r.mode == Mode::Single, ddp = r.mode == Mode::Ddp;
+  DDPB_USAGE_CHECK(!single || (r.world_size == 1 && r.devices.empty()))
+      << what << "a single-device run has world_size 1 and no devices";
+  DDPB_USAGE_CHECK(single || !r.cuda_graph) << what << "cuda_graph is for mode single";
+  DDPB_USAGE_CHECK(ddp || (!r.backend && !r.comm_hook && !r.bucket_cap_mb && !r.powersgd_rank &&
+                           !r.powersgd_start_iter))
+      << what << "backend, comm_hook, bucket_cap_mb and powersgd_* are for mode ddp";
+  DDPB_USAGE_CHECK((!r.powersgd_rank && !r.powersgd_start_iter) ||
+                   r.comm_hook == ddp::CommHook::PowerSGD)
+      << what << "powersgd_* need \"comm_hook\": \"powersgd\"";
+  if (!r.devices.empty()) {
+    int count = 0;
+    for (size_t start = 0; start <= r.devices.size(); ++count) {
+      const size_t comma = std::min(r.devices.find(',', start), r.devices.size());
+      parse_device(std::string_view(r.devices).substr(start, comma - start));  // UsageError
+      start = comma + 1;
+    }
+    DDPB_USAGE_CHECK(count == r.world_size)
+        << what << "\"devices\" lists " << count << " devices for world_size " << r.world_size;
+  } else if (s.device == DeviceType::CUDA) {
+    DDPB_USAGE_CHECK(r.world_size <= gpus)
+        << what << "world_size " << r.world_size << " needs " << r.world_size
+        << " GPUs, this machine has " << gpus << " (or list \"devices\")";
+  }
+  const int64_t batch = explicit_global_batch(s, r);
+  DDPB_USAGE_CHECK(batch % r.world_size == 0)
+      << what << "global batch " << batch << " does not divide into " << r.world_size << " ranks";
+}
+
+}  // namespace
+
+void validate_suite(const SuiteSpec& s, int gpus) {
+  DDPB_USAGE_CHECK(!s.workloads.empty() || !s.runs.empty())
+      << "suite: \"workloads\" is empty and there are no \"runs\"";
+  if (!s.workloads.empty()) validate_matrix(s, gpus);
+  for (const auto& [w, b] : s.per_device_batch) find_workload(w);
+  if (s.device == DeviceType::CUDA) {
+    DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
+  }
+  std::set<std::string> names;
+  for (const ExplicitRun& r : s.runs) {
+    DDPB_USAGE_CHECK(names.insert(r.name).second)
+        << "suite: run \"" << r.name << "\" is listed twice";
+    validate_explicit_run(s, r, gpus);
   }
 }
 
@@ -380,8 +538,8 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
     if (mode != Mode::Single) r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
     if (mode == Mode::Ddp)
       r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
-    // A variant's own --precision or --warmup replaces the suite's.
-    for (const char* flag : {"--precision", "--warmup"}) {
+    // A variant's own --precision, --attention or --warmup replaces the suite's.
+    for (const char* flag : {"--precision", "--attention", "--warmup"}) {
       if (std::find(extra.begin(), extra.end(), flag) == extra.end()) continue;
       const auto at = std::find(r.args.begin(), r.args.end(), flag);
       r.args.erase(at, at + 2);
@@ -404,7 +562,8 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
         make(w, Mode::Single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
     }
   }
-  const int sweep_n = *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
+  const int sweep_n =
+      s.world_sizes.empty() ? 1 : *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
   for (const auto& w : s.bf16_workloads) {
     if (s.precision == ops::MathMode::BF16) break;  // every run is bf16 already
     const int64_t b = s.per_device_batch.at(w);
@@ -443,6 +602,11 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
         make(w, Mode::Ddp, sweep_n, g, RunGroup::CommHook, h + "-hook", args);
       }
     }
+  }
+  for (const ExplicitRun& e : s.runs) {
+    make(e.workload, e.mode, e.world_size, explicit_global_batch(s, e), RunGroup::Explicit, e.name,
+         e.flags());
+    runs.back().id = e.name;
   }
   return runs;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,30 @@
 #include "reports/suite_record.h"
 
 namespace ddpb::bench {
+
+// One run a suite file names itself, besides the matrix (key "runs"; group "explicit"): a
+// configuration the matrix has no axis for, such as the GPU check's --cuda-graph, --attention
+// flash or two-ranks-on-one-GPU runs. Typed like the rest of the spec, it sets only flags that
+// name no file: its arguments are rebuilt from these fields, never stored as text.
+struct ExplicitRun {
+  std::string name;  // its id in suite.json and its file stem: letters, digits, '.', '_', '-'
+  std::string workload;
+  Mode mode = Mode::Single;
+  int world_size = 1;
+  int64_t global_batch = 0;  // 0: the suite's per-device batch of the workload x world_size
+  std::string devices;       // dp/ddp: "cuda:0,cuda:0"; empty: the suite's device
+  std::optional<comm::CommBackend> backend;                   // ddp
+  std::optional<ops::MathMode> precision;                     // empty: the suite's
+  std::optional<ops::AttentionKind> attention;                // empty: the suite's
+  bool cuda_graph = false;                                    // single
+  std::optional<ddp::CommHook> comm_hook;                     // ddp
+  std::optional<int64_t> powersgd_rank, powersgd_start_iter;  // ddp, --comm-hook powersgd
+  std::optional<double> bucket_cap_mb;                        // ddp
+
+  nlohmann::json to_json() const;
+  // The `ddpbench run` flags beyond the suite's own (workload, mode, batch, steps...).
+  std::vector<std::string> flags() const;
+};
 
 struct SuiteSpec {
   std::string name = "default-cpu";
@@ -58,6 +83,11 @@ struct SuiteSpec {
   // on embed after 45 steps); a wrong gradient scale gives 0.2 and more.
   double correctness_threshold = 1e-2;       // fp32 paths
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
+  std::vector<ExplicitRun> runs;             // after the matrix, in this order
+
+  // The samples per device of every workload the suite runs, the explicit runs' included:
+  // the shapes of the GEMM peak measured before the runs.
+  std::map<std::string, int64_t> batches_per_device() const;
 
   nlohmann::json to_json() const;
   // The block of suite.json that holds the matrix.

@@ -1,7 +1,6 @@
 """Timing and environment helpers shared by the peer scripts, with ddpbench's definitions."""
 import ctypes
 import statistics
-import time
 
 import torch
 
@@ -52,26 +51,3 @@ def set_cuda_tf32(enabled):
     else:
         matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
-
-
-class Timer:
-    """CUDA events on the current stream, or perf_counter on CPU."""
-
-    def __init__(self, device):
-        self.cuda = device.type == "cuda"
-        if self.cuda:
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.stop = torch.cuda.Event(enable_timing=True)
-
-    def begin(self):
-        if self.cuda:
-            self.start.record()
-        else:
-            self.t0 = time.perf_counter()
-
-    def end_ms(self):
-        if self.cuda:
-            self.stop.record()
-            self.stop.synchronize()
-            return self.start.elapsed_time(self.stop)
-        return (time.perf_counter() - self.t0) * 1e3

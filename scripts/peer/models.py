@@ -8,8 +8,8 @@ Parameter names match ddpbench's named_parameters() (and so its safetensors dump
   Embed  workloads/embed.cpp: embedding rows concatenated per sample, Linear+ReLU, Linear.
   ResNet workloads/resnet.cpp: torchvision's own ResNet (same names, shapes and buffers).
 
-Used by replay_pytorch.py (loads ddpbench's dumped parameters), torch_reference.py and
-torch_gpt_step.py (gpt2_init_: ddpbench's initialisation).
+Used by replay_pytorch.py (loads ddpbench's dumped parameters) and torch_reference.py
+(gpt2_init_: ddpbench's initialisation).
 """
 import math
 

@@ -4,11 +4,24 @@
     torch_reference.py --mode single|ddp|dp --workload mlp-small [--device cpu|cuda] [--world-size N]
         [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
         [--weight-decay] [--backend gloo|nccl] [--bucket-cap-mb 25] [--first-bucket-mb 1]
-        [--grad-as-bucket-view] [--seed] [--precision fp32|tf32|bf16] [--threads N]
+        [--grad-as-bucket-view] [--seed] [--precision fp32|tf32|bf16[,...]]
+        [--attention math|flash[,...]] [--threads N]
         [--workloads-json FILE | --ddpbench BIN] [--out FILE] [--quiet]
 
-The PyTorch side of scripts/peer/compare_pytorch.sh. Flags carry ddpbench's names and
-defaults (bench/run/run_config.h, core/optim.h), so one argument list drives both programs.
+The PyTorch side of scripts/peer/compare_pytorch.sh and of the GPU check's "ddpbench vs
+PyTorch" rows. Flags carry ddpbench's names and defaults (bench/run/run_config.h,
+core/optim.h), so one argument list drives both programs.
+
+Variants (single mode): --precision and --attention take comma-separated lists, and every
+combination runs in turn in this one process (one PyTorch start, one CUDA context); --out
+then holds "{variant}", replaced by "<precision>-<attention>" for each record. A flash
+variant on a PyTorch without F.scaled_dot_product_attention is skipped with a note.
+  precision  fp32: TF32 off (exact fp32 GEMMs); tf32: TF32 on; bf16: torch.autocast(bfloat16)
+             around the forward (f32 weights and optimizer state; GEMM outputs stored in bf16,
+             where ddpbench's --precision bf16 keeps every tensor in f32).
+  attention  math: q k^T / sqrt(d), masked softmax, @ v, the [B, H, T, T] probabilities
+             materialised (ddpbench's algorithm); flash: F.scaled_dot_product_attention
+             (is_causal=True), what a PyTorch user gets.
 
 Modes:
   single  one process, one thread: zero_grad, forward + loss, backward, optimizer step.
@@ -183,11 +196,13 @@ def parse_args(argv):
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--eps", type=float, default=1e-8)
-    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
-                    help="bf16: torch.autocast(bfloat16) around the forward (f32 weights and "
+    ap.add_argument("--precision", default="fp32",
+                    help="fp32, tf32 or bf16, or a comma-separated list of them (variants). "
+                         "bf16: torch.autocast(bfloat16) around the forward (f32 weights and "
                          "optimizer state), the counterpart of ddpbench --precision bf16")
-    ap.add_argument("--attention", choices=("math", "flash"), default="math",
-                    help="gpt: flash uses F.scaled_dot_product_attention (PyTorch >= 2.0)")
+    ap.add_argument("--attention", default="math",
+                    help="math or flash, or a list (gpt: flash uses "
+                         "F.scaled_dot_product_attention, PyTorch >= 2.0)")
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per process (default 1, as torchrun sets for several ranks "
                          "per node); 0 keeps PyTorch's default")
@@ -195,6 +210,14 @@ def parse_args(argv):
     ap.add_argument("--out", default="", help="write the JSON record here (default: stdout)")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
     args = ap.parse_args(argv)
+    args.precisions = _choices(ap, "--precision", args.precision, ("fp32", "tf32", "bf16"))
+    args.attentions = _choices(ap, "--attention", args.attention, ("math", "flash"))
+    args.precision, args.attention = args.precisions[0], args.attentions[0]
+    variants = len(args.precisions) * len(args.attentions)
+    if variants > 1 and args.mode != "single":
+        ap.error("several --precision/--attention variants run in --mode single only")
+    if variants > 1 and "{variant}" not in args.out:
+        ap.error("several variants need an --out holding {variant} (one record each)")
     args.spec = presets[args.workload]
     if not args.global_batch:
         args.global_batch = args.spec["default_batch"]
@@ -217,6 +240,13 @@ def parse_args(argv):
     return args
 
 
+def _choices(ap, flag, text, allowed):
+    values = [v for v in text.split(",") if v]
+    if not values or any(v not in allowed for v in values) or len(set(values)) != len(values):
+        ap.error(f"{flag} takes {', '.join(allowed)} (comma-separated, each once), got {text!r}")
+    return values
+
+
 def config_json(args):
     return {"mode": args.mode, "workload": args.workload, "device": args.device,
             "world_size": args.world_size, "backend": args.backend if args.mode == "ddp" else "",
@@ -227,6 +257,7 @@ def config_json(args):
                           "weight_decay": args.weight_decay, "beta1": args.beta1,
                           "beta2": args.beta2, "eps": args.eps, "nesterov": False,
                           "dampening": 0.0},
+            "precision": args.precision, "attention": args.attention,
             "zero_grad_set_to_none": False, "out": args.out}
 
 
@@ -296,6 +327,8 @@ def run(args):
         torch.cuda.set_device(device)
     if cuda:  # tf32 has no CPU counterpart (ddpbench's CPU GEMMs stay f32 as well)
         set_cuda_tf32(args.precision == "tf32")
+        torch.cuda.empty_cache()  # a variant before this one in the process leaves nothing
+        torch.cuda.reset_peak_memory_stats(device)
     use_sdpa = args.attention == "flash" and spec["family"] == "gpt"
     model = build(spec, use_sdpa).to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -439,6 +472,10 @@ def run(args):
                      "train_flops_per_sample": train_flops_per_sample(spec)},
         "steps": steps, "summary": summary,
     }
+    if cuda:
+        record["memory"] = [{"device": str(device),
+                             "peak_bytes": torch.cuda.max_memory_allocated(device),
+                             "reserved_bytes": torch.cuda.max_memory_reserved(device)}]
     if ddp:
         mine = {"rank": rank, "device": str(device), "step_time_ms": st, "phases_median_ms": phase_med}
         ranks = [None] * world
@@ -471,6 +508,25 @@ def run(args):
     return 0
 
 
+def run_variants(args):
+    """Every --precision x --attention combination in turn, a record each; flash variants
+    are skipped with a note where PyTorch has no scaled_dot_product_attention."""
+    template, ran, rc = args.out, 0, 0
+    for attention in args.attentions:
+        if attention == "flash" and args.spec["family"] == "gpt" and \
+                not hasattr(F, "scaled_dot_product_attention"):
+            print(f"torch_reference: flash variants skipped: torch {torch.__version__} has no "
+                  "F.scaled_dot_product_attention", file=sys.stderr)
+            continue
+        for precision in args.precisions:
+            args.precision, args.attention = precision, attention
+            args.out = template.replace("{variant}", f"{precision}-{attention}")
+            print(f"torch_reference: variant {precision} {attention}", file=sys.stderr)
+            rc = rc or run(args)
+            ran += 1
+    return rc if ran else 1
+
+
 def main(argv):
     args = parse_args(argv)
     if args.mode == "dp" and args.device != "cuda":
@@ -481,6 +537,8 @@ def main(argv):
         return 2
     if args.mode == "ddp" and "RANK" not in os.environ:
         return launch(args, argv)
+    if len(args.precisions) * len(args.attentions) > 1:
+        return run_variants(args)
     rc = run(args)
     if args.mode == "ddp":
         # PyTorch 1.13 can deadlock in interpreter shutdown here: ~Reducer destroys the gloo

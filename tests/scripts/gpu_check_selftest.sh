@@ -4,14 +4,14 @@
 # archive in SELFTEST mode (every step on the CPU with stand-ins), and checks that:
 #   - the archive fits the 48 MiB that leave room for the working tree in a GPU call's 64;
 #   - exactly the steps that need a GPU fail, and every other step passes;
-#   - the summary JSON carries the training, --cuda-graph and PyTorch tables and a row for
-#     every GPU target of the performance issue;
+#   - the summary JSON carries the training (one `ddpbench suite` of named runs), --cuda-graph
+#     and PyTorch tables and a row for every GPU target of the performance issue;
 #   - Note [GPU check evidence]: OUT holds exactly gpu_check.json, gpu_check.tgz, summary.txt
 #     and failures.txt (no folder, each under 16 MiB), the archive holds the logs and run
 #     records, failures.txt has every failed step, and the last 12,000 characters printed
 #     hold the step table and the head of each failure;
 #   - the trap path: an early stop (a folder that is no bundle) and a SIGTERM in the middle of
-#     a step each still leave the four files, with the steps run so far.
+#     the training suite each still leave the four files, with the runs finished so far.
 #   tests/scripts/gpu_check_selftest.sh BUILD_DIR     (exit 77: skipped, no CUDA build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,8 +41,8 @@ python3 - "$tmp/out/gpu_check.json" <<'PY' || { tail -60 "$tmp/check.log"; exit 
 import json, sys
 r = json.load(open(sys.argv[1]))
 cuda_only = {"test_cuda_parity", "test_dp_cuda", "test_process_group_nccl",
-             "ddp gloo 2 ranks on cuda:0", "ddp nccl world 1", "ddp powersgd gloo 2 ranks",
-             "ddp powersgd nccl world 1", "gemm", "bn-bench"}
+             "ddp-gloo-mlp-small", "ddp-nccl-mlp-small", "ddp-powersgd-gloo",
+             "ddp-powersgd-nccl", "gemm", "bn-bench"}
 failed = {s["step"] for s in r["steps"] if s["status"] == "FAIL"}
 problems = []
 if failed != cuda_only:
@@ -90,7 +90,8 @@ check_out() {
   grep -q 'steps.tsv$' "$tmp/listing" || { echo "FAIL: the archive has no steps.tsv"; return 1; }
 }
 check_out "$tmp/out" || exit 1
-for want in single-resnet50.json single-resnet50.log test_cuda_parity.log suite/suite.json; do
+for want in suite/runs/single-resnet50.json suite/logs/single-resnet50.log test_cuda_parity.log \
+            suite/suite.json suite/report.html; do
   grep -q "$want\$" "$tmp/listing" || { echo "FAIL: gpu_check.tgz has no $want"; exit 1; }
 done
 for step in test_cuda_parity gemm bn-bench; do
@@ -112,7 +113,12 @@ rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/early.log"; echo "FAIL: an early stop should exit 1, got $rc"; exit 1; }
 check_out "$tmp/out-early" || exit 1
-grep -q '"step": "libraries", "status": "FAIL"' "$tmp/out-early/gpu_check.json" ||
+# step_status FILE STEP: the status gpu_check.json gives the step ("" when it has none).
+step_status() {
+  python3 -c 'import json, sys
+print(next((s["status"] for s in json.load(open(sys.argv[1]))["steps"] if s["step"] == sys.argv[2]), ""))' "$1" "$2"
+}
+[[ $(step_status "$tmp/out-early/gpu_check.json" libraries) == FAIL ]] ||
   { echo "FAIL: the early stop's gpu_check.json lacks the libraries step"; exit 1; }
 
 # A SIGTERM in the middle of a step (the launcher's timeout, a lost machine).
@@ -120,8 +126,8 @@ GPU_CHECK_SELFTEST=1 OUT="$tmp/out-term" TMPDIR="$tmp" GPU_CHECK_WORK="$tmp/work
   "$root/scripts/gpu_check.sh" --prebuilt "$tmp/gpu-bundle.tar.gz" --only 'single-*' \
   > "$tmp/term.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  grep -q $'^single mlp-small\tPASS' "$tmp/work-term/steps.tsv" 2>/dev/null && break
+for _ in $(seq 1 600); do  # the first training run's record: the suite is in its second
+  [[ -f "$tmp/work-term/suite/runs/single-mlp-small.json" ]] && break
   sleep 0.1
 done
 kill -TERM "$pid"
@@ -131,9 +137,9 @@ rc=$?
 set -e
 [[ $rc != 0 ]] || { echo "FAIL: a check stopped by SIGTERM exited 0"; exit 1; }
 check_out "$tmp/out-term" || exit 1
-grep -q '"step": "single mlp-small", "status": "PASS"' "$tmp/out-term/gpu_check.json" ||
-  { tail -20 "$tmp/term.log"; echo "FAIL: after SIGTERM gpu_check.json lacks the finished step"; exit 1; }
-if grep -q '"step": "test_cuda_parity"' "$tmp/out-term/gpu_check.json"; then
+[[ $(step_status "$tmp/out-term/gpu_check.json" single-mlp-small) == PASS ]] ||
+  { tail -20 "$tmp/term.log"; echo "FAIL: after SIGTERM gpu_check.json lacks the finished run"; exit 1; }
+if [[ -n $(step_status "$tmp/out-term/gpu_check.json" test_cuda_parity) ]]; then
   echo "FAIL: --only 'single-*' ran test_cuda_parity"
   exit 1
 fi

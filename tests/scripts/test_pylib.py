@@ -252,6 +252,21 @@ class NoBuriedPython(unittest.TestCase):
                 i += 1
         self.assertEqual(long, [])
 
+    def test_no_inline_program_in_scripts_is_over_15_lines(self):
+        # `python3 -c '...'` spread over lines is a heredoc by another name.
+        long = []
+        for path in sorted((ROOT / "scripts").rglob("*.sh")):
+            lines = path.read_text().split("\n")
+            for i, line in enumerate(lines):
+                m = re.search(r"-c (['\"])(.*)$", line)
+                if not m or m.group(1) in m.group(2):
+                    continue
+                end = next((j for j in range(i + 1, len(lines)) if m.group(1) in lines[j]),
+                           len(lines))
+                if end - i > 15:
+                    long.append(f"{path.relative_to(ROOT)}:{i + 1}: {end - i} lines")
+        self.assertEqual(long, [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -203,6 +203,49 @@ TEST(Suite, Bf16SuitePassesItsCorrectnessChecks) {
   EXPECT_GE(checked, 2) << "ddp w2 and its bf16-hook variant";
 }
 
+// A suite of named runs only (key "runs", group explicit), as scripts/gpu_check.sh runs its
+// training, started through a dynamic loader as the check starts a bundle on an older
+// glibc: the suite's runs must start the same way (base/subprocess.h self_command).
+TEST(Suite, ExplicitRunsRunThroughTheLoaderThatStartedTheSuite) {
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  if (!fs::exists(loader)) GTEST_SKIP() << "no " << loader << " on this machine";
+  TempDir dir("suite_explicit");
+  write_file(dir / "s.json", R"({"workloads": [], "steps": 2, "warmup": 1, "runs": [
+      {"name": "single-mlp", "workload": "mlp-small", "mode": "single", "precision": "bf16"},
+      {"name": "dp-mlp", "workload": "mlp-small", "mode": "dp", "world_size": 2,
+       "devices": "cpu:0,cpu:1"},
+      {"name": "ddp-powersgd", "workload": "mlp-small", "mode": "ddp", "world_size": 2,
+       "comm_hook": "powersgd", "powersgd_start_iter": 2, "powersgd_rank": 2}]})");
+  const std::string cmd = loader + " --library-path /nonexistent " + DDPBENCH_BIN + " suite " +
+                          (dir / "s.json") + " --device cpu --out " + (dir / "out") + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  const auto suite = load(dir / "out/suite.json");
+  EXPECT_TRUE(reports::validate_suite_record(suite).empty());
+  ASSERT_EQ(suite["runs"].size(), 3u) << suite["runs"].dump();
+  for (const char* id : {"single-mlp", "dp-mlp", "ddp-powersgd"}) {
+    const auto* run = find_run(suite, id);
+    ASSERT_TRUE(run) << id;
+    EXPECT_EQ((*run)["group"], "explicit");
+    EXPECT_EQ((*run)["status"], "ok") << run->dump();
+    EXPECT_TRUE(fs::exists(dir / ("out/runs/" + std::string(id) + ".json"))) << id;
+  }
+  const auto single = load(dir / "out/runs/single-mlp.json");
+  EXPECT_EQ(single["config"]["precision"], "bf16");
+  const auto ddp = load(dir / "out/runs/ddp-powersgd.json");
+  EXPECT_EQ(ddp["config"]["comm_hook"], "powersgd");
+  const auto* hook = find_run(suite, "ddp-powersgd");
+  EXPECT_NE((*hook)["correctness"].dump().find("no single-device run"), std::string::npos)
+      << "no reference at its batch in this suite: skipped, and said so: "
+      << (*hook)["correctness"].dump();
+  EXPECT_FALSE(suite.contains("projection")) << "nothing to project from without a matrix";
+  EXPECT_TRUE(fs::exists(dir / "out/report.html"));
+}
+
 TEST(Suite, AFailedRunIsRecordedAndTheSuiteGoesOn) {
   TempDir dir("suite_fail");
   // embed-tiny's dataset is smaller than this batch: that run fails at start-up (exit 2).

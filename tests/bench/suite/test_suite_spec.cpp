@@ -118,6 +118,103 @@ TEST(SuiteSpec, FileOverridesAnyPart) {
   EXPECT_EQ(again.to_json(), spec.to_json());
 }
 
+// Named runs (key "runs") come after the matrix, with their own flags, and round-trip
+// through suite.json; a suite of named runs alone needs no matrix.
+TEST(SuiteSpec, ExplicitRunsExpandAfterTheMatrixWithTheirOwnFlags) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(spec, R"({"workloads": ["mlp-small"], "world_sizes": [1], "runs": [
+      {"name": "graph", "workload": "gpt-tiny", "mode": "single", "cuda_graph": true,
+       "precision": "tf32", "attention": "flash", "global_batch": 4},
+      {"name": "gloo-2", "workload": "mlp-small", "mode": "ddp", "world_size": 2,
+       "devices": "cpu:0,cpu:0", "backend": "gloo", "comm_hook": "powersgd",
+       "powersgd_rank": 2, "powersgd_start_iter": 3, "bucket_cap_mb": 0.5}]})",
+                   "s.json");
+  validate_suite(spec, 0);
+  const auto runs = expand_suite(spec);
+  ASSERT_GE(runs.size(), 3u);
+  const SuiteRun& graph = runs[runs.size() - 2];
+  const SuiteRun& gloo = runs.back();
+  EXPECT_EQ(graph.id, "graph");
+  EXPECT_EQ(graph.group, reports::RunGroup::Explicit);
+  EXPECT_EQ(graph.global_batch, 4);
+  auto value_of = [](const SuiteRun& r, const std::string& flag) {
+    const auto at = std::find(r.args.begin(), r.args.end(), flag);
+    EXPECT_EQ(std::count(r.args.begin(), r.args.end(), flag), 1) << flag << " given once";
+    return at == r.args.end() || at + 1 == r.args.end() ? std::string("(none)") : at[1];
+  };
+  EXPECT_EQ(value_of(graph, "--precision"), "tf32") << "the run's own, not the suite's fp32";
+  EXPECT_EQ(value_of(graph, "--attention"), "flash");
+  EXPECT_NE(std::find(graph.args.begin(), graph.args.end(), "--cuda-graph"), graph.args.end());
+  EXPECT_EQ(gloo.id, "gloo-2");
+  EXPECT_EQ(gloo.global_batch, 2 * spec.per_device_batch.at("mlp-small"));
+  EXPECT_EQ(value_of(gloo, "--devices"), "cpu:0,cpu:0");
+  EXPECT_EQ(value_of(gloo, "--comm-hook"), "powersgd");
+  EXPECT_EQ(value_of(gloo, "--powersgd-rank"), "2");
+  EXPECT_EQ(value_of(gloo, "--powersgd-start-iter"), "3");
+  EXPECT_EQ(value_of(gloo, "--bucket-cap-mb"), "0.5");
+  EXPECT_EQ(value_of(gloo, "--world-size"), "2");
+  const SuiteSpec again = SuiteSpec::from_json(spec.to_json());
+  EXPECT_EQ(again.to_json(), spec.to_json());
+  EXPECT_EQ(spec.batches_per_device().at("gpt-tiny"), 4) << "its GEMM shapes join the peak's";
+
+  SuiteSpec alone = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(alone,
+                   R"({"workloads": [], "runs": [{"name": "a", "workload": "mlp-small",
+                       "mode": "single"}]})",
+                   "s.json");
+  validate_suite(alone, 0);
+  const auto only = expand_suite(alone);
+  ASSERT_EQ(only.size(), 1u) << "no matrix, no sweep, no hooks";
+  EXPECT_EQ(only[0].id, "a");
+}
+
+TEST(SuiteSpec, BadExplicitRunsAreRefusedNamingTheRun) {
+  struct Case {
+    const char* runs;
+    const char* expect;
+  } cases[] = {
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "single", "precison": "bf16"}])",
+       "unknown key \"runs[0].precison\""},
+      {R"([{"workload": "mlp-small", "mode": "single"}])", "needs a \"name\""},
+      {R"(["mlp-small"])", "key \"runs[0]\": expected an object"},
+      {R"([{"name": "a/b", "workload": "mlp-small", "mode": "single"}])", "run \"a/b\": a name"},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "single"},
+           {"name": "a", "workload": "gpt-tiny", "mode": "single"}])",
+       "run \"a\" is listed twice"},
+      {R"([{"name": "a", "workload": "mlp-huge", "mode": "single"}])", "mlp-huge"},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "ddp", "world_size": 2,
+            "cuda_graph": true}])",
+       "cuda_graph is for mode single"},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "single", "backend": "gloo"}])",
+       "are for mode ddp"},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "ddp", "world_size": 2,
+            "powersgd_rank": 2}])",
+       "need \"comm_hook\": \"powersgd\""},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "dp", "world_size": 2,
+            "devices": "cpu:0"}])",
+       "lists 1 devices for world_size 2"},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "dp", "world_size": 2,
+            "devices": "cpu:0,tpu:1"}])",
+       "tpu"},
+      {R"([{"name": "a", "workload": "mlp-small", "mode": "ddp", "world_size": 3,
+            "global_batch": 8}])",
+       "does not divide into 3 ranks"},
+  };
+  for (const auto& c : cases) {
+    SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+    const std::string text = std::string(R"({"workloads": ["mlp-small"], "runs": )") + c.runs + "}";
+    try {
+      apply_suite_text(spec, text, "s.json");
+      validate_suite(spec, 0);
+      ADD_FAILURE() << "accepted: " << c.runs;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos)
+          << "got: " << e.what() << "\nexpected: " << c.expect;
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
   struct Case {
     const char* text;

@@ -2,16 +2,17 @@
 // verdict): a table per device count, a chart of scaling efficiency against N per workload
 // (measured points solid, projected dashed), the crossover, DDP's largest N at >= 90%
 // efficiency, where DP stops gaining, and the validation table when the record has one.
-// Reads the projection record (reports/schema/projection.schema.json); never throws on its
+// Reads the typed projection record (reports/projection_record.h); never throws on its
 // contents.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <optional>
 
+#include "reports/projection_record.h"
 #include "reports/suite_view.h"
 
 namespace ddpb::reports {
 
-ReportSection build_projection_section(const nlohmann::json& projection);
+ReportSection build_projection_section(const std::optional<ProjectionRecord>& projection);
 
 }  // namespace ddpb::reports

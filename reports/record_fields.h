@@ -49,6 +49,15 @@ struct OpenFields {
   bool operator==(const OpenFields&) const = default;
 };
 
+// A key that is always written and may hold null (the schema's ["integer", "null"]): an
+// empty value writes null; null (or a mistyped value) reads as empty. std::optional<Nullable<T>>
+// is a key that may be absent and, when present, null.
+template <class T>
+struct Nullable {
+  std::optional<T> value;
+  bool operator==(const Nullable&) const = default;
+};
+
 // An object whose keys are data, in key order ("phases_ms": {"data": 0.1, "forward": 2.0}).
 template <class T>
 using NamedValues = std::vector<std::pair<std::string, T>>;
@@ -72,6 +81,10 @@ template <class T>
 struct IsVector : std::false_type {};
 template <class T>
 struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsNullable : std::false_type {};
+template <class T>
+struct IsNullable<Nullable<T>> : std::true_type {};
 template <class T>
 struct IsNamedValues : std::false_type {};
 template <class T>
@@ -105,6 +118,8 @@ nlohmann::json to_value(const T& v) {
     return v;
   } else if constexpr (std::is_enum_v<T>) {
     return std::string(enum_name(v));
+  } else if constexpr (IsNullable<T>::value) {
+    return v.value ? to_value(*v.value) : nlohmann::json(nullptr);
   } else if constexpr (IsNamedValues<T>::value) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [name, value] : v) out[name] = to_value(value);
@@ -196,6 +211,10 @@ bool from_value(const nlohmann::json& j, T& out) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!j.is_string()) return false;
     out = j.get<std::string>();
+    return true;
+  } else if constexpr (IsNullable<T>::value) {
+    typename decltype(out.value)::value_type x{};
+    if (from_value(j, x)) out.value = std::move(x);
     return true;
   } else if constexpr (std::is_enum_v<T>) {
     if (!j.is_string()) return false;

@@ -24,13 +24,6 @@ const json* find_at(const json& root, std::initializer_list<const char*> path) {
   return node;
 }
 
-std::optional<double> number_at(const json& root, std::initializer_list<const char*> path) {
-  const json* v = find_at(root, path);
-  if (!v || !v->is_number()) return std::nullopt;
-  const double d = v->get<double>();
-  return std::isfinite(d) ? std::optional<double>(d) : std::nullopt;
-}
-
 std::string string_at(const json& root, std::initializer_list<const char*> path,
                       const std::string& fallback) {
   const json* v = find_at(root, path);

@@ -1,6 +1,6 @@
 // Helpers shared by the suite report (html_report, suite_view, suite_charts) and compare: what
-// a suite run's arguments say, null-safe reads of the records that have no type (the
-// projection record), and the number formats of every table. Renderers never throw on a
+// a suite run's arguments say, a null-safe read of a record's kind before its type is
+// known (compare), and the number formats of every table. Renderers never throw on a
 // missing or mistyped field: they read it as absent (Note [One field list per record type]).
 #pragma once
 
@@ -19,9 +19,6 @@ namespace ddpb::reports {
 // The value at `path` below `root` (object keys), or nullptr when a key is missing or a node on
 // the way is not an object.
 const nlohmann::json* find_at(const nlohmann::json& root, std::initializer_list<const char*> path);
-// The finite number at `path`, or nullopt (missing, not a number, NaN/inf).
-std::optional<double> number_at(const nlohmann::json& root,
-                                std::initializer_list<const char*> path);
 // The string at `path`, or `fallback` when missing or not a string.
 std::string string_at(const nlohmann::json& root, std::initializer_list<const char*> path,
                       const std::string& fallback = "");

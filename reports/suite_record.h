@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/projection_record.h"
 #include "reports/record_fields.h"
 #include "reports/run_record.h"
 
@@ -260,8 +261,8 @@ struct SuiteRecord {
   RunContext context;
   SuiteMatrix suite;
   std::optional<GemmPeakInfo> gemm_peak;
-  std::optional<nlohmann::json> comm_fit;    // bench/project/comm_fit.h's CommFit::to_json
-  std::optional<nlohmann::json> projection;  // reports/schema/projection.schema.json
+  std::optional<nlohmann::json> comm_fit;      // bench/project/comm_fit.h's CommFit::to_json
+  std::optional<ProjectionRecord> projection;  // reports/schema/projection.schema.json
   std::vector<SuiteRun> runs;
   template <class S, class V>
   static void fields(S& s, V& v) {

@@ -269,7 +269,7 @@ SuiteView build_suite_view(const json& suite_json) {
             "device " + or_else(suite.suite.device, "?")};
   v.banner = make_banner(suite, validate_suite_record(suite_json));
   v.sections.push_back(build_verdict(suite));
-  v.sections.push_back(build_projection_section(suite.projection.value_or(json())));
+  v.sections.push_back(build_projection_section(suite.projection));
   v.sections.push_back(build_comm_hooks_section(suite));
   v.summary = make_summary(suite);
   v.charts = build_suite_charts(suite);

@@ -15,23 +15,22 @@
 namespace ddpb::bench {
 namespace {
 
-std::string cell(const nlohmann::json& point, const char* design, const char* key,
-                 double scale = 1) {
-  if (!point.contains(design)) return "-";
-  return fmt::format("{:.4g}", point[design][key].get<double>() * scale);
+std::string cell(const std::optional<reports::ProjectedDesign>& design,
+                 double reports::ProjectedDesign::*field, double scale = 1) {
+  return design ? fmt::format("{:.4g}", *design.*field * scale) : "-";
 }
 
-void print_projection(const nlohmann::json& p) {
-  fmt::print("topology {}: {}\n", p["topology"]["name"].get<std::string>(),
-             p["topology"]["source"].get<std::string>());
-  for (const auto& w : p["workloads"]) {
-    fmt::print("\n{}\n{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", w["workload"].get<std::string>(),
-               "devices", "DDP step ms", "exposed ms", "DDP eff", "DP step ms", "DP eff");
-    for (const auto& pt : w["points"]) {
-      fmt::print("{:>8} {:>12} {:>12} {:>8}% {:>12} {:>8}%\n", pt["devices"].get<int>(),
-                 cell(pt, "ddp", "step_ms"), cell(pt, "ddp", "exposed_ms"),
-                 cell(pt, "ddp", "efficiency", 100), cell(pt, "dp", "step_ms"),
-                 cell(pt, "dp", "efficiency", 100));
+void print_projection(const reports::ProjectionRecord& p) {
+  using D = reports::ProjectedDesign;
+  fmt::print("topology {}: {}\n", p.topology.name, p.topology.source);
+  for (const auto& w : p.workloads) {
+    fmt::print("\n{}\n{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", w.workload, "devices",
+               "DDP step ms", "exposed ms", "DDP eff", "DP step ms", "DP eff");
+    for (const auto& pt : w.points) {
+      fmt::print("{:>8} {:>12} {:>12} {:>8}% {:>12} {:>8}%\n", pt.devices,
+                 cell(pt.ddp, &D::step_ms), cell(pt.ddp, &D::exposed_ms),
+                 cell(pt.ddp, &D::efficiency, 100), cell(pt.dp, &D::step_ms),
+                 cell(pt.dp, &D::efficiency, 100));
     }
   }
 }
@@ -73,14 +72,15 @@ int project_command(const ProjectOptions& o) {
       << "--device-flops needs the measured GEMM rate of a suite (gemm_peak); " << o.input
       << " has none";
   const Topology topo = resolve_topology(o.topology, source);
-  const nlohmann::json p =
+  const reports::ProjectionRecord p =
       make_projection(source, topo, o.devices, {o.per_device_batch, o.target_flops});
-  const auto errors = reports::validate_projection_record(p);
+  const nlohmann::json record = p.to_json();
+  const auto errors = reports::validate_projection_record(record);
   DDPB_CHECK(errors.empty()) << "the projection does not match its schema: "
                              << reports::format_errors(errors);
   print_projection(p);
   if (!json_out.empty()) {
-    reports::write_json_atomic(json_out, p);
+    reports::write_json_atomic(json_out, record);
     fmt::print("\nwrote {}\n", json_out);
   }
   if (!report.empty()) {

@@ -130,8 +130,13 @@ Link link_from_json(const nlohmann::json& j, const std::string& where) {
           ranged_number(j, "bandwidth_GBps", kMinBandwidthGBps, kMaxBandwidthGBps, where)};
 }
 
-nlohmann::json link_json(const Link& l) {
-  return {{"alpha_us", l.alpha_us}, {"bandwidth_GBps", l.bandwidth_GBps}};
+reports::LinkInfo link_record(const Link& l) {
+  return {l.alpha_us, l.bandwidth_GBps};
+}
+
+std::optional<reports::LinkInfo> link_record(const std::optional<Link>& l) {
+  if (!l) return std::nullopt;
+  return link_record(*l);
 }
 
 }  // namespace
@@ -155,18 +160,17 @@ std::optional<int> Topology::max_devices() const {
   return node_size;
 }
 
-nlohmann::json Topology::to_json() const {
-  nlohmann::json j = {{"name", name},
-                      {"source", source},
-                      {"node_size", node_size},
-                      {"intra", link_json(intra)},
-                      {"compute_slots", compute_slots},
-                      {"comm_shares_compute", comm_shares_compute},
-                      {"compute_contention", compute_contention}};
-  if (inter) j["inter"] = link_json(*inter);
-  if (copy) j["copy"] = link_json(*copy);
-  if (reduce_add) j["reduce_add"] = link_json(*reduce_add);
-  return j;
+reports::TopologyInfo Topology::to_record() const {
+  return {name,
+          source,
+          node_size,
+          link_record(intra),
+          link_record(inter),
+          link_record(copy),
+          link_record(reduce_add),
+          compute_slots,
+          comm_shares_compute,
+          compute_contention};
 }
 
 std::vector<std::string> topology_preset_names() {

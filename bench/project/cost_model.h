@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/projection_record.h"
+
 namespace ddpb::bench {
 
 struct Link {
@@ -51,7 +53,8 @@ struct Topology {
   const Link& reduce_add_link() const { return reduce_add ? *reduce_add : copy_link(); }
   // The most devices this topology can hold (node_size without an inter-node link).
   std::optional<int> max_devices() const;
-  nlohmann::json to_json() const;
+  reports::TopologyInfo to_record() const;
+  nlohmann::json to_json() const { return reports::record_to_json(to_record()); }
 };
 
 // The presets by name: pcie4, pcie5, nvlink (an 8-GPU H100/H200 NVSwitch node), ib-ndr,

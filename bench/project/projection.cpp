@@ -228,14 +228,11 @@ std::optional<DesignPoint> project_dp(const ProjectionBasis& b, const Topology& 
 
 namespace {
 
-json point_json(const DesignPoint& p) {
-  return {{"step_ms", p.step_ms},
-          {"comm_ms", p.comm_ms},
-          {"exposed_ms", p.exposed_ms},
-          {"overlap_ratio", p.comm_ms > 0 ? 1 - p.exposed_ms / p.comm_ms : 0.0},
-          {"efficiency", p.efficiency},
-          {"samples_per_s", p.samples_per_s},
-          {"busbw_GBps", p.busbw_GBps}};
+reports::ProjectedDesign design_record(const DesignPoint& p) {
+  return {p.step_ms,    p.comm_ms,
+          p.exposed_ms, p.comm_ms > 0 ? 1 - p.exposed_ms / p.comm_ms : 0.0,
+          p.efficiency, p.samples_per_s,
+          p.busbw_GBps};
 }
 
 std::vector<int> device_grid(const std::vector<int>& devices) {
@@ -270,40 +267,45 @@ std::optional<int> dp_gain_limit(const ProjectionBasis& b, const Topology& topo,
   return std::nullopt;
 }
 
+reports::ProjectionBasisInfo basis_record(const ProjectionBasis& b) {
+  reports::ProjectionBasisInfo basis;
+  if (b.ddp) basis.ddp = reports::BasisRun{b.ddp->run, b.ddp->per_device_batch};
+  if (b.dp) basis.dp = reports::BasisRun{b.dp->run, b.dp->per_device_batch};
+  basis.single_step_ms = b.single_step_ms;
+  return basis;
+}
+
 }  // namespace
 
-json project_workload(const ProjectionBasis& b, const Topology& topo,
-                      const std::vector<int>& devices, const ProjectionScale& scale,
-                      const json& measured) {
-  json out = {{"workload", b.workload}, {"points", json::array()}, {"measured", measured}};
-  json basis = json::object();
-  if (b.ddp) basis["ddp"] = {{"run", b.ddp->run}, {"per_device_batch", b.ddp->per_device_batch}};
-  if (b.dp) basis["dp"] = {{"run", b.dp->run}, {"per_device_batch", b.dp->per_device_batch}};
-  if (b.single_step_ms) basis["single_step_ms"] = *b.single_step_ms;
-  out["basis"] = basis;
+reports::ProjectedWorkload project_workload(const ProjectionBasis& b, const Topology& topo,
+                                            const std::vector<int>& devices,
+                                            const ProjectionScale& scale,
+                                            std::vector<reports::MeasuredPoint> measured) {
+  reports::ProjectedWorkload out;
+  out.workload = b.workload;
+  out.basis = basis_record(b);
+  out.measured = std::move(measured);
   std::optional<bool> ddp_ahead;  // at the smallest N where both designs run
-  json crossover = nullptr;
   for (int n : device_grid(devices)) {
-    json point = {{"devices", n}};
+    reports::ProjectedPoint point{n, std::nullopt, std::nullopt};
     std::optional<DesignPoint> ddp, dp;
-    if (b.ddp) point["ddp"] = point_json(*(ddp = project_ddp(b, topo, n, scale)));
-    if (b.dp && (dp = project_dp(b, topo, n, scale))) point["dp"] = point_json(*dp);
+    if (b.ddp) point.ddp = design_record(*(ddp = project_ddp(b, topo, n, scale)));
+    if (b.dp && (dp = project_dp(b, topo, n, scale))) point.dp = design_record(*dp);
     if (ddp && dp && n > 1) {
       const bool ahead = ddp->step_ms < dp->step_ms;
       if (!ddp_ahead)
         ddp_ahead = ahead;
-      else if (crossover.is_null() && ahead != *ddp_ahead)
-        crossover = {{"devices", n}, {"faster", ahead ? "ddp" : "dp"}};
+      else if (!out.crossover.value && ahead != *ddp_ahead)
+        out.crossover.value = reports::Crossover{n, ahead ? ModeName::Ddp : ModeName::Dp};
     }
-    out["points"].push_back(std::move(point));
+    out.points.push_back(std::move(point));
   }
-  out["crossover"] = crossover;
   const int most = devices.empty() ? 1 : *std::max_element(devices.begin(), devices.end());
-  if (b.ddp) out["ddp_max_devices_at_90pct"] = ddp_good_scaling_limit(b, topo, most, scale);
+  if (b.ddp) out.ddp_max_devices_at_90pct = ddp_good_scaling_limit(b, topo, most, scale);
   if (b.dp) {
     const auto limit = dp_gain_limit(b, topo, most, scale);
-    out["dp_stops_gaining_at"] = limit ? json(*limit) : json(nullptr);
-    out["dp_max_devices"] = std::min(most, topo.max_devices().value_or(topo.node_size));
+    out.dp_stops_gaining_at = reports::Nullable<int64_t>{limit};
+    out.dp_max_devices = std::min(most, topo.max_devices().value_or(topo.node_size));
   }
   return out;
 }

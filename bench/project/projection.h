@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/projection_record.h"
 #include "reports/run_record.h"
 
 #include "bench/project/cost_model.h"
@@ -91,8 +92,9 @@ std::optional<DesignPoint> project_dp(const ProjectionBasis& b, const Topology& 
 // The whole projection of one workload at `devices` (plus the powers of two up to the
 // largest, for the chart): points, crossover, DDP's largest N at >= 90% efficiency, where DP
 // stops gaining. `measured` are the suite's scaling points to draw beside it (may be empty).
-nlohmann::json project_workload(const ProjectionBasis& b, const Topology& topo,
-                                const std::vector<int>& devices, const ProjectionScale& scale,
-                                const nlohmann::json& measured);
+reports::ProjectedWorkload project_workload(const ProjectionBasis& b, const Topology& topo,
+                                            const std::vector<int>& devices,
+                                            const ProjectionScale& scale,
+                                            std::vector<reports::MeasuredPoint> measured);
 
 }  // namespace ddpb::bench

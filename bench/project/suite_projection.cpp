@@ -48,16 +48,13 @@ RunRecord run_record(const std::string& dir, const SuiteRun& run) {
   return RunRecord::from_json(read_input((fs::path(dir) / *run.record).string()));
 }
 
-json measured_points(const SuiteRecord& suite, const std::string& workload) {
-  json out = json::array();
+std::vector<reports::MeasuredPoint> measured_points(const SuiteRecord& suite,
+                                                    const std::string& workload) {
+  std::vector<reports::MeasuredPoint> out;
   for (const ModeName mode : {ModeName::Dp, ModeName::Ddp}) {
     for (const SuiteRun* r : scaling_runs(suite, workload, mode)) {
-      json p = {{"mode", enum_name(mode)},
-                {"devices", r->world_size},
-                {"run", r->id},
-                {"step_ms", r->metrics->step_time_ms.median}};
-      if (r->scaling && r->scaling->weak_efficiency) p["efficiency"] = *r->scaling->weak_efficiency;
-      out.push_back(std::move(p));
+      out.push_back({mode, r->world_size, r->id, r->metrics->step_time_ms.median,
+                     r->scaling ? r->scaling->weak_efficiency : std::nullopt});
     }
   }
   return out;
@@ -101,7 +98,7 @@ ProjectionSource load_run_source(const std::string& path, const RunRecord& recor
                      ": a single run; projection needs a DDP record (bucket timings) or a DP "
                      "record (byte counts)");
   s.bases.push_back(std::move(b));
-  s.measured.push_back(json::array());
+  s.measured.emplace_back();
   return s;
 }
 
@@ -165,8 +162,9 @@ Topology resolve_topology(const std::string& spec, const ProjectionSource& sourc
   return topology_preset(spec);
 }
 
-json make_projection(const ProjectionSource& source, const Topology& topo,
-                     const std::vector<int>& devices, const ProjectionScale& scale) {
+reports::ProjectionRecord make_projection(const ProjectionSource& source, const Topology& topo,
+                                          const std::vector<int>& devices,
+                                          const ProjectionScale& scale) {
   DDPB_USAGE_CHECK(!devices.empty()) << "--devices: give at least one device count";
   for (int n : devices) {
     DDPB_USAGE_CHECK(n >= 1 && n <= (1 << 20)) << "--devices: " << n << " is not in 1..1048576";
@@ -174,26 +172,21 @@ json make_projection(const ProjectionSource& source, const Topology& topo,
         << "topology " << topo.name << " holds " << topo.node_size << " devices; " << n
         << " need an inter-node link (for example " << topo.name << "+ib-ndr)";
   }
-  json out = {{"schema_version", 1},
-              {"implementation", "ddpbench"},
-              {"kind", "projection"},
-              {"source", source.name},
-              {"device", source.device},
-              {"topology", topo.to_json()},
-              {"devices", devices},
-              {"scale",
-               {{"per_device_batch", scale.per_device_batch},
-                {"target_flops_per_s", scale.target_flops_per_s}}},
-              {"workloads", json::array()}};
+  reports::ProjectionRecord out;
+  out.source = source.name;
+  out.device = source.device;
+  out.topology = topo.to_record();
+  out.devices.assign(devices.begin(), devices.end());
+  out.scale = {scale.per_device_batch, scale.target_flops_per_s};
   for (size_t i = 0; i < source.bases.size(); ++i)
-    out["workloads"].push_back(
+    out.workloads.push_back(
         project_workload(source.bases[i], topo, devices, scale, source.measured[i]));
   return out;
 }
 
-json validate_projection(const SuiteRecord& suite, const std::string& dir,
-                         const Topology& measured) {
-  json runs = json::array();
+reports::ProjectionValidation validate_projection(const SuiteRecord& suite, const std::string& dir,
+                                                  const Topology& measured) {
+  reports::ProjectionValidation v{measured.name, "each workload's world-size-1 runs", {}, {}, {}};
   std::vector<double> errors_ddp, errors_dp;
   for (const std::string& w : suite.suite.workloads) {
     const ProjectionBasis b = suite_basis(suite, dir, w, true);
@@ -209,25 +202,18 @@ json validate_projection(const SuiteRecord& suite, const std::string& dir,
         const double got = r->metrics->step_time_ms.median;
         const double error = got > 0 ? p->step_ms / got - 1 : 0;
         (ddp ? errors_ddp : errors_dp).push_back(std::fabs(error));
-        runs.push_back({{"run", r->id},
-                        {"mode", enum_name(mode)},
-                        {"devices", n},
-                        {"measured_ms", got},
-                        {"predicted_ms", p->step_ms},
-                        {"error", error}});
+        v.runs.push_back({r->id, mode, n, got, p->step_ms, error});
       }
     }
   }
-  const auto median = [](std::vector<double> v) -> json {
-    if (v.empty()) return nullptr;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  const auto median = [](std::vector<double> e) -> reports::Nullable<double> {
+    if (e.empty()) return {};
+    std::sort(e.begin(), e.end());
+    const size_t m = e.size() / 2;
+    return {e.size() % 2 ? e[m] : (e[m - 1] + e[m]) / 2};
   };
-  return {{"topology", measured.name},
-          {"basis", "each workload's world-size-1 runs"},
-          {"runs", runs},
-          {"median_abs_error", {{"ddp", median(errors_ddp)}, {"dp", median(errors_dp)}}}};
+  v.median_abs_error = {median(errors_ddp), median(errors_dp)};
+  return v;
 }
 
 }  // namespace ddpb::bench

@@ -18,12 +18,13 @@
 namespace ddpb::bench {
 
 struct ProjectionSource {
-  std::string name;                      // the path given
-  std::vector<ProjectionBasis> bases;    // one per workload that has a DP or DDP run
-  std::vector<nlohmann::json> measured;  // per basis: the suite's scaling points
-  std::string device = "cpu";            // the runs' device kind
-  int cpu_cores = 0, cuda_devices = 0;   // from the records' context
-  std::optional<CommFit> fit;            // suite.comm_fit, when the suite measured one
+  std::string name;                    // the path given
+  std::vector<ProjectionBasis> bases;  // one per workload that has a DP or DDP run
+  std::vector<std::vector<reports::MeasuredPoint>>
+      measured;                         // per basis: the suite's scaling points
+  std::string device = "cpu";           // the runs' device kind
+  int cpu_cores = 0, cuda_devices = 0;  // from the records' context
+  std::optional<CommFit> fit;           // suite.comm_fit, when the suite measured one
 };
 
 // A results folder, its suite.json, or one DP/DDP run record. Throws UsageError when there
@@ -42,13 +43,14 @@ Topology resolve_topology(const std::string& spec, const ProjectionSource& sourc
 
 // The projection record: every basis projected at `devices` on `topo`. Throws UsageError
 // when a device count does not fit the topology.
-nlohmann::json make_projection(const ProjectionSource& source, const Topology& topo,
-                               const std::vector<int>& devices, const ProjectionScale& scale);
+reports::ProjectionRecord make_projection(const ProjectionSource& source, const Topology& topo,
+                                          const std::vector<int>& devices,
+                                          const ProjectionScale& scale);
 
 // Predicted against measured step time for every ok DP and DDP scaling run at world size > 1,
 // each predicted from its workload's world-size-1 runs on `measured`.
-nlohmann::json validate_projection(const reports::SuiteRecord& suite, const std::string& dir,
-                                   const Topology& measured);
+reports::ProjectionValidation validate_projection(const reports::SuiteRecord& suite,
+                                                  const std::string& dir, const Topology& measured);
 
 // The compute slots of the measured topology: CPU cores for CPU runs, GPUs for CUDA runs.
 int measured_compute_slots(const ProjectionSource& source);

@@ -336,13 +336,13 @@ void add_projection(SuiteRecord& suite, const SuiteSpec& spec, const std::string
                          nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots);
     suite.comm_fit = fit.to_json();
     source.fit = fit;
-    nlohmann::json p = make_projection(source, resolve_topology(spec.projection_topology, source),
-                                       spec.projection_devices, {});
+    reports::ProjectionRecord p = make_projection(
+        source, resolve_topology(spec.projection_topology, source), spec.projection_devices, {});
     const Topology measured = measured_topology(fit, measured_compute_slots(source));
-    p["validation"] = validate_projection(suite, dir, measured);
+    p.validation = validate_projection(suite, dir, measured);
     if (spec.device == DeviceType::CPU && source.cpu_cores > 0 &&
         *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end()) > source.cpu_cores)
-      p["validation"]["oversubscribed"] = fmt::format(
+      p.validation->oversubscribed = fmt::format(
           "World sizes above {} oversubscribe this machine's {} cores: their ranks take turns "
           "on the cores{}.",
           source.cpu_cores, source.cpu_cores,

@@ -1,12 +1,13 @@
-// The typed records (reports/run_record.h, reports/suite_record.h): a fully populated
-// instance of each matches its schema and reads back equal, reading is lenient as Note [One
-// field list per record type] says, and open objects keep the keys their type does not name.
-// Real records from the binary read back unchanged in test_schema and test_schema_ddp.
+// The typed records (reports/run_record.h, reports/suite_record.h, reports/projection_record.h): a
+// fully populated instance of each matches its schema and reads back equal, reading is lenient as
+// Note [One field list per record type] says, and open objects keep the keys their type does not
+// name. Real records from the binary read back unchanged in test_schema and test_schema_ddp.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "reports/projection_record.h"
 #include "reports/run_record.h"
 #include "reports/schema_validator.h"
 #include "reports/suite_record.h"
@@ -141,6 +142,33 @@ SuiteRecord full_suite_record() {
   return s;
 }
 
+// Every member set, every optional present, both designs at every point.
+ProjectionRecord full_projection_record() {
+  ProjectionRecord p;
+  p.source = "results/suite-x", p.device = "cpu";
+  p.topology = {"measured",      "fitted on this machine", 8, {5, 10}, LinkInfo{20, 25},
+                LinkInfo{3, 12}, LinkInfo{1, 6},           2, true,    1.4};
+  p.devices = {2, 8}, p.scale = {64, 1e12};
+  ProjectedWorkload w;
+  w.workload = "mlp-small";
+  w.basis = {BasisRun{"mlp-small/ddp/w1", 32}, BasisRun{"mlp-small/dp/w1", 32}, 4.5};
+  for (int64_t n : {1, 2, 4, 8}) {
+    const ProjectedDesign d{4.0 + n, 1.0, 0.5, 0.5, 4.0 / (4.0 + n), 100.0 * n, 2.5};
+    w.points.push_back({n, d, d});
+  }
+  w.measured = {{ModeName::Ddp, 2, "mlp-small/ddp/w2", 5.8, 0.8}};
+  w.crossover.value = Crossover{4, ModeName::Dp};
+  w.ddp_max_devices_at_90pct = 2, w.dp_stops_gaining_at = Nullable<int64_t>{4};
+  w.dp_max_devices = 8;
+  p.workloads = {w};
+  p.validation = ProjectionValidation{"measured",
+                                      "each workload's world-size-1 runs",
+                                      "World sizes above 2 oversubscribe",
+                                      {{"mlp-small/ddp/w2", ModeName::Ddp, 2, 5.8, 6.0, 0.034}},
+                                      {Nullable<double>{0.034}, Nullable<double>{0.1}}};
+  return p;
+}
+
 TEST(RunRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqual) {
   const json j = full_run_record().to_json();
   EXPECT_EQ(problems(validate_run_record(j)), std::vector<std::string>{});
@@ -156,6 +184,37 @@ TEST(SuiteRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqual) {
   EXPECT_EQ(SuiteRecord::from_json(j).to_json(), j);
   EXPECT_EQ(j["runs"][0]["group"], "bucket_sweep");
   EXPECT_EQ(j["runs"][0]["status"], "ok");
+}
+
+TEST(ProjectionRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqual) {
+  const ProjectionRecord full = full_projection_record();
+  const json j = full.to_json();
+  EXPECT_EQ(problems(validate_projection_record(j)), std::vector<std::string>{});
+  EXPECT_EQ(ProjectionRecord::from_json(j), full);
+  EXPECT_EQ(ProjectionRecord::from_json(j).to_json(), j);
+  EXPECT_EQ(j["workloads"][0]["crossover"]["faster"], "dp");
+  EXPECT_EQ(j["validation"]["runs"][0]["mode"], "ddp");
+  // And inside a suite record, which validates its projection with the projection schema.
+  SuiteRecord s = full_suite_record();
+  s.projection = full;
+  EXPECT_EQ(problems(validate_suite_record(s.to_json())), std::vector<std::string>{});
+  EXPECT_EQ(SuiteRecord::from_json(s.to_json()).projection, full);
+}
+
+TEST(ProjectionRecordType, NullableKeysAreWrittenAsNullAndReadBackEmpty) {
+  ProjectionRecord p = full_projection_record();
+  ProjectedWorkload& w = p.workloads[0];
+  w.crossover.value.reset(), w.dp_stops_gaining_at = Nullable<int64_t>{};
+  p.validation->median_abs_error.dp.value.reset();
+  const json j = p.to_json();
+  EXPECT_EQ(problems(validate_projection_record(j)), std::vector<std::string>{});
+  EXPECT_TRUE(j["workloads"][0]["crossover"].is_null()) << "a required key, null when none";
+  EXPECT_TRUE(j["workloads"][0]["dp_stops_gaining_at"].is_null());
+  EXPECT_TRUE(j["validation"]["median_abs_error"]["dp"].is_null());
+  EXPECT_EQ(ProjectionRecord::from_json(j), p);
+  // A DDP-only projection has no DP keys at all, not nulls.
+  w.dp_stops_gaining_at.reset(), w.dp_max_devices.reset();
+  EXPECT_FALSE(p.to_json()["workloads"][0].contains("dp_stops_gaining_at"));
 }
 
 TEST(SuiteRecordType, TheReportFixtureReadsBackUnchanged) {

@@ -206,7 +206,7 @@ TEST(Projection, FixtureMatchesTheSchemaAndMistakesDoNot) {
 TEST(Projection, MissingProjectionSaysSo) {
   json suite = make_suite();
   suite.erase("projection");
-  const auto s = ddpb::reports::build_projection_section(json());
+  const auto s = ddpb::reports::build_projection_section(std::nullopt);
   EXPECT_EQ(s.notes.size(), 1u);
   EXPECT_NE(ddpb::reports::render_html(suite).find("No projection in this record."),
             std::string::npos);

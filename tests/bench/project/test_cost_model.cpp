@@ -228,10 +228,10 @@ TEST(Projection, DpTrafficGrowsWithDevicesAndStopsAtTheNode) {
   EXPECT_NEAR(two->comm_ms, 5 * 0.005 + per_device / 31.5e6, 1e-9);
   EXPECT_NEAR(eight->comm_ms, 7 * two->comm_ms, 1e-9);
   EXPECT_FALSE(project_dp(b, t, 9, {}).has_value());
-  const auto j = project_workload(b, t, {2, 8}, {}, nlohmann::json::array());
-  EXPECT_EQ(j["points"].size(), 4u);  // 1, 2, 4, 8
-  EXPECT_TRUE(j.contains("ddp_max_devices_at_90pct"));
-  EXPECT_EQ(j["dp_max_devices"], 8);
+  const auto w = project_workload(b, t, {2, 8}, {}, {});
+  EXPECT_EQ(w.points.size(), 4u);  // 1, 2, 4, 8
+  EXPECT_TRUE(w.ddp_max_devices_at_90pct.has_value());
+  EXPECT_EQ(w.dp_max_devices, 8);
 }
 }  // namespace
 }  // namespace ddpb::bench

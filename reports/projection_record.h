@@ -1,0 +1,225 @@
+// The projection record (`ddpbench project --json`, suite.json's "projection";
+// reports/schema/projection.schema.json, docs/metrics.md "Projection") as types: the
+// projection (bench/project/) fills a ProjectionRecord, the report's projection section and
+// the CLI's table read it. JSON both ways through one field list per type (Note [One field
+// list per record type]).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/record_fields.h"
+#include "reports/run_record.h"
+
+namespace ddpb::reports {
+
+// A link of the α–β model: a message of n bytes takes alpha_us + n / bandwidth.
+struct LinkInfo {
+  static constexpr bool kRecord = true;
+  double alpha_us = 0, bandwidth_GBps = 0;
+  bool operator==(const LinkInfo&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("alpha_us", s.alpha_us), v("bandwidth_GBps", s.bandwidth_GBps);
+  }
+};
+
+// The topology a projection ran on (Note [Topology] in bench/project/cost_model.h).
+struct TopologyInfo {
+  static constexpr bool kRecord = true;
+  std::string name, source;
+  int64_t node_size = 1;
+  LinkInfo intra;
+  std::optional<LinkInfo> inter, copy, reduce_add;
+  int64_t compute_slots = 0;
+  bool comm_shares_compute = false;
+  std::optional<double> compute_contention;
+  bool operator==(const TopologyInfo&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("source", s.source), v("node_size", s.node_size), v("intra", s.intra),
+        v("inter", s.inter), v("copy", s.copy), v("reduce_add", s.reduce_add),
+        v("compute_slots", s.compute_slots), v("comm_shares_compute", s.comm_shares_compute),
+        v("compute_contention", s.compute_contention);
+  }
+};
+
+struct ProjectionScaleInfo {
+  static constexpr bool kRecord = true;
+  int64_t per_device_batch = 0;   // 0: as measured
+  double target_flops_per_s = 0;  // 0: as measured
+  bool operator==(const ProjectionScaleInfo&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("per_device_batch", s.per_device_batch), v("target_flops_per_s", s.target_flops_per_s);
+  }
+};
+
+// One design at one device count.
+struct ProjectedDesign {
+  static constexpr bool kRecord = true;
+  double step_ms = 0, comm_ms = 0, exposed_ms = 0, overlap_ratio = 0, efficiency = 0,
+         samples_per_s = 0;
+  std::optional<double> busbw_GBps;
+  bool operator==(const ProjectedDesign&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("step_ms", s.step_ms), v("comm_ms", s.comm_ms), v("exposed_ms", s.exposed_ms),
+        v("overlap_ratio", s.overlap_ratio), v("efficiency", s.efficiency),
+        v("samples_per_s", s.samples_per_s), v("busbw_GBps", s.busbw_GBps);
+  }
+};
+
+struct ProjectedPoint {
+  static constexpr bool kRecord = true;
+  int64_t devices = 1;
+  std::optional<ProjectedDesign> ddp, dp;  // dp: absent beyond one node
+  bool operator==(const ProjectedPoint&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("devices", s.devices), v("ddp", s.ddp), v("dp", s.dp);
+  }
+};
+
+// The measured run a design's model is calibrated on.
+struct BasisRun {
+  static constexpr bool kRecord = true;
+  std::string run;
+  int64_t per_device_batch = 0;
+  bool operator==(const BasisRun&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("run", s.run), v("per_device_batch", s.per_device_batch);
+  }
+};
+
+struct ProjectionBasisInfo {
+  static constexpr bool kRecord = true;
+  std::optional<BasisRun> ddp, dp;
+  std::optional<double> single_step_ms;
+  bool operator==(const ProjectionBasisInfo&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("ddp", s.ddp), v("dp", s.dp), v("single_step_ms", s.single_step_ms);
+  }
+};
+
+// A measured scaling point drawn beside the projection.
+struct MeasuredPoint {
+  static constexpr bool kRecord = true;
+  ModeName mode = ModeName::Ddp;
+  int64_t devices = 1;
+  std::string run;
+  double step_ms = 0;
+  std::optional<double> efficiency;
+  bool operator==(const MeasuredPoint&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("mode", s.mode), v("devices", s.devices), v("run", s.run), v("step_ms", s.step_ms),
+        v("efficiency", s.efficiency);
+  }
+};
+
+// The smallest device count at which the faster design changes.
+struct Crossover {
+  static constexpr bool kRecord = true;
+  int64_t devices = 2;
+  ModeName faster = ModeName::Ddp;
+  bool operator==(const Crossover&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("devices", s.devices), v("faster", s.faster);
+  }
+};
+
+struct ProjectedWorkload {
+  static constexpr bool kRecord = true;
+  std::string workload;
+  ProjectionBasisInfo basis;
+  std::vector<ProjectedPoint> points;
+  std::vector<MeasuredPoint> measured;
+  Nullable<Crossover> crossover;
+  std::optional<int64_t> ddp_max_devices_at_90pct;  // with a DDP basis
+  std::optional<Nullable<int64_t>> dp_stops_gaining_at;  // with a DP basis; null: keeps gaining
+  std::optional<int64_t> dp_max_devices;                 // with a DP basis
+  bool operator==(const ProjectedWorkload&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("workload", s.workload), v("basis", s.basis), v("points", s.points),
+        v("measured", s.measured), v("crossover", s.crossover),
+        v("ddp_max_devices_at_90pct", s.ddp_max_devices_at_90pct),
+        v("dp_stops_gaining_at", s.dp_stops_gaining_at), v("dp_max_devices", s.dp_max_devices);
+  }
+};
+
+// The suite's check of the model against its own runs at world size > 1.
+struct ValidationRun {
+  static constexpr bool kRecord = true;
+  std::string run;
+  ModeName mode = ModeName::Ddp;
+  int64_t devices = 2;
+  double measured_ms = 0, predicted_ms = 0, error = 0;  // error: predicted / measured - 1
+  bool operator==(const ValidationRun&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("run", s.run), v("mode", s.mode), v("devices", s.devices), v("measured_ms", s.measured_ms),
+        v("predicted_ms", s.predicted_ms), v("error", s.error);
+  }
+};
+
+struct MedianAbsError {
+  static constexpr bool kRecord = true;
+  Nullable<double> ddp, dp;  // null: no run of that design to check
+  bool operator==(const MedianAbsError&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("ddp", s.ddp), v("dp", s.dp);
+  }
+};
+
+struct ProjectionValidation {
+  static constexpr bool kRecord = true;
+  std::string topology, basis;
+  std::optional<std::string> oversubscribed;  // CPU world sizes above the core count
+  std::vector<ValidationRun> runs;
+  MedianAbsError median_abs_error;
+  bool operator==(const ProjectionValidation&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("topology", s.topology), v("basis", s.basis), v("oversubscribed", s.oversubscribed),
+        v("runs", s.runs), v("median_abs_error", s.median_abs_error);
+  }
+};
+
+struct ProjectionRecord {
+  static constexpr bool kRecord = true;
+  int64_t schema_version = 1;
+  std::string implementation = "ddpbench";
+  std::string kind = "projection";
+  std::string source;         // the results folder or record projected from
+  std::string device = "cpu"; // the measured runs' device kind
+  TopologyInfo topology;
+  std::vector<int64_t> devices;
+  ProjectionScaleInfo scale;
+  std::vector<ProjectedWorkload> workloads;
+  std::optional<ProjectionValidation> validation;  // the suite's own projection only
+  bool operator==(const ProjectionRecord&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("schema_version", s.schema_version), v("implementation", s.implementation),
+        v("kind", s.kind), v("source", s.source), v("device", s.device),
+        v("topology", s.topology), v("devices", s.devices), v("scale", s.scale),
+        v("workloads", s.workloads), v("validation", s.validation);
+  }
+
+  nlohmann::json to_json() const { return record_to_json(*this); }
+  static ProjectionRecord from_json(const nlohmann::json& j) {
+    return record_from_json<ProjectionRecord>(j);
+  }
+};
+
+}  // namespace ddpb::reports

@@ -143,7 +143,7 @@ struct ProjectedWorkload {
   std::vector<ProjectedPoint> points;
   std::vector<MeasuredPoint> measured;
   Nullable<Crossover> crossover;
-  std::optional<int64_t> ddp_max_devices_at_90pct;  // with a DDP basis
+  std::optional<int64_t> ddp_max_devices_at_90pct;       // with a DDP basis
   std::optional<Nullable<int64_t>> dp_stops_gaining_at;  // with a DP basis; null: keeps gaining
   std::optional<int64_t> dp_max_devices;                 // with a DP basis
   bool operator==(const ProjectedWorkload&) const = default;
@@ -200,8 +200,8 @@ struct ProjectionRecord {
   int64_t schema_version = 1;
   std::string implementation = "ddpbench";
   std::string kind = "projection";
-  std::string source;         // the results folder or record projected from
-  std::string device = "cpu"; // the measured runs' device kind
+  std::string source;          // the results folder or record projected from
+  std::string device = "cpu";  // the measured runs' device kind
   TopologyInfo topology;
   std::vector<int64_t> devices;
   ProjectionScaleInfo scale;
@@ -210,10 +210,10 @@ struct ProjectionRecord {
   bool operator==(const ProjectionRecord&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("schema_version", s.schema_version), v("implementation", s.implementation),
-        v("kind", s.kind), v("source", s.source), v("device", s.device),
-        v("topology", s.topology), v("devices", s.devices), v("scale", s.scale),
-        v("workloads", s.workloads), v("validation", s.validation);
+    v("schema_version", s.schema_version), v("implementation", s.implementation), v("kind", s.kind),
+        v("source", s.source), v("device", s.device), v("topology", s.topology),
+        v("devices", s.devices), v("scale", s.scale), v("workloads", s.workloads),
+        v("validation", s.validation);
   }
 
   nlohmann::json to_json() const { return record_to_json(*this); }

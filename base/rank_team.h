@@ -29,6 +29,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -43,14 +44,21 @@ class RankTeam {
         results_(static_cast<size_t>(size_)),
         errors_(static_cast<size_t>(size_)) {
     helpers_.reserve(static_cast<size_t>(size - 1));
-    for (int r = 1; r < size; ++r) helpers_.emplace_back([this, r] { helper_loop(r); });
+    for (int r = 1; r < size; ++r) {
+      try {
+        helpers_.emplace_back([this, r] { helper_loop(r); });
+      } catch (const std::system_error& e) {
+        // Out of threads: the helpers started so far are released and joined (the ranks that
+        // never started arrive as dropped), not left to terminate the program.
+        for (int missing = r; missing < size; ++missing) start_.arrive_and_drop();
+        stop_helpers();
+        throw std::runtime_error("cannot start rank " + std::to_string(r) + " of " +
+                                 std::to_string(size) + " as a thread: " + e.what());
+      }
+    }
   }
 
-  ~RankTeam() {
-    stopping_ = true;  // published to the helpers by the barrier
-    start_.arrive_and_wait();
-    for (auto& t : helpers_) t.join();
-  }
+  ~RankTeam() { stop_helpers(); }
 
   RankTeam(const RankTeam&) = delete;
   RankTeam& operator=(const RankTeam&) = delete;
@@ -102,6 +110,12 @@ class RankTeam {
     } catch (...) {
       errors_[i] = "unknown exception";
     }
+  }
+
+  void stop_helpers() {
+    stopping_ = true;  // published to the helpers by the barrier
+    start_.arrive_and_wait();
+    for (auto& t : helpers_) t.join();
   }
 
   void helper_loop(int r) {

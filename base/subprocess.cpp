@@ -40,6 +40,7 @@ std::vector<char*> pointers_of(const std::vector<std::string>& strings) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGXFSZ, SIG_DFL);
   }
   if (spec.output_fd >= 0) {
     if (::dup2(spec.output_fd, STDOUT_FILENO) < 0 || ::dup2(spec.output_fd, STDERR_FILENO) < 0)

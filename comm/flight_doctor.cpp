@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -40,7 +42,7 @@ std::string read_dump(const std::string& path) {
   return {};
 }
 
-Dumps read_dumps(const std::string& dir) {
+Dumps read_dumps(const std::string& dir, const std::string& job, int64_t& other_jobs) {
   Dumps dumps;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -56,27 +58,39 @@ Dumps read_dumps(const std::string& dir) {
             << entry.path().string() << " holds a malformed entry: "
             << e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 200);
       }
+      if (!job.empty() && doc.value("job", std::string()) != job) {
+        ++other_jobs;  // an earlier job's dump on the same port (issue 25, M1)
+        continue;
+      }
       dumps[rank] = std::move(doc);
     } catch (const nlohmann::json::exception& e) {
       DDPB_USAGE_FAIL() << entry.path().string() << " is not a flight-recorder dump: " << e.what();
     }
   }
-  DDPB_USAGE_CHECK(!ec && !dumps.empty()) << "no flight-recorder dumps (rank<r>.json) in " << dir;
+  DDPB_USAGE_CHECK(!ec && !dumps.empty()) << "no flight-recorder dumps (rank<r>.json)"
+                                          << (job.empty() ? "" : " of this job") << " in " << dir;
   return dumps;
 }
 
-// Per rank: the last collective it issued, and the last one it completed.
+// Per rank: the last collective it issued, the last one it completed, and what its dump says
+// of where it stood and how it stopped.
 struct Progress {
   int64_t issued = -1, completed = -1;
   nlohmann::json stuck;  // the first collective issued but not completed
   std::string reason;
+  std::map<int64_t, nlohmann::json> by_seq;  // every entry, by sequence number
+  nlohmann::json step;                       // "progress": step, phase, in_phase_s
+  nlohmann::json signal;                     // "signal": name, sender_pid, from_parent
 };
 
 Progress progress_of(const nlohmann::json& doc) {
   Progress p;
   p.reason = doc.value("reason", "");
+  if (doc.contains("progress") && doc["progress"].is_object()) p.step = doc["progress"];
+  if (doc.contains("signal") && doc["signal"].is_object()) p.signal = doc["signal"];
   for (const auto& e : doc["entries"]) {
     const int64_t seq = e["seq"].get<int64_t>();
+    p.by_seq[seq] = e;
     p.issued = std::max(p.issued, seq);
     if (e["state"] == "completed") {
       p.completed = std::max(p.completed, seq);
@@ -87,12 +101,47 @@ Progress progress_of(const nlohmann::json& doc) {
   return p;
 }
 
+int64_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "f64" || dtype == "i64") return 8;
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  if (dtype == "u8" || dtype == "i8") return 1;
+  return 4;
+}
+
+// "allreduce f32[1024]": the op and the tensor it carries.
+std::string op_shape(const nlohmann::json& e) {
+  const std::string dtype = e["dtype"].get<std::string>();
+  return e["op"].get<std::string>() + " " + dtype + "[" +
+         std::to_string(e["bytes"].get<int64_t>() / dtype_bytes(dtype)) + "]";
+}
+
 std::string describe(const nlohmann::json& e) {
   std::ostringstream s;
   s << "#" << e["seq"].get<int64_t>() << " " << e["op"].get<std::string>();
   if (!e["tag"].get<std::string>().empty()) s << " (" << e["tag"].get<std::string>() << ")";
   s << ", " << e["bytes"].get<int64_t>() << " bytes " << e["dtype"].get<std::string>();
   return s.str();
+}
+
+// " and was in phase forward of step 2 for 3.1 s" from a dump's progress, or "".
+std::string where_it_stood(const Progress& p) {
+  if (!p.step.is_object() || !p.step.contains("phase") || !p.step["phase"].is_string() ||
+      p.step["phase"].get<std::string>().empty())
+    return "";
+  std::ostringstream s;
+  s << " and was in phase " << p.step["phase"].get<std::string>();
+  if (p.step.contains("step") && p.step["step"].is_number_integer())
+    s << " of step " << p.step["step"].get<int64_t>();
+  if (p.step.contains("in_phase_s") && p.step["in_phase_s"].is_number())
+    s << " for " << std::fixed << std::setprecision(1) << p.step["in_phase_s"].get<double>()
+      << " s";
+  return s.str();
+}
+
+// A signal that did not come from the rank's own launcher (a user's kill, a scheduler's).
+bool signalled_from_outside(const Progress& p) {
+  return p.signal.is_object() && p.signal.contains("from_parent") &&
+         p.signal["from_parent"].is_boolean() && !p.signal["from_parent"].get<bool>();
 }
 
 std::string ranks_text(const std::pair<int64_t, int64_t>& run) {
@@ -112,14 +161,53 @@ std::vector<std::pair<int64_t, int64_t>> missing_ranks(const Dumps& dumps, int64
   return missing;
 }
 
+// The first sequence number at which two ranks issued different collectives (op, dtype or
+// size): "collective mismatch at #23: rank 0 allreduce f32[N], rank 1 allgather f32[M]".
+std::optional<std::string> find_mismatch(const std::map<int64_t, Progress>& progress) {
+  std::map<int64_t, std::pair<int64_t, const nlohmann::json*>> first;  // seq -> (rank, entry)
+  std::optional<std::pair<int64_t, std::string>> found;
+  for (const auto& [r, p] : progress) {
+    for (const auto& [seq, e] : p.by_seq) {
+      const auto [it, fresh] = first.try_emplace(seq, r, &e);
+      if (fresh || op_shape(*it->second.second) == op_shape(e)) continue;
+      if (found && found->first <= seq) continue;
+      found = {seq, "collective mismatch at #" + std::to_string(seq) + ": rank " +
+                        std::to_string(it->second.first) + " " + op_shape(*it->second.second) +
+                        ", rank " + std::to_string(r) + " " + op_shape(e)};
+    }
+  }
+  if (!found) return std::nullopt;
+  return found->second;
+}
+
+// What the other ranks wait in that `behind` never issued: its next collective on a rank
+// that issued it.
+std::string waiting_text(const std::map<int64_t, Progress>& progress, int64_t behind_issued) {
+  for (const auto& [r, p] : progress) {
+    const auto it = p.by_seq.find(behind_issued + 1);
+    if (it != p.by_seq.end()) return ", while other ranks wait in " + describe(it->second);
+  }
+  return "";
+}
+
 // The verdict lines, given each dumped rank's progress.
 void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progress) {
+  if (const auto mismatch = find_mismatch(progress)) d.verdicts.push_back(*mismatch);
+  for (const auto& [r, p] : progress) {
+    if (!signalled_from_outside(p)) continue;
+    d.verdicts.push_back("rank " + std::to_string(r) + " was stopped by " +
+                         p.signal.value("name", std::string("a signal")) + " from pid " +
+                         std::to_string(p.signal.value("sender_pid", int64_t{0})) +
+                         " (not its launcher) after issuing collectives up to #" +
+                         std::to_string(p.issued) + where_it_stood(p));
+  }
   int64_t max_issued = -1;
   for (const auto& [r, p] : progress) max_issued = std::max(max_issued, p.issued);
   for (const auto& [r, p] : progress) {
     if (p.issued < max_issued) d.behind.push_back(r);
   }
   if (d.behind.empty() && d.missing.empty()) {
+    if (!d.verdicts.empty()) return;
     std::string line = "every rank issued the same collectives (up to #" +
                        std::to_string(max_issued) + "); none is behind";
     for (const auto& [r, p] : progress) {
@@ -130,29 +218,34 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
     d.verdicts.push_back(line);
     return;
   }
-  nlohmann::json waited_on;
+  // A rank without a dump is waited for in the first collective the others did not complete.
+  const nlohmann::json* first_stuck = nullptr;
   for (const auto& [r, p] : progress) {
-    if (p.issued == max_issued && !p.stuck.is_null()) waited_on = p.stuck;
+    if (!p.stuck.is_null() &&
+        (!first_stuck || p.stuck["seq"].get<int64_t>() < (*first_stuck)["seq"].get<int64_t>()))
+      first_stuck = &p.stuck;
   }
-  const std::string waiting =
-      waited_on.is_null() ? "" : ", while other ranks wait in " + describe(waited_on);
+  const std::string waited =
+      first_stuck ? ", while other ranks wait in " + describe(*first_stuck) : "";
   for (const auto& run : d.missing) {
     const bool one = run.first == run.second;
     d.verdicts.push_back(ranks_text(run) + (one ? " is behind: it" : " are behind: they") +
-                         " left no dump" + waiting);
+                         " left no dump" + waited);
   }
   for (int64_t r : d.behind) {
-    d.verdicts.push_back("rank " + std::to_string(r) +
-                         " is behind: it issued collectives only up to #" +
-                         std::to_string(progress.at(r).issued) + waiting);
+    const Progress& p = progress.at(r);
+    if (signalled_from_outside(p)) continue;  // said above
+    d.verdicts.push_back(
+        "rank " + std::to_string(r) + " is behind: it issued collectives only up to #" +
+        std::to_string(p.issued) + where_it_stood(p) + waiting_text(progress, p.issued));
   }
 }
 
 }  // namespace
 
-FlightDiagnosis diagnose_flight_dir(const std::string& dir) {
-  const Dumps dumps = read_dumps(dir);
+FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& job) {
   FlightDiagnosis d;
+  const Dumps dumps = read_dumps(dir, job, d.other_jobs);
   d.world = dumps.begin()->second.value("world_size", int64_t{1});
   DDPB_USAGE_CHECK(d.world >= 1 && d.world <= (int64_t{1} << 31) && dumps.begin()->first >= 0 &&
                    dumps.rbegin()->first < d.world)
@@ -161,11 +254,13 @@ FlightDiagnosis diagnose_flight_dir(const std::string& dir) {
   d.missing = missing_ranks(dumps, d.world);
   std::map<int64_t, Progress> progress;
   for (const auto& [rank, doc] : dumps) progress[rank] = progress_of(doc);
+  for (const auto& [rank, p] : progress) d.collective_trouble |= !p.stuck.is_null();
   add_verdicts(d, progress);
 
   std::ostringstream out;
-  out << "flight recorder: " << dumps.size() << " of " << d.world << " ranks dumped in " << dir
-      << "\n";
+  out << "flight recorder: " << dumps.size() << " of " << d.world << " ranks dumped in " << dir;
+  if (d.other_jobs > 0) out << " (" << d.other_jobs << " dump(s) of another job ignored)";
+  out << "\n";
   for (const auto& run : d.missing)
     out << "  " << ranks_text(run) << ": no dump (it died without one, or never started)\n";
   for (const auto& [r, p] : progress) {
@@ -173,6 +268,7 @@ FlightDiagnosis diagnose_flight_dir(const std::string& dir) {
     if (!p.stuck.is_null())
       out << ", waiting in " << describe(p.stuck) << " [" << p.stuck["state"].get<std::string>()
           << "]";
+    if (const std::string at = where_it_stood(p); !at.empty()) out << ";" << at.substr(4);
     out << "; dumped on " << p.reason << "\n";
   }
   for (const auto& v : d.verdicts) out << "verdict: " << v << "\n";

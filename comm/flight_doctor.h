@@ -20,14 +20,20 @@ namespace ddpb::comm {
 
 struct FlightDiagnosis {
   int64_t world = 0;
+  int64_t other_jobs = 0;           // dumps of another job in the folder, ignored
+  bool collective_trouble = false;  // some rank has a collective it did not complete
   std::vector<std::pair<int64_t, int64_t>> missing;  // [first, last] runs without a dump
   std::vector<int64_t> behind;                       // dumped ranks that issued fewer
   std::vector<std::string> verdicts;                 // one line each
   std::string report;                                // everything, as `doctor` prints it
 };
 
-// Reads every rank<r>.json in `dir`; throws UsageError when there is none or one is malformed.
-FlightDiagnosis diagnose_flight_dir(const std::string& dir);
+// Reads every rank<r>.json in `dir` (only those of `job`, a flight_job_id, when given); throws
+// UsageError when there is none or one is malformed. The verdicts, most telling first: a
+// collective mismatch (two ranks issued different collectives at one sequence number), a rank
+// stopped by a signal from outside its launcher, then the ranks behind (the fewest collectives
+// issued, or no dump), with the phase each was in.
+FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& job = "");
 // The report text of diagnose_flight_dir.
 std::string diagnose_flight_dumps(const std::string& dir);
 

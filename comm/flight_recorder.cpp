@@ -1,5 +1,6 @@
 #include "comm/flight_recorder.h"
 
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,15 +9,21 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
 
+#include <fmt/core.h>
+
 #include "base/atomic_file.h"
+#include "base/process_guards.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/progress.h"
+#include "core/rng.h"
 
 namespace ddpb::comm {
 namespace {
@@ -40,6 +47,7 @@ struct Identity {
   int rank = 0;
   int world_size = 1;
   std::string dir;
+  std::string job;  // flight_job_id of the store token: the launcher reads only its job's dumps
 };
 Identity& identity() {
   static auto* id = new Identity();  // leaked: used from signal paths at exit
@@ -59,7 +67,9 @@ void FlightRecorder::enqueued(int64_t sequence, const std::string& op, int64_t b
                               const std::string& dtype) {
   std::lock_guard lock(mutex_);
   Entry& e = ring_[static_cast<size_t>(sequence) % ring_.size()];
+  if (e.sequence >= 0 && (e.state == State::Enqueued || e.state == State::Started)) --in_flight_;
   e = Entry{};
+  ++in_flight_;
   e.sequence = sequence;
   e.op = op;
   e.bytes = bytes;
@@ -79,6 +89,7 @@ void FlightRecorder::started(int64_t sequence) {
 void FlightRecorder::finished(int64_t sequence, bool failed) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) {
+    if (e->state == State::Enqueued || e->state == State::Started) --in_flight_;
     e->state = failed ? State::Failed : State::Completed;
     e->end_ns = steady_now_ns();
   }
@@ -87,6 +98,11 @@ void FlightRecorder::finished(int64_t sequence, bool failed) {
 void FlightRecorder::tag(int64_t sequence, const std::string& tag) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) e->tag = tag;
+}
+
+bool FlightRecorder::any_in_flight() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_ > 0;
 }
 
 nlohmann::json FlightRecorder::to_json() const {
@@ -144,39 +160,83 @@ std::string default_flight_dir(int master_port) {
   return std::string(base) + "/ddpbench-flight-" + std::to_string(master_port);
 }
 
+std::string resolve_flight_dir(int master_port, std::string* note) {
+  if (const char* given = std::getenv("DDPBENCH_FLIGHT_DIR"); given != nullptr && *given != '\0')
+    return given;  // the launcher's choice for its ranks
+  const std::string dir = default_flight_dir(master_port);
+  const std::string why = unsafe_flight_dir(dir);
+  if (why.empty()) return dir;
+  // Someone else's folder where ours would be (issue 25, S1): refusing to write there is right,
+  // refusing to run is not. A private folder of our own instead, unique to this job.
+  std::string pattern = dir + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    DDPB_USAGE_FAIL() << "the flight-recorder directory " << dir << " " << why
+                      << ", and a private one could not be made next to it ("
+                      << std::strerror(errno) << "): choose one with --flight-dir";
+  }
+  if (note) *note = "flight-recorder dumps go to " + pattern + " (" + dir + " " + why + ")";
+  return pattern;
+}
+
 void check_flight_dir(const std::string& dir) {
   const std::string why = unsafe_flight_dir(dir);
   DDPB_USAGE_CHECK(why.empty()) << "the flight-recorder directory " << dir << " " << why
                                 << ": refusing to write dumps there (choose one with --flight-dir)";
 }
 
-void set_flight_identity(int rank, int world_size, std::string dump_dir) {
+std::string flight_job_id(const std::string& store_token) {
+  return fmt::format("{:016x}", hash_name(("flight:" + store_token).c_str()));
+}
+
+void set_flight_identity(int rank, int world_size, std::string dump_dir, std::string job) {
   if (!dump_dir.empty()) check_flight_dir(dump_dir);
   Identity& id = identity();
   std::lock_guard lock(id.mutex);
   id.rank = rank;
   id.world_size = world_size;
   id.dir = std::move(dump_dir);
+  id.job = std::move(job);
 }
 
-std::string dump_flight_recorder(const std::string& reason) noexcept {
+namespace {
+
+// Where the step stood (Note [Step watchdog]): the phase, and how long it has been in it.
+nlohmann::json progress_json() {
+  const progress::Mark m = progress::current();
+  nlohmann::json p = {{"step", m.step}, {"phase", m.phase}};
+  if (m.phase_start_ns > 0) p["in_phase_s"] = (steady_now_ns() - m.phase_start_ns) / 1e9;
+  return p;
+}
+
+}  // namespace
+
+std::string dump_flight_recorder(const std::string& reason,
+                                 const std::optional<SignalSource>& signal) noexcept {
   try {
     Identity& id = identity();
     int rank, world;
-    std::string dir;
+    std::string dir, job;
     {
       std::lock_guard lock(id.mutex);
       rank = id.rank;
       world = id.world_size;
       dir = id.dir;
+      job = id.job;
     }
     if (dir.empty() || !make_flight_dir(dir)) return "";
     nlohmann::json doc = {{"rank", rank},
                           {"world_size", world},
                           {"pid", ::getpid()},
+                          {"job", job},
                           {"reason", reason},
                           {"dumped_ns", steady_now_ns()},
+                          {"progress", progress_json()},
                           {"entries", flight_recorder().to_json()}};
+    if (signal) {
+      doc["signal"] = {{"name", signal->name},
+                       {"sender_pid", signal->sender_pid},
+                       {"from_parent", signal->sender_pid == ::getppid()}};
+    }
     const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
     // Note [Atomic file writes]: the doctor never reads half a dump.
     write_file_atomic(path,
@@ -190,18 +250,45 @@ std::string dump_flight_recorder(const std::string& reason) noexcept {
 
 namespace {
 
-std::atomic<int> g_dump_requested{0};
+// Requests from the signal handlers to the dump thread: sem_post is async-signal-safe, and the
+// thread does the dump (locks, JSON, a file) outside any handler.
+sem_t g_requests;
+std::atomic<int> g_usr1{0}, g_term{0};
+std::atomic<pid_t> g_term_sender{0};
 
-void on_fatal(int sig) {
-  // Best effort: the process is going down anyway. Writing JSON here is not
-  // async-signal-safe, but the alternative is losing the one record that explains the hang.
+// The crash hook (base/process_guards.h). Best effort: the process is going down anyway, from a
+// fault in this very thread. Writing JSON here is not async-signal-safe, but the alternative is
+// losing the one record that explains the crash.
+void dump_on_crash(int sig) {
   dump_flight_recorder(std::string("signal ") + strsignal(sig));
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
+}
+
+void on_term(int, siginfo_t* info, void*) {
+  g_term_sender = info != nullptr ? info->si_pid : 0;
+  g_term = 1;
+  ::sem_post(&g_requests);
 }
 
 void on_usr1(int) {
-  g_dump_requested = 1;
+  g_usr1 = 1;
+  ::sem_post(&g_requests);
+}
+
+// The dump thread: SIGUSR1 dumps and goes on; SIGTERM dumps, naming who sent it, and then
+// ends the process as SIGTERM would have.
+void serve_dump_requests() {
+  for (;;) {
+    if (::sem_wait(&g_requests) != 0) continue;  // EINTR
+    if (g_usr1.exchange(0)) dump_flight_recorder("SIGUSR1 (on request)");
+    if (g_term.exchange(0)) {
+      const pid_t sender = g_term_sender.load();
+      dump_flight_recorder(
+          "signal SIGTERM" + (sender > 0 ? " from pid " + std::to_string(sender) : std::string()),
+          SignalSource{"SIGTERM", sender});
+      ::signal(SIGTERM, SIG_DFL);
+      ::raise(SIGTERM);
+    }
+  }
 }
 
 }  // namespace
@@ -210,15 +297,16 @@ void install_flight_recorder_signal_handlers() {
   static bool installed = false;
   if (installed) return;
   installed = true;
-  for (int sig : {SIGTERM, SIGSEGV, SIGABRT, SIGBUS, SIGFPE}) ::signal(sig, on_fatal);
+  ::sem_init(&g_requests, 0, 0);
+  install_crash_handler();
+  set_crash_hook(dump_on_crash);
+  struct sigaction term {};
+  term.sa_sigaction = on_term;
+  term.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&term.sa_mask);
+  ::sigaction(SIGTERM, &term, nullptr);
   ::signal(SIGUSR1, on_usr1);
-  // SIGUSR1 only sets a flag; this thread does the dump outside the signal handler.
-  std::thread([] {
-    for (;;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (g_dump_requested.exchange(0)) dump_flight_recorder("SIGUSR1 (on request)");
-    }
-  }).detach();
+  std::thread(serve_dump_requests).detach();
 }
 
 }  // namespace ddpb::comm

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ class FlightRecorder {
   void tag(int64_t sequence, const std::string& tag);
 
   nlohmann::json to_json() const;  // entries oldest first
+  // Whether a collective was issued and has not finished (Note [Step watchdog]).
+  bool any_in_flight() const;
 
  private:
   struct Entry {
@@ -45,25 +48,44 @@ class FlightRecorder {
   mutable std::mutex mutex_;
   std::vector<Entry> ring_;
   int64_t newest_ = -1;
+  int64_t in_flight_ = 0;  // entries enqueued or started
 };
 
 // The process-wide recorder of this rank's groups, and where dumps go.
 FlightRecorder& flight_recorder();
+// The job a dump belongs to, from the job's store token (a hash: the token is a secret). The
+// launcher knows the token it gave its ranks, and reads only the dumps of its own job.
+std::string flight_job_id(const std::string& store_token);
 // Also checks `dump_dir` (check_flight_dir), so that a planted one fails the run at start.
-void set_flight_identity(int rank, int world_size, std::string dump_dir);
+void set_flight_identity(int rank, int world_size, std::string dump_dir, std::string job = "");
 
 // The default dump directory of the job whose store listens on `master_port`:
 // ddpbench-flight-<port> under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp.
 std::string default_flight_dir(int master_port);
+// Where this job's dumps go when --flight-dir is not given: $DDPBENCH_FLIGHT_DIR (set by the
+// launcher for its ranks), else default_flight_dir(master_port) when it is ours or missing,
+// else a private folder made for this job next to it (mkdtemp), with `note` saying so.
+// Throws UsageError when even that cannot be made.
+std::string resolve_flight_dir(int master_port, std::string* note = nullptr);
 // The dump directory must be this user's own directory: a symbolic link, a non-directory or
 // a directory owned by another user there (planted in a shared /tmp) is a UsageError. A
 // missing one is fine; dumps create it with mode 0700.
 void check_flight_dir(const std::string& dir);
-// Writes DIR/rank<r>.json with `reason`; returns the path, or "" when no dump dir is set or
-// the write failed (never throws).
-std::string dump_flight_recorder(const std::string& reason) noexcept;
-// SIGUSR1 dumps on request (from a watcher thread); SIGTERM, SIGSEGV, SIGABRT, SIGBUS and
-// SIGFPE dump (best effort) and then die as they would have.
+// Who stopped a rank with a signal.
+struct SignalSource {
+  std::string name;    // "SIGTERM"
+  int sender_pid = 0;  // 0: unknown
+};
+
+// Writes DIR/rank<r>.json with `reason`, the job, where the step stood (its phase and how long
+// it has been in it) and, for a signal, who sent it; returns the path, or "" when no dump dir
+// is set or the write failed (never throws).
+std::string dump_flight_recorder(const std::string& reason,
+                                 const std::optional<SignalSource>& signal = std::nullopt) noexcept;
+// SIGUSR1 dumps on request and SIGTERM dumps (naming its sender) and then ends the process as
+// it would have, both from a thread of their own; a crash (base/process_guards.h's crash
+// handler: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) dumps from the handler (best effort) and
+// then dies as it would have.
 void install_flight_recorder_signal_handlers();
 
 }  // namespace ddpb::comm

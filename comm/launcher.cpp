@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "base/subprocess.h"
+#include "comm/flight_recorder.h"
 #include "core/check.h"
 
 namespace ddpb::comm {
@@ -60,9 +61,36 @@ struct Child {
   bool exited = false;
   int status = 0;
   std::chrono::steady_clock::time_point eof{std::chrono::steady_clock::time_point::max()};
-  // When it first reported its own failure ("ddpbench: rank R failed at step S: ...").
+  // When it first reported a failure ("ddpbench: rank R failed at step S: ...", "ddpbench:
+  // failed: ...", "ddpbench: error: ..."), what it said, and whether that was only about losing
+  // a peer (a broken connection, a collective that timed out waiting).
   std::chrono::steady_clock::time_point said_failed{std::chrono::steady_clock::time_point::max()};
+  std::string failure_line;
+  bool peer_loss = false;
 };
+
+// The message of a line in which a rank reports its own failure, or "" for any other line.
+std::string failure_message(const std::string& line) {
+  for (const char* head : {"ddpbench: failed: ", "ddpbench: error: "}) {
+    if (line.rfind(head, 0) == 0) return line.substr(std::strlen(head));
+  }
+  if (line.rfind("ddpbench: rank ", 0) == 0) {
+    const size_t at = line.find(" failed at step ");
+    const size_t colon = at == std::string::npos ? at : line.find(": ", at);
+    if (colon != std::string::npos) return line.substr(colon + 2);
+  }
+  return "";
+}
+
+// Whether a failure is only the echo of another rank's (Note [The first failure wins]).
+bool is_peer_loss(const std::string& message) {
+  for (const char* sign :
+       {"onnection closed", "onnection reset", "reset by peer", "roken pipe", "Timed out",
+        "timed out", "did not complete within", "not every rank arrived", "end of file"}) {
+    if (message.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
@@ -78,9 +106,11 @@ std::string describe_status(int status) {
 std::chrono::steady_clock::time_point g_round_time;
 
 void emit_line(int rank, Child& c, const std::string& line) {
-  if (line.rfind("ddpbench: rank ", 0) == 0 && line.find(" failed at step ") != std::string::npos &&
-      c.said_failed == std::chrono::steady_clock::time_point::max()) {
+  const std::string message = failure_message(line);
+  if (!message.empty() && c.said_failed == std::chrono::steady_clock::time_point::max()) {
     c.said_failed = g_round_time;
+    c.failure_line = message;
+    c.peer_loss = is_peer_loss(message);
   }
   std::printf("[rank %d] %s\n", rank, line.c_str());
   std::fflush(stdout);
@@ -110,7 +140,7 @@ bool pump(int rank, Child& c) {
 // The environment of rank `rank`: this process's, with the rendezvous variables set.
 std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int port,
                                           const std::string& token) {
-  const std::vector<std::pair<std::string, std::string>> vars{
+  std::vector<std::pair<std::string, std::string>> vars{
       {"RANK", std::to_string(spec.first_rank() + rank)},
       {"LOCAL_RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(spec.world_size)},
@@ -118,6 +148,7 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int 
       {"MASTER_PORT", std::to_string(port)},
       {"DDPBENCH_STORE_TOKEN", token},
       {"DDPBENCH_LAUNCHER", "ddpbench"}};
+  if (!spec.flight_dir.empty()) vars.emplace_back("DDPBENCH_FLIGHT_DIR", spec.flight_dir);
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -160,15 +191,28 @@ pid_t spawn(const std::vector<std::string>& self, const LaunchSpec& spec, int ra
   return pid;
 }
 
-// The rank whose failure caused the others'. A failure is a rank's own report ("failed at
-// step") or, for a rank that died without one, the end of its output; ranks that only died
-// after being told to stop are casualties. Everything read in one poll round counts as
-// simultaneous, and in a tie, or within a second, a rank that died abnormally (a signal we
-// did not send, or an exit code other than 1 and 2, as a crash gives) is the cause: the
-// others' reports are about losing it.
+// Note [The first failure wins]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The rank whose failure caused the others'. A failure is a rank's own report (a "failed at
+// step", "failed:" or "error:" line) or, for a rank that died without one, the end of its
+// output; ranks that only died after being told to stop are casualties. A report of the rank's
+// own trouble (a full disk, a bad input, a stalled step) outranks one that only echoes a peer's
+// (a closed connection, a collective that timed out waiting), whenever each came: rank 0's "No
+// space left on device" while writing its record is the cause, not rank 1's broken connection
+// to it a moment earlier. Among the rest, the first in time wins; everything read in one poll
+// round counts as simultaneous, and in a tie, or within a second, a rank that died abnormally
+// (a signal we did not send, or an exit code other than 1 and 2, as a crash gives) is the
+// cause: the others' reports are about losing it.
 int name_the_cause(const std::vector<Child>& children,
                    std::chrono::steady_clock::time_point stop_sent) {
   using Clock = std::chrono::steady_clock;
+  int own = -1;  // the first rank to report a failure of its own
+  for (size_t k = 0; k < children.size(); ++k) {
+    const Child& x = children[k];
+    if (x.said_failed == Clock::time_point::max() || x.peer_loss) continue;
+    if (own < 0 || x.said_failed < children[static_cast<size_t>(own)].said_failed)
+      own = static_cast<int>(k);
+  }
   auto abnormal = [&](const Child& x) {
     if (WIFSIGNALED(x.status)) return x.eof < stop_sent;  // not our SIGTERM/SIGKILL
     return WIFEXITED(x.status) && WEXITSTATUS(x.status) != 0 && WEXITSTATUS(x.status) != 1 &&
@@ -191,11 +235,12 @@ int name_the_cause(const std::vector<Child>& children,
   for (size_t k = 0; k < children.size(); ++k) {
     const Child& x = children[k];
     if (abnormal(x) && x.eof != Clock::time_point::max() &&
-        x.eof <= first + std::chrono::seconds(1)) {
+        x.eof <= first + std::chrono::seconds(1) &&
+        (own < 0 || x.eof <= children[static_cast<size_t>(own)].said_failed)) {
       return static_cast<int>(k);
     }
   }
-  return best;
+  return own >= 0 ? own : best;
 }
 
 }  // namespace
@@ -286,6 +331,8 @@ class Supervisor {
       result_.failed_rank = c.rank;
       result_.exit_code = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 2 ? 2 : 1;
       result_.failure = "rank " + std::to_string(c.rank) + " " + describe_status(c.status);
+      if (!c.failure_line.empty()) result_.failure += ": " + c.failure_line;
+      result_.own_failure = !c.failure_line.empty() && !c.peer_loss;
     }
     if (failed_child_ >= 0) {
       std::string lines;
@@ -368,6 +415,36 @@ std::string launch_token(const LaunchSpec& spec) {
   return random_token();
 }
 
+// Node 0's ranks serve the store on --master-port: a port already taken (another launcher that
+// is node 0 of a job, or another program) would surface as a rank failing to listen and its
+// peers timing out, so it is said up front (issue 25, M11).
+void check_port_free(const LaunchSpec& spec) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  DDPB_CHECK(fd >= 0) << "socket: " << std::strerror(errno);
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));  // as the store's listener
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(spec.master_port));
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(spec.master_addr.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+    ::close(fd);
+    return;  // find_free_port and the ranks name an address that does not resolve
+  }
+  sa.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+  ::freeaddrinfo(found);
+  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  const int err = errno;
+  ::close(fd);
+  DDPB_USAGE_CHECK(rc == 0 || err != EADDRINUSE)
+      << "--master-port " << spec.master_port << " on " << spec.master_addr
+      << " is taken: another launcher already holds it as node 0 of a job, or another program "
+         "listens there";
+}
+
 void check_nodes(const LaunchSpec& spec) {
   DDPB_USAGE_CHECK(spec.world_size >= 1) << "--world-size must be positive";
   DDPB_USAGE_CHECK(spec.nnodes >= 1 && spec.world_size % spec.nnodes == 0)
@@ -380,11 +457,18 @@ void check_nodes(const LaunchSpec& spec) {
 
 }  // namespace
 
-LaunchResult launch_local(const LaunchSpec& spec) {
-  check_nodes(spec);
+LaunchResult launch_local(const LaunchSpec& given) {
+  check_nodes(given);
+  if (given.node_rank == 0 && given.master_port > 0) check_port_free(given);
   const std::vector<std::string> self = self_command();
+  LaunchSpec spec = given;
   const int port = spec.master_port > 0 ? spec.master_port : find_free_port(spec.master_addr);
   const std::string token = launch_token(spec);
+  if (spec.flight_dir.empty()) {
+    std::string note;
+    spec.flight_dir = resolve_flight_dir(port, &note);
+    if (!note.empty()) std::fprintf(stderr, "ddpbench launcher: %s\n", note.c_str());
+  }
   g_stop_signal = 0;
   StopSignals stop_signals;
   std::vector<Child> children(static_cast<size_t>(spec.local_ranks()));
@@ -409,6 +493,8 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   while (!supervisor.done()) supervisor.round();
   LaunchResult result = supervisor.result();
   result.master_port = port;
+  result.flight_dir = spec.flight_dir;
+  result.job = flight_job_id(token);
   return result;
 }
 

@@ -31,6 +31,9 @@ struct LaunchSpec {
   int local_ranks() const { return world_size / nnodes; }
   int first_rank() const { return node_rank * local_ranks(); }
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  // --flight-dir; empty: comm::resolve_flight_dir's choice, given to the ranks as
+  // DDPBENCH_FLIGHT_DIR so that they and the launcher agree on it.
+  std::string flight_dir;
 };
 
 struct LaunchResult {
@@ -39,6 +42,11 @@ struct LaunchResult {
   int failed_rank = -1;  // the first rank to fail
   std::string failure;   // "rank 1 exited with code 1" and its last lines
   int master_port = 0;   // the port the ranks met on (names their flight-recorder directory)
+  // Whether the failed rank reported a failure of its own, not the loss of a peer (Note [The
+  // first failure wins]): then its message is the diagnosis, not the flight recorder's.
+  bool own_failure = false;
+  std::string flight_dir;  // where this job's ranks dump
+  std::string job;         // comm::flight_job_id of the job's store token
 };
 
 LaunchResult launch_local(const LaunchSpec& spec);

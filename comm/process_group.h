@@ -19,6 +19,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,10 @@ constexpr NameTable<CommBackend, 2> enum_names(CommBackend) {
 struct ProcessGroupOptions {
   CommBackend backend = CommBackend::Gloo;
   Device device;  // this rank's device (tensors live here)
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // every collective
+  // The group's own rendezvous (pairs, communicator); empty: `timeout`. init_process_group
+  // gives what is left of the rendezvous's --timeout.
+  std::optional<std::chrono::milliseconds> connect_timeout;
   std::string hostname = "127.0.0.1";  // interface gloo binds to (MASTER_ADDR's for one node)
 };
 

@@ -19,6 +19,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include "base/open_files.h"
 #include "comm/gloo_store_adapter.h"
 #include "core/clock.h"
 #include "core/ops.h"
@@ -138,6 +139,14 @@ void host_allgather(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out
   opts.setTag(tag);
   opts.setTimeout(timeout);
   gloo::allgather(opts);
+}
+
+// EMFILE from a socket, accept or pipe in the rendezvous: said as the cause it is (issue 25,
+// M8), not as a rank that never arrived.
+void throw_if_out_of_descriptors(const std::string& failed, const std::string& what) {
+  if (what.find("Too many open files") == std::string::npos) return;
+  throw Error(failed + " failed: too many open files: the limit (ulimit -n) is " +
+              std::to_string(open_files_limit()) + " descriptors (" + what + ")");
 }
 
 void wait_or_throw(bool completed, const char* what) {
@@ -283,25 +292,29 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
                      who + "): " + e.what());
   }
 
+  const Millis connect = options.connect_timeout.value_or(timeout_);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(timeout_);
-  GlooStoreAdapter adapter(store, timeout_);
+  context->setTimeout(connect);
+  GlooStoreAdapter adapter(store, connect);
   const std::string failed = "gloo rendezvous of " + who + " via " + options.hostname;
   try {
     context->connectFullMesh(adapter, transport);
   } catch (const StoreTimeout& e) {
-    throw CommTimeout(failed + " timed out after " + std::to_string(timeout_.count()) +
+    throw CommTimeout(failed + " timed out after " + std::to_string(connect.count()) +
                       " ms: not every rank arrived (" + e.what() + ")");
   } catch (const gloo::IoException& e) {
     const std::string what = e.what();
+    throw_if_out_of_descriptors(failed, what);
     if (what.find("Timed out") != std::string::npos) {
-      throw CommTimeout(failed + " timed out after " + std::to_string(timeout_.count()) +
+      throw CommTimeout(failed + " timed out after " + std::to_string(connect.count()) +
                         " ms: " + what);
     }
     throw Error(failed + " failed: " + what);
   } catch (const gloo::Exception& e) {
+    throw_if_out_of_descriptors(failed, e.what());
     throw Error(failed + " failed: " + e.what());
   }
+  context->setTimeout(timeout_);  // collectives pass their own; anything else gets the group's
   context_ = std::move(context);
   comm_stream_ = make_stream(device_, "ddpb-gloo", StreamKind::Inline);
   thread_ = std::thread([this] { run_loop(); });

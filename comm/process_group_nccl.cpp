@@ -507,12 +507,13 @@ ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<Store> store, int rank, int s
 
   // NCCL binds the communicator to the calling thread's current GPU.
   DeviceGuard guard(device_);
-  // One deadline for the whole rendezvous: a missing rank costs options.timeout, once.
-  const auto deadline = Clock::now() + timeout_;
-  nccl_detail::check_one_rank_per_gpu(*store, rank, size, device_, deadline, timeout_, who_);
-  const ncclUniqueId id = nccl_detail::exchange_unique_id(*store, rank, deadline, timeout_, who_);
+  // One deadline for the whole rendezvous: a missing rank costs the connect timeout, once.
+  const Millis connect = options.connect_timeout.value_or(timeout_);
+  const auto deadline = Clock::now() + connect;
+  nccl_detail::check_one_rank_per_gpu(*store, rank, size, device_, deadline, connect, who_);
+  const ncclUniqueId id = nccl_detail::exchange_unique_id(*store, rank, deadline, connect, who_);
   comm_ = std::make_shared<Communicator>(
-      nccl_detail::init_communicator(id, rank, size, deadline, timeout_, who_));
+      nccl_detail::init_communicator(id, rank, size, deadline, connect, who_));
 
   comm_stream_ = make_stream(device_, "ddpb-nccl");
   clock_stream_ = make_stream(device_, "ddpb-nccl-clock");

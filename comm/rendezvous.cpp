@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <string_view>
+#include <thread>
 
+#include "base/open_files.h"
 #include "comm/file_store.h"
 #include "comm/tcp_store.h"
 #include "core/check.h"
@@ -31,6 +33,91 @@ namespace {
 
 constexpr std::string_view kEnvMethod = "env://", kFileMethod = "file://";
 
+// Note [Rendezvous deadline].
+class Deadline {
+ public:
+  explicit Deadline(std::chrono::milliseconds timeout)
+      : timeout_(timeout), end_(std::chrono::steady_clock::now() + timeout) {}
+  // What is left for the next phase; throws CommTimeout naming the phase that used it up.
+  std::chrono::milliseconds left(const char* after) const {
+    const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end_ - std::chrono::steady_clock::now());
+    if (rest.count() > 0) return rest;
+    throw CommTimeout("the rendezvous did not complete within --timeout (" +
+                      std::to_string(timeout_.count()) + " ms): " + after + " used all of it");
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point end_;
+};
+
+using Fingerprint = std::vector<std::pair<std::string, std::string>>;
+
+std::string fingerprint_text(const Fingerprint& f) {
+  std::string out;
+  for (const auto& [name, value] : f) out += name + "=" + value + "\n";
+  return out;
+}
+
+Fingerprint parse_fingerprint(const std::string& text) {
+  Fingerprint f;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) f.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return f;
+}
+
+// The first field where rank `r`'s fingerprint differs from rank 0's, as the verdict's line;
+// "" when they agree.
+std::string compare_fingerprints(const Fingerprint& mine, const Fingerprint& theirs, int r) {
+  for (const auto& [name, value] : mine) {
+    std::string other = "(missing)";
+    for (const auto& [n, v] : theirs) {
+      if (n == name) other = v;
+    }
+    if (other == value) continue;
+    return "configuration mismatch at rendezvous: " + name + " is " + value + " on rank 0 but " +
+           other + " on rank " + std::to_string(r) +
+           " (every rank of a job must run the same configuration and build)";
+  }
+  return "";
+}
+
+constexpr const char* kFingerprintKey = "ddpbench/fingerprint/";
+
+// Note [Configuration fingerprint].
+void check_fingerprints(Store& store, int rank, int world_size, const Fingerprint& mine) {
+  if (mine.empty()) return;
+  const std::string key = kFingerprintKey;
+  store.set_string(key + std::to_string(rank), fingerprint_text(mine));
+  if (rank == 0) {
+    std::string verdict;
+    for (int r = 1; r < world_size && verdict.empty(); ++r)
+      verdict = compare_fingerprints(
+          mine, parse_fingerprint(store.get_string(key + std::to_string(r))), r);
+    store.set_string(key + "verdict", verdict.empty() ? "ok" : verdict);
+    // Rank 0 serves the store: on a mismatch it stays until the others have read the verdict
+    // (or a few seconds passed), so that they fail with it rather than a lost connection.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!verdict.empty() && store.add(key + "seen", 0) < world_size - 1 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    DDPB_USAGE_CHECK(verdict.empty()) << verdict;
+    return;
+  }
+  const std::string verdict = store.get_string(key + "verdict");
+  store.add(key + "seen", 1);
+  DDPB_USAGE_CHECK(verdict == "ok") << verdict;
+}
+
 std::shared_ptr<Store> rendezvous_store(const RankEnv& env, const RendezvousOptions& o) {
   check_init_method(o.init_method);
   if (o.init_method == kEnvMethod) return make_store_from_env(env.rank, o.timeout, o.job_identity);
@@ -52,17 +139,28 @@ void check_init_method(const std::string& m) {
 }
 
 Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& options) {
+  const std::string files = ensure_open_files(open_files_needed(env.world_size));
+  DDPB_USAGE_CHECK(files.empty()) << "too many open files for a rank of " << env.world_size
+                                  << " ranks: it needs about " << open_files_needed(env.world_size)
+                                  << " descriptors, but " << files
+                                  << " (Note [Open files of a rank])";
+  const Deadline deadline(options.timeout);
   Rendezvous r;
   r.env = env;
   r.store = rendezvous_store(env, options);
+  r.store->set_timeout(deadline.left("the store"));
+  check_fingerprints(*r.store, env.rank, env.world_size, options.fingerprint);
   ProcessGroupOptions pg;
   pg.backend =
       options.backend.value_or(options.device.is_cuda() ? CommBackend::Nccl : CommBackend::Gloo);
   pg.device = options.device;
   pg.timeout = options.timeout;
+  pg.connect_timeout = deadline.left("the configuration check");
   pg.hostname = env.master_addr;
   r.group = make_process_group(r.store, env.rank, env.world_size, pg);
+  r.store->set_timeout(deadline.left("the process group"));
   r.clock_offset_ns = sync_clock(*r.store, env.rank, env.world_size);
+  r.store->set_timeout(options.timeout);
   return r;
 }
 

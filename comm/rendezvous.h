@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/process_group.h"
 #include "comm/rank_env.h"
@@ -30,7 +32,24 @@ struct RendezvousOptions {
   // Where the ranks meet (torch's init_method): "env://" or "file://PATH" (Note [File
   // rendezvous]).
   std::string init_method = "env://";
+  // What every rank must agree on (Note [Configuration fingerprint]): named values, in order.
+  std::vector<std::pair<std::string, std::string>> fingerprint;
 };
+
+// Note [Rendezvous deadline]
+// The whole rendezvous, from the store's first connection through the process group's pairs
+// or communicator to the clock offset, runs under one deadline of options.timeout: a rank that
+// never arrives costs the timeout once, not once per phase (issue 25, H5). The store keeps
+// options.timeout for its later uses.
+//
+// Note [Configuration fingerprint]
+// Ranks started by separate launchers (nodes, torchrun, mpirun) can disagree: another --lr,
+// another world size, another build. Such a job used to train and fail much later ("replicas
+// diverged"), or time out ("not every rank arrived"). At rendezvous every rank publishes its
+// fingerprint (the training configuration, its world size, the binary's version and commit);
+// rank 0 compares each rank's with its own as they arrive and publishes a verdict, and every
+// rank fails at once on a mismatch with one line naming the field, both values and both ranks
+// (a UsageError: the job was started wrong).
 
 // Note [File rendezvous]
 // file://PATH is a FileStore (comm/file_store.h) at PATH: the ranks of one node, or of nodes

@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include "base/memory_limits.h"
+
 #include <atomic>
 #include <bit>
 #include <memory>
@@ -75,7 +77,14 @@ void* CachingAllocator::allocate(size_t nbytes, uintptr_t pool) {
       if (capture_detail::capturing_on_this_thread()) throw;
       if (CommunicatorLease::any_live()) throw Error(out_of_memory_message(size, e.what()));
       empty_cache();
-      ptr = backend_->raw_alloc(size);
+      try {
+        ptr = backend_->raw_alloc(size);
+      } catch (const Error& again) {
+        const MemoryStats s = stats();
+        throw Error(std::string(again.what()) + "; this device's tensors hold " +
+                    std::to_string(s.current_bytes >> 20) + " MiB (peak " +
+                    std::to_string(s.peak_bytes >> 20) + " MiB)");
+      }
     }
     lock.lock();
     ++stats_.num_backend_allocs;
@@ -138,7 +147,10 @@ class AlignedHostMemory : public MemoryBackend {
  public:
   void* raw_alloc(size_t nbytes) override {
     void* p = std::aligned_alloc(256, (nbytes + 255) / 256 * 256);
-    DDPB_CHECK(p) << "host allocation of " << nbytes << " bytes failed";
+    if (!p) {
+      throw Error("out of memory: host allocation of " + std::to_string(nbytes >> 20) + " MiB (" +
+                  std::to_string(nbytes) + " bytes) failed; " + read_memory_limits().describe());
+    }
     return p;
   }
   void raw_free(void* ptr) override { std::free(ptr); }

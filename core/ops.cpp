@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/nvtx.h"
 #include "core/op_checks.h"
+#include "core/progress.h"
 #include "core/stream_sanitizer.h"
 
 namespace ddpb::ops {
@@ -45,6 +46,7 @@ void require_shape(const char* op, const Tensor& t, const Shape& shape) {
 
 void accesses(const char* op, const Device& device, std::initializer_list<const Tensor*> reads,
               std::initializer_list<const Tensor*> writes) {
+  progress::note_op();  // Note [Step watchdog]
   if (sanitizer::enabled()) sanitizer::on_op(current_stream(device), op, reads, writes);
 }
 

@@ -2,11 +2,13 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/progress.h"
 
 namespace ddpb {
 namespace {}  // namespace
 
 void PhaseTimer::begin(const std::string& phase) {
+  progress::note_phase(phase);  // Note [Step watchdog]
   end();
   Interval i{phase, Event::create(stream_->device()), Event::create(stream_->device())};
   i.start.record(*stream_);

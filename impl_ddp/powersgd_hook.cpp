@@ -12,7 +12,10 @@ namespace ddpb::ddp {
 
 bool powersgd_should_compress(int64_t rows, int64_t cols, int64_t r, double min_compression_rate) {
   const double compressed = static_cast<double>((rows + cols) * r);
-  return compressed * min_compression_rate < static_cast<double>(rows * cols);
+  const double whole = static_cast<double>(rows * cols);
+  // A rate below 1 never makes P and Q larger than the matrix (issue 25, P1).
+  return compressed * std::max(min_compression_rate, 1.0) < whole &&
+         compressed * min_compression_rate < whole;
 }
 
 // One compressed gradient: `in` is its view of the input (the bucket, or with error

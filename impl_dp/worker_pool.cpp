@@ -1,5 +1,7 @@
 #include "impl_dp/worker_pool.h"
 
+#include <system_error>
+
 #include "core/check.h"
 #include "core/nvtx.h"
 
@@ -11,17 +13,32 @@ WorkerPool::WorkerPool(std::vector<Device> devices, std::vector<StreamPtr> strea
   workers_.resize(devices_.size());
   errors_.resize(devices_.size());
   for (size_t i = 0; i < workers_.size(); ++i) {
-    workers_[i].thread = std::thread([this, i] { loop(i); });
+    try {
+      workers_[i].thread = std::thread([this, i] { loop(i); });
+    } catch (const std::system_error& e) {
+      // Out of threads or memory: the workers started so far are stopped and joined, not
+      // left running for std::thread's destructor to terminate the program over.
+      stop_and_join();
+      throw Error("cannot start the DP worker thread of " + devices_[i].str() + " (" +
+                  std::to_string(i + 1) + " of " + std::to_string(workers_.size()) +
+                  "): " + e.what());
+    }
   }
 }
 
 WorkerPool::~WorkerPool() {
+  stop_and_join();
+}
+
+void WorkerPool::stop_and_join() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   start_cv_.notify_all();
-  for (auto& w : workers_) w.thread.join();
+  for (auto& w : workers_) {
+    if (w.thread.joinable()) w.thread.join();
+  }
 }
 
 void WorkerPool::run(size_t count, const std::function<void(size_t)>& fn) {

@@ -40,6 +40,7 @@ class WorkerPool {
     uint64_t generation = 0;                            // guarded by mutex_
   };
   void loop(size_t index);
+  void stop_and_join();
 
   std::vector<Device> devices_;
   std::vector<StreamPtr> streams_;

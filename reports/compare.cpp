@@ -16,10 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-// The four compared numbers of one run, whatever record they came from.
+// The four compared numbers of one run, whatever record they came from, and what was run: two
+// runs are compared only when that is the same (issue 25, M6).
 struct Figures {
   std::string status;
   std::optional<double> samples_per_s, median_ms, overlap, peak_bytes;
+  std::string config;  // "mlp-small ddp on 2 devices, global batch 64, fp32"
 };
 using Runs = std::vector<std::pair<std::string, Figures>>;  // in record order
 
@@ -33,9 +35,16 @@ std::optional<double> median(std::vector<double> v) {
 // A single run record: summary and memory; DDP's overlap from summary.comm when the record
 // has it, else the median of the measured steps' overlap ratios.
 Figures run_record_figures(const RunRecord& rec) {
-  Figures f{"ok", rec.summary.samples_per_s, rec.summary.step_time_ms.median,
+  const RunConfigInfo& c = rec.config;
+  const std::string hook = c.extra.value.value("comm_hook", std::string("none"));
+  Figures f{"ok",
+            rec.summary.samples_per_s,
+            rec.summary.step_time_ms.median,
             rec.summary.comm ? std::optional(rec.summary.comm->overlap_ratio) : std::nullopt,
-            std::nullopt};
+            std::nullopt,
+            fmt::format("{} {} on {} {} device(s), global batch {}, {}{}", c.workload,
+                        enum_name(c.mode), c.world_size, c.device, c.global_batch, c.precision,
+                        hook == "none" ? "" : ", comm hook " + hook)};
   if (!f.overlap) {
     std::vector<double> ratios;
     for (const StepRecord& s : rec.steps) {
@@ -67,7 +76,10 @@ Runs runs_of(const json& rec, const std::string& which) {
                      {r.status ? std::string(enum_name(*r.status)) : "(no status)",
                       m ? std::optional(m->samples_per_s) : std::nullopt,
                       m ? std::optional(m->step_time_ms.median) : std::nullopt,
-                      m ? m->overlap_ratio : std::nullopt, m ? run_peak_memory(r) : std::nullopt}});
+                      m ? m->overlap_ratio : std::nullopt, m ? run_peak_memory(r) : std::nullopt,
+                      fmt::format("{} {} on {} device(s), global batch {}{}", r.workload,
+                                  enum_name(r.mode), r.world_size, r.global_batch.value_or(0),
+                                  r.variant.empty() ? "" : ", " + r.variant)}});
     }
   } else {
     throw ReportError("compare: the " + which + " record is neither a suite nor a run record " +
@@ -162,6 +174,7 @@ CompareResult compare_reports(const json& base, const json& now, double threshol
     result.regressions.push_back(printable(id + ": " + what));
   };
 
+  int compared = 0;
   for (const auto& [id, bf] : b) {
     const Figures* nf = find(n, id);
     if (!nf) {
@@ -169,6 +182,13 @@ CompareResult compare_reports(const json& base, const json& now, double threshol
       regress(id, "missing from the new record (was " + bf.status + ")");
       continue;
     }
+    if (bf.config != nf->config) {
+      rows.push_back({id, "-", "-", "-", "-", "-", "NOT COMPARED"});
+      result.warnings.push_back(printable(id + ": not compared, the runs differ: " + bf.config +
+                                          " against " + nf->config));
+      continue;
+    }
+    ++compared;
     const std::string status =
         bf.status == nf->status ? nf->status : bf.status + " -> " + nf->status;
     if (bf.status != "ok" || nf->status != "ok") {
@@ -204,6 +224,12 @@ CompareResult compare_reports(const json& base, const json& now, double threshol
       rows.push_back({id, "(new) " + nf.status, format_number(nf.samples_per_s),
                       format_number(nf.median_ms), format_percent(nf.overlap),
                       format_bytes(nf.peak_bytes), "added"});
+  }
+  if (compared == 0 && !b.empty() && !n.empty()) {
+    throw ReportError(printable(
+        "compare: nothing to compare: no run of the base matches a run of the new record by "
+        "workload, mode, world size and configuration (base: " +
+        b.front().second.config + "; new: " + n.front().second.config + ")"));
   }
   result.table = aligned_table(rows);
   result.regressed = !result.regressions.empty();

@@ -17,6 +17,8 @@ struct CompareResult {
   bool regressed = false;
   // One line per regression: "<id>: <metric> <base> -> <now> (<change>, threshold <t>)".
   std::vector<std::string> regressions;
+  // One line per run present in both whose configurations differ: not compared.
+  std::vector<std::string> warnings;
 };
 
 // A run regressed when, against `base`:
@@ -25,8 +27,12 @@ struct CompareResult {
 //   the overlap ratio fell by more than threshold_pct percentage points,
 //   or it was ok in base and is not ok (failed, pending, interrupted) or missing in `now`.
 // A metric missing on either side is shown as "-" and not compared. Runs only in `now` are
-// listed as added. Throws ReportError when a record is neither a suite nor a run record, when
-// the two kinds differ, or when threshold_pct is negative or not finite.
+// listed as added. Two runs of one id are compared only when they ran the same workload, mode,
+// world size and configuration (global batch, variant; for run records also the device,
+// precision and comm hook); otherwise the row says NOT COMPARED and a warning names both.
+// Throws ReportError when a record is neither a suite nor a run record, when the two kinds
+// differ, when no run of one matches a run of the other, or when threshold_pct is negative or
+// not finite.
 CompareResult compare_reports(const nlohmann::json& base, const nlohmann::json& now,
                               double threshold_pct);
 

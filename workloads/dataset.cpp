@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/progress.h"
 #include "core/rng.h"
 
 namespace ddpb {
@@ -64,6 +65,7 @@ void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices, con
   for (int64_t i = 0; i < batch; ++i) {
     dataset.fill(indices[static_cast<size_t>(i)], x + static_cast<size_t>(i) * x_bytes,
                  y + i * y_count);
+    progress::note_op();  // a sample is progress too (Note [Step watchdog])
   }
 }
 

@@ -1,4 +1,6 @@
 #include "bench/cli/cli.h"
+#include "base/memory_limits.h"
+#include "base/process_guards.h"
 
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
@@ -80,7 +82,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
                "ddp: keep each rank's own buffers (default: rank 0's before every step)");
   run.add_flag("--sync-bn", c.sync_bn, "ddp: BatchNorm as SyncBatchNorm (global batch statistics)");
   add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
-                "ddp: rendezvous/collective timeout in seconds");
+                "seconds a step may go without progress (every mode; Note [Step watchdog]); "
+                "ddp: also the rendezvous and collective timeout");
   run.add_option("--inject-fault", c.inject_fault,
                  "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
   add_int_flag(run, "--global-batch", c.global_batch, 1, kMaxGlobalBatch,
@@ -160,10 +163,15 @@ void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>
 // the first to fail. A hung, slow or stopped rank makes its peers time out waiting for it,
 // so they are the ones that exit first (with code 1); the dumps show who issued fewer
 // collectives, or left none.
+// Only this job's dumps count (a folder per port outlives its job), and only when a collective
+// failed or hung: a rank's own failure (a full disk, a bad input) is said as it is (Note [The
+// first failure wins] in comm/launcher.cpp).
 void explain_failure(const comm::LaunchResult& r, const std::string& dir) {
   comm::FlightDiagnosis d;
   try {
-    d = comm::diagnose_flight_dir(dir);
+    if (r.own_failure) throw UsageError("the failed rank said why");
+    d = comm::diagnose_flight_dir(dir, r.job);
+    if (!d.collective_trouble) throw UsageError("no collective failed or hung");
   } catch (const std::exception&) {
     std::cerr << "ddpbench launcher: " << r.failure << "\n";
     return;
@@ -191,10 +199,10 @@ int launch_ranks(const RunConfig& config, int argc, char** argv) {
     fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
   }
   std::fflush(stdout);
+  spec.flight_dir = config.flight_dir;
   comm::LaunchResult r = comm::launch_local(spec);
   if (r.exit_code == 0) return 0;
-  const std::string dir =
-      config.flight_dir.empty() ? comm::default_flight_dir(r.master_port) : config.flight_dir;
+  const std::string dir = r.flight_dir;
   if (std::filesystem::exists(dir)) {
     explain_failure(r, dir);
   } else {
@@ -278,6 +286,7 @@ int list_workloads(bool as_json) {
 }  // namespace
 
 int ddpbench_main(int argc, char** argv) {
+  install_process_guards();  // Note [Output that outlives its reader]
   CLI::App app{"ddpbench: DataParallel vs DistributedDataParallel benchmark and profiler"};
   app.require_subcommand(1);
   RunConfig config;
@@ -345,6 +354,10 @@ int ddpbench_main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "ddpbench: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "ddpbench: failed: out of memory (std::bad_alloc): "
+              << read_memory_limits().describe() << "\n";
+    return kExitRuntime;
   } catch (const std::exception& e) {
     std::cerr << "ddpbench: failed: " << e.what() << "\n";
     return kExitRuntime;

@@ -64,6 +64,7 @@ int compare_command(const std::string& base, const std::string& now, double thre
     throw UsageError(e.what());
   }
   fmt::print("{}", r.table);
+  for (const auto& w : r.warnings) fmt::print(stderr, "ddpbench compare: warning: {}\n", w);
   if (r.regressed) {
     fmt::print("\nREGRESSED ({} past the {}% threshold):\n", r.regressions.size(), threshold_pct);
     for (const auto& line : r.regressions) fmt::print("  {}\n", line);

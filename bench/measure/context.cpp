@@ -72,4 +72,12 @@ nlohmann::json build_context() {
           {"environment", tuning_environment()}};
 }
 
+const char* ddpbench_version() {
+  return DDPB_VERSION;
+}
+
+const char* git_commit() {
+  return DDPB_GIT_COMMIT;
+}
+
 }  // namespace ddpb::bench

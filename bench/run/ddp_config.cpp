@@ -4,7 +4,9 @@
 
 #include <vector>
 
+#include "bench/measure/context.h"
 #include "comm/flight_recorder.h"
+#include "comm/tcp_store.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "reports/json_io.h"
@@ -35,7 +37,51 @@ std::string job_identity(const RunConfig& c, const comm::RankEnv& env) {
 }
 
 std::string default_flight_dir(const RunConfig& c, const comm::RankEnv& env) {
-  return c.flight_dir.empty() ? comm::default_flight_dir(env.master_port) : c.flight_dir;
+  if (!c.flight_dir.empty()) return c.flight_dir;
+  std::string note;
+  const std::string dir = comm::resolve_flight_dir(env.master_port, &note);
+  if (!note.empty()) fmt::print(stderr, "ddpbench: rank {}: {}\n", env.rank, note);
+  return dir;
+}
+
+std::string flight_job(const RunConfig& c, const comm::RankEnv& env) {
+  return comm::flight_job_id(comm::store_token_from_env(job_identity(c, env)));
+}
+
+namespace {
+
+// The configuration keys that may differ between ranks: where each writes (only rank 0 does),
+// and the flag world size, which a launcher's WORLD_SIZE replaces (compared as such).
+bool per_rank_key(const std::string& key) {
+  for (const char* k : {"out", "trace", "trace_steps", "dump", "init_from", "save_params",
+                        "flight_dir", "world_size"}) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+void flatten(const nlohmann::json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& out) {
+  for (const auto& [key, value] : j.items()) {
+    if (prefix.empty() && per_rank_key(key)) continue;
+    if (value.is_object()) {
+      flatten(value, prefix + key + ".", out);
+    } else {
+      out.emplace_back(prefix + key, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> training_fingerprint(const RunConfig& config,
+                                                                      const comm::RankEnv& env) {
+  std::vector<std::pair<std::string, std::string>> f = {
+      {"WORLD_SIZE", std::to_string(env.world_size)},
+      {"ddpbench version", ddpbench_version()},
+      {"git commit", git_commit()}};
+  flatten(config.to_json(), "", f);
+  return f;
 }
 
 comm::RendezvousOptions rendezvous_options(const RunConfig& config, const comm::RankEnv& env,
@@ -46,6 +92,7 @@ comm::RendezvousOptions rendezvous_options(const RunConfig& config, const comm::
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   o.job_identity = job_identity(config, env);
   o.init_method = config.rendezvous;
+  o.fingerprint = training_fingerprint(config, env);
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/memory_limits.h"
 #include "bench/measure/trace.h"
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/fault_injection.h"
@@ -26,18 +27,6 @@ std::string nearest_divisible(int64_t batch, int64_t ranks) {
   return below >= ranks ? fmt::format("{} or {}", below, above) : fmt::format("{}", above);
 }
 
-// Bytes of memory this machine has free (MemAvailable), or 0 when it cannot tell.
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
 // What one DDP rank (a process) or one DP replica (a thread) needs at least: the
 // parameters, their gradients, the optimizer state and DDP's buckets, plus a process's own
 // footprint (the runtime, BLAS, Gloo), measured at about 150 MiB per rank on CPU.
@@ -57,10 +46,21 @@ void check_cpu_capacity(const RunConfig& c) {
       << kMaxCpuDevices << " (this machine has " << std::thread::hardware_concurrency()
       << " cores)";
   const int64_t need = estimated_bytes_per_device(c) * c.world_size;
-  const int64_t have = available_memory_bytes();
+  const MemoryLimits limits = read_memory_limits();
+  const int64_t have = limits.available.value_or(0);
   DDPB_USAGE_CHECK(have == 0 || need <= have)
       << "--world-size " << c.world_size << " of " << c.workload << " needs about " << (need >> 20)
       << " MiB, but this machine has " << (have >> 20) << " MiB available";
+  // A process limit (ulimit -v, -d) too small for one process of the run: a DDP rank holds one
+  // device, single and DP all of theirs; each process maps what this one maps now, at least.
+  const int64_t per_process =
+      limits.mapped + estimated_bytes_per_device(c) * (c.mode == Mode::Ddp ? 1 : c.world_size);
+  const auto limit = limits.process_limit();
+  DDPB_USAGE_CHECK(!limit || per_process <= *limit)
+      << (c.mode == Mode::Ddp ? "each DDP rank" : "this run") << " of " << c.workload
+      << " needs at least " << (per_process >> 20) << " MiB of address space ("
+      << (limits.mapped >> 20) << " MiB mapped at start, " << (estimated_bytes_per_device(c) >> 20)
+      << " MiB per device), above the " << limits.describe();
 }
 
 void validate_ddp(const RunConfig& c) {

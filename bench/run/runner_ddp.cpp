@@ -29,7 +29,8 @@ class DdpRunner final : public ModeRunner, public RankedRun {
         << "--world-size " << config.world_size << " but the launcher started " << env_.world_size
         << " ranks";
     // The flight recorder dumps here on a timeout, a failure or a signal (comm/flight_recorder.h).
-    comm::set_flight_identity(env_.rank, env_.world_size, default_flight_dir(config, env_));
+    comm::set_flight_identity(env_.rank, env_.world_size, default_flight_dir(config, env_),
+                              flight_job(config, env_));
     comm::install_flight_recorder_signal_handlers();
     device_ = ddp_rank_device(config, env_);
     require_device(device_);
@@ -75,7 +76,23 @@ class DdpRunner final : public ModeRunner, public RankedRun {
         model_loss, optimizer, options);
     StepOutcome out = ddp_step_outcome(stats, env_.world_size, env_.rank);
     if (search_) after_tuned_step(out.step_ms);
+    warn_if_hook_compute_dominates(out);
     return out;
+  }
+
+  // A comm hook whose own compute (PowerSGD's products and orthogonalisation) takes most of the
+  // step costs more than it saves: rank 0 says so once (issue 25, P1).
+  void warn_if_hook_compute_dominates(const StepOutcome& out) {
+    if (warned_hook_compute_ || env_.rank != 0 || !out.mode || !out.mode->buckets) return;
+    double compute_ms = 0;
+    for (const auto& b : *out.mode->buckets) compute_ms += b.hook_compute_ms.value_or(0);
+    if (compute_ms <= 0.5 * out.step_ms) return;
+    warned_hook_compute_ = true;
+    fmt::print(stderr,
+               "ddpbench: warning: the {} comm hook's own compute took {:.1f} ms of the {:.1f} ms "
+               "step {} (more than half): it costs more than its compression saves; a lower "
+               "--powersgd-rank orthogonalises smaller matrices\n",
+               enum_name(config_.comm_hook), compute_ms, out.step_ms, step_);
   }
 
   // The warm-up search sees the step, and rank 0 says what it chose.
@@ -119,6 +136,7 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   int64_t step_ = 0;
   std::unique_ptr<WarmupBucketSearch> search_;  // --bucket-cap-mb auto
   bool reported_choice_ = false;
+  bool warned_hook_compute_ = false;
   int64_t clock_offset_ns_ = 0;
   comm::RankEnv env_;
   Device device_;

@@ -12,12 +12,15 @@
 #include "bench/measure/mfu.h"
 #include "bench/measure/stats.h"
 #include "bench/run/run_dump.h"
+#include "bench/run/step_watchdog.h"
+#include "comm/flight_recorder.h"
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/conv_plans.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
+#include "core/progress.h"
 #include "core/step_phase.h"
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
@@ -135,6 +138,7 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
   int micro = 0;
   const BatchFn next_batch = [&] {
     nvtx::Range r("data", nvtx::Category::Data);
+    progress::note_phase(step_phase_name(StepPhase::Data));
     auto t0 = std::chrono::steady_clock::now();
     Batch batch = loader.next();
     data_ms +=
@@ -176,7 +180,14 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
               DataLoader& loader, RunDump* dump, TraceWriter* trace) {
   StepLog log;
   const bool on_cuda = runner.devices().front().is_cuda();
+  // Every step is watched (Note [Step watchdog]): a stall outside any collective ends the run,
+  // naming the phase, rather than hanging it (or, in DDP, leaving the peers to time out on it).
+  const StepWatchdog watchdog(
+      std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000)),
+      runner.ranked() ? std::optional(runner.place().rank) : std::nullopt,
+      [] { return comm::flight_recorder().any_in_flight(); });
   for (int64_t step = 1; step <= config.total_steps(); ++step) {
+    progress::note_step(step);
     if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
     const int64_t step_start_ns = steady_now_ns();
     double data_ms = 0;

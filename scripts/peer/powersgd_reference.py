@@ -31,7 +31,9 @@ def orthogonalize(m, epsilon):
 
 
 def should_compress(rows, cols, rank, min_compression_rate):
-    return (rows + cols) * rank * min_compression_rate < rows * cols
+    # ddpbench's rule (impl_ddp/powersgd_hook.h): PyTorch's, and never into more values than M.
+    compressed = (rows + cols) * rank
+    return compressed * min_compression_rate < rows * cols and compressed < rows * cols
 
 
 class PowerSgdReference:

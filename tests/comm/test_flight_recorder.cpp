@@ -108,5 +108,91 @@ TEST(FlightDir, NoFolderAboveTheDumpFolderIsCreated) {
   std::filesystem::remove_all(missing);
 }
 
+// Dumps written into a fresh folder, for the doctor.
+class DumpFolder {
+ public:
+  DumpFolder()
+      : dir_(std::filesystem::temp_directory_path() /
+             ("ddpb_doctor_" + std::to_string(::getpid()) + "_" + std::to_string(++count_))) {
+    std::filesystem::create_directories(dir_);
+  }
+  ~DumpFolder() { std::filesystem::remove_all(dir_); }
+  void write(int rank, const nlohmann::json& fields, const nlohmann::json& entries) {
+    nlohmann::json doc = fields;
+    doc["rank"] = rank;
+    doc["world_size"] = 2;
+    // One entry in braces is that entry, not an array of it (nlohmann's initializer lists).
+    doc["entries"] = entries.is_array() ? entries : nlohmann::json::array({entries});
+    std::ofstream(dir_ / ("rank" + std::to_string(rank) + ".json")) << doc.dump();
+  }
+  std::string str() const { return dir_.string(); }
+
+ private:
+  static inline int count_ = 0;
+  std::filesystem::path dir_;
+};
+
+nlohmann::json entry(int64_t seq, const std::string& op, int64_t bytes, const std::string& state) {
+  return {{"seq", seq},     {"op", op},       {"tag", ""},
+          {"bytes", bytes}, {"dtype", "f32"}, {"state", state}};
+}
+
+// Issue 25, M3: allreduce #2 on one rank and allgather #2 on the other was "rank 1 issued
+// collectives only up to #2, while other ranks wait in #2", which never says the ops differ.
+TEST(FlightDoctor, ACollectiveMismatchIsNamedWithBothOps) {
+  DumpFolder d;
+  d.write(0, {{"reason", "timeout"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 4096, "started")});
+  d.write(1, {{"reason", "timeout"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allgather", 8192, "started")});
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_EQ(diag.verdicts.front(),
+            "collective mismatch at #2: rank 0 allreduce f32[1024], rank 1 allgather f32[2048]");
+}
+
+// Issue 25, M3: a rank stopped by someone else's SIGTERM is named as stopped, with where it
+// stood; one its own launcher stopped after another rank failed is a casualty.
+TEST(FlightDoctor, ARankStoppedFromOutsideIsNamedAsSignalled) {
+  DumpFolder d;
+  d.write(0, {{"reason", "timeout"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  d.write(1,
+          {{"reason", "signal SIGTERM from pid 4242"},
+           {"signal", {{"name", "SIGTERM"}, {"sender_pid", 4242}, {"from_parent", false}}},
+           {"progress", {{"step", 5}, {"phase", "backward_compute"}, {"in_phase_s", 2.5}}}},
+          {entry(1, "allreduce", 64, "completed")});
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_EQ(diag.verdicts.front(),
+            "rank 1 was stopped by SIGTERM from pid 4242 (not its launcher) after issuing "
+            "collectives up to #1 and was in phase backward_compute of step 5 for 2.5 s");
+  // Stopped by its launcher: the rank behind, with where it stood and what it never issued.
+  d.write(1,
+          {{"reason", "signal SIGTERM"},
+           {"signal", {{"name", "SIGTERM"}, {"sender_pid", 1}, {"from_parent", true}}},
+           {"progress", {{"step", 5}, {"phase", "forward"}, {"in_phase_s", 3.0}}}},
+          {entry(1, "allreduce", 64, "completed")});
+  EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front(),
+            "rank 1 is behind: it issued collectives only up to #1 and was in phase forward of "
+            "step 5 for 3.0 s, while other ranks wait in #2 allreduce, 64 bytes f32");
+}
+
+// Issue 25, M1: the folder of a port outlives its job; the launcher reads only its job's dumps.
+TEST(FlightDoctor, DumpsOfAnotherJobAreIgnored) {
+  DumpFolder d;
+  d.write(0, {{"reason", "timeout"}, {"job", "mine"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  d.write(1, {{"reason", "old"}, {"job", "earlier"}}, {entry(7, "allreduce", 64, "completed")});
+  const FlightDiagnosis mine = diagnose_flight_dir(d.str(), "mine");
+  EXPECT_EQ(mine.other_jobs, 1);
+  EXPECT_TRUE(mine.collective_trouble);
+  ASSERT_FALSE(mine.verdicts.empty());
+  EXPECT_EQ(mine.verdicts.front(),
+            "rank 1 is behind: it left no dump, while other ranks wait in #2 allreduce, 64 bytes "
+            "f32");
+  EXPECT_THROW(diagnose_flight_dir(d.str(), "a third job"), UsageError);
+}
+
 }  // namespace
 }  // namespace ddpb::comm

@@ -5,7 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -192,23 +196,44 @@ TEST(DdpUnusedParameters, WithoutTheFlagTheErrorNamesTheParameter) {
   EXPECT_NE(r.output.find("--find-unused-params"), std::string::npos) << r.output;
 }
 
-TEST(DdpFaults, MismatchedModelIsANamedError) {
-  // Ranks started by hand (as an external launcher would), with different models. They
-  // share a store token: without one, their different configurations would already be
-  // refused as two jobs (Note [Store job identity]).
+// Ranks started by hand (as an external launcher would) with a configuration of their own
+// each. They share a store token: without one, their different configurations would already be
+// refused as two jobs (Note [Store job identity]). Both fail at rendezvous, before any step, with
+// the field and both values named (Note [Configuration fingerprint]; issue 25, M4: a different
+// --lr used to train and fail later as "replicas diverged", a different model as a model
+// mismatch after the process group was up).
+void expect_configuration_mismatch(const std::string& flags0, const std::string& flags1,
+                                   const std::string& line, int port) {
   TempDir dir("ddp_mismatch");
-  std::string env =
-      "MASTER_ADDR=127.0.0.1 MASTER_PORT=29581 WORLD_SIZE=2 DDPBENCH_STORE_TOKEN=mismatch-test";
+  std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                    " WORLD_SIZE=2 DDPBENCH_STORE_TOKEN=mismatch-test";
   std::string args =
-      " --mode ddp --world-size 2 --global-batch 8 --steps 1 --warmup 0 --quiet --timeout 20";
-  std::string cmd1 = env + " RANK=1 LOCAL_RANK=1 " + std::string(DDPBENCH_BIN) +
-                     " run --workload gpt-tiny" + args + " > " + (dir / "rank1.log") + " 2>&1 &";
+      " --mode ddp --world-size 2 --global-batch 8 --steps 20 --warmup 0 "
+      "--quiet --timeout 20 ";
+  std::string cmd1 = "(" + env + " RANK=1 LOCAL_RANK=1 " + std::string(DDPBENCH_BIN) + " run" +
+                     args + flags1 + " > " + (dir / "rank1.log") + " 2>&1; echo $? > " +
+                     (dir / "rank1.rc") + ") &";
   ASSERT_EQ(std::system(cmd1.c_str()), 0);
-  CliResult r0 = run_cli("run --workload mlp-small" + args, env + " RANK=0 LOCAL_RANK=0");
+  const auto t0 = std::chrono::steady_clock::now();
+  CliResult r0 = run_cli("run" + args + flags0, env + " RANK=0 LOCAL_RANK=0");
   EXPECT_EQ(r0.code, 2) << r0.output;
-  EXPECT_NE(r0.output.find("DDP model mismatch"), std::string::npos) << r0.output;
-  EXPECT_NE(r0.output.find("rank(s) 1"), std::string::npos) << r0.output;
-  std::system("sleep 1");
+  EXPECT_NE(r0.output.find(line), std::string::npos) << r0.output;
+  EXPECT_EQ(r0.output.find("step "), std::string::npos) << "no step ran:\n" << r0.output;
+  for (int i = 0; i < 100 && !std::filesystem::exists(dir / "rank1.rc"); ++i)
+    std::system("sleep 0.1");
+  EXPECT_EQ(testing::read_file_bytes(dir / "rank1.log").find(line) != std::string::npos, true)
+      << testing::read_file_bytes(dir / "rank1.log");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0)
+      << "at once, not after a timeout";
+}
+
+TEST(DdpFaults, ConfigurationMismatchFailsAtRendezvousNamingTheField) {
+  expect_configuration_mismatch("--workload mlp-small --lr 0.01", "--workload mlp-small --lr 0.02",
+                                "configuration mismatch at rendezvous: optimizer.lr is 0.01 on "
+                                "rank 0 but 0.02 on rank 1",
+                                29581);
+  expect_configuration_mismatch("--workload mlp-small", "--workload gpt-tiny",
+                                "workload is mlp-small on rank 0 but gpt-tiny on rank 1", 29585);
 }
 
 TEST(DdpFaults, MissingRankAtRendezvousTimesOut) {
@@ -453,11 +478,18 @@ TEST(DdpFaults, HangIsDetectedAndTheDoctorNamesTheRankBehind) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_LT(secs, 30.0) << "detected within the timeout, not a hang";
-  EXPECT_NE(r.output.find("did not complete within the group timeout"), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("ddpbench doctor " + flight), std::string::npos) << r.output;
-  // The launcher names the rank that hung, not the bystander whose timeout ended the run.
-  EXPECT_NE(r.output.find("ddpbench launcher: rank 1 is behind"), std::string::npos) << r.output;
+  // The launcher names the rank that hung, not the bystander whose timeout ended the run, and
+  // the phase it hung in: from the flight recorder when a peer's collective timed out first,
+  // or from the hung rank's own step watchdog when that fired first (Note [Step watchdog]).
+  const bool from_dumps =
+      r.output.find("ddpbench launcher: rank 1 is behind") != std::string::npos &&
+      r.output.find("did not complete within the group timeout") != std::string::npos &&
+      r.output.find("ddpbench doctor " + flight) != std::string::npos;
+  const bool from_watchdog =
+      r.output.find("ddpbench launcher: rank 1 exited with code 1: no progress") !=
+      std::string::npos;
+  EXPECT_TRUE(from_dumps || from_watchdog) << r.output;
+  EXPECT_NE(r.output.find("phase forward of step 3"), std::string::npos) << r.output;
   CliResult doc = run_cli("doctor " + flight);
   EXPECT_EQ(doc.code, 0) << doc.output;
   EXPECT_NE(doc.output.find("verdict: rank 1 is behind"), std::string::npos) << doc.output;
@@ -524,6 +556,137 @@ TEST(DdpFaults, DoctorWithoutDumpsIsAUsageError) {
   CliResult r = run_cli("doctor " + dir.path().string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("no flight-recorder dumps"), std::string::npos) << r.output;
+}
+
+// Issue 25, M5: a rank's output reached its launcher block-buffered, so a rank that died left
+// stale or no last lines. Ranks write line by line: the crashed rank's last lines are its last
+// steps.
+TEST(DdpLauncher, ACrashedRanksLastLinesAreItsTrueLastLines) {
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+      "--warmup 0 --timeout 5 --inject-fault crash@rank=1,step=4");
+  EXPECT_EQ(r.code, 1) << r.output;
+  const size_t last = r.output.find("its last lines:");
+  ASSERT_NE(last, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step    3/6", last), std::string::npos)
+      << "the crashed rank's step 3 line is among its last lines:\n"
+      << r.output;
+}
+
+// Issue 25, M1: the launcher read an earlier job's dumps in the port's folder and blamed a rank
+// of this job for it. A planted dump of another job is ignored.
+TEST(DdpLauncher, AnotherJobsDumpsAreIgnored) {
+  TempDir dir("ddp_stale_dump");
+  const std::string flight = dir / "flight";
+  std::filesystem::create_directories(flight);
+  std::ofstream(flight + "/rank1.json") << nlohmann::json{
+      {"rank", 1},
+      {"world_size", 2},
+      {"job", "an-earlier-job"},
+      {"reason", "old"},
+      {"entries",
+       {{{"seq", 40},
+         {"op", "allreduce"},
+         {"tag", ""},
+         {"bytes", 4},
+         {"dtype", "f32"},
+         {"state", "completed"}}}}}.dump();
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+      "--warmup 0 --quiet --timeout 3 --inject-fault crash@rank=1,step=3 --flight-dir " +
+      flight);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 is behind: it left no dump"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("#40"), std::string::npos) << "the stale dump was read:\n" << r.output;
+}
+
+// Issue 25, M2: rank 0 failing on its own (here its --save-params over `ulimit -f`, EFBIG) was
+// blamed on rank 1, whose connection to it closed a moment earlier. A rank's own failure
+// outranks a peer's echo of it, and is said as it is (no flight-recorder verdict).
+TEST(DdpLauncher, ARanksOwnFailureOutranksItsPeersLostConnection) {
+  TempDir dir("ddp_own_failure");
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 2 "
+      "--warmup 0 --quiet --timeout 5 --save-params " +
+          (dir / "p.safetensors"),
+      "ulimit -f 256;");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("ddpbench launcher: rank 0 exited with code 1: "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("File too large"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("is behind"), std::string::npos) << r.output;
+}
+
+// Issue 25, M11: a second launcher as node 0 on a taken --master-port was reported as "rank 1 is
+// behind". It is refused up front, naming the port.
+TEST(DdpLauncher, ATakenMasterPortIsNamed) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const std::string port = std::to_string(ntohs(sa.sin_port));
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --nnodes 2 --node-rank 0 "
+      "--master-port " +
+          port + " --workload mlp-small --steps 1 --quiet",
+      "DDPBENCH_STORE_TOKEN=taken-port");
+  ::close(fd);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--master-port " + port +
+                          " on 127.0.0.1 is taken: another launcher "
+                          "already holds it as node 0"),
+            std::string::npos)
+      << r.output;
+}
+
+// Issue 25, M8: with too few descriptors (ulimit -n) the store's EMFILE surfaced as "not every
+// rank arrived". The limit is raised when it can be, and named when it cannot.
+TEST(DdpRendezvous, TooFewOpenFilesAreNamedWithTheLimit) {
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --steps 1 --warmup 0 --quiet "
+      "--timeout 5",
+      "ulimit -n 40;");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("too many open files"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the limit (ulimit -n) is 40"), std::string::npos) << r.output;
+  const CliResult raised =
+      run_cli("run --mode ddp --world-size 2 --workload mlp-small --steps 1 --warmup 0 --quiet",
+              "ulimit -S -n 40;");
+  EXPECT_EQ(raised.code, 0) << "a soft limit is raised to what a rank needs:\n" << raised.output;
+}
+
+// Issue 25, H5: the rendezvous of a world that never arrives (1024 ranks, one started) fails
+// within --timeout, pair creation included, not after a wait per phase.
+TEST(DdpRendezvous, AWorldThatNeverArrivesFailsWithinTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r =
+      run_cli("run --mode ddp --workload mlp-small --steps 1 --quiet --timeout 2",
+              "MASTER_ADDR=127.0.0.1 MASTER_PORT=29587 WORLD_SIZE=1024 RANK=0 LOCAL_RANK=0");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_LT(secs, 8.0) << r.output;
+}
+
+// Issue 25, S1: a folder of another user where the port's dumps would go stopped every DDP job
+// on that port. The job runs, with its dumps in a private folder it names.
+TEST(DdpFlightDir, AnotherUsersFolderMeansAPrivateOneNotARefusal) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to plant a folder owned by another user";
+  TempDir dir("ddp_s1");
+  const std::string planted = dir / "ddpbench-flight-29589";
+  std::filesystem::create_directories(planted);
+  ASSERT_EQ(::chown(planted.c_str(), 65534, 65534), 0);
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --steps 1 --warmup 0 --quiet "
+      "--master-port 29589",
+      "TMPDIR=" + dir.path().string() + " XDG_RUNTIME_DIR=");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("flight-recorder dumps go to " + planted + "-"), std::string::npos)
+      << r.output;
 }
 
 TEST(DdpCli, GlobalBatchMustDivide) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <fstream>
 
 #include "ddp_runs.h"
@@ -91,6 +92,27 @@ TEST(DdpPowerSgd, OptionsAreCheckedAsUsageErrors) {
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
     EXPECT_NE(r.output.find("powersgd"), std::string::npos) << r.output;
   }
+}
+
+// Issue 25, P1: --powersgd-rank 1024 with no minimum compression rate made a step of
+// mlp-small take 50 s (P and Q larger than the matrices, orthogonalised every step). Such a
+// rank now sends the matrices uncompressed, and a rank whose orthogonalisation still dwarfs
+// the step is warned about.
+TEST(DdpPowerSgd, ARankThatCannotCompressIsNotOrthogonalisedAndADominantHookIsWarned) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult big = run_cli(std::string("run ") + kMlp +
+                                " --steps 3 --warmup 1 --quiet --comm-hook powersgd "
+                                "--powersgd-start-iter 2 --powersgd-rank 1024 "
+                                "--powersgd-min-compression-rate 0");
+  EXPECT_EQ(big.code, 0) << big.output;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+  const CliResult heavy = run_cli(std::string("run ") + kMlp +
+                                  " --steps 2 --warmup 1 --quiet --comm-hook powersgd "
+                                  "--powersgd-start-iter 2 --powersgd-rank 200");
+  EXPECT_EQ(heavy.code, 0) << heavy.output;
+  EXPECT_NE(heavy.output.find("ddpbench: warning: the powersgd comm hook's own compute took"),
+            std::string::npos)
+      << heavy.output;
 }
 
 }  // namespace

@@ -134,6 +134,14 @@ json run_record(double samples, const std::vector<std::pair<bool, double>>& over
       {"ranks",
        {{{"rank", 1},
          {"memory", {{{"device", "cpu:1"}, {"peak_bytes", 1500}, {"reserved_bytes", 2000}}}}}}},
+      {"config",
+       {{"mode", "ddp"},
+        {"workload", "mlp-small"},
+        {"device", "cpu"},
+        {"world_size", 2},
+        {"global_batch", 64},
+        {"precision", "fp32"},
+        {"comm_hook", "none"}}},
       {"steps", json::array()}};
   int step = 1;
   for (const auto& [measured, overlap] : overlaps) {
@@ -173,6 +181,34 @@ TEST(Compare, RefusesMixedOrUnknownKindsAndBadThresholds) {
   EXPECT_THROW(compare_reports(json::array(), json::array(), 5), ReportError);
   EXPECT_THROW(compare_reports(run, run, -1), ReportError);
   EXPECT_THROW(compare_reports(run, run, std::numeric_limits<double>::quiet_NaN()), ReportError);
+}
+
+// Issue 25, M6: an mlp-small DDP record against a gpt-tiny single one was "REGRESSED -87.9%".
+// Runs are compared only when they ran the same thing; when nothing matches, compare refuses.
+TEST(Compare, UnrelatedRecordsAreRefusedAndMismatchedRunsAreNotCompared) {
+  const json base = run_record(5000, {});
+  json other = run_record(600, {});
+  other["config"]["workload"] = "gpt-tiny";
+  other["config"]["mode"] = "single";
+  other["config"]["world_size"] = 1;
+  try {
+    compare_reports(base, other, 5);
+    ADD_FAILURE() << "compared an mlp-small DDP record with a gpt-tiny single one";
+  } catch (const ReportError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("nothing to compare"), std::string::npos) << what;
+    EXPECT_NE(what.find("mlp-small ddp on 2 cpu device(s)"), std::string::npos) << what;
+    EXPECT_NE(what.find("gpt-tiny single"), std::string::npos) << what;
+  }
+  // In suites, a run of one id but another global batch is listed, warned about, not judged.
+  json now = make_suite();
+  run_by_id(now, kRun)["global_batch"] = 128;
+  run_by_id(now, kRun)["metrics"]["samples_per_s"] = 1.0;
+  const auto r = compare_reports(make_suite(), now, 5);
+  EXPECT_FALSE(r.regressed) << r.table;
+  EXPECT_NE(r.table.find("NOT COMPARED"), std::string::npos) << r.table;
+  EXPECT_TRUE(mentions(r.warnings, std::string(kRun) + ": not compared, the runs differ"))
+      << r.table;
 }
 
 }  // namespace

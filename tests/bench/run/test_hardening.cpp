@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -262,6 +263,93 @@ TEST(RunOutput, APathThatIsNotUtf8IsWrittenNotAJsonException) {
   const auto r = run_cli(kRun + "--out '" + out + "'");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(out));
+}
+
+// Issue 25, D5: `ddpbench run | head` killed the run with SIGPIPE (exit 141, no record). The
+// run trains on, as `tee -p` would, and writes its record (Note [Output that outlives its
+// reader]).
+TEST(RunOutput, APipeClosedByItsReaderLeavesTheRunGoingAndTheRecordWritten) {
+  TempDir dir("sigpipe");
+  const std::string out = dir / "r.json";
+  const std::string cmd = "bash -c 'set -o pipefail; " + std::string(DDPBENCH_BIN) +
+                          " run --workload mlp-small --steps 40 --warmup 0 --out " + out +
+                          " | head -n 1 > /dev/null; echo rc=${PIPESTATUS[0]}'";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string output;
+  char buf[256];
+  while (std::fgets(buf, sizeof(buf), pipe)) output += buf;
+  ::pclose(pipe);
+  EXPECT_NE(output.find("rc=0"), std::string::npos) << output;
+  ASSERT_TRUE(fs::exists(out)) << output;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(out))["steps"].size(), 40u);
+}
+
+// What a process of ddpbench maps before it allocates anything (its libraries: about 1 GiB with
+// CUDA's), read off the refusal of a run far too big for a 2.9 GiB address space.
+int64_t mapped_at_start_mib() {
+  const auto r =
+      run_cli("run --workload mlp-wide --steps 1 --warmup 0 --quiet", "ulimit -v 3000000;");
+  const size_t at = r.output.find(" MiB mapped at start");
+  if (r.code != 2 || at == std::string::npos) return -1;
+  const size_t open = r.output.rfind('(', at);
+  return std::stoll(r.output.substr(open + 1, at - open - 1));
+}
+
+// Issue 25, H6: a run that cannot fit a process limit (ulimit -v) is refused before it starts,
+// with what it needs and what the limit is.
+TEST(Memory, AnAddressSpaceLimitBelowWhatTheRunNeedsIsRefusedUpFront) {
+  const int64_t mapped = mapped_at_start_mib();
+  ASSERT_GT(mapped, 0) << "the refusal of mlp-wide under 2.9 GiB should say what was mapped";
+  const std::string limit = "ulimit -v " + std::to_string((mapped + 64) * 1024) + ";";
+  for (const std::string mode :
+       {"--mode single", "--mode dp --world-size 2", "--mode ddp --world-size 2"}) {
+    const auto r = run_cli("run --workload embed --steps 1 --warmup 0 --quiet " + mode, limit);
+    EXPECT_EQ(r.code, 2) << mode << "\n" << r.output;
+    EXPECT_NE(r.output.find("of address space"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("address-space limit (ulimit -v)"), std::string::npos) << r.output;
+  }
+}
+
+// Issue 25, C1 and H6: under an address-space limit a run aborted (std::bad_alloc, or a DP
+// worker thread that could not start: "terminate called", exit 134), or spun forever in
+// OpenBLAS's allocation retry loop. At every limit it now ends within its --timeout with one
+// "ddpbench:" line: out of memory (exit 1, naming what was asked and the limit), the step
+// watchdog (exit 1, naming the phase), or the up-front refusal (exit 2).
+TEST(Memory, UnderAnyAddressSpaceLimitARunEndsWithOneLineNeverAnAbortOrAHang) {
+  const int64_t mapped = mapped_at_start_mib();
+  ASSERT_GT(mapped, 0);
+  for (const int64_t above : {100, 300, 600}) {
+    const std::string limit = "ulimit -v " + std::to_string((mapped + above) * 1024) + ";";
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = run_cli(
+        "run --mode dp --world-size 2 --workload gpt-tiny --global-batch 1024 --steps 1 "
+        "--warmup 0 --quiet --timeout 5",
+        limit);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string at = "limit +" + std::to_string(above) + " MiB: ";
+    EXPECT_TRUE(r.code == 1 || r.code == 2 || r.code == 0) << at << r.code << "\n" << r.output;
+    EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << at << r.output;
+    EXPECT_LT(secs, 60.0) << at << "the run did not end within its timeout";
+    if (r.code != 0) {
+      EXPECT_TRUE(r.output.find("ddpbench: failed: ") != std::string::npos ||
+                  r.output.find("ddpbench: error: ") != std::string::npos)
+          << at << r.output;
+    }
+    if (r.code == 1 && r.output.find("out of memory") != std::string::npos)
+      EXPECT_NE(r.output.find("address-space limit (ulimit -v)"), std::string::npos) << r.output;
+  }
+}
+
+// A crash (here a SIGSEGV sent from outside, as a library's bad access would raise it) says so
+// on one line and still dies of the signal, as its launcher expects of a crash.
+TEST(Crash, ASegfaultIsOneLineAndTheSignal) {
+  const auto r = run_cli(
+      "run --workload mlp-small --steps 100000 --warmup 0 --quiet 2>&1 & pid=$!; sleep 1.5; "
+      "kill -SEGV $pid; wait $pid; echo rc=$?; true",
+      "");
+  EXPECT_NE(r.output.find("ddpbench: failed: crashed with SIGSEGV"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rc=139"), std::string::npos) << r.output;
 }
 
 }  // namespace

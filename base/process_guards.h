@@ -14,8 +14,8 @@
 // A failure nobody catches (an exception leaving a thread, std::bad_alloc where no handler
 // waits, a std::thread destroyed while running) ends the process with one "ddpbench: failed:"
 // line and exit code 1, not abort()'s core dump and exit 134. A crash (SIGSEGV, SIGBUS, SIGILL,
-// SIGFPE, SIGABRT; as a library that fails to map memory under `ulimit -v` gives) says so on one line
-// too, naming the address-space limit when one is set, runs the crash hook (a DDP rank's
+// SIGFPE, SIGABRT; as a library that fails to map memory under `ulimit -v` gives) says so on one
+// line too, naming the address-space limit when one is set, runs the crash hook (a DDP rank's
 // flight-recorder dump) and then dies of the signal, as a crash must for its launcher.
 #pragma once
 

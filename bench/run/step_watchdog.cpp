@@ -30,8 +30,8 @@ void StepWatchdog::watch() {
   nvtx::name_thread("ddpb-watchdog");
   using Clock = std::chrono::steady_clock;
   // Looks often enough that a stall is reported within a tenth of the timeout of it.
-  const auto poll = std::clamp(timeout_ / 10, std::chrono::milliseconds(10),
-                               std::chrono::milliseconds(1000));
+  const auto poll =
+      std::clamp(timeout_ / 10, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   progress::Mark last = progress::current();
   Clock::time_point since = Clock::now();
   std::unique_lock lock(mutex_);
@@ -48,10 +48,9 @@ void StepWatchdog::watch() {
 }
 
 void StepWatchdog::fire(double stalled_s, const progress::Mark& at) {
-  const std::string head =
-      rank_ ? "ddpbench: rank " + std::to_string(*rank_) + " failed at step " +
-                  std::to_string(at.step) + ": "
-            : "ddpbench: failed: step " + std::to_string(at.step) + " made ";
+  const std::string head = rank_ ? "ddpbench: rank " + std::to_string(*rank_) + " failed at step " +
+                                       std::to_string(at.step) + ": "
+                                 : "ddpbench: failed: step " + std::to_string(at.step) + " made ";
   const std::string line =
       head + "no progress for " + fmt::format("{:.1f}", stalled_s) + " s in phase " +
       (at.phase.empty() ? std::string("(none yet)") : at.phase) +
@@ -61,7 +60,8 @@ void StepWatchdog::fire(double stalled_s, const progress::Mark& at) {
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
   const std::string dumped = comm::dump_flight_recorder(line.substr(0, line.size() - 1));
-  if (!dumped.empty()) std::fprintf(stderr, "ddpbench: flight recorder dumped to %s\n", dumped.c_str());
+  if (!dumped.empty())
+    std::fprintf(stderr, "ddpbench: flight recorder dumped to %s\n", dumped.c_str());
   std::fflush(stderr);
   ::_exit(1);  // the stalled thread cannot be unwound
 }

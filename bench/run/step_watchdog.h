@@ -38,7 +38,7 @@ class StepWatchdog {
   const std::function<bool()> excused_;
   std::mutex mutex_;
   std::condition_variable stop_cv_;
-  bool stop_ = false;  // guarded by mutex_
+  bool stop_ = false;   // guarded by mutex_
   std::thread thread_;  // last: starts after the members it reads
 };
 

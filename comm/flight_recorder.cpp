@@ -250,6 +250,21 @@ std::string dump_flight_recorder(const std::string& reason,
 
 namespace {
 
+std::mutex g_hooks_mutex;
+std::map<int, std::function<void()>> g_hooks;  // guarded by g_hooks_mutex
+int g_next_hook = 0;                           // guarded by g_hooks_mutex
+
+// Under the lock: a hook's owner removing it waits until it has run.
+void run_termination_hooks() {
+  const std::lock_guard lock(g_hooks_mutex);
+  for (auto& [id, hook] : g_hooks) {
+    try {
+      hook();
+    } catch (...) {
+    }
+  }
+}
+
 // Requests from the signal handlers to the dump thread: sem_post is async-signal-safe, and the
 // thread does the dump (locks, JSON, a file) outside any handler.
 sem_t g_requests;
@@ -285,6 +300,7 @@ void serve_dump_requests() {
       dump_flight_recorder(
           "signal SIGTERM" + (sender > 0 ? " from pid " + std::to_string(sender) : std::string()),
           SignalSource{"SIGTERM", sender});
+      run_termination_hooks();
       ::signal(SIGTERM, SIG_DFL);
       ::raise(SIGTERM);
     }
@@ -292,6 +308,17 @@ void serve_dump_requests() {
 }
 
 }  // namespace
+
+int add_termination_hook(std::function<void()> hook) {
+  const std::lock_guard lock(g_hooks_mutex);
+  g_hooks.emplace(g_next_hook, std::move(hook));
+  return g_next_hook++;
+}
+
+void remove_termination_hook(int id) {
+  const std::lock_guard lock(g_hooks_mutex);
+  g_hooks.erase(id);
+}
 
 void install_flight_recorder_signal_handlers() {
   static bool installed = false;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -82,6 +83,12 @@ struct SignalSource {
 // is set or the write failed (never throws).
 std::string dump_flight_recorder(const std::string& reason,
                                  const std::optional<SignalSource>& signal = std::nullopt) noexcept;
+// Work to do when SIGTERM ends the process, after the dump and before the process dies (a
+// failed run's partial trace): run from the dump thread, while other threads may still run.
+// Returns an id for remove_termination_hook.
+int add_termination_hook(std::function<void()> hook);
+void remove_termination_hook(int id);
+
 // SIGUSR1 dumps on request and SIGTERM dumps (naming its sender) and then ends the process as
 // it would have, both from a thread of their own; a crash (base/process_guards.h's crash
 // handler: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) dumps from the handler (best effort) and

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "bench/cli/cli_flags.h"
 #include "bench/project/suite_projection.h"
+#include "bench/run/cli_flags.h"
 #include "core/check.h"
 #include "reports/html_report.h"
 #include "reports/json_io.h"

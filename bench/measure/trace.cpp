@@ -29,6 +29,7 @@ void TraceWriter::add_step(int64_t step, int64_t step_start_ns,
                            const std::vector<std::pair<std::string, double>>& phases,
                            const std::vector<TraceSpan>& spans) {
   if (!wants(step)) return;
+  const std::lock_guard lock(mutex_);
   const double start_us = static_cast<double>(step_start_ns) / 1000.0;
   double t = start_us, total = 0;
   for (const auto& [name, ms] : phases) total += ms;
@@ -66,6 +67,7 @@ void TraceWriter::add_step(int64_t step, int64_t step_start_ns,
 }
 
 nlohmann::json TraceWriter::events() const {
+  const std::lock_guard lock(mutex_);
   nlohmann::json out = events_;
   out.push_back({{"name", "process_name"},
                  {"ph", "M"},

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +40,8 @@ class TraceWriter {
                 const std::vector<std::pair<std::string, double>>& phases,
                 const std::vector<TraceSpan>& spans);
   // This rank's events (ts still in absolute steady-clock microseconds), with the
-  // process/thread name metadata.
+  // process/thread name metadata. Thread-safe with add_step (a SIGTERM's partial trace is
+  // written from another thread while the loop runs).
   nlohmann::json events() const;
   // The whole document from every rank's events, each shifted by offsets_ns[rank] (added to
   // its timestamps to move them onto rank 0's clock).
@@ -50,6 +52,7 @@ class TraceWriter {
   int tid(const std::string& track);
   int rank_;
   int64_t first_step_, last_step_;
+  mutable std::mutex mutex_;  // guards tids_ and events_
   std::map<std::string, int> tids_;
   nlohmann::json events_ = nlohmann::json::array();
 };

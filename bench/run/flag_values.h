@@ -5,7 +5,7 @@
 // accepts what the parse stopped short of. Every numeric value ddpbench reads from a flag or a
 // flag's sub-field (--inject-fault rank=R) goes through these instead: the whole text must be
 // a number, finite, inside [lo, hi], or it is a usage error (exit 2) that names the flag, the
-// text and the range. The CLI11 side is bench/cli/cli_flags.h.
+// text and the range. The CLI11 side is bench/run/cli_flags.h.
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,7 @@
 
 namespace ddpb::bench {
 
-// The ranges of the numeric flags (bench/cli/cli_flags.h). A CPU run is further bounded by
+// The ranges of the numeric flags (bench/run/cli_flags.h). A CPU run is further bounded by
 // kMaxCpuDevices and by the memory its ranks or replicas need (RunConfig::validate).
 inline constexpr int64_t kMaxWorldSize = 1024;
 static_assert(kMaxWorldSize == comm::kMaxEnvWorldSize, "--world-size and WORLD_SIZE share a limit");

@@ -160,19 +160,37 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
 }
 
 // A failed run still leaves a valid trace of the steps it finished (this rank's events).
-struct PartialTrace {
-  TraceWriter* trace;
-  const RunConfig& config;
-  ModeRunner& runner;
-  bool done = false;
+// Also when SIGTERM stops a DDP rank (its launcher's answer to another rank's crash): rank 0
+// then writes what it has from the flight recorder's thread (issue 25, D4).
+class PartialTrace {
+ public:
+  PartialTrace(TraceWriter* trace, const RunConfig& config, ModeRunner& runner)
+      : trace_(trace), config_(config), runner_(runner) {
+    if (trace_ && runner_.place().primary())
+      hook_ = comm::add_termination_hook([this] { write(); });
+  }
   ~PartialTrace() {
-    if (!trace || done || !runner.place().primary()) return;
+    if (hook_ >= 0) comm::remove_termination_hook(hook_);
+    if (!done) write();
+  }
+  PartialTrace(const PartialTrace&) = delete;
+  PartialTrace& operator=(const PartialTrace&) = delete;
+
+  bool done = false;  // the whole trace was written
+
+ private:
+  void write() const {
+    if (!trace_ || !runner_.place().primary()) return;
     try {
-      reports::write_json_atomic(
-          config.trace, TraceWriter::document({trace->events()}, {0}, runner.place().world_size));
+      reports::write_json_atomic(config_.trace, TraceWriter::document({trace_->events()}, {0},
+                                                                      runner_.place().world_size));
     } catch (...) {
     }
   }
+  TraceWriter* trace_;
+  const RunConfig& config_;
+  ModeRunner& runner_;
+  int hook_ = -1;
 };
 
 // The training loop: warm-up and measured steps, each logged, traced and printed.
@@ -341,7 +359,7 @@ reports::RunRecord run_training(const RunConfig& config) {
     auto [first, last] = parse_trace_steps(config.trace_steps);
     trace = std::make_unique<TraceWriter>(place.rank, first, last);
   }
-  PartialTrace partial_trace{trace.get(), config, *runner};
+  PartialTrace partial_trace(trace.get(), config, *runner);
   StepLog log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
 
   reports::RunRecord record = make_record(config, *runner, log);

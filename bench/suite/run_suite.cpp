@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "base/input_file.h"
 #include "base/subprocess.h"
@@ -31,6 +32,7 @@
 #include "core/ops.h"
 #include "reports/html_report.h"
 #include "reports/json_io.h"
+#include "reports/report_util.h"
 #include "reports/schema_validator.h"
 
 namespace fs = std::filesystem;
@@ -206,6 +208,69 @@ void print_summary(const SuiteRecord& suite) {
   }
 }
 
+// Note [A results folder is data]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// suite.json stores each run's arguments and the paths of its files, but --resume never takes
+// them as instructions: an edited or planted suite.json could otherwise make the suite run
+// flags of its choosing (an injected --dump that overwrote a file elsewhere), or read any file
+// of the machine as a run's record and echo it. So --resume rebuilds every run from the matrix
+// (the suite block), refuses a suite.json whose runs or stored arguments differ from what the
+// matrix gives, naming the run, and accepts only the paths the suite itself would have written,
+// inside the folder (issue 25, D1, S3).
+void check_resumed_runs(const SuiteRecord& record, const SuiteSpec& spec, const std::string& path) {
+  const std::vector<SuiteRun> expected = expand_suite(spec);
+  const auto find = [](const std::vector<SuiteRun>& runs, const std::string& id) {
+    const auto it =
+        std::find_if(runs.begin(), runs.end(), [&](const SuiteRun& r) { return r.id == id; });
+    return it == runs.end() ? nullptr : &*it;
+  };
+  for (const SuiteRun& e : expected) {
+    DDPB_USAGE_CHECK(find(record.runs, e.id))
+        << path << ": run " << e.id
+        << " of its matrix is missing: not a suite.json this suite wrote";
+  }
+  for (const SuiteRun& r : record.runs) {
+    const SuiteRun* e = find(expected, r.id);
+    DDPB_USAGE_CHECK(e) << path << ": run " << reports::printable(r.id)
+                        << " is not one of its matrix's runs: not a suite.json this suite wrote";
+    DDPB_USAGE_CHECK(r.args == e->args)
+        << path << ": run " << r.id << " holds arguments its matrix does not give ("
+        << reports::printable(fmt::format("{}", fmt::join(r.args, " "))) << "; the matrix gives "
+        << fmt::format("{}", fmt::join(e->args, " "))
+        << "): a results folder is data, not a program (Note [A results folder is data])";
+    const std::string stem = run_file_stem(r.id);
+    for (const auto& [field, value, want] :
+         {std::tuple{"record", r.record, "runs/" + stem + ".json"},
+          std::tuple{"log", r.log, "logs/" + stem + ".log"},
+          std::tuple{"params", r.params, "params/" + stem + ".safetensors"},
+          std::tuple{"trace", r.trace, "traces/" + stem + ".json"}}) {
+      DDPB_USAGE_CHECK(!value || *value == want)
+          << path << ": run " << r.id << "'s " << field << " is "
+          << reports::printable(value->substr(0, 200)) << ", not this folder's " << want
+          << " (Note [A results folder is data])";
+    }
+  }
+}
+
+// A folder written by another build or machine is resumed, with a word: its runs so far and
+// the ones run now may not compare (issue 25, M7).
+void warn_if_written_elsewhere(const reports::RunContext& then, const std::string& dir) {
+  const nlohmann::json now = build_context();
+  const std::string version = now.value("ddpbench_version", ""), host = now.value("host", "");
+  const std::string commit = now.value("git_commit", "");
+  std::string differs;
+  if (then.ddpbench_version != version)
+    differs += " version " + then.ddpbench_version + " (this is " + version + ")";
+  if (then.git_commit.value_or(commit) != commit)
+    differs += " commit " + *then.git_commit + " (this is " + commit + ")";
+  if (then.host != host) differs += " host " + then.host + " (this is " + host + ")";
+  if (differs.empty()) return;
+  fmt::print(stderr,
+             "ddpbench suite: warning: {} was written by another build or machine:{}; its finished "
+             "runs and the runs made now may not compare\n",
+             dir, reports::printable(differs));
+}
+
 // The suite record of --resume DIR, with its matrix checked against this machine.
 SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
@@ -228,6 +293,12 @@ SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   if (o.with_pytorch) spec.with_pytorch = true;
   validate_suite(spec, gpus);
   SuiteRecord record = SuiteRecord::from_json(suite);
+  check_resumed_runs(record, spec, path);
+  warn_if_written_elsewhere(record.context, o.resume);
+  const auto failed = std::count_if(record.runs.begin(), record.runs.end(), [](const SuiteRun& r) {
+    return r.status == RunStatus::Failed;
+  });
+  if (failed > 0) fmt::print("ddpbench suite: --resume retries {} failed run(s)\n", failed);
   record.suite = spec.to_matrix();
   nlohmann::json& resumed = record.context.extra.value["resumed"];
   if (!resumed.is_array()) resumed = nlohmann::json::array();
@@ -268,8 +339,11 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
   return suite;
 }
 
+// What a suite (and --resume) runs: every run without a result, failed ones included (issue 25,
+// M7: after a full disk, --resume used to keep the failures and call the suite complete).
 bool to_run(const SuiteRun& run) {
-  return run.status == RunStatus::Pending || run.status == RunStatus::Interrupted;
+  return run.status == RunStatus::Pending || run.status == RunStatus::Interrupted ||
+         run.status == RunStatus::Failed;
 }
 
 // Runs what is pending or was interrupted, saving the record after each run; Ctrl-C stops

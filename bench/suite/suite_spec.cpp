@@ -7,8 +7,10 @@
 #include <functional>
 #include <set>
 
+#include "bench/project/suite_projection.h"
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/run_config.h"
+#include "bench/run/run_flags.h"
 #include "core/check.h"
 #include "core/ops.h"
 #include "workloads/model.h"
@@ -432,6 +434,24 @@ void validate_matrix(const SuiteSpec& s, int gpus) {
   }
 }
 
+// A projection topology that is a preset or a file must be one, and hold the projected device
+// counts (issue 25, E2: a bad one ran the whole suite, then said "no projection", exit 0).
+// "measured" is fitted after the runs.
+void validate_projection_topology(const SuiteSpec& s) {
+  if (s.workloads.empty() || s.projection_topology == "measured") return;
+  Topology topo;
+  try {
+    topo = resolve_topology(s.projection_topology, ProjectionSource{});
+  } catch (const UsageError& e) {
+    DDPB_USAGE_FAIL() << "suite: \"projection_topology\": " << e.what();
+  }
+  for (int n : s.projection_devices) {
+    DDPB_USAGE_CHECK(n >= 1 && (topo.inter || n <= topo.node_size))
+        << "suite: \"projection_devices\" " << n << " does not fit topology " << topo.name << " ("
+        << topo.node_size << " devices a node and no inter-node link)";
+  }
+}
+
 // An explicit run's flags must make sense for its mode, as `ddpbench run` would check them:
 // a suite that fails a run on a flag it could have refused up front wastes the runs before.
 void validate_explicit_run(const SuiteSpec& s, const ExplicitRun& r, int gpus) {
@@ -488,6 +508,16 @@ void validate_suite(const SuiteSpec& s, int gpus) {
     DDPB_USAGE_CHECK(names.insert(r.name).second)
         << "suite: run \"" << r.name << "\" is listed twice";
     validate_explicit_run(s, r, gpus);
+  }
+  validate_projection_topology(s);
+  // Every run as `ddpbench run` would check it (issue 25, E3): a value it would refuse fails the
+  // suite before the first run, not the run when its turn comes.
+  for (const SuiteRun& run : expand_suite(s)) {
+    try {
+      parse_run_args(run.args);
+    } catch (const UsageError& e) {
+      DDPB_USAGE_FAIL() << "suite: run " << run.id << ": " << e.what();
+    }
   }
 }
 

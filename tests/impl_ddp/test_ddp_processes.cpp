@@ -422,9 +422,9 @@ TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
   KillOnExit cleanup{marker};
   std::string cmd = "sh -c '" + std::string(DDPBENCH_BIN) +
                     " run --mode ddp --world-size 2 --workload mlp-small " +
-                    "--steps 1000000 --quiet " + marker + " > " + (dir / "log") +
-                    " 2>&1 & echo $! > " + (dir / "pid") + "; wait $!; echo $? > " + (dir / "rc") +
-                    "' &";
+                    "--steps 1000000 --quiet --trace " + (dir / "t.json") + " " + marker + " > " +
+                    (dir / "log") + " 2>&1 & echo $! > " + (dir / "pid") + "; wait $!; echo $? > " +
+                    (dir / "rc") + "' &";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   // Wait until both ranks are training. While the launcher forks a rank, the child has the
   // launcher's command line until it execs: the count passes through 4 then.
@@ -446,7 +446,14 @@ TEST(DdpLauncher, SigtermStopsEveryRankWithinSeconds) {
   EXPECT_EQ(rc, 128 + SIGTERM);
   EXPECT_LT(secs, 10.0) << "every rank stops within a few seconds";
   EXPECT_EQ(count_processes_with(marker), 0) << "no orphaned ranks";
-  std::printf("SIGTERM to the launcher: exit %d after %.2f s, no rank left\n", rc, secs);
+  // Issue 25, D4: a run stopped by its launcher leaves the trace of the steps it finished.
+  ASSERT_TRUE(std::filesystem::exists(dir / "t.json")) << "rank 0 wrote no partial trace";
+  const nlohmann::json trace = nlohmann::json::parse(std::ifstream(dir / "t.json"));
+  int steps = 0;
+  for (const auto& e : trace["traceEvents"]) steps += e.value("cat", "") == "step";
+  EXPECT_GT(steps, 0) << "the partial trace holds the finished steps";
+  std::printf("SIGTERM to the launcher: exit %d after %.2f s, no rank left, %d steps traced\n", rc,
+              secs, steps);
 }
 
 // gpu_check.sh starts the bundle's binaries through a bundled glibc loader

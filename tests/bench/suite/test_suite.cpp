@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -403,9 +404,65 @@ TEST(Suite, AFolderInUseIsRefusedNamingTheHolder) {
   EXPECT_TRUE(fs::exists(out + "/suite.json"));
 }
 
+// Note [A results folder is data] (issue 25, D1, S3) and M7: --resume rebuilds every run from
+// the matrix, refuses stored arguments or paths it would not have written, retries failed runs,
+// and says when the folder comes from another build or machine.
+TEST(Suite, ResumeRunsTheMatrixNotTheFolderAndRetriesFailedRuns) {
+  TempDir dir("suite_data");
+  write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single"],
+                                  "world_sizes": [1], "steps": 1, "warmup": 0})");
+  const std::string out = dir / "out";
+  ASSERT_EQ(run_cli("suite " + (dir / "s.json") + " --out " + out).code, 0);
+  const nlohmann::json done = load(out + "/suite.json");
+  const auto resume_with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json s = done;
+    edit(s);
+    write_file(out + "/suite.json", s.dump());
+    return run_cli("suite --resume " + out);
+  };
+  // An injected flag: refused, naming the run, and never run.
+  const std::string planted = dir / "planted";
+  CliResult r = resume_with([&](nlohmann::json& s) {
+    s["runs"][0]["status"] = "pending";
+    s["runs"][0]["args"].push_back("--dump");
+    s["runs"][0]["args"].push_back(planted);
+  });
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("run mlp-small/single/w1 holds arguments its matrix does not give"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(planted)) << "the planted --dump ran";
+  // A record path outside the folder: refused, and nothing of the file is echoed.
+  r = resume_with([](nlohmann::json& s) { s["runs"][0]["record"] = "/etc/passwd"; });
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("record is /etc/passwd, not this folder's runs/mlp-small_single_w1.json"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("root:"), std::string::npos) << r.output;
+  // A failed run is retried; a folder of another commit and host is resumed with a warning.
+  r = resume_with([](nlohmann::json& s) {
+    s["runs"][0]["status"] = "failed";
+    s["runs"][0]["error"] = "No space left on device";
+    s["complete"] = true;
+    s["context"]["git_commit"] = "0123abc";
+    s["context"]["host"] = "another-host";
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--resume retries 1 failed run(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("was written by another build or machine: commit 0123abc"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("host another-host"), std::string::npos) << r.output;
+  EXPECT_EQ(load(out + "/suite.json")["runs"][0]["status"], "ok");
+}
+
 TEST(Suite, UsageErrorsExitTwoWithOneLine) {
   TempDir dir("suite_usage");
   write_file(dir / "typo.json", R"({"wrokloads": ["mlp-small"]})");
+  // Issue 25, E2 and E3: values `ddpbench run` would refuse, and a topology that does not
+  // exist, are refused before any run (they used to run the suite and fail late).
+  write_file(dir / "topo.json", R"({"projection_topology": "infiniband"})");
+  write_file(dir / "huge.json", R"({"world_sizes": [1, 1024]})");
   struct Case {
     std::string args, expect;
   } cases[] = {
@@ -418,6 +475,10 @@ TEST(Suite, UsageErrorsExitTwoWithOneLine) {
       {"suite --quick --out /proc/ddpbench-results", "cannot create the results folder"},
       {"report " + (dir / "typo.json") + " -o " + (dir / "r.pdf"), ".html or .md"},
       {"compare " + (dir / "typo.json") + " " + (dir / "typo.json"), "typo.json"},
+      {"suite " + (dir / "topo.json") + " --out " + (dir / "f"),
+       "suite: \"projection_topology\": unknown topology preset 'infiniband'"},
+      {"suite " + (dir / "huge.json") + " --out " + (dir / "g"),
+       "/w1024: --world-size 1024 asks for more logical CPU devices than the limit"},
   };
   for (const auto& c : cases) {
     CliResult r = run_cli(c.args);

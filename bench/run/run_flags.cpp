@@ -1,0 +1,121 @@
+#include "bench/run/run_flags.h"
+
+#include <algorithm>
+
+#include "bench/run/cli_flags.h"
+#include "core/check.h"
+#include "workloads/model.h"
+
+namespace ddpb::bench {
+
+void add_run_options(CLI::App& run, RunConfig& c) {
+  add_enum_flag(run, "--mode", c.mode, "how the devices train together");
+  run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")
+      ->required();
+  run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");
+  add_int_flag(run, "--world-size", c.world_size, 1, kMaxWorldSize,
+               "dp: number of devices; ddp: number of ranks");
+  run.add_option("--devices", c.devices, "dp: explicit device list, e.g. cuda:0,cuda:0");
+  add_real_flag(run, "--dp-broadcast-mb", c.dp_broadcast_mb, 1e-3, kMaxMiB,
+                "dp: coalescing cap in MiB (default 10)");
+  add_enum_flag(run, "--backend", c.backend,
+                "ddp: collective library (default nccl on CUDA, gloo on CPU)");
+  run.add_option_function<std::string>(
+      "--bucket-cap-mb",
+      [&c](const std::string& text) {
+        c.bucket_cap_auto = text == "auto";
+        if (!c.bucket_cap_auto)
+          c.bucket_cap_mb = parse_real_flag("--bucket-cap-mb", text, 1e-3, kMaxMiB);
+      },
+      "ddp: bucket cap in MiB (default 25), or auto: searched during the warm-up");
+  add_real_flag(run, "--first-bucket-mb", c.first_bucket_mb, 1e-3, kMaxMiB,
+                "ddp: first bucket cap in MiB (default 1)");
+  run.add_flag("--grad-as-bucket-view", c.grad_as_bucket_view,
+               "ddp: gradients live in the buckets");
+  add_int_flag(run, "--accumulate", c.accumulate, 1, kMaxAccumulate,
+               "ddp: micro-steps per step (no_sync for K-1)");
+  run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
+  add_enum_flag(run, "--comm-hook", c.comm_hook, "ddp: bucket compression");
+  add_int_flag(run, "--powersgd-rank", c.powersgd.rank, 1, 1024,
+               "ddp powersgd: matrix approximation rank (default 1)");
+  add_int_flag(run, "--powersgd-start-iter", c.powersgd.start_iter, 0, kMaxSteps,
+               "ddp powersgd: plain AllReduce for the first K steps (default 10)");
+  add_real_flag(run, "--powersgd-min-compression-rate", c.powersgd.min_compression_rate, 0, 1e9,
+                "ddp powersgd: AllReduce a matrix uncompressed below this rate (default 2)");
+  add_real_flag(run, "--powersgd-epsilon", c.powersgd.epsilon, 0, 1,
+                "ddp powersgd: orthogonalisation epsilon (default 0)");
+  run.add_flag("--powersgd-no-error-feedback{false}", c.powersgd.error_feedback,
+               "ddp powersgd: no error feedback");
+  run.add_flag("--powersgd-no-warm-start{false}", c.powersgd.warm_start,
+               "ddp powersgd: a new random Q every step");
+  run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
+  run.add_flag("--no-broadcast-buffers{false}", c.broadcast_buffers,
+               "ddp: keep each rank's own buffers (default: rank 0's before every step)");
+  run.add_flag("--sync-bn", c.sync_bn, "ddp: BatchNorm as SyncBatchNorm (global batch statistics)");
+  add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
+                "seconds a step may go without progress (every mode; Note [Step watchdog]); "
+                "ddp: also the rendezvous and collective timeout");
+  run.add_option("--inject-fault", c.inject_fault,
+                 "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
+  add_int_flag(run, "--global-batch", c.global_batch, 1, kMaxGlobalBatch,
+               "samples per step over all devices");
+  add_int_flag(run, "--steps", c.steps, 1, kMaxSteps, "measured steps");
+  add_int_flag(run, "--warmup", c.warmup, 0, kMaxSteps, "warm-up steps before the measured ones");
+  add_int_flag(run, "--seed", c.seed, 0, INT64_MAX, "seed for initialisation, data and shuffling");
+  run.add_option("--optimizer", c.optimizer.name, "sgd or adamw");
+  add_real_flag(run, "--lr", c.optimizer.lr, 0, 1e6, "learning rate", LowerBound::Open);
+  add_real_flag(run, "--momentum", c.optimizer.momentum, 0, 1, "SGD momentum");
+  add_real_flag(run, "--weight-decay", c.optimizer.weight_decay, 0, 1e6, "weight decay");
+  run.add_flag("--cuda-graph", c.cuda_graph,
+               "single: capture the steady-state step once and replay it (CUDA graph; on CPU "
+               "the recorded ops)");
+  add_enum_flag(run, "--attention", c.attention,
+                "math keeps the [B,H,T,T] probabilities, flash is tiled and keeps [B,H,T]");
+  // --math is the flag's earlier name, kept so that older scripts still run.
+  add_enum_flag(run, "--precision,--math", c.precision,
+                "GEMM compute (weights, optimizer state and gradients stay f32)");
+  run.add_flag("--channels-last", c.channels_last,
+               "resnet: images in NHWC, PyTorch's channels_last (default NCHW)");
+  run.add_option("--out", c.out, "write the JSON record here");
+  run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
+  run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");
+  run.add_option("--save-params", c.save_params, "write the final parameters (safetensors) here");
+  run.add_flag("--quiet", c.quiet, "no per-step lines");
+  run.add_flag("--verbose", c.verbose, "also print the resolved configuration (JSON)");
+  run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
+  run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
+  run.add_flag("--check-finite", c.check_finite, "ddp: stop on a NaN/Inf gradient, naming it");
+  add_int_flag(run, "--nnodes", c.nnodes, 1, kMaxWorldSize, "ddp launcher: nodes in the job");
+  add_int_flag(run, "--node-rank", c.node_rank, 0, kMaxWorldSize - 1,
+               "ddp launcher: this node's index (its ranks are node-rank * world/nnodes + k)");
+  run.add_option("--master-addr", c.master_addr,
+                 "ddp launcher: rank 0's address, where the store listens (default 127.0.0.1)");
+  add_int_flag(run, "--master-port", c.master_port, 1, 65535,
+               "ddp launcher: the store's port (required with --nnodes > 1)");
+  run.add_option("--rendezvous", c.rendezvous,
+                 "ddp: where the ranks meet: env:// (default: the TCPStore at MASTER_ADDR:"
+                 "MASTER_PORT) or file://PATH (a FileStore, as torch's file:// init method)");
+  run.add_option("--flight-dir", c.flight_dir,
+                 "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
+                 "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");
+}
+
+RunConfig parse_run_args(const std::vector<std::string>& args) {
+  DDPB_USAGE_CHECK(!args.empty() && args.front() == "run") << "not the arguments of `ddpbench run`";
+  CLI::App app{"ddpbench"};
+  RunConfig config;
+  CLI::App* run = app.add_subcommand("run");
+  add_run_options(*run, config);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  if (run->count("--global-batch") == 0)
+    config.global_batch = default_global_batch(config.workload);
+  config.validate();
+  return config;
+}
+
+}  // namespace ddpb::bench

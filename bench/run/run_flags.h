@@ -1,0 +1,23 @@
+// The flags of `ddpbench run`, once: the CLI adds them to its `run` command, and the suite
+// parses each run it will start through them (parse_run_args), so that a run the suite would
+// fail is refused before the first one starts, with the limits `ddpbench run` applies.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "bench/run/run_config.h"
+
+namespace ddpb::bench {
+
+// Adds every `ddpbench run` flag to `run`, each parsed into `config`.
+void add_run_options(CLI::App& run, RunConfig& config);
+
+// The configuration of `ddpbench run ARGS` (args[0] is "run"), with the workload's default
+// global batch where none is given, validated as `ddpbench run` validates it (RunConfig::
+// validate). Throws UsageError with the flag's or the check's one-line reason.
+RunConfig parse_run_args(const std::vector<std::string>& args);
+
+}  // namespace ddpb::bench

@@ -23,6 +23,7 @@ import gemm_ratio  # noqa: E402
 import gloo_ratio  # noqa: E402
 import perf_targets  # noqa: E402
 import run_record  # noqa: E402
+import soak  # noqa: E402
 import sweep_tables  # noqa: E402
 import workload_table  # noqa: E402  (scripts/peer/, free of torch)
 
@@ -43,6 +44,26 @@ def record(step_ms, **extra):
     r = {"summary": {"step_time_ms": {"median": step_ms}}, "steps": [{"loss": 1.0}]}
     r.update(extra)
     return r
+
+
+class Soak(unittest.TestCase):
+    def quiet_bounds(self, *args):
+        with contextlib.redirect_stdout(io.StringIO()):
+            return soak.bounds(*args)
+
+    def test_growth_within_the_step_records_holds_and_past_it_breaks(self):
+        start = {"1": {"rss_kib": 100_000, "fds": 9}}
+        # 10% (10,000 KiB) plus 2 KiB a step over 1,000 steps: 12,000 KiB may be added.
+        self.assertTrue(self.quiet_bounds(start, {"1": {"rss_kib": 112_000, "fds": 11}}, 1, 1, 1000))
+        self.assertFalse(self.quiet_bounds(start, {"1": {"rss_kib": 112_001, "fds": 9}}, 1, 1, 1000))
+        self.assertFalse(self.quiet_bounds(start, {"1": {"rss_kib": 100_000, "fds": 12}}, 1, 1, 1000))
+        self.assertFalse(self.quiet_bounds(start, start, 1, soak.DUMP_BYTES + 1, 1000))
+
+    def test_sample_reads_this_process(self):
+        got = soak.sample([str(os.getpid()), "999999999"])
+        self.assertEqual(list(got), [str(os.getpid())], "a process that is gone is left out")
+        self.assertGreater(got[str(os.getpid())]["rss_kib"], 1000)
+        self.assertGreater(got[str(os.getpid())]["fds"], 2)
 
 
 class Targets(unittest.TestCase):

@@ -81,6 +81,8 @@ SumFn sum_function(DType dtype) {
       return &sum_exact<int32_t>;
     case DType::I64:
       return &sum_exact<int64_t>;
+    case DType::U8:
+      return &sum_exact<uint8_t>;
     case DType::BF16:
       return &sum_16bit<bf16_to_float, float_to_bf16>;
     case DType::F16:

@@ -67,6 +67,9 @@ class Backend {
                                        int n_head) = 0;
   virtual void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                         const Tensor& lse, const Tensor& dqkv, int n_head) = 0;
+  // out[n,c,:] = x[n,c,:] * scale[c] + shift[c] (x u8, out f32; ops::normalize_u8_images).
+  virtual void normalize_u8_images(const Tensor& x, const Tensor& out, const float* scale,
+                                   const float* shift, int channels) = 0;
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y,
                               ops::Conv2dGeometry g, ops::ImageLayout layout) = 0;
   virtual void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,

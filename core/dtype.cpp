@@ -23,6 +23,8 @@ std::string_view dtype_name(DType t) {
       return "i32";
     case DType::I64:
       return "i64";
+    case DType::U8:
+      return "u8";
   }
   return "?";
 }
@@ -39,12 +41,14 @@ std::string_view dtype_safetensors_name(DType t) {
       return "I32";
     case DType::I64:
       return "I64";
+    case DType::U8:
+      return "U8";
   }
   return "?";
 }
 
 bool dtype_from_safetensors_name(std::string_view name, DType* out) {
-  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64}) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64, DType::U8}) {
     if (dtype_safetensors_name(t) == name) {
       *out = t;
       return true;

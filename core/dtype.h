@@ -1,5 +1,6 @@
 // Element types. Compute is fp32 everywhere; bf16 and fp16 are for storage and
-// communication (gradient compression hooks); i32 holds token ids and class labels.
+// communication (gradient compression hooks); i32 holds token ids and class labels; u8 holds
+// image bytes shipped to the device before normalization (--normalize-on-device).
 #pragma once
 
 #include <bit>
@@ -10,7 +11,7 @@
 
 namespace ddpb {
 
-enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
+enum class DType : uint8_t { F32, BF16, F16, I32, I64, U8 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -24,13 +25,15 @@ constexpr size_t dtype_size(DType t) {
       return 4;
     case DType::I64:
       return 8;
+    case DType::U8:
+      return 1;
   }
   return 0;
 }
 
 // Lower-case name, as printed in errors and reports ("f32", "bf16", ...).
 std::string_view dtype_name(DType t);
-// The safetensors spelling ("F32", "BF16", "F16", "I32", "I64").
+// The safetensors spelling ("F32", "BF16", "F16", "I32", "I64", "U8").
 std::string_view dtype_safetensors_name(DType t);
 // Parses the safetensors spelling; returns false for an unsupported type.
 bool dtype_from_safetensors_name(std::string_view name, DType* out);

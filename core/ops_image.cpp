@@ -53,6 +53,28 @@ Shape image_shape(const ImageDims& d, ImageLayout layout) {
   return layout == ImageLayout::NCHW ? Shape{d.n, d.c, d.h, d.w} : Shape{d.n, d.h, d.w, d.c};
 }
 
+void normalize_u8_images(const Tensor& x, const Tensor& out, const std::vector<float>& mean,
+                         const std::vector<float>& stddev) {
+  DDPB_OP_RANGE("normalize_u8_images");
+  Backend& be = same_device("normalize_u8_images", {{&x, DType::U8}, {&out, F}});
+  DDPB_CHECK(x.dim() == 4 && x.shape() == out.shape())
+      << "normalize_u8_images: x [N,C,H,W] and out of its shape, got " << x.describe() << " and "
+      << out.describe();
+  const int channels = static_cast<int>(x.size(1));
+  DDPB_CHECK(channels >= 1 && channels <= 4 && mean.size() == static_cast<size_t>(channels) &&
+             stddev.size() == mean.size())
+      << "normalize_u8_images: one mean and stddev per channel (1 to 4), got " << channels
+      << " channels, " << mean.size() << " means, " << stddev.size() << " stddevs";
+  float scale[4] = {}, shift[4] = {};
+  for (int c = 0; c < channels; ++c) {
+    DDPB_CHECK(stddev[static_cast<size_t>(c)] > 0) << "normalize_u8_images: stddev must be > 0";
+    scale[c] = 1.0f / (255.0f * stddev[static_cast<size_t>(c)]);
+    shift[c] = -mean[static_cast<size_t>(c)] / stddev[static_cast<size_t>(c)];
+  }
+  accesses("normalize_u8_images", out.device(), {&x}, {&out});
+  be.normalize_u8_images(x, out, scale, shift, channels);
+}
+
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, Conv2dGeometry g,
                     ImageLayout layout) {
   DDPB_OP_RANGE("conv2d_forward");

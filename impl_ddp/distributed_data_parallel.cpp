@@ -22,6 +22,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn f
   const auto params = module_.named_parameters();
   DDPB_CHECK(!params.empty()) << "DDP needs a module with parameters";
   device_ = params.front().var.data().device();
+  DDPB_USAGE_CHECK(!options_.join.enable || !options_.sync_batch_norm)
+      << "--uneven-inputs join does not combine with --sync-bn (SyncBatchNorm's collectives sit "
+         "inside forward, which a rank without input cannot shadow)";
   if (options_.sync_batch_norm) {
     bn_sync_ = std::make_unique<ProcessGroupBatchNormSync>(pg_);
     DDPB_USAGE_CHECK(convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
@@ -45,12 +48,13 @@ bool DistributedDataParallel::syncs_buffers() const {
 
 int64_t DistributedDataParallel::sync_buffers() {
   if (!syncs_buffers()) return 0;
-  broadcast_coalesced(f32_buffers_);
-  broadcast_coalesced(i64_buffers_);
+  broadcast_coalesced(f32_buffers_, buffer_source_);
+  broadcast_coalesced(i64_buffers_, buffer_source_);
   return buffer_bytes_;
 }
 
-void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors) const {
+void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors,
+                                                  int root) const {
   if (tensors.empty()) return;
   int64_t total = 0;
   for (const Tensor& t : tensors) total += t.numel();
@@ -60,7 +64,7 @@ void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& ten
     ops::copy(t, flat.flat_view(at, t.shape()));
     at += t.numel();
   }
-  pg_->broadcast(flat, /*root=*/0)->wait();
+  pg_->broadcast(flat, root)->wait();
   at = 0;
   for (const Tensor& t : tensors) {
     ops::copy(flat.flat_view(at, t.shape()), t);
@@ -155,9 +159,62 @@ void DistributedDataParallel::check_replicas_consistent() const {
   }
 }
 
+std::vector<bool> DistributedDataParallel::join_round(bool have_input) {
+  const int n = pg_->size();
+  Tensor mine = Tensor::from_floats({have_input ? 1.0f : 0.0f}, {1}, device_);
+  Tensor all = Tensor::empty({n}, DType::F32, device_);
+  pg_->allgather(all, mine)->wait();
+  const std::vector<float> flags = all.to_floats();
+  std::vector<bool> active(static_cast<size_t>(n));
+  int count = 0;
+  for (int r = 0; r < n; ++r) {
+    active[static_cast<size_t>(r)] = flags[static_cast<size_t>(r)] > 0.5f;
+    if (active[static_cast<size_t>(r)]) {
+      ++count;
+      buffer_source_ = r;  // the highest active rank, PyTorch's authoritative one
+    }
+  }
+  reducer_->set_average_over(options_.join.divide_by_initial_world_size ? 0 : count);
+  return active;
+}
+
+bool DistributedDataParallel::join_shadow() {
+  DDPB_CHECK(options_.join.enable) << "join_shadow() without JoinOptions::enable";
+  const std::vector<bool> active = join_round(false);
+  if (std::find(active.begin(), active.end(), true) == active.end()) return false;
+  if (syncs_buffers()) sync_buffers();  // its part in the broadcast; its buffers are replaced
+  reducer_->join_shadow();
+  return true;
+}
+
+int64_t DistributedDataParallel::join_finish() {
+  int64_t shadowed = 0;
+  while (join_shadow()) ++shadowed;
+  // The last rank to join: the most iterations, ties to the highest rank.
+  const int n = pg_->size();
+  Tensor mine = Tensor::from_floats({static_cast<float>(iterations_)}, {1}, device_);
+  Tensor all = Tensor::empty({n}, DType::F32, device_);
+  pg_->allgather(all, mine)->wait();
+  const std::vector<float> counts = all.to_floats();
+  int last = 0;
+  for (int r = 1; r < n; ++r) {
+    if (counts[static_cast<size_t>(r)] >= counts[static_cast<size_t>(last)]) last = r;
+  }
+  std::vector<Tensor> params;
+  for (auto& p : module_.parameters()) params.push_back(p.data());
+  broadcast_coalesced(params, last);
+  broadcast_coalesced(f32_buffers_, last);
+  broadcast_coalesced(i64_buffers_, last);
+  return shadowed;
+}
+
 DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& next_batch,
                                            const LossFn& loss, optim::Optimizer& optimizer,
                                            const DdpStepOptions& options) {
+  if (options_.join.enable) {
+    join_round(true);
+    ++iterations_;
+  }
   // set_to_none also with --grad-as-bucket-view: backward then computes every gradient into
   // its bucket slot (Note [Gradient destinations]), which is cheaper than zeroing the
   // buckets and accumulating into them, and leaves .grad the bucket view all the same.

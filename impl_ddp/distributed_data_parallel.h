@@ -54,10 +54,36 @@
 
 namespace ddpb::ddp {
 
+// Note [DDP Join]
+// ~~~~~~~~~~~~~~~
+// Uneven inputs (--uneven-inputs join), with the semantics of PyTorch's
+// torch.distributed.algorithms.Join around a DDP model:
+//  - Every synchronising iteration begins with a join round: each rank says whether it has
+//    input (an allgather of one flag), so every rank knows which ranks are still active.
+//  - A rank with input runs its step; a rank without one shadows the step's collectives
+//    (join_shadow): the buffer broadcast, and zeros for each bucket's collectives in bucket
+//    order (Note [Join shadow] in impl_ddp/reducer.h), so that the active ranks' collectives
+//    complete. Its parameters and optimizer stay as they were.
+//  - Buffers come from the highest active rank (PyTorch's authoritative rank), not rank 0,
+//    which may have joined.
+//  - divide_by_initial_world_size (the default): gradients are divided by the world size
+//    still, so a joined rank's zeros dilute the step as PyTorch's do; without it, by the
+//    number of active ranks.
+//  - When no rank has input left, the final model comes from the last rank to join (the most
+//    iterations, ties to the highest rank), broadcast to all (PyTorch's _sync_final_model), so
+//    the end-of-run check holds.
+// Every rank must run DDP's first iteration with input (the bucket rebuild), and Join does not
+// combine with SyncBatchNorm (whose collectives sit inside forward) or gradient accumulation.
+struct JoinOptions {
+  bool enable = false;
+  bool divide_by_initial_world_size = true;
+};
+
 struct DdpOptions {
   ReducerOptions reducer;
   bool broadcast_buffers = true;  // false: --no-broadcast-buffers
   bool sync_batch_norm = false;   // --sync-bn: BatchNorm layers become SyncBatchNorm
+  JoinOptions join;               // --uneven-inputs join (Note [DDP Join])
 };
 
 // One micro-batch of a step: the input and its targets.
@@ -128,6 +154,15 @@ class DistributedDataParallel {
   };
   NoSync no_sync() { return NoSync(*this); }
 
+  // Note [DDP Join]. A rank without input calls join_shadow() where its peers call step():
+  // one shadowed iteration, or false (nothing done) once no rank has input left. Collective.
+  bool join_shadow();
+  // After its last step: shadow until every rank is out, then take the final parameters and
+  // buffers from the last rank to join. Collective. Returns the iterations shadowed.
+  int64_t join_finish();
+  // Steps this rank ran with input since construction (join only).
+  int64_t iterations() const { return iterations_; }
+
   // Collective. DDP's invariant, checked at the end of a run: every rank holds the same
   // parameters. A non-finite parameter is named first (Error: "NaN or Inf in parameter X
   // on rank R"), then differing checksums.
@@ -146,8 +181,11 @@ class DistributedDataParallel {
   void fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const;
   void verify_same_model() const;
   void broadcast_from_rank0() const;
-  // Broadcasts `tensors` (one dtype) from rank 0 as one flat tensor.
-  void broadcast_coalesced(const std::vector<Tensor>& tensors) const;
+  // Broadcasts `tensors` (one dtype) from `root` as one flat tensor.
+  void broadcast_coalesced(const std::vector<Tensor>& tensors, int root = 0) const;
+  // Note [DDP Join]: which ranks have input this iteration (an allgather of one flag each);
+  // sets the buffer source and the gradient divisor from it.
+  std::vector<bool> join_round(bool have_input);
 
   nn::Module& module_;
   ForwardFn forward_;
@@ -159,6 +197,8 @@ class DistributedDataParallel {
   int64_t buffer_bytes_ = 0;
   std::unique_ptr<ProcessGroupBatchNormSync> bn_sync_;
   bool sync_ = true;
+  int buffer_source_ = 0;   // the rank whose buffers sync_buffers() broadcasts
+  int64_t iterations_ = 0;  // steps run with input (join)
 };
 
 }  // namespace ddpb::ddp

@@ -76,9 +76,8 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
   buckets_ = std::move(buckets);
 }
 
-void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
-  sync_ = sync;
-  if (!sync_) return;
+// A synchronising iteration starts: every bucket pending, none launched, fresh records.
+void Reducer::reset_iteration() {
   backward_start_ = std::chrono::steady_clock::now();
   next_to_launch_ = 0;
   for (auto& bk : buckets_) {
@@ -90,9 +89,16 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
     fresh.params = bk.record.params;
     bk.record = std::move(fresh);
   }
-  copy_in_scale_ = hook_->averages_at_copy_in() ? 1.0f / static_cast<float>(pg_->size()) : 1.0f;
+  const int over = average_over_ > 0 ? average_over_ : pg_->size();
+  copy_in_scale_ = hook_->averages_at_copy_in() ? 1.0f / static_cast<float>(over) : 1.0f;
   locally_used_.assign(params_.size(), false);
   ready_.assign(params_.size(), false);
+}
+
+void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
+  sync_ = sync;
+  if (!sync_) return;
+  reset_iteration();
   // Backward may compute each gradient straight into its bucket slot (Note [Gradient
   // destinations]): then the copy into the bucket below is skipped.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -205,26 +211,8 @@ void Reducer::finalize_backward() {
   if (!options_.overlap) launch_ready_buckets();
   DDPB_CHECK(next_to_launch_ == buckets_.size())
       << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
-
-  // Note [Comm hook collective order]. Gloo: the host waits; NCCL: the current stream.
-  hook_->advance(buckets_.back());
-  for (auto& bk : buckets_) {
-    hook_->finish(bk);
-    bk.record.complete_ms = now_ms();  // replaced by the collectives' own end once known
-  }
-  hook_->end_iteration();
-
-  // Parameters no rank used keep no gradient (as PyTorch): the used-map is summed over ranks.
-  std::vector<bool> globally_used(params_.size(), true);
-  if (options_.find_unused_parameters) {
-    std::vector<float> used(params_.size());
-    for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1.0f : 0.0f;
-    Tensor map = Tensor::from_floats(used, {static_cast<int64_t>(used.size())},
-                                     params_[0].var.data().device());
-    pg_->allreduce(map)->wait();
-    auto summed = map.to_floats();
-    for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = summed[i] > 0.0f;
-  }
+  complete_buckets();
+  const std::vector<bool> globally_used = globally_used_parameters();
   if (!options_.grad_as_bucket_view) {
     // The reduced gradient is handed over as the bucket view itself rather than copied into
     // .grad (a pass over every gradient byte saved per step). The bucket is written again
@@ -244,6 +232,51 @@ void Reducer::finalize_backward() {
 
   // Note [DDP bucket launch order]: not with find_unused_parameters, as in PyTorch.
   if (!rebuilt_ && !options_.find_unused_parameters) rebuild_from_observed_order();
+}
+
+// Note [Comm hook collective order]. Gloo: the host waits; NCCL: the current stream.
+void Reducer::complete_buckets() {
+  hook_->advance(buckets_.back());
+  for (auto& bk : buckets_) {
+    hook_->finish(bk);
+    bk.record.complete_ms = now_ms();  // replaced by the collectives' own end once known
+  }
+  hook_->end_iteration();
+}
+
+// Parameters no rank used keep no gradient (as PyTorch): the used-map is summed over ranks.
+std::vector<bool> Reducer::globally_used_parameters() {
+  std::vector<bool> globally_used(params_.size(), true);
+  if (!options_.find_unused_parameters) return globally_used;
+  std::vector<float> used(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1.0f : 0.0f;
+  Tensor map = Tensor::from_floats(used, {static_cast<int64_t>(used.size())},
+                                   params_[0].var.data().device());
+  pg_->allreduce(map)->wait();
+  auto summed = map.to_floats();
+  for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = summed[i] > 0.0f;
+  return globally_used;
+}
+
+void Reducer::join_shadow() {
+  DDPB_CHECK(rebuilt_ || options_.find_unused_parameters)
+      << "a rank joined before DDP's first iteration rebuilt its buckets: every rank needs at "
+         "least one batch";
+  sync_ = true;
+  reset_iteration();
+  for (auto& bk : buckets_) {
+    ops::zero(bk.buffer);
+    bk.pending = 0;
+  }
+  launch_ready_buckets();  // in index order, the peers' order (Note [DDP bucket launch order])
+  complete_buckets();
+  globally_used_parameters();  // its zeros in the peers' used-map sum
+  records_.clear();
+}
+
+void Reducer::set_average_over(int ranks) {
+  DDPB_CHECK(ranks >= 0 && ranks <= pg_->size()) << "average over " << ranks << " ranks";
+  average_over_ = ranks;
 }
 
 void Reducer::rebuild_from_observed_order() {

@@ -78,6 +78,13 @@ class Reducer {
   // Call after loss.backward(): launches what is left, waits for every bucket, writes the
   // averaged gradients back, and (once) rebuilds the buckets in the observed order.
   void finalize_backward();
+  // Note [Join shadow]: a rank that has run out of input matches one iteration of its peers'
+  // gradient synchronisation: zeros in every bucket, launched and completed in order through
+  // the comm hook, and its zeros in the used-map sum. Collective. Its gradients are untouched.
+  void join_shadow();
+  // Divide gradients by `ranks` instead of the world size (0: the world size again): DDP's
+  // Join without divide_by_initial_world_size averages over the ranks still active.
+  void set_average_over(int ranks);
 
   // Rebuilds the buckets with a new cap (`--bucket-cap-mb auto`), in the order they were
   // rebuilt in after the first iteration (or the initial order before it). Call between
@@ -109,6 +116,9 @@ class Reducer {
   };
 
   void build_buckets(const BucketAssignment& assignment);
+  void reset_iteration();
+  void complete_buckets();
+  std::vector<bool> globally_used_parameters();
   void on_grad_ready(size_t param_index);
   // PyTorch's mark_variable_ready: the gradient is in its slot, averaged; then the bucket's
   // pending count drops (mark_bucket_ready once it reaches zero).
@@ -127,6 +137,7 @@ class Reducer {
   ReducerOptions options_;
   std::unique_ptr<BucketCommHook> hook_;
   float copy_in_scale_ = 1.0f;  // 1/world size, or 1 where the hook averages itself
+  int average_over_ = 0;        // set_average_over: 0 means the world size
   std::vector<Bucket> buckets_;
   std::vector<VariableLocator> locators_;
   size_t next_to_launch_ = 0;

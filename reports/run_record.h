@@ -133,6 +133,22 @@ struct StepModeData {
   }
 };
 
+// steps[].loader: what the input pipeline cost this step (docs/records.md).
+struct LoaderStep {
+  static constexpr bool kRecord = true;
+  double data_wait_ms = 0;       // the training thread blocked in the loader's next()
+  double fill_ms = 0;            // the worker's time reading, decoding, transforming the batch(es)
+  std::optional<double> h2d_ms;  // CUDA: the copies' device time (events); CPU: absent
+  std::optional<bool> h2d_overlapped;  // CUDA: every copy had finished before it was asked for
+  int64_t skipped = 0;                 // bad samples replaced (--on-bad-sample skip)
+  bool operator==(const LoaderStep&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("data_wait_ms", s.data_wait_ms), v("fill_ms", s.fill_ms), v("h2d_ms", s.h2d_ms),
+        v("h2d_overlapped", s.h2d_overlapped), v("skipped", s.skipped);
+  }
+};
+
 struct StepRecord {
   static constexpr bool kRecord = true;
   int64_t step = 0;
@@ -140,10 +156,42 @@ struct StepRecord {
   double loss = 0, time_ms = 0;
   NamedValues<double> phases_ms;  // phase -> ms, in key order (JSON objects are sorted)
   std::optional<StepModeData> mode;
+  std::optional<LoaderStep> loader;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("step", s.step), v("measured", s.measured), v("loss", s.loss), v("time_ms", s.time_ms);
-    v("phases_ms", s.phases_ms), v("mode", s.mode);
+    v("phases_ms", s.phases_ms), v("mode", s.mode), v("loader", s.loader);
+  }
+};
+
+// summary.loader: the input pipeline over the run (docs/records.md, docs/metrics.md).
+struct LoaderSummary {
+  static constexpr bool kRecord = true;
+  std::string source;               // "synthetic", "tokens" or "imagefolder"
+  std::optional<std::string> data;  // --data
+  int64_t workers = 0, prefetch_factor = 0;
+  std::string pin_memory;  // "on", "off", or "not applicable (CPU device)"
+  bool normalize_on_device = false;
+  int64_t samples = 0;                  // assembled, over the run
+  double fill_ms_total = 0;             // summed over the workers (decode time)
+  double samples_per_s = 0;             // what the loader can give: samples x workers / fill time
+  double data_wait_ms_median = 0;       // over measured steps
+  double data_wait_share = 0;           // of the median step
+  std::optional<double> h2d_ms_median;  // CUDA
+  std::optional<double> h2d_overlap_ratio;  // CUDA: the share of copies done before asked for
+  int64_t skipped_samples = 0;
+  std::optional<std::string> first_skip;
+  int64_t padded_samples = 0;  // the sampler's padding by repetition, per epoch over all ranks
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("source", s.source), v("data", s.data), v("workers", s.workers),
+        v("prefetch_factor", s.prefetch_factor), v("pin_memory", s.pin_memory),
+        v("normalize_on_device", s.normalize_on_device), v("samples", s.samples),
+        v("fill_ms_total", s.fill_ms_total), v("samples_per_s", s.samples_per_s),
+        v("data_wait_ms_median", s.data_wait_ms_median), v("data_wait_share", s.data_wait_share),
+        v("h2d_ms_median", s.h2d_ms_median), v("h2d_overlap_ratio", s.h2d_overlap_ratio),
+        v("skipped_samples", s.skipped_samples), v("first_skip", s.first_skip),
+        v("padded_samples", s.padded_samples);
   }
 };
 
@@ -199,6 +247,7 @@ struct RunSummary {
   std::optional<double> straggler_skew;                    // DDP, world size > 1
   std::optional<std::vector<StragglerRecord>> stragglers;  // DDP, world size > 1
   std::optional<CommRecord> comm;
+  std::optional<LoaderSummary> loader;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("step_time_ms", s.step_time_ms), v("phases_median_ms", s.phases_median_ms);
@@ -206,6 +255,7 @@ struct RunSummary {
     v("images_per_s", s.images_per_s), v("achieved_flops_per_s", s.achieved_flops_per_s);
     v("mfu", s.mfu), v("first_loss", s.first_loss), v("last_loss", s.last_loss);
     v("straggler_skew", s.straggler_skew), v("stragglers", s.stragglers), v("comm", s.comm);
+    v("loader", s.loader);
   }
 };
 

@@ -26,9 +26,10 @@ enum class RunGroup {
   Overlap,
   CommHook,
   Precision,
-  Explicit  // a run the suite file names itself (key "runs")
+  Explicit,  // a run the suite file names itself (key "runs")
+  Loader     // the input pipeline on files (loader_workers)
 };
-constexpr NameTable<RunGroup, 8> enum_names(RunGroup) {
+constexpr NameTable<RunGroup, 9> enum_names(RunGroup) {
   return {{{"scaling", RunGroup::Scaling},
            {"reference", RunGroup::Reference},
            {"bucket_sweep", RunGroup::BucketSweep},
@@ -36,7 +37,8 @@ constexpr NameTable<RunGroup, 8> enum_names(RunGroup) {
            {"overlap", RunGroup::Overlap},
            {"comm_hook", RunGroup::CommHook},
            {"precision", RunGroup::Precision},
-           {"explicit", RunGroup::Explicit}}};
+           {"explicit", RunGroup::Explicit},
+           {"loader", RunGroup::Loader}}};
 }
 
 enum class RunStatus { Ok, Failed, Pending, Interrupted };
@@ -88,9 +90,12 @@ struct RunMetrics {
   std::optional<int64_t> devices, peak_memory_bytes;
   std::optional<std::vector<int64_t>> rank_peak_memory_bytes;
   std::optional<std::vector<MemoryUse>> memory;
+  std::optional<LoaderSummary> loader;                       // rank 0's input pipeline
+  std::optional<std::vector<double>> per_rank_data_wait_ms;  // median data wait of each rank
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
+    v("loader", s.loader), v("per_rank_data_wait_ms", s.per_rank_data_wait_ms);
     v("samples_per_s", s.samples_per_s), v("tokens_per_s", s.tokens_per_s);
     v("step_time_ms", s.step_time_ms), v("per_rank_median_ms", s.per_rank_median_ms);
     v("straggler_skew", s.straggler_skew), v("phases_median_ms", s.phases_median_ms);

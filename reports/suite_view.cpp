@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "reports/comm_hooks_view.h"
+#include "reports/loader_view.h"
 #include "reports/projection_view.h"
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
@@ -271,6 +272,7 @@ SuiteView build_suite_view(const json& suite_json) {
   v.sections.push_back(build_verdict(suite));
   v.sections.push_back(build_projection_section(suite.projection));
   v.sections.push_back(build_comm_hooks_section(suite));
+  v.sections.push_back(build_loader_section(suite));
   v.summary = make_summary(suite);
   v.charts = build_suite_charts(suite);
   v.failed = make_failed(suite);

@@ -23,6 +23,17 @@ namespace {
 constexpr double kShare = 0.2;
 constexpr double kMachineEfficiency = 0.8;
 
+// Note [Input-bound rule]
+// A run is input-bound on rank R when R's median wait for its next batch (the data phase:
+// the training thread blocked in the loader's next()) is at least kInputShare of its median
+// step, the share the TensorBoard profiler's "DataLoader" rule used. The counterfactual "step
+// time if input were free" is the step minus that exposed wait: what the step would take with
+// a loader that always had the batch ready. The advice names what the record says could help:
+// more workers when fewer than the cores, page-locked memory on CUDA, u8 images normalized on
+// the device for image folders on CUDA, and the loader's own capacity against what training
+// asks of it.
+constexpr double kInputShare = 0.05;
+
 // The runs here are ok with metrics (scaling_run and the sweep's candidates check it); a run
 // without metrics reads as a zero step.
 double median_ms(const SuiteRun& run) {
@@ -288,6 +299,48 @@ std::string bottleneck_paragraph(const std::string& w, const BottleneckInputs& i
                   ms(group_phases(r).compute_ms), ms(median_ms(r)));
 }
 
+// What might help an input-bound run, from its loader's record.
+std::string input_advice(const SuiteRun& run, int cores) {
+  const RunMetrics& m = *run.metrics;
+  if (!m.loader) return "";
+  const LoaderSummary& l = *m.loader;
+  std::vector<std::string> help;
+  if (cores > 0 && l.workers < cores)
+    help.push_back(
+        fmt::format("more loader workers (--num-workers, now {} of {} cores)", l.workers, cores));
+  if (l.pin_memory == "off") help.push_back("--pin-memory (page-locked, asynchronous copies)");
+  if (l.source == "imagefolder" && !l.normalize_on_device && l.pin_memory != "off" &&
+      l.pin_memory.rfind("not applicable", 0) != 0)
+    help.push_back("--normalize-on-device (4x fewer bytes to copy)");
+  std::string out = help.empty() ? "" : " What may help: " + fmt::format("{}", help.front());
+  for (size_t i = 1; i < help.size(); ++i) out += (i + 1 == help.size() ? " or " : ", ") + help[i];
+  if (!out.empty()) out += ".";
+  if (l.samples_per_s > 0)
+    out += fmt::format(" The loader can give {:.0f} samples/s; training asks for {:.0f}.",
+                       l.samples_per_s, m.samples_per_s);
+  return out;
+}
+
+// Note [Input-bound rule]: one paragraph per run that is input-bound on some rank.
+std::vector<std::string> input_bound_paragraphs(const SuiteRecord& suite) {
+  std::vector<std::string> out;
+  const int cores = static_cast<int>(suite.context.cpu_cores);
+  for (const SuiteRun& run : suite.runs) {
+    if (!run.ok() || !run.metrics || !run.metrics->per_rank_data_wait_ms) continue;
+    const std::vector<double>& waits = *run.metrics->per_rank_data_wait_ms;
+    if (waits.empty()) continue;
+    const auto worst = std::max_element(waits.begin(), waits.end());
+    const double step = median_ms(run), wait = *worst;
+    if (step <= 0 || wait / step < kInputShare) continue;
+    out.push_back(fmt::format(
+        "{} is input-bound on rank {}: it waits {} for its next batch in its {} step ({}); with "
+        "input free the step would take {}.{}",
+        printable(run.id), worst - waits.begin(), ms(wait), ms(step), format_percent(wait / step),
+        ms(step - wait), input_advice(run, cores)));
+  }
+  return out;
+}
+
 std::vector<std::string> verdict_notes(const SuiteRecord& suite) {
   std::vector<std::string> notes;
   const auto steps = suite.suite.steps;
@@ -349,6 +402,7 @@ ReportSection build_verdict(const SuiteRecord& suite) {
     }
   }
   if (t.table.rows.empty()) s.notes.push_back("No DP or DDP run at world size > 1 succeeded.");
+  for (std::string& p : input_bound_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
   s.tables.push_back(std::move(t));
   return s;
 }

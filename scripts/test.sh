@@ -79,12 +79,12 @@ if [[ $sanitize == 1 ]]; then
   echo "== ThreadSanitizer: DP workers, streams, data loader, stores, process groups"
   cmake -S "$root" -B "$tsan_dir" -G Ninja "${sanitizer_flags[@]}" \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=thread >/dev/null
-  cmake --build "$tsan_dir" -j "$jobs" --target test_dp test_core test_dataloader test_store \
+  cmake --build "$tsan_dir" -j "$jobs" --target test_dp test_stream test_dataloader test_store \
     test_process_group test_stream_sanitizer
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   "$tsan_dir/tests/impl_dp/test_dp" --gtest_brief=1
-  "$tsan_dir/tests/test_core" --gtest_filter='CpuStream.*:Event.*' --gtest_brief=1
-  "$tsan_dir/tests/workloads/test_dataloader" --gtest_brief=1
+  "$tsan_dir/tests/test_stream" --gtest_brief=1
+  "$tsan_dir/tests/data/test_dataloader" --gtest_brief=1
   "$tsan_dir/tests/comm/test_store" --gtest_filter='StoreTest/HashStore.*:StoreTest/TCPStore.*' --gtest_brief=1
   # The 2000-collective stress test is left to the main pass: under TSan it takes minutes.
   "$tsan_dir/tests/comm/test_process_group" --gtest_filter='-*Stress*' --gtest_brief=1

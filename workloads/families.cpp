@@ -1,7 +1,7 @@
 // The family table (Note [Workload families]): mlp, gpt, embed and resnet, each everything
 // that differs by family, in one place.
 #include "core/check.h"
-#include "workloads/dataset.h"
+#include "data/synthetic.h"
 #include "workloads/embed.h"
 #include "workloads/family.h"
 #include "workloads/gpt.h"
@@ -63,6 +63,7 @@ WorkloadFamily gpt_family() {
   WorkloadFamily f;
   f.name = "gpt";
   f.default_batch = 8;
+  f.traits.files = DataFormat::Tokens;
   f.make_model = make_model_of<GptModel>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<MarkovTokenDataset>(
@@ -150,7 +151,10 @@ WorkloadFamily resnet_family() {
   WorkloadFamily f;
   f.name = "resnet";
   f.default_batch = 32;
-  f.traits = {.batch_norm = true, .images = true, .graph_capturable = false};
+  f.traits = {.batch_norm = true,
+              .images = true,
+              .graph_capturable = false,
+              .files = DataFormat::ImageFolder};
   f.make_model = make_model_of<ResNetModel>();
   f.make_dataset = [](const WorkloadSpec& s, uint64_t seed) {
     return std::shared_ptr<const Dataset>(std::make_shared<ImageDataset>(

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "data/data_format.h"
 #include "workloads/model.h"
 #include "workloads/training_gemms.h"
 
@@ -32,6 +34,9 @@ struct FamilyTraits {
       false;            // has BatchNorm layers: --sync-bn applies, DP/DDP statistics are per device
   bool images = false;  // samples are images: images/s, --channels-last
   bool graph_capturable = true;  // --cuda-graph may capture its step
+  // The dataset on disk it can train on (`--data`): token shards for language models, image
+  // folders for image models; none: synthetic data only.
+  std::optional<DataFormat> files;
 };
 
 // The tensors of one batch of `batch` samples: the model's input and its logits.

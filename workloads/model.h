@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/nn.h"
-#include "workloads/dataset.h"
+#include "data/dataset.h"
 
 namespace ddpb {
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/atomic_file.h"
+#include "bench/cli/data_command.h"
 #include "bench/cli/env_command.h"
 #include "bench/cli/project_command.h"
 #include "bench/cli/report_commands.h"
@@ -225,6 +226,8 @@ int ddpbench_main(int argc, char** argv) {
   report->add_option("-o,--out", report_out, "report.html or report.md")->required();
   ProjectOptions project_options;
   auto* project = add_project_command(app, project_options);
+  DataOptions data_options;
+  auto* data = add_data_command(app, data_options);
   std::string compare_base, compare_new;
   double compare_threshold = 5;
   auto* compare =
@@ -256,6 +259,7 @@ int ddpbench_main(int argc, char** argv) {
     if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();
+    if (data->parsed()) return data_command(data_options);
     if (doctor->parsed()) {
       fmt::print("{}", comm::diagnose_flight_dumps(doctor_dir));
       return 0;

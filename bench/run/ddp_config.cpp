@@ -110,6 +110,7 @@ ddp::DdpOptions ddp_options(const RunConfig& config) {
   o.reducer.check_finite = config.check_finite;
   o.broadcast_buffers = config.broadcast_buffers;
   o.sync_batch_norm = config.sync_bn;
+  o.join = {config.uneven_join, config.join_divide_by_initial_world_size};
   return o;
 }
 

@@ -127,6 +127,45 @@ void validate_graph_capture(const RunConfig& c) {
 }  // namespace
 
 // Ranges first, so that no check below divides by zero or overflows on a bad value.
+// The input pipeline's options make sense together and for the workload (docs/cli.md, "Data").
+static void validate_data(const RunConfig& c) {
+  const WorkloadFamily& family = family_of(find_workload(c.workload));
+  if (c.data.empty()) {
+    DDPB_USAGE_CHECK(!c.data_format && !c.normalize_on_device &&
+                     c.on_bad_sample == OnBadSample::Fail)
+        << "--data-format, --normalize-on-device and --on-bad-sample are about files: give "
+           "--data DIR";
+    return;
+  }
+  DDPB_USAGE_CHECK(family.traits.files)
+      << "--data: " << c.workload << " trains on synthetic data only (token shards feed the gpt "
+      << "workloads, image folders the resnet ones)";
+  const DataFormat format = c.data_format.value_or(detect_data_format(c.data));
+  DDPB_USAGE_CHECK(format == *family.traits.files)
+      << "--data " << c.data << " holds " << enum_name(format) << " data, but " << c.workload
+      << " trains on " << enum_name(*family.traits.files);
+  DDPB_USAGE_CHECK(!c.normalize_on_device || format == DataFormat::ImageFolder)
+      << "--normalize-on-device ships image bytes: it needs an image folder";
+}
+
+// Uneven inputs (docs/cli.md, "Uneven inputs"): only DDP ranks can run out at different steps.
+static void validate_uneven(const RunConfig& c) {
+  DDPB_USAGE_CHECK(c.epochs >= 0) << "--epochs must not be negative";
+  DDPB_USAGE_CHECK(c.sampler_padded || c.epochs > 0)
+      << "--sampler unpadded gives ranks uneven shares, which only matters when the run ends "
+         "with the data: give --epochs N";
+  DDPB_USAGE_CHECK(!c.uneven_join || c.mode == Mode::Ddp)
+      << "--uneven-inputs join is DDP's (PyTorch's Join): use --mode ddp";
+  DDPB_USAGE_CHECK(!c.uneven_join ||
+                   (c.accumulate == 1 && !c.sync_bn &&
+                    (c.comm_hook == ddp::CommHook::None || c.comm_hook == ddp::CommHook::FP16 ||
+                     c.comm_hook == ddp::CommHook::BF16)))
+      << "--uneven-inputs join does not combine with --accumulate, --sync-bn or "
+         "--comm-hook powersgd";
+  DDPB_USAGE_CHECK(c.join_divide_by_initial_world_size || c.uneven_join)
+      << "--no-divide-by-initial-world-size is a Join option: give --uneven-inputs join";
+}
+
 void RunConfig::validate() const {
   DDPB_USAGE_CHECK(world_size >= 1 && world_size <= kMaxWorldSize)
       << "--world-size must be from 1 to " << kMaxWorldSize << ", got " << world_size;
@@ -139,6 +178,8 @@ void RunConfig::validate() const {
       << "--warmup must be from 0 to " << kMaxSteps << ", got " << warmup;
   find_workload(workload);  // throws UsageError for an unknown preset
   check_cpu_capacity(*this);
+  validate_data(*this);
+  validate_uneven(*this);
   if (mode == Mode::Ddp) {
     validate_ddp(*this);
     comm::check_init_method(rendezvous);
@@ -199,6 +240,17 @@ nlohmann::json RunConfig::to_json() const {
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
           {"channels_last", channels_last},
+          {"data", data},
+          {"data_format", data_format ? enum_name(*data_format) : ""},
+          {"num_workers", num_workers},
+          {"prefetch_factor", prefetch_factor},
+          {"pin_memory", pin_memory},
+          {"on_bad_sample", enum_name(on_bad_sample)},
+          {"normalize_on_device", normalize_on_device},
+          {"epochs", epochs},
+          {"sampler", sampler_padded ? "padded" : "unpadded"},
+          {"uneven_inputs", uneven_join ? "join" : "fail"},
+          {"join_divide_by_initial_world_size", join_divide_by_initial_world_size},
           {"cuda_graph", cuda_graph},
           {"optimizer",
            {{"name", optimizer.name},

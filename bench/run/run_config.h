@@ -14,6 +14,8 @@
 #include "core/device.h"
 #include "core/ops.h"
 #include "core/optim.h"
+#include "data/data_format.h"
+#include "data/dataloader.h"
 #include "impl_ddp/reducer.h"
 #include "reports/run_record.h"
 
@@ -78,15 +80,29 @@ struct RunConfig {
   ops::MathMode precision = ops::MathMode::FP32;  // GEMM compute
   ops::AttentionKind attention = ops::AttentionKind::Math;
   bool channels_last = false;  // resnet: images in NHWC (ops::ImageLayout), on both devices
-  bool cuda_graph = false;     // single: capture the step once, replay it (Stream::begin_capture)
-  std::string out;             // JSON record
-  std::string dump;            // directory for meta.json and safetensors dumps
-  std::string init_from;       // safetensors with the initial parameters
-  std::string save_params;     // safetensors with the final parameters (primary process)
-  bool quiet = false;          // no per-step lines
-  bool verbose = false;        // also the config line (the resolved configuration as JSON)
-  std::string trace;           // Chrome trace file
-  std::string trace_steps;     // "A:B" window of steps to trace
+  // The input pipeline (data/): synthetic data unless --data names files.
+  std::string data;                       // token shards (gpt) or an image folder (resnet)
+  std::optional<DataFormat> data_format;  // --data-format; empty: detected from --data
+  int num_workers = 1;                    // loader threads; 0: in the training thread
+  int prefetch_factor = 2;                // batches in flight per worker
+  bool pin_memory = false;                // CUDA: page-locked staging, asynchronous copies
+  OnBadSample on_bad_sample = OnBadSample::Fail;
+  bool normalize_on_device = false;  // image folders: ship u8 images, normalize on the device
+  // The run ends when the loader has given this many epochs (and at --steps at the latest); 0:
+  // --steps alone. With --sampler unpadded, ranks may then run out at different steps.
+  int64_t epochs = 0;
+  bool sampler_padded = true;  // --sampler padded|unpadded: PyTorch's DistributedSampler or not
+  bool uneven_join = false;    // --uneven-inputs join (Note [DDP Join]); default fail
+  bool join_divide_by_initial_world_size = true;
+  bool cuda_graph = false;  // single: capture the step once, replay it (Stream::begin_capture)
+  std::string out;          // JSON record
+  std::string dump;         // directory for meta.json and safetensors dumps
+  std::string init_from;    // safetensors with the initial parameters
+  std::string save_params;  // safetensors with the final parameters (primary process)
+  bool quiet = false;       // no per-step lines
+  bool verbose = false;     // also the config line (the resolved configuration as JSON)
+  std::string trace;        // Chrome trace file
+  std::string trace_steps;  // "A:B" window of steps to trace
 
   int64_t total_steps() const { return warmup + steps; }
   // Checks values that the parser cannot (throws UsageError).

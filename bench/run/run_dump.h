@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/nn.h"
-#include "workloads/dataset.h"
+#include "data/dataset.h"
 #include "workloads/safetensors.h"
 
 namespace ddpb::bench {

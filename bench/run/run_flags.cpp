@@ -8,6 +8,43 @@
 
 namespace ddpb::bench {
 
+namespace {
+
+// The input pipeline's flags (data/, docs/cli.md "Data").
+void add_data_options(CLI::App& run, RunConfig& c) {
+  run.add_option("--data", c.data,
+                 "train on files: token shards (gpt: nanoGPT's train.bin or llm.c's *.bin) or "
+                 "an image folder (resnet: DIR/<class>/*.jpg); default synthetic data");
+  add_enum_flag(run, "--data-format", c.data_format, "the format of --data (default: detected)");
+  add_int_flag(run, "--num-workers", c.num_workers, 0, kMaxLoaderWorkers,
+               "loader threads (default 1; 0: the training thread loads, as PyTorch's 0)");
+  add_int_flag(run, "--prefetch-factor", c.prefetch_factor, 1, kMaxPrefetchFactor,
+               "batches in flight per loader worker (default 2)");
+  run.add_flag("--pin-memory", c.pin_memory,
+               "CUDA: page-locked staging and asynchronous copies (CPU: does not apply)");
+  add_enum_flag(run, "--on-bad-sample", c.on_bad_sample,
+                "a corrupt file: fail the run (default) or skip it, counted in the record");
+  run.add_flag("--normalize-on-device", c.normalize_on_device,
+               "image folders: ship u8 images to the device and normalize there (4x fewer "
+               "bytes over PCIe)");
+  add_int_flag(run, "--epochs", c.epochs, 0, kMaxSteps,
+               "end when the loader has given N epochs (and at --steps at the latest)");
+  run.add_option_function<std::string>(
+         "--sampler", [&c](const std::string& v) { c.sampler_padded = v == "padded"; },
+         "padded (PyTorch's DistributedSampler, the default) or unpadded (each rank its own "
+         "share: uneven with --epochs)")
+      ->check(CLI::IsMember({"padded", "unpadded"}));
+  run.add_option_function<std::string>(
+         "--uneven-inputs", [&c](const std::string& v) { c.uneven_join = v == "join"; },
+         "ddp with --epochs: fail (default: name the rank that ran out) or join (PyTorch's "
+         "Join: shadow the others' collectives)")
+      ->check(CLI::IsMember({"fail", "join"}));
+  run.add_flag("--no-divide-by-initial-world-size{false}", c.join_divide_by_initial_world_size,
+               "join: average gradients over the ranks still active, not the world size");
+}
+
+}  // namespace
+
 void add_run_options(CLI::App& run, RunConfig& c) {
   add_enum_flag(run, "--mode", c.mode, "how the devices train together");
   run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")
@@ -76,6 +113,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
                 "GEMM compute (weights, optimizer state and gradients stay f32)");
   run.add_flag("--channels-last", c.channels_last,
                "resnet: images in NHWC, PyTorch's channels_last (default NCHW)");
+  add_data_options(run, c);
   run.add_option("--out", c.out, "write the JSON record here");
   run.add_option("--dump", c.dump, "write init/final parameters, batches and meta.json here");
   run.add_option("--init-from", c.init_from, "start from these parameters (safetensors)");

@@ -1,6 +1,7 @@
 // --mode ddp: one process per rank (started by comm/launcher or an external launcher),
 // DistributedDataParallel through impl_ddp's Reducer.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/ddp_config.h"
@@ -109,6 +110,35 @@ class DdpRunner final : public ModeRunner, public RankedRun {
       nlohmann::json mine) override {
     return gather_trace_through_store(*store_, env_.rank, env_.world_size, clock_offset_ns_,
                                       std::move(mine));
+  }
+
+  bool another_step(bool have_input, int64_t step) override {
+    if (config_.uneven_join) {
+      if (have_input) return true;
+      const int64_t shadowed = ddp_->join_finish();
+      fmt::print(
+          "ddp rank {}: joined after {} steps of input, then shadowed {} iteration(s) of "
+          "its peers (--uneven-inputs join)\n",
+          env_.rank, step - 1, shadowed);
+      return false;
+    }
+    // Every rank says whether it has input: all have (a step), none has (the end), or some ran
+    // out, which would hang PyTorch's DDP: every rank fails naming them.
+    Tensor mine = Tensor::from_floats({have_input ? 1.0f : 0.0f}, {1}, device_);
+    Tensor all = Tensor::empty({env_.world_size}, DType::F32, device_);
+    pg_->allgather(all, mine)->wait();
+    const std::vector<float> flags = all.to_floats();
+    std::vector<int> out, in;
+    for (int r = 0; r < env_.world_size; ++r)
+      (flags[static_cast<size_t>(r)] > 0.5f ? in : out).push_back(r);
+    if (out.empty()) return true;
+    if (in.empty()) return false;
+    DDPB_FAIL() << "uneven inputs: rank(s) " << fmt::format("{}", fmt::join(out, ", "))
+                << " ran out of input at step " << step << " while rank(s) "
+                << fmt::format("{}", fmt::join(in, ", "))
+                << " have more (PyTorch's DDP would hang here): use --uneven-inputs join "
+                << "(PyTorch's Join), or an even split (--sampler padded)";
+    return false;
   }
 
   reports::RunRecord finalize_record(reports::RunRecord record) override {

@@ -13,6 +13,7 @@
 #include "bench/measure/stats.h"
 #include "bench/run/run_dump.h"
 #include "bench/run/step_watchdog.h"
+#include "bench/run/training_data.h"
 #include "comm/flight_recorder.h"
 #include "core/allocator.h"
 #include "core/check.h"
@@ -22,9 +23,10 @@
 #include "core/ops.h"
 #include "core/progress.h"
 #include "core/step_phase.h"
+#include "data/dataloader.h"
+#include "data/transforms.h"
 #include "reports/json_io.h"
 #include "reports/schema_validator.h"
-#include "workloads/dataloader.h"
 #include "workloads/family.h"
 #include "workloads/state_dict.h"
 
@@ -99,7 +101,9 @@ struct StepLog {
   double first_loss = 0, last_loss = 0;
 
   // Returns the step's time, data loading included.
-  double add(int64_t step, bool measured, double data_ms, const StepOutcome& out) {
+  double add(int64_t step, bool measured, const reports::LoaderStep& loader,
+             const StepOutcome& out) {
+    const double data_ms = loader.data_wait_ms;
     const double total = data_ms + out.step_ms;
     if (step == 1) first_loss = out.loss;
     last_loss = out.loss;
@@ -111,7 +115,7 @@ struct StepLog {
       add_phase(name, ms, measured);
     }
     if (measured) step_ms.push_back(total);
-    steps.push_back({step, measured, out.loss, total, std::move(phases), out.mode});
+    steps.push_back({step, measured, out.loss, total, std::move(phases), out.mode, loader});
     return total;
   }
   void add_phase(const std::string& name, double ms, bool measured) {
@@ -131,30 +135,52 @@ struct StepLog {
   }
 };
 
-// One step through the runner; the batches come from `loader` (and go to `dump`), and the
-// time spent waiting for them is added to `data_ms`.
+// A batch of image bytes (--normalize-on-device) becomes the model's normalized floats on
+// its device, on the current stream.
+Batch normalized_on_device(Batch batch) {
+  if (batch.x.dtype() != DType::U8) return batch;
+  Tensor x = Tensor::empty(batch.x.shape(), DType::F32, batch.x.device());
+  ops::normalize_u8_images(batch.x, x, {kImageNetMean[0], kImageNetMean[1], kImageNetMean[2]},
+                           {kImageNetStd[0], kImageNetStd[1], kImageNetStd[2]});
+  batch.x = std::move(x);
+  return batch;
+}
+
+// One step through the runner; the batches come from `loader` (and go to `dump`), and what
+// they cost (the wait for them, their workers' time, their copies) goes to `cost`.
 StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader& loader,
-                     RunDump* dump, int64_t step, double& data_ms) {
+                     RunDump* dump, int64_t step, reports::LoaderStep& cost) {
   int micro = 0;
   const BatchFn next_batch = [&] {
     nvtx::Range r("data", nvtx::Category::Data);
     progress::note_phase(step_phase_name(StepPhase::Data));
     auto t0 = std::chrono::steady_clock::now();
     Batch batch = loader.next();
-    data_ms +=
+    cost.data_wait_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const LoadedBatchStats stats = loader.last_stats();
+    cost.fill_ms += stats.fill_ms;
+    cost.skipped += stats.skipped;
+    if (stats.h2d_overlapped)
+      cost.h2d_overlapped = cost.h2d_overlapped.value_or(true) && *stats.h2d_overlapped;
     if (dump) dump->add_batch(step, micro, batch);
     ++micro;
-    return batch;
+    return normalized_on_device(std::move(batch));
   };
   try {
-    return runner.step(next_batch, optimizer);
+    StepOutcome out = runner.step(next_batch, optimizer);
+    // The last batch's copy has completed by now (the step consumed it).
+    if (const auto h2d = loader.last_stats().h2d_ms) cost.h2d_ms = *h2d;
+    return out;
   } catch (const std::exception& e) {
-    // Said at once, before unwinding tears down the process group (which can take a
-    // while): the launcher names the rank whose failure it heard first.
-    std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.place().rank,
-                 static_cast<long>(step), e.what());
-    std::fflush(stderr);
+    // A rank of a multi-process job says it at once, before unwinding tears down the process
+    // group (which can take a while): the launcher names the rank whose failure it heard
+    // first. A run of one process says it once, in main's error line.
+    if (runner.place().world_size > 1) {
+      std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.place().rank,
+                   static_cast<long>(step), e.what());
+      std::fflush(stderr);
+    }
     throw;
   }
 }
@@ -206,13 +232,19 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
       [] { return comm::flight_recorder().any_in_flight(); });
   for (int64_t step = 1; step <= config.total_steps(); ++step) {
     progress::note_step(step);
+    if (config.epochs > 0) {  // the run ends with its data (uneven inputs: Note [DDP Join])
+      const bool have_input = loader.has_next();
+      RankedRun* ranked = runner.ranked();
+      if (ranked ? !ranked->another_step(have_input, step) : !have_input) break;
+    }
     if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
     const int64_t step_start_ns = steady_now_ns();
-    double data_ms = 0;
-    const StepOutcome out = run_step(runner, optimizer, loader, dump, step, data_ms);
+    reports::LoaderStep cost;
+    const StepOutcome out = run_step(runner, optimizer, loader, dump, step, cost);
+    const double data_ms = cost.data_wait_ms;
     DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
     const bool measured = step > config.warmup;
-    const double total = log.add(step, measured, data_ms, out);
+    const double total = log.add(step, measured, cost, out);
     if (trace) {
       std::vector<std::pair<std::string, double>> all_phases{
           {step_phase_name(StepPhase::Data), data_ms}};
@@ -333,14 +365,17 @@ reports::RunRecord run_training(const RunConfig& config) {
   DeviceGuard guard(runner->devices().front());
   auto optimizer = optim::make_optimizer(config.optimizer, model.parameters());
 
-  auto dataset = make_dataset(spec, config.seed);
+  auto dataset = make_training_dataset(config, spec);
   DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
-      << "--global-batch " << config.global_batch << " exceeds the dataset of " << dataset->size();
+      << "the dataset of " << dataset->size() << " samples"
+      << (config.data.empty() ? "" : " (" + config.data + ")") << " is smaller than one global "
+      << "batch of " << config.global_batch << " (--global-batch " << config.global_batch
+      << " exceeds the dataset)";
   const RunnerPlace& place = runner->place();
   const DataPlan& plan = place.data;
   DistributedSampler sampler(dataset->size(), plan.num_replicas, plan.rank, /*shuffle=*/true,
-                             config.seed, /*drop_last=*/false);
-  DataLoader loader(dataset, sampler, plan.batch_size, place.data_device);
+                             config.seed, /*drop_last=*/false, config.sampler_padded);
+  DataLoader loader(dataset, sampler, plan.batch_size, place.data_device, loader_options(config));
 
   std::unique_ptr<RunDump> dump;
   if (!config.dump.empty()) {
@@ -364,6 +399,8 @@ reports::RunRecord run_training(const RunConfig& config) {
 
   reports::RunRecord record = make_record(config, *runner, log);
   add_comm_summary(config, *runner, record);
+  record.summary.loader = loader_summary(config, loader, *dataset, place.data_device, record.steps,
+                                         record.summary.step_time_ms.median);
   RankedRun* ranked = runner->ranked();
   if (place.primary() && !config.save_params.empty()) save_state_dict(model, config.save_params);
   if (dump && place.primary() && ranked) {

@@ -62,6 +62,11 @@ class RankedRun {
   // offset onto rank 0's (others get nothing back).
   virtual std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
       nlohmann::json mine) = 0;
+  // With --epochs: whether this rank takes step `step`. Uneven inputs fail by default (every
+  // rank says which ranks ran out, and all throw naming them); with --uneven-inputs join a rank
+  // out of input shadows its peers until every rank is out (Note [DDP Join]) and returns false.
+  // Collective.
+  virtual bool another_step(bool have_input, int64_t step) = 0;
 };
 
 // Note [The runner seam]

@@ -25,15 +25,18 @@
 #include "bench/suite/progress.h"
 #include "bench/suite/pytorch_peer.h"
 #include "bench/suite/results_lock.h"
+#include "bench/suite/suite_checks.h"
 #include "bench/suite/suite_metrics.h"
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
 #include "core/device.h"
 #include "core/ops.h"
+#include "data/make_data.h"
 #include "reports/html_report.h"
 #include "reports/json_io.h"
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
+#include "workloads/model.h"
 
 namespace fs = std::filesystem;
 
@@ -95,6 +98,7 @@ SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
     std::erase_if(spec.world_sizes, [&](int n) { return n > o.max_world_size; });
   }
   validate_suite(spec, gpus);
+  check_suite_runs(spec);
   return spec;
 }
 
@@ -292,6 +296,7 @@ SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   spec = SuiteSpec::from_json(suite["suite"]);
   if (o.with_pytorch) spec.with_pytorch = true;
   validate_suite(spec, gpus);
+  check_suite_runs(spec);
   SuiteRecord record = SuiteRecord::from_json(suite);
   check_resumed_runs(record, spec, path);
   warn_if_written_elsewhere(record.context, o.resume);
@@ -341,6 +346,26 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
 
 // What a suite (and --resume) runs: every run without a result, failed ones included (issue 25,
 // M7: after a full disk, --resume used to keep the failures and call the suite complete).
+// The image folder of the loader group (kSuiteImageFolder), made once in the results folder
+// before the first run that reads it: ImageNet-like JPEGs, as many classes as the model has
+// (at most 10), 16 images each.
+void make_suite_data(const SuiteRecord& suite, const SuiteSpec& spec, const std::string& dir) {
+  const bool needed = std::any_of(suite.runs.begin(), suite.runs.end(), [](const SuiteRun& r) {
+    return r.arg("--data") == std::string(kSuiteImageFolder);
+  });
+  const fs::path folder = fs::path(dir) / kSuiteImageFolder;
+  if (!needed || fs::exists(folder)) return;
+  fs::create_directories(folder.parent_path());
+  ImageDataSpec images;
+  images.out = folder.string();
+  images.classes = static_cast<int>(
+      std::min<int64_t>(10, find_workload(spec.resolved_loader_workload()).classes));
+  images.images_per_class = 16;
+  images.seed = spec.seed;
+  fmt::print("ddpbench suite: {}\n", make_image_data(images));
+  std::fflush(stdout);
+}
+
 bool to_run(const SuiteRun& run) {
   return run.status == RunStatus::Pending || run.status == RunStatus::Interrupted ||
          run.status == RunStatus::Failed;
@@ -456,6 +481,7 @@ int run_suite(const SuiteOptions& o) {
   }
   if (o.resume.empty()) suite = new_suite(spec, dir);
   write_suite(suite, dir);
+  make_suite_data(suite, spec, dir);
   run_pending(suite, spec, dir);
 
   const SuiteVerdict v = settle(suite);

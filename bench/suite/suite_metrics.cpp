@@ -146,6 +146,21 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
   }
   m.peak_memory_bytes = peak_bytes;
   m.memory = record.memory;
+  m.loader = s.loader;
+  // Each rank's median data wait, from its phases: the input-bound rule names the rank.
+  std::vector<double> waits;
+  const auto data_of = [](const std::vector<reports::PhaseMedian>& phases) {
+    for (const reports::PhaseMedian& p : phases) {
+      if (p.phase == "data") return p.median_ms;
+    }
+    return 0.0;
+  };
+  if (record.ranks) {
+    for (const auto& r : *record.ranks) waits.push_back(data_of(r.phases_median_ms));
+  } else {
+    waits.push_back(data_of(s.phases_median_ms));
+  }
+  m.per_rank_data_wait_ms = waits;
   return m;
 }
 

@@ -7,12 +7,11 @@
 #include <functional>
 #include <set>
 
-#include "bench/project/suite_projection.h"
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/run_config.h"
-#include "bench/run/run_flags.h"
 #include "core/check.h"
 #include "core/ops.h"
+#include "workloads/family.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
@@ -164,6 +163,9 @@ nlohmann::json SuiteSpec::to_json() const {
           {"bucket_sweep_mb", bucket_sweep_mb},
           {"sweep_workload", sweep_workload},
           {"overlap_off", overlap_off},
+          {"loader_workers", loader_workers},
+          {"loader_workload", loader_workload},
+          {"loader_data", loader_data},
           {"bucket_autotune", bucket_autotune},
           {"comm_hooks", names_of(comm_hooks)},
           {"comm_hook_workloads", comm_hook_workloads},
@@ -178,6 +180,15 @@ nlohmann::json SuiteSpec::to_json() const {
           {"correctness_threshold", correctness_threshold},
           {"hook_correctness_threshold", hook_correctness_threshold},
           {"runs", explicit_runs_json(runs)}};
+}
+
+std::string SuiteSpec::resolved_loader_workload() const {
+  if (loader_workers.empty()) return "";
+  if (!loader_workload.empty()) return loader_workload;
+  for (const auto& w : workloads) {
+    if (family_of(find_workload(w)).traits.files == DataFormat::ImageFolder) return w;
+  }
+  return "";
 }
 
 std::map<std::string, int64_t> SuiteSpec::batches_per_device() const {
@@ -344,6 +355,15 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"sweep_workload", [&](const KeyReader& r) { s.sweep_workload = r.string(); }},
       {"overlap_off", [&](const KeyReader& r) { s.overlap_off = r.boolean(); }},
       {"bucket_autotune", [&](const KeyReader& r) { s.bucket_autotune = r.boolean(); }},
+      {"loader_workers",
+       [&](const KeyReader& r) {
+         s.loader_workers.clear();
+         for (const auto& v : r.list())
+           s.loader_workers.push_back(
+               static_cast<int>(KeyReader{file, r.key, v}.integer(0, kMaxLoaderWorkers)));
+       }},
+      {"loader_workload", [&](const KeyReader& r) { s.loader_workload = r.string(); }},
+      {"loader_data", [&](const KeyReader& r) { s.loader_data = r.string(); }},
       {"bf16_workloads", [&](const KeyReader& r) { s.bf16_workloads = r.strings(); }},
       {"comm_hooks",
        [&](const KeyReader& r) {
@@ -434,24 +454,6 @@ void validate_matrix(const SuiteSpec& s, int gpus) {
   }
 }
 
-// A projection topology that is a preset or a file must be one, and hold the projected device
-// counts (issue 25, E2: a bad one ran the whole suite, then said "no projection", exit 0).
-// "measured" is fitted after the runs.
-void validate_projection_topology(const SuiteSpec& s) {
-  if (s.workloads.empty() || s.projection_topology == "measured") return;
-  Topology topo;
-  try {
-    topo = resolve_topology(s.projection_topology, ProjectionSource{});
-  } catch (const UsageError& e) {
-    DDPB_USAGE_FAIL() << "suite: \"projection_topology\": " << e.what();
-  }
-  for (int n : s.projection_devices) {
-    DDPB_USAGE_CHECK(n >= 1 && (topo.inter || n <= topo.node_size))
-        << "suite: \"projection_devices\" " << n << " does not fit topology " << topo.name << " ("
-        << topo.node_size << " devices a node and no inter-node link)";
-  }
-}
-
 // An explicit run's flags must make sense for its mode, as `ddpbench run` would check them:
 // a suite that fails a run on a flag it could have refused up front wastes the runs before.
 void validate_explicit_run(const SuiteSpec& s, const ExplicitRun& r, int gpus) {
@@ -508,16 +510,6 @@ void validate_suite(const SuiteSpec& s, int gpus) {
     DDPB_USAGE_CHECK(names.insert(r.name).second)
         << "suite: run \"" << r.name << "\" is listed twice";
     validate_explicit_run(s, r, gpus);
-  }
-  validate_projection_topology(s);
-  // Every run as `ddpbench run` would check it (issue 25, E3): a value it would refuse fails the
-  // suite before the first run, not the run when its turn comes.
-  for (const SuiteRun& run : expand_suite(s)) {
-    try {
-      parse_run_args(run.args);
-    } catch (const UsageError& e) {
-      DDPB_USAGE_FAIL() << "suite: run " << run.id << ": " << e.what();
-    }
   }
 }
 
@@ -630,6 +622,19 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
         if (hook == ddp::CommHook::PowerSGD)
           args.insert(args.end(), {"--powersgd-start-iter", start});
         make(w, Mode::Ddp, sweep_n, g, RunGroup::CommHook, h + "-hook", args);
+      }
+    }
+  }
+  // The input pipeline on files: workers (x pin memory on CUDA) at world size 1.
+  if (const std::string w = s.resolved_loader_workload(); !w.empty() && has_mode(Mode::Single)) {
+    const std::string data = s.loader_data.empty() ? kSuiteImageFolder : s.loader_data;
+    for (int workers : s.loader_workers) {
+      for (bool pin :
+           s.device == DeviceType::CUDA ? std::vector{false, true} : std::vector{false}) {
+        std::vector<std::string> args = {"--data", data, "--num-workers", std::to_string(workers)};
+        if (pin) args.emplace_back("--pin-memory");
+        make(w, Mode::Single, 1, s.per_device_batch.at(w), RunGroup::Loader,
+             fmt::format("loader-w{}{}", workers, pin ? "-pin" : ""), args);
       }
     }
   }

@@ -44,6 +44,10 @@ struct ExplicitRun {
   std::vector<std::string> flags() const;
 };
 
+// The image folder a suite makes for its loader group, relative to its results folder (where
+// its runs start).
+inline constexpr const char* kSuiteImageFolder = "data/imagefolder";
+
 struct SuiteSpec {
   std::string name = "default-cpu";
   DeviceType device = DeviceType::CPU;
@@ -84,6 +88,16 @@ struct SuiteSpec {
   double correctness_threshold = 1e-2;       // fp32 paths
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
   std::vector<ExplicitRun> runs;             // after the matrix, in this order
+  // Group "loader": the image workload at world size 1 on an image folder, at each of these
+  // loader worker counts (and, on CUDA, with and without --pin-memory). `loader_data` empty: an
+  // image folder the suite makes in its results folder (kSuiteImageFolder). Empty workers: no
+  // such group. `loader_workload` empty: the first workload with images.
+  std::vector<int> loader_workers = {0, 1, 2};
+  std::string loader_workload;
+  std::string loader_data;
+
+  // The workload the loader group runs, or "" when there is none.
+  std::string resolved_loader_workload() const;
 
   // The samples per device of every workload the suite runs, the explicit runs' included:
   // the shapes of the GEMM peak measured before the runs.
@@ -112,7 +126,8 @@ void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::strin
 // Suite files are small hand-written JSON; anything larger is a mistake or an attack.
 inline constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
 
-// Checks the whole spec (workload names, world sizes against the devices, batch sizes).
+// Checks the spec on its own (workload names, world sizes against the devices, batch sizes,
+// named runs); check_suite_runs (suite_checks.h) adds the checks that need the runtime.
 void validate_suite(const SuiteSpec& spec, int gpus);
 
 // One `ddpbench run` of the suite, as suite.json holds it: expand_suite() fills the id, group,

@@ -50,6 +50,8 @@ class CpuBackend final : public Backend {
                                int n_head) override;
   void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                 const Tensor& lse, const Tensor& dqkv, int n_head) override;
+  void normalize_u8_images(const Tensor& x, const Tensor& out, const float* scale,
+                           const float* shift, int channels) override;
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, ops::Conv2dGeometry g,
                       ops::ImageLayout layout) override;
   void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx,

@@ -5,6 +5,7 @@
 // values of one channel of one image are contiguous (the inner loops vectorise); in NHWC they
 // are C apart. Sums accumulate in double.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -260,6 +261,23 @@ void CpuBackend::nchw_to_nhwc(const Tensor& x, const Tensor& y) {
       for (int64_t ch = 0; ch < from.c; ++ch)
         for (int64_t j = 0; j < from.hw; ++j)
           y.data<float>()[to(i, ch, j)] = x.data<float>()[from(i, ch, j)];
+  });
+}
+
+void CpuBackend::normalize_u8_images(const Tensor& x, const Tensor& out, const float* scale,
+                                     const float* shift, int channels) {
+  std::array<float, 4> sc{}, sh{};
+  std::copy(scale, scale + channels, sc.begin());
+  std::copy(shift, shift + channels, sh.begin());
+  run_on_stream(out.device(), [=] {
+    const uint8_t* in = x.data<uint8_t>();
+    float* o = out.data<float>();
+    const int64_t plane = x.size(2) * x.size(3);
+    const int64_t planes = x.size(0) * channels;
+    for (int64_t p = 0; p < planes; ++p) {
+      const auto c = static_cast<size_t>(p % channels);
+      for (int64_t i = p * plane; i < (p + 1) * plane; ++i) o[i] = in[i] * sc[c] + sh[c];
+    }
   });
 }
 

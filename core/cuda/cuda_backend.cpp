@@ -294,6 +294,12 @@ class CudaBackend final : public Backend {
   }
 
   // ---- Images (cuda_conv.cpp, cuda_norm_pool.cu) ----
+  void normalize_u8_images(const Tensor& x, const Tensor& out, const float* scale,
+                           const float* shift, int channels) override {
+    OpScope op(out);
+    launch_normalize_u8(x.data<uint8_t>(), f32(out), out.numel(), x.size(2) * x.size(3), channels,
+                        scale, shift, op.stream());
+  }
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& y, ops::Conv2dGeometry g,
                       ops::ImageLayout layout) override {
     OpScope op(y);

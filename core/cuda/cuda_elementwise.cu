@@ -51,6 +51,17 @@ __device__ __forceinline__ float activate(float v, ops::Activation act) {
   return v;
 }
 
+struct NormalizeU8Op {
+  const uint8_t* x;
+  float* out;
+  int64_t plane;
+  int channels;
+  float scale[4], shift[4];
+  __device__ void operator()(int64_t i) const {
+    const int c = static_cast<int>((i / plane) % channels);
+    out[i] = static_cast<float>(x[i]) * scale[c] + shift[c];
+  }
+};
 struct FillOp {
   float* x;
   float value;
@@ -179,6 +190,14 @@ void launch_cast_from(const Src* src, void* dst, DType dst_dtype, int64_t n, cud
 }
 
 }  // namespace
+
+void launch_normalize_u8(const uint8_t* x, float* out, int64_t n, int64_t plane, int channels,
+                         const float* scale, const float* shift, cudaStream_t stream) {
+  DDPB_CHECK(channels >= 1 && channels <= 4 && plane > 0) << "normalize_u8: bad geometry";
+  NormalizeU8Op op{x, out, plane, channels, {}, {}};
+  for (int c = 0; c < channels; ++c) op.scale[c] = scale[c], op.shift[c] = shift[c];
+  launch_map(n, op, stream);
+}
 
 void launch_fill(float* x, int64_t n, float value, cudaStream_t stream) {
   launch_map(n, FillOp{x, value}, stream);

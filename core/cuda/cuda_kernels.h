@@ -31,6 +31,9 @@ void launch_gelu_forward(const float* x, float* y, int64_t n, cudaStream_t strea
 void launch_gelu_backward(const float* dy, const float* x, float* dx, int64_t n,
                           cudaStream_t stream);
 // Any pair of F32, BF16, F16 (round to nearest even).
+// out[i] = x[i] * scale[c] + shift[c], c = (i / plane) % channels (channels <= 4).
+void launch_normalize_u8(const uint8_t* x, float* out, int64_t n, int64_t plane, int channels,
+                         const float* scale, const float* shift, cudaStream_t stream);
 void launch_cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
                  cudaStream_t stream);
 // c [rows, cols] = act(c + bias), bias [cols] or null. The GEMM epilogue for when cuBLASLt

@@ -21,6 +21,8 @@ inline ncclDataType_t nccl_type(DType t) {
       return ncclInt32;
     case DType::I64:
       return ncclInt64;
+    case DType::U8:
+      return ncclUint8;
   }
   DDPB_FAIL() << "no NCCL type for dtype " << static_cast<int>(t);
   return ncclFloat32;

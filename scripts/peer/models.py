@@ -176,6 +176,17 @@ def resnet_from_shapes(shapes):
     return ResNet(block, layers, num_classes=shapes["fc.weight"][0])
 
 
+def resnet_for(workload, classes):
+    """The torchvision ResNet of a ddpbench resnet preset (workloads/presets.cpp), by name."""
+    from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+    layers = {"resnet-tiny": (BasicBlock, [1, 1, 1, 1]), "resnet18": (BasicBlock, [2, 2, 2, 2]),
+              "resnet50": (Bottleneck, [3, 4, 6, 3])}
+    if workload not in layers:
+        raise ValueError(f"not a resnet preset: {workload} (expected one of {sorted(layers)})")
+    block, stages = layers[workload]
+    return ResNet(block, stages, num_classes=classes)
+
+
 def make_optimizer(cfg, params):
     """torch.optim.SGD or AdamW from ddpbench's record config.optimizer."""
     name = cfg["name"]

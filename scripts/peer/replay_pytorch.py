@@ -5,7 +5,8 @@
 
 DIR holds what bench/run/run_dump.h writes: meta.json, init.safetensors, the batches
 (batches.safetensors, or batches.rank{r}.safetensors for DDP) and final.safetensors; any mode
-(single, dp, ddp), without --accumulate; DDP with --comm-hook powersgd through the float64
+(single, dp, ddp), without --accumulate; runs that ended at --epochs; DDP with
+--uneven-inputs join (join_step_loss); DDP with --comm-hook powersgd through the float64
 reference in powersgd_reference.py, fed the dumped random Q (powersgd_q.safetensors). Each step is replayed as the mode ran it (step_loss):
 that matters for models with BatchNorm, whose statistics are per replica or per rank.
 
@@ -156,6 +157,38 @@ def step_loss(model, cfg, xs, ys):
     return sum(losses) / len(losses)
 
 
+def dumped_steps(batches, cfg):
+    """The steps each rank dumped (step1..stepN, no gaps), and a problem or None. A run of
+    --steps trains warmup + steps on every rank; with --epochs it may end sooner, and under
+    --uneven-inputs join the ranks that ran out have fewer."""
+    counts = []
+    for rank, part in enumerate(batches):
+        n = 0
+        while f"step{n + 1}.x" in part and f"step{n + 1}.y" in part:
+            n += 1
+        if any(k.startswith("step") and int(k[4:].split(".")[0]) > n for k in part):
+            return counts, f"the batches of rank {rank} skip a step after step{n}"
+        counts.append(n)
+    planned = int(cfg["warmup"]) + int(cfg["steps"])
+    if min(counts) < 1:
+        return counts, "a rank dumped no step"
+    if cfg.get("uneven_inputs") != "join" and len(set(counts)) > 1:
+        return counts, f"the ranks dumped different step counts {counts} without join"
+    if int(cfg.get("epochs", 0)) == 0 and max(counts) != planned:
+        return counts, f"the dump has {max(counts)} steps, the run planned {planned}"
+    return counts, None
+
+
+def join_step_loss(model, cfg, xs, ys, active):
+    """One DDP step under PyTorch's Join: the ranks that ran out shadow the AllReduce with zero
+    gradients and do not step; the active ones average over the initial world size
+    (divide_by_initial_world_size, the default) or over the active ranks. Each active rank's
+    loss is its own batch's mean (no buffers: Join with BatchNorm is refused)."""
+    losses = [cross_entropy(model(x), y) for x, y, a in zip(xs, ys, active) if a]
+    divide = len(active) if cfg.get("join_divide_by_initial_world_size", True) else len(losses)
+    return sum(losses) / divide
+
+
 def powersgd_step(model, params, xs, ys, reference):
     """One DDP step under --comm-hook powersgd: every rank's own gradient (PowerSGD combines
     the ranks' gradients, not their mean), combined by the float64 reference; the buffers are
@@ -252,13 +285,15 @@ def main():
                 return 2
             p.copy_(init[name].to(p.dtype))
 
-    total_steps = int(cfg["warmup"]) + int(cfg["steps"])
-    for rank, part in enumerate(batches):
-        for k in range(1, total_steps + 1):
-            if f"step{k}.x" not in part or f"step{k}.y" not in part:
-                print(f"replay: the batches of rank {rank} have no step{k}.x/.y (expected "
-                      f"{total_steps} steps)", file=sys.stderr)
-                return 2
+    steps_of, problem = dumped_steps(batches, cfg)
+    if problem:
+        print(f"replay: {problem}", file=sys.stderr)
+        return 2
+    total_steps = max(steps_of)
+    if cfg.get("uneven_inputs") == "join" and list(model.buffers()):
+        print("replay: a Join run of a model with buffers (BatchNorm) is not replayed: which "
+              "rank's statistics survive depends on who joined when", file=sys.stderr)
+        return 2
 
     margins = DecisionMargins(model)
     trained = [n for n in names if own[n].is_floating_point() and own[n].requires_grad]
@@ -277,11 +312,17 @@ def main():
           f"lr {cfg['optimizer']['lr']:g} momentum {cfg['optimizer']['momentum']:g} "
           f"weight_decay {cfg['optimizer']['weight_decay']:g}, torch {torch.__version__}")
     for k in range(1, total_steps + 1):
-        xs = [as_input(part[f"step{k}.x"], family, dtype) for part in batches]
-        ys = [part[f"step{k}.y"].long().reshape(-1) for part in batches]
+        # Under Join a rank that ran out has no batch; join_step_loss knows it as inactive.
+        xs = [as_input(part[f"step{k}.x"], family, dtype) if k <= n else None
+              for part, n in zip(batches, steps_of)]
+        ys = [part[f"step{k}.y"].long().reshape(-1) if k <= n else None
+              for part, n in zip(batches, steps_of)]
         opt.zero_grad(set_to_none=False)
         if powersgd:
             loss = powersgd_step(model, {n: own[n] for n in trained}, xs, ys, powersgd)
+        elif len(batches) > 1 and cfg.get("uneven_inputs") == "join":
+            loss = join_step_loss(model, cfg, xs, ys, [k <= n for n in steps_of])
+            loss.backward()
         else:
             loss = step_loss(model, cfg, xs, ys)
             loss.backward()

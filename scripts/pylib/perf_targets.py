@@ -46,6 +46,10 @@ TARGETS = {
     "cpu.gloo_pg_vs_raw": Target("Gloo allreduce through the group / raw Gloo, 64 MiB", "<=", 1.05),
     "cpu.bucket_auto_vs_best": Target("bucket autotune / best fixed bucket cap", "<=", 1.05),
     "cpu.powersgd_vs_fp32": Target("PowerSGD step / fp32 step", "<", 1.0),
+    "cpu.loader_vs_pytorch": Target(
+        "image loader images/s / PyTorch DataLoader's, same workers", ">=", 1.5),
+    "cpu.real_vs_synthetic_step": Target(
+        "step on an image folder / synthetic step, loader not the bottleneck", "<=", 1.05),
     # GPU (scripts/gpu_check_summary.py)
     "gpu.gemm_vs_cublas": Target("GEMM step time vs cuBLAS", ">=", 0.85),
     "gpu.gpt2_vs_eager": Target("gpt2-small step vs PyTorch eager", "<=", 0.8),

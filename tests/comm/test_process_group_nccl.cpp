@@ -96,6 +96,9 @@ Tensor gpu_tensor(const std::vector<float>& values, DType dtype, const Device& d
       case DType::I64:
         host.data<int64_t>()[i] = static_cast<int64_t>(values[i]);
         break;
+      case DType::U8:
+        host.data<uint8_t>()[i] = static_cast<uint8_t>(values[i]);
+        break;
     }
   }
   return host.to(device);
@@ -122,6 +125,9 @@ std::vector<float> values_of(const Tensor& t) {
         break;
       case DType::I64:
         v[i] = static_cast<float>(host.data<int64_t>()[i]);
+        break;
+      case DType::U8:
+        v[i] = static_cast<float>(host.data<uint8_t>()[i]);
         break;
     }
   }

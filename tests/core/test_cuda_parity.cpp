@@ -356,6 +356,26 @@ TEST_F(CudaParity, Arithmetic) {
                 {fma, kExact});
 }
 
+// --normalize-on-device: image bytes become ImageNet-normalized floats on the device.
+TEST_F(CudaParity, NormalizeU8Images) {
+  const Shape shape = {3, 3, 17, 19};
+  const int64_t n = shape_numel(shape);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    bytes[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 37) % 256);
+  expect_parity(
+      "normalize_u8_images",
+      [&](const Device& d) -> std::vector<Tensor> {
+        Tensor host = Tensor::empty(shape, DType::U8, Device::cpu());
+        std::copy(bytes.begin(), bytes.end(), host.data<uint8_t>());
+        Tensor x = host.to(d);
+        Tensor out = Tensor::empty(shape, DType::F32, d);
+        ops::normalize_u8_images(x, out, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+        return {out};
+      },
+      {Tolerance{1e-6, 1e-6}});
+}
+
 TEST_F(CudaParity, Activations) {
   const int64_t n = 4099;
   const auto x = uniform(n, 10, -4.0f, 4.0f);

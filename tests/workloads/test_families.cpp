@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/optim.h"
+#include "data/synthetic.h"
 #include "workloads/family.h"
 
 namespace ddpb {

@@ -266,6 +266,35 @@ TEST_F(ReplayTest, GptTinyDdpPowerSgdWithoutWarmStartOrErrorFeedback) {
                          3});
 }
 
+// Uneven inputs under PyTorch's Join: gpt-tiny on 2500 tokens of shards, one epoch, each rank
+// its own share (--sampler unpadded): rank 1 runs out a step before rank 0. At that step rank 0
+// averages its gradient with rank 1's shadowed zeros over the initial world size (PyTorch's
+// default) or over the one active rank, and rank 1 does not step; at the end rank 0's model,
+// the last to join, is every rank's. The replay runs the same steps in float64.
+TEST_F(ReplayTest, GptTinyDdpJoinMatchesPyTorchsJoinArithmetic) {
+  const fs::path tokens = dir_ / "tokens";
+  const std::string make = std::string(DDPBENCH_BIN) + " data make tokens --tokens 2500 " +
+                           "--shards 1 --out '" + tokens.string() + "'";
+  const Outcome made = run_command(make);
+  ASSERT_EQ(made.status, 0) << make << "\n" << made.output;
+  const std::string join = "--mode ddp --world-size 2 --data '" + tokens.string() +
+                           "' --epochs 1 --sampler unpadded --uneven-inputs join";
+  for (const std::string divide : {"", " --no-divide-by-initial-world-size"}) {
+    SCOPED_TRACE(join + divide);
+    expect_replay_matches({"gpt-tiny", "sgd", 4, 0.01, 0.9, 0.01, "float64", join + divide, 100});
+    const Outcome o =
+        run_command("grep -c step10.x '" + (dir_ / "batches.rank0.safetensors").string() +
+                    "' ; grep -c step10.x '" + (dir_ / "batches.rank1.safetensors").string() + "'");
+    EXPECT_EQ(o.output, "1\n0\n") << "rank 0 should have 10 steps and rank 1 nine";
+  }
+  // The replay tells the two apart: the last run's dump replayed with the other divisor fails.
+  const fs::path meta_path = dir_ / "meta.json";
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(meta_path));
+  meta["config"]["join_divide_by_initial_world_size"] = true;
+  std::ofstream(meta_path) << meta.dump(2);
+  EXPECT_EQ(replay("float64").status, 1) << "the last step's divisor must be visible";
+}
+
 // --channels-last computes the same model in NHWC: the same torchvision replay (NCHW) holds.
 TEST_F(ReplayTest, ResNetTinyChannelsLastMatchesTorchvision) {
   expect_replay_matches(

@@ -1,5 +1,7 @@
-// DataLoader: order across epochs, shutdown without consumers, error propagation, devices.
-#include "workloads/dataloader.h"
+// DataLoader: order across epochs, the same batches at any number of workers, the prefetch
+// bound, finite epochs, bad samples skipped or failed, shutdown without consumers, error
+// propagation, devices.
+#include "data/dataloader.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,7 @@
 
 #include "core/check.h"
 #include "core/device.h"
+#include "data/synthetic.h"
 
 namespace ddpb {
 namespace {
@@ -42,13 +45,13 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> expected_batches(Distribut
   return out;
 }
 
-void expect_batches_in_order(const Device& device) {
+void expect_batches_in_order(const Device& device, LoaderOptions options = {}) {
   auto data = std::make_shared<MarkovTokenDataset>(50, 6, 30, 11);
   // Rank 1 of 2: 25 samples per epoch, 3 batches of 7 (the last 4 samples are dropped).
   DistributedSampler sampler(50, 2, 1, /*shuffle=*/true, 5, /*drop_last=*/false);
   sampler.set_epoch(2);
   auto want = expected_batches(sampler, 7, 8);
-  DataLoader loader(data, sampler, 7, device, /*prefetch_depth=*/2);
+  DataLoader loader(data, sampler, 7, device, options);
   EXPECT_EQ(loader.batches_per_epoch(), 3);
   EXPECT_TRUE(loader.last_indices().empty());
   EXPECT_EQ(loader.epoch_of_last(), -1);
@@ -60,7 +63,7 @@ void expect_batches_in_order(const Device& device) {
     EXPECT_EQ(got.x.device(), device);
     EXPECT_EQ(got.y.device(), device);
     EXPECT_EQ(got.x.shape(), (Shape{7, 6}));
-    Batch ref = make_batch(*data, want[i].second);
+    Batch ref = make_batch(*data, want[i].second, want[i].first);
     EXPECT_EQ(host_bytes(got.x), host_bytes(ref.x));
     EXPECT_EQ(host_bytes(got.y), host_bytes(ref.y));
   }
@@ -73,6 +76,17 @@ TEST(DataLoader, BatchesFollowTheSamplerAcrossEpochs) {
 
 TEST(DataLoader, BatchesLiveOnALogicalCpuDevice) {
   expect_batches_in_order(Device::cpu(1));
+}
+
+// Issue 26: a batch depends on (seed, epoch, rank, step) only, never on the number of workers
+// or on timing; nor on the prefetch depth.
+TEST(DataLoader, TheSameBatchesAtZeroOneAndFourWorkers) {
+  for (int workers : {0, 1, 4}) {
+    for (int prefetch : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << workers << " workers, prefetch " << prefetch);
+      expect_batches_in_order(Device::cpu(), {workers, prefetch});
+    }
+  }
 }
 
 TEST(DataLoader, CudaBatchesMatchTheHostBatches) {
@@ -93,46 +107,69 @@ TEST(DataLoader, ScalarLabelsAndFloatInputs) {
   EXPECT_EQ(loader.last_indices(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
-bool loader_thread_exists() {
+int loader_threads() {
+  int n = 0;
   for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(t.path() / "comm");
     std::string name;
     std::getline(comm, name);
-    if (name == "ddpb-dataload") return true;
+    n += name.rfind("ddpb-load-", 0) == 0;
   }
-  return false;
+  return n;
 }
 
 TEST(DataLoader, DestroysCleanlyWithoutConsumers) {
   auto data = std::make_shared<ClassificationDataset>(1000, 16, 4, 1);
-  for (int depth : {1, 2, 5}) {
-    for (int consumed : {0, 1, 3}) {
-      DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu(),
-                        depth);
-      for (int i = 0; i < consumed; ++i) loader.next();
-      // Let the thread fill its queue and block on it, the case that must wake on shutdown.
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      EXPECT_TRUE(loader_thread_exists());
+  for (int workers : {1, 3}) {
+    for (int prefetch : {1, 2, 5}) {
+      for (int consumed : {0, 1, 3}) {
+        DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu(),
+                          {workers, prefetch});
+        for (int i = 0; i < consumed; ++i) loader.next();
+        // Let the workers fill their room and block on it, the case that must wake on shutdown.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        EXPECT_EQ(loader_threads(), workers);
+        // At most workers * prefetch batches in flight: assembled but not consumed.
+        EXPECT_LE(loader.totals().batches, consumed + workers * prefetch);
+      }
     }
   }
-  // Immediately, before the thread even ran.
+  // Immediately, before the workers even ran.
   for (int i = 0; i < 20; ++i) {
-    DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu());
+    DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu(),
+                      {4, 2});
   }
-  EXPECT_FALSE(loader_thread_exists());
+  EXPECT_EQ(loader_threads(), 0);
+}
+
+TEST(DataLoader, FiniteEpochsEndTheLoader) {
+  auto data = std::make_shared<ClassificationDataset>(20, 4, 2, 1);
+  for (int workers : {0, 2}) {
+    LoaderOptions o{workers, 2};
+    o.epochs = 2;
+    DataLoader loader(data, DistributedSampler(20, 1, 0, true, 1, false), 6, Device::cpu(), o);
+    int batches = 0;
+    while (loader.has_next()) {
+      loader.next();
+      ++batches;
+    }
+    EXPECT_EQ(batches, 6) << "3 batches of 6 per epoch of 20, 2 epochs";
+    EXPECT_THROW(loader.next(), Error);
+  }
 }
 
 // Throws from fill() for one index.
 class FailingDataset final : public Dataset {
  public:
-  FailingDataset(int64_t bad_index, bool usage) : bad_index_(bad_index), usage_(usage) {}
+  FailingDataset(int64_t bad_index, bool bad_sample)
+      : bad_index_(bad_index), bad_sample_(bad_sample) {}
   int64_t size() const override { return 20; }
   Shape x_shape() const override { return {2}; }
   DType x_dtype() const override { return DType::F32; }
   Shape y_shape() const override { return {}; }
-  void fill(int64_t index, void* x, int32_t* y) const override {
+  void fill(int64_t index, int64_t, void* x, int32_t* y) const override {
     if (index == bad_index_) {
-      if (usage_) throw UsageError("sample 13 is corrupt");
+      if (bad_sample_) throw BadSampleError("sample 13 is corrupt");
       throw std::runtime_error("disk on fire");
     }
     static_cast<float*>(x)[0] = static_cast<float>(index);
@@ -142,36 +179,55 @@ class FailingDataset final : public Dataset {
 
  private:
   int64_t bad_index_;
-  bool usage_;
+  bool bad_sample_;
 };
 
-TEST(DataLoader, ExceptionInTheThreadReachesNext) {
+TEST(DataLoader, ExceptionInAWorkerReachesNext) {
   // No shuffle, batch 4: batches 0..2 are fine, batch 3 (indices 12..15) holds index 13.
-  auto data = std::make_shared<FailingDataset>(13, /*usage=*/false);
-  DataLoader loader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu());
-  for (int i = 0; i < 3; ++i) EXPECT_NO_THROW(loader.next()) << "batch " << i;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    try {
-      loader.next();
-      FAIL() << "expected ddpb::Error";
-    } catch (const UsageError& e) {
-      FAIL() << "a runtime_error must not turn into a UsageError: " << e.what();
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      EXPECT_NE(msg.find("disk on fire"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("batch 3 of epoch 0"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("first sample 12"), std::string::npos) << msg;
+  for (int workers : {0, 1, 3}) {
+    auto data = std::make_shared<FailingDataset>(13, /*bad_sample=*/false);
+    DataLoader loader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu(),
+                      {workers, 2});
+    for (int i = 0; i < 3; ++i) EXPECT_NO_THROW(loader.next()) << "batch " << i;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        loader.next();
+        FAIL() << "expected ddpb::Error";
+      } catch (const UsageError& e) {
+        FAIL() << "a runtime_error must not turn into a UsageError: " << e.what();
+      } catch (const Error& e) {
+        std::string msg = e.what();
+        EXPECT_NE(msg.find("disk on fire"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("batch 3 of epoch 0"), std::string::npos) << msg;
+      }
     }
   }
 }
 
-TEST(DataLoader, UsageErrorKeepsItsType) {
-  auto data = std::make_shared<FailingDataset>(0, /*usage=*/true);
+// --on-bad-sample skip replaces a bad sample by the next readable one and counts it; fail (the
+// default) ends the run naming it.
+TEST(DataLoader, ABadSampleIsSkippedAndCountedOrFailsTheBatch) {
+  auto data = std::make_shared<FailingDataset>(13, /*bad_sample=*/true);
+  for (int workers : {0, 2}) {
+    LoaderOptions skip{workers, 2};
+    skip.on_bad_sample = OnBadSample::Skip;
+    DataLoader loader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu(), skip);
+    for (int i = 0; i < 3; ++i) loader.next();
+    const Batch b = loader.next();  // indices 12..15, with 13 read as 14
+    EXPECT_EQ(b.x.to_floats()[2], 14.0f);
+    EXPECT_EQ(loader.last_stats().skipped, 1);
+    EXPECT_EQ(loader.totals().skipped, 1);
+    EXPECT_NE(loader.totals().first_skip.find("sample 13 is corrupt"), std::string::npos);
+  }
+}
+
+TEST(DataLoader, BadSampleErrorKeepsItsType) {
+  auto data = std::make_shared<FailingDataset>(0, /*bad_sample=*/true);
   DataLoader loader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu());
   try {
     loader.next();
-    FAIL() << "expected ddpb::UsageError";
-  } catch (const UsageError& e) {
+    FAIL() << "expected ddpb::BadSampleError";
+  } catch (const BadSampleError& e) {
     EXPECT_NE(std::string(e.what()).find("sample 13 is corrupt"), std::string::npos) << e.what();
   }
 }
@@ -180,10 +236,13 @@ TEST(DataLoader, RejectsBadArguments) {
   auto data = std::make_shared<ClassificationDataset>(20, 4, 2, 1);
   auto make = [&](int64_t n, int replicas, int64_t batch, int depth) {
     DataLoader loader(data, DistributedSampler(n, replicas, 0, false, 0, true), batch,
-                      Device::cpu(), depth);
+                      Device::cpu(), {1, depth});
   };
   EXPECT_THROW(make(20, 1, 0, 2), UsageError);
   EXPECT_THROW(make(20, 1, 4, 0), UsageError);
+  EXPECT_THROW(DataLoader(data, DistributedSampler(20, 1, 0, false, 0, false), 4, Device::cpu(),
+                          {kMaxLoaderWorkers + 1, 2}),
+               UsageError);
   EXPECT_THROW(make(21, 1, 4, 2), UsageError);  // sampler for another dataset size
   EXPECT_THROW(make(20, 4, 6, 2), UsageError);  // 5 samples per rank < one batch of 6
   EXPECT_NO_THROW(make(20, 4, 5, 2));

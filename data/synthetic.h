@@ -1,53 +1,16 @@
-// Deterministic synthetic datasets.
-//
-// A sample is a pure function of (seed, index): it is computed on demand from the
-// counter-based generator in core/rng.h, never stored, and identical on every rank, thread,
-// device and platform. Any rank can therefore produce any sample, the order of fill() calls
-// does not matter, and a run can be replayed from a dump of the indices alone.
-//
-// Every dataset carries a learnable signal, so that the training loss visibly falls and a
-// broken gradient path shows up as a flat loss curve.
-//
-// Threads: fill() and the accessors are const and thread-safe (the data loader calls them
-// from its own thread).
+// The synthetic datasets, one per workload family: deterministic (Note [Samples are functions
+// of (seed, epoch, index)], in data/dataset.h; they ignore the epoch), and each with a learnable
+// signal, so that the training loss visibly falls and a broken gradient path shows up as a flat
+// loss curve.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/tensor.h"
+#include "data/dataset.h"
 
 namespace ddpb {
-
-class Dataset {
- public:
-  virtual ~Dataset();
-  virtual int64_t size() const = 0;
-  // Shape and dtype of one sample's input.
-  virtual Shape x_shape() const = 0;
-  virtual DType x_dtype() const = 0;
-  // Shape of one sample's target; {} for a scalar class label. Targets are always i32.
-  virtual Shape y_shape() const = 0;
-  // Writes sample `index` (0 <= index < size()): shape_numel(x_shape()) elements of
-  // x_dtype() to `x` and shape_numel(y_shape()) i32 values to `y`.
-  virtual void fill(int64_t index, void* x, int32_t* y) const = 0;
-};
-
-struct Batch {
-  Tensor x;  // [B, ...x_shape], x_dtype
-  Tensor y;  // [B, ...y_shape], i32
-};
-
-// Allocates a batch of the samples `indices` (in that order) in host memory: page-locked
-// (Tensor::empty_pinned) when `pinned`, otherwise on cpu:0. Throws Error when `indices`
-// is empty or an index is outside [0, dataset.size()).
-Batch make_batch(const Dataset& dataset, const std::vector<int64_t>& indices, bool pinned = false);
-
-// Fills a preallocated host batch (any CPU device, or pinned): `out.x` must be
-// [indices.size(), ...x_shape] of x_dtype and `out.y` [indices.size(), ...y_shape] of i32.
-void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices, const Batch& out);
 
 // Classification of Gaussian clusters.
 // label = uniform in [0, classes); x = mean[label] + N(0, 1) noise, f32 [features].
@@ -65,7 +28,7 @@ class ClassificationDataset final : public Dataset {
   Shape x_shape() const override { return {features_}; }
   DType x_dtype() const override { return DType::F32; }
   Shape y_shape() const override { return {}; }
-  void fill(int64_t index, void* x, int32_t* y) const override;
+  void fill(int64_t index, int64_t epoch, void* x, int32_t* y) const override;
 
   int features() const { return features_; }
   int classes() const { return classes_; }
@@ -96,7 +59,7 @@ class ImageDataset final : public Dataset {
   Shape x_shape() const override { return {channels_, image_size_, image_size_}; }
   DType x_dtype() const override { return DType::F32; }
   Shape y_shape() const override { return {}; }
-  void fill(int64_t index, void* x, int32_t* y) const override;
+  void fill(int64_t index, int64_t epoch, void* x, int32_t* y) const override;
 
  private:
   ClassificationDataset colours_;  // labels and per-class colours
@@ -122,7 +85,7 @@ class MarkovTokenDataset final : public Dataset {
   Shape x_shape() const override { return {seq_len_}; }
   DType x_dtype() const override { return DType::I32; }
   Shape y_shape() const override { return {seq_len_}; }
-  void fill(int64_t index, void* x, int32_t* y) const override;
+  void fill(int64_t index, int64_t epoch, void* x, int32_t* y) const override;
 
   int seq_len() const { return seq_len_; }
   int vocab() const { return vocab_; }
@@ -153,7 +116,7 @@ class BagOfIdsDataset final : public Dataset {
   Shape x_shape() const override { return {ids_per_sample_}; }
   DType x_dtype() const override { return DType::I32; }
   Shape y_shape() const override { return {}; }
-  void fill(int64_t index, void* x, int32_t* y) const override;
+  void fill(int64_t index, int64_t epoch, void* x, int32_t* y) const override;
 
   int ids_per_sample() const { return ids_per_sample_; }
   int vocab() const { return vocab_; }

@@ -1,13 +1,19 @@
-// DistributedSampler: PyTorch's padding, striding and drop_last rules, and epoch shuffling.
-#include "workloads/sampler.h"
+// DistributedSampler: PyTorch's padding, striding and drop_last rules, epoch shuffling, and
+// the index sequence of torch.utils.data.DistributedSampler itself, element for element.
+#include "data/sampler.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
+#include "data/torch_random.h"
 
 namespace ddpb {
 namespace {
@@ -140,6 +146,48 @@ TEST(Sampler, RejectsBadArguments) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 7"), std::string::npos) << e.what();
   }
+}
+
+// The shuffle order is torch.randperm's (Note [torch.randperm on the CPU]).
+TEST(Sampler, RandpermIsTorchsForKnownSeeds) {
+  // torch.randperm(10, generator=torch.Generator().manual_seed(5)).tolist() (PyTorch 1.13).
+  EXPECT_EQ(torch_randperm(10, 5), (std::vector<int64_t>{1, 4, 9, 6, 3, 5, 0, 2, 8, 7}));
+  EXPECT_EQ(torch_randperm(5, 0), (std::vector<int64_t>{4, 0, 1, 3, 2}));
+  EXPECT_EQ(torch_randperm(1, 3), (std::vector<int64_t>{0}));
+  EXPECT_TRUE(torch_randperm(0, 3).empty());
+}
+
+// Issue 26: a ddpbench run and a PyTorch job read the same samples. For every configuration of
+// the grid (tests/data/torch_sampler_grid.py: sizes to 100,003, 1 to 8 replicas, seeds up to
+// 2^40, epochs, shuffle and drop_last both ways), the indices equal PyTorch's DistributedSampler's.
+TEST(Sampler, EqualsTorchsDistributedSamplerElementForElement) {
+  const std::string cmd = std::string(DDPB_TEST_PYTHON) + " " + DDPB_SAMPLER_GRID + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string text;
+  char buf[1 << 16];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) text.append(buf, n);
+  const int status = ::pclose(pipe);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << text.substr(0, 300);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text.substr(0, 2000);
+  std::istringstream lines(text);
+  int compared = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t colon = line.find(':');
+    if (line.rfind("torch ", 0) == 0 || colon == std::string::npos) continue;
+    std::istringstream head(line.substr(0, colon)), body(line.substr(colon + 1));
+    int64_t n = 0, epoch = 0;
+    int replicas = 0, rank = 0, shuffle = 0, drop_last = 0;
+    uint64_t seed = 0;
+    head >> n >> replicas >> rank >> seed >> epoch >> shuffle >> drop_last;
+    std::vector<int64_t> want;
+    for (int64_t v; body >> v;) want.push_back(v);
+    DistributedSampler s(n, replicas, rank, shuffle != 0, seed, drop_last != 0);
+    s.set_epoch(epoch);
+    ASSERT_EQ(s.indices(), want) << line.substr(0, colon);
+    ++compared;
+  }
+  EXPECT_GT(compared, 1000) << text.substr(0, 500);
 }
 
 }  // namespace

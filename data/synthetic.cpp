@@ -1,9 +1,8 @@
-#include "workloads/dataset.h"
+#include "data/synthetic.h"
 
 #include <cmath>
 
 #include "core/check.h"
-#include "core/progress.h"
 #include "core/rng.h"
 
 namespace ddpb {
@@ -35,60 +34,6 @@ void check_index(const char* dataset, int64_t index, int64_t size) {
 
 }  // namespace
 
-Dataset::~Dataset() = default;
-
-void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices, const Batch& out) {
-  const auto batch = static_cast<int64_t>(indices.size());
-  Shape x_shape = dataset.x_shape();
-  Shape y_shape = dataset.y_shape();
-  x_shape.insert(x_shape.begin(), batch);
-  y_shape.insert(y_shape.begin(), batch);
-  DDPB_CHECK(out.x.defined() && out.y.defined()) << "fill_batch: undefined output tensors";
-  DDPB_CHECK(out.x.device().is_cpu() && out.y.device().is_cpu())
-      << "fill_batch: outputs must be in host memory, got " << out.x.describe() << " and "
-      << out.y.describe();
-  DDPB_CHECK(out.x.shape() == x_shape && out.x.dtype() == dataset.x_dtype())
-      << "fill_batch: x is " << out.x.describe() << ", expected " << dtype_name(dataset.x_dtype())
-      << shape_str(x_shape);
-  DDPB_CHECK(out.y.shape() == y_shape && out.y.dtype() == DType::I32)
-      << "fill_batch: y is " << out.y.describe() << ", expected i32" << shape_str(y_shape);
-  const int64_t n = dataset.size();
-  for (int64_t idx : indices) {
-    DDPB_CHECK(idx >= 0 && idx < n)
-        << "fill_batch: sample index " << idx << " is outside [0, " << n << ")";
-  }
-  const size_t x_bytes =
-      static_cast<size_t>(shape_numel(dataset.x_shape())) * dtype_size(dataset.x_dtype());
-  const int64_t y_count = shape_numel(dataset.y_shape());
-  auto* x = static_cast<char*>(out.x.raw_data());
-  int32_t* y = out.y.data<int32_t>();
-  for (int64_t i = 0; i < batch; ++i) {
-    dataset.fill(indices[static_cast<size_t>(i)], x + static_cast<size_t>(i) * x_bytes,
-                 y + i * y_count);
-    progress::note_op();  // a sample is progress too (Note [Step watchdog])
-  }
-}
-
-Batch make_batch(const Dataset& dataset, const std::vector<int64_t>& indices, bool pinned) {
-  DDPB_CHECK(!indices.empty()) << "make_batch: no sample indices";
-  Shape x_shape = dataset.x_shape();
-  Shape y_shape = dataset.y_shape();
-  x_shape.insert(x_shape.begin(), static_cast<int64_t>(indices.size()));
-  y_shape.insert(y_shape.begin(), static_cast<int64_t>(indices.size()));
-  Batch b;
-  if (pinned) {
-    b.x = Tensor::empty_pinned(x_shape, dataset.x_dtype());
-    b.y = Tensor::empty_pinned(y_shape, DType::I32);
-  } else {
-    b.x = Tensor::empty(x_shape, dataset.x_dtype(), Device::cpu());
-    b.y = Tensor::empty(y_shape, DType::I32, Device::cpu());
-  }
-  fill_batch(dataset, indices, b);
-  return b;
-}
-
-// ---- ClassificationDataset ------------------------------------------------------------
-
 ClassificationDataset::ClassificationDataset(int64_t size, int features, int classes, uint64_t seed)
     : size_(size), features_(features), classes_(classes), seed_(seed) {
   DDPB_USAGE_CHECK(size >= 1 && features >= 1 && classes >= 2)
@@ -113,7 +58,7 @@ int32_t ClassificationDataset::label(int64_t index) const {
                                         static_cast<uint64_t>(classes_)));
 }
 
-void ClassificationDataset::fill(int64_t index, void* x, int32_t* y) const {
+void ClassificationDataset::fill(int64_t index, int64_t /*epoch*/, void* x, int32_t* y) const {
   const int32_t label = this->label(index);
   const float* mean = class_mean(label);
   const uint64_t stream = sample_stream(seed_, kClassNoiseStream, index);
@@ -135,7 +80,7 @@ ImageDataset::ImageDataset(int64_t size, int channels, int image_size, int class
   DDPB_USAGE_CHECK(image_size >= 1) << "ImageDataset: image size " << image_size;
 }
 
-void ImageDataset::fill(int64_t index, void* x, int32_t* y) const {
+void ImageDataset::fill(int64_t index, int64_t /*epoch*/, void* x, int32_t* y) const {
   *y = colours_.label(index);
   const float* mean = colours_.class_mean(*y);
   const uint64_t key = rng_bits(seed_, sample_stream(seed_, kImageNoiseStream, index), 0);
@@ -169,7 +114,7 @@ const int32_t* MarkovTokenDataset::successors(int32_t token) const {
   return successors_.data() + static_cast<size_t>(token) * kNumSuccessors;
 }
 
-void MarkovTokenDataset::fill(int64_t index, void* x, int32_t* y) const {
+void MarkovTokenDataset::fill(int64_t index, int64_t /*epoch*/, void* x, int32_t* y) const {
   check_index("MarkovTokenDataset", index, size_);
   auto* xs = static_cast<int32_t*>(x);
   const uint64_t stream = sample_stream(seed_, kMarkovStepStream, index);
@@ -198,7 +143,7 @@ BagOfIdsDataset::BagOfIdsDataset(int64_t size, int ids_per_sample, int vocab, in
       << ", vocab " << vocab << ", classes " << classes;
 }
 
-void BagOfIdsDataset::fill(int64_t index, void* x, int32_t* y) const {
+void BagOfIdsDataset::fill(int64_t index, int64_t /*epoch*/, void* x, int32_t* y) const {
   check_index("BagOfIdsDataset", index, size_);
   const auto label = static_cast<int32_t>(rng_below(
       seed_, kBagLabelStream, static_cast<uint64_t>(index), static_cast<uint64_t>(classes_)));

@@ -1,18 +1,19 @@
-#include "workloads/sampler.h"
+#include "data/sampler.h"
 
 #include "core/check.h"
-#include "core/rng.h"
+#include "data/torch_random.h"
 
 namespace ddpb {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank,
-                                       bool shuffle, uint64_t seed, bool drop_last)
+                                       bool shuffle, uint64_t seed, bool drop_last, bool pad)
     : dataset_size_(dataset_size),
       num_replicas_(num_replicas),
       rank_(rank),
       shuffle_(shuffle),
       seed_(seed),
-      drop_last_(drop_last) {
+      drop_last_(drop_last),
+      pad_(pad) {
   DDPB_USAGE_CHECK(dataset_size >= 0)
       << "DistributedSampler: dataset size must be >= 0, got " << dataset_size;
   DDPB_USAGE_CHECK(num_replicas >= 1)
@@ -23,6 +24,10 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
   // including 0 when n < R. Without drop_last it is ceil(n / R).
   num_samples_ =
       drop_last ? dataset_size / num_replicas : (dataset_size + num_replicas - 1) / num_replicas;
+  if (!pad && !drop_last) {
+    num_samples_ =
+        dataset_size > rank ? (dataset_size - rank + num_replicas - 1) / num_replicas : 0;
+  }
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {
@@ -33,8 +38,7 @@ void DistributedSampler::set_epoch(int64_t epoch) {
 std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> order;
   if (shuffle_) {
-    order =
-        rng_permutation(seed_ + static_cast<uint64_t>(epoch_), kSamplerRngStream, dataset_size_);
+    order = torch_randperm(dataset_size_, seed_ + static_cast<uint64_t>(epoch_));
   } else {
     order.resize(static_cast<size_t>(dataset_size_));
     for (int64_t i = 0; i < dataset_size_; ++i) order[static_cast<size_t>(i)] = i;

@@ -1,5 +1,5 @@
 // Synthetic datasets: determinism, seeds, ranges, and that each carries its signal.
-#include "workloads/dataset.h"
+#include "data/synthetic.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ Sample get(const Dataset& d, int64_t index) {
   Sample s;
   s.x.resize(static_cast<size_t>(shape_numel(d.x_shape())) * dtype_size(d.x_dtype()));
   s.y.resize(static_cast<size_t>(shape_numel(d.y_shape())));
-  d.fill(index, s.x.data(), s.y.data());
+  d.fill(index, 0, s.x.data(), s.y.data());
   return s;
 }
 
@@ -176,7 +176,7 @@ TEST(Dataset, MakeBatchStacksSamplesInOrder) {
   MarkovTokenDataset d(100, 5, 20, 1);
   std::vector<int64_t> indices = {7, 3, 99, 3};
   for (bool pinned : {false, true}) {
-    Batch b = make_batch(d, indices, pinned);
+    Batch b = make_batch(d, indices, 0, pinned);
     EXPECT_EQ(b.x.shape(), (Shape{4, 5}));
     EXPECT_EQ(b.y.shape(), (Shape{4, 5}));
     EXPECT_EQ(b.x.dtype(), DType::I32);

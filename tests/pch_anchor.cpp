@@ -1,0 +1,1 @@
+// The precompiled header target needs one source; the header is the point (CMakeLists.txt).

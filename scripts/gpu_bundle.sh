@@ -8,7 +8,8 @@
 # BUILD_DIR is a build configured with -DDDPBENCH_CUDA=ON (CMAKE_CUDA_ARCHITECTURES "80;90",
 # the default). BUNDLE_DIR is emptied of what this script owns (bin/, lib/, scripts/,
 # MANIFEST.txt) and refilled:
-#   bin/          ddpbench, test_cuda_parity, test_dp, test_process_group_nccl, cuda_gemm_bench,
+#   bin/          ddpbench, test_cuda_parity, test_dp, test_dataloader, test_process_group_nccl,
+#                 cuda_gemm_bench,
 #                 cuda_bn_bench (those that exist;
 #                 ddpbench is required), stripped of their symbol tables
 #   lib/          every shared library they load (ldd, transitive) except
@@ -54,7 +55,7 @@ find_binary() {
     -type f -name "$1" -perm -u+x -print 2>/dev/null | sort | head -n 1
 }
 
-wanted=(ddpbench test_cuda_parity test_dp test_process_group_nccl cuda_gemm_bench cuda_bn_bench)
+wanted=(ddpbench test_cuda_parity test_dp test_dataloader test_process_group_nccl cuda_gemm_bench cuda_bn_bench)
 bins=()
 for name in "${wanted[@]}"; do
   path=$(find_binary "$name")

@@ -12,7 +12,8 @@
 #          is WARN (not run), not FAIL. Steps run in the order of their value, so that with a
 #          machine start of 1-2 minutes a first call fits 7 minutes of a 15-minute window.
 #          --only TAG,...: only these steps (globs on: test_cuda_parity, test_dp_cuda,
-#          test_process_group_nccl, the training runs' names such as single-resnet50 or
+#          test_dataloader_cuda, test_process_group_nccl, the training runs' names such as
+#          single-resnet50 or
 #          'ddp-*' (scripts/gpu_check/plan.py), suite (the world-size-1 matrix), gemm,
 #          bn-bench, pytorch, pytorch-resnet50, projection, memcheck, racecheck), for a short
 #          second call after fixes; libraries and device always run.
@@ -222,7 +223,7 @@ setup_prebuilt() {
 build_local() {
   build_root=${BUILD_DIR:-$root/build/gpu}
   header "build (CUDA, $build_root)"
-  local t0=$SECONDS targets=(ddpbench test_cuda_parity test_dp test_process_group_nccl cuda_gemm_bench cuda_bn_bench)
+  local t0=$SECONDS targets=(ddpbench test_cuda_parity test_dp test_dataloader test_process_group_nccl cuda_gemm_bench cuda_bn_bench)
   if ! cmake -S "$root" -B "$build_root" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA=ON \
       > "$work/build.log" 2>&1 ||
      ! timeout 3600 cmake --build "$build_root" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" \

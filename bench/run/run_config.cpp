@@ -140,7 +140,7 @@ static void validate_data(const RunConfig& c) {
   DDPB_USAGE_CHECK(family.traits.files)
       << "--data: " << c.workload << " trains on synthetic data only (token shards feed the gpt "
       << "workloads, image folders the resnet ones)";
-  const DataFormat format = c.data_format.value_or(detect_data_format(c.data));
+  const DataFormat format = c.data_format ? *c.data_format : detect_data_format(c.data);
   DDPB_USAGE_CHECK(format == *family.traits.files)
       << "--data " << c.data << " holds " << enum_name(format) << " data, but " << c.workload
       << " trains on " << enum_name(*family.traits.files);

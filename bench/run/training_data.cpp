@@ -13,7 +13,8 @@ namespace ddpb::bench {
 std::shared_ptr<const Dataset> make_training_dataset(const RunConfig& config,
                                                      const WorkloadSpec& spec) {
   if (config.data.empty()) return make_dataset(spec, config.seed);
-  const DataFormat format = config.data_format.value_or(detect_data_format(config.data));
+  const DataFormat format =
+      config.data_format ? *config.data_format : detect_data_format(config.data);
   if (format == DataFormat::Tokens) {
     return std::make_shared<TokenShardDataset>(config.data, static_cast<int>(spec.seq_len),
                                                static_cast<int>(spec.vocab));

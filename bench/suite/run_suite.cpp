@@ -350,16 +350,17 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
 // before the first run that reads it: ImageNet-like JPEGs, as many classes as the model has
 // (at most 10), 16 images each.
 void make_suite_data(const SuiteRecord& suite, const SuiteSpec& spec, const std::string& dir) {
-  const bool needed = std::any_of(suite.runs.begin(), suite.runs.end(), [](const SuiteRun& r) {
+  const auto user = std::find_if(suite.runs.begin(), suite.runs.end(), [](const SuiteRun& r) {
     return r.arg("--data") == std::string(kSuiteImageFolder);
   });
   const fs::path folder = fs::path(dir) / kSuiteImageFolder;
-  if (!needed || fs::exists(folder)) return;
+  if (user == suite.runs.end() || fs::exists(folder)) return;
   fs::create_directories(folder.parent_path());
   ImageDataSpec images;
   images.out = folder.string();
-  images.classes = static_cast<int>(
-      std::min<int64_t>(10, find_workload(spec.resolved_loader_workload()).classes));
+  // Every run that reads the folder trains an ImageFolder workload (validated): the first
+  // one's classes bound the labels.
+  images.classes = static_cast<int>(std::min<int64_t>(10, find_workload(user->workload).classes));
   images.images_per_class = 16;
   images.seed = spec.seed;
   fmt::print("ddpbench suite: {}\n", make_image_data(images));

@@ -131,6 +131,10 @@ nlohmann::json ExplicitRun::to_json() const {
   if (powersgd_rank) j["powersgd_rank"] = *powersgd_rank;
   if (powersgd_start_iter) j["powersgd_start_iter"] = *powersgd_start_iter;
   if (bucket_cap_mb) j["bucket_cap_mb"] = *bucket_cap_mb;
+  if (!data.empty()) j["data"] = data;
+  if (num_workers) j["num_workers"] = *num_workers;
+  if (pin_memory) j["pin_memory"] = true;
+  if (normalize_on_device) j["normalize_on_device"] = true;
   return j;
 }
 
@@ -146,6 +150,10 @@ std::vector<std::string> ExplicitRun::flags() const {
   if (powersgd_rank) add("--powersgd-rank", std::to_string(*powersgd_rank));
   if (powersgd_start_iter) add("--powersgd-start-iter", std::to_string(*powersgd_start_iter));
   if (bucket_cap_mb) add("--bucket-cap-mb", fmt_mb(*bucket_cap_mb));
+  if (!data.empty()) add("--data", data);
+  if (num_workers) add("--num-workers", std::to_string(*num_workers));
+  if (pin_memory) f.emplace_back("--pin-memory");
+  if (normalize_on_device) f.emplace_back("--normalize-on-device");
   return f;
 }
 
@@ -285,6 +293,10 @@ std::map<std::string, SuiteSetter> explicit_run_setters(ExplicitRun& e) {
       {"powersgd_start_iter",
        [&](const KeyReader& r) { e.powersgd_start_iter = r.integer(1, 1000000); }},
       {"bucket_cap_mb", [&](const KeyReader& r) { e.bucket_cap_mb = r.number(1e-3, 4096); }},
+      {"data", [&](const KeyReader& r) { e.data = r.string(); }},
+      {"num_workers", [&](const KeyReader& r) { e.num_workers = r.integer(0, kMaxLoaderWorkers); }},
+      {"pin_memory", [&](const KeyReader& r) { e.pin_memory = r.boolean(); }},
+      {"normalize_on_device", [&](const KeyReader& r) { e.normalize_on_device = r.boolean(); }},
   };
 }
 

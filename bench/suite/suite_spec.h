@@ -38,6 +38,11 @@ struct ExplicitRun {
   std::optional<ddp::CommHook> comm_hook;                     // ddp
   std::optional<int64_t> powersgd_rank, powersgd_start_iter;  // ddp, --comm-hook powersgd
   std::optional<double> bucket_cap_mb;                        // ddp
+  // Files (docs/cli.md "Data"): a path (kSuiteImageFolder: the one the suite makes) and the
+  // loader's settings; empty or unset: synthetic data and the run's defaults.
+  std::string data;
+  std::optional<int64_t> num_workers;
+  bool pin_memory = false, normalize_on_device = false;
 
   nlohmann::json to_json() const;
   // The `ddpbench run` flags beyond the suite's own (workload, mode, batch, steps...).

@@ -101,6 +101,7 @@ def tests(c, b, gpus):
     print(f"\nexcluded as not applicable here ({gpus} GPU): {', '.join(excluded)}")
     gtest_step(c, b, "test_cuda_parity", b.path("test_cuda_parity"), "*-" + ":".join(excluded), 150)
     gtest_step(c, b, "test_dp_cuda", b.path("test_dp"), "*Cuda*", 150)
+    gtest_step(c, b, "test_dataloader_cuda", b.path("test_dataloader"), "*Cuda*", 60)
     # NCCL: world 1 and the two-ranks-on-one-GPU refusal on one GPU; more with 2+ GPUs.
     gtest_step(c, b, "test_process_group_nccl", b.path("test_process_group_nccl"),
                "*" + ("-*TwoGpus*" if gpus < 2 else ""), 120)

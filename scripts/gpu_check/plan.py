@@ -15,11 +15,13 @@ RESNET_BATCH = {False: 64, True: 8}  # ResNet-50 at 64 images, its published ben
 STEPS = {False: (10, 3), True: (2, 1)}  # (measured, warm-up) steps of every run
 MATRIX_TAG = "suite"  # the --only tag of the matrix
 
+SUITE_IMAGE_FOLDER = "data/imagefolder"  # bench/suite/suite_spec.h kSuiteImageFolder
 TWO_ON_GPU0 = "cuda:0,cuda:0"  # two ranks sharing the GPU: DDP must use Gloo (NCCL refuses)
 
 
 def training_runs(selftest):
-    """[(name, run fields)]: every single-device run on the suite's device, then DP over two
+    """[(name, run fields)]: every single-device run on the suite's device (one on JPEG files),
+    then DP over two
     logical replicas, then DDP over Gloo (two ranks on GPU 0) and NCCL (world size 1), each
     also with PowerSGD, its kernels and its two collectives per bucket, from step 3."""
     gpt = "gpt2-small"
@@ -32,6 +34,12 @@ def training_runs(selftest):
         (f"single-{gpt}-graph", {"workload": gpt, "cuda_graph": True}),
         ("single-resnet50", {"workload": "resnet50", "global_batch": RESNET_BATCH[selftest]}),
         ("single-gpt-tiny-graph", {"workload": "gpt-tiny", "cuda_graph": True}),
+        # ResNet-50 on JPEGs (the image folder the suite makes): loader workers, page-locked
+        # staging with asynchronous copies, u8 images normalized by the CUDA kernel. Against
+        # single-resnet50 it is the real-vs-synthetic step.
+        ("single-resnet50-files", {"workload": "resnet50", "global_batch": RESNET_BATCH[selftest],
+                                   "data": SUITE_IMAGE_FOLDER, "num_workers": 1 if selftest else 8,
+                                   "pin_memory": True, "normalize_on_device": True}),
     ]
     out = [(name, dict(fields, mode="single")) for name, fields in runs]
     dp_devices = "cpu:0,cpu:1" if selftest else TWO_ON_GPU0

@@ -26,7 +26,7 @@ import run_record  # noqa: E402  (the run record's field names, checked against 
 TRAINING = ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
             "single-gpt2-small-tf32", "single-gpt2-small-bf16", "single-gpt2-small-flash",
             "single-gpt2-small-graph", "single-gpt-tiny-graph", "single-embed", "dp-mlp-small",
-            "single-resnet50"]
+            "single-resnet50", "single-resnet50-files"]
 # (row, ddpbench run, PyTorch precision): flash is ddpbench --attention flash in fp32.
 VS_TORCH = (("fp32", "single-gpt2-small", "fp32"), ("tf32", "single-gpt2-small-tf32", "tf32"),
             ("bf16", "single-gpt2-small-bf16", "bf16"), ("flash", "single-gpt2-small-flash", "fp32"))
@@ -136,6 +136,13 @@ def targets(work, training, vs_torch, graphs, gemm, bn, plans):
         target("gpu.resnet50_vs_eager", v, f"{v:.3f}")
     else:
         target("gpu.resnet50_vs_eager", None, "-")
+    files = training.get("single-resnet50-files")
+    if resnet and files:
+        v = files["step_ms_median"] / resnet["step_ms_median"]
+        target("gpu.real_vs_synthetic_step", v, f"{v:.3f} (data wait "
+               f"{files['phases_median_ms'].get('data', 0.0):.2f} ms)", ", resnet50 on JPEGs")
+    else:
+        target("gpu.real_vs_synthetic_step", None, "-")
     for tag in ("single-gpt2-small", "single-gpt2-small-tf32", "single-gpt2-small-bf16"):
         mfu = (training.get(tag) or {}).get("mfu")
         target("gpu.mfu", mfu, f"{100 * mfu:.1f}%" if mfu else "-", f", {tag}")

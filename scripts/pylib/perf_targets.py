@@ -56,6 +56,8 @@ TARGETS = {
     "gpu.resnet50_vs_eager": Target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<=", 1.0),
     "gpu.ddp_w1_overhead": Target("DDP world size 1 (NCCL) overhead over single", "<=", 0.02, True),
     "gpu.ddp_w2_overlap": Target("DDP 2 ranks on one GPU (Gloo): overlap ratio", ">", 0.5),
+    "gpu.real_vs_synthetic_step": Target(
+        "resnet50 step on JPEGs (8 workers, pinned, normalized on the GPU) / synthetic", "<=", 1.05),
     "gpu.mfu": Target("MFU", "report"),
     "gpu.cuda_graph": Target("--cuda-graph step / eager", "report"),
     "gpu.flash_attention": Target(

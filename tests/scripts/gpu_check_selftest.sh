@@ -40,7 +40,7 @@ fi
 python3 - "$tmp/out/gpu_check.json" <<'PY' || { tail -60 "$tmp/check.log"; exit 1; }
 import json, sys
 r = json.load(open(sys.argv[1]))
-cuda_only = {"test_cuda_parity", "test_dp_cuda", "test_process_group_nccl",
+cuda_only = {"test_cuda_parity", "test_dp_cuda", "test_dataloader_cuda", "test_process_group_nccl",
              "ddp-gloo-mlp-small", "ddp-nccl-mlp-small", "ddp-powersgd-gloo",
              "ddp-powersgd-nccl", "gemm", "bn-bench"}
 failed = {s["step"] for s in r["steps"] if s["status"] == "FAIL"}
@@ -50,7 +50,7 @@ if failed != cuda_only:
 runs = {t["run"] for t in r["training"]}
 for want in ("single-gpt2-small", "single-gpt2-small-bf16", "single-gpt2-small-flash",
              "single-gpt2-small-graph", "single-gpt-tiny-graph", "dp-mlp-small",
-             "single-resnet50"):
+             "single-resnet50", "single-resnet50-files"):
     if want not in runs:
         problems.append(f"no training row {want}")
 if len(r.get("cuda_graph") or []) != 2 or not all(g["losses_match"] for g in r["cuda_graph"]):
@@ -63,7 +63,7 @@ if not r["vs_pytorch"]["rows"]:
 names = " ".join(t["target"] for t in r.get("targets", []))
 for want in ("GEMM step time vs cuBLAS", "gpt2-small step vs PyTorch eager", "MFU",
              "DDP world size 1", "DDP 2 ranks on one GPU", "--cuda-graph", "flash attention",
-             "resnet50 step vs PyTorch eager"):
+             "resnet50 step vs PyTorch eager", "resnet50 step on JPEGs"):
     if want not in names:
         problems.append(f"no target row '{want}'")
 for p in problems:

@@ -21,7 +21,9 @@ sys.path.insert(0, str(ROOT / "scripts" / "peer"))
 import compare_table  # noqa: E402
 import gemm_ratio  # noqa: E402
 import gloo_ratio  # noqa: E402
+import loader_ratio  # noqa: E402
 import perf_targets  # noqa: E402
+import real_vs_synthetic  # noqa: E402
 import run_record  # noqa: E402
 import soak  # noqa: E402
 import sweep_tables  # noqa: E402
@@ -130,6 +132,43 @@ class GlooRatio(unittest.TestCase):
                 del os.environ["STRICT"]
             self.assertEqual(rc, 3)
             self.assertIn("ABOVE target", text)
+
+
+class LoaderRatio(unittest.TestCase):
+    def test_pairs_in_order_median_ratio_and_strict_exit(self):
+        lines = ["ddpbench 1 300", "pytorch 1 100", "ddpbench 2 500", "pytorch 2 400",
+                 "ddpbench 1 200", "pytorch 1 100", "ddpbench 2 600", "pytorch 2 400",
+                 "ddpbench 1 400", "pytorch 1 100", "ddpbench 2 520", "pytorch 2 400", "junk"]
+        by_workers = loader_ratio.pairs(lines)
+        self.assertEqual(by_workers[1], [(300, 100), (200, 100), (400, 100)])
+        text, ok = loader_ratio.table(by_workers)
+        self.assertFalse(ok)  # 2 workers: ratios 1.25, 1.5, 1.3 -> median 1.3 < 1.5
+        self.assertRegex(text, r"\n +1 +300\.0 +100\.0 +3\.00 +3 met")
+        self.assertRegex(text, r"\n +2 +520\.0 +400\.0 +1\.30 +3 NOT met")
+
+
+class RealVsSynthetic(unittest.TestCase):
+    def test_ratio_of_pairs_data_wait_and_strict_exit(self):
+        def run(ms, wait=None):
+            r = record(ms, workload={"name": "resnet-tiny"})
+            if wait is not None:
+                r["summary"]["loader"] = {"data_wait_ms_median": wait}
+            return r
+        with tempfile.TemporaryDirectory() as d:
+            paths = [write_json(f"{d}/{i}.json", r) for i, r in enumerate(
+                [run(100), run(103, 0.5), run(90), run(99, 0.7), run(110), run(111, 0.2)])]
+            rc, text = run_main(real_vs_synthetic, paths)
+            self.assertEqual(rc, 0)
+            self.assertIn("synthetic step 100.00 ms, on files 103.00 ms (data wait 0.50 ms), "
+                          "ratio 1.030 over 3 pairs: met (<= 1.05)", text)
+            os.environ["STRICT"] = "1"
+            try:
+                rc, text = run_main(real_vs_synthetic, paths[2:4])
+            finally:
+                del os.environ["STRICT"]
+            self.assertEqual(rc, 3)
+            self.assertIn("ratio 1.100 over 1 pairs: NOT met", text)
+            self.assertEqual(run_main(real_vs_synthetic, paths[:3])[0], 2)
 
 
 class CompareTable(unittest.TestCase):

@@ -127,13 +127,16 @@ TEST(SuiteSpec, ExplicitRunsExpandAfterTheMatrixWithTheirOwnFlags) {
        "precision": "tf32", "attention": "flash", "global_batch": 4},
       {"name": "gloo-2", "workload": "mlp-small", "mode": "ddp", "world_size": 2,
        "devices": "cpu:0,cpu:0", "backend": "gloo", "comm_hook": "powersgd",
-       "powersgd_rank": 2, "powersgd_start_iter": 3, "bucket_cap_mb": 0.5}]})",
+       "powersgd_rank": 2, "powersgd_start_iter": 3, "bucket_cap_mb": 0.5},
+      {"name": "files", "workload": "resnet-tiny", "mode": "single", "data": "data/imagefolder",
+       "num_workers": 3, "pin_memory": true, "normalize_on_device": true}]})",
                    "s.json");
   validate_suite(spec, 0);
   const auto runs = expand_suite(spec);
-  ASSERT_GE(runs.size(), 3u);
-  const SuiteRun& graph = runs[runs.size() - 2];
-  const SuiteRun& gloo = runs.back();
+  ASSERT_GE(runs.size(), 4u);
+  const SuiteRun& graph = runs[runs.size() - 3];
+  const SuiteRun& gloo = runs[runs.size() - 2];
+  const SuiteRun& files = runs.back();
   EXPECT_EQ(graph.id, "graph");
   EXPECT_EQ(graph.group, reports::RunGroup::Explicit);
   EXPECT_EQ(graph.global_batch, 4);
@@ -153,6 +156,10 @@ TEST(SuiteSpec, ExplicitRunsExpandAfterTheMatrixWithTheirOwnFlags) {
   EXPECT_EQ(value_of(gloo, "--powersgd-start-iter"), "3");
   EXPECT_EQ(value_of(gloo, "--bucket-cap-mb"), "0.5");
   EXPECT_EQ(value_of(gloo, "--world-size"), "2");
+  EXPECT_EQ(value_of(files, "--data"), "data/imagefolder");
+  EXPECT_EQ(value_of(files, "--num-workers"), "3");
+  for (const char* flag : {"--pin-memory", "--normalize-on-device"})
+    EXPECT_NE(std::find(files.args.begin(), files.args.end(), flag), files.args.end()) << flag;
   const SuiteSpec again = SuiteSpec::from_json(spec.to_json());
   EXPECT_EQ(again.to_json(), spec.to_json());
   EXPECT_EQ(spec.batches_per_device().at("gpt-tiny"), 4) << "its GEMM shapes join the peak's";

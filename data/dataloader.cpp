@@ -74,13 +74,22 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
     try {
       workers_.emplace_back([this, w] { work(w); });
     } catch (const std::system_error& e) {
-      this->~DataLoader();  // joins the workers started so far
+      // The members are destroyed as the exception leaves: only the started workers need
+      // stopping first (they use them).
+      stop_workers();
       throw Error("DataLoader: cannot start worker " + std::to_string(w) + ": " + e.what());
+    } catch (...) {
+      stop_workers();  // std::bad_alloc for the thread's state, under a memory limit
+      throw;
     }
   }
 }
 
 DataLoader::~DataLoader() {
+  stop_workers();
+}
+
+void DataLoader::stop_workers() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -213,11 +222,7 @@ void DataLoader::work(int worker) {
       StreamGuard stream_guard(streams_[static_cast<size_t>(worker)]);
       Item item = assemble(k, *streams_[static_cast<size_t>(worker)]);
       std::lock_guard lock(mutex_);
-      totals_.batches += 1;
-      totals_.samples += batch_size_;
-      totals_.skipped += item.skipped;
-      totals_.fill_ms += item.fill_ms;
-      if (totals_.first_skip.empty()) totals_.first_skip = item.first_skip;
+      count_batch(item);
       done_.emplace(k, std::move(item));  // even when stop_ was set: the destructor waits for it
     } catch (...) {
       // A failure after a copy was enqueued has already freed that batch's host buffer: wait
@@ -237,6 +242,14 @@ void DataLoader::work(int worker) {
   }
 }
 
+void DataLoader::count_batch(const Item& item) {
+  totals_.batches += 1;
+  totals_.samples += batch_size_;
+  totals_.skipped += item.skipped;
+  totals_.fill_ms += item.fill_ms;
+  if (totals_.first_skip.empty()) totals_.first_skip = item.first_skip;
+}
+
 std::string DataLoader::failure_context(int64_t k, int worker) const {
   const std::string who = worker < 0 ? "" : ", worker " + std::to_string(worker);
   return "DataLoader on " + device_.str() + " (rank " + std::to_string(sampler_.rank()) + " of " +
@@ -249,6 +262,8 @@ void DataLoader::rethrow_failure(int64_t k) const {
   const std::string& context = failure_context_.at(k);
   try {
     std::rethrow_exception(failures_.at(k));
+  } catch (const BadSampleError& e) {
+    throw BadSampleError(context + e.what());  // the run's exit code depends on the type
   } catch (const UsageError& e) {
     throw UsageError(context + e.what());
   } catch (const std::exception& e) {
@@ -309,11 +324,7 @@ Batch DataLoader::next() {
       rethrow_failure(k);
     }
     std::lock_guard lock(mutex_);
-    totals_.batches += 1;
-    totals_.samples += batch_size_;
-    totals_.skipped += item.skipped;
-    totals_.fill_ms += item.fill_ms;
-    if (totals_.first_skip.empty()) totals_.first_skip = item.first_skip;
+    count_batch(item);
     ++consumed_;
   } else {
     std::unique_lock lock(mutex_);

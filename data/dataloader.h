@@ -147,6 +147,9 @@ class DataLoader {
   std::shared_ptr<const std::vector<int64_t>> order_of(int64_t epoch);
   void fill_samples(const std::vector<int64_t>& indices, int64_t epoch, const Batch& out,
                     Item& item) const;
+  void count_batch(const Item& item);  // into totals_; mutex_ held
+  // Sets stop_, joins every started worker and waits for the copies they enqueued.
+  void stop_workers();
   // "DataLoader on cpu:0 (rank 0 of 2, worker 1): assembling batch 3 of epoch 0 failed: ";
   // worker -1: assembled inline by next().
   std::string failure_context(int64_t k, int worker) const;

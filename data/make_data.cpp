@@ -64,7 +64,7 @@ RgbImage class_image(const ImageDataSpec& spec, int c, int i) {
       const uint64_t pixel_key =
           rng_bits(key, kImageStream, static_cast<uint64_t>(y) * img.width + x);
       for (int ch = 0; ch < 3; ++ch) {
-        const double grain = 28 * (((pixel_key >> (16 * ch)) & 0xFFFF) / 65535.0 - 0.5);
+        const double grain = 48 * (((pixel_key >> (16 * ch)) & 0xFFFF) / 65535.0 - 0.5);
         double v = base[ch] + wave + grain + (disc ? 60 * std::cos(hue + ch) : 0);
         img.rgb[(static_cast<size_t>(y) * img.width + x) * 3 + ch] =
             static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));

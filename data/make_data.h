@@ -26,7 +26,7 @@ struct ImageDataSpec {
   int classes = 10;
   int images_per_class = 20;
   int min_side = 300, max_side = 500;  // each image's sides, drawn in this range
-  int quality = 90;                    // JPEG quality
+  int quality = 95;                    // JPEG quality
   uint64_t seed = 0;
 };
 

@@ -7,11 +7,11 @@
 //     total_size = num_samples * R by repeating it from the start (as often as needed);
 //     with drop_last: num_samples = floor(n / R) and the order is cut to total_size.
 //  3. rank r takes order[r], order[r + R], order[r + 2R], ...
+// Every rank therefore gets exactly num_samples indices, so all ranks run the same number
+// of steps and issue the same collectives (a rank that ran one step more would hang DDP).
 // With pad = false (ddpbench's unpadded sampler, not PyTorch's), step 2 is skipped: rank r
 // takes order[r], order[r + R], ... below n, so ranks get ceil((n - r) / R) samples each:
 // uneven inputs, for DDP's Join (Note [DDP Join] in impl_ddp/distributed_data_parallel.h).
-// Every rank therefore gets exactly num_samples indices, so all ranks run the same number
-// of steps and issue the same collectives (a rank that ran one step more would hang DDP).
 // The permutation is torch.randperm's (Note [torch.randperm on the CPU], data/torch_random.h):
 // the index sequence equals torch.utils.data.DistributedSampler's element for element, for
 // every (size, replicas, rank, seed, epoch, shuffle, drop_last) (tests/data/test_sampler.cpp

@@ -159,16 +159,21 @@ void DistributedDataParallel::check_replicas_consistent() const {
   }
 }
 
-std::vector<bool> DistributedDataParallel::join_round(bool have_input) {
+std::vector<bool> DistributedDataParallel::ranks_with_input(bool have_input) const {
   const int n = pg_->size();
   Tensor mine = Tensor::from_floats({have_input ? 1.0f : 0.0f}, {1}, device_);
   Tensor all = Tensor::empty({n}, DType::F32, device_);
   pg_->allgather(all, mine)->wait();
   const std::vector<float> flags = all.to_floats();
   std::vector<bool> active(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) active[static_cast<size_t>(r)] = flags[static_cast<size_t>(r)] > 0.5f;
+  return active;
+}
+
+std::vector<bool> DistributedDataParallel::join_round(bool have_input) {
+  const std::vector<bool> active = ranks_with_input(have_input);
   int count = 0;
-  for (int r = 0; r < n; ++r) {
-    active[static_cast<size_t>(r)] = flags[static_cast<size_t>(r)] > 0.5f;
+  for (int r = 0; r < static_cast<int>(active.size()); ++r) {
     if (active[static_cast<size_t>(r)]) {
       ++count;
       buffer_source_ = r;  // the highest active rank, PyTorch's authoritative one

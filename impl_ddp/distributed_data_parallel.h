@@ -162,6 +162,10 @@ class DistributedDataParallel {
   int64_t join_finish();
   // Steps this rank ran with input since construction (join only).
   int64_t iterations() const { return iterations_; }
+  // Collective: which ranks have input for the next iteration (an allgather of one flag
+  // each). Without Join the caller must stop every rank when some have run out and others
+  // not: PyTorch's DDP would hang there.
+  std::vector<bool> ranks_with_input(bool have_input) const;
 
   // Collective. DDP's invariant, checked at the end of a run: every rank holds the same
   // parameters. A non-finite parameter is named first (Error: "NaN or Inf in parameter X

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <thread>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -117,6 +118,10 @@ void Reducer::on_grad_ready(size_t i) {
   if (!sync_) return;  // no_sync: the gradient accumulates locally in .grad
   locally_used_[i] = true;
   mark_variable_ready(i);
+  if (backward_delay_ms_ > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(backward_delay_ms_));
+    backward_delay_ms_ = 0;
+  }
 }
 
 void Reducer::mark_variable_ready(size_t i) {

@@ -103,6 +103,9 @@ class Reducer {
   void corrupt_next_gradient(size_t param_index) {
     corrupt_param_ = static_cast<int64_t>(param_index);
   }
+  // Fault injection (--inject-fault slow-backward=MS): the next synchronising backward sleeps
+  // `ms` after its first gradient hook, so that every later bucket is ready that much later.
+  void delay_next_backward(double ms) { backward_delay_ms_ = ms; }
   // The comm hook (for its --dump tensors).
   const BucketCommHook& comm_hook() const { return *hook_; }
   // When the last synchronising backward started (the zero of BucketRecord's times).
@@ -148,6 +151,7 @@ class Reducer {
   std::vector<bool> locally_used_;    // got a gradient from this rank's backward
   std::vector<bool> ready_;           // marked ready in this backward
   int64_t corrupt_param_ = -1;        // fault injection, see corrupt_next_gradient()
+  double backward_delay_ms_ = 0;      // fault injection, see delay_next_backward()
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<BucketRecord> records_;
   int64_t records_zero_ns_ = 0;

@@ -21,7 +21,7 @@ namespace ddpb::reports {
 
 // One HTML5 page: title, completeness banner, summary table, the charts (elements with ids
 // chart-throughput, chart-scaling, chart-phases, chart-buckets, chart-bucket-sweep,
-// chart-overlap), failed runs, suite configuration and context.
+// chart-overlap, chart-blame), failed runs, suite configuration and context.
 std::string render_html(const nlohmann::json& suite);
 
 struct MarkdownReport {

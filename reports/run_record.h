@@ -217,6 +217,57 @@ struct StragglerRecord {
   }
 };
 
+// summary.bucket_blame (bench/measure/bucket_blame.h, Note [Bucket blame]): per DDP bucket,
+// the rank that became ready last and how long it held the bucket back; per rank, the wait it
+// caused; and the rank that holds the step back, if one does, with the phase it is slow in.
+struct BlamedBucket {
+  static constexpr bool kRecord = true;
+  int64_t bucket = 0;
+  std::optional<int64_t> last_rank;  // the rank most often last beyond the noise; none: no rank
+  double held_fraction = 0;          // of the measured steps, those it held this bucket back
+  double delay_ms_median = 0;        // over those steps
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("bucket", s.bucket), v("last_rank", s.last_rank), v("held_fraction", s.held_fraction);
+    v("delay_ms_median", s.delay_ms_median);
+  }
+};
+
+struct RankBlame {
+  static constexpr bool kRecord = true;
+  int64_t rank = 0;
+  int64_t buckets_held = 0;      // (step, bucket) pairs this rank held back beyond the noise
+  double held_fraction = 0;      // of every (step, bucket) pair observed
+  double delay_ms_per_step = 0;  // the wait it caused, summed over buckets, per measured step
+  double delay_ms_median = 0;    // over the buckets it held back
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("rank", s.rank), v("buckets_held", s.buckets_held), v("held_fraction", s.held_fraction);
+    v("delay_ms_per_step", s.delay_ms_per_step), v("delay_ms_median", s.delay_ms_median);
+  }
+};
+
+struct BucketBlame {
+  static constexpr bool kRecord = true;
+  int64_t steps = 0, buckets = 0;  // measured steps and buckets per step observed
+  double noise_ms = 0;             // a bucket held back by less is held back by no one
+  double holder_threshold_ms = 0;  // the median delay a rank that holds the step back exceeds
+  std::vector<BlamedBucket> per_bucket;
+  std::vector<RankBlame> per_rank;
+  std::optional<int64_t> holder;            // the rank that holds the step back, if one does
+  std::optional<std::string> holder_phase;  // the phase its extra time is in, if one stands out
+  std::optional<double> holder_phase_excess_ms;  // its median there over the others' median
+  std::string finding;                           // one sentence for the verdict and the report
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("steps", s.steps), v("buckets", s.buckets), v("noise_ms", s.noise_ms);
+    v("holder_threshold_ms", s.holder_threshold_ms);
+    v("per_bucket", s.per_bucket), v("per_rank", s.per_rank), v("holder", s.holder);
+    v("holder_phase", s.holder_phase), v("holder_phase_excess_ms", s.holder_phase_excess_ms);
+    v("finding", s.finding);
+  }
+};
+
 // summary.comm (bench/measure/comm_summary.h): DDP's AllReduce, DP's reduce.
 struct CommRecord {
   static constexpr bool kRecord = true;
@@ -248,6 +299,7 @@ struct RunSummary {
   std::optional<std::vector<StragglerRecord>> stragglers;  // DDP, world size > 1
   std::optional<CommRecord> comm;
   std::optional<LoaderSummary> loader;
+  std::optional<BucketBlame> bucket_blame;  // DDP, world size > 1
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("step_time_ms", s.step_time_ms), v("phases_median_ms", s.phases_median_ms);
@@ -255,7 +307,7 @@ struct RunSummary {
     v("images_per_s", s.images_per_s), v("achieved_flops_per_s", s.achieved_flops_per_s);
     v("mfu", s.mfu), v("first_loss", s.first_loss), v("last_loss", s.last_loss);
     v("straggler_skew", s.straggler_skew), v("stragglers", s.stragglers), v("comm", s.comm);
-    v("loader", s.loader);
+    v("loader", s.loader), v("bucket_blame", s.bucket_blame);
   }
 };
 

@@ -320,11 +320,40 @@ ChartView overlap_chart(const SuiteRecord& suite) {
   return c;
 }
 
+// Note [Bucket blame]: per DDP run, the wait each rank caused its peers.
+ChartView blame_chart(const SuiteRecord& suite) {
+  ChartView c{"chart-blame",
+              "blame",
+              "Which rank holds DDP's buckets back",
+              "Per rank, the time its buckets became ready after every other rank's (summed over "
+              "the buckets, per measured step): the wait it caused. Delays within the noise count "
+              "for no one.",
+              {},
+              ""};
+  svg::BarChart chart{"wait caused per step", "ms", {"wait caused"}, {}};
+  for (const SuiteRun& r : suite.runs) {
+    if (!r.ok() || !r.metrics || !r.metrics->bucket_blame) continue;
+    if (r.group != RunGroup::Scaling && r.group != RunGroup::Explicit) continue;
+    svg::BarGroup g{r.id, {}};
+    for (const RankBlame& rank : r.metrics->bucket_blame->per_rank)
+      g.bars.push_back({"r" + std::to_string(rank.rank), {{0, rank.delay_ms_per_step}}});
+    chart.groups.push_back(std::move(g));
+  }
+  if (chart.groups.empty()) {
+    c.no_data = "no successful DDP run at world size > 1 has bucket_blame";
+  } else {
+    chart.width = std::max(640, 120 * static_cast<int>(chart.groups.size()));
+    c.svgs.push_back(svg::render_bar_chart(chart));
+  }
+  return c;
+}
+
 }  // namespace
 
 std::vector<ChartView> build_suite_charts(const SuiteRecord& suite) {
   return {throughput_chart(suite), scaling_chart(suite),      phases_chart(suite),
-          buckets_chart(suite),    bucket_sweep_chart(suite), overlap_chart(suite)};
+          buckets_chart(suite),    bucket_sweep_chart(suite), overlap_chart(suite),
+          blame_chart(suite)};
 }
 
 }  // namespace ddpb::reports

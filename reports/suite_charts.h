@@ -11,7 +11,7 @@
 namespace ddpb::reports {
 
 // In report order: chart-throughput, chart-scaling, chart-phases, chart-buckets,
-// chart-bucket-sweep, chart-overlap.
+// chart-bucket-sweep, chart-overlap, chart-blame.
 std::vector<ChartView> build_suite_charts(const SuiteRecord& suite);
 
 }  // namespace ddpb::reports

@@ -92,6 +92,7 @@ struct RunMetrics {
   std::optional<std::vector<MemoryUse>> memory;
   std::optional<LoaderSummary> loader;                       // rank 0's input pipeline
   std::optional<std::vector<double>> per_rank_data_wait_ms;  // median data wait of each rank
+  std::optional<BucketBlame> bucket_blame;                   // DDP, world size > 1
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -106,7 +107,7 @@ struct RunMetrics {
     v("achieved_flops_per_s", s.achieved_flops_per_s), v("flop_fraction", s.flop_fraction);
     v("devices", s.devices), v("peak_memory_bytes", s.peak_memory_bytes);
     v("rank_peak_memory_bytes", s.rank_peak_memory_bytes), v("memory", s.memory);
-    v.rest(s.extra);
+    v("bucket_blame", s.bucket_blame), v.rest(s.extra);
   }
 };
 

@@ -341,6 +341,17 @@ std::vector<std::string> input_bound_paragraphs(const SuiteRecord& suite) {
   return out;
 }
 
+// Note [Bucket blame]: one paragraph per DDP run in which a rank holds the step back.
+std::vector<std::string> bucket_blame_paragraphs(const SuiteRecord& suite) {
+  std::vector<std::string> out;
+  for (const SuiteRun& run : suite.runs) {
+    if (!run.ok() || !run.metrics || !run.metrics->bucket_blame) continue;
+    const BucketBlame& b = *run.metrics->bucket_blame;
+    if (b.holder) out.push_back(fmt::format("{}: {}.", printable(run.id), printable(b.finding)));
+  }
+  return out;
+}
+
 std::vector<std::string> verdict_notes(const SuiteRecord& suite) {
   std::vector<std::string> notes;
   const auto steps = suite.suite.steps;
@@ -403,6 +414,7 @@ ReportSection build_verdict(const SuiteRecord& suite) {
   }
   if (t.table.rows.empty()) s.notes.push_back("No DP or DDP run at world size > 1 succeeded.");
   for (std::string& p : input_bound_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
+  for (std::string& p : bucket_blame_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
   s.tables.push_back(std::move(t));
   return s;
 }

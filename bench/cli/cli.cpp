@@ -162,6 +162,22 @@ CLI::App* add_suite_command(CLI::App& app, SuiteOptions& o) {
   return suite;
 }
 
+struct CompareOptions {
+  std::string base, fresh;
+  double threshold = 5;
+};
+
+CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
+  auto* compare =
+      app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
+  compare->add_option("base", o.base, "baseline results folder, suite.json or run record")
+      ->required();
+  compare->add_option("new", o.fresh, "new results folder, suite.json or run record")->required();
+  add_real_flag(*compare, "--threshold", o.threshold, 0, 1e6,
+                "regression threshold in percent (default 5)");
+  return compare;
+}
+
 // Parses the command line; returns the exit code when there is nothing more to do (help, or
 // a usage error, reported on one line).
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -228,16 +244,8 @@ int ddpbench_main(int argc, char** argv) {
   auto* project = add_project_command(app, project_options);
   DataOptions data_options;
   auto* data = add_data_command(app, data_options);
-  std::string compare_base, compare_new;
-  double compare_threshold = 5;
-  auto* compare =
-      app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
-  compare->add_option("base", compare_base, "baseline results folder, suite.json or run record")
-      ->required();
-  compare->add_option("new", compare_new, "new results folder, suite.json or run record")
-      ->required();
-  add_real_flag(*compare, "--threshold", compare_threshold, 0, 1e6,
-                "regression threshold in percent (default 5)");
+  CompareOptions compare_options;
+  auto* compare = add_compare_command(app, compare_options);
   if (const auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
   try {
     if (run->parsed()) {
@@ -256,7 +264,9 @@ int ddpbench_main(int argc, char** argv) {
           {{"--out", project_options.report_out}, {"--json", project_options.json_out}});
       return project_command(project_options);
     }
-    if (compare->parsed()) return compare_command(compare_base, compare_new, compare_threshold);
+    if (compare->parsed())
+      return compare_command(compare_options.base, compare_options.fresh,
+                             compare_options.threshold);
     if (validate->parsed()) return validate_command(validate_files);
     if (env->parsed()) return env_command();
     if (data->parsed()) return data_command(data_options);

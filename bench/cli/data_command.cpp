@@ -32,7 +32,7 @@ void add_make_commands(CLI::App& make, DataOptions& o) {
                "smallest side in pixels (default 300)");
   add_int_flag(*o.make_images, "--max-side", o.images.max_side, 8, 8192,
                "largest side in pixels (default 500)");
-  add_int_flag(*o.make_images, "--quality", o.images.quality, 1, 100, "JPEG quality (default 90)");
+  add_int_flag(*o.make_images, "--quality", o.images.quality, 1, 100, "JPEG quality (default 95)");
   add_int_flag(*o.make_images, "--seed", o.images.seed, 0, INT64_MAX, "seed (default 0)");
 }
 

@@ -141,4 +141,19 @@ std::string buffer_semantics(const RunConfig& config, bool has_buffers) {
                "compares parameters only";
 }
 
+nlohmann::json ddp_mode_details(const RunConfig& config, const comm::RankEnv& env,
+                                const ddp::DistributedDataParallel& ddp, bool has_buffers,
+                                const WarmupBucketSearch* search) {
+  const ddp::Reducer& reducer = ddp.reducer();
+  nlohmann::json details = {{"backend", ddp.process_group().backend()},
+                            {"buffers", buffer_semantics(config, has_buffers)},
+                            {"world_size", env.world_size},
+                            {"launcher", env.source},
+                            {"buckets_initial", reducer.initial_layout()},
+                            {"buckets_rebuilt", reducer.layout()},
+                            {"rebuilt", reducer.rebuilt()}};
+  if (search) details["bucket_autotune"] = search->tuner().to_json();
+  return details;
+}
+
 }  // namespace ddpb::bench

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/run_config.h"
 #include "comm/rank_env.h"
@@ -48,5 +50,11 @@ std::unique_ptr<WarmupBucketSearch> make_ddp_bucket_search(ddp::DistributedDataP
 
 // The record's mode.details.buffers: what happens to a model's buffers (Note [DDP buffers]).
 std::string buffer_semantics(const RunConfig& config, bool has_buffers);
+
+// The record's mode.details of a DDP rank: backend, buffers, world size, launcher, the bucket
+// layouts before and after the rebuild, and the autotune's candidates (when `search`).
+nlohmann::json ddp_mode_details(const RunConfig& config, const comm::RankEnv& env,
+                                const ddp::DistributedDataParallel& ddp, bool has_buffers,
+                                const WarmupBucketSearch* search);
 
 }  // namespace ddpb::bench

@@ -166,4 +166,12 @@ std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace_throug
   return {std::move(events), std::move(offsets)};
 }
 
+std::vector<std::pair<std::string, std::vector<NamedTensor>>> ddp_dump_extras(
+    const ddp::DistributedDataParallel& ddp) {
+  std::vector<NamedTensor> q;
+  for (auto& [name, t] : ddp.reducer().comm_hook().dump_tensors()) q.push_back({name, t});
+  if (q.empty()) return {};
+  return {{"powersgd_q.safetensors", std::move(q)}};
+}
+
 }  // namespace ddpb::bench

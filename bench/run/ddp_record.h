@@ -17,6 +17,10 @@
 
 namespace ddpb::bench {
 
+// --dump's files beyond the batches: PowerSGD's random Q (powersgd_q.safetensors), if any.
+std::vector<std::pair<std::string, std::vector<NamedTensor>>> ddp_dump_extras(
+    const ddp::DistributedDataParallel& ddp);
+
 // The step's phases, per-step record (steps[].mode) and trace spans.
 StepOutcome ddp_step_outcome(const ddp::DdpStepStats& stats, int world_size, int rank);
 

@@ -7,12 +7,27 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "comm/tcp_store.h"
 #include "core/check.h"
 
 namespace ddpb::bench {
+
+namespace {
+
+std::optional<FaultSpec::Kind> slow_kind(const std::string& kind) {
+  for (const auto& [prefix, k] : {std::pair{"slow=", FaultSpec::Kind::Slow},
+                                  std::pair{"slow-backward=", FaultSpec::Kind::SlowBackward},
+                                  std::pair{"slow-data=", FaultSpec::Kind::SlowData}}) {
+    if (kind.rfind(prefix, 0) == 0) return k;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 FaultSpec parse_fault(const std::string& text) {
   FaultSpec f;
@@ -29,12 +44,15 @@ FaultSpec parse_fault(const std::string& text) {
     f.kind = FaultSpec::Kind::StoreDrop;
   } else if (kind == "corrupt-grad") {
     f.kind = FaultSpec::Kind::CorruptGrad;
-  } else if (kind.rfind("slow=", 0) == 0) {
-    f.kind = FaultSpec::Kind::Slow;
-    f.slow_ms = parse_int_flag("--inject-fault slow=MS", kind.substr(5), 0, 3'600'000);
+  } else if (const auto slow = slow_kind(kind)) {
+    f.kind = *slow;
+    const std::string name = kind.substr(0, kind.find('='));
+    f.slow_ms = parse_int_flag("--inject-fault " + name + "=MS", kind.substr(name.size() + 1), 0,
+                               3'600'000);
   } else {
     DDPB_USAGE_FAIL() << "--inject-fault: unknown or unavailable kind '" << kind
-                      << "' (available: crash, hang, slow=MS, corrupt-grad, store-drop)";
+                      << "' (available: crash, hang, slow=MS, slow-backward=MS, slow-data=MS, "
+                         "corrupt-grad, store-drop)";
   }
   size_t pos = 0;
   while (pos < rest.size()) {
@@ -79,15 +97,25 @@ void maybe_inject_fault(const FaultSpec& f, int rank, int64_t step) {
     case FaultSpec::Kind::Slow:
       std::this_thread::sleep_for(std::chrono::milliseconds(f.slow_ms));
       break;
-    case FaultSpec::Kind::CorruptGrad:  // applied by the DDP runner inside backward
-    case FaultSpec::Kind::StoreDrop:    // applied by the DDP runner, which owns the store
+    case FaultSpec::Kind::SlowBackward:  // applied by the Reducer inside backward
+    case FaultSpec::Kind::SlowData:      // applied by the training loop's data wait
+    case FaultSpec::Kind::CorruptGrad:   // applied by the DDP runner inside backward
+    case FaultSpec::Kind::StoreDrop:     // applied by the DDP runner, which owns the store
     case FaultSpec::Kind::None:
       break;
   }
 }
 
+double data_fault_delay_ms(const FaultSpec& fault, int rank, int64_t step) {
+  const bool on =
+      fault.kind == FaultSpec::Kind::SlowData && fault.rank == rank && step >= fault.step;
+  return on ? static_cast<double>(fault.slow_ms) : 0.0;
+}
+
 void inject_ddp_step_fault(const FaultSpec& fault, int rank, int64_t step, ddp::Reducer& reducer,
                            comm::Store& store) {
+  if (fault.kind == FaultSpec::Kind::SlowBackward && fault.rank == rank && step >= fault.step)
+    reducer.delay_next_backward(static_cast<double>(fault.slow_ms));
   if (fault.rank != rank || fault.step != step) return;
   if (fault.kind == FaultSpec::Kind::CorruptGrad) {
     reducer.corrupt_next_gradient(0);  // the first parameter: ready last

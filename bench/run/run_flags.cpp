@@ -43,6 +43,22 @@ void add_data_options(CLI::App& run, RunConfig& c) {
                "join: average gradients over the ranks still active, not the world size");
 }
 
+// --comm-hook powersgd's options (PyTorch's PowerSGDState).
+void add_powersgd_options(CLI::App& run, RunConfig& c) {
+  add_int_flag(run, "--powersgd-rank", c.powersgd.rank, 1, 1024,
+               "ddp powersgd: matrix approximation rank (default 1)");
+  add_int_flag(run, "--powersgd-start-iter", c.powersgd.start_iter, 0, kMaxSteps,
+               "ddp powersgd: plain AllReduce for the first K steps (default 10)");
+  add_real_flag(run, "--powersgd-min-compression-rate", c.powersgd.min_compression_rate, 0, 1e9,
+                "ddp powersgd: AllReduce a matrix uncompressed below this rate (default 2)");
+  add_real_flag(run, "--powersgd-epsilon", c.powersgd.epsilon, 0, 1,
+                "ddp powersgd: orthogonalisation epsilon (default 0)");
+  run.add_flag("--powersgd-no-error-feedback{false}", c.powersgd.error_feedback,
+               "ddp powersgd: no error feedback");
+  run.add_flag("--powersgd-no-warm-start{false}", c.powersgd.warm_start,
+               "ddp powersgd: a new random Q every step");
+}
+
 }  // namespace
 
 void add_run_options(CLI::App& run, RunConfig& c) {
@@ -73,18 +89,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
                "ddp: micro-steps per step (no_sync for K-1)");
   run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
   add_enum_flag(run, "--comm-hook", c.comm_hook, "ddp: bucket compression");
-  add_int_flag(run, "--powersgd-rank", c.powersgd.rank, 1, 1024,
-               "ddp powersgd: matrix approximation rank (default 1)");
-  add_int_flag(run, "--powersgd-start-iter", c.powersgd.start_iter, 0, kMaxSteps,
-               "ddp powersgd: plain AllReduce for the first K steps (default 10)");
-  add_real_flag(run, "--powersgd-min-compression-rate", c.powersgd.min_compression_rate, 0, 1e9,
-                "ddp powersgd: AllReduce a matrix uncompressed below this rate (default 2)");
-  add_real_flag(run, "--powersgd-epsilon", c.powersgd.epsilon, 0, 1,
-                "ddp powersgd: orthogonalisation epsilon (default 0)");
-  run.add_flag("--powersgd-no-error-feedback{false}", c.powersgd.error_feedback,
-               "ddp powersgd: no error feedback");
-  run.add_flag("--powersgd-no-warm-start{false}", c.powersgd.warm_start,
-               "ddp powersgd: a new random Q every step");
+  add_powersgd_options(run, c);
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");
   run.add_flag("--no-broadcast-buffers{false}", c.broadcast_buffers,
                "ddp: keep each rank's own buffers (default: rank 0's before every step)");

@@ -1,17 +1,18 @@
 // --mode ddp: one process per rank (started by comm/launcher or an external launcher),
 // DistributedDataParallel through impl_ddp's Reducer.
 #include <fmt/core.h>
-#include <fmt/ranges.h>
 
 #include "bench/run/bucket_tuner.h"
+#include "bench/run/ddp_blame.h"
+#include "bench/run/ddp_checks.h"
 #include "bench/run/ddp_config.h"
 #include "bench/run/ddp_record.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/trainer.h"
 #include "comm/flight_recorder.h"
 #include "comm/rendezvous.h"
-#include "comm/tcp_store.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "impl_ddp/distributed_data_parallel.h"
 
 namespace ddpb::bench {
@@ -39,17 +40,17 @@ class DdpRunner final : public ModeRunner, public RankedRun {
     comm::Rendezvous joined =
         comm::init_process_group(env_, rendezvous_options(config, env_, device_));
     store_ = std::move(joined.store);
-    pg_ = std::move(joined.group);
     clock_offset_ns_ = joined.clock_offset_ns;
     model_ = make_model(spec, device_, config.seed);
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
-        *model_, [this](const Tensor& x) { return model_->forward(x); }, pg_, ddp_options(config));
+        *model_, [this](const Tensor& x) { return model_->forward(x); }, std::move(joined.group),
+        ddp_options(config));
     if (config.bucket_cap_auto) search_ = make_ddp_bucket_search(*ddp_, *model_);
     place_ = {env_.rank, env_.world_size, device_,
               DataPlan{env_.world_size, env_.rank, config.global_batch / env_.world_size},
               "batches.rank" + std::to_string(env_.rank) + ".safetensors"};
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
-               env_.world_size, device_.str(), pg_->backend(), env_.source,
+               env_.world_size, device_.str(), ddp_->process_group().backend(), env_.source,
                ddp_->reducer().num_buckets());
   }
 
@@ -57,13 +58,11 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   std::vector<Device> devices() const override { return {device_}; }
   RankedRun* ranked() override { return this; }
   std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const override {
-    std::vector<NamedTensor> q;
-    for (auto& [name, t] : ddp_->reducer().comm_hook().dump_tensors()) q.push_back({name, t});
-    if (q.empty()) return {};
-    return {{"powersgd_q.safetensors", std::move(q)}};
+    return ddp_dump_extras(*ddp_);
   }
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
+    const int64_t start_ns = steady_now_ns();
     ++step_;
     inject_ddp_step_fault(fault_, env_.rank, step_, ddp_->reducer(), *store_);
     ddp::DdpStepOptions options;
@@ -77,23 +76,9 @@ class DdpRunner final : public ModeRunner, public RankedRun {
         model_loss, optimizer, options);
     StepOutcome out = ddp_step_outcome(stats, env_.world_size, env_.rank);
     if (search_) after_tuned_step(out.step_ms);
-    warn_if_hook_compute_dominates(out);
+    hook_warning_.after_step(out, config_.comm_hook, step_, env_.rank);
+    if (step_ > config_.warmup) ready_log_.add(stats, start_ns);
     return out;
-  }
-
-  // A comm hook whose own compute (PowerSGD's products and orthogonalisation) takes most of the
-  // step costs more than it saves: rank 0 says so once (issue 25, P1).
-  void warn_if_hook_compute_dominates(const StepOutcome& out) {
-    if (warned_hook_compute_ || env_.rank != 0 || !out.mode || !out.mode->buckets) return;
-    double compute_ms = 0;
-    for (const auto& b : *out.mode->buckets) compute_ms += b.hook_compute_ms.value_or(0);
-    if (compute_ms <= 0.5 * out.step_ms) return;
-    warned_hook_compute_ = true;
-    fmt::print(stderr,
-               "ddpbench: warning: the {} comm hook's own compute took {:.1f} ms of the {:.1f} ms "
-               "step {} (more than half): it costs more than its compression saves; a lower "
-               "--powersgd-rank orthogonalises smaller matrices\n",
-               enum_name(config_.comm_hook), compute_ms, out.step_ms, step_);
   }
 
   // The warm-up search sees the step, and rank 0 says what it chose.
@@ -115,45 +100,22 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   bool another_step(bool have_input, int64_t step) override {
     if (config_.uneven_join) {
       if (have_input) return true;
-      const int64_t shadowed = ddp_->join_finish();
       fmt::print(
           "ddp rank {}: joined after {} steps of input, then shadowed {} iteration(s) of "
           "its peers (--uneven-inputs join)\n",
-          env_.rank, step - 1, shadowed);
+          env_.rank, step - 1, ddp_->join_finish());
       return false;
     }
-    // Every rank says whether it has input: all have (a step), none has (the end), or some ran
-    // out, which would hang PyTorch's DDP: every rank fails naming them.
-    Tensor mine = Tensor::from_floats({have_input ? 1.0f : 0.0f}, {1}, device_);
-    Tensor all = Tensor::empty({env_.world_size}, DType::F32, device_);
-    pg_->allgather(all, mine)->wait();
-    const std::vector<float> flags = all.to_floats();
-    std::vector<int> out, in;
-    for (int r = 0; r < env_.world_size; ++r)
-      (flags[static_cast<size_t>(r)] > 0.5f ? in : out).push_back(r);
-    if (out.empty()) return true;
-    if (in.empty()) return false;
-    DDPB_FAIL() << "uneven inputs: rank(s) " << fmt::format("{}", fmt::join(out, ", "))
-                << " ran out of input at step " << step << " while rank(s) "
-                << fmt::format("{}", fmt::join(in, ", "))
-                << " have more (PyTorch's DDP would hang here): use --uneven-inputs join "
-                << "(PyTorch's Join), or an even split (--sampler padded)";
-    return false;
+    return all_or_none_have_input(ddp_->ranks_with_input(have_input), step);
   }
 
   reports::RunRecord finalize_record(reports::RunRecord record) override {
     ddp_->check_replicas_consistent();
     record = merge_rank_records(*store_, env_.rank, env_.world_size, device_, std::move(record));
+    ready_log_.attach_blame(*store_, env_.rank, env_.world_size, record);
     if (env_.rank != 0) return record;
-    const ddp::Reducer& reducer = ddp_->reducer();
-    record.mode.details = {{"backend", pg_->backend()},
-                           {"buffers", buffer_semantics(config_, !model_->named_buffers().empty())},
-                           {"world_size", env_.world_size},
-                           {"launcher", env_.source},
-                           {"buckets_initial", reducer.initial_layout()},
-                           {"buckets_rebuilt", reducer.layout()},
-                           {"rebuilt", reducer.rebuilt()}};
-    if (search_) record.mode.details["bucket_autotune"] = search_->tuner().to_json();
+    record.mode.details =
+        ddp_mode_details(config_, env_, *ddp_, !model_->named_buffers().empty(), search_.get());
     // The report is complete only when every rank got here: say so on rank 0's exit path.
     fmt::print("ddp: merged records of {} ranks (straggler skew {:.3f})\n", env_.world_size,
                record.summary.straggler_skew.value_or(0));
@@ -166,12 +128,12 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   int64_t step_ = 0;
   std::unique_ptr<WarmupBucketSearch> search_;  // --bucket-cap-mb auto
   bool reported_choice_ = false;
-  bool warned_hook_compute_ = false;
+  HookComputeWarning hook_warning_;
   int64_t clock_offset_ns_ = 0;
+  BucketReadyLog ready_log_;  // the measured steps' bucket ready times, for bucket blame
   comm::RankEnv env_;
   Device device_;
   std::shared_ptr<comm::Store> store_;
-  std::shared_ptr<comm::ProcessGroup> pg_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
 };

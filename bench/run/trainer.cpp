@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include "bench/measure/comm_summary.h"
 #include "bench/measure/context.h"
 #include "bench/measure/mfu.h"
 #include "bench/measure/stats.h"
+#include "bench/run/fault_injection.h"
 #include "bench/run/run_dump.h"
 #include "bench/run/step_watchdog.h"
 #include "bench/run/training_data.h"
@@ -147,14 +149,17 @@ Batch normalized_on_device(Batch batch) {
 }
 
 // One step through the runner; the batches come from `loader` (and go to `dump`), and what
-// they cost (the wait for them, their workers' time, their copies) goes to `cost`.
+// they cost (the wait for them, their workers' time, their copies) goes to `cost`. Each batch
+// takes `data_delay_ms` longer (--inject-fault slow-data).
 StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader& loader,
-                     RunDump* dump, int64_t step, reports::LoaderStep& cost) {
+                     RunDump* dump, int64_t step, double data_delay_ms, reports::LoaderStep& cost) {
   int micro = 0;
   const BatchFn next_batch = [&] {
     nvtx::Range r("data", nvtx::Category::Data);
     progress::note_phase(step_phase_name(StepPhase::Data));
     auto t0 = std::chrono::steady_clock::now();
+    if (data_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(data_delay_ms));
     Batch batch = loader.next();
     cost.data_wait_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -224,6 +229,7 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
               DataLoader& loader, RunDump* dump, TraceWriter* trace) {
   StepLog log;
   const bool on_cuda = runner.devices().front().is_cuda();
+  const FaultSpec fault = parse_fault(config.inject_fault);
   // Every step is watched (Note [Step watchdog]): a stall outside any collective ends the run,
   // naming the phase, rather than hanging it (or, in DDP, leaving the peers to time out on it).
   const StepWatchdog watchdog(
@@ -240,7 +246,8 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
     if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
     const int64_t step_start_ns = steady_now_ns();
     reports::LoaderStep cost;
-    const StepOutcome out = run_step(runner, optimizer, loader, dump, step, cost);
+    const StepOutcome out = run_step(runner, optimizer, loader, dump, step,
+                                     data_fault_delay_ms(fault, runner.place().rank, step), cost);
     const double data_ms = cost.data_wait_ms;
     DDPB_CHECK(std::isfinite(out.loss)) << "loss became " << out.loss << " at step " << step;
     const bool measured = step > config.warmup;

@@ -111,6 +111,7 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
   m.phases_median_ms = s.phases_median_ms;
   m.achieved_flops_per_s = s.achieved_flops_per_s;
   m.straggler_skew = s.straggler_skew.value_or(1.0);
+  m.bucket_blame = s.bucket_blame;
   std::vector<double> per_rank;
   if (record.ranks) {
     for (const auto& r : *record.ranks) per_rank.push_back(r.step_time_ms.median);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -174,6 +175,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"loader_workers", loader_workers},
           {"loader_workload", loader_workload},
           {"loader_data", loader_data},
+          {"data", data},
           {"bucket_autotune", bucket_autotune},
           {"comm_hooks", names_of(comm_hooks)},
           {"comm_hook_workloads", comm_hook_workloads},
@@ -329,9 +331,41 @@ std::vector<ExplicitRun> read_explicit_runs(const KeyReader& r) {
   return runs;
 }
 
+// The setters of the keys about files: the loader group and whole workloads on --data.
+std::map<std::string, SuiteSetter> data_setters(SuiteSpec& s, const std::string& file) {
+  return {
+      {"loader_workers",
+       [&](const KeyReader& r) {
+         s.loader_workers.clear();
+         for (const auto& v : r.list())
+           s.loader_workers.push_back(
+               static_cast<int>(KeyReader{file, r.key, v}.integer(0, kMaxLoaderWorkers)));
+       }},
+      {"loader_workload", [&](const KeyReader& r) { s.loader_workload = r.string(); }},
+      {"loader_data", [&](const KeyReader& r) { s.loader_data = r.string(); }},
+      {"data",
+       [&](const KeyReader& r) {
+         if (!r.value.is_object()) r.fail("expected an object {\"workload\": \"PATH\"}");
+         if (r.value.size() > kMaxListLength) r.fail("too many entries");
+         s.data.clear();
+         for (const auto& [w, value] : r.value.items()) {
+           // Runs start in the results folder: a path relative to where the suite was started
+           // is made absolute here, once (suite.json then holds the absolute one).
+           const KeyReader entry{file, r.key + "." + w, value};
+           const std::string path = entry.string();
+           if (path.empty()) entry.fail("an empty path");
+           std::error_code ec;
+           const auto absolute = std::filesystem::absolute(path, ec);
+           s.data[w] = ec ? path : absolute.lexically_normal().string();
+         }
+       }},
+  };
+}
+
 // One setter per key a suite file may hold, each checking its value's type and range.
 std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::string& file) {
-  return {
+  std::map<std::string, SuiteSetter> setters = data_setters(s, file);
+  setters.merge(std::map<std::string, SuiteSetter>{
       {"name", [&](const KeyReader& r) { s.name = r.string(); }},
       {"device", [&](const KeyReader& r) { s.device = r.named<DeviceType>("device"); }},
       {"quick", [&](const KeyReader& r) { s.quick = r.boolean(); }},
@@ -367,15 +401,6 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"sweep_workload", [&](const KeyReader& r) { s.sweep_workload = r.string(); }},
       {"overlap_off", [&](const KeyReader& r) { s.overlap_off = r.boolean(); }},
       {"bucket_autotune", [&](const KeyReader& r) { s.bucket_autotune = r.boolean(); }},
-      {"loader_workers",
-       [&](const KeyReader& r) {
-         s.loader_workers.clear();
-         for (const auto& v : r.list())
-           s.loader_workers.push_back(
-               static_cast<int>(KeyReader{file, r.key, v}.integer(0, kMaxLoaderWorkers)));
-       }},
-      {"loader_workload", [&](const KeyReader& r) { s.loader_workload = r.string(); }},
-      {"loader_data", [&](const KeyReader& r) { s.loader_data = r.string(); }},
       {"bf16_workloads", [&](const KeyReader& r) { s.bf16_workloads = r.strings(); }},
       {"comm_hooks",
        [&](const KeyReader& r) {
@@ -404,7 +429,8 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"hook_correctness_threshold",
        [&](const KeyReader& r) { s.hook_correctness_threshold = r.number(0, 1); }},
       {"runs", [&](const KeyReader& r) { s.runs = read_explicit_runs(r); }},
-  };
+  });
+  return setters;
 }
 
 }  // namespace
@@ -456,6 +482,10 @@ void validate_matrix(const SuiteSpec& s, int gpus) {
   DDPB_USAGE_CHECK(s.sweep_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
                                                          s.sweep_workload) != s.workloads.end())
       << "suite: \"sweep_workload\" " << s.sweep_workload << " is not one of the suite's workloads";
+  for (const auto& [w, path] : s.data) {
+    DDPB_USAGE_CHECK(std::find(s.workloads.begin(), s.workloads.end(), w) != s.workloads.end())
+        << "suite: \"data\" names " << w << ", which is not one of the suite's workloads";
+  }
   for (const auto& [key, list] : {std::pair{"bf16_workloads", &s.bf16_workloads},
                                   std::pair{"comm_hook_workloads", &s.comm_hook_workloads}}) {
     for (const auto& w : *list) {
@@ -530,14 +560,41 @@ std::string run_file_stem(std::string id) {
   return id;
 }
 
-std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
-  using reports::RunGroup;
-  std::vector<SuiteRun> runs;
-  auto has_mode = [&](Mode m) {
-    return std::find(s.modes.begin(), s.modes.end(), m) != s.modes.end();
-  };
-  auto make = [&](const std::string& workload, Mode mode, int n, int64_t global_batch,
-                  RunGroup group, const std::string& variant, std::vector<std::string> extra) {
+namespace {
+
+using reports::RunGroup;
+
+// expand_suite's state: the spec and the runs made so far, one method per group.
+class SuiteExpansion {
+ public:
+  explicit SuiteExpansion(const SuiteSpec& s) : s_(s) {}
+
+  std::vector<SuiteRun> runs() && {
+    matrix();
+    precision();
+    sweep();
+    hooks();
+    loader();
+    for (const ExplicitRun& e : s_.runs) {
+      make(e.workload, e.mode, e.world_size, explicit_global_batch(s_, e), RunGroup::Explicit,
+           e.name, e.flags());
+      runs_.back().id = e.name;
+    }
+    return std::move(runs_);
+  }
+
+ private:
+  bool has_mode(Mode m) const {
+    return std::find(s_.modes.begin(), s_.modes.end(), m) != s_.modes.end();
+  }
+  // The largest world size: where the sweep, the hooks and DDP in bf16 run.
+  int sweep_n() const {
+    return s_.world_sizes.empty() ? 1
+                                  : *std::max_element(s_.world_sizes.begin(), s_.world_sizes.end());
+  }
+
+  void make(const std::string& workload, Mode mode, int n, int64_t global_batch, RunGroup group,
+            const std::string& variant, const std::vector<std::string>& extra) {
     SuiteRun r;
     const std::string mode_name(enum_name(mode));
     r.workload = workload;
@@ -555,23 +612,23 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
               "--workload",
               workload,
               "--device",
-              std::string(enum_name(s.device)),
+              std::string(enum_name(s_.device)),
               "--global-batch",
               std::to_string(global_batch),
               "--steps",
-              std::to_string(s.steps),
+              std::to_string(s_.steps),
               "--warmup",
-              std::to_string(s.warmup),
+              std::to_string(s_.warmup),
               "--seed",
-              std::to_string(s.seed),
+              std::to_string(s_.seed),
               "--precision",
-              std::string(enum_name(s.precision)),
+              std::string(enum_name(s_.precision)),
               "--attention",
-              std::string(enum_name(s.attention)),
+              std::string(enum_name(s_.attention)),
               "--quiet"};
     if (mode != Mode::Single) r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
     if (mode == Mode::Ddp)
-      r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s.timeout_s)});
+      r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s_.timeout_s)});
     // A variant's own --precision, --attention or --warmup replaces the suite's.
     for (const char* flag : {"--precision", "--attention", "--warmup"}) {
       if (std::find(extra.begin(), extra.end(), flag) == extra.end()) continue;
@@ -579,83 +636,106 @@ std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
       r.args.erase(at, at + 2);
     }
     r.args.insert(r.args.end(), extra.begin(), extra.end());
-    runs.push_back(std::move(r));
-  };
-  const bool parallel = has_mode(Mode::Dp) || has_mode(Mode::Ddp);
-  for (const auto& w : s.workloads) {
-    const int64_t b = s.per_device_batch.at(w);
-    if (has_mode(Mode::Single) || parallel) make(w, Mode::Single, 1, b, RunGroup::Scaling, "", {});
-    for (const Mode mode : {Mode::Dp, Mode::Ddp}) {
-      if (!has_mode(mode)) continue;
-      for (int n : s.world_sizes) make(w, mode, n, n * b, RunGroup::Scaling, "", {});
-    }
-    // Single device at each larger global batch: the correctness reference of DP and DDP at
-    // that world size, and the strong-scaling baseline.
-    for (int n : s.world_sizes) {
-      if (n > 1 && parallel)
-        make(w, Mode::Single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
+    // The suite's files for the workload, unless the run names its own (the loader group) or is
+    // a named run (its own "data" key says).
+    if (const auto d = s_.data.find(workload);
+        d != s_.data.end() && group != RunGroup::Explicit &&
+        std::find(extra.begin(), extra.end(), "--data") == extra.end())
+      r.args.insert(r.args.end(), {"--data", d->second});
+    runs_.push_back(std::move(r));
+  }
+
+  void matrix() {
+    const bool parallel = has_mode(Mode::Dp) || has_mode(Mode::Ddp);
+    for (const auto& w : s_.workloads) {
+      const int64_t b = s_.per_device_batch.at(w);
+      if (has_mode(Mode::Single) || parallel)
+        make(w, Mode::Single, 1, b, RunGroup::Scaling, "", {});
+      for (const Mode mode : {Mode::Dp, Mode::Ddp}) {
+        if (!has_mode(mode)) continue;
+        for (int n : s_.world_sizes) make(w, mode, n, n * b, RunGroup::Scaling, "", {});
+      }
+      // Single device at each larger global batch: the correctness reference of DP and DDP at
+      // that world size, and the strong-scaling baseline.
+      for (int n : s_.world_sizes) {
+        if (n > 1 && parallel)
+          make(w, Mode::Single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
+      }
     }
   }
-  const int sweep_n =
-      s.world_sizes.empty() ? 1 : *std::max_element(s.world_sizes.begin(), s.world_sizes.end());
-  for (const auto& w : s.bf16_workloads) {
-    if (s.precision == ops::MathMode::BF16) break;  // every run is bf16 already
-    const int64_t b = s.per_device_batch.at(w);
-    const std::vector<std::string> bf16 = {"--precision", "bf16"};
-    if (has_mode(Mode::Single)) make(w, Mode::Single, 1, b, RunGroup::Precision, "bf16", bf16);
-    if (has_mode(Mode::Ddp) && sweep_n > 1)
-      make(w, Mode::Ddp, sweep_n, sweep_n * b, RunGroup::Precision, "bf16", bf16);
+
+  void precision() {
+    if (s_.precision == ops::MathMode::BF16) return;  // every run is bf16 already
+    const int n = sweep_n();
+    for (const auto& w : s_.bf16_workloads) {
+      const int64_t b = s_.per_device_batch.at(w);
+      const std::vector<std::string> bf16 = {"--precision", "bf16"};
+      if (has_mode(Mode::Single)) make(w, Mode::Single, 1, b, RunGroup::Precision, "bf16", bf16);
+      if (has_mode(Mode::Ddp) && n > 1)
+        make(w, Mode::Ddp, n, n * b, RunGroup::Precision, "bf16", bf16);
+    }
   }
-  if (has_mode(Mode::Ddp) && sweep_n > 1 && !s.sweep_workload.empty()) {
-    const std::string& w = s.sweep_workload;
-    const int64_t g = sweep_n * s.per_device_batch.at(w);
-    for (double mb : s.bucket_sweep_mb) {
-      make(w, Mode::Ddp, sweep_n, g, RunGroup::BucketSweep, "bucket-" + fmt_mb(mb) + "mb",
+
+  void sweep() {
+    const int n = sweep_n();
+    if (!has_mode(Mode::Ddp) || n <= 1 || s_.sweep_workload.empty()) return;
+    const std::string& w = s_.sweep_workload;
+    const int64_t g = n * s_.per_device_batch.at(w);
+    for (double mb : s_.bucket_sweep_mb) {
+      make(w, Mode::Ddp, n, g, RunGroup::BucketSweep, "bucket-" + fmt_mb(mb) + "mb",
            {"--bucket-cap-mb", fmt_mb(mb)});
     }
-    if (s.bucket_autotune) {
+    if (s_.bucket_autotune) {
       // The tuner's search takes its own warm-up; the measured steps are the suite's.
-      const int64_t warmup = std::max<int64_t>(s.warmup, BucketCapTuner::kStepsNeeded);
-      make(w, Mode::Ddp, sweep_n, g, RunGroup::BucketAutotune, "bucket-auto",
+      const int64_t warmup = std::max<int64_t>(s_.warmup, BucketCapTuner::kStepsNeeded);
+      make(w, Mode::Ddp, n, g, RunGroup::BucketAutotune, "bucket-auto",
            {"--bucket-cap-mb", "auto", "--warmup", std::to_string(warmup)});
     }
-    if (s.overlap_off)
-      make(w, Mode::Ddp, sweep_n, g, RunGroup::Overlap, "no-overlap", {"--no-overlap"});
+    if (s_.overlap_off) make(w, Mode::Ddp, n, g, RunGroup::Overlap, "no-overlap", {"--no-overlap"});
   }
-  if (has_mode(Mode::Ddp) && sweep_n > 1) {
+
+  void hooks() {
+    const int n = sweep_n();
+    if (!has_mode(Mode::Ddp) || n <= 1) return;
     // PowerSGD compresses from the first measured step (PyTorch's minimum of 2 where the
     // warm-up is shorter), so that its step time is the compressed one.
-    const std::string start = std::to_string(std::max<int64_t>(2, s.warmup));
-    for (const auto& w : s.resolved_comm_hook_workloads()) {
-      const int64_t g = sweep_n * s.per_device_batch.at(w);
-      for (const ddp::CommHook hook : s.comm_hooks) {
+    const std::string start = std::to_string(std::max<int64_t>(2, s_.warmup));
+    for (const auto& w : s_.resolved_comm_hook_workloads()) {
+      const int64_t g = n * s_.per_device_batch.at(w);
+      for (const ddp::CommHook hook : s_.comm_hooks) {
         const std::string h(enum_name(hook));
         std::vector<std::string> args = {"--comm-hook", h};
         if (hook == ddp::CommHook::PowerSGD)
           args.insert(args.end(), {"--powersgd-start-iter", start});
-        make(w, Mode::Ddp, sweep_n, g, RunGroup::CommHook, h + "-hook", args);
+        make(w, Mode::Ddp, n, g, RunGroup::CommHook, h + "-hook", args);
       }
     }
   }
+
   // The input pipeline on files: workers (x pin memory on CUDA) at world size 1.
-  if (const std::string w = s.resolved_loader_workload(); !w.empty() && has_mode(Mode::Single)) {
-    const std::string data = s.loader_data.empty() ? kSuiteImageFolder : s.loader_data;
-    for (int workers : s.loader_workers) {
+  void loader() {
+    const std::string w = s_.resolved_loader_workload();
+    if (w.empty() || !has_mode(Mode::Single)) return;
+    const std::string data = s_.loader_data.empty() ? kSuiteImageFolder : s_.loader_data;
+    for (int workers : s_.loader_workers) {
       for (bool pin :
-           s.device == DeviceType::CUDA ? std::vector{false, true} : std::vector{false}) {
+           s_.device == DeviceType::CUDA ? std::vector{false, true} : std::vector{false}) {
         std::vector<std::string> args = {"--data", data, "--num-workers", std::to_string(workers)};
         if (pin) args.emplace_back("--pin-memory");
-        make(w, Mode::Single, 1, s.per_device_batch.at(w), RunGroup::Loader,
+        make(w, Mode::Single, 1, s_.per_device_batch.at(w), RunGroup::Loader,
              fmt::format("loader-w{}{}", workers, pin ? "-pin" : ""), args);
       }
     }
   }
-  for (const ExplicitRun& e : s.runs) {
-    make(e.workload, e.mode, e.world_size, explicit_global_batch(s, e), RunGroup::Explicit, e.name,
-         e.flags());
-    runs.back().id = e.name;
-  }
-  return runs;
+
+  const SuiteSpec& s_;
+  std::vector<SuiteRun> runs_;
+};
+
+}  // namespace
+
+std::vector<SuiteRun> expand_suite(const SuiteSpec& s) {
+  return SuiteExpansion(s).runs();
 }
 
 }  // namespace ddpb::bench

@@ -100,6 +100,9 @@ struct SuiteSpec {
   std::vector<int> loader_workers = {0, 1, 2};
   std::string loader_workload;
   std::string loader_data;
+  // Files for whole workloads: every run the suite makes of a workload named here (matrix,
+  // references, sweep, hooks, bf16) trains on that --data path; the others on synthetic data.
+  std::map<std::string, std::string> data;
 
   // The workload the loader group runs, or "" when there is none.
   std::string resolved_loader_workload() const;

@@ -542,6 +542,56 @@ TEST(DdpFaults, SlowRankIsFlaggedAsAStraggler) {
   EXPECT_NE(r.output.find("straggler: rank 1"), std::string::npos) << r.output;
 }
 
+// Note [Bucket blame]'s positive controls: a delay inside backward, between gradient hooks,
+// and a slow loader, each on rank 1, are named with their rank and phase; a run without a
+// fault names no rank.
+nlohmann::json bucket_blame(const TempDir& dir, const std::string& name, const std::string& flags,
+                            std::string* output = nullptr) {
+  const std::string out = dir / (name + ".json");
+  CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 8 "
+      "--warmup 2 --quiet " +
+      flags + " --out " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  if (output) *output = r.output;
+  std::ifstream in(out);
+  const auto rec = nlohmann::json::parse(in);
+  EXPECT_TRUE(rec["summary"].contains("bucket_blame")) << rec["summary"].dump();
+  return rec["summary"].value("bucket_blame", nlohmann::json::object());
+}
+
+TEST(DdpBucketBlame, ADelayInsideBackwardIsNamedWithItsRankAndPhase) {
+  TempDir dir("ddp_blame_backward");
+  std::string output;
+  const auto b =
+      bucket_blame(dir, "slow_backward", "--inject-fault slow-backward=40@rank=1,step=1", &output);
+  ASSERT_TRUE(b.contains("holder")) << b.dump();
+  EXPECT_EQ(b["holder"], 1) << b.dump();
+  EXPECT_EQ(b.value("holder_phase", ""), "backward_compute") << b.dump();
+  EXPECT_GE(b["per_rank"][1]["held_fraction"].get<double>(), 0.5) << b.dump();
+  EXPECT_NEAR(b["per_rank"][1]["delay_ms_median"].get<double>(), 40, 15) << b.dump();
+  EXPECT_EQ(b["per_rank"][0]["buckets_held"], 0) << b.dump();
+  EXPECT_NE(output.find("bucket blame: rank 1 holds back"), std::string::npos) << output;
+}
+
+TEST(DdpBucketBlame, ASlowLoaderIsNamedWithItsRankAndPhase) {
+  TempDir dir("ddp_blame_data");
+  const auto b = bucket_blame(dir, "slow_data", "--inject-fault slow-data=40@rank=1,step=1");
+  ASSERT_TRUE(b.contains("holder")) << b.dump();
+  EXPECT_EQ(b["holder"], 1) << b.dump();
+  EXPECT_EQ(b.value("holder_phase", ""), "data") << b.dump();
+  EXPECT_NEAR(b.value("holder_phase_excess_ms", 0.0), 40, 15) << b.dump();
+}
+
+TEST(DdpBucketBlame, ARunWithoutAFaultNamesNoRank) {
+  TempDir dir("ddp_blame_none");
+  for (int i = 0; i < 3; ++i) {
+    const auto b = bucket_blame(dir, "none" + std::to_string(i), "");
+    EXPECT_FALSE(b.contains("holder")) << b.dump();
+    EXPECT_EQ(b["steps"], 8) << b.dump();
+  }
+}
+
 TEST(DdpFaults, StoreDropReconnectsOnce) {
   TempDir dir("ddp_store_drop");
   std::string out = dir / "r.json";

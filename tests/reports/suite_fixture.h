@@ -183,6 +183,34 @@ inline json make_projection() {
   return p;
 }
 
+// summary.bucket_blame of a DDP run at world size n: the last rank holds most buckets back.
+inline json make_bucket_blame(int n) {
+  json per_rank = json::array(), per_bucket = json::array();
+  for (int r = 0; r < n; ++r) {
+    const bool late = r == n - 1;
+    per_rank.push_back({{"rank", r},
+                        {"buckets_held", late ? 36 : 1},
+                        {"held_fraction", late ? 0.9 : 0.025},
+                        {"delay_ms_per_step", late ? 21.6 : 0.03},
+                        {"delay_ms_median", late ? 12.0 : 0.3}});
+  }
+  for (int b = 0; b < 2; ++b)
+    per_bucket.push_back(
+        {{"bucket", b}, {"last_rank", n - 1}, {"held_fraction", 0.9}, {"delay_ms_median", 12.0}});
+  return {{"steps", 20},
+          {"buckets", 2},
+          {"noise_ms", 0.25},
+          {"holder_threshold_ms", 1.0},
+          {"per_bucket", per_bucket},
+          {"per_rank", per_rank},
+          {"holder", n - 1},
+          {"holder_phase", "backward_compute"},
+          {"holder_phase_excess_ms", 11.8},
+          {"finding", "rank " + std::to_string(n - 1) +
+                          " holds back 90% of buckets by a median 12.0 ms: its backward_compute "
+                          "is 11.8 ms slower than the other ranks'"}};
+}
+
 inline json make_suite() {
   json suite = {{"schema_version", 1},
                 {"implementation", "ddpbench"},
@@ -247,6 +275,7 @@ inline json make_suite() {
         const double median = 32 * n * 1000.0 / samples;
         const double comm = 0.2 * median;
         r["metrics"] = make_metrics(mode, n, samples, median, comm, mode == "dp" ? comm : comm / 3);
+        if (mode == "ddp") r["metrics"]["bucket_blame"] = make_bucket_blame(n);
         r["scaling"] = {{"baseline", w + "/single/w1"},
                         {"weak_efficiency", eff},
                         {"strong_baseline", ref["id"]},

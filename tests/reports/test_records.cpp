@@ -50,6 +50,16 @@ RunContext context() {
 }
 
 // Every member set, every optional present.
+BucketBlame blame() {
+  BucketBlame b;
+  b.steps = 3, b.buckets = 2, b.noise_ms = 0.25, b.holder_threshold_ms = 1.0;
+  b.per_bucket = {{0, 1, 1.0, 12.0}, {1, std::nullopt, 0.0, 0.0}};
+  b.per_rank = {{0, 0, 0.0, 0.0, 0.0}, {1, 3, 0.5, 12.0, 12.0}};
+  b.holder = 1, b.holder_phase = "backward_compute", b.holder_phase_excess_ms = 11.8;
+  b.finding = "rank 1 holds back 50% of buckets by a median 12.0 ms";
+  return b;
+}
+
 RunRecord full_run_record() {
   RunRecord r;
   r.context = context();
@@ -76,6 +86,7 @@ RunRecord full_run_record() {
   sm.achieved_flops_per_s = 1.6e7, sm.mfu = Mfu{0.01, 1e15, "datasheet", 1};
   sm.first_loss = 2.4, sm.last_loss = 2.2, sm.straggler_skew = 1.3;
   sm.stragglers = std::vector<StragglerRecord>{{1, 2.6, 1.3}};
+  sm.bucket_blame = blame();
   CommRecord c;
   c.op = "allreduce", c.comm_ms = 1.6, c.comm_exposed_ms = 0.4, c.overlap_ratio = 0.75;
   c.bytes_per_step = 8192, c.buckets_step = 2, c.buckets = std::vector<BucketTiming>{bucket(0)};
@@ -113,6 +124,7 @@ SuiteRun full_suite_run() {
   m.achieved_flops_per_s = 2e9, m.flop_fraction = 0.1, m.devices = 2;
   m.peak_memory_bytes = 1 << 20, m.rank_peak_memory_bytes = std::vector<int64_t>{1 << 20, 1 << 19};
   m.memory = std::vector<MemoryUse>{{"cpu:0", 1 << 20, 1 << 21}};
+  m.bucket_blame = blame();
   run.metrics = m;
   run.scaling = ScalingInfo{"mlp-small/single/w1", "mlp-small/single/w1/b16", 0.9, 1.8, 0.9};
   CorrectnessInfo c;

@@ -32,7 +32,7 @@ using Strings = std::vector<std::string>;
 constexpr const char* kDdpW2 = "mlp-small/ddp/w2";
 const Strings kChartIds = {"chart-throughput", "chart-scaling", "chart-phases",
                            "chart-projection", "chart-buckets", "chart-bucket-sweep",
-                           "chart-overlap"};
+                           "chart-overlap",    "chart-blame"};
 
 Strings suite_errors(const json& doc) {
   Strings out;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <set>
 
 #include "bench/suite/suite_spec.h"
@@ -260,6 +262,37 @@ TEST(SuiteSpec, QuickIsShort) {
   const SuiteSpec spec = default_suite(DeviceType::CPU, 0, true);
   EXPECT_LE(spec.steps, 5);
   EXPECT_EQ(spec.bucket_sweep_mb.size(), 1u);
+}
+
+// "data" puts whole workloads on files: every run the suite makes of gpt-tiny gets --data
+// (made absolute: the runs start in the results folder), the others and the named runs do not;
+// a workload the suite does not run, or a value that is no object of paths, is refused.
+TEST(SuiteSpec, DataPutsWholeWorkloadsOnFiles) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(spec, R"({"workloads": ["mlp-small", "gpt-tiny"], "world_sizes": [1, 2],
+      "data": {"gpt-tiny": "shards/../tokens"},
+      "runs": [{"name": "own", "workload": "gpt-tiny", "mode": "single"}]})",
+                   "s.json");
+  validate_suite(spec, 0);
+  const std::string absolute = (std::filesystem::current_path() / "tokens").string();
+  EXPECT_EQ(spec.data.at("gpt-tiny"), absolute);
+  int on_files = 0;
+  for (const SuiteRun& r : expand_suite(spec)) {
+    const bool files = r.workload == "gpt-tiny" && r.group != reports::RunGroup::Explicit;
+    EXPECT_EQ(r.arg("--data"), files ? std::optional<std::string>(absolute) : std::nullopt) << r.id;
+    on_files += files;
+  }
+  EXPECT_GE(on_files, 6) << "single, dp and ddp at 1 and 2, the reference at 2";
+  EXPECT_EQ(SuiteSpec::from_json(spec.to_json()).to_json(), spec.to_json());
+
+  SuiteSpec other = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(other, R"({"workloads": ["mlp-small"], "data": {"gpt-tiny": "/t"}})", "s.json");
+  EXPECT_THROW(validate_suite(other, 0), UsageError);
+  for (const char* bad :
+       {R"({"data": ["/t"]})", R"({"data": {"gpt-tiny": 3}})", R"({"data": {"gpt-tiny": ""}})"}) {
+    SuiteSpec s = default_suite(DeviceType::CPU, 0, false);
+    EXPECT_THROW(apply_suite_text(s, bad, "s.json"), UsageError) << bad;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+#include "bench/run/ddp_blame.h"
+
+#include <fmt/core.h>
+
+#include "bench/measure/bucket_blame.h"
+#include "core/check.h"
+#include "reports/json_io.h"
+
+namespace ddpb::bench {
+
+void BucketReadyLog::add(const ddp::DdpStepStats& stats, int64_t step_start_ns) {
+  const double zero_ms = static_cast<double>(stats.backward_start_ns - step_start_ns) / 1e6;
+  std::vector<double> ready;
+  ready.reserve(stats.buckets.size());
+  for (const auto& b : stats.buckets) ready.push_back(zero_ms + b.ready_ms);
+  steps_.push_back(std::move(ready));
+  if (steps_.size() > kMaxSteps) steps_.pop_front();
+}
+
+void BucketReadyLog::attach_blame(comm::Store& store, int rank, int world_size,
+                                  reports::RunRecord& record) const {
+  if (world_size < 2) return;
+  const nlohmann::json mine(std::vector<std::vector<double>>(steps_.begin(), steps_.end()));
+  store.set_string("ddpbench/bucket_ready/" + std::to_string(rank), reports::json_text(mine));
+  if (rank != 0) return;
+  DDPB_CHECK(record.ranks.has_value()) << "bucket blame needs the merged rank records";
+  std::vector<std::vector<std::vector<double>>> ready;
+  for (int r = 0; r < world_size; ++r) {
+    ready.push_back(
+        nlohmann::json::parse(store.get_string("ddpbench/bucket_ready/" + std::to_string(r)))
+            .get<std::vector<std::vector<double>>>());
+  }
+  // With --uneven-inputs join the ranks take different steps: no step lines up across them.
+  for (const auto& r : ready) {
+    if (r.size() != ready[0].size()) {
+      fmt::print("ddp: bucket blame: none, the ranks measured different steps (uneven inputs)\n");
+      return;
+    }
+  }
+  if (ready[0].empty()) return;
+  record.summary.bucket_blame = bucket_blame(ready, *record.ranks, record.summary.step_time_ms);
+  fmt::print("ddp: bucket blame: {}\n", record.summary.bucket_blame->finding);
+}
+
+}  // namespace ddpb::bench

@@ -67,13 +67,20 @@ std::string findings(const ProjectedWorkload& w) {
   } else if (!w.points.empty()) {
     out += "no crossover between DP and DDP where both run; ";
   }
-  if (w.ddp_max_devices_at_90pct)
-    out +=
-        fmt::format("DDP keeps >= 90% efficiency up to {} devices; ", *w.ddp_max_devices_at_90pct);
+  if (const auto n = w.ddp_max_devices_at_90pct) {
+    out += *n > 1 ? fmt::format("DDP keeps >= 90% efficiency up to {} devices; ", *n)
+                  : std::string("DDP falls below 90% efficiency from its second device; ");
+  }
   if (w.dp_max_devices) {
     const auto stop = w.dp_stops_gaining_at ? w.dp_stops_gaining_at->value : std::nullopt;
-    out += stop ? fmt::format("DP stops gaining after {} devices.", *stop)
-                : fmt::format("DP keeps gaining up to {} devices (one node).", *w.dp_max_devices);
+    if (stop) {
+      out += *stop > 1 ? fmt::format("DP stops gaining after {} devices.", *stop)
+                       : std::string("DP gains nothing from a second device.");
+    } else if (*w.dp_max_devices > 1) {
+      out += fmt::format("DP keeps gaining up to {} devices (one node).", *w.dp_max_devices);
+    } else {
+      out += "DP runs on one device only here (one node of one device).";
+    }
   }
   return out;
 }

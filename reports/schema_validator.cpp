@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "reports/collectives_schema_text.h"  // generated: kCollectivesSchemaText
 #include "reports/json_io.h"
 #include "reports/projection_schema_text.h"  // generated: kProjectionSchemaText
 #include "reports/run_schema_text.h"         // generated: kRunSchemaText
@@ -273,6 +274,15 @@ const nlohmann::json& projection_record_schema() {
 
 std::vector<SchemaError> validate_projection_record(const nlohmann::json& record) {
   return validate_schema(projection_record_schema(), record);
+}
+
+const nlohmann::json& collectives_record_schema() {
+  static const nlohmann::json schema = nlohmann::json::parse(kCollectivesSchemaText);
+  return schema;
+}
+
+std::vector<SchemaError> validate_collectives_record(const nlohmann::json& record) {
+  return validate_schema(collectives_record_schema(), record);
 }
 
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed) {

@@ -45,6 +45,10 @@ std::vector<SchemaError> validate_suite_record(const nlohmann::json& record);
 const nlohmann::json& projection_record_schema();
 std::vector<SchemaError> validate_projection_record(const nlohmann::json& record);
 
+// The collectives schema (`ddpbench collectives -J FILE`).
+const nlohmann::json& collectives_record_schema();
+std::vector<SchemaError> validate_collectives_record(const nlohmann::json& record);
+
 // "N problems: first; second; ..." with at most `max_listed` problems spelled out.
 std::string format_errors(const std::vector<SchemaError>& errors, size_t max_listed = 5);
 

@@ -101,7 +101,9 @@ ChartView scaling_chart(const SuiteRecord& suite) {
               "scaling",
               "Weak scaling efficiency",
               "T(N) / (N × T(1)) with T in samples/s and T(1) the single-device run at the "
-              "per-device batch; 1.0 (dashed) is perfect scaling.",
+              "per-device batch; 1.0 (dashed) is perfect scaling. At world size 1, DP and DDP "
+              "do the single-device run's work and their own bookkeeping, so a value above 1.0 "
+              "there is the two runs' noise, not a speed-up.",
               {},
               ""};
   svg::LineChart chart{"weak scaling efficiency", "world size (devices)", "efficiency", {}};

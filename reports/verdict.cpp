@@ -87,12 +87,28 @@ struct Comparison {
   std::string by;
 };
 
-Comparison compare_designs(const SuiteRun* dp, const SuiteRun* ddp) {
+// A suite of fewer measured steps than this is quick: its ties are "cannot rank".
+constexpr double kRankingSteps = 10;
+
+// The suite's measured steps per run when it is too short to rank designs inside its noise.
+std::optional<double> quick_steps(const SuiteRecord& suite) {
+  const auto steps = suite.suite.steps;
+  if (suite.suite.quick.value_or(false) || (steps && *steps < kRankingSteps))
+    return static_cast<double>(steps.value_or(0));
+  return std::nullopt;
+}
+
+Comparison compare_designs(const SuiteRun* dp, const SuiteRun* ddp,
+                           std::optional<double> quick_steps) {
   if (!dp || !ddp) return {"", "-"};
   const double a = median_ms(*dp), b = median_ms(*ddp);
   const double sa = stddev_ms(*dp), sb = stddev_ms(*ddp);
   if (a <= 0 || b <= 0) return {"", "-"};
   const double pct = (std::max(a, b) / std::min(a, b) - 1) * 100;
+  if (within_noise(a, sa, b, sb) && quick_steps) {
+    return {"cannot rank", fmt::format("{:.1f}% apart, inside the noise ({:.3g} ms) of {:g} steps",
+                                       pct, std::max(sa, sb), *quick_steps)};
+  }
   if (within_noise(a, sa, b, sb))
     return {"tie",
             fmt::format("{:.1f}% apart, inside the noise ({:.3g} ms)", pct, std::max(sa, sb))};
@@ -354,12 +370,12 @@ std::vector<std::string> bucket_blame_paragraphs(const SuiteRecord& suite) {
 
 std::vector<std::string> verdict_notes(const SuiteRecord& suite) {
   std::vector<std::string> notes;
-  const auto steps = suite.suite.steps;
-  if (suite.suite.quick.value_or(false) || (steps && *steps < 10)) {
-    notes.push_back(
-        fmt::format("Quick suite: {:g} measured steps per run, so these numbers are "
-                    "noisy; run the full suite before drawing conclusions.",
-                    static_cast<double>(steps.value_or(0))));
+  if (const auto steps = quick_steps(suite)) {
+    notes.push_back(fmt::format(
+        "Quick suite: {:g} measured steps per run, too few to rank designs whose difference is "
+        "inside their noise: those rows say \"cannot rank\" rather than a tie. Run the full "
+        "suite (at least {:g} steps) before drawing conclusions.",
+        *steps, kRankingSteps));
   }
   notes.push_back(
       "A difference no larger than the larger step-time standard deviation of the "
@@ -386,7 +402,7 @@ ReportSection build_verdict(const SuiteRecord& suite) {
       const SuiteRun* dp = scaling_run(suite, w, ModeName::Dp, n);
       const SuiteRun* ddp = scaling_run(suite, w, ModeName::Ddp, n);
       if (!dp && !ddp) continue;
-      const Comparison c = compare_designs(dp, ddp);
+      const Comparison c = compare_designs(dp, ddp, quick_steps(suite));
       t.table.rows.push_back(
           {w, std::to_string(n), c.faster.empty() ? "-" : c.faster, c.by, step_cell(dp),
            step_cell(ddp),
@@ -397,7 +413,9 @@ ReportSection build_verdict(const SuiteRecord& suite) {
       t.table.bad.push_back(false);
       if (dp && ddp) {
         std::string why = fmt::format("{} at world size {}, {}: ", w, n,
-                                      c.faster == "tie" ? "a tie" : c.faster + " faster");
+                                      c.faster == "tie"           ? "a tie"
+                                      : c.faster == "cannot rank" ? "cannot rank"
+                                                                  : c.faster + " faster");
         const auto diffs = group_diffs(*dp, *ddp);
         for (size_t i = 0; i < diffs.size(); ++i)
           why += (i ? "; " : "") + diffs[i].text +

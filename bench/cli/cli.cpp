@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/atomic_file.h"
+#include "bench/cli/collectives_command.h"
 #include "bench/cli/data_command.h"
 #include "bench/cli/env_command.h"
 #include "bench/cli/project_command.h"
@@ -246,6 +247,8 @@ int ddpbench_main(int argc, char** argv) {
   auto* data = add_data_command(app, data_options);
   CompareOptions compare_options;
   auto* compare = add_compare_command(app, compare_options);
+  CollectivesCommandOptions collectives_options;
+  auto* collectives = add_collectives_command(app, collectives_options);
   if (const auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
   try {
     if (run->parsed()) {
@@ -268,6 +271,7 @@ int ddpbench_main(int argc, char** argv) {
       return compare_command(compare_options.base, compare_options.fresh,
                              compare_options.threshold);
     if (validate->parsed()) return validate_command(validate_files);
+    if (collectives->parsed()) return collectives_command(collectives_options, argc, argv);
     if (env->parsed()) return env_command();
     if (data->parsed()) return data_command(data_options);
     if (doctor->parsed()) {

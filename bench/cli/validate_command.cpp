@@ -35,6 +35,8 @@ int validate_command(const std::vector<std::string>& files) {
       errors = reports::validate_projection_record(doc);
     } else if (kind == "run") {
       errors = reports::validate_run_record(doc);
+    } else if (kind == "collectives") {
+      errors = reports::validate_collectives_record(doc);
     } else {
       // Streamed piece by piece: GCC 12 warns (-Wrestrict) on "'" + string + "'".
       std::cerr << file << ": not a ddpbench record: its \"kind\" is ";
@@ -43,7 +45,7 @@ int validate_command(const std::vector<std::string>& files) {
       } else {
         std::cerr << '\'' << reports::printable(kind) << '\'';
       }
-      std::cerr << " (expected run, suite or projection)\n";
+      std::cerr << " (expected run, suite, projection or collectives)\n";
       ++invalid;
       continue;
     }

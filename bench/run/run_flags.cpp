@@ -59,6 +59,23 @@ void add_powersgd_options(CLI::App& run, RunConfig& c) {
                "ddp powersgd: a new random Q every step");
 }
 
+// Where a DDP job's ranks meet: the launcher's nodes, the rendezvous and the flight recorder.
+void add_launcher_options(CLI::App& run, RunConfig& c) {
+  add_int_flag(run, "--nnodes", c.nnodes, 1, kMaxWorldSize, "ddp launcher: nodes in the job");
+  add_int_flag(run, "--node-rank", c.node_rank, 0, kMaxWorldSize - 1,
+               "ddp launcher: this node's index (its ranks are node-rank * world/nnodes + k)");
+  run.add_option("--master-addr", c.master_addr,
+                 "ddp launcher: rank 0's address, where the store listens (default 127.0.0.1)");
+  add_int_flag(run, "--master-port", c.master_port, 1, 65535,
+               "ddp launcher: the store's port (required with --nnodes > 1)");
+  run.add_option("--rendezvous", c.rendezvous,
+                 "ddp: where the ranks meet: env:// (default: the TCPStore at MASTER_ADDR:"
+                 "MASTER_PORT) or file://PATH (a FileStore, as torch's file:// init method)");
+  run.add_option("--flight-dir", c.flight_dir,
+                 "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
+                 "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");
+}
+
 }  // namespace
 
 void add_run_options(CLI::App& run, RunConfig& c) {
@@ -98,7 +115,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
                 "seconds a step may go without progress (every mode; Note [Step watchdog]); "
                 "ddp: also the rendezvous and collective timeout");
   run.add_option("--inject-fault", c.inject_fault,
-                 "ddp: crash|hang|slow=MS|corrupt-grad|store-drop@rank=R,step=S");
+                 "ddp: KIND@rank=R,step=S; KIND: crash, hang, slow=MS, slow-backward=MS, "
+                 "slow-data=MS, corrupt-grad, store-drop");
   add_int_flag(run, "--global-batch", c.global_batch, 1, kMaxGlobalBatch,
                "samples per step over all devices");
   add_int_flag(run, "--steps", c.steps, 1, kMaxSteps, "measured steps");
@@ -128,19 +146,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_option("--trace", c.trace, "write a Chrome trace (Perfetto, chrome://tracing) here");
   run.add_option("--trace-steps", c.trace_steps, "trace only steps A:B (1-based, inclusive)");
   run.add_flag("--check-finite", c.check_finite, "ddp: stop on a NaN/Inf gradient, naming it");
-  add_int_flag(run, "--nnodes", c.nnodes, 1, kMaxWorldSize, "ddp launcher: nodes in the job");
-  add_int_flag(run, "--node-rank", c.node_rank, 0, kMaxWorldSize - 1,
-               "ddp launcher: this node's index (its ranks are node-rank * world/nnodes + k)");
-  run.add_option("--master-addr", c.master_addr,
-                 "ddp launcher: rank 0's address, where the store listens (default 127.0.0.1)");
-  add_int_flag(run, "--master-port", c.master_port, 1, 65535,
-               "ddp launcher: the store's port (required with --nnodes > 1)");
-  run.add_option("--rendezvous", c.rendezvous,
-                 "ddp: where the ranks meet: env:// (default: the TCPStore at MASTER_ADDR:"
-                 "MASTER_PORT) or file://PATH (a FileStore, as torch's file:// init method)");
-  run.add_option("--flight-dir", c.flight_dir,
-                 "ddp: flight-recorder dump directory (default ddpbench-flight-<port> under "
-                 "$XDG_RUNTIME_DIR, $TMPDIR or /tmp)");
+  add_launcher_options(run, c);
 }
 
 RunConfig parse_run_args(const std::vector<std::string>& args) {

@@ -265,6 +265,32 @@ def projection(c, b):
              f"error {100 * (predicted / got - 1):+.1f}%", log)
 
 
+def collectives(c, b, selftest, device):
+    """`ddpbench collectives` over NCCL on the GPU (one rank: NCCL refuses two on one GPU, so
+    algbw is the number; busbw's factor is 0 at one rank), every result checked. The selftest
+    runs it over Gloo on 2 CPU ranks."""
+    if not c.selected("collectives"):
+        return
+    c.header("collectives (nccl-tests' sweep)")
+    t = c.timeout_for(60)
+    if t is None:
+        return c.not_run("collectives")
+    out, log = os.path.join(c.work, "collectives.json"), os.path.join(c.work, "collectives.log")
+    where = (["--device", "cpu", "--backend", "gloo", "-g", "2", "-e", "64K"] if selftest else
+             ["--device", device.split(":")[0], "--backend", "nccl", "-g", "1", "-e", "256M"])
+    r = c.run(b.argv(b.path("ddpbench"), "collectives", "-b", "1K", "-f", "4", "-c", "-n", "10",
+                     "-o", "allreduce,allgather,reduce_scatter,broadcast", "-J", out, *where), t, log,
+              env=b.env())
+    if r.rc != 0 or not os.path.exists(out):
+        return c.record("collectives", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
+    with open(out) as f:
+        rec = json.load(f)
+    wrong = sum(x.get("wrong", 0) for x in rec["results"])
+    best = max(x["algbw_GBps"] for x in rec["results"] if x["op"] == "allreduce")
+    c.record("collectives", "FAIL" if wrong else "PASS", r.seconds,
+             f"{len(rec['results'])} sizes x ops, {wrong} wrong; allreduce algbw up to {best:.2f} GB/s", log)
+
+
 def sanitizer_step(c, b, tool, gfilter, sanitizer, options=()):
     if not c.selected(tool):
         return
@@ -358,6 +384,7 @@ def main(argv):
         bench_step(c, b, "bn-bench", "cuda_bn_bench", 60, ("nchw", "nhwc"))
         pytorch(c, b, a.python, a.selftest, a.device)
         projection(c, b)
+        collectives(c, b, a.selftest, a.device)
         sanitizers(c, b)
     except st.Stopped:
         print("gpu_check: stopped by a signal", file=sys.stderr)

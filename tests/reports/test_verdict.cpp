@@ -147,16 +147,42 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   EXPECT_EQ(verdict_of(suite).tables[0].table.rows[0][2], "tie");
 }
 
-TEST(Verdict, QuickSuitesSayTheyAreNoisy) {
+TEST(Verdict, QuickSuitesSayPlainlyThatTheyCannotRankInsideTheNoise) {
   json suite = make_suite();
   auto has_quick_note = [](const json& s) {
     for (const auto& n : verdict_of(s).notes)
-      if (n.find("noisy") != std::string::npos) return true;
+      if (n.find("too few to rank") != std::string::npos) return true;
     return false;
   };
   EXPECT_FALSE(has_quick_note(suite));
-  suite["suite"]["quick"] = true;
-  EXPECT_TRUE(has_quick_note(suite));
+  // Inside the noise: a tie in a full suite, "cannot rank" in a quick one (or one of 4 steps).
+  for (const char* id : {"mlp-small/dp/w2", "mlp-small/ddp/w2"}) {
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["median"] = 10.0;
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["stddev"] = 0.5;
+  }
+  EXPECT_EQ(verdict_of(suite).tables[0].table.rows[0][2], "tie");
+  for (const auto& [key, value] : {std::pair{"quick", json(true)}, std::pair{"steps", json(4)}}) {
+    json quick = suite;
+    quick["suite"][key] = value;
+    const auto v = verdict_of(quick);
+    EXPECT_TRUE(has_quick_note(quick)) << key;
+    EXPECT_EQ(v.tables[0].table.rows[0][2], "cannot rank") << key;
+    EXPECT_NE(v.tables[0].table.rows[0][3].find("inside the noise"), std::string::npos);
+    // A difference beyond the noise still ranks.
+    EXPECT_EQ(v.tables[0].table.rows[1][2], "DDP") << key;
+  }
+}
+
+TEST(Projection, OneDeviceIsNotUpToOneDevices) {
+  json suite = make_suite();
+  for (auto& w : suite["projection"]["workloads"]) {
+    w["ddp_max_devices_at_90pct"] = 1;
+    w["dp_max_devices"] = 1;
+  }
+  const std::string html = ddpb::reports::render_html(suite);
+  EXPECT_EQ(html.find("up to 1 devices"), std::string::npos);
+  EXPECT_NE(html.find("DDP falls below 90% efficiency from its second device"), std::string::npos);
+  EXPECT_NE(html.find("DP runs on one device only here"), std::string::npos);
 }
 
 TEST(Verdict, InapplicableMetricsReadNotApplicable) {

@@ -47,6 +47,8 @@ failed = {s["step"] for s in r["steps"] if s["status"] == "FAIL"}
 problems = []
 if failed != cuda_only:
     problems.append(f"failed steps {sorted(failed)}, expected exactly {sorted(cuda_only)}")
+if not any(s["step"] == "collectives" and s["status"] == "PASS" for s in r["steps"]):
+    problems.append("the collectives step (Gloo on 2 CPU ranks in the selftest) did not pass")
 runs = {t["run"] for t in r["training"]}
 for want in ("single-gpt2-small", "single-gpt2-small-bf16", "single-gpt2-small-flash",
              "single-gpt2-small-graph", "single-gpt-tiny-graph", "dp-mlp-small",

@@ -1,0 +1,188 @@
+#include "bench/cli/collectives_command.h"
+
+#include <fmt/core.h>
+
+#include <cctype>
+#include <iostream>
+
+#include "base/atomic_file.h"
+#include "bench/measure/context.h"
+#include "bench/run/cli_flags.h"
+#include "bench/run/run_config.h"
+#include "comm/launcher.h"
+#include "comm/rank_env.h"
+#include "comm/rendezvous.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "reports/json_io.h"
+#include "reports/schema_validator.h"
+
+namespace ddpb::bench {
+
+namespace {
+
+// nccl-tests' sizes: an integer with an optional K, M or G (1024-based).
+int64_t parse_bytes(const std::string& flag, const std::string& text) {
+  std::string digits = text;
+  int64_t unit = 1;
+  if (!digits.empty() && std::isalpha(static_cast<unsigned char>(digits.back()))) {
+    const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+    unit = u == 'K' ? 1024 : u == 'M' ? 1024 * 1024 : u == 'G' ? int64_t{1} << 30 : 0;
+    DDPB_USAGE_CHECK(unit != 0) << flag << " '" << text << "': the unit is K, M or G";
+    digits.pop_back();
+  }
+  const int64_t limit = (int64_t{16} << 30) / unit;  // 16 GiB
+  return parse_int_flag(flag, digits, 0, limit) * unit;
+}
+
+DType parse_dtype(const std::string& text) {
+  if (text == "f32" || text == "float") return DType::F32;
+  if (text == "bf16" || text == "bfloat16") return DType::BF16;
+  if (text == "f16" || text == "half") return DType::F16;
+  throw UsageError("-d '" + text + "': expected f32, bf16 or f16");
+}
+
+std::vector<CollectiveOp> parse_ops(const std::string& text) {
+  std::vector<CollectiveOp> ops;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma - start);
+    const auto op = enum_from_name<CollectiveOp>(name);
+    DDPB_USAGE_CHECK(op) << "-o '" << name << "': expected " << enum_choices<CollectiveOp>();
+    ops.push_back(*op);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ops;
+}
+
+void resolve(CollectivesCommandOptions& o) {
+  o.sweep.min_bytes = parse_bytes("-b", o.min_bytes);
+  o.sweep.max_bytes = parse_bytes("-e", o.max_bytes);
+  if (!o.step_bytes.empty()) o.sweep.step_bytes = parse_bytes("-i", o.step_bytes);
+  o.sweep.ops = parse_ops(o.ops);
+  o.sweep.dtype = parse_dtype(o.dtype);
+  DDPB_USAGE_CHECK(o.device == "cpu" || o.device == "cuda")
+      << "--device '" << o.device << "': expected cpu or cuda";
+  sweep_sizes(o.sweep);  // an empty or endless sweep is refused before any rank starts
+}
+
+int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
+  comm::LaunchSpec spec;
+  spec.world_size = o.world_size;
+  spec.args.assign(argv, argv + argc);
+  fmt::print("ddpbench launcher: starting {} ranks\n", o.world_size);
+  std::fflush(stdout);
+  const comm::LaunchResult r = comm::launch_local(spec);
+  if (r.exit_code != 0) std::cerr << "ddpbench launcher: " << r.failure << "\n";
+  return r.exit_code;
+}
+
+reports::CollectivesRecord make_record(const CollectivesCommandOptions& o, const comm::RankEnv& env,
+                                       const std::string& backend,
+                                       std::vector<reports::CollectiveResult> results) {
+  reports::CollectivesRecord rec;
+  rec.context = reports::record_from_json<reports::RunContext>(build_context());
+  reports::CollectivesConfigInfo& c = rec.config;
+  c.backend = backend;
+  c.device = o.device;
+  c.dtype = o.sweep.dtype == DType::BF16 ? "bf16" : o.sweep.dtype == DType::F16 ? "f16" : "f32";
+  c.world_size = env.world_size;
+  c.min_bytes = o.sweep.min_bytes;
+  c.max_bytes = o.sweep.max_bytes;
+  c.step_factor = o.sweep.step_bytes > 0 ? 0.0 : o.sweep.step_factor;
+  c.step_bytes = o.sweep.step_bytes;
+  c.iters = o.sweep.iters;
+  c.warmup = o.sweep.warmup;
+  c.check = o.sweep.check;
+  c.per_iteration = o.sweep.per_iteration;
+  c.launcher = env.source;
+  rec.ops = summarize_collectives(results, env.world_size);
+  rec.results = std::move(results);
+  return rec;
+}
+
+// Rank 0: the tables, then -J.
+void report(const CollectivesCommandOptions& o, const comm::RankEnv& env,
+            const std::string& backend, std::vector<reports::CollectiveResult> results) {
+  const reports::CollectivesRecord rec = make_record(o, env, backend, std::move(results));
+  fmt::print("# ddpbench collectives: {} ranks on {}, {} backend, {}, {} iterations ({} warm-up)\n",
+             env.world_size, o.device, backend, rec.config.dtype, o.sweep.iters, o.sweep.warmup);
+  for (const reports::CollectiveOpSummary& s : rec.ops) {
+    fmt::print("#\n# {}: {}\n", s.op, s.busbw.formula);
+    fmt::print("{}", collectives_table(rec.results, s, o.sweep.dtype, o.sweep.check,
+                                       o.sweep.per_iteration));
+  }
+  std::fflush(stdout);
+  if (o.json_out.empty()) return;
+  const nlohmann::json j = rec.to_json();
+  const auto errors = reports::validate_collectives_record(j);
+  DDPB_CHECK(errors.empty()) << "the collectives record does not match its schema: "
+                             << reports::format_errors(errors);
+  reports::write_json_atomic(o.json_out, j);
+}
+
+int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, int argc,
+                char** argv) {
+  const Device device{o.device == "cuda" ? DeviceType::CUDA : DeviceType::CPU, env.local_rank};
+  require_device(device);
+  DeviceGuard guard(device);
+  comm::RendezvousOptions ro;
+  ro.backend = o.backend;
+  ro.device = device;
+  ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  std::string identity = "collectives|" + std::to_string(env.master_port);
+  for (int i = 1; i < argc; ++i) identity += std::string("|") + argv[i];
+  ro.job_identity = fmt::format("{:016x}", hash_name(identity.c_str()));
+  comm::Rendezvous joined = comm::init_process_group(env, ro);
+  const std::string backend = joined.group->backend();
+  auto results =
+      run_collectives(*joined.group, *joined.store, device, o.sweep, joined.clock_offset_ns);
+  if (env.rank == 0) report(o, env, backend, std::move(results));
+  joined.group->barrier()->wait();  // rank 0 serves the store: the others leave after it read
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
+  auto* c = app.add_subcommand("collectives",
+                               "nccl-tests' collective sweep (busbw table) over gloo or nccl");
+  c->add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes (K, M, G; default 8)");
+  c->add_option("-e,--maxbytes", o.max_bytes, "largest size in bytes (default 32M)");
+  add_real_flag(*c, "-f,--stepfactor", o.sweep.step_factor, 1, 1024,
+                "multiply the size by F each step (default 2)", LowerBound::Open);
+  c->add_option("-i,--stepbytes", o.step_bytes, "add STEP bytes each step instead of -f");
+  c->add_option("-o,--op", o.ops, "allreduce, allgather, reduce_scatter, broadcast, or a list");
+  c->add_option("-d,--datatype", o.dtype, "f32, bf16 or f16 (default f32)");
+  add_int_flag(*c, "-n,--iters", o.sweep.iters, 1, 1'000'000, "timed iterations (default 20)");
+  add_int_flag(*c, "-w,--warmup_iters", o.sweep.warmup, 0, 1'000'000,
+               "untimed iterations first (default 5)");
+  c->add_flag("-c,--check", o.sweep.check, "check every probed result (#wrong)");
+  c->add_flag("-I,--per-iteration", o.sweep.per_iteration,
+              "time every iteration alone: p50 and p99 columns");
+  c->add_option("-J,--json", o.json_out, "write the results as a collectives record");
+  add_enum_flag(*c, "--backend", o.backend, "collective library");
+  c->add_option("--device", o.device, "cpu or cuda (default cpu)");
+  add_int_flag(*c, "-g,--world-size", o.world_size, 1, kMaxWorldSize,
+               "ranks to start without a launcher (default 2)");
+  add_real_flag(*c, "--timeout", o.timeout_s, 0, 86400, "seconds (default 300)", LowerBound::Open);
+  return c;
+}
+
+int collectives_command(CollectivesCommandOptions o, int argc, char** argv) {
+  resolve(o);
+  if (!o.json_out.empty()) {
+    try {
+      o.json_out = check_output_path(o.json_out);
+    } catch (const WriteFileError& e) {
+      throw UsageError(std::string("-J: ") + e.what());
+    }
+  }
+  const auto env = comm::detect_rank_env();
+  if (!env) return launch(o, argc, argv);
+  return run_as_rank(o, *env, argc, argv);
+}
+
+}  // namespace ddpb::bench

@@ -76,6 +76,14 @@ class ProcessGroup {
   virtual WorkPtr allgather(const Tensor& output, const Tensor& input) = 0;
   // input holds size() equal chunks; output (one chunk) = sum over ranks of chunk[rank].
   virtual WorkPtr reduce_scatter(const Tensor& output, const Tensor& input) = 0;
+  // root's `tensor` becomes the sum over ranks; the others' is left unspecified (scratch).
+  virtual WorkPtr reduce(const Tensor& tensor, int root) = 0;
+  // input holds size() equal chunks; chunk j goes to rank j, and output's chunk i is what
+  // rank i sent this rank (MPI_Alltoall).
+  virtual WorkPtr alltoall(const Tensor& output, const Tensor& input) = 0;
+  // Sends `send` to rank `dst` and receives `recv` (same size and dtype) from rank `src`, as
+  // one operation (nccl-tests' sendrecv: dst = rank + 1, src = rank - 1 around the ring).
+  virtual WorkPtr sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) = 0;
   virtual WorkPtr barrier() = 0;
   // In-place sum of each tensor over all ranks, as one operation: the Work completes when
   // every tensor is reduced. Every rank passes the same number of tensors with the same

@@ -11,10 +11,12 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/config.h>
+#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
@@ -33,6 +35,7 @@ using Millis = std::chrono::milliseconds;
 // The slot prefix of our ring reduce-scatter; Gloo's own collectives use 0x01..0x05 and the
 // bound-buffer algorithms use prefix 0, so 0x40 cannot meet them.
 constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
+constexpr uint8_t kSendRecvSlotPrefix = 0x41;  // sendrecv's pairs
 
 // ---- Sum functions (Gloo's reduce signature: out, in1, in2, element count) -------------
 
@@ -189,6 +192,63 @@ void host_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const Tensor
     void* dst = step == n - 2 ? out.raw_data() : send_mem.get();
     sum(dst, recv_mem.get(), chunk(r - step - 2), count);
   }
+}
+
+// Gloo's typed-pointer options by element size (the reduce function does the arithmetic).
+template <class Options>
+void set_io(Options& opts, const Tensor& in, const Tensor& out, const char* what) {
+  const size_t n_in = static_cast<size_t>(in.numel()), n_out = static_cast<size_t>(out.numel());
+  switch (dtype_size(in.dtype())) {
+    case 2:
+      opts.setInput(in.data<uint16_t>(), n_in), opts.setOutput(out.data<uint16_t>(), n_out);
+      break;
+    case 4:
+      opts.setInput(in.data<uint32_t>(), n_in), opts.setOutput(out.data<uint32_t>(), n_out);
+      break;
+    case 8:
+      opts.setInput(in.data<uint64_t>(), n_in), opts.setOutput(out.data<uint64_t>(), n_out);
+      break;
+    default:
+      DDPB_FAIL() << what << " of " << in.describe();
+  }
+}
+
+void host_reduce(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, int root, uint32_t tag,
+                 Millis timeout) {
+  if (t.numel() == 0) return;
+  gloo::ReduceOptions opts(ctx);
+  set_io(opts, t, t, "reduce");
+  opts.setRoot(root);
+  opts.setReduceFunction(sum_function(t.dtype()));
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::reduce(opts);
+}
+
+void host_alltoall(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in,
+                   uint32_t tag, Millis timeout) {
+  if (in.numel() == 0) return;
+  gloo::AlltoallOptions opts(ctx);
+  set_io(opts, in, out, "alltoall");
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::alltoall(opts);
+}
+
+void host_sendrecv(const std::shared_ptr<gloo::Context>& ctx, const Tensor& send, int dst,
+                   const Tensor& recv, int src, uint32_t tag, Millis timeout) {
+  if (send.nbytes() == 0) return;
+  if (dst == ctx->rank && src == ctx->rank) {
+    std::memcpy(recv.raw_data(), send.raw_data(), send.nbytes());
+    return;
+  }
+  auto send_buf = ctx->createUnboundBuffer(send.raw_data(), send.nbytes());
+  auto recv_buf = ctx->createUnboundBuffer(recv.raw_data(), recv.nbytes());
+  const uint64_t slot = gloo::Slot::build(kSendRecvSlotPrefix, tag);
+  send_buf->send(dst, slot);
+  recv_buf->recv(src, slot);
+  wait_or_throw(recv_buf->waitRecv(timeout), "sendrecv receive");
+  wait_or_throw(send_buf->waitSend(timeout), "sendrecv send");
 }
 
 // ---- Work --------------------------------------------------------------------------------
@@ -458,6 +518,63 @@ WorkPtr ProcessGroupGloo::reduce_scatter(const Tensor& output, const Tensor& inp
   op->collective = [ctx = context_, timeout = timeout_](const std::vector<Tensor>& host,
                                                         uint32_t tag) {
     host_reduce_scatter(ctx, host[0], host[1], tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::reduce(const Tensor& tensor, int root) {
+  check_tensor(tensor, "reduce", "input");
+  check_summable(tensor, "reduce", rank_);
+  DDPB_CHECK(root >= 0 && root < size_)
+      << "gloo reduce: root " << root << " outside 0.." << size_ - 1;
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "reduce";
+  op->work->bytes = static_cast<int64_t>(tensor.nbytes());
+  op->operands = {{tensor, /*read=*/true, /*write=*/true}};
+  op->collective = [ctx = context_, root, timeout = timeout_](const std::vector<Tensor>& host,
+                                                              uint32_t tag) {
+    host_reduce(ctx, host[0], root, tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::alltoall(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "alltoall", "output");
+  check_tensor(input, "alltoall", "input");
+  DDPB_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() &&
+             input.numel() % size_ == 0)
+      << "gloo alltoall: input and output must be the same size and dtype, " << size_
+      << " equal chunks; got " << input.describe() << " and " << output.describe() << " (rank "
+      << rank_ << ")";
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "alltoall";
+  op->work->bytes = static_cast<int64_t>(input.nbytes());
+  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
+  op->collective = [ctx = context_, timeout = timeout_](const std::vector<Tensor>& host,
+                                                        uint32_t tag) {
+    host_alltoall(ctx, host[0], host[1], tag, timeout);
+  };
+  return issue(std::move(op));
+}
+
+WorkPtr ProcessGroupGloo::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  check_tensor(send, "sendrecv", "send");
+  check_tensor(recv, "sendrecv", "recv");
+  DDPB_CHECK(send.dtype() == recv.dtype() && send.numel() == recv.numel())
+      << "gloo sendrecv: send and recv must be the same size and dtype; got " << send.describe()
+      << " and " << recv.describe() << " (rank " << rank_ << ")";
+  DDPB_CHECK(dst >= 0 && dst < size_ && src >= 0 && src < size_)
+      << "gloo sendrecv: peers " << dst << " and " << src << " outside 0.." << size_ - 1;
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<GlooWork>(device_, timeout_);
+  op->work->op = "sendrecv";
+  op->work->bytes = static_cast<int64_t>(send.nbytes());
+  op->operands = {{recv, /*read=*/false, /*write=*/true}, {send, /*read=*/true, false}};
+  op->collective = [ctx = context_, dst, src, timeout = timeout_](const std::vector<Tensor>& host,
+                                                                  uint32_t tag) {
+    host_sendrecv(ctx, host[1], dst, host[0], src, tag, timeout);
   };
   return issue(std::move(op));
 }

@@ -69,6 +69,9 @@ class ProcessGroupGloo final : public ProcessGroup {
   WorkPtr broadcast(const Tensor& tensor, int root) override;
   WorkPtr allgather(const Tensor& output, const Tensor& input) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input) override;
+  WorkPtr reduce(const Tensor& tensor, int root) override;
+  WorkPtr alltoall(const Tensor& output, const Tensor& input) override;
+  WorkPtr sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) override;
   WorkPtr barrier() override;
 
  private:

@@ -748,6 +748,76 @@ WorkPtr ProcessGroupNccl::reduce_scatter(const Tensor& output, const Tensor& inp
       /*host_blocking_wait=*/false);
 }
 
+WorkPtr ProcessGroupNccl::reduce(const Tensor& tensor, int root) {
+  check_tensor(tensor, "reduce", "input");
+  DDPB_CHECK(root >= 0 && root < size_)
+      << "nccl reduce: root " << root << " is outside the group of size " << size_ << " (rank "
+      << rank_ << ")";
+  void* data = tensor.raw_data();
+  const auto count = static_cast<size_t>(tensor.numel());
+  const ncclDataType_t type = nccl_type(tensor.dtype());
+  return launch(
+      "reduce", static_cast<int64_t>(tensor.nbytes()), {tensor},
+      [=](ncclComm_t comm, cudaStream_t stream) {
+        if (count == 0) return ncclSuccess;
+        return ncclReduce(data, data, count, type, ncclSum, root, comm, stream);
+      },
+      /*host_blocking_wait=*/false);
+}
+
+// NCCL has no alltoall: one grouped send and receive per peer, as PyTorch's NCCL group does.
+WorkPtr ProcessGroupNccl::alltoall(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "alltoall", "output");
+  check_tensor(input, "alltoall", "input");
+  DDPB_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() &&
+             input.numel() % size_ == 0)
+      << "nccl alltoall: input and output must be the same size and dtype, " << size_
+      << " equal chunks; got " << input.describe() << " and " << output.describe() << " (rank "
+      << rank_ << ")";
+  const auto* in = static_cast<const char*>(input.raw_data());
+  auto* out = static_cast<char*>(output.raw_data());
+  const auto count = static_cast<size_t>(input.numel() / size_);
+  const size_t chunk_bytes = count * dtype_size(input.dtype());
+  const ncclDataType_t type = nccl_type(input.dtype());
+  const int n = size_;
+  return launch(
+      "alltoall", static_cast<int64_t>(input.nbytes()), {output, input},
+      [=](ncclComm_t comm, cudaStream_t stream) {
+        if (count == 0) return ncclSuccess;
+        ncclGroupStart();
+        for (int r = 0; r < n; ++r) {
+          ncclSend(in + r * chunk_bytes, count, type, r, comm, stream);
+          ncclRecv(out + r * chunk_bytes, count, type, r, comm, stream);
+        }
+        return ncclGroupEnd();
+      },
+      /*host_blocking_wait=*/false);
+}
+
+WorkPtr ProcessGroupNccl::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  check_tensor(send, "sendrecv", "send");
+  check_tensor(recv, "sendrecv", "recv");
+  DDPB_CHECK(send.dtype() == recv.dtype() && send.numel() == recv.numel())
+      << "nccl sendrecv: send and recv must be the same size and dtype; got " << send.describe()
+      << " and " << recv.describe() << " (rank " << rank_ << ")";
+  DDPB_CHECK(dst >= 0 && dst < size_ && src >= 0 && src < size_)
+      << "nccl sendrecv: peers " << dst << " and " << src << " outside 0.." << size_ - 1;
+  const void* in = send.raw_data();
+  void* out = recv.raw_data();
+  const auto count = static_cast<size_t>(send.numel());
+  const ncclDataType_t type = nccl_type(send.dtype());
+  return launch(
+      "sendrecv", static_cast<int64_t>(send.nbytes()), {recv, send},
+      [=](ncclComm_t comm, cudaStream_t stream) {
+        if (count == 0) return ncclSuccess;
+        ncclGroupStart();
+        ncclSend(in, count, type, dst, comm, stream);
+        ncclRecv(out, count, type, src, comm, stream);
+        return ncclGroupEnd();
+      },
+      /*host_blocking_wait=*/false);
+}
+
 // A one-element allreduce whose wait() blocks the host until it completes, i.e. until every
 // rank has issued it.
 WorkPtr ProcessGroupNccl::barrier() {

@@ -91,6 +91,9 @@ class ProcessGroupNccl final : public ProcessGroup {
   WorkPtr broadcast(const Tensor& tensor, int root) override;
   WorkPtr allgather(const Tensor& output, const Tensor& input) override;
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input) override;
+  WorkPtr reduce(const Tensor& tensor, int root) override;
+  WorkPtr alltoall(const Tensor& output, const Tensor& input) override;
+  WorkPtr sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) override;
   WorkPtr barrier() override;
   // One ncclGroupStart/End: a single launch, one sequence number, one Work.
   WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors) override;

@@ -71,6 +71,36 @@ struct BucketAutotuneInfo {
   }
 };
 
+// One phase group of a run against its bound (Note [Speed of light]).
+struct BoundPhase {
+  static constexpr bool kRecord = true;
+  std::string group;  // "compute", "communication", "input" or "other"
+  double measured_ms = 0, bound_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("group", s.group), v("measured_ms", s.measured_ms), v("bound_ms", s.bound_ms);
+  }
+};
+
+// runs[].metrics.speed_of_light (bench/suite/speed_of_light.h): the lower bound on the step
+// from the measured GEMM peak and the fitted links, and how much of it the run achieved.
+struct SpeedOfLight {
+  static constexpr bool kRecord = true;
+  double bound_ms = 0, achieved = 0;  // achieved = bound / the median step
+  double compute_ms = 0, comm_ms = 0, input_ms = 0;
+  std::vector<BoundPhase> phases;
+  std::string largest_gap;  // the group whose measured time most exceeds its bound
+  double peak_flops_per_s = 0;
+  std::string link;  // which fitted link the communication bound used, and its α and β
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("bound_ms", s.bound_ms), v("achieved", s.achieved), v("compute_ms", s.compute_ms);
+    v("comm_ms", s.comm_ms), v("input_ms", s.input_ms), v("phases", s.phases);
+    v("largest_gap", s.largest_gap), v("peak_flops_per_s", s.peak_flops_per_s);
+    v("link", s.link);
+  }
+};
+
 // runs[].metrics: a run's numbers taken from its run record (bench/suite/suite_metrics.h).
 struct RunMetrics {
   static constexpr bool kRecord = true;
@@ -93,6 +123,7 @@ struct RunMetrics {
   std::optional<LoaderSummary> loader;                       // rank 0's input pipeline
   std::optional<std::vector<double>> per_rank_data_wait_ms;  // median data wait of each rank
   std::optional<BucketBlame> bucket_blame;                   // DDP, world size > 1
+  std::optional<SpeedOfLight> speed_of_light;                // with a GEMM peak and a comm fit
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -107,7 +138,7 @@ struct RunMetrics {
     v("achieved_flops_per_s", s.achieved_flops_per_s), v("flop_fraction", s.flop_fraction);
     v("devices", s.devices), v("peak_memory_bytes", s.peak_memory_bytes);
     v("rank_peak_memory_bytes", s.rank_peak_memory_bytes), v("memory", s.memory);
-    v("bucket_blame", s.bucket_blame), v.rest(s.extra);
+    v("bucket_blame", s.bucket_blame), v("speed_of_light", s.speed_of_light), v.rest(s.extra);
   }
 };
 
@@ -259,6 +290,23 @@ struct GemmPeakInfo {
   }
 };
 
+// collectives[]: the suite's `ddpbench collectives` sweep of one backend, before its runs
+// (bench/suite/suite_collectives.h); the projection fits its AllReduce link on it.
+struct SuiteCollectives {
+  static constexpr bool kRecord = true;
+  std::string backend;
+  int64_t world_size = 0, max_bytes = 0;
+  std::string status;  // "ok" or "failed"
+  std::optional<std::string> record, log, error;
+  std::optional<double> avg_busbw_GBps;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("backend", s.backend), v("world_size", s.world_size), v("max_bytes", s.max_bytes);
+    v("status", s.status), v("record", s.record), v("log", s.log), v("error", s.error);
+    v("avg_busbw_GBps", s.avg_busbw_GBps);
+  }
+};
+
 struct SuiteRecord {
   static constexpr bool kRecord = true;
   int64_t schema_version = kSchemaVersion;
@@ -269,13 +317,14 @@ struct SuiteRecord {
   std::optional<GemmPeakInfo> gemm_peak;
   std::optional<nlohmann::json> comm_fit;      // bench/project/comm_fit.h's CommFit::to_json
   std::optional<ProjectionRecord> projection;  // reports/schema/projection.schema.json
+  std::optional<std::vector<SuiteCollectives>> collectives;
   std::vector<SuiteRun> runs;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);
     v("kind", s.kind), v("complete", s.complete), v("context", s.context);
     v("suite", s.suite), v("gemm_peak", s.gemm_peak), v("comm_fit", s.comm_fit);
-    v("projection", s.projection), v("runs", s.runs);
+    v("projection", s.projection), v("collectives", s.collectives), v("runs", s.runs);
   }
 
   nlohmann::json to_json() const { return record_to_json(*this); }

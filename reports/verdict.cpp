@@ -357,6 +357,27 @@ std::vector<std::string> input_bound_paragraphs(const SuiteRecord& suite) {
   return out;
 }
 
+// Note [Speed of light]: per workload at its largest world size, how much of its bound each
+// design achieves and where the largest gap is.
+std::string speed_of_light_paragraph(const SuiteRecord& suite, const std::string& w, int n) {
+  std::vector<std::string> parts;
+  for (const ModeName mode : {ModeName::Ddp, ModeName::Dp}) {
+    const SuiteRun* run = scaling_run(suite, w, mode, n);
+    if (!run || !run->metrics->speed_of_light) continue;
+    const SpeedOfLight& s = *run->metrics->speed_of_light;
+    const auto gap = std::find_if(s.phases.begin(), s.phases.end(),
+                                  [&](const BoundPhase& p) { return p.group == s.largest_gap; });
+    parts.push_back(fmt::format(
+        "{} reaches {} of its bound ({} of {}); its largest gap is {} ({} measured, {} bound)",
+        mode == ModeName::Ddp ? "DDP" : "DP", format_percent(s.achieved), ms(s.bound_ms),
+        ms(median_ms(*run)), s.largest_gap, ms(gap->measured_ms), ms(gap->bound_ms)));
+  }
+  if (parts.empty()) return "";
+  std::string out = fmt::format("{} at world size {}: ", w, n);
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+  return out + " (the bound: docs/metrics.md, \"Speed of light\").";
+}
+
 // Note [Bucket blame]: one paragraph per DDP run in which a rank holds the step back.
 std::vector<std::string> bucket_blame_paragraphs(const SuiteRecord& suite) {
   std::vector<std::string> out;
@@ -428,6 +449,8 @@ ReportSection build_verdict(const SuiteRecord& suite) {
       s.paragraphs.push_back(
           bottleneck_paragraph(w, {scaling_run(suite, w, ModeName::Dp, n),
                                    scaling_run(suite, w, ModeName::Ddp, n), n, device, cores}));
+      if (std::string p = speed_of_light_paragraph(suite, w, n); !p.empty())
+        s.paragraphs.push_back(std::move(p));
     }
   }
   if (t.table.rows.empty()) s.notes.push_back("No DP or DDP run at world size > 1 succeeded.");

@@ -35,12 +35,19 @@ Collective metric_op(CollectiveOp op) {
       return Collective::ReduceScatter;
     case CollectiveOp::Broadcast:
       return Collective::Broadcast;
+    case CollectiveOp::Reduce:
+      return Collective::Reduce;
+    case CollectiveOp::AllToAll:
+      return Collective::AllToAll;
+    case CollectiveOp::SendRecv:
+      return Collective::SendRecv;
   }
   return Collective::AllReduce;
 }
 
 bool in_place(CollectiveOp op) {
-  return op == CollectiveOp::AllReduce || op == CollectiveOp::Broadcast;
+  return op == CollectiveOp::AllReduce || op == CollectiveOp::Broadcast ||
+         op == CollectiveOp::Reduce;
 }
 
 Buffers make_buffers(CollectiveOp op, int64_t count, int world, DType dtype, const Device& d) {
@@ -51,7 +58,10 @@ Buffers make_buffers(CollectiveOp op, int64_t count, int world, DType dtype, con
   const int64_t chunk = count / world;
   if (op == CollectiveOp::AllGather)
     return {Tensor::zeros({chunk}, dtype, d), Tensor::zeros({count}, dtype, d)};
-  return {Tensor::zeros({count}, dtype, d), Tensor::zeros({chunk}, dtype, d)};
+  if (op == CollectiveOp::ReduceScatter)
+    return {Tensor::zeros({count}, dtype, d), Tensor::zeros({chunk}, dtype, d)};
+  return {Tensor::zeros({count}, dtype, d),
+          Tensor::zeros({count}, dtype, d)};  // alltoall, sendrecv
 }
 
 comm::WorkPtr issue(comm::ProcessGroup& pg, CollectiveOp op, const Buffers& b) {
@@ -64,6 +74,13 @@ comm::WorkPtr issue(comm::ProcessGroup& pg, CollectiveOp op, const Buffers& b) {
       return pg.reduce_scatter(b.out, b.in);
     case CollectiveOp::Broadcast:
       return pg.broadcast(b.in, 0);
+    case CollectiveOp::Reduce:
+      return pg.reduce(b.in, 0);
+    case CollectiveOp::AllToAll:
+      return pg.alltoall(b.out, b.in);
+    case CollectiveOp::SendRecv:
+      return pg.sendrecv(b.in, (pg.rank() + 1) % pg.size(), b.out,
+                         (pg.rank() + pg.size() - 1) % pg.size());
   }
   return nullptr;
 }
@@ -97,11 +114,19 @@ float expected_value(CollectiveOp op, int rank, int world, int64_t i, int64_t ch
     case CollectiveOp::ReduceScatter:
       for (int r = 0; r < world; ++r) sum += input_value(r, rank * chunk + i);
       return sum;
+    case CollectiveOp::Reduce:  // the root's; the others' buffer is scratch (not checked)
+      for (int r = 0; r < world; ++r) sum += input_value(r, i);
+      return sum;
+    case CollectiveOp::AllToAll:  // chunk j of the output: rank j's chunk for this rank
+      return input_value(static_cast<int>(i / chunk), rank * chunk + i % chunk);
+    case CollectiveOp::SendRecv:
+      return input_value((rank + world - 1) % world, i);
   }
   return 0;
 }
 
 int64_t count_wrong(CollectiveOp op, const Buffers& b, int rank, int world, int64_t count) {
+  if (op == CollectiveOp::Reduce && rank != 0) return 0;
   const std::vector<float> got = b.out.to_floats();
   const double tolerance = b.out.dtype() == DType::F32 ? 0.0 : 0.01;
   int64_t wrong = 0;
@@ -216,7 +241,7 @@ reports::CollectiveResult combine(CollectiveOp op, int64_t count, DType dtype,
   r.op = std::string(enum_name(op));
   r.count = count;
   r.size_bytes = count * static_cast<int64_t>(dtype_size(dtype));
-  r.root = op == CollectiveOp::Broadcast ? 0 : -1;
+  r.root = op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce ? 0 : -1;
   r.in_place = in_place(op);
   for (const RankTimes& t : ranks) r.time_us = std::max(r.time_us, t.pipelined_us);
   r.algbw_GBps = algbw_GBps(static_cast<double>(r.size_bytes), r.time_us / 1e3);

@@ -17,8 +17,10 @@
 //            result is compared with the exact answer (bf16 and f16 within 1%); #wrong counts
 //            the elements that differ, over the ranks.
 // algbw = size / time, busbw = algbw x nccl-tests' factor (bench/measure/metrics.h). size is
-// nccl-tests' too: the whole buffer (allreduce, broadcast), the gathered output (allgather) or
-// the scattered input (reduce_scatter), rounded down to a multiple of the world size there.
+// nccl-tests' too: the whole buffer (allreduce, broadcast, reduce, sendrecv), the gathered
+// output (allgather) or the split input (reduce_scatter, alltoall), rounded down to a multiple
+// of the world size there. Allreduce, broadcast and reduce run in place; reduce's root and
+// broadcast's are rank 0; sendrecv sends to rank + 1 and receives from rank - 1.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +36,23 @@
 
 namespace ddpb::bench {
 
-enum class CollectiveOp { AllReduce, AllGather, ReduceScatter, Broadcast };
-constexpr NameTable<CollectiveOp, 4> enum_names(CollectiveOp) {
+enum class CollectiveOp {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AllToAll,
+  SendRecv
+};
+constexpr NameTable<CollectiveOp, 7> enum_names(CollectiveOp) {
   return {{{"allreduce", CollectiveOp::AllReduce},
            {"allgather", CollectiveOp::AllGather},
            {"reduce_scatter", CollectiveOp::ReduceScatter},
-           {"broadcast", CollectiveOp::Broadcast}}};
+           {"broadcast", CollectiveOp::Broadcast},
+           {"reduce", CollectiveOp::Reduce},
+           {"alltoall", CollectiveOp::AllToAll},
+           {"sendrecv", CollectiveOp::SendRecv}}};
 }
 
 inline constexpr int64_t kProbeIterations = 10;

@@ -91,6 +91,12 @@ std::string finding(const reports::BucketBlame& b) {
   const auto most = std::max_element(
       b.per_rank.begin(), b.per_rank.end(),
       [](const auto& x, const auto& y) { return x.held_fraction < y.held_fraction; });
+  if (!b.holder && b.steps < kHolderMinSteps) {
+    return fmt::format(
+        "{} measured steps are too few to name a rank that holds buckets back (at "
+        "least {})",
+        b.steps, kHolderMinSteps);
+  }
   if (!b.holder) {
     if (most == b.per_rank.end() || most->buckets_held == 0)
       return fmt::format("no rank holds buckets back beyond the noise ({:.2f} ms)", b.noise_ms);
@@ -157,7 +163,8 @@ reports::BucketBlame bucket_blame(const ReadyTimes& ready_ms,
       [](const auto& x, const auto& y) { return x.held_fraction < y.held_fraction; });
   out.holder_threshold_ms =
       std::max({kHolderMinDelayMs, kHolderStepShare * median_step_ms, step.stddev});
-  if (most->held_fraction >= kHolderShare && most->delay_ms_median >= out.holder_threshold_ms) {
+  if (out.steps >= kHolderMinSteps && most->held_fraction >= kHolderShare &&
+      most->delay_ms_median >= out.holder_threshold_ms) {
     out.holder = most->rank;
     attribute_phase(ranks, most->rank, out);
   }

@@ -43,15 +43,19 @@ double span_overlap_ratio(double first_launch_ms, double last_complete_ms, doubl
 }
 
 double busbw_factor(Collective op, int n) {
-  if (n <= 1) return op == Collective::Broadcast || op == Collective::Reduce ? 1.0 : 0.0;
+  const bool one =
+      op == Collective::Broadcast || op == Collective::Reduce || op == Collective::SendRecv;
+  if (n <= 1) return one ? 1.0 : 0.0;
   switch (op) {
     case Collective::AllReduce:
       return 2.0 * (n - 1) / n;
     case Collective::AllGather:
     case Collective::ReduceScatter:
+    case Collective::AllToAll:
       return static_cast<double>(n - 1) / n;
     case Collective::Broadcast:
     case Collective::Reduce:
+    case Collective::SendRecv:
       return 1.0;
   }
   return 1.0;
@@ -63,9 +67,11 @@ const char* busbw_formula(Collective op) {
       return "busbw = algbw * 2(n-1)/n";
     case Collective::AllGather:
     case Collective::ReduceScatter:
+    case Collective::AllToAll:
       return "busbw = algbw * (n-1)/n";
     case Collective::Broadcast:
     case Collective::Reduce:
+    case Collective::SendRecv:
       return "busbw = algbw";
   }
   return "busbw = algbw";
@@ -83,6 +89,10 @@ const char* collective_name(Collective op) {
       return "broadcast";
     case Collective::Reduce:
       return "reduce";
+    case Collective::AllToAll:
+      return "alltoall";
+    case Collective::SendRecv:
+      return "sendrecv";
   }
   return "unknown";
 }

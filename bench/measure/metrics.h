@@ -36,7 +36,15 @@ double overlap_ratio(double comm_ms, double exposed_ms);
 double span_overlap_ratio(double first_launch_ms, double last_complete_ms, double compute_end_ms);
 
 // nccl-tests' bus-bandwidth factors (doc/PERFORMANCE.md there): busbw = algbw * factor.
-enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+enum class Collective {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AllToAll,
+  SendRecv
+};
 double busbw_factor(Collective op, int world_size);
 const char* busbw_formula(Collective op);
 const char* collective_name(Collective op);

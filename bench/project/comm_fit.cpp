@@ -218,11 +218,13 @@ CommFit CommFit::from_json(const json& j, const std::string& what) {
 }
 
 CommFit measure_comm_fit(const std::string& backend, const std::string& device,
-                         const std::vector<int>& ranks, int compute_slots) {
+                         const std::vector<int>& ranks, int compute_slots,
+                         const std::vector<FitPoint>& allreduce_points) {
   CommFit f;
   f.backend = backend;
   f.device = device;
-  for (int p : ranks) {
+  f.allreduce_points = allreduce_points;
+  for (int p : allreduce_points.size() >= 2 ? std::vector<int>{} : ranks) {
     const auto points = time_allreduce(backend, p);
     f.allreduce_points.insert(f.allreduce_points.end(), points.begin(), points.end());
   }

@@ -43,9 +43,12 @@ struct CommFit {
 // Times AllReduce at `ranks` ranks over a few sizes (4 KiB to 16 MiB) and DP's replicate and
 // reduce_add on `device` ("cpu" or "cuda", 64 KiB to 64 MiB), and fits each. About two
 // seconds on CPU.
-// On CPU with `compute_slots` >= 2 it also measures the compute contention.
+// On CPU with `compute_slots` >= 2 it also measures the compute contention. With
+// `allreduce_points` (the suite's `ddpbench collectives` sweep: real rank processes), the
+// AllReduce link is fitted on those instead of timed here.
 CommFit measure_comm_fit(const std::string& backend, const std::string& device,
-                         const std::vector<int>& ranks, int compute_slots);
+                         const std::vector<int>& ranks, int compute_slots,
+                         const std::vector<FitPoint>& allreduce_points = {});
 
 // The measured topology: one node as large as needed, its devices sharing `compute_slots`
 // compute units (CPU cores, or GPUs under logical ranks; 0 = one each).

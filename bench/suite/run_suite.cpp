@@ -25,7 +25,9 @@
 #include "bench/suite/progress.h"
 #include "bench/suite/pytorch_peer.h"
 #include "bench/suite/results_lock.h"
+#include "bench/suite/speed_of_light.h"
 #include "bench/suite/suite_checks.h"
+#include "bench/suite/suite_collectives.h"
 #include "bench/suite/suite_metrics.h"
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
@@ -431,9 +433,10 @@ void add_projection(SuiteRecord& suite, const SuiteSpec& spec, const std::string
     const bool nccl = spec.device == DeviceType::CUDA && cuda_device_count() >= 2;
     ProjectionSource source = suite_projection_source(suite, dir);  // reads the records once
     const int slots = measured_compute_slots(source);
-    const CommFit fit =
-        measure_comm_fit(nccl ? "nccl" : "gloo", std::string(enum_name(spec.device)),
-                         nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots);
+    const std::string backend = nccl ? "nccl" : "gloo";
+    const CommFit fit = measure_comm_fit(backend, std::string(enum_name(spec.device)),
+                                         nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots,
+                                         suite_allreduce_points(suite, dir, backend));
     suite.comm_fit = fit.to_json();
     source.fit = fit;
     reports::ProjectionRecord p = make_projection(
@@ -483,10 +486,13 @@ int run_suite(const SuiteOptions& o) {
   if (o.resume.empty()) suite = new_suite(spec, dir);
   write_suite(suite, dir);
   make_suite_data(suite, spec, dir);
+  run_suite_collectives(suite, spec, dir, &g_stop);
+  write_suite(suite, dir);
   run_pending(suite, spec, dir);
 
   const SuiteVerdict v = settle(suite);
   if (v.complete) add_projection(suite, spec, dir);
+  add_speed_of_light(suite);  // reads the comm fit the projection measured
   write_suite(suite, dir);
   print_summary(suite);
   const std::string html = (fs::path(dir) / "report.html").string();

@@ -126,6 +126,9 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
     m.busbw = s.comm->busbw;
     m.buckets = s.comm->buckets;
     m.comm_bytes_per_step = s.comm->bytes_per_step;
+    // DP's reduce: the bytes of its one collective a step (parameters x (devices - 1)).
+    if (!m.comm_bytes_per_step && s.comm->bytes)
+      m.comm_bytes_per_step = static_cast<int64_t>(*s.comm->bytes);
   }
   std::vector<double> losses;  // warm-up steps included: they train too
   for (const auto& step : record.steps) losses.push_back(step.loss);

@@ -279,7 +279,8 @@ def collectives(c, b, selftest, device):
     where = (["--device", "cpu", "--backend", "gloo", "-g", "2", "-e", "64K"] if selftest else
              ["--device", device.split(":")[0], "--backend", "nccl", "-g", "1", "-e", "256M"])
     r = c.run(b.argv(b.path("ddpbench"), "collectives", "-b", "1K", "-f", "4", "-c", "-n", "10",
-                     "-o", "allreduce,allgather,reduce_scatter,broadcast", "-J", out, *where), t, log,
+                     "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv", "-J", out,
+                     *where), t, log,
               env=b.env())
     if r.rc != 0 or not os.path.exists(out):
         return c.record("collectives", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)

@@ -125,6 +125,9 @@ SuiteRun full_suite_run() {
   m.peak_memory_bytes = 1 << 20, m.rank_peak_memory_bytes = std::vector<int64_t>{1 << 20, 1 << 19};
   m.memory = std::vector<MemoryUse>{{"cpu:0", 1 << 20, 1 << 21}};
   m.bucket_blame = blame();
+  m.speed_of_light = SpeedOfLight{6.2,       0.31, 5.0,
+                                  1.2,       0.0,  {{"compute", 16, 5}, {"other", 1, 0}},
+                                  "compute", 1e11, "allreduce (alpha 100 us, beta 1 GB/s)"};
   run.metrics = m;
   run.scaling = ScalingInfo{"mlp-small/single/w1", "mlp-small/single/w1/b16", 0.9, 1.8, 0.9};
   CorrectnessInfo c;

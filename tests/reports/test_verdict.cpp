@@ -3,6 +3,7 @@
 // does not apply, and both sections at the top of the HTML and Markdown reports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "reports/html_report.h"
@@ -171,6 +172,29 @@ TEST(Verdict, QuickSuitesSayPlainlyThatTheyCannotRankInsideTheNoise) {
     // A difference beyond the noise still ranks.
     EXPECT_EQ(v.tables[0].table.rows[1][2], "DDP") << key;
   }
+}
+
+TEST(Verdict, SpeedOfLightNamesEachDesignsShareOfItsBoundAndItsLargestGap) {
+  json suite = make_suite();
+  run_by_id(suite, "mlp-small/ddp/w4")["metrics"]["speed_of_light"] = {
+      {"bound_ms", 6.2},
+      {"achieved", 0.71},
+      {"compute_ms", 5.0},
+      {"comm_ms", 1.2},
+      {"input_ms", 0.0},
+      {"phases",
+       {{{"group", "compute"}, {"measured_ms", 7.5}, {"bound_ms", 5.0}},
+        {{"group", "communication"}, {"measured_ms", 1.3}, {"bound_ms", 1.2}}}},
+      {"largest_gap", "compute"},
+      {"peak_flops_per_s", 1e11},
+      {"link", "allreduce (alpha 100 us, beta 1 GB/s)"}};
+  const auto v = verdict_of(suite);
+  const auto it = std::find_if(v.paragraphs.begin(), v.paragraphs.end(), [](const auto& p) {
+    return p.rfind("mlp-small at world size 4: DDP reaches 71", 0) == 0;
+  });
+  ASSERT_NE(it, v.paragraphs.end());
+  EXPECT_NE(it->find("its largest gap is compute"), std::string::npos) << *it;
+  EXPECT_EQ(it->find("; DP reaches"), std::string::npos) << "the DP run has no bound: " << *it;
 }
 
 TEST(Projection, OneDeviceIsNotUpToOneDevices) {

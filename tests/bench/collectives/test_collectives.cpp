@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "../../util/run_cli.h"
@@ -78,8 +79,9 @@ TEST(CollectivesCommand, EveryOpOnTwoGlooRanksIsRightAndTheRecordValidates) {
   TempDir dir("collectives_all");
   const std::string out = dir / "c.json";
   const auto r = run_cli(
-      "collectives -g 2 -b 1K -e 64K -f 4 -o allreduce,allgather,reduce_scatter,broadcast -c -I "
-      "-n 4 -w 1 -J " +
+      "collectives -g 2 -b 1K -e 64K -f 4 "
+      "-o allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv -c -I -n 4 -w 1 "
+      "-J " +
       out);
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* op : {"# allreduce: busbw = algbw * 2(n-1)/n",
@@ -89,18 +91,21 @@ TEST(CollectivesCommand, EveryOpOnTwoGlooRanksIsRightAndTheRecordValidates) {
   EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
   const auto rec = read(out);
   EXPECT_EQ(rec["kind"], "collectives");
-  ASSERT_EQ(rec["results"].size(), 16u) << "4 ops x 1K, 4K, 16K, 64K";
+  ASSERT_EQ(rec["results"].size(), 28u) << "7 ops x 1K, 4K, 16K, 64K";
   for (const auto& x : rec["results"]) {
     EXPECT_EQ(x["wrong"], 0) << x.dump();
     EXPECT_GT(x["time_us"].get<double>(), 0) << x.dump();
     EXPECT_TRUE(x.contains("p50_us") && x.contains("p99_us")) << x.dump();
-    // nccl-tests' factors at 2 ranks: 1 for allreduce and broadcast, 1/2 for the others.
-    const double factor = x["op"] == "allreduce" || x["op"] == "broadcast" ? 1.0 : 0.5;
+    // nccl-tests' factors at 2 ranks: 2(n-1)/n = 1 for allreduce, 1 for broadcast, reduce and
+    // sendrecv, (n-1)/n = 1/2 for allgather, reduce_scatter and alltoall.
+    const std::string op = x["op"];
+    const double factor =
+        op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? 0.5 : 1.0;
     EXPECT_NEAR(x["busbw_GBps"].get<double>(), factor * x["algbw_GBps"].get<double>(), 1e-9);
     EXPECT_NEAR(x["algbw_GBps"].get<double>(),
                 x["size_bytes"].get<double>() / x["time_us"].get<double>() / 1e3, 1e-9);
   }
-  ASSERT_EQ(rec["ops"].size(), 4u);
+  ASSERT_EQ(rec["ops"].size(), 7u);
   const auto v = run_cli("validate " + out);
   EXPECT_EQ(v.code, 0) << v.output;
 }
@@ -116,6 +121,53 @@ TEST(CollectivesCommand, HalfPrecisionSumsAreCheckedOnThreeRanks) {
         << r.output;
     EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+  }
+}
+
+TEST(CollectivesCommand, RootedAndPairwiseExchangesAreRightOnThreeRanks) {
+  // reduce to rank 0, alltoall's personalised chunks and the ring's sendrecv: each result
+  // differs from every other rank's, so a chunk from the wrong peer is counted.
+  const auto r =
+      run_cli("collectives -g 3 -b 120 -e 12K -f 10 -o reduce,alltoall,sendrecv -c -n 3 -w 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+  size_t ok = 0;
+  for (size_t at = r.output.find("Out of bounds values : 0 OK"); at != std::string::npos;
+       at = r.output.find("Out of bounds values : 0 OK", at + 1))
+    ++ok;
+  EXPECT_EQ(ok, 3u) << r.output;
+}
+
+// Under torchrun's, mpirun's and srun's environment each process is one rank: two started by
+// hand with only those variables (and MASTER_ADDR/MASTER_PORT) set, the record names the
+// launcher.
+TEST(CollectivesCommand, RunsAsTheRanksOfTorchrunMpirunAndSlurm) {
+  TempDir dir("collectives_ext");
+  struct Scheme {
+    std::string name, rank_var, size_var, local_var;
+    int port;
+  };
+  for (const Scheme& s :
+       {Scheme{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", 29621},
+        Scheme{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+               "OMPI_COMM_WORLD_LOCAL_RANK", 29623},
+        Scheme{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 29625}}) {
+    auto env = [&](int rank) {
+      return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(s.port) + " " + s.size_var +
+             "=2 " + s.rank_var + "=" + std::to_string(rank) + " " + s.local_var + "=" +
+             std::to_string(rank);
+    };
+    const std::string out = dir / (s.name + ".json");
+    const std::string args = "collectives -b 1K -e 4K -f 4 -c -n 2 -w 0 --timeout 20 -J " + out;
+    const std::string cmd1 = "(" + env(1) + " " + std::string(DDPBENCH_BIN) + " " + args + " > " +
+                             (dir / (s.name + "1.log")) + " 2>&1) &";
+    ASSERT_EQ(std::system(cmd1.c_str()), 0);
+    const auto r0 = run_cli(args, env(0));
+    ASSERT_EQ(r0.code, 0) << s.name << "\n" << r0.output;
+    EXPECT_NE(r0.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r0.output;
+    const auto rec = read(out);
+    EXPECT_EQ(rec["config"]["launcher"], s.name);
+    EXPECT_EQ(rec["config"]["world_size"], 2);
   }
 }
 

@@ -130,12 +130,21 @@ TEST(BucketBlame, ALateStartIsALateRankWithoutASlowPhase) {
 }
 
 TEST(BucketBlame, StepsWhoseBucketsDifferBetweenRanksAreLeftOut) {
-  auto ready = timeline(2, 5, 3, 1, 10);
+  auto ready = timeline(2, 9, 3, 1, 10);
   ready[0][4].pop_back();  // e.g. a step with an unused parameter's bucket skipped
   const auto b = bucket_blame(ready, ranks_with_phases(2, 1, "data", 10), step_times(30));
-  EXPECT_EQ(b.steps, 4);
-  EXPECT_EQ(b.per_rank[1].buckets_held, 12);
+  EXPECT_EQ(b.steps, 8);
+  EXPECT_EQ(b.per_rank[1].buckets_held, 24);
   EXPECT_EQ(b.holder_phase.value_or(""), "data");
+}
+
+TEST(BucketBlame, AQuickSuitesFewStepsNameNoRank) {
+  // The same late rank over 4 steps: counted per bucket, but too few steps to name it.
+  const auto b =
+      bucket_blame(timeline(2, 4, 3, 1, 10), ranks_with_phases(2, 1, "data", 10), step_times(30));
+  EXPECT_EQ(b.per_rank[1].buckets_held, 12);
+  EXPECT_FALSE(b.holder.has_value());
+  EXPECT_NE(b.finding.find("4 measured steps are too few"), std::string::npos) << b.finding;
 }
 
 TEST(BucketBlame, OneRankOrUnequalStepCountsAreErrors) {

@@ -61,6 +61,9 @@ TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllGather, 4), 0.75);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::ReduceScatter, 8), 0.875);
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::Broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllToAll, 8), 7.0 / 8);  // nccl-tests' factors
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::SendRecv, 8), 1.0);
+  EXPECT_STREQ(busbw_formula(Collective::AllToAll), "busbw = algbw * (n-1)/n");
   EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 1), 0.0);
   // 1 GB in 0.5 s is 2 GB/s of algorithm bandwidth.
   EXPECT_DOUBLE_EQ(algbw_GBps(1e9, 500), 2.0);

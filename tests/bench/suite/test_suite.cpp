@@ -149,10 +149,27 @@ TEST(Suite, QuickSuiteRunsEndToEndAndEveryReportValidates) {
         EXPECT_GE(b["ready_to_launch_ms"].get<double>(), 0);
       }
       EXPECT_EQ(m["busbw"]["factor"], 1.0) << "allreduce over 2 ranks: 2(n-1)/n = 1";
+      EXPECT_TRUE(m.contains("bucket_blame")) << "every DDP run at world size 2";
     }
+    // Note [Speed of light]: every run against its bound, from the GEMM peak and the comm fit.
+    ASSERT_TRUE(m.contains("speed_of_light"));
+    EXPECT_GT(m["speed_of_light"]["achieved"].get<double>(), 0);
+    EXPECT_LE(m["speed_of_light"]["bound_ms"].get<double>(),
+              m["step_time_ms"]["median"].get<double>() * 1.5);
     if (run["group"] == "scaling") EXPECT_TRUE(run["scaling"].contains("weak_efficiency"));
   }
   EXPECT_GE(ddp_runs, 4) << "scaling + sweep + overlap off + fp16 hook";
+  // The collectives sweep ran before the runs, and the projection's AllReduce fit is on it.
+  ASSERT_TRUE(suite.contains("collectives"));
+  ASSERT_EQ(suite["collectives"].size(), 1u);
+  const auto& sweep = suite["collectives"][0];
+  EXPECT_EQ(sweep["status"], "ok") << sweep.dump();
+  EXPECT_EQ(sweep["backend"], "gloo");
+  const auto coll = load(out + "/" + sweep["record"].get<std::string>());
+  EXPECT_TRUE(reports::validate_collectives_record(coll).empty());
+  ASSERT_TRUE(suite.contains("comm_fit"));
+  EXPECT_EQ(suite["comm_fit"]["allreduce_points"].size(), coll["results"].size())
+      << "the AllReduce link is fitted on the sweep, not timed again";
   EXPECT_GE(correctness_checked, 12);
   const auto* w2 = find_run(suite, "mlp-small/ddp/w2");
   ASSERT_NE(w2, nullptr);

@@ -1,0 +1,114 @@
+#include "bench/suite/suite_collectives.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "base/subprocess.h"
+#include "bench/suite/child_process.h"
+#include "reports/collectives_record.h"
+#include "reports/json_io.h"
+
+namespace ddpb::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The largest bucket the suite's DDP runs use: the default 25 MB cap or a larger swept one.
+int64_t largest_bucket_bytes(const SuiteSpec& spec) {
+  double mb = 25;
+  for (double m : spec.bucket_sweep_mb) mb = std::max(mb, m);
+  return static_cast<int64_t>(std::ceil(mb * 1048576.0));
+}
+
+reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, int world,
+                                const std::string& backend, const std::atomic<bool>* stop) {
+  reports::SuiteCollectives c;
+  c.backend = backend;
+  c.world_size = world;
+  c.max_bytes = largest_bucket_bytes(spec);
+  c.record = "collectives/" + backend + ".json";
+  c.log = "logs/collectives-" + backend + ".log";
+  std::vector<std::string> argv = self_command();
+  argv.insert(argv.end(), {"collectives",
+                           "-g",
+                           std::to_string(world),
+                           "--device",
+                           std::string(enum_name(spec.device)),
+                           "--backend",
+                           backend,
+                           "-o",
+                           "allreduce",
+                           "-b",
+                           "4K",
+                           "-e",
+                           std::to_string(c.max_bytes),
+                           "-f",
+                           "4",
+                           "-n",
+                           "10",
+                           "-w",
+                           "2",
+                           "-J",
+                           *c.record});
+  fs::create_directories(fs::path(dir) / "collectives");
+  const ChildResult r =
+      run_child({argv, dir, (fs::path(dir) / *c.log).string(), 2 * spec.timeout_s + 60, stop, {}});
+  if (r.exit_code == 0 && fs::exists(fs::path(dir) / *c.record)) {
+    const auto rec = reports::CollectivesRecord::from_json(
+        reports::read_json((fs::path(dir) / *c.record).string()));
+    c.status = "ok";
+    if (!rec.ops.empty()) c.avg_busbw_GBps = rec.ops.front().avg_busbw_GBps;
+  } else {
+    c.status = "failed";
+    c.error = failure_line((fs::path(dir) / *c.log).string()) +
+              fmt::format(" (exit code {})", r.exit_code);
+  }
+  return c;
+}
+
+}  // namespace
+
+void run_suite_collectives(reports::SuiteRecord& suite, const SuiteSpec& spec,
+                           const std::string& dir, const std::atomic<bool>* stop) {
+  if (suite.collectives) return;
+  const bool ddp = std::find(spec.modes.begin(), spec.modes.end(), Mode::Ddp) != spec.modes.end();
+  const int world = spec.world_sizes.empty()
+                        ? 1
+                        : *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end());
+  if (!ddp || world < 2) return;
+  // The backend DDP uses by default on the suite's device.
+  const std::string backend = spec.device == DeviceType::CUDA ? "nccl" : "gloo";
+  fmt::print("ddpbench suite: collectives sweep over {} at {} ranks\n", backend, world);
+  std::fflush(stdout);
+  suite.collectives = std::vector{sweep(spec, dir, world, backend, stop)};
+  const reports::SuiteCollectives& c = suite.collectives->back();
+  if (c.status == "ok") {
+    fmt::print("ddpbench suite: collectives: {} AllReduce, average busbw {:.3g} GB/s\n", backend,
+               c.avg_busbw_GBps.value_or(0));
+  } else {
+    fmt::print("ddpbench suite: collectives sweep failed: {}\n", c.error.value_or(""));
+  }
+}
+
+std::vector<FitPoint> suite_allreduce_points(const reports::SuiteRecord& suite,
+                                             const std::string& dir, const std::string& backend) {
+  std::vector<FitPoint> points;
+  if (!suite.collectives) return points;
+  for (const reports::SuiteCollectives& c : *suite.collectives) {
+    if (c.backend != backend || c.status != "ok" || !c.record) continue;
+    const auto rec = reports::CollectivesRecord::from_json(
+        reports::read_json((fs::path(dir) / *c.record).string()));
+    for (const reports::CollectiveResult& r : rec.results) {
+      if (r.op == "allreduce" && r.time_us > 0)
+        points.push_back({static_cast<int>(rec.config.world_size),
+                          static_cast<double>(r.size_bytes), r.time_us / 1e3});
+    }
+  }
+  return points;
+}
+
+}  // namespace ddpb::bench

@@ -25,26 +25,6 @@ struct Buffers {
   Tensor in, out;
 };
 
-Collective metric_op(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::AllReduce:
-      return Collective::AllReduce;
-    case CollectiveOp::AllGather:
-      return Collective::AllGather;
-    case CollectiveOp::ReduceScatter:
-      return Collective::ReduceScatter;
-    case CollectiveOp::Broadcast:
-      return Collective::Broadcast;
-    case CollectiveOp::Reduce:
-      return Collective::Reduce;
-    case CollectiveOp::AllToAll:
-      return Collective::AllToAll;
-    case CollectiveOp::SendRecv:
-      return Collective::SendRecv;
-  }
-  return Collective::AllReduce;
-}
-
 bool in_place(CollectiveOp op) {
   return op == CollectiveOp::AllReduce || op == CollectiveOp::Broadcast ||
          op == CollectiveOp::Reduce;
@@ -245,7 +225,7 @@ reports::CollectiveResult combine(CollectiveOp op, int64_t count, DType dtype,
   r.in_place = in_place(op);
   for (const RankTimes& t : ranks) r.time_us = std::max(r.time_us, t.pipelined_us);
   r.algbw_GBps = algbw_GBps(static_cast<double>(r.size_bytes), r.time_us / 1e3);
-  r.busbw_GBps = r.algbw_GBps * busbw_factor(metric_op(op), world);
+  r.busbw_GBps = r.algbw_GBps * busbw_factor(op, world);
   if (o.check) {
     int64_t wrong = 0;
     for (const RankTimes& t : ranks) wrong += t.wrong;
@@ -316,7 +296,7 @@ std::vector<reports::CollectiveOpSummary> summarize_collectives(
     if (out.empty() || out.back().op != r.op) {
       reports::CollectiveOpSummary s;
       s.op = r.op;
-      s.busbw = busbw_record(metric_op(enum_from_name<CollectiveOp>(r.op).value()), world);
+      s.busbw = busbw_record(enum_from_name<CollectiveOp>(r.op).value(), world);
       out.push_back(s);
     }
     reports::CollectiveOpSummary& s = out.back();

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "base/named_enum.h"
+#include "bench/measure/metrics.h"
 #include "comm/process_group.h"
 #include "comm/store.h"
 #include "core/device.h"
@@ -36,24 +36,8 @@
 
 namespace ddpb::bench {
 
-enum class CollectiveOp {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  Broadcast,
-  Reduce,
-  AllToAll,
-  SendRecv
-};
-constexpr NameTable<CollectiveOp, 7> enum_names(CollectiveOp) {
-  return {{{"allreduce", CollectiveOp::AllReduce},
-           {"allgather", CollectiveOp::AllGather},
-           {"reduce_scatter", CollectiveOp::ReduceScatter},
-           {"broadcast", CollectiveOp::Broadcast},
-           {"reduce", CollectiveOp::Reduce},
-           {"alltoall", CollectiveOp::AllToAll},
-           {"sendrecv", CollectiveOp::SendRecv}}};
-}
+// The operations are bench/measure/metrics.h's Collective, by the names of its table.
+using CollectiveOp = Collective;
 
 inline constexpr int64_t kProbeIterations = 10;
 

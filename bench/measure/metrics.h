@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/named_enum.h"
 #include "reports/run_record.h"
 
 namespace ddpb::bench {
@@ -45,6 +46,17 @@ enum class Collective {
   AllToAll,
   SendRecv
 };
+// The names `ddpbench collectives -o` takes and its record holds (collective_name() below is
+// the busbw record's older spelling, "reducescatter").
+constexpr NameTable<Collective, 7> enum_names(Collective) {
+  return {{{"allreduce", Collective::AllReduce},
+           {"allgather", Collective::AllGather},
+           {"reduce_scatter", Collective::ReduceScatter},
+           {"broadcast", Collective::Broadcast},
+           {"reduce", Collective::Reduce},
+           {"alltoall", Collective::AllToAll},
+           {"sendrecv", Collective::SendRecv}}};
+}
 double busbw_factor(Collective op, int world_size);
 const char* busbw_formula(Collective op);
 const char* collective_name(Collective op);

@@ -3,8 +3,10 @@
 # reader, the TCPStore frame parser and the suite-file parser, each under libFuzzer with ASan + UBSan.
 #   scripts/fuzz.sh [SECONDS]      each target for SECONDS (default 60), on a copy of its
 #                                  seed corpus fuzz/corpus/<target>/
-#   FUZZ_BUILD_DIR=... JOBS=N      build directory (default build/fuzz); build jobs and
-#                                  targets fuzzed side by side (default: the cores)
+#   FUZZ_BUILD_DIR=... JOBS=N      build directory (default build/fuzz; .ci/run passes
+#                                  build/asan, where scripts/test.sh built the same
+#                                  configuration); build jobs and targets fuzzed side by
+#                                  side (default: the cores)
 # Prints, per target, the executions, the corpus size at the end and the result. Exits
 # non-zero on any crash, leak, UB report or timeout; the input that triggered it is kept
 # under <build dir>/artifacts/<target>/ (reproduce: <build dir>/fuzz/<target> FILE).
@@ -20,28 +22,16 @@ jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 targets=(fuzz_safetensors fuzz_report fuzz_store_protocol fuzz_suite_file)
 
 # libFuzzer ships with Clang's compiler-rt; check that a fuzzer actually links.
-probe_dir=$(mktemp -d)
-trap 'rm -rf "$probe_dir"' EXIT
-if ! command -v clang >/dev/null || ! command -v clang++ >/dev/null; then
-  echo "SKIPPED: fuzzing needs clang and clang++, not found on PATH"
-  exit 0
-fi
-printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' \
-  >"$probe_dir/probe.cpp"
-if ! clang++ -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cpp" -o "$probe_dir/probe" \
-  >"$probe_dir/probe.log" 2>&1; then
-  echo "SKIPPED: clang++ cannot link a libFuzzer target (-fsanitize=fuzzer): $(head -c 300 "$probe_dir/probe.log")"
+source "$root/scripts/lib/fuzz_build.sh"
+why_not=$(fuzz_build_unsupported)
+if [[ -n "$why_not" ]]; then
+  echo "SKIPPED: $why_not"
   exit 0
 fi
 
 echo "== fuzz: configure and build ($build_dir)"
 start=$(date +%s)
-# -O1 with line tables: fast enough to fuzz, quick to build, stacks with file:line.
-cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-  -DDDPB_FUZZ=ON -DDDPBENCH_CUDA=OFF -DDDPBENCH_TESTS=OFF -DDDPB_NVTX=OFF \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+fuzz_build_configure "$build_dir"
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 echo "== fuzz: build took $(($(date +%s) - start)) s"
 

@@ -6,6 +6,7 @@
 #   scripts/test.sh --sanitize      only the sanitizer passes
 #   NO_SANITIZE=1 scripts/test.sh   skip the sanitizer passes
 #   BUILD_DIR=... scripts/test.sh   another main build directory
+#   CUDA_ARCHS="80;90" ...          the CUDA architectures (default: 80;90 with a GPU, 90 without)
 # CUDA code is compiled and linked whenever a CUDA compiler exists, even without a GPU; CUDA
 # tests then skip with the reason printed. Sanitizer builds are CPU-only.
 set -euo pipefail
@@ -27,8 +28,12 @@ jobs=${JOBS:-$(nproc)}
 if [[ $main == 1 ]]; then
   "$root/scripts/check_format.sh"
   build_dir=${BUILD_DIR:-$root/build/ci}
+  # Without a GPU the CUDA code compiles for one architecture: that checks that it builds and
+  # links, in half the time of the two a GPU machine gets.
+  cuda_archs="80;90"
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU' || cuda_archs=90
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPB_WERROR=ON \
-    -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}"
+    -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}" "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-$cuda_archs}"
   cmake --build "$build_dir" -j "$jobs"
   ctest_log=$(mktemp)
   trap 'rm -f "$ctest_log"' EXIT
@@ -61,19 +66,30 @@ if [[ $sanitize == 1 ]]; then
                    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG")
   # Unit tests that run in-process (the process-spawning tests are covered by the main pass).
   asan_dir=${ASAN_BUILD_DIR:-$root/build/asan}
-  echo "== AddressSanitizer + UndefinedBehaviorSanitizer: unit tests"
-  cmake -S "$root" -B "$asan_dir" -G Ninja "${sanitizer_flags[@]}" \
-    -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
-  asan_tests=(test_core test_dp test_ddp test_store test_process_group test_flight_recorder
+  # With Clang and libFuzzer the ASan build is scripts/fuzz.sh's configuration (ASan + UBSan
+  # with fuzzer coverage), so that fuzzing after it (.ci/run) compiles only its four targets;
+  # otherwise GCC's ASan + UBSan.
+  source "$root/scripts/lib/fuzz_build.sh"
+  if [[ -z "$(fuzz_build_unsupported)" ]]; then
+    echo "== AddressSanitizer + UndefinedBehaviorSanitizer (Clang, the fuzz build): unit tests"
+    fuzz_build_configure "$asan_dir"
+  else
+    echo "== AddressSanitizer + UndefinedBehaviorSanitizer (GCC): unit tests"
+    cmake -S "$root" -B "$asan_dir" -G Ninja "${sanitizer_flags[@]}" \
+      -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
+  fi
+  # The two longest first, so that they run side by side.
+  asan_tests=(test_dp test_process_group test_core test_ddp test_store test_flight_recorder
               test_safetensors test_sampler test_dataset test_dataloader test_report_render
               test_compare test_stream_sanitizer)
   cmake --build "$asan_dir" -j "$jobs" --target "${asan_tests[@]}"
   export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  source "$root/scripts/lib/side_by_side.sh"
+  asan_runs=()
   for t in "${asan_tests[@]}"; do
-    bin=$(find "$asan_dir/tests" -type f -name "$t" -perm -u+x | head -n 1)
-    echo "-- $t (ASan+UBSan)"
-    "$bin" --gtest_brief=1
+    asan_runs+=("$(find "$asan_dir/tests" -type f -name "$t" -perm -u+x | head -n 1) --gtest_brief=1")
   done
+  side_by_side "ASan+UBSan" "$jobs" "${asan_runs[@]}"
 
   tsan_dir=${TSAN_BUILD_DIR:-$root/build/tsan}
   echo "== ThreadSanitizer: DP workers, streams, data loader, stores, process groups"
@@ -82,13 +98,13 @@ if [[ $sanitize == 1 ]]; then
   cmake --build "$tsan_dir" -j "$jobs" --target test_dp test_stream test_dataloader test_store \
     test_process_group test_stream_sanitizer
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-  "$tsan_dir/tests/impl_dp/test_dp" --gtest_brief=1
-  "$tsan_dir/tests/test_stream" --gtest_brief=1
-  "$tsan_dir/tests/data/test_dataloader" --gtest_brief=1
-  "$tsan_dir/tests/comm/test_store" --gtest_filter='StoreTest/HashStore.*:StoreTest/TCPStore.*' --gtest_brief=1
   # The 2000-collective stress test is left to the main pass: under TSan it takes minutes.
-  "$tsan_dir/tests/comm/test_process_group" --gtest_filter='-*Stress*' --gtest_brief=1
-  "$tsan_dir/tests/test_stream_sanitizer" --gtest_brief=1
+  side_by_side "TSan" "$jobs" "$tsan_dir/tests/impl_dp/test_dp --gtest_brief=1" \
+    "$tsan_dir/tests/test_stream --gtest_brief=1" \
+    "$tsan_dir/tests/data/test_dataloader --gtest_brief=1" \
+    "$tsan_dir/tests/comm/test_store --gtest_filter='StoreTest/HashStore.*:StoreTest/TCPStore.*' --gtest_brief=1" \
+    "$tsan_dir/tests/comm/test_process_group --gtest_filter='-*Stress*' --gtest_brief=1" \
+    "$tsan_dir/tests/test_stream_sanitizer --gtest_brief=1"
   sanitizers="ASan+UBSan: ${#asan_tests[@]} unit test binaries passed; TSan: 6 passed"
 fi
 

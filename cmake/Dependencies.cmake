@@ -5,6 +5,15 @@ find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Gloo REQUIRED)
 
+# MPI (Debian's libopenmpi-dev): the third process-group backend, comm/process_group_mpi.cpp.
+# Optional: without it `--backend mpi` is a usage error naming the missing package.
+option(DDPB_MPI "Build the MPI process group when an MPI library is found" ON)
+set(DDPB_HAVE_MPI OFF)
+if(DDPB_MPI)
+  find_package(MPI COMPONENTS C)
+  set(DDPB_HAVE_MPI ${MPI_C_FOUND})
+endif()
+
 # OpenBLAS: we call cblas_sgemm single-threaded per logical device.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h
           PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas /usr/include

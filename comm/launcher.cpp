@@ -18,120 +18,33 @@
 
 #include "base/subprocess.h"
 #include "comm/flight_recorder.h"
+#include "comm/launcher_ranks.h"
+#include "comm/mpirun_launch.h"
 #include "core/check.h"
 
 namespace ddpb::comm {
 namespace {
 
-constexpr size_t kTailLines = 20;
-
-// The signal that asked the launcher to stop (SIGINT or SIGTERM), 0 if none. Set by the
-// handler, read by the supervision loop, which forwards it to the ranks.
-volatile sig_atomic_t g_stop_signal = 0;
-void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-}
-
-// Installs the handlers for the launcher's lifetime and restores the old ones after.
-class StopSignals {
- public:
-  StopSignals() {
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
-
-struct Child {
-  int rank = 0;  // global rank (Note [Launcher nodes])
-  pid_t pid = -1;
-  int out_fd = -1;  // read end of the child's stdout+stderr
-  std::string partial;
-  std::deque<std::string> tail;
-  bool exited = false;
-  int status = 0;
-  std::chrono::steady_clock::time_point eof{std::chrono::steady_clock::time_point::max()};
-  // When it first reported a failure ("ddpbench: rank R failed at step S: ...", "ddpbench:
-  // failed: ...", "ddpbench: error: ..."), what it said, and whether that was only about losing
-  // a peer (a broken connection, a collective that timed out waiting).
-  std::chrono::steady_clock::time_point said_failed{std::chrono::steady_clock::time_point::max()};
-  std::string failure_line;
-  bool peer_loss = false;
-};
-
-// The message of a line in which a rank reports its own failure, or "" for any other line.
-std::string failure_message(const std::string& line) {
-  for (const char* head : {"ddpbench: failed: ", "ddpbench: error: "}) {
-    if (line.rfind(head, 0) == 0) return line.substr(std::strlen(head));
-  }
-  if (line.rfind("ddpbench: rank ", 0) == 0) {
-    const size_t at = line.find(" failed at step ");
-    const size_t colon = at == std::string::npos ? at : line.find(": ", at);
-    if (colon != std::string::npos) return line.substr(colon + 2);
-  }
-  return "";
-}
-
-// Whether a failure is only the echo of another rank's (Note [The first failure wins]).
-bool is_peer_loss(const std::string& message) {
-  for (const char* sign :
-       {"onnection closed", "onnection reset", "reset by peer", "roken pipe", "Timed out",
-        "timed out", "did not complete within", "not every rank arrived", "end of file"}) {
-    if (message.find(sign) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-           strsignal(WTERMSIG(status)) + ")";
-  }
-  return "ended with status " + std::to_string(status);
-}
+using namespace launcher;  // NOLINT: the launchers' shared pieces
 
 // The time of the current poll round: everything read in one round counts as simultaneous,
 // since the order in which the round's pipes are read says nothing about what came first.
-std::chrono::steady_clock::time_point g_round_time;
-
-void emit_line(int rank, Child& c, const std::string& line) {
-  const std::string message = failure_message(line);
-  if (!message.empty() && c.said_failed == std::chrono::steady_clock::time_point::max()) {
-    c.said_failed = g_round_time;
-    c.failure_line = message;
-    c.peer_loss = is_peer_loss(message);
-  }
-  std::printf("[rank %d] %s\n", rank, line.c_str());
-  std::fflush(stdout);
-  c.tail.push_back(line);
-  if (c.tail.size() > kTailLines) c.tail.pop_front();
-}
+Clock::time_point g_round_time;
 
 // Reads what is available; returns false at end of file.
-bool pump(int rank, Child& c) {
+bool pump(Child& c) {
   char buf[8192];
   ssize_t n = ::read(c.out_fd, buf, sizeof(buf));
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (n <= 0) {
-    if (!c.partial.empty()) emit_line(rank, c, c.partial);
+    if (!c.partial.empty()) emit_line(c, c.partial, g_round_time);
     c.partial.clear();
     return false;
   }
   c.partial.append(buf, static_cast<size_t>(n));
   size_t pos;
   while ((pos = c.partial.find('\n')) != std::string::npos) {
-    emit_line(rank, c, c.partial.substr(0, pos));
+    emit_line(c, c.partial.substr(0, pos), g_round_time);
     c.partial.erase(0, pos + 1);
   }
   return true;
@@ -149,16 +62,7 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int 
       {"DDPBENCH_STORE_TOKEN", token},
       {"DDPBENCH_LAUNCHER", "ddpbench"}};
   if (!spec.flight_dir.empty()) vars.emplace_back("DDPBENCH_FLIGHT_DIR", spec.flight_dir);
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const auto& v : vars) replaced = replaced || v.first == name;
-    if (!replaced) env.push_back(entry);
-  }
-  for (const auto& v : vars) env.push_back(v.first + "=" + v.second);
-  return env;
+  return environment_with(vars);
 }
 
 // The argv of a rank: this program, started as this process was (self_command), with the
@@ -175,20 +79,7 @@ pid_t spawn(const std::vector<std::string>& self, const LaunchSpec& spec, int ra
   SpawnSpec child;
   child.argv = rank_argv(self, spec);
   child.env = &env;
-  int fds[2];
-  DDPB_CHECK(::pipe2(fds, O_CLOEXEC) == 0) << "pipe: " << std::strerror(errno);
-  child.output_fd = fds[1];
-  pid_t pid = -1;
-  try {
-    pid = spawn_process(child);  // Note [Spawning from threads]
-  } catch (const SubprocessError& e) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    DDPB_FAIL() << "cannot start rank " << rank << ": " << e.what();
-  }
-  ::close(fds[1]);
-  *out_fd = fds[0];
-  return pid;
+  return spawn_with_output(child, "rank " + std::to_string(rank), out_fd);
 }
 
 // Note [The first failure wins]
@@ -358,7 +249,7 @@ class Supervisor {
     for (size_t k = 0; k < pfds.size(); ++k) {
       if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Child& c = children_[static_cast<size_t>(owners[k])];
-      if (!pump(c.rank, c)) {
+      if (!pump(c)) {
         c.eof = g_round_time;  // about when it exited
         ::close(c.out_fd);
         c.out_fd = -1;
@@ -471,6 +362,13 @@ LaunchResult launch_local(const LaunchSpec& given) {
   }
   g_stop_signal = 0;
   StopSignals stop_signals;
+  if (spec.via_mpirun) {
+    LaunchResult result = launch_mpirun(spec, port, token);
+    result.master_port = port;
+    result.flight_dir = spec.flight_dir;
+    result.job = flight_job_id(token);
+    return result;
+  }
   std::vector<Child> children(static_cast<size_t>(spec.local_ranks()));
   for (int r = 0; r < spec.local_ranks(); ++r) {
     if (g_stop_signal != 0) {  // Ctrl-C while starting: start no more; the loop stops these

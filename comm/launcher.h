@@ -34,6 +34,9 @@ struct LaunchSpec {
   // --flight-dir; empty: comm::resolve_flight_dir's choice, given to the ranks as
   // DDPBENCH_FLIGHT_DIR so that they and the launcher agree on it.
   std::string flight_dir;
+  // Start the ranks through mpirun (comm/mpirun_launch.h): `--backend mpi`, whose ranks must be
+  // an MPI launcher's children.
+  bool via_mpirun = false;
 };
 
 struct LaunchResult {

@@ -11,6 +11,7 @@
 #if defined(DDPB_HAVE_CUDA) && defined(DDPB_HAVE_NCCL)
 #include "comm/process_group_nccl.h"
 #endif
+#include "comm/process_group_mpi.h"  // without MPI: the answers below, no class
 
 namespace ddpb::comm {
 namespace {
@@ -97,7 +98,31 @@ std::shared_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& stor
 #endif
 }
 
+std::shared_ptr<ProcessGroup> make_mpi_group(int rank, int size,
+                                             const ProcessGroupOptions& options) {
+#if defined(DDPB_HAVE_MPI)
+  require_device(options.device);
+  return std::make_shared<ProcessGroupMpi>(rank, size, options);
+#else
+  (void)rank, (void)size, (void)options;
+  throw UsageError("--backend mpi: this build has no MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+
 }  // namespace
+
+#if !defined(DDPB_HAVE_MPI)
+bool mpi_compiled_in() {
+  return false;
+}
+std::string mpi_version() {
+  return "not compiled in";
+}
+bool started_by_mpi_launcher() {
+  return false;
+}
+void abort_mpi_job(int) {}
+#endif
 
 std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                  const ProcessGroupOptions& options) {
@@ -107,6 +132,7 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
   DDPB_CHECK(store != nullptr) << "make_process_group(rank " << rank << ") needs a store";
 
   if (options.backend == CommBackend::Nccl) return make_nccl_group(store, rank, size, options);
+  if (options.backend == CommBackend::Mpi) return make_mpi_group(rank, size, options);
   require_device(options.device);
   return std::make_shared<ProcessGroupGloo>(group_store(store, rank), rank, size, options);
 }

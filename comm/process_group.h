@@ -7,7 +7,7 @@
 // same order (DDP guarantees this: see Note [DDP bucket launch order] in impl_ddp).
 //
 // Device tensors:
-//  - gloo stages CUDA tensors through pinned host buffers (D2H on its stream, the host
+//  - gloo and mpi stage CUDA tensors through pinned host buffers (D2H on its stream, the host
 //    collective, then H2D), which also lets several ranks share one GPU;
 //  - nccl runs on a dedicated stream that first waits on an event recorded on the caller's
 //    current stream, so no host sync is needed.
@@ -98,9 +98,9 @@ class ProcessGroup {
 };
 
 // The collective libraries a ProcessGroup runs on (`--backend`).
-enum class CommBackend { Gloo, Nccl };
-constexpr NameTable<CommBackend, 2> enum_names(CommBackend) {
-  return {{{"gloo", CommBackend::Gloo}, {"nccl", CommBackend::Nccl}}};
+enum class CommBackend { Gloo, Nccl, Mpi };
+constexpr NameTable<CommBackend, 3> enum_names(CommBackend) {
+  return {{{"gloo", CommBackend::Gloo}, {"nccl", CommBackend::Nccl}, {"mpi", CommBackend::Mpi}}};
 }
 
 struct ProcessGroupOptions {
@@ -113,7 +113,8 @@ struct ProcessGroupOptions {
   std::string hostname = "127.0.0.1";  // interface gloo binds to (MASTER_ADDR's for one node)
 };
 
-// Creates the group and performs its rendezvous through `store` (throws on timeout).
+// Creates the group and performs its rendezvous through `store` (throws on timeout). An mpi
+// group meets through MPI_COMM_WORLD instead and leaves the store alone.
 std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                  const ProcessGroupOptions& options);
 

@@ -28,6 +28,7 @@
 #include "comm/flight_doctor.h"
 #include "comm/flight_recorder.h"
 #include "comm/launcher.h"
+#include "comm/process_group_mpi.h"
 #include "comm/rank_env.h"
 #include "core/check.h"
 #include "reports/json_io.h"
@@ -106,11 +107,17 @@ int launch_ranks(const RunConfig& config, int argc, char** argv) {
     fmt::print("ddpbench launcher: node {} of {}: starting {} of {} ranks, store at {}:{}\n",
                config.node_rank, config.nnodes, config.world_size / config.nnodes,
                config.world_size, config.master_addr, config.master_port);
+  } else if (config.backend == comm::CommBackend::Mpi) {
+    fmt::print(
+        "ddpbench launcher: starting {} ranks through mpirun (--backend mpi needs an MPI "
+        "launcher)\n",
+        config.world_size);
   } else {
     fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
   }
   std::fflush(stdout);
   spec.flight_dir = config.flight_dir;
+  spec.via_mpirun = config.backend == comm::CommBackend::Mpi;
   comm::LaunchResult r = comm::launch_local(spec);
   if (r.exit_code == 0) return 0;
   const std::string dir = r.flight_dir;
@@ -131,7 +138,14 @@ int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
   refuse_shared_outputs(
       {{"--out", out}, {"--trace", trace}, {"--save-params", config.save_params}});
   // Not started as a rank: become the launcher and start world_size ranks of ourselves.
-  if (config.mode == Mode::Ddp && !comm::detect_rank_env()) return launch_ranks(config, argc, argv);
+  const std::optional<comm::RankEnv> rank_env =
+      config.mode == Mode::Ddp ? comm::detect_rank_env() : std::nullopt;
+  if (config.mode == Mode::Ddp && !rank_env) return launch_ranks(config, argc, argv);
+  DDPB_USAGE_CHECK(!rank_env || config.backend != comm::CommBackend::Mpi ||
+                   comm::started_by_mpi_launcher() || rank_env->world_size == 1)
+      << "--backend mpi needs its ranks started by one MPI launcher (mpirun or srun), or by "
+         "none (ddpbench then starts mpirun itself); this rank was started by "
+      << rank_env->source;
   if (config.verbose) fmt::print("config: {}\n", reports::json_text(config.to_json()));
   try {
     run_training(config);

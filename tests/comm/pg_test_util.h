@@ -13,6 +13,7 @@
 #include "comm/group_team.h"
 #include "comm/process_group.h"
 #include "core/device.h"
+#include "core/tensor.h"
 
 namespace ddpb::comm::testing {
 
@@ -51,6 +52,30 @@ inline std::vector<float> ramp_sum(int size, int64_t numel, int64_t shift = 0) {
   std::vector<float> v(static_cast<size_t>(numel));
   for (int64_t i = 0; i < numel; ++i) v[size_t(i)] = float(triangle(size) * (1 + (i + shift) % 7));
   return v;
+}
+
+// The values of a CPU tensor as floats. (Tensor::to_floats casts 16-bit tensors through
+// cpu:0, which refuses tensors on another logical CPU device.)
+inline std::vector<float> floats_of(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t.to_floats();
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  const auto* p = t.data<uint16_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = t.dtype() == DType::BF16 ? bf16_to_float(p[i]) : f16_to_float(p[i]);
+  }
+  return v;
+}
+
+// A bf16/f16 copy of an f32 CPU tensor (f32 is returned as is).
+inline Tensor cast_to(const Tensor& f32, DType dtype, const Device& device) {
+  if (dtype == DType::F32) return f32;
+  Tensor out = Tensor::empty(f32.shape(), dtype, device);
+  std::vector<float> v = floats_of(f32);
+  auto* p = out.data<uint16_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    p[i] = dtype == DType::BF16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
+  }
+  return out;
 }
 
 }  // namespace ddpb::comm::testing

@@ -32,7 +32,9 @@ namespace ddpb::comm {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::cast_to;
 using testing::Clock;
+using testing::floats_of;
 using testing::ramp;
 using testing::ramp_sum;
 using testing::seconds_since;
@@ -52,30 +54,6 @@ void run_ranks(int size, const std::function<void(int, ProcessGroup&)>& body,
                std::chrono::milliseconds timeout = 20s) {
   testing::run_thread_ranks(
       size, [&](int r) { return cpu_options(r, timeout); }, body, timeout);
-}
-
-// The values of a CPU tensor as floats. (Tensor::to_floats casts 16-bit tensors through
-// cpu:0, which refuses tensors on another logical CPU device.)
-std::vector<float> floats_of(const Tensor& t) {
-  if (t.dtype() == DType::F32) return t.to_floats();
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  const auto* p = t.data<uint16_t>();
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = t.dtype() == DType::BF16 ? bf16_to_float(p[i]) : f16_to_float(p[i]);
-  }
-  return v;
-}
-
-// A bf16/f16 copy of an f32 CPU tensor (f32 is returned as is).
-Tensor cast_to(const Tensor& f32, DType dtype, const Device& device) {
-  if (dtype == DType::F32) return f32;
-  Tensor out = Tensor::empty(f32.shape(), dtype, device);
-  std::vector<float> v = floats_of(f32);
-  auto* p = out.data<uint16_t>();
-  for (size_t i = 0; i < v.size(); ++i) {
-    p[i] = dtype == DType::BF16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
-  }
-  return out;
 }
 
 class GlooWorld : public ::testing::TestWithParam<int> {};

@@ -220,6 +220,13 @@ TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
   expect_replay_matches(resnet_ddp_spec("--mode ddp --world-size 2 --sync-bn"));
 }
 
+// DDP over MPI (--backend mpi: ddpbench starts its ranks through mpirun) against the float64
+// replay.
+TEST_F(ReplayTest, MlpSmallDdpOverMpiMatchesTheFloat64Reference) {
+  expect_replay_matches({"mlp-small", "sgd", 32, 0.01, 0.9, 0.01, "float64",
+                         "--mode ddp --world-size 2 --backend mpi", 3});
+}
+
 // --comm-hook powersgd against the float64 reference (scripts/peer/powersgd_reference.py),
 // fed the random Q that the run dumped: rank 1 and rank 2, two plain AllReduce steps and
 // three compressed ones, with error feedback and warm start (the defaults).

@@ -1,0 +1,432 @@
+#include "comm/host_process_group.h"
+
+#include <pthread.h>
+
+#include <functional>
+#include <utility>
+
+#include "comm/flight_recorder.h"
+#include "core/clock.h"
+#include "core/ops.h"
+#include "core/stream_sanitizer.h"
+
+namespace ddpb::comm {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+// How a collective failed. A Work keeps the kind and message and throws a fresh exception
+// in the waiting thread, rather than sharing one exception object between the comm thread and
+// its waiters (whose last owner may then be either thread).
+enum class Failure { None, Error, Timeout };
+
+class HostWork final : public Work {
+ public:
+  HostWork(std::string backend, Device device, Millis timeout)
+      : backend_(std::move(backend)), device_(device), timeout_(timeout) {}
+
+  bool is_completed() override { return completed_.load(std::memory_order_acquire); }
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!changed_.wait_for(lock, timeout_, [&] { return is_completed(); })) {
+      throw CommTimeout(backend_ + " " + description +
+                        " did not complete within the group timeout of " +
+                        std::to_string(timeout_.count()) + " ms");
+    }
+    if (failure_ != Failure::None) std::rethrow_exception(make_error());
+    // The host has waited for the collective (an event that has completed by now) ...
+    done_.synchronize();
+    // ... and for staged CUDA results, later work on the caller's stream must follow the
+    // H2D copies.
+    if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
+  }
+
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_ == Failure::None ? nullptr : make_error();
+  }
+
+  // "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", set at issue.
+  std::string description;
+
+  // Comm thread or destructor: the collective has finished or was cancelled.
+  void complete(Failure failure, std::string message, Event done) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = failure;
+      message_ = std::move(message);
+      done_ = std::move(done);
+      completed_.store(true, std::memory_order_release);
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  std::exception_ptr make_error() const {
+    return failure_ == Failure::Timeout ? std::make_exception_ptr(CommTimeout(message_))
+                                        : std::make_exception_ptr(Error(message_));
+  }
+
+  const std::string backend_;
+  const Device device_;
+  const Millis timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::atomic<bool> completed_{false};
+  Failure failure_ = Failure::None;
+  std::string message_;
+  Event done_;
+};
+
+// A tensor a collective reads (staged D2H for CUDA) and/or writes (staged H2D).
+struct Operand {
+  Tensor tensor;
+  bool read = false;
+  bool write = false;
+};
+
+void check_summable(const Tensor& t, const std::string& backend, const char* op, int rank) {
+  const DType d = t.dtype();
+  DDPB_CHECK(d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::I32 ||
+             d == DType::I64)
+      << backend << " " << op << " cannot sum " << t.describe() << " (rank " << rank << ")";
+}
+
+}  // namespace
+
+struct HostProcessGroup::PendingOp {
+  std::shared_ptr<HostWork> work;
+  HostCollective collective;
+  std::vector<Operand> operands;  // keeps the tensors alive until completion
+  Event ready;                    // recorded on the caller's stream at issue
+};
+
+HostProcessGroup::HostProcessGroup(int rank, int size, const ProcessGroupOptions& options,
+                                   std::string name)
+    : ProcessGroup(rank, size),
+      device_(options.device),
+      timeout_(options.timeout),
+      name_(std::move(name)) {
+  DDPB_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size)
+      << name_ << " process group: rank " << rank << " is outside a group of size " << size;
+  DDPB_USAGE_CHECK(timeout_.count() > 0)
+      << name_ << " process group: the timeout must be positive, got " << timeout_.count() << " ms";
+}
+
+HostProcessGroup::~HostProcessGroup() {
+  stop_thread();
+}
+
+void HostProcessGroup::start_thread() {
+  comm_stream_ = make_stream(device_, "ddpb-" + name_, StreamKind::Inline);
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+void HostProcessGroup::stop_thread() {
+  std::deque<std::unique_ptr<PendingOp>> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    cancelled.swap(queue_);
+  }
+  queue_changed_.notify_all();
+  if (thread_.joinable()) thread_.join();  // the running collective ends within the timeout
+  for (auto& op : cancelled) {
+    op->work->complete(Failure::Error,
+                       name_ + " " + op->work->description +
+                           " was cancelled: its process group was destroyed before it ran",
+                       Event());
+  }
+}
+
+std::pair<int64_t, int64_t> HostProcessGroup::running() const {
+  const int64_t since = running_since_ns_.load(std::memory_order_acquire);
+  const int64_t sequence = running_sequence_.load(std::memory_order_acquire);
+  return sequence < 0 ? std::pair<int64_t, int64_t>{-1, 0} : std::pair{sequence, since};
+}
+
+// ---- Issue -------------------------------------------------------------------------------
+
+void HostProcessGroup::check_tensor(const Tensor& t, const char* op, const char* what) const {
+  DDPB_CHECK(t.defined()) << name_ << " " << op << ": the " << what << " tensor is undefined (rank "
+                          << rank_ << ")";
+  DDPB_CHECK(t.device().is_cpu() || t.device() == device_)
+      << name_ << " " << op << ": the " << what << " tensor " << t.describe()
+      << " is not on the group's device " << device_.str() << " (rank " << rank_ << ")";
+}
+
+std::unique_ptr<HostProcessGroup::PendingOp> HostProcessGroup::make_op(HostCollective collective,
+                                                                       const char* name,
+                                                                       int64_t bytes) {
+  auto op = std::make_unique<PendingOp>();
+  op->work = std::make_shared<HostWork>(name_, device_, timeout_);
+  op->work->op = name;
+  op->work->bytes = bytes;
+  op->collective = collective;
+  return op;
+}
+
+// Note [Host collective stream order]
+// A collective runs after every write the caller enqueued before issuing it: at issue an
+// event is recorded on the caller's current stream (of the operands' device), and the
+// communication thread makes the comm stream wait on it before it touches the tensors (on
+// CPU that blocks the thread until an executor stream reaches the event; an inline stream
+// has reached it already). When the collective has finished, an event recorded on the comm
+// stream completes the Work: wait() blocks the host until then and, for staged CUDA
+// tensors, makes the caller's stream wait on it. The stream-order sanitizer sees the same
+// edges on CPU and CUDA.
+WorkPtr HostProcessGroup::issue(std::unique_ptr<PendingOp> op) {
+  bool any_cuda = false;
+  for (const Operand& o : op->operands) any_cuda = any_cuda || o.tensor.device().is_cuda();
+  const Device caller =
+      any_cuda || op->operands.empty() ? device_ : op->operands[0].tensor.device();
+  op->ready = Event::create(caller);
+  op->ready.record(current_stream(caller));
+  WorkPtr work = op->work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DDPB_CHECK(!stopping_) << name_ << " " << op->work->op << " issued while the group of rank "
+                           << rank_ << " is being destroyed";
+    op->work->sequence = next_sequence_++;
+    op->work->description = describe_op(*op);
+    flight_recorder().enqueued(
+        op->work->sequence, op->work->op, op->work->bytes,
+        op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
+    queue_.push_back(std::move(op));
+  }
+  queue_changed_.notify_one();
+  return work;
+}
+
+WorkPtr HostProcessGroup::allreduce(const Tensor& tensor) {
+  check_tensor(tensor, "allreduce", "input");
+  check_summable(tensor, name_, "allreduce", rank_);
+  auto op = make_op({HostCollective::Kind::AllReduce}, "allreduce",
+                    static_cast<int64_t>(tensor.nbytes()));
+  op->operands = {{tensor, /*read=*/true, /*write=*/true}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::broadcast(const Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "input");
+  DDPB_CHECK(root >= 0 && root < size_)
+      << name_ << " broadcast: root " << root << " is outside the group of size " << size_
+      << " (rank " << rank_ << ")";
+  auto op = make_op({HostCollective::Kind::Broadcast, root}, "broadcast",
+                    static_cast<int64_t>(tensor.nbytes()));
+  op->operands = {{tensor, /*read=*/rank_ == root, /*write=*/rank_ != root}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::allgather(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "allgather", "output");
+  check_tensor(input, "allgather", "input");
+  DDPB_CHECK(output.dtype() == input.dtype() && output.numel() == size_ * input.numel())
+      << name_ << " allgather: the output must hold " << size_ << " inputs of the same dtype; got "
+      << output.describe() << " for input " << input.describe() << " (rank " << rank_ << ")";
+  auto op =
+      make_op({HostCollective::Kind::AllGather}, "allgather", static_cast<int64_t>(input.nbytes()));
+  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "reduce_scatter", "output");
+  check_tensor(input, "reduce_scatter", "input");
+  check_summable(input, name_, "reduce_scatter", rank_);
+  DDPB_CHECK(output.dtype() == input.dtype() && input.numel() == size_ * output.numel())
+      << name_ << " reduce_scatter: the input must hold " << size_
+      << " output-sized chunks of the same dtype; got " << input.describe() << " for output "
+      << output.describe() << " (rank " << rank_ << ")";
+  auto op = make_op({HostCollective::Kind::ReduceScatter}, "reduce_scatter",
+                    static_cast<int64_t>(input.nbytes()));
+  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::reduce(const Tensor& tensor, int root) {
+  check_tensor(tensor, "reduce", "input");
+  check_summable(tensor, name_, "reduce", rank_);
+  DDPB_CHECK(root >= 0 && root < size_)
+      << name_ << " reduce: root " << root << " outside 0.." << size_ - 1;
+  auto op = make_op({HostCollective::Kind::Reduce, root}, "reduce",
+                    static_cast<int64_t>(tensor.nbytes()));
+  op->operands = {{tensor, /*read=*/true, /*write=*/true}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::alltoall(const Tensor& output, const Tensor& input) {
+  check_tensor(output, "alltoall", "output");
+  check_tensor(input, "alltoall", "input");
+  DDPB_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() &&
+             input.numel() % size_ == 0)
+      << name_ << " alltoall: input and output must be the same size and dtype, " << size_
+      << " equal chunks; got " << input.describe() << " and " << output.describe() << " (rank "
+      << rank_ << ")";
+  auto op =
+      make_op({HostCollective::Kind::AllToAll}, "alltoall", static_cast<int64_t>(input.nbytes()));
+  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  check_tensor(send, "sendrecv", "send");
+  check_tensor(recv, "sendrecv", "recv");
+  DDPB_CHECK(send.dtype() == recv.dtype() && send.numel() == recv.numel())
+      << name_ << " sendrecv: send and recv must be the same size and dtype; got "
+      << send.describe() << " and " << recv.describe() << " (rank " << rank_ << ")";
+  DDPB_CHECK(dst >= 0 && dst < size_ && src >= 0 && src < size_)
+      << name_ << " sendrecv: peers " << dst << " and " << src << " outside 0.." << size_ - 1;
+  HostCollective c{HostCollective::Kind::SendRecv};
+  c.dst = dst;
+  c.src = src;
+  auto op = make_op(c, "sendrecv", static_cast<int64_t>(send.nbytes()));
+  op->operands = {{recv, /*read=*/false, /*write=*/true}, {send, /*read=*/true, false}};
+  return issue(std::move(op));
+}
+
+WorkPtr HostProcessGroup::barrier() {
+  return issue(make_op({HostCollective::Kind::Barrier}, "barrier", 0));
+}
+
+// ---- The communication thread ----------------------------------------------------------
+
+void HostProcessGroup::run_loop() {
+  pthread_setname_np(pthread_self(), ("ddpb-" + name_).substr(0, 15).c_str());
+  std::unique_ptr<DeviceGuard> device_guard;
+  try {
+    device_guard = std::make_unique<DeviceGuard>(device_);
+  } catch (const std::exception& e) {
+    broken_reason_ = "the comm thread cannot use " + device_.str() + ": " + e.what();
+  }
+  for (;;) {
+    std::unique_ptr<PendingOp> op;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;  // the destructor cancels what is still queued
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(*op);
+  }
+}
+
+std::string HostProcessGroup::describe_op(const PendingOp& op) const {
+  std::string s = op.work->op + " #" + std::to_string(op.work->sequence);
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    s += (i == 0 ? " (" : ", ") + op.operands[i].tensor.describe();
+  }
+  if (!op.operands.empty()) s += ")";
+  return s + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+}
+
+namespace {
+
+// What a host collective reads and writes, for the stream-order sanitizer. The op names
+// must outlive the run (the sanitizer keeps the pointer).
+const char* collective_name(const std::string& op) {
+  for (const char* name : {"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}) {
+    if (op == name) return name;
+  }
+  return "collective";
+}
+
+}  // namespace
+
+void HostProcessGroup::sanitize_collective(const Stream& stream, const PendingOp& op) const {
+  std::vector<Tensor> reads, writes;
+  for (const Operand& o : op.operands) {
+    if (o.read) reads.push_back(o.tensor);
+    if (o.write) writes.push_back(o.tensor);
+  }
+  sanitizer::on_op(stream, collective_name(op.work->op), reads, writes);
+}
+
+// CUDA operands: one stream and two synchronizations per collective. The host collective
+// needs the bytes on the host before it starts, and completing the Work only after the H2D
+// copies means no copy is still reading or writing the tensors once the group lets go of them.
+void HostProcessGroup::run_staged(PendingOp& op) {
+  StreamGuard guard(comm_stream_);
+  comm_stream_->wait(op.ready);
+  std::vector<Tensor> host;
+  for (const Operand& o : op.operands) {
+    if (!o.tensor.device().is_cuda()) {
+      host.push_back(o.tensor);
+      continue;
+    }
+    Tensor h = Tensor::empty_pinned(o.tensor.shape(), o.tensor.dtype());
+    if (o.read) ops::copy(o.tensor, h);
+    host.push_back(h);
+  }
+  comm_stream_->synchronize();
+  run_host(op.collective, host, op.work->sequence);
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const Operand& o = op.operands[i];
+    if (o.write && o.tensor.device().is_cuda()) ops::copy(host[i], o.tensor);
+  }
+}
+
+void HostProcessGroup::execute(PendingOp& op) {
+  HostWork& work = *op.work;
+  work.start_ns = steady_now_ns();
+  running_since_ns_.store(work.start_ns, std::memory_order_release);
+  running_sequence_.store(work.sequence, std::memory_order_release);
+  flight_recorder().started(work.sequence);
+  Failure failure = Failure::None;
+  std::string message;
+  Event done;
+  try {
+    if (!broken_reason_.empty()) {
+      throw Error(name_ + " " + work.description + " did not run: " + broken_reason_);
+    }
+    bool staged = false;
+    for (const Operand& o : op.operands) staged = staged || o.tensor.device().is_cuda();
+    if (staged && takes_device_pointers()) {
+      comm_stream_->wait(op.ready);
+      comm_stream_->synchronize();
+      std::vector<Tensor> device;
+      for (const Operand& o : op.operands) device.push_back(o.tensor);
+      run_host(op.collective, device, work.sequence);
+    } else if (staged) {
+      run_staged(op);
+    } else {
+      comm_stream_->wait(op.ready);  // an inline stream: blocks this thread until then
+      std::vector<Tensor> host;
+      for (const Operand& o : op.operands) host.push_back(o.tensor);
+      if (sanitizer::enabled()) sanitize_collective(*comm_stream_, op);
+      run_host(op.collective, host, work.sequence);
+    }
+    done = Event::create(device_);
+    done.record(*comm_stream_);
+    if (staged) comm_stream_->synchronize();
+  } catch (...) {
+    std::string what = "unknown exception";
+    bool timed_out = false;
+    try {
+      throw;
+    } catch (const CommTimeout& e) {
+      what = e.what();
+      timed_out = true;
+    } catch (const std::exception& e) {
+      what = e.what();
+      timed_out = what.find("Timed out") != std::string::npos;  // Gloo's IoException
+    } catch (...) {
+    }
+    failure = timed_out ? Failure::Timeout : Failure::Error;
+    message =
+        what.starts_with(name_ + " ") ? what : name_ + " " + work.description + " failed: " + what;
+    // Ranks are now out of step (or a peer is gone), so later collectives cannot succeed.
+    if (broken_reason_.empty()) {
+      broken_reason_ = "the group is broken since " + op.work->op + " #" +
+                       std::to_string(op.work->sequence) + " failed: " + what;
+    }
+  }
+  running_sequence_.store(-1, std::memory_order_release);
+  work.end_ns = steady_now_ns();
+  flight_recorder().finished(work.sequence, failure != Failure::None);
+  work.complete(failure, std::move(message), std::move(done));
+}
+
+}  // namespace ddpb::comm

@@ -1,0 +1,134 @@
+// HostProcessGroup: what the process groups that compute on host memory (Gloo, MPI) share.
+// A backend says how one collective runs on host buffers (run_host); this class checks the
+// tensors, queues the collectives, runs them in issue order on one communication thread,
+// stages CUDA tensors through pinned host buffers, records them in the flight recorder and
+// completes their Works.
+//
+// Execution: one communication thread ("ddpb-<backend>") runs the issued collectives strictly
+// in issue order; each Work completes when its collective has finished. The first failure
+// (a timeout, a peer that died) breaks the group: every later collective fails at once with
+// an error naming the first one.
+//
+// Tensors:
+//  - CPU tensors are communicated in place. Any cpu:N device is accepted (host memory).
+//  - CUDA tensors must be on the group's device. They are staged through pinned host
+//    buffers: the comm thread, on the comm stream, copies D2H, synchronizes, runs the host
+//    collective, copies H2D and synchronizes again before completing the Work (so no device
+//    work on the tensors is pending after completion). Work::wait() also makes the caller's
+//    current stream wait on an event recorded after the H2D copy.
+//  - Either way the collective starts after an event recorded on the caller's current
+//    stream at issue (Note [Host collective stream order] in the .cpp).
+//  - The issued tensors are kept alive by the group until the collective completes.
+//
+// Work::wait() throws CommTimeout when the collective has not completed within the group's
+// timeout. Destruction cancels the collectives that have not started (their Works fail) and
+// waits for the running one: a subclass stops its communication thread (stop_thread) before
+// its own members go.
+//
+// Thread-safety: as ProcessGroup (issue from one thread; Works may be waited anywhere).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/process_group.h"
+
+namespace ddpb::comm {
+
+// One collective as the backend runs it: which one, and its roots or peers.
+struct HostCollective {
+  enum class Kind {
+    AllReduce,
+    Broadcast,
+    AllGather,
+    ReduceScatter,
+    Reduce,
+    AllToAll,
+    SendRecv,
+    Barrier
+  };
+  Kind kind = Kind::Barrier;
+  int root = -1;           // broadcast, reduce
+  int dst = -1, src = -1;  // sendrecv
+};
+
+class HostProcessGroup : public ProcessGroup {
+ public:
+  ~HostProcessGroup() override;
+  HostProcessGroup(const HostProcessGroup&) = delete;
+  HostProcessGroup& operator=(const HostProcessGroup&) = delete;
+
+  const Device& device() const { return device_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  WorkPtr allreduce(const Tensor& tensor) override;
+  WorkPtr broadcast(const Tensor& tensor, int root) override;
+  WorkPtr allgather(const Tensor& output, const Tensor& input) override;
+  WorkPtr reduce_scatter(const Tensor& output, const Tensor& input) override;
+  WorkPtr reduce(const Tensor& tensor, int root) override;
+  WorkPtr alltoall(const Tensor& output, const Tensor& input) override;
+  WorkPtr sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) override;
+  WorkPtr barrier() override;
+
+ protected:
+  // `name`: the backend's, in messages, the flight recorder and the thread's name.
+  HostProcessGroup(int rank, int size, const ProcessGroupOptions& options, std::string name);
+
+  // Runs one collective on host memory, on the communication thread. `host` holds one tensor
+  // per operand: allreduce, broadcast, reduce: {tensor}; allgather, reduce_scatter, alltoall:
+  // {output, input}; sendrecv: {recv, send}; barrier: {}. `sequence` is the collective's
+  // issue number on this group (the same on every rank). Throws on failure; a CommTimeout,
+  // or an error whose message holds "Timed out", counts as a timeout.
+  virtual void run_host(const HostCollective& collective, const std::vector<Tensor>& host,
+                        int64_t sequence) = 0;
+  // Whether run_host takes CUDA tensors as they are (a CUDA-aware MPI) rather than staged
+  // through pinned host buffers.
+  virtual bool takes_device_pointers() const { return false; }
+  // The subclass's constructor starts the thread once it can run collectives, and its
+  // destructor stops it before its own members are destroyed.
+  void start_thread();
+  void stop_thread();
+  // The collective now running on the communication thread: its sequence and when it started
+  // (steady ns), or -1 and 0 when none is (for a watchdog).
+  std::pair<int64_t, int64_t> running() const;
+
+ private:
+  struct PendingOp;  // a collective waiting for, or running on, the comm thread
+
+  WorkPtr issue(std::unique_ptr<PendingOp> op);
+  std::unique_ptr<PendingOp> make_op(HostCollective collective, const char* name, int64_t bytes);
+  void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  void run_loop();
+  void execute(PendingOp& op);
+  void run_staged(PendingOp& op);
+  void sanitize_collective(const Stream& stream, const PendingOp& op) const;
+  std::string describe_op(const PendingOp& op) const;
+
+  Device device_;
+  std::chrono::milliseconds timeout_;
+  std::string name_;  // the backend's name
+  // The group's communication stream, "ddpb-<backend>" on every device: on CUDA the stream of
+  // the staging copies (D2H, the host collective, H2D); on CPU an inline stream whose
+  // executor is the communication thread.
+  StreamPtr comm_stream_;
+
+  std::mutex mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<std::unique_ptr<PendingOp>> queue_;
+  int64_t next_sequence_ = 0;  // under mutex_
+  bool stopping_ = false;      // under mutex_
+  std::atomic<int64_t> running_sequence_{-1}, running_since_ns_{0};
+  // Set by the comm thread when a collective fails; read only there.
+  std::string broken_reason_;
+  std::thread thread_;
+};
+
+}  // namespace ddpb::comm

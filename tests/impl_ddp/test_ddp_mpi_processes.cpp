@@ -1,0 +1,90 @@
+// DDP over MPI (--backend mpi) under the real mpirun: ddpbench, started without an MPI
+// launcher, starts its ranks through mpirun itself (comm/mpirun_launch.h). The run must equal
+// Gloo's bit for bit (two ranks: each sum has two terms, so the order of the reduction cannot
+// differ), and a hang or a crash must end the job within the timeout, naming the rank
+// (Note [MPI watchdog] in comm/process_group_mpi.h). The float64 replay is in
+// tests/bench/run/test_replay.cpp.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../util/param_diff.h"
+#include "../util/run_cli.h"
+
+namespace ddpb::testing {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(DdpMpi, ParametersEqualGloosBitForBit) {
+  TempDir dir("ddp_mpi_equal");
+  const std::string job =
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
+      "--warmup 0 --seed 3 --quiet --timeout 30";
+  const CliResult gloo = run_cli(job + " --backend gloo --save-params " + (dir / "gloo.st"));
+  ASSERT_EQ(gloo.code, 0) << gloo.output;
+  const CliResult mpi = run_cli(job + " --backend mpi --save-params " + (dir / "mpi.st") +
+                                " --out " + (dir / "mpi.json"));
+  ASSERT_EQ(mpi.code, 0) << mpi.output;
+  EXPECT_NE(mpi.output.find("starting 2 ranks through mpirun"), std::string::npos) << mpi.output;
+  EXPECT_EQ(max_param_rel_diff(dir / "gloo.st", dir / "mpi.st"), 0.0);
+  const nlohmann::json details =
+      nlohmann::json::parse(read_file_bytes(dir / "mpi.json"))["mode"]["details"];
+  EXPECT_EQ(details["backend"], "mpi") << details.dump();
+  EXPECT_EQ(details["launcher"], "mpirun") << details.dump();
+}
+
+TEST(DdpMpi, AHangEndsTheJobWithinTheTimeoutAndTheDoctorNamesTheRankBehind) {
+  TempDir dir("ddp_mpi_hang");
+  const std::string flight = dir / "flight";
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(
+      "run --mode ddp --backend mpi --world-size 3 --workload mlp-small --global-batch 24 "
+      "--steps 20 --warmup 0 --quiet --timeout 3 --inject-fault hang@rank=1,step=3 --flight-dir " +
+      flight);
+  const double secs = seconds_since(t0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_LT(secs, 30.0) << "ended within the timeout, not a hang";
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  const CliResult doc = run_cli("doctor " + flight);
+  EXPECT_EQ(doc.code, 0) << doc.output;
+  EXPECT_NE(doc.output.find("verdict: rank 1 is behind"), std::string::npos) << doc.output;
+  std::printf("mpi: hang of rank 1 ended after %.1f s (timeout 3 s); doctor says:\n%s", secs,
+              doc.output.c_str());
+}
+
+TEST(DdpMpi, ACrashEndsTheJobAndIsNamed) {
+  TempDir dir("ddp_mpi_crash");
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(
+      "run --mode ddp --backend mpi --world-size 3 --workload mlp-small --global-batch 24 "
+      "--steps 20 --warmup 0 --quiet --timeout 5 --inject-fault crash@rank=1,step=3 --out " +
+      (dir / "r.json"));
+  const double secs = seconds_since(t0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 failed (mpirun exited with code 3)"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "r.json")) << "no record is written as if complete";
+  EXPECT_LT(secs, 30.0);
+}
+
+TEST(DdpMpi, ARankNotStartedByAnMpiLauncherIsAUsageError) {
+  // Two ranks started by ddpbench's own launcher's environment (torchrun's variables), not by
+  // mpirun: MPI_COMM_WORLD is each process alone.
+  const CliResult r = run_cli(
+      "run --mode ddp --backend mpi --world-size 2 --workload mlp-small --global-batch 16 "
+      "--steps 1 --quiet --timeout 10",
+      "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29377 ");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("started by one MPI launcher"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ddpb::testing

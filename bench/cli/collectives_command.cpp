@@ -72,7 +72,9 @@ int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
   comm::LaunchSpec spec;
   spec.world_size = o.world_size;
   spec.args.assign(argv, argv + argc);
-  fmt::print("ddpbench launcher: starting {} ranks\n", o.world_size);
+  spec.via_mpirun = o.backend == comm::CommBackend::Mpi;
+  fmt::print("ddpbench launcher: starting {} ranks{}\n", o.world_size,
+             spec.via_mpirun ? " through mpirun (--backend mpi needs an MPI launcher)" : "");
   std::fflush(stdout);
   const comm::LaunchResult r = comm::launch_local(spec);
   if (r.exit_code != 0) std::cerr << "ddpbench launcher: " << r.failure << "\n";
@@ -148,7 +150,7 @@ int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, in
 
 CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   auto* c = app.add_subcommand("collectives",
-                               "nccl-tests' collective sweep (busbw table) over gloo or nccl");
+                               "nccl-tests' collective sweep (busbw table) over gloo, nccl or mpi");
   c->add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes (K, M, G; default 8)");
   c->add_option("-e,--maxbytes", o.max_bytes, "largest size in bytes (default 32M)");
   add_real_flag(*c, "-f,--stepfactor", o.sweep.step_factor, 1, 1024,

@@ -72,6 +72,16 @@ reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, i
 
 }  // namespace
 
+std::vector<std::string> suite_ddp_backends(const SuiteSpec& spec) {
+  std::vector<std::string> backends{spec.device == DeviceType::CUDA ? "nccl" : "gloo"};
+  for (const ExplicitRun& e : spec.runs) {
+    if (e.mode != Mode::Ddp || e.world_size < 2 || !e.backend) continue;
+    const std::string b(enum_name(*e.backend));
+    if (std::find(backends.begin(), backends.end(), b) == backends.end()) backends.push_back(b);
+  }
+  return backends;
+}
+
 void run_suite_collectives(reports::SuiteRecord& suite, const SuiteSpec& spec,
                            const std::string& dir, const std::atomic<bool>* stop) {
   if (suite.collectives) return;
@@ -80,17 +90,18 @@ void run_suite_collectives(reports::SuiteRecord& suite, const SuiteSpec& spec,
                         ? 1
                         : *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end());
   if (!ddp || world < 2) return;
-  // The backend DDP uses by default on the suite's device.
-  const std::string backend = spec.device == DeviceType::CUDA ? "nccl" : "gloo";
-  fmt::print("ddpbench suite: collectives sweep over {} at {} ranks\n", backend, world);
-  std::fflush(stdout);
-  suite.collectives = std::vector{sweep(spec, dir, world, backend, stop)};
-  const reports::SuiteCollectives& c = suite.collectives->back();
-  if (c.status == "ok") {
-    fmt::print("ddpbench suite: collectives: {} AllReduce, average busbw {:.3g} GB/s\n", backend,
-               c.avg_busbw_GBps.value_or(0));
-  } else {
-    fmt::print("ddpbench suite: collectives sweep failed: {}\n", c.error.value_or(""));
+  suite.collectives.emplace();
+  for (const std::string& backend : suite_ddp_backends(spec)) {
+    fmt::print("ddpbench suite: collectives sweep over {} at {} ranks\n", backend, world);
+    std::fflush(stdout);
+    suite.collectives->push_back(sweep(spec, dir, world, backend, stop));
+    const reports::SuiteCollectives& c = suite.collectives->back();
+    if (c.status == "ok") {
+      fmt::print("ddpbench suite: collectives: {} AllReduce, average busbw {:.3g} GB/s\n", backend,
+                 c.avg_busbw_GBps.value_or(0));
+    } else {
+      fmt::print("ddpbench suite: collectives sweep failed: {}\n", c.error.value_or(""));
+    }
   }
 }
 

@@ -44,6 +44,9 @@ TARGETS = {
         "overlap ratio >= PyTorch's (PyTorch's span definition)", ">=", against="PT"),
     "cpu.exposed_comm_share": Target("exposed comm with overlap / --no-overlap", "<=", 0.50),
     "cpu.gloo_pg_vs_raw": Target("Gloo allreduce through the group / raw Gloo, 64 MiB", "<=", 1.05),
+    "cpu.collectives_vs_raw": Target(
+        "ddpbench collectives busbw / the bare library's, every size >= 64 KiB", ">=", 0.95),
+    "cpu.ddp_mpi_vs_pytorch": Target("DDP 2 ranks over MPI step / PyTorch DDP over Gloo", "<=", 0.60),
     "cpu.bucket_auto_vs_best": Target("bucket autotune / best fixed bucket cap", "<=", 1.05),
     "cpu.powersgd_vs_fp32": Target("PowerSGD step / fp32 step", "<", 1.0),
     "cpu.loader_vs_pytorch": Target(

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "bench/suite/suite_collectives.h"
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
 
@@ -175,6 +176,18 @@ TEST(SuiteSpec, ExplicitRunsExpandAfterTheMatrixWithTheirOwnFlags) {
   const auto only = expand_suite(alone);
   ASSERT_EQ(only.size(), 1u) << "no matrix, no sweep, no hooks";
   EXPECT_EQ(only[0].id, "a");
+}
+
+// The collectives sweep runs once per backend of the suite's DDP runs (issue 28, section 2).
+TEST(SuiteSpec, TheCollectivesSweepCoversEveryDdpBackend) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  EXPECT_EQ(suite_ddp_backends(spec), std::vector<std::string>{"gloo"});
+  apply_suite_text(spec, R"({"runs": [
+      {"name": "mpi-2", "workload": "mlp-small", "mode": "ddp", "world_size": 2, "backend": "mpi"},
+      {"name": "gloo-2", "workload": "mlp-small", "mode": "ddp", "world_size": 2, "backend": "gloo"},
+      {"name": "mpi-1", "workload": "mlp-small", "mode": "ddp", "world_size": 1, "backend": "mpi"}]})",
+                   "s.json");
+  EXPECT_EQ(suite_ddp_backends(spec), (std::vector<std::string>{"gloo", "mpi"}));
 }
 
 TEST(SuiteSpec, BadExplicitRunsAreRefusedNamingTheRun) {

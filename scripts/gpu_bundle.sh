@@ -156,8 +156,9 @@ fi
 cp "$root/scripts/gpu_check.sh" "$bundle/scripts/"
 mkdir -p "$bundle/scripts/pylib" "$bundle/scripts/gpu_check"
 cp "$root"/scripts/gpu_check/*.py "$bundle/scripts/gpu_check/"
-cp "$root/scripts/pylib/perf_targets.py" "$root/scripts/pylib/run_record.py" "$bundle/scripts/pylib/"
-cp "$root/scripts/peer/torch_reference.py" \
+cp "$root/scripts/pylib/perf_targets.py" "$root/scripts/pylib/run_record.py" \
+   "$root/scripts/pylib/collectives_vs_raw.py" "$bundle/scripts/pylib/"
+cp "$root/scripts/peer/torch_reference.py" "$root/scripts/peer/torch_allreduce.py" \
    "$root/scripts/peer/models.py" "$root/scripts/peer/measure.py" \
    "$root/scripts/peer/workload_table.py" "$bundle/scripts/peer/"
 

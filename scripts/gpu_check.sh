@@ -15,7 +15,8 @@
 #          test_dataloader_cuda, test_process_group_nccl, the training runs' names such as
 #          single-resnet50 or
 #          'ddp-*' (scripts/gpu_check/plan.py), suite (the world-size-1 matrix), gemm,
-#          bn-bench, pytorch, pytorch-resnet50, projection, collectives, memcheck, racecheck), for a short
+#          bn-bench, pytorch, pytorch-resnet50, projection, collectives, collectives-mpi,
+#          nccl-vs-pytorch, memcheck, racecheck), for a short
 #          second call after fixes; libraries and device always run.
 # Environment: PYTHON (default python3; the PyTorch steps take the first of $PYTHON, python3,
 #   python, /usr/bin/python3 that imports torch); BUILD_DIR (default build/gpu), JOBS;

@@ -22,6 +22,7 @@ import steps as st  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(SCRIPTS, "pylib"))
+import collectives_vs_raw  # noqa: E402
 import run_record  # noqa: E402
 
 # cuDNN says why an engine or plan fails (Note [cuDNN engine choice]).
@@ -292,6 +293,68 @@ def collectives(c, b, selftest, device):
              f"{len(rec['results'])} sizes x ops, {wrong} wrong; allreduce algbw up to {best:.2f} GB/s", log)
 
 
+def collectives_mpi(c, b, selftest, device):
+    """`ddpbench collectives --backend mpi` on the GPU: CUDA tensors as device pointers where
+    the MPI is CUDA-aware, else staged through pinned memory (one rank: the GPU's). Needs
+    Open MPI's mpirun on the machine: the bundle carries libmpi, not Open MPI's launcher and
+    plugins. The selftest runs it on 2 CPU ranks."""
+    if not c.selected("collectives-mpi"):
+        return
+    c.header("collectives over MPI")
+    if shutil.which("mpirun") is None:
+        return c.record("collectives-mpi", "WARN", 0,
+                        "not run: no mpirun on this machine (install Open MPI to check the MPI backend)")
+    t = c.timeout_for(60)
+    if t is None:
+        return c.not_run("collectives-mpi")
+    out, log = os.path.join(c.work, "collectives-mpi.json"), os.path.join(c.work, "collectives-mpi.log")
+    where = (["--device", "cpu", "-g", "2", "-e", "64K"] if selftest else
+             ["--device", device.split(":")[0], "-g", "1", "-e", "64M"])
+    r = c.run(b.argv(b.path("ddpbench"), "collectives", "--backend", "mpi", "-b", "1K", "-f", "4",
+                     "-c", "-n", "10", "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv",
+                     "-J", out, *where), t, log, env=b.env())
+    if r.rc != 0 or not os.path.exists(out):
+        return c.record("collectives-mpi", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
+    with open(out) as f:
+        rec = json.load(f)
+    wrong = sum(x.get("wrong", 0) for x in rec["results"])
+    c.record("collectives-mpi", "FAIL" if wrong else "PASS", r.seconds,
+             f"{len(rec['results'])} sizes x ops, {wrong} wrong", log)
+
+
+def nccl_vs_pytorch(c, b, python, selftest, device):
+    """Issue 28, section 3: ddpbench's NCCL allreduce against PyTorch's own through NCCL, the
+    same sizes timed the same way (scripts/peer/torch_allreduce.py), one rank on the GPU.
+    Target: >= 0.95 of PyTorch's busbw at every size >= 64 KiB. The selftest compares Gloo on
+    one CPU rank."""
+    if not c.selected("nccl-vs-pytorch"):
+        return
+    c.header("collectives: ddpbench vs PyTorch allreduce")
+    torch_py = find_torch(python)
+    if torch_py[0] is None:
+        return c.record("nccl-vs-pytorch", "FAIL", 0, f"no Python with torch: {torch_py[1]}")
+    t = c.timeout_for(90)
+    if t is None:
+        return c.not_run("nccl-vs-pytorch")
+    backend, dev, top = ("gloo", "cpu", 1 << 20) if selftest else ("nccl", device.split(":")[0], 1 << 28)
+    ours, log = os.path.join(c.work, "allreduce-ours.json"), os.path.join(c.work, "nccl-vs-pytorch.log")
+    theirs = os.path.join(c.work, "allreduce-torch.txt")
+    r = c.run(b.argv(b.path("ddpbench"), "collectives", "--backend", backend, "--device", dev, "-g", "1",
+                     "-b", "64K", "-e", str(top), "-f", "4", "-J", ours), t, log, env=b.env())
+    if r.rc != 0 or not os.path.exists(ours):
+        return c.record("nccl-vs-pytorch", "FAIL", r.seconds, f"ddpbench: {st.first_line(st.read_text(log))}", log)
+    p = c.run([torch_py[0], os.path.join(SCRIPTS, "peer", "torch_allreduce.py"), "--backend", backend,
+               "--device", dev, "65536", str(top)], t, log + ".torch", stdout_path=theirs)
+    if p.rc != 0:
+        return c.record("nccl-vs-pytorch", "FAIL", p.seconds, f"torch: {st.first_line(st.read_text(log + '.torch'))}", log)
+    text, met = collectives_vs_raw.table(backend, [(collectives_vs_raw.our_times(ours),
+                                                    collectives_vs_raw.raw_times(theirs))],
+                                         yardstick="torch")
+    print(text)
+    c.record("nccl-vs-pytorch", "PASS" if met else "WARN", r.seconds + p.seconds,
+             text.splitlines()[-1] + f" (vs torch {torch_py[1]})", log)
+
+
 def sanitizer_step(c, b, tool, gfilter, sanitizer, options=()):
     if not c.selected(tool):
         return
@@ -386,6 +449,8 @@ def main(argv):
         pytorch(c, b, a.python, a.selftest, a.device)
         projection(c, b)
         collectives(c, b, a.selftest, a.device)
+        collectives_mpi(c, b, a.selftest, a.device)
+        nccl_vs_pytorch(c, b, a.python, a.selftest, a.device)
         sanitizers(c, b)
     except st.Stopped:
         print("gpu_check: stopped by a signal", file=sys.stderr)

@@ -35,12 +35,12 @@ def raw_times(path):
     return times
 
 
-def table(library, pairs):
-    """pairs: [(ours {bytes: us}, raw {bytes: us}), ...]. Returns (text, met)."""
+def table(library, pairs, yardstick="raw"):
+    """pairs: [(ours {bytes: us}, yardstick's {bytes: us}), ...]. Returns (text, met)."""
     target = perf_targets.TARGETS["cpu.collectives_vs_raw"]
     sizes = sorted(set.intersection(*(set(o) & set(r) for o, r in pairs)))
     lines = [f"{library}: allreduce, {len(pairs)} alternated pairs (median per size)",
-             f"{'bytes':>10} {'ddpbench us':>12} {'raw us':>10} {'raw/ddpbench':>13}"]
+             f"{'bytes':>10} {'ddpbench us':>12} {yardstick + ' us':>10} {yardstick + '/ddpbench':>15}"]
     met = True
     for size in sizes:
         ours = statistics.median(o[size] for o, _ in pairs)
@@ -50,7 +50,7 @@ def table(library, pairs):
         ok = target.met(ratio)
         met = met and (ok or not judged)
         verdict = ("met" if ok else "NOT met") if judged else "(not judged)"
-        lines.append(f"{size:>10} {ours:>12.1f} {raw:>10.1f} {ratio:>13.3f} {verdict}")
+        lines.append(f"{size:>10} {ours:>12.1f} {raw:>10.1f} {ratio:>15.3f} {verdict}")
     lines.append(f"target {target.goal} at every size >= 64 KiB: {'met' if met else 'NOT met'}")
     return "\n".join(lines), met
 

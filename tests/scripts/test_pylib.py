@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "pylib"))
 sys.path.insert(0, str(ROOT / "scripts" / "peer"))
 
+import collectives_vs_raw  # noqa: E402
 import compare_table  # noqa: E402
 import gemm_ratio  # noqa: E402
 import gloo_ratio  # noqa: E402
@@ -236,6 +237,29 @@ class WorkloadTable(unittest.TestCase):
                 workload_table.load(f"{d}/missing.json")
             with self.assertRaisesRegex(workload_table.TableError, "--workloads-json FILE"):
                 workload_table.load(None, f"{d}/no-such-ddpbench")
+
+
+class CollectivesVsRaw(unittest.TestCase):
+    def test_ratio_is_the_libraries_time_over_ours_judged_from_64_kib(self):
+        pairs = [({4096: 10.0, 65536: 100.0, 1 << 20: 1000.0}, {4096: 1.0, 65536: 96.0, 1 << 20: 990.0}),
+                 ({4096: 10.0, 65536: 100.0, 1 << 20: 1000.0}, {4096: 1.0, 65536: 98.0, 1 << 20: 940.0})]
+        text, met = collectives_vs_raw.table("mpi", pairs)
+        self.assertIn("0.970", text)  # median of 0.96 and 0.98 at 64 KiB
+        self.assertIn("(not judged)", text)  # 4 KiB, 0.1, below the judged sizes
+        self.assertTrue(met)  # 1 MiB: median of 0.99 and 0.94 is 0.965
+        _, met = collectives_vs_raw.table("mpi", [({65536: 100.0}, {65536: 90.0})])
+        self.assertFalse(met)
+
+    def test_files_are_read(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ours, raw = os.path.join(tmp, "o.json"), os.path.join(tmp, "r.txt")
+            with open(ours, "w") as f:
+                json.dump({"results": [{"op": "allreduce", "size_bytes": 65536, "time_us": 5.0},
+                                       {"op": "broadcast", "size_bytes": 65536, "time_us": 9.0}]}, f)
+            with open(raw, "w") as f:
+                f.write("65536 4.5\nnoise\n")
+            self.assertEqual(collectives_vs_raw.our_times(ours), {65536: 5.0})
+            self.assertEqual(collectives_vs_raw.raw_times(raw), {65536: 4.5})
 
 
 class RunRecordFields(unittest.TestCase):

@@ -92,6 +92,9 @@ Banner make_banner(const SuiteRecord& suite, const std::vector<SchemaError>& sch
                       " runs ok; correctness: " + std::to_string(checked) + " checked, " +
                       std::to_string(checked - wrong.size()) + " passed, " +
                       std::to_string(skipped) + " skipped");
+  // Note [First-screen sentence]: the answer per workload, before any table.
+  for (std::string& sentence : first_screen_sentences(suite))
+    b.details.push_back(std::move(sentence));
   return b;
 }
 

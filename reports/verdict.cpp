@@ -363,14 +363,18 @@ std::string speed_of_light_paragraph(const SuiteRecord& suite, const std::string
   std::vector<std::string> parts;
   for (const ModeName mode : {ModeName::Ddp, ModeName::Dp}) {
     const SuiteRun* run = scaling_run(suite, w, mode, n);
-    if (!run || !run->metrics->speed_of_light) continue;
+    if (!run || !run->metrics || !run->metrics->speed_of_light) continue;
     const SpeedOfLight& s = *run->metrics->speed_of_light;
     const auto gap = std::find_if(s.phases.begin(), s.phases.end(),
                                   [&](const BoundPhase& p) { return p.group == s.largest_gap; });
-    parts.push_back(fmt::format(
-        "{} reaches {} of its bound ({} of {}); its largest gap is {} ({} measured, {} bound)",
-        mode == ModeName::Ddp ? "DDP" : "DP", format_percent(s.achieved), ms(s.bound_ms),
-        ms(median_ms(*run)), s.largest_gap, ms(gap->measured_ms), ms(gap->bound_ms)));
+    // A record whose phases do not hold the largest gap's group says the group alone.
+    const std::string gap_times =
+        gap == s.phases.end()
+            ? ""
+            : fmt::format(" ({} measured, {} bound)", ms(gap->measured_ms), ms(gap->bound_ms));
+    parts.push_back(fmt::format("{} reaches {} of its bound ({} of {}); its largest gap is {}{}",
+                                mode == ModeName::Ddp ? "DDP" : "DP", format_percent(s.achieved),
+                                ms(s.bound_ms), ms(median_ms(*run)), s.largest_gap, gap_times));
   }
   if (parts.empty()) return "";
   std::string out = fmt::format("{} at world size {}: ", w, n);
@@ -458,6 +462,49 @@ ReportSection build_verdict(const SuiteRecord& suite) {
   for (std::string& p : bucket_blame_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
   s.tables.push_back(std::move(t));
   return s;
+}
+
+namespace {
+
+// "DDP is 1.8x faster than DP at 8 devices", or the tie or "cannot rank" it is.
+std::string design_clause(const Comparison& c, const SuiteRun& dp, const SuiteRun& ddp, int n,
+                          std::optional<double> quick) {
+  if (c.faster == "tie") return fmt::format("DP and DDP tie at {} devices (inside the noise)", n);
+  if (c.faster == "cannot rank")
+    return fmt::format("DP and DDP cannot be ranked at {} devices in {:g} steps", n,
+                       quick.value_or(0));
+  const double fast = std::min(median_ms(dp), median_ms(ddp));
+  const double slow = std::max(median_ms(dp), median_ms(ddp));
+  return fmt::format("{} is {:.2f}x faster than {} at {} devices", c.faster, slow / fast,
+                     c.faster == "DP" ? "DDP" : "DP", n);
+}
+
+}  // namespace
+
+std::vector<std::string> first_screen_sentences(const SuiteRecord& suite) {
+  std::vector<std::string> out;
+  const auto quick = quick_steps(suite);
+  for (const std::string& w : suite.workloads()) {
+    const auto sizes = parallel_world_sizes(suite, w);
+    if (sizes.empty()) continue;
+    const int n = sizes.back();
+    const SuiteRun* dp = scaling_run(suite, w, ModeName::Dp, n);
+    const SuiteRun* ddp = scaling_run(suite, w, ModeName::Ddp, n);
+    if (!dp || !ddp || !dp->ok() || !ddp->ok()) continue;
+    const Comparison c = compare_designs(dp, ddp, quick);
+    if (c.faster.empty()) continue;
+    std::string sentence = printable(w) + ": " + design_clause(c, *dp, *ddp, n, quick);
+    const SuiteRun* best = c.faster == "DP" ? dp : ddp;
+    if (const auto sol = metric(best, &RunMetrics::speed_of_light)) {
+      sentence +=
+          fmt::format("; {} reaches {} of its bound, the largest gap in {}",
+                      best == dp ? "DP" : "DDP", format_percent(sol->achieved), sol->largest_gap);
+    }
+    if (const auto blame = metric(ddp, &RunMetrics::bucket_blame); blame && blame->holder)
+      sentence += fmt::format("; rank {} holds DDP's buckets back", *blame->holder);
+    out.push_back(sentence + ".");
+  }
+  return out;
 }
 
 }  // namespace ddpb::reports

@@ -45,4 +45,12 @@ std::string bottleneck_kind(const BottleneckInputs& in);
 // row, and the bottleneck paragraphs.
 ReportSection build_verdict(const SuiteRecord& suite);
 
+// Note [First-screen sentence]
+// One sentence per workload, for the report's first screen, at the workload's largest world
+// size with both designs: which design is faster and by what factor (or that they tie, or
+// that a quick suite cannot rank them), how much of its bound (Note [Speed of light]) the
+// faster design reaches (DDP's on a tie) and where its largest gap is, and the rank that holds
+// DDP's buckets back when one does (Note [Bucket blame]). Only what the records hold is said.
+std::vector<std::string> first_screen_sentences(const SuiteRecord& suite);
+
 }  // namespace ddpb::reports

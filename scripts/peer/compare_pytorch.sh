@@ -22,6 +22,8 @@
 #   single    --mode single, batch B
 #   ddp-w2    --mode ddp --world-size 2, gloo, global batch 2B (B per rank)
 #   ddp-w1    --mode ddp --world-size 1, gloo, batch B: what hooks + buckets cost over single
+#   ddp-w2-mpi  ddp-w2 over MPI for ddpbench (started through mpirun), Gloo for PyTorch; only
+#             where mpirun is installed
 # Every pair runs both programs back to back, alternating which goes first, so that drift of
 # the machine (thermal, neighbours, other builds) hits both sides alike. Per run the number
 # taken is the record's summary.step_time_ms.median; the table shows the median over pairs of
@@ -56,7 +58,7 @@ while [[ $# -gt 0 ]]; do
     --targets) targets=1; shift ;;
     --workload) workload="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "compare_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -83,11 +85,15 @@ declare -A cfg_args=(
   [single]="--mode single --global-batch $batch"
   [ddp-w2]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch))"
   [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch $batch"
+  [ddp-w2-mpi]="--mode ddp --world-size 2 --backend mpi --global-batch $((2 * batch))"
   [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --no-overlap"
   [single-b256]="--mode single --global-batch 256"
   [dp-w2-b256]="--mode dp --world-size 2 --global-batch 256"
 )
 configs=(single ddp-w2 ddp-w1)
+# ddpbench over MPI where mpirun is installed, against PyTorch over Gloo (Debian's torch has no
+# MPI backend, and Gloo is the best it offers on CPU).
+if command -v mpirun >/dev/null; then configs+=(ddp-w2-mpi); fi
 solo_configs=()  # ddpbench only
 if ((targets)); then solo_configs=(ddp-w2-noovl single-b256 dp-w2-b256); fi
 
@@ -99,6 +105,7 @@ run_side() {  # side config pair
   if [[ "$side" == ddpbench ]]; then
     cmd=("$bin" run "${args[@]}")
   else
+    for k in "${!args[@]}"; do [[ "${args[$k]}" == mpi ]] && args[$k]=gloo; done
     cmd=("$python" "$here/torch_reference.py" --workloads-json "$tmp/workloads.json" "${args[@]}")
   fi
   if ! timeout "${RUN_TIMEOUT:-300}" "${cmd[@]}" >"$log" 2>&1 || [[ ! -s "$out" ]]; then

@@ -7,6 +7,7 @@ TMP holds records.<side>.<config>: one record path per line. One function builds
 the text and the JSON (JSON_OUT, when not empty) are two renderings of it.
 """
 import json
+import os
 import statistics
 import sys
 
@@ -14,6 +15,7 @@ import perf_targets
 import run_record
 
 CONFIGS = ["single", "ddp-w2", "ddp-w1"]
+OPTIONAL_CONFIGS = ["ddp-w2-mpi"]  # where compare_pytorch.sh ran them (mpirun installed)
 SOLO_CONFIGS = ["ddp-w2-noovl", "single-b256", "dp-w2-b256"]  # ddpbench only
 SIDES = ["ddpbench", "pytorch"]
 
@@ -46,7 +48,7 @@ def medians(tmp, side, cfg):
 def build(tmp, pairs, steps, warmup, workload, with_targets, gloo_ratio):
     table = {"workload": workload, "pairs": pairs, "steps": steps, "warmup": warmup,
              "statistic": "median over pairs of each run's median", "configs": {}}
-    for cfg in CONFIGS:
+    for cfg in CONFIGS + [c for c in OPTIONAL_CONFIGS if os.path.exists(f"{tmp}/records.ddpbench.{c}")]:
         row = {side: medians(tmp, side, cfg) for side in SIDES}
         row["ratio"] = row["ddpbench"]["step_ms"] / row["pytorch"]["step_ms"]
         table["configs"][cfg] = row
@@ -68,7 +70,9 @@ def targets_of(t, gloo_ratio):
     over = c["ddp-w1"]["ddpbench"]["step_ms"] / c["single"]["ddpbench"]["step_ms"] - 1
     speed = solo["single-b256"]["step_ms"] / solo["dp-w2-b256"]["step_ms"]
     exposed = d2["exposed_ms"] / solo["ddp-w2-noovl"]["exposed_ms"]
-    return [
+    mpi = [row("cpu.ddp_mpi_vs_pytorch", c["ddp-w2-mpi"]["ratio"], f"{c['ddp-w2-mpi']['ratio']:.3f}")
+           ] if "ddp-w2-mpi" in c else []
+    return mpi + [
         row("cpu.ddp_w2_vs_pytorch", r, f"{r:.3f}"),
         row("cpu.ddp_w1_overhead", over, f"{100 * over:.1f}%"),
         row("cpu.dp_w2_speedup", speed, f"{speed:.2f}x"),

@@ -197,6 +197,39 @@ TEST(Verdict, SpeedOfLightNamesEachDesignsShareOfItsBoundAndItsLargestGap) {
   EXPECT_EQ(it->find("; DP reaches"), std::string::npos) << "the DP run has no bound: " << *it;
 }
 
+// Note [First-screen sentence]: one sentence per workload, on the report's first screen.
+TEST(Verdict, TheFirstScreenSaysPerWorkloadWhichDesignWinsHowFarFromItsBoundAndWhoHoldsItBack) {
+  json suite = make_suite();
+  run_by_id(suite, "mlp-small/ddp/w4")["metrics"]["speed_of_light"] = {
+      {"bound_ms", 6.2},          {"achieved", 0.71},         {"compute_ms", 5.0},
+      {"comm_ms", 1.2},           {"input_ms", 0.0},          {"phases", json::array()},
+      {"largest_gap", "compute"}, {"peak_flops_per_s", 1e11}, {"link", "allreduce"}};
+  const auto sentences =
+      ddpb::reports::first_screen_sentences(ddpb::reports::SuiteRecord::from_json(suite));
+  // gpt-tiny's DDP run at 4 failed: no sentence at 4, and none made up from world size 2.
+  ASSERT_EQ(sentences.size(), 1u);
+  const std::string& s = sentences[0];
+  EXPECT_EQ(s.rfind("mlp-small: DDP is ", 0), 0u) << s;
+  EXPECT_NE(s.find("x faster than DP at 4 devices"), std::string::npos) << s;
+  EXPECT_NE(s.find("DDP reaches 71.0% of its bound, the largest gap in compute"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("; rank 3 holds DDP's buckets back."), std::string::npos) << s;
+  // The Markdown report's first screen holds it, above the verdict.
+  const std::string md = ddpb::reports::render_markdown(suite, "r-").markdown;
+  EXPECT_LT(md.find("mlp-small: DDP is "), md.find("## Verdict")) << md.substr(0, 800);
+  // A quick suite says it cannot rank a difference inside the noise.
+  for (const char* id : {"mlp-small/dp/w4", "mlp-small/ddp/w4"}) {
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["median"] = 10.0;
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["stddev"] = 0.5;
+  }
+  suite["suite"]["quick"] = true;
+  const auto quick =
+      ddpb::reports::first_screen_sentences(ddpb::reports::SuiteRecord::from_json(suite));
+  ASSERT_EQ(quick.size(), 1u);
+  EXPECT_NE(quick[0].find("DP and DDP cannot be ranked at 4 devices"), std::string::npos)
+      << quick[0];
+}
+
 TEST(Projection, OneDeviceIsNotUpToOneDevices) {
   json suite = make_suite();
   for (auto& w : suite["projection"]["workloads"]) {

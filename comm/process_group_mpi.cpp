@@ -33,7 +33,7 @@ using Kind = HostCollective::Kind;
 // that exits without it as a failure).
 struct MpiProcess {
   int provided = MPI_THREAD_SINGLE;
-  // Taken around every MPI call when the library only offers MPI_THREAD_SERIALIZED.
+  // Taken around every MPI call unless the library granted MPI_THREAD_MULTIPLE.
   std::mutex serialize;
   bool serialized() const { return provided < MPI_THREAD_MULTIPLE; }
 };
@@ -44,7 +44,7 @@ MpiProcess& mpi_process() {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      DDPB_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &p->provided) ==
+      DDPB_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &p->provided) ==
                  MPI_SUCCESS)
           << "MPI_Init_thread failed";
       std::atexit([] {

@@ -3,10 +3,12 @@
 // must be started by an MPI launcher (mpirun, or srun with PMI/PMIx); `ddpbench run --backend
 // mpi` without one starts itself through mpirun (bench/cli).
 //
-// MPI is initialised once per process, with MPI_THREAD_MULTIPLE where the library offers it
-// and MPI_THREAD_SERIALIZED otherwise (then the groups' calls take one process-wide lock),
-// and finalised at exit. Each group duplicates MPI_COMM_WORLD, with MPI_ERRORS_RETURN, so an
-// MPI error becomes the collective's error rather than an abort.
+// MPI is initialised once per process with MPI_THREAD_SERIALIZED, as PyTorch's ProcessGroupMPI
+// does (every call is made by a group's communication thread, and the groups' calls take one
+// process-wide lock unless the library grants MPI_THREAD_MULTIPLE anyway; Open MPI's
+// thread-multiple locking made small collectives slower), and finalised at exit. Each group
+// duplicates MPI_COMM_WORLD, with MPI_ERRORS_RETURN, so an MPI error becomes the collective's error
+// rather than an abort.
 //
 // Execution, staging of CUDA tensors, Works and destruction: comm/host_process_group.h (one
 // communication thread, "ddpb-mpi", runs the collectives in issue order). Where the MPI is

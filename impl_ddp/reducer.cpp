@@ -94,6 +94,9 @@ void Reducer::reset_iteration() {
   copy_in_scale_ = hook_->averages_at_copy_in() ? 1.0f / static_cast<float>(over) : 1.0f;
   locally_used_.assign(params_.size(), false);
   ready_.assign(params_.size(), false);
+  if (options_.static_graph) {
+    fires_left_ = graph_known_ ? static_fires_ : std::vector<int>(params_.size(), 0);
+  }
 }
 
 void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
@@ -105,7 +108,12 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].var.set_grad_destination(buckets_[locators_[i].bucket].views[locators_[i].index]);
   }
-  if (options_.find_unused_parameters) {
+  if (options_.static_graph && graph_known_) {
+    // Note [DDP static graph]: no search; the first iteration said which are unused.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (static_fires_[i] == 0) mark_variable_ready(i);
+    }
+  } else if (options_.find_unused_parameters && !options_.static_graph) {
     auto reached = autograd::reachable_leaves(output);
     std::unordered_set<const autograd::VarImpl*> used(reached.begin(), reached.end());
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -116,6 +124,20 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
 
 void Reducer::on_grad_ready(size_t i) {
   if (!sync_) return;  // no_sync: the gradient accumulates locally in .grad
+  if (options_.static_graph) {
+    // Note [DDP static graph]: learning, the firings are counted; known, the last firing of
+    // the first iteration's count makes the parameter ready.
+    if (learning_static_graph()) {
+      if (fires_left_[i]++ == 0) ready_order_.push_back(i);
+      locally_used_[i] = true;
+      return;
+    }
+    DDPB_CHECK(fires_left_[i] > 0)
+        << "--static-graph: parameter " << params_[i].name << " became ready "
+        << static_fires_[i] + 1 << " times in one backward, more than in the first iteration ("
+        << static_fires_[i] << "): the graph changed, so it is not static";
+    if (--fires_left_[i] > 0) return;
+  }
   locally_used_[i] = true;
   mark_variable_ready(i);
   if (backward_delay_ms_ > 0) {
@@ -134,7 +156,8 @@ void Reducer::mark_variable_ready(size_t i) {
   ready_[i] = true;
   average_into_bucket(i, bk.views[k]);
   inspect_gradient(i, bk.views[k]);
-  if (!rebuilt_ && !options_.find_unused_parameters) ready_order_.push_back(i);
+  if (!rebuilt_ && !options_.find_unused_parameters && !options_.static_graph)
+    ready_order_.push_back(i);
   DDPB_CHECK(bk.pending > 0) << "bucket " << b << " has no pending parameter left for "
                              << params_[i].name;
   if (--bk.pending == 0) mark_bucket_ready(b);
@@ -204,14 +227,18 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::finalize_backward() {
   if (!sync_) return;
+  if (learning_static_graph()) learn_static_graph();
   std::string missing;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!ready_[i]) missing += (missing.empty() ? "" : ", ") + params_[i].name;
   }
   DDPB_CHECK(missing.empty())
       << "rank " << pg_->rank() << ": DDP expected every parameter to receive a gradient, but "
-      << missing << " did not: they were not used to produce the loss. Run with "
-      << "--find-unused-params, or make sure every parameter takes part in the loss";
+      << missing << " did not: they were not used to produce the loss. "
+      << (options_.static_graph
+              ? "With --static-graph every iteration must use the parameters the first one used"
+              : "Run with --find-unused-params, or make sure every parameter takes part in the "
+                "loss");
   // --no-overlap launches everything here, after backward, still strictly in order.
   if (!options_.overlap) launch_ready_buckets();
   DDPB_CHECK(next_to_launch_ == buckets_.size())
@@ -235,8 +262,29 @@ void Reducer::finalize_backward() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(backward_start_.time_since_epoch())
           .count();
 
-  // Note [DDP bucket launch order]: not with find_unused_parameters, as in PyTorch.
-  if (!rebuilt_ && !options_.find_unused_parameters) rebuild_from_observed_order();
+  // Note [DDP bucket launch order]: not with find_unused_parameters, as in PyTorch, unless
+  // the graph is static (Note [DDP static graph]).
+  if (!rebuilt_ && (!options_.find_unused_parameters || options_.static_graph))
+    rebuild_from_observed_order();
+}
+
+// Note [DDP static graph]: the end of the first synchronising backward. This rank's firing
+// counts are kept (0: it will mark the parameter ready at once), and which parameters some
+// rank used (the used-map summed over ranks, as globally_used_parameters does for
+// find_unused_parameters): the others keep no gradient. Then every parameter is marked ready,
+// in index order, and the buckets launch after backward.
+void Reducer::learn_static_graph() {
+  std::vector<float> used(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) used[i] = fires_left_[i] > 0 ? 1.0f : 0.0f;
+  Tensor map = Tensor::from_floats(used, {static_cast<int64_t>(used.size())},
+                                   params_[0].var.data().device());
+  pg_->allreduce(map)->wait();
+  const std::vector<float> summed = map.to_floats();
+  static_fires_ = fires_left_;  // this rank's own counts: 0 where it used no gradient
+  statically_used_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) statically_used_[i] = summed[i] > 0.0f;
+  graph_known_ = true;
+  for (size_t i = 0; i < params_.size(); ++i) mark_variable_ready(i);
 }
 
 // Note [Comm hook collective order]. Gloo: the host waits; NCCL: the current stream.
@@ -252,6 +300,9 @@ void Reducer::complete_buckets() {
 // Parameters no rank used keep no gradient (as PyTorch): the used-map is summed over ranks.
 std::vector<bool> Reducer::globally_used_parameters() {
   std::vector<bool> globally_used(params_.size(), true);
+  if (options_.static_graph) {  // Note [DDP static graph]: known since the first iteration
+    return statically_used_;
+  }
   if (!options_.find_unused_parameters) return globally_used;
   std::vector<float> used(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) used[i] = locally_used_[i] ? 1.0f : 0.0f;
@@ -264,7 +315,7 @@ std::vector<bool> Reducer::globally_used_parameters() {
 }
 
 void Reducer::join_shadow() {
-  DDPB_CHECK(rebuilt_ || options_.find_unused_parameters)
+  DDPB_CHECK(rebuilt_ || (options_.find_unused_parameters && !options_.static_graph))
       << "a rank joined before DDP's first iteration rebuilt its buckets: every rank needs at "
          "least one batch";
   sync_ = true;

@@ -34,6 +34,21 @@
 // change every step, and so may the ready order. Code that launches collectives from the
 // Reducer (launch_ready_buckets, finalize_backward, the rebuild) relies on this note.
 //
+// Note [DDP static graph]
+// With static_graph (PyTorch's DistributedDataParallel(static_graph=True)) the graph is taken
+// to be the same every iteration, and the first synchronising iteration learns it: every
+// gradient-ready hook only counts, and all buckets are reduced after backward, in index order
+// (a parameter may become ready more than once, as activation checkpointing's recomputation
+// makes it, so no bucket can be launched before backward ends); parameters that got no
+// gradient on any rank are the unused ones (one AllReduce of the used-map, once). The buckets
+// are then rebuilt once in the observed order, as without unused parameters. From the second
+// iteration on there is no search for unused parameters: the unused ones are marked ready
+// at once, and a parameter is ready when its hook has fired as many times as in the first
+// iteration, its gradient accumulated in its bucket slot over those firings (counts are each
+// rank's own; a parameter no rank used keeps no gradient). A graph that
+// changes after all (a parameter ready more often, or one that never comes) is an error naming
+// the parameter.
+//
 // Threads: all methods run on the rank's training thread (the hooks run on the thread that
 // calls backward, which is the same one).
 #pragma once
@@ -57,6 +72,7 @@ struct ReducerOptions {
   size_t bucket_bytes = size_t{25} << 20;       // --bucket-cap-mb
   bool grad_as_bucket_view = false;             // --grad-as-bucket-view
   bool find_unused_parameters = false;          // --find-unused-params
+  bool static_graph = false;                    // --static-graph (Note [DDP static graph])
   bool overlap = true;                          // false: --no-overlap
   CommHook comm_hook = CommHook::None;          // --comm-hook
   PowerSgdOptions powersgd;                     // --powersgd-*, with --comm-hook powersgd
@@ -123,6 +139,10 @@ class Reducer {
   void complete_buckets();
   std::vector<bool> globally_used_parameters();
   void on_grad_ready(size_t param_index);
+  // Note [DDP static graph]: the first iteration's hooks only count, and finalize_backward
+  // marks every parameter ready; later ones are ready after their counted firings.
+  bool learning_static_graph() const { return options_.static_graph && !graph_known_; }
+  void learn_static_graph();
   // PyTorch's mark_variable_ready: the gradient is in its slot, averaged; then the bucket's
   // pending count drops (mark_bucket_ready once it reaches zero).
   void mark_variable_ready(size_t param_index);
@@ -150,8 +170,14 @@ class Reducer {
   std::vector<size_t> bucket_order_;  // the agreed order of the rebuild (empty before it)
   std::vector<bool> locally_used_;    // got a gradient from this rank's backward
   std::vector<bool> ready_;           // marked ready in this backward
-  int64_t corrupt_param_ = -1;        // fault injection, see corrupt_next_gradient()
-  double backward_delay_ms_ = 0;      // fault injection, see delay_next_backward()
+  // Note [DDP static graph]: per parameter, this rank's hook firings in the first iteration
+  // (0: marked ready at once), those still to come in this backward, and whether any rank
+  // used it.
+  bool graph_known_ = false;
+  std::vector<int> static_fires_, fires_left_;
+  std::vector<bool> statically_used_;
+  int64_t corrupt_param_ = -1;    // fault injection, see corrupt_next_gradient()
+  double backward_delay_ms_ = 0;  // fault injection, see delay_next_backward()
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<BucketRecord> records_;
   int64_t records_zero_ns_ = 0;

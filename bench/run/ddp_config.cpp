@@ -102,6 +102,7 @@ ddp::DdpOptions ddp_options(const RunConfig& config) {
   o.reducer.bucket_bytes = static_cast<size_t>(config.bucket_cap_mb * 1048576.0);
   o.reducer.grad_as_bucket_view = config.grad_as_bucket_view;
   o.reducer.find_unused_parameters = config.find_unused_params;
+  o.reducer.static_graph = config.static_graph;
   o.reducer.overlap = !config.no_overlap;
   o.reducer.comm_hook = config.comm_hook;
   o.reducer.powersgd = config.powersgd;

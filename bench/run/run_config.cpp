@@ -185,10 +185,11 @@ void RunConfig::validate() const {
     comm::check_init_method(rendezvous);
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
-                     !bucket_cap_auto && !no_overlap && comm_hook == ddp::CommHook::None &&
-                     !backend && inject_fault.empty() && broadcast_buffers && !sync_bn &&
-                     rendezvous == "env://")
+                     !static_graph && !bucket_cap_auto && !no_overlap &&
+                     comm_hook == ddp::CommHook::None && !backend && inject_fault.empty() &&
+                     broadcast_buffers && !sync_bn && rendezvous == "env://")
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
+           "--static-graph, "
            "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn, "
            "--rendezvous) need --mode ddp";
   }
@@ -223,6 +224,7 @@ nlohmann::json RunConfig::to_json() const {
           {"grad_as_bucket_view", grad_as_bucket_view},
           {"accumulate", accumulate},
           {"find_unused_params", find_unused_params},
+          {"static_graph", static_graph},
           {"comm_hook", enum_name(comm_hook)},
           {"powersgd", powersgd_json()},
           {"no_overlap", no_overlap},

@@ -52,6 +52,7 @@ struct RunConfig {
   bool grad_as_bucket_view = false;
   int64_t accumulate = 1;  // ddp: micro-steps per step (no_sync for the first K-1)
   bool find_unused_params = false;
+  bool static_graph = false;  // ddp: Note [DDP static graph] (impl_ddp/reducer.h)
   ddp::CommHook comm_hook = ddp::CommHook::None;
   ddp::PowerSgdOptions powersgd;  // ddp, --comm-hook powersgd: the --powersgd-* flags
   bool no_overlap = false;

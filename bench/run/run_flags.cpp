@@ -105,6 +105,9 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   add_int_flag(run, "--accumulate", c.accumulate, 1, kMaxAccumulate,
                "ddp: micro-steps per step (no_sync for K-1)");
   run.add_flag("--find-unused-params", c.find_unused_params, "ddp: mark unused parameters ready");
+  run.add_flag(
+      "--static-graph", c.static_graph,
+      "ddp: the graph is the same every step (learned in the first, buckets rebuilt once)");
   add_enum_flag(run, "--comm-hook", c.comm_hook, "ddp: bucket compression");
   add_powersgd_options(run, c);
   run.add_flag("--no-overlap", c.no_overlap, "ddp: launch every bucket after backward");

@@ -302,9 +302,10 @@ TEST(GlooGroup, MakeProcessGroupValidatesItsArguments) {
   ProcessGroupOptions on_gpu = o;
   on_gpu.device = Device::cuda(cuda_device_count());  // a GPU this machine does not have
   EXPECT_THROW(make_process_group(store, 0, 1, on_gpu), UsageError);
-  EXPECT_FALSE(enum_from_name<CommBackend>("mpi").has_value());
+  EXPECT_FALSE(enum_from_name<CommBackend>("openmpi").has_value());
+  EXPECT_EQ(enum_from_name<CommBackend>("mpi"), CommBackend::Mpi);
   EXPECT_EQ(enum_from_name<CommBackend>("nccl"), CommBackend::Nccl);
-  EXPECT_EQ(enum_choices<CommBackend>(), "gloo or nccl");
+  EXPECT_EQ(enum_choices<CommBackend>(), "gloo, nccl or mpi");
   o.backend = CommBackend::Nccl;
   try {
     make_process_group(store, 0, 1, o);

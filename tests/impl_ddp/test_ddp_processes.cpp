@@ -187,6 +187,27 @@ TEST(DdpUnusedParameters, FindUnusedParamsHandlesASkippedBranch) {
   EXPECT_EQ(r.output.find("diverged"), std::string::npos) << r.output;
 }
 
+// Note [DDP static graph]: mlp-small's graph is static, so --static-graph trains exactly as the
+// default (the same sums; the same buckets once rebuilt), while mlp-skip's changes with the
+// data: the first step that differs from the first one fails, naming the parameter.
+TEST(DdpStaticGraph, EqualsTheDefaultBitForBitAndAGraphThatChangesIsNamed) {
+  TempDir dir("ddp_static_graph");
+  const std::string job =
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 4 "
+      "--warmup 1 --seed 5 --quiet --timeout 30";
+  const CliResult plain = run_cli(job + " --save-params " + (dir / "plain.st"));
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  const CliResult fixed = run_cli(job + " --static-graph --save-params " + (dir / "static.st"));
+  ASSERT_EQ(fixed.code, 0) << fixed.output;
+  EXPECT_EQ(max_param_rel_diff(dir / "plain.st", dir / "static.st"), 0.0);
+  const CliResult skip = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 --static-graph "
+      "--steps 8 --warmup 0 --quiet --timeout 20");
+  EXPECT_EQ(skip.code, 1) << skip.output;
+  EXPECT_NE(skip.output.find("skip."), std::string::npos) << skip.output;
+  EXPECT_NE(skip.output.find("--static-graph"), std::string::npos) << skip.output;
+}
+
 TEST(DdpUnusedParameters, WithoutTheFlagTheErrorNamesTheParameter) {
   CliResult r = run_cli(
       "run --mode ddp --world-size 2 --workload mlp-skip --global-batch 8 "

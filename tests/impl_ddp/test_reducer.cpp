@@ -104,6 +104,92 @@ TEST(Reducer, DifferentReadyOrdersStillLaunchInOrderAndAverage) {
   }
 }
 
+// Note [DDP static graph]: w0 becomes ready twice a backward (its gradient arrives in two
+// parts, as under activation checkpointing), w4 is used by rank 0 only and w5 by no rank. The
+// first iteration learns that and reduces after backward; later ones need no search, and
+// every gradient is the average over ranks of what each rank's backward produced.
+TEST(Reducer, StaticGraphLearnsTheFirstIterationAndAllowsAParameterReadyTwice) {
+  std::mutex mutex;
+  std::vector<std::vector<std::vector<float>>> grads(kRanks);
+  std::vector<std::string> layouts(kRanks);
+  auto uses = [](int rank, size_t k) { return k == 0 ? 2 : k == 5 ? 0 : k == 4 ? rank == 0 : 1; };
+  comm::testing::run_thread_ranks(
+      kRanks, [](int) { return comm::ProcessGroupOptions{}; },
+      [&](int rank, comm::ProcessGroup& group) {
+        auto params = make_params();
+        ReducerOptions options;
+        options.first_bucket_bytes = options.bucket_bytes = 1024;
+        options.static_graph = true;
+        std::shared_ptr<comm::ProcessGroup> pg(&group, [](comm::ProcessGroup*) {});
+        Reducer reducer(params, pg, options);
+        for (int iteration = 0; iteration < 3; ++iteration) {
+          for (auto& p : params) p.var.set_grad(Tensor());
+          reducer.prepare_for_backward(autograd::Var(), /*sync=*/true);
+          for (size_t k : ready_order(rank)) {
+            for (int u = 0; u < uses(rank, k); ++u) local_gradient(params[k].var, rank, k);
+          }
+          reducer.finalize_backward();
+          EXPECT_TRUE(reducer.rebuilt()) << "rebuilt once, after the first iteration";
+        }
+        std::lock_guard lock(mutex);
+        layouts[size_t(rank)] = reducer.layout().dump();
+        for (auto& p : params) {
+          grads[size_t(rank)].push_back(p.var.grad().defined() ? p.var.grad().to_floats()
+                                                               : std::vector<float>{});
+        }
+      },
+      std::chrono::seconds(30));
+  for (int r = 1; r < kRanks; ++r) EXPECT_EQ(layouts[size_t(r)], layouts[0]);
+  auto reference = make_params();
+  for (size_t k = 0; k < kParams; ++k) {
+    std::vector<float> mean(2 * kIn, 0.0f);
+    for (int r = 0; r < kRanks; ++r) {
+      reference[k].var.set_grad(Tensor());
+      const auto g = local_gradient(reference[k].var, r, k).to_floats();
+      for (size_t i = 0; i < g.size(); ++i) mean[i] += float(uses(r, k)) * g[i] / kRanks;
+    }
+    for (int r = 0; r < kRanks; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r) + ", w" + std::to_string(k));
+      if (k == 5) {
+        EXPECT_TRUE(grads[size_t(r)][k].empty()) << "no rank used w5: it keeps no gradient";
+        continue;
+      }
+      ASSERT_EQ(grads[size_t(r)][k].size(), mean.size());
+      for (size_t i = 0; i < mean.size(); ++i) EXPECT_NEAR(grads[size_t(r)][k][i], mean[i], 1e-6);
+    }
+  }
+}
+
+// A parameter ready more often than in the first iteration, or not at all: the graph changed.
+TEST(Reducer, StaticGraphThatChangesIsAnErrorNamingTheParameter) {
+  comm::testing::run_thread_ranks(
+      1, [](int) { return comm::ProcessGroupOptions{}; },
+      [&](int, comm::ProcessGroup& group) {
+        auto params = make_params();
+        ReducerOptions options;
+        options.static_graph = true;
+        std::shared_ptr<comm::ProcessGroup> pg(&group, [](comm::ProcessGroup*) {});
+        Reducer reducer(params, pg, options);
+        auto iteration = [&](const std::vector<size_t>& fired) {
+          for (auto& p : params) p.var.set_grad(Tensor());
+          reducer.prepare_for_backward(autograd::Var(), /*sync=*/true);
+          for (size_t k : fired) local_gradient(params[k].var, 0, k);
+          reducer.finalize_backward();
+        };
+        iteration({0, 1, 2, 3, 4, 5});
+        iteration({0, 1, 2, 3, 4, 5});
+        try {
+          iteration({0, 1, 1});
+          ADD_FAILURE() << "w1 ready twice was accepted";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("parameter w1 became ready 2 times"),
+                    std::string::npos)
+              << e.what();
+        }
+      },
+      std::chrono::seconds(30));
+}
+
 TEST(Reducer, RefusesParametersThatAreNotF32) {
   comm::testing::run_thread_ranks(
       1, [](int) { return comm::ProcessGroupOptions{}; },

@@ -147,7 +147,7 @@ void expect_names_round_trip(const std::string& choices) {
 
 TEST(NamedEnum, ConfigurationEnumsRoundTrip) {
   expect_names_round_trip<Mode>("single, dp or ddp");
-  expect_names_round_trip<comm::CommBackend>("gloo or nccl");
+  expect_names_round_trip<comm::CommBackend>("gloo, nccl or mpi");
   expect_names_round_trip<ddp::CommHook>("none, fp16, bf16 or powersgd");
   expect_names_round_trip<ops::MathMode>("fp32, tf32 or bf16");
   expect_names_round_trip<ops::AttentionKind>("math or flash");

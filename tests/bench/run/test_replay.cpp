@@ -220,6 +220,13 @@ TEST_F(ReplayTest, ResNetTinyDdpSyncBatchNormIsOneFullBatch) {
   expect_replay_matches(resnet_ddp_spec("--mode ddp --world-size 2 --sync-bn"));
 }
 
+// --static-graph (Note [DDP static graph]: the first step reduces after backward, later ones in
+// the rebuilt buckets) against the float64 replay.
+TEST_F(ReplayTest, MlpSmallDdpStaticGraphMatchesTheFloat64Reference) {
+  expect_replay_matches({"mlp-small", "sgd", 32, 0.01, 0.9, 0.01, "float64",
+                         "--mode ddp --world-size 2 --static-graph", 3});
+}
+
 // DDP over MPI (--backend mpi: ddpbench starts its ranks through mpirun) against the float64
 // replay.
 TEST_F(ReplayTest, MlpSmallDdpOverMpiMatchesTheFloat64Reference) {

@@ -79,7 +79,7 @@ if [[ $sanitize == 1 ]]; then
       -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
   fi
   # The two longest first, so that they run side by side.
-  asan_tests=(test_dp test_process_group test_core test_ddp test_store test_flight_recorder
+  asan_tests=(test_process_group test_dp_primitives test_core test_ddp test_store test_flight_recorder
               test_safetensors test_sampler test_dataset test_dataloader test_report_render
               test_compare test_stream_sanitizer)
   cmake --build "$asan_dir" -j "$jobs" --target "${asan_tests[@]}"
@@ -95,11 +95,11 @@ if [[ $sanitize == 1 ]]; then
   echo "== ThreadSanitizer: DP workers, streams, data loader, stores, process groups"
   cmake -S "$root" -B "$tsan_dir" -G Ninja "${sanitizer_flags[@]}" \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=thread >/dev/null
-  cmake --build "$tsan_dir" -j "$jobs" --target test_dp test_stream test_dataloader test_store \
+  cmake --build "$tsan_dir" -j "$jobs" --target test_dp_primitives test_stream test_dataloader test_store \
     test_process_group test_stream_sanitizer
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   # The 2000-collective stress test is left to the main pass: under TSan it takes minutes.
-  side_by_side "TSan" "$jobs" "$tsan_dir/tests/impl_dp/test_dp --gtest_brief=1" \
+  side_by_side "TSan" "$jobs" "$tsan_dir/tests/impl_dp/test_dp_primitives --gtest_brief=1" \
     "$tsan_dir/tests/test_stream --gtest_brief=1" \
     "$tsan_dir/tests/data/test_dataloader --gtest_brief=1" \
     "$tsan_dir/tests/comm/test_store --gtest_filter='StoreTest/HashStore.*:StoreTest/TCPStore.*' --gtest_brief=1" \

@@ -66,7 +66,9 @@ for name in "${wanted[@]}"; do
   fi
   bins+=("$path")
 done
-if ! ldd "${bins[0]}" | grep -q 'libcudart'; then
+# grep reads all of ldd's output (no -q): under pipefail, ldd killed by SIGPIPE after an early
+# match would fail the pipeline and call a CUDA build "not a CUDA build".
+if ! ldd "${bins[0]}" | grep 'libcudart' >/dev/null; then
   echo "gpu_bundle: $build is not a CUDA build (ddpbench does not load libcudart); configure with -DDDPBENCH_CUDA=ON" >&2
   exit 1
 fi

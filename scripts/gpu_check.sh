@@ -188,7 +188,7 @@ setup_prebuilt() {
   local dirs cudnn=""
   IFS=: read -r -a dirs <<<"$ld_path"
   for d in "${dirs[@]}"; do [[ -e "$d/libcudnn.so.9" ]] && cudnn="$d/libcudnn.so.9"; done
-  if [[ -z "$cudnn" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 '; then
+  if [[ -z "$cudnn" ]] && ! ldconfig -p 2>/dev/null | grep 'libcudnn.so.9 ' >/dev/null; then
     local roots=()
     mapfile -t roots < <(search_roots)
     cudnn=$(timeout 6 find "${roots[@]}" -maxdepth 6 -name libcudnn.so.9 2>/dev/null | head -n 1)

@@ -31,7 +31,7 @@ if [[ $main == 1 ]]; then
   # Without a GPU the CUDA code compiles for one architecture: that checks that it builds and
   # links, in half the time of the two a GPU machine gets.
   cuda_archs="80;90"
-  nvidia-smi -L 2>/dev/null | grep -q '^GPU' || cuda_archs=90
+  nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null || cuda_archs=90
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPB_WERROR=ON \
     -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}" "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-$cuda_archs}"
   cmake --build "$build_dir" -j "$jobs"

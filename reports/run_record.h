@@ -268,6 +268,41 @@ struct BucketBlame {
   }
 };
 
+// One interval of a step (summary.critical_path): on the chain that ends at the step's end,
+// or on a rank's lane of the Gantt chart. Times in ms from the start of that rank's step.
+struct PathSpan {
+  static constexpr bool kRecord = true;
+  int64_t rank = 0;   // DDP: the rank; DP: the device index
+  std::string kind;   // "compute", "communication", "data", "wait" or "host"
+  std::string label;  // the phase ("backward_compute"), "bucket 3", or "waits for rank 1"
+  double start_ms = 0, end_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("rank", s.rank), v("kind", s.kind), v("label", s.label), v("start_ms", s.start_ms);
+    v("end_ms", s.end_ms);
+  }
+};
+
+// summary.critical_path (bench/measure/critical_path.h, Note [Critical path]): the median
+// measured step's time split along the chain of dependent intervals that ends at its end.
+// compute + communication + data + wait + host = step_ms.
+struct CriticalPath {
+  static constexpr bool kRecord = true;
+  int64_t step = 0;  // the step it was taken from (the measured one nearest the median)
+  double step_ms = 0;
+  double compute_ms = 0, communication_ms = 0, data_ms = 0, wait_ms = 0, host_ms = 0;
+  std::optional<int64_t> waited_for;  // the rank (DP: device) the step waited for, if it did
+  std::vector<PathSpan> path;         // the chain, in time order
+  std::vector<PathSpan> lanes;        // every rank's (device's) intervals: the Gantt chart
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("step", s.step), v("step_ms", s.step_ms), v("compute_ms", s.compute_ms);
+    v("communication_ms", s.communication_ms), v("data_ms", s.data_ms), v("wait_ms", s.wait_ms);
+    v("host_ms", s.host_ms), v("waited_for", s.waited_for), v("path", s.path);
+    v("lanes", s.lanes);
+  }
+};
+
 // summary.comm (bench/measure/comm_summary.h): DDP's AllReduce, DP's reduce.
 struct CommRecord {
   static constexpr bool kRecord = true;
@@ -299,7 +334,8 @@ struct RunSummary {
   std::optional<std::vector<StragglerRecord>> stragglers;  // DDP, world size > 1
   std::optional<CommRecord> comm;
   std::optional<LoaderSummary> loader;
-  std::optional<BucketBlame> bucket_blame;  // DDP, world size > 1
+  std::optional<BucketBlame> bucket_blame;    // DDP, world size > 1
+  std::optional<CriticalPath> critical_path;  // DP and DDP
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("step_time_ms", s.step_time_ms), v("phases_median_ms", s.phases_median_ms);
@@ -308,6 +344,7 @@ struct RunSummary {
     v("mfu", s.mfu), v("first_loss", s.first_loss), v("last_loss", s.last_loss);
     v("straggler_skew", s.straggler_skew), v("stragglers", s.stragglers), v("comm", s.comm);
     v("loader", s.loader), v("bucket_blame", s.bucket_blame);
+    v("critical_path", s.critical_path);
   }
 };
 

@@ -27,9 +27,10 @@ enum class RunGroup {
   CommHook,
   Precision,
   Explicit,  // a run the suite file names itself (key "runs")
-  Loader     // the input pipeline on files (loader_workers)
+  Loader,    // the input pipeline on files (loader_workers)
+  Flags      // DDP's flags, each against the default in alternated runs (the cost ledger)
 };
-constexpr NameTable<RunGroup, 9> enum_names(RunGroup) {
+constexpr NameTable<RunGroup, 10> enum_names(RunGroup) {
   return {{{"scaling", RunGroup::Scaling},
            {"reference", RunGroup::Reference},
            {"bucket_sweep", RunGroup::BucketSweep},
@@ -38,7 +39,41 @@ constexpr NameTable<RunGroup, 9> enum_names(RunGroup) {
            {"comm_hook", RunGroup::CommHook},
            {"precision", RunGroup::Precision},
            {"explicit", RunGroup::Explicit},
-           {"loader", RunGroup::Loader}}};
+           {"loader", RunGroup::Loader},
+           {"flags", RunGroup::Flags}}};
+}
+
+// What a run of group "flags" changes from DDP's defaults (bench/suite/suite_spec.cpp makes its
+// arguments, reports/flag_ledger.h prices it). Default is the A of every A/B pair.
+enum class DdpFlag {
+  Default,
+  FindUnusedParameters,
+  StaticGraph,
+  NoBroadcastBuffers,
+  GradientAsBucketView,
+  SyncBatchNorm,
+  NoSyncK4,          // --accumulate 4 at the same samples per step
+  FirstBucketAtCap,  // no small first bucket: --first-bucket-mb = --bucket-cap-mb
+  OneBucket,         // every gradient in one bucket: nothing to overlap
+  Fp16Hook,
+  Bf16Hook,
+  PowerSgdHook,
+  CpuThreadsAll,  // BLAS threads per rank: every core (PyTorch's default) against 1
+};
+constexpr NameTable<DdpFlag, 13> enum_names(DdpFlag) {
+  return {{{"default", DdpFlag::Default},
+           {"find_unused_parameters", DdpFlag::FindUnusedParameters},
+           {"static_graph", DdpFlag::StaticGraph},
+           {"broadcast_buffers_off", DdpFlag::NoBroadcastBuffers},
+           {"gradient_as_bucket_view", DdpFlag::GradientAsBucketView},
+           {"sync_bn", DdpFlag::SyncBatchNorm},
+           {"no_sync_k4", DdpFlag::NoSyncK4},
+           {"first_bucket_at_cap", DdpFlag::FirstBucketAtCap},
+           {"one_bucket", DdpFlag::OneBucket},
+           {"fp16_hook", DdpFlag::Fp16Hook},
+           {"bf16_hook", DdpFlag::Bf16Hook},
+           {"powersgd_hook", DdpFlag::PowerSgdHook},
+           {"cpu_threads_all", DdpFlag::CpuThreadsAll}}};
 }
 
 enum class RunStatus { Ok, Failed, Pending, Interrupted };
@@ -124,6 +159,7 @@ struct RunMetrics {
   std::optional<std::vector<double>> per_rank_data_wait_ms;  // median data wait of each rank
   std::optional<BucketBlame> bucket_blame;                   // DDP, world size > 1
   std::optional<SpeedOfLight> speed_of_light;                // with a GEMM peak and a comm fit
+  std::optional<CriticalPath> critical_path;                 // DP and DDP
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -138,7 +174,8 @@ struct RunMetrics {
     v("achieved_flops_per_s", s.achieved_flops_per_s), v("flop_fraction", s.flop_fraction);
     v("devices", s.devices), v("peak_memory_bytes", s.peak_memory_bytes);
     v("rank_peak_memory_bytes", s.rank_peak_memory_bytes), v("memory", s.memory);
-    v("bucket_blame", s.bucket_blame), v("speed_of_light", s.speed_of_light), v.rest(s.extra);
+    v("bucket_blame", s.bucket_blame), v("speed_of_light", s.speed_of_light);
+    v("critical_path", s.critical_path), v.rest(s.extra);
   }
 };
 
@@ -221,10 +258,13 @@ struct SuiteRun {
   std::optional<ScalingInfo> scaling;
   std::optional<CorrectnessInfo> correctness;
   std::optional<PytorchResult> pytorch;
+  std::optional<DdpFlag> flag;    // group flags: what the run changes (default: the A run)
+  std::optional<int64_t> repeat;  // group flags: which of the alternated rounds, from 0
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("id", s.id), v("group", s.group), v("workload", s.workload), v("mode", s.mode);
+    v("flag", s.flag), v("repeat", s.repeat);
     v("world_size", s.world_size), v("global_batch", s.global_batch), v("variant", s.variant);
     v("args", s.args), v("status", s.status), v("error", s.error);
     v("duration_s", s.duration_s), v("exit_code", s.exit_code), v("log", s.log);

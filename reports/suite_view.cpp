@@ -2,12 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <map>
 #include <string_view>
 
 #include "reports/comm_hooks_view.h"
+#include "reports/flag_ledger.h"
 #include "reports/loader_view.h"
 #include "reports/projection_view.h"
 #include "reports/report_util.h"
@@ -275,9 +277,19 @@ SuiteView build_suite_view(const json& suite_json) {
   v.sections.push_back(build_verdict(suite));
   v.sections.push_back(build_projection_section(suite.projection));
   v.sections.push_back(build_comm_hooks_section(suite));
+  v.sections.push_back(build_flag_ledger_section(suite));
   v.sections.push_back(build_loader_section(suite));
   v.summary = make_summary(suite);
   v.charts = build_suite_charts(suite);
+  // The step anatomy (DP and DDP side by side, phases stacked, at each world size) goes under
+  // the verdict, on the first screen, before the critical path: where the winner's time goes.
+  if (const auto at = std::find_if(v.charts.begin(), v.charts.end(),
+                                   [](const ChartView& c) { return c.id == "chart-phases"; });
+      at != v.charts.end()) {
+    auto& charts = v.sections.front().charts;
+    charts.insert(charts.begin(), std::move(*at));
+    v.charts.erase(at);
+  }
   v.failed = make_failed(suite);
   v.config.header = v.context.header = {"key", "value"};
   // The blocks as the file holds them, every key shown.

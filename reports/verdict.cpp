@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "reports/critical_path_view.h"
 #include "reports/report_util.h"
 
 namespace ddpb::reports {
@@ -460,6 +461,8 @@ ReportSection build_verdict(const SuiteRecord& suite) {
   if (t.table.rows.empty()) s.notes.push_back("No DP or DDP run at world size > 1 succeeded.");
   for (std::string& p : input_bound_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
   for (std::string& p : bucket_blame_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
+  for (std::string& p : critical_path_paragraphs(suite)) s.paragraphs.push_back(std::move(p));
+  s.charts.push_back(build_critical_path_chart(suite));
   s.tables.push_back(std::move(t));
   return s;
 }

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "bench/measure/bucket_blame.h"
+#include "bench/measure/critical_path.h"
 #include "core/check.h"
 #include "reports/json_io.h"
 
@@ -39,6 +40,7 @@ void BucketReadyLog::attach_blame(comm::Store& store, int rank, int world_size,
   }
   if (ready[0].empty()) return;
   record.summary.bucket_blame = bucket_blame(ready, *record.ranks, record.summary.step_time_ms);
+  record.summary.critical_path = critical_path(record, ready);
   fmt::print("ddp: bucket blame: {}\n", record.summary.bucket_blame->finding);
 }
 

@@ -235,6 +235,7 @@ nlohmann::json RunConfig::to_json() const {
           {"check_finite", check_finite},
           {"broadcast_buffers", broadcast_buffers},
           {"sync_bn", sync_bn},
+          {"cpu_threads", cpu_threads},
           {"global_batch", global_batch},
           {"steps", steps},
           {"warmup", warmup},

@@ -114,6 +114,8 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   run.add_flag("--no-broadcast-buffers{false}", c.broadcast_buffers,
                "ddp: keep each rank's own buffers (default: rank 0's before every step)");
   run.add_flag("--sync-bn", c.sync_bn, "ddp: BatchNorm as SyncBatchNorm (global batch statistics)");
+  add_int_flag(run, "--cpu-threads", c.cpu_threads, 1, 1024,
+               "CPU devices: BLAS threads per device (default 1; PyTorch's default is every core)");
   add_real_flag(run, "--timeout", c.timeout_s, kMinTimeoutS, kMaxTimeoutS,
                 "seconds a step may go without progress (every mode; Note [Step watchdog]); "
                 "ddp: also the rendezvous and collective timeout");

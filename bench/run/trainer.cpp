@@ -10,6 +10,7 @@
 
 #include "bench/measure/comm_summary.h"
 #include "bench/measure/context.h"
+#include "bench/measure/critical_path.h"
 #include "bench/measure/mfu.h"
 #include "bench/measure/stats.h"
 #include "bench/run/fault_injection.h"
@@ -21,6 +22,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/conv_plans.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/progress.h"
@@ -362,6 +364,7 @@ reports::RunRecord run_training(const RunConfig& config) {
   ops::set_math_mode(config.precision);
   ops::set_attention_kind(config.attention);
   ops::set_image_layout(config.channels_last ? ops::ImageLayout::NHWC : ops::ImageLayout::NCHW);
+  cpu::set_blas_threads(config.cpu_threads);
   const WorkloadSpec& spec = find_workload(config.workload);
   auto runner = make_runner(config, spec);
   Model& model = runner->model();
@@ -420,6 +423,9 @@ reports::RunRecord run_training(const RunConfig& config) {
                   {"preset", preset_json(spec)}});
   }
   if (ranked) record = ranked->finalize_record(std::move(record));
+  // DDP at world size > 1 has it from finalize_record, with the ranks' bucket ready times.
+  if (place.primary() && !record.summary.critical_path)
+    record.summary.critical_path = critical_path(record);
   if (trace) {
     auto [events, offsets] = ranked
                                  ? ranked->gather_trace(trace->events())

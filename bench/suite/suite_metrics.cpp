@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -69,7 +70,8 @@ std::optional<std::string> correctness_skip_reason(const SuiteRun& run) {
            "has its step count; tests/impl_ddp (DdpBucketAutotune) shows it equals a run with "
            "the chosen cap fixed";
   }
-  if (run.variant == "powersgd-hook") {
+  if (run.arg("--comm-hook") == "powersgd" &&
+      (run.group == reports::RunGroup::CommHook || run.group == reports::RunGroup::Flags)) {
     return "PowerSGD approximates every gradient by design, so its parameters drift from the "
            "reference's; the report's comm hooks section shows its loss curve next to fp32's, "
            "and scripts/peer/powersgd_reference.py checks it against a float64 reference";
@@ -112,6 +114,7 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
   m.achieved_flops_per_s = s.achieved_flops_per_s;
   m.straggler_skew = s.straggler_skew.value_or(1.0);
   m.bucket_blame = s.bucket_blame;
+  m.critical_path = s.critical_path;
   std::vector<double> per_rank;
   if (record.ranks) {
     for (const auto& r : *record.ranks) per_rank.push_back(r.step_time_ms.median);
@@ -204,10 +207,14 @@ void derive_correctness(SuiteRecord& suite, const std::string& dir) {
       run.correctness = reports::CorrectnessInfo::skipped_because(*why);
       continue;
     }
+    // --accumulate K: a step is K micro-batches of the global batch, one of K times as many.
+    const std::string k_text = run.arg("--accumulate").value_or("1");
+    int64_t k = 1;
+    std::from_chars(k_text.data(), k_text.data() + k_text.size(), k);
+    const int64_t samples_per_step = run.global_batch.value_or(0) * k;
     const std::string ref_id =
-        run.world_size == 1
-            ? run.workload + "/single/w1"
-            : run.workload + "/single/w1/b" + std::to_string(run.global_batch.value_or(0));
+        run.world_size == 1 ? run.workload + "/single/w1"
+                            : run.workload + "/single/w1/b" + std::to_string(samples_per_step);
     const SuiteRun* ref = suite.find_run(ref_id);
     if (!ref) {
       run.correctness = reports::CorrectnessInfo::skipped_because(
@@ -216,8 +223,7 @@ void derive_correctness(SuiteRecord& suite, const std::string& dir) {
     }
     if (!measured(ref)) continue;  // not run yet (or failed: decided at the end of the suite)
     // A compressing hook (fp16, bf16, PowerSGD) changes the result by design.
-    const auto hook = std::find(run.args.begin(), run.args.end(), "--comm-hook");
-    const bool lossy = hook != run.args.end() && hook + 1 != run.args.end() && hook[1] != "none";
+    const bool lossy = run.arg("--comm-hook").value_or("none") != "none";
     const double threshold = lossy ? suite.suite.hook_correctness_threshold.value_or(5e-2)
                                    : suite.suite.correctness_threshold.value_or(1e-2);
     const auto params = [&](const SuiteRun& r) {

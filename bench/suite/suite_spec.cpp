@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <set>
+#include <thread>
 
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/run_config.h"
@@ -16,6 +17,9 @@
 #include "workloads/model.h"
 
 namespace ddpb::bench {
+
+using reports::DdpFlag;
+
 namespace {
 
 constexpr size_t kMaxListLength = 64;
@@ -179,6 +183,9 @@ nlohmann::json SuiteSpec::to_json() const {
           {"bucket_autotune", bucket_autotune},
           {"comm_hooks", names_of(comm_hooks)},
           {"comm_hook_workloads", comm_hook_workloads},
+          {"flags", names_of(flags)},
+          {"flags_workload", flags_workload},
+          {"flags_repeats", flags_repeats},
           {"bf16_workloads", bf16_workloads},
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
@@ -225,6 +232,11 @@ std::vector<std::string> SuiteSpec::resolved_comm_hook_workloads() const {
   return out;
 }
 
+std::string SuiteSpec::resolved_flags_workload() const {
+  if (flags.empty()) return "";
+  return flags_workload.empty() ? sweep_workload : flags_workload;
+}
+
 reports::SuiteMatrix SuiteSpec::to_matrix() const {
   return reports::record_from_json<reports::SuiteMatrix>(to_json());
 }
@@ -247,6 +259,17 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     for (int n = 1; n <= std::max(1, gpus); n *= 2) s.world_sizes.push_back(n);
     s.bucket_sweep_mb = {1, 5, 100};
     s.bf16_workloads = {"resnet50"};
+    s.flags = {DdpFlag::FindUnusedParameters,
+               DdpFlag::StaticGraph,
+               DdpFlag::NoBroadcastBuffers,
+               DdpFlag::GradientAsBucketView,
+               DdpFlag::SyncBatchNorm,
+               DdpFlag::NoSyncK4,
+               DdpFlag::FirstBucketAtCap,
+               DdpFlag::OneBucket,
+               DdpFlag::Fp16Hook,
+               DdpFlag::Bf16Hook,
+               DdpFlag::PowerSgdHook};
     s.projection_devices = {8, 64, 512};
     s.projection_topology = "nvlink+ib-ndr";
   } else {
@@ -257,10 +280,15 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     // 2 cores are noisy: more steps than on GPUs for stable medians (about a minute in all).
     s.steps = 40;
     s.warmup = 5;
+    s.flags = {DdpFlag::FindUnusedParameters, DdpFlag::StaticGraph,   DdpFlag::NoBroadcastBuffers,
+               DdpFlag::GradientAsBucketView, DdpFlag::SyncBatchNorm, DdpFlag::NoSyncK4,
+               DdpFlag::FirstBucketAtCap,     DdpFlag::OneBucket,     DdpFlag::Fp16Hook,
+               DdpFlag::PowerSgdHook,         DdpFlag::CpuThreadsAll};
   }
   if (quick) {
     s.steps = 4;
     s.warmup = 1;
+    s.flags.clear();  // 4 steps cannot tell a flag's cost from noise
     s.bucket_sweep_mb.resize(1);
     if (device != DeviceType::CUDA) s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
   }
@@ -410,6 +438,14 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
            r.fail("hook \"none\" is the suite's plain DDP run; list only hooks that compress");
        }},
       {"comm_hook_workloads", [&](const KeyReader& r) { s.comm_hook_workloads = r.strings(); }},
+      {"flags",
+       [&](const KeyReader& r) {
+         s.flags = r.named_list<DdpFlag>("flag");
+         if (std::count(s.flags.begin(), s.flags.end(), DdpFlag::Default))
+           r.fail("flag \"default\" is every pair's A run; list only flags to price");
+       }},
+      {"flags_workload", [&](const KeyReader& r) { s.flags_workload = r.string(); }},
+      {"flags_repeats", [&](const KeyReader& r) { s.flags_repeats = r.integer(1, 100); }},
       {"precision", [&](const KeyReader& r) { s.precision = r.named<ops::MathMode>("precision"); }},
       {"attention",
        [&](const KeyReader& r) { s.attention = r.named<ops::AttentionKind>("attention"); }},
@@ -486,6 +522,9 @@ void validate_matrix(const SuiteSpec& s, int gpus) {
     DDPB_USAGE_CHECK(std::find(s.workloads.begin(), s.workloads.end(), w) != s.workloads.end())
         << "suite: \"data\" names " << w << ", which is not one of the suite's workloads";
   }
+  DDPB_USAGE_CHECK(s.flags_workload.empty() || std::find(s.workloads.begin(), s.workloads.end(),
+                                                         s.flags_workload) != s.workloads.end())
+      << "suite: \"flags_workload\" " << s.flags_workload << " is not one of the suite's workloads";
   for (const auto& [key, list] : {std::pair{"bf16_workloads", &s.bf16_workloads},
                                   std::pair{"comm_hook_workloads", &s.comm_hook_workloads}}) {
     for (const auto& w : *list) {
@@ -547,6 +586,11 @@ void validate_suite(const SuiteSpec& s, int gpus) {
   if (s.device == DeviceType::CUDA) {
     DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
   }
+  DDPB_USAGE_CHECK(s.device == DeviceType::CPU ||
+                   std::find(s.flags.begin(), s.flags.end(), DdpFlag::CpuThreadsAll) ==
+                       s.flags.end())
+      << "suite: flag cpu_threads_all prices CPU devices' BLAS threads; this suite runs on "
+      << enum_name(s.device);
   std::set<std::string> names;
   for (const ExplicitRun& r : s.runs) {
     DDPB_USAGE_CHECK(names.insert(r.name).second)
@@ -574,6 +618,7 @@ class SuiteExpansion {
     precision();
     sweep();
     hooks();
+    flags();
     loader();
     for (const ExplicitRun& e : s_.runs) {
       make(e.workload, e.mode, e.world_size, explicit_global_batch(s_, e), RunGroup::Explicit,
@@ -710,6 +755,70 @@ class SuiteExpansion {
         make(w, Mode::Ddp, n, g, RunGroup::CommHook, h + "-hook", args);
       }
     }
+  }
+
+  // Note [Flag pairs]: every flag is priced against DDP's defaults on the same workload, world
+  // size, batch and steps. Each round runs the default and every flag once; odd rounds run
+  // them in reverse order, so that a drift over the suite (a warming machine, a neighbour)
+  // weighs on A and B alike. The ledger compares each flag with the default of its own round.
+  void flags() {
+    const int n = sweep_n();
+    const std::string w = s_.resolved_flags_workload();
+    if (!has_mode(Mode::Ddp) || n <= 1 || w.empty()) return;
+    const bool batch_norm = family_of(find_workload(w)).traits.batch_norm;
+    std::vector<DdpFlag> order = {DdpFlag::Default};
+    for (const DdpFlag f : s_.flags)
+      if (f != DdpFlag::SyncBatchNorm || batch_norm) order.push_back(f);
+    const int64_t g = n * s_.per_device_batch.at(w);
+    for (int64_t round = 0; round < s_.flags_repeats; ++round) {
+      for (const DdpFlag f : order) {
+        auto [args, batch] = flag_args(f, g, n);
+        std::string name(enum_name(f));
+        std::replace(name.begin(), name.end(), '_', '-');  // ids and file names take hyphens
+        make(w, Mode::Ddp, n, batch, RunGroup::Flags, fmt::format("flags-{}-r{}", name, round),
+             args);
+        runs_.back().flag = f;
+        runs_.back().repeat = round;
+      }
+      std::reverse(order.begin(), order.end());
+    }
+  }
+
+  // The `ddpbench run` flags of a flag variant, and its global batch (`g` unless it changes).
+  std::pair<std::vector<std::string>, int64_t> flag_args(DdpFlag f, int64_t g, int n) const {
+    const std::string start = std::to_string(std::max<int64_t>(2, s_.warmup));
+    switch (f) {
+      case DdpFlag::Default:
+        return {{}, g};
+      case DdpFlag::FindUnusedParameters:
+        return {{"--find-unused-params"}, g};
+      case DdpFlag::StaticGraph:
+        return {{"--static-graph"}, g};
+      case DdpFlag::NoBroadcastBuffers:
+        return {{"--no-broadcast-buffers"}, g};
+      case DdpFlag::GradientAsBucketView:
+        return {{"--grad-as-bucket-view"}, g};
+      case DdpFlag::SyncBatchNorm:
+        return {{"--sync-bn"}, g};
+      case DdpFlag::NoSyncK4:
+        // Four micro-batches of a quarter each: the same samples per step as the default.
+        return {{"--accumulate", "4"}, std::max<int64_t>(n, g / 4 / n * n)};
+      case DdpFlag::FirstBucketAtCap:
+        return {{"--first-bucket-mb", "25"}, g};
+      case DdpFlag::OneBucket:
+        return {{"--bucket-cap-mb", "4096", "--first-bucket-mb", "4096"}, g};
+      case DdpFlag::Fp16Hook:
+        return {{"--comm-hook", "fp16"}, g};
+      case DdpFlag::Bf16Hook:
+        return {{"--comm-hook", "bf16"}, g};
+      case DdpFlag::PowerSgdHook:
+        return {{"--comm-hook", "powersgd", "--powersgd-start-iter", start}, g};
+      case DdpFlag::CpuThreadsAll:
+        return {
+            {"--cpu-threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
+            g};
+    }
+    return {{}, g};
   }
 
   // The input pipeline on files: workers (x pin memory on CUDA) at world size 1.

@@ -93,6 +93,13 @@ struct SuiteSpec {
   double correctness_threshold = 1e-2;       // fp32 paths
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
   std::vector<ExplicitRun> runs;             // after the matrix, in this order
+  // Group "flags" (the cost ledger, reports/flag_ledger.h): DDP at the largest world size on
+  // `flags_workload` (empty: the sweep workload), once with DDP's defaults and once with each
+  // flag, in `flags_repeats` alternated rounds. Empty: no such group (the quick suites).
+  // sync_bn is left out on a workload without BatchNorm, where it changes nothing.
+  std::vector<reports::DdpFlag> flags;
+  std::string flags_workload;
+  int64_t flags_repeats = 3;
   // Group "loader": the image workload at world size 1 on an image folder, at each of these
   // loader worker counts (and, on CUDA, with and without --pin-memory). `loader_data` empty: an
   // image folder the suite makes in its results folder (kSuiteImageFolder). Empty workers: no
@@ -115,6 +122,8 @@ struct SuiteSpec {
   // The block of suite.json that holds the matrix.
   reports::SuiteMatrix to_matrix() const;
   std::vector<std::string> resolved_comm_hook_workloads() const;
+  // The workload group "flags" runs on, or "" when there is none.
+  std::string resolved_flags_workload() const;
   // The inverse of to_json (for --resume); throws UsageError on a bad or unknown key.
   static SuiteSpec from_json(const nlohmann::json& j);
 };

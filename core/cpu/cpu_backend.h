@@ -7,6 +7,13 @@
 
 namespace ddpb::cpu {
 
+// BLAS threads per CPU device (`--cpu-threads`, default 1). One, so that N logical devices use N
+// cores; more oversubscribe the cores whenever the devices share them, which group "flags"
+// of the suite prices against PyTorch's default of every core per process. Applies to the
+// threads that run BLAS from then on (OpenBLAS's setting is per process).
+void set_blas_threads(int threads);
+int blas_threads();
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend();

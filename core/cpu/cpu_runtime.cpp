@@ -1,6 +1,7 @@
 // CPU streams, events and memory.
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +18,8 @@ namespace ddpb::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_blas_threads{1};
 
 // One recording of an event. A new record() makes a new state, so a waiter that captured
 // the old state is never confused by a later recording.
@@ -169,7 +172,7 @@ class CpuExecutorStream final : public Stream {
   void run() {
     std::string thread_name = name_.substr(0, 15);
     pthread_setname_np(pthread_self(), thread_name.c_str());
-    openblas_set_num_threads(1);
+    openblas_set_num_threads(blas_threads());
     set_current_device_label(device_.str());
     for (;;) {
       std::function<void()> fn;
@@ -222,9 +225,19 @@ void CpuEvent::record(Stream& stream) {
 
 }  // namespace
 
+void set_blas_threads(int threads) {
+  DDPB_CHECK(threads >= 1) << "BLAS threads must be >= 1, got " << threads;
+  g_blas_threads = threads;
+  openblas_set_num_threads(threads);
+}
+
+int blas_threads() {
+  return g_blas_threads;
+}
+
 CpuBackend::CpuBackend() {
-  // One BLAS thread per logical device: parallelism comes from devices, not from BLAS.
-  openblas_set_num_threads(1);
+  // One BLAS thread per logical device by default: parallelism comes from devices, not BLAS.
+  openblas_set_num_threads(blas_threads());
 }
 
 StreamPtr CpuBackend::make_stream(const Device& device, std::string name, StreamKind kind) {

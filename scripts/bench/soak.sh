@@ -72,7 +72,8 @@ echo "== $suites suites back to back"
 cat > "$work/suite.json" <<'JSON'
 {"workloads": ["embed-tiny"], "modes": ["single", "ddp"], "world_sizes": [1, 2], "steps": 2,
  "warmup": 0, "per_device_batch": {"embed-tiny": 8}, "bucket_sweep_mb": [],
- "bucket_autotune": false, "overlap_off": false, "comm_hooks": [], "timeout_s": 30}
+ "bucket_autotune": false, "overlap_off": false, "comm_hooks": [], "flags": [],
+ "timeout_s": 30}
 JSON
 tmp_before=$(ls "${TMPDIR:-/tmp}" | grep -c ddpbench-flight || true)
 durations=()

@@ -79,7 +79,7 @@ def suite_file(selftest, patterns, timeout_s=60):
         "world_sizes": [1],
         "steps": steps, "warmup": warmup,
         "bucket_sweep_mb": [], "bucket_autotune": False, "overlap_off": False,
-        "comm_hooks": [], "comm_hook_workloads": [], "bf16_workloads": [],
+        "comm_hooks": [], "comm_hook_workloads": [], "bf16_workloads": [], "flags": [],
         # A DDP collective's limit; a run's wall limit is twice this plus 60 s.
         "timeout_s": timeout_s,
         "runs": runs,

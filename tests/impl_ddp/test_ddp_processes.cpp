@@ -567,7 +567,7 @@ TEST(DdpFaults, SlowRankIsFlaggedAsAStraggler) {
 // and a slow loader, each on rank 1, are named with their rank and phase; a run without a
 // fault names no rank.
 nlohmann::json bucket_blame(const TempDir& dir, const std::string& name, const std::string& flags,
-                            std::string* output = nullptr) {
+                            std::string* output = nullptr, nlohmann::json* critical = nullptr) {
   const std::string out = dir / (name + ".json");
   CliResult r = run_cli(
       "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 8 "
@@ -578,14 +578,25 @@ nlohmann::json bucket_blame(const TempDir& dir, const std::string& name, const s
   std::ifstream in(out);
   const auto rec = nlohmann::json::parse(in);
   EXPECT_TRUE(rec["summary"].contains("bucket_blame")) << rec["summary"].dump();
+  // Note [Critical path]: its shares add up to the median step, within 2%.
+  const auto path = rec["summary"].value("critical_path", nlohmann::json::object());
+  double sum = 0;
+  for (const char* k : {"compute_ms", "communication_ms", "data_ms", "wait_ms", "host_ms"})
+    sum += path.value(k, 0.0);
+  EXPECT_NEAR(sum, path.value("step_ms", -1.0), 0.02 * path.value("step_ms", 0.0)) << path.dump();
+  if (critical) *critical = path;
   return rec["summary"].value("bucket_blame", nlohmann::json::object());
 }
 
 TEST(DdpBucketBlame, ADelayInsideBackwardIsNamedWithItsRankAndPhase) {
   TempDir dir("ddp_blame_backward");
   std::string output;
-  const auto b =
-      bucket_blame(dir, "slow_backward", "--inject-fault slow-backward=40@rank=1,step=1", &output);
+  nlohmann::json path;
+  const auto b = bucket_blame(dir, "slow_backward", "--inject-fault slow-backward=40@rank=1,step=1",
+                              &output, &path);
+  // On the critical path rank 0 waits for rank 1 after its own backward.
+  EXPECT_EQ(path.value("waited_for", -1), 1) << path.dump();
+  EXPECT_NEAR(path.value("wait_ms", 0.0), 40, 15) << path.dump();
   ASSERT_TRUE(b.contains("holder")) << b.dump();
   EXPECT_EQ(b["holder"], 1) << b.dump();
   EXPECT_EQ(b.value("holder_phase", ""), "backward_compute") << b.dump();
@@ -597,7 +608,11 @@ TEST(DdpBucketBlame, ADelayInsideBackwardIsNamedWithItsRankAndPhase) {
 
 TEST(DdpBucketBlame, ASlowLoaderIsNamedWithItsRankAndPhase) {
   TempDir dir("ddp_blame_data");
-  const auto b = bucket_blame(dir, "slow_data", "--inject-fault slow-data=40@rank=1,step=1");
+  nlohmann::json path;
+  const auto b =
+      bucket_blame(dir, "slow_data", "--inject-fault slow-data=40@rank=1,step=1", nullptr, &path);
+  EXPECT_EQ(path.value("waited_for", -1), 1) << path.dump();
+  EXPECT_NEAR(path.value("wait_ms", 0.0), 40, 15) << path.dump();
   ASSERT_TRUE(b.contains("holder")) << b.dump();
   EXPECT_EQ(b["holder"], 1) << b.dump();
   EXPECT_EQ(b.value("holder_phase", ""), "data") << b.dump();

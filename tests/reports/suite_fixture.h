@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -211,6 +212,47 @@ inline json make_bucket_blame(int n) {
                           "is 11.8 ms slower than the other ranks'"}};
 }
 
+// summary.critical_path of a DP or DDP step of `median` ms at world size n: a tenth of it
+// waiting for the last rank (device).
+inline json make_critical_path(const std::string& mode, int n, double median) {
+  const bool ddp = mode == "ddp";
+  const double data = 0.05 * median, forward = 0.3 * median, backward = 0.4 * median;
+  const double comm = 0.2 * median, wait = 0.1 * median, host = 0.05 * median;
+  json lanes = json::array(), path = json::array();
+  const auto span = [](int rank, const char* kind, const char* label, double a, double b) {
+    return json{{"rank", rank}, {"kind", kind}, {"label", label}, {"start_ms", a}, {"end_ms", b}};
+  };
+  for (int r = 0; r < n; ++r) {
+    lanes.push_back(span(r, "data", "data", 0, data));
+    lanes.push_back(span(r, "compute", "forward", data, data + forward));
+    lanes.push_back(span(r, "compute", "backward", data + forward, data + forward + backward));
+  }
+  lanes.push_back(span(0, "communication", "bucket 0", data + forward + 0.5 * backward,
+                       data + forward + backward + comm));
+  double t = 0;
+  using Segment = std::tuple<const char*, const char*, double>;
+  for (const auto& [kind, label, ms] : std::initializer_list<Segment>{
+           {"data", "data", data},
+           {"compute", "forward", forward},
+           {"compute", "backward", backward},
+           {"wait", "waits", wait},
+           {"communication", ddp ? "comm_exposed" : "reduce", comm - wait},
+           {"host", "outside the phases", host}}) {
+    path.push_back(span(0, kind, label, t, t + ms));
+    t += ms;
+  }
+  return {{"step", 10},
+          {"step_ms", t},
+          {"compute_ms", forward + backward},
+          {"communication_ms", comm - wait},
+          {"data_ms", data},
+          {"wait_ms", wait},
+          {"host_ms", host},
+          {"waited_for", n - 1},
+          {"path", path},
+          {"lanes", lanes}};
+}
+
 inline json make_suite() {
   json suite = {{"schema_version", 1},
                 {"implementation", "ddpbench"},
@@ -276,6 +318,7 @@ inline json make_suite() {
         const double comm = 0.2 * median;
         r["metrics"] = make_metrics(mode, n, samples, median, comm, mode == "dp" ? comm : comm / 3);
         if (mode == "ddp") r["metrics"]["bucket_blame"] = make_bucket_blame(n);
+        r["metrics"]["critical_path"] = make_critical_path(mode, n, median);
         r["scaling"] = {{"baseline", w + "/single/w1"},
                         {"weak_efficiency", eff},
                         {"strong_baseline", ref["id"]},
@@ -324,6 +367,15 @@ inline json make_suite() {
                          {"threshold", 1e-2},
                          {"passed", true}};
   runs.push_back(hook);
+  // Group flags: one round of the default and static_graph.
+  for (const std::string flag : {"default", "static_graph"}) {
+    json f = make_run("mlp-small", "ddp", 4, "flags",
+                      flag == "default" ? "flags-default-r0" : "flags-static-graph-r0");
+    f["flag"] = flag;
+    f["repeat"] = 0;
+    f["metrics"] = make_metrics("ddp", 4, 10000, flag == "default" ? 12.8 : 11.9, 1.6, 0.5);
+    runs.push_back(f);
+  }
   // PyTorch alongside one DDP run.
   for (auto& r : runs) {
     if (r["id"] == "mlp-small/ddp/w2") {

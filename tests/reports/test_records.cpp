@@ -60,6 +60,15 @@ BucketBlame blame() {
   return b;
 }
 
+CriticalPath critical() {
+  CriticalPath c;
+  c.step = 2, c.step_ms = 3.0, c.compute_ms = 1.6, c.communication_ms = 0.4, c.data_ms = 0.1;
+  c.wait_ms = 0.8, c.host_ms = 0.1, c.waited_for = 1;
+  c.path = {{0, "data", "data", 0, 0.1}, {0, "wait", "waits for rank 1", 1.7, 2.5}};
+  c.lanes = {{1, "compute", "forward", 0.1, 0.9}};
+  return c;
+}
+
 RunRecord full_run_record() {
   RunRecord r;
   r.context = context();
@@ -87,6 +96,7 @@ RunRecord full_run_record() {
   sm.first_loss = 2.4, sm.last_loss = 2.2, sm.straggler_skew = 1.3;
   sm.stragglers = std::vector<StragglerRecord>{{1, 2.6, 1.3}};
   sm.bucket_blame = blame();
+  sm.critical_path = critical();
   CommRecord c;
   c.op = "allreduce", c.comm_ms = 1.6, c.comm_exposed_ms = 0.4, c.overlap_ratio = 0.75;
   c.bytes_per_step = 8192, c.buckets_step = 2, c.buckets = std::vector<BucketTiming>{bucket(0)};
@@ -125,6 +135,7 @@ SuiteRun full_suite_run() {
   m.peak_memory_bytes = 1 << 20, m.rank_peak_memory_bytes = std::vector<int64_t>{1 << 20, 1 << 19};
   m.memory = std::vector<MemoryUse>{{"cpu:0", 1 << 20, 1 << 21}};
   m.bucket_blame = blame();
+  m.critical_path = critical();
   m.speed_of_light = SpeedOfLight{6.2,       0.31, 5.0,
                                   1.2,       0.0,  {{"compute", 16, 5}, {"other", 1, 0}},
                                   "compute", 1e11, "allreduce (alpha 100 us, beta 1 GB/s)"};
@@ -136,6 +147,7 @@ SuiteRun full_suite_run() {
   c.skipped = "no", c.error = "none";
   run.correctness = c;
   run.pytorch = PytorchResult{"ok", "pytorch/x.json", "none", 90.0, 0.7, stats(170)};
+  run.flag = DdpFlag::StaticGraph, run.repeat = 1;
   return run;
 }
 

@@ -130,7 +130,15 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   EXPECT_EQ(t.rows[0][11], "not swept");
   // One bottleneck paragraph per workload, then the bucket blame of the three DDP scaling runs
   // that succeeded (Note [Bucket blame]): the fixture's last rank holds each of them back.
-  ASSERT_EQ(v.paragraphs.size(), 5u);
+  // Then per workload the critical path of DP and DDP at their largest world size (gpt-tiny's
+  // DDP at 2: its run at 4 failed).
+  ASSERT_EQ(v.paragraphs.size(), 9u);
+  EXPECT_EQ(v.paragraphs[5].rfind("Critical path, mlp-small DP at 4 devices: the median step's", 0),
+            0u)
+      << v.paragraphs[5];
+  EXPECT_NE(v.paragraphs[6].find("waiting for rank 3 10.0%"), std::string::npos) << v.paragraphs[6];
+  EXPECT_EQ(v.paragraphs[8].rfind("Critical path, gpt-tiny DDP at 2 ranks", 0), 0u)
+      << v.paragraphs[8];
   EXPECT_EQ(v.paragraphs[2].rfind("mlp-small/ddp/w2: rank 1 holds back 90% of buckets", 0), 0u)
       << v.paragraphs[2];
   EXPECT_NE(v.paragraphs[3].find("its backward_compute is 11.8 ms slower"), std::string::npos)

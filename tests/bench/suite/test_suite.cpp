@@ -30,6 +30,11 @@ nlohmann::json load(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
@@ -203,7 +208,8 @@ TEST(Suite, Bf16SuitePassesItsCorrectnessChecks) {
   TempDir dir("suite_bf16");
   write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"],
       "world_sizes": [2], "steps": 8, "warmup": 1, "per_device_batch": {"mlp-small": 16},
-      "bucket_sweep_mb": [], "bucket_autotune": false, "overlap_off": false, "comm_hooks": ["bf16"], "precision": "bf16"})");
+      "bucket_sweep_mb": [], "bucket_autotune": false, "overlap_off": false, "comm_hooks": ["bf16"], "precision": "bf16",
+      "flags": ["static_graph", "no_sync_k4"], "flags_repeats": 1})");
   CliResult r = run_cli("suite " + (dir / "s.json") + " --out " + (dir / "out"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto suite = load(dir / "out/suite.json");
@@ -218,7 +224,14 @@ TEST(Suite, Bf16SuitePassesItsCorrectnessChecks) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 2) << "ddp w2 and its bf16-hook variant";
+  EXPECT_GE(checked, 4) << "ddp w2, its bf16-hook variant and the two flag runs beside them";
+  // Group "flags": the default and each flag once, and their ledger in the report.
+  int flag_runs = 0;
+  for (const auto& run : suite["runs"]) flag_runs += run["group"] == "flags";
+  EXPECT_EQ(flag_runs, 3);
+  const std::string html = read_file(dir / "out/report.html");
+  EXPECT_NE(html.find("What each DDP flag costs"), std::string::npos);
+  EXPECT_NE(html.find("no_sync_k4"), std::string::npos);
 }
 
 // A suite of named runs only (key "runs", group explicit), as scripts/gpu_check.sh runs its
@@ -291,7 +304,7 @@ TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   write_file(dir / "s.json",
              R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"], "world_sizes": [1, 2],
       "steps": 30, "warmup": 1, "bucket_sweep_mb": [], "bucket_autotune": false,
-      "comm_hooks": [], "overlap_off": false})");
+      "comm_hooks": [], "overlap_off": false, "flags": []})");
   const std::string out = dir / "out";
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -369,7 +382,7 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
   write_file(dir / "s.json",
              R"({"workloads": ["mlp-small"], "world_sizes": [1, 2], "steps": 3, "warmup": 1,
       "per_device_batch": {"mlp-small": 16}, "bucket_sweep_mb": [], "bucket_autotune": false,
-      "comm_hooks": [], "overlap_off": true})");
+      "comm_hooks": [], "overlap_off": true, "flags": []})");
   const std::string out = dir / "out";
   CliResult r = run_cli("suite " + (dir / "s.json") + " --with-pytorch --out " + out,
                         std::string("DDPBENCH_PYTHON=") + DDPB_TEST_PYTHON);

@@ -14,10 +14,10 @@
 namespace ddpb::bench {
 namespace {
 
-std::string usage_error(SuiteSpec& spec, const std::string& text) {
+std::string usage_error(SuiteSpec& spec, const std::string& text, int gpus = 0) {
   try {
     apply_suite_text(spec, text, "my-suite.json");
-    validate_suite(spec, 0);
+    validate_suite(spec, gpus);
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -275,6 +275,58 @@ TEST(SuiteSpec, QuickIsShort) {
   const SuiteSpec spec = default_suite(DeviceType::CPU, 0, true);
   EXPECT_LE(spec.steps, 5);
   EXPECT_EQ(spec.bucket_sweep_mb.size(), 1u);
+  EXPECT_TRUE(spec.flags.empty()) << "4 steps cannot price a flag";
+}
+
+// Group "flags" (Note [Flag pairs]): per round the default and each flag once, odd rounds in
+// reverse order, every run DDP at the largest world size on the flags workload; sync_bn only
+// where the model has BatchNorm; no_sync at K=4 keeps the samples per step.
+TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(spec,
+                   R"({"flags": ["static_graph", "no_sync_k4", "sync_bn", "cpu_threads_all"],
+                       "flags_repeats": 2})",
+                   "s.json");
+  validate_suite(spec, 0);
+  std::vector<const SuiteRun*> flags;
+  const auto runs = expand_suite(spec);
+  for (const auto& r : runs)
+    if (r.group == reports::RunGroup::Flags) flags.push_back(&r);
+  std::vector<std::string> order;
+  for (const SuiteRun* r : flags) order.push_back(r->id);
+  EXPECT_EQ(order,
+            (std::vector<std::string>{
+                "mlp-small/ddp/w2/flags-default-r0", "mlp-small/ddp/w2/flags-static-graph-r0",
+                "mlp-small/ddp/w2/flags-no-sync-k4-r0", "mlp-small/ddp/w2/flags-cpu-threads-all-r0",
+                "mlp-small/ddp/w2/flags-cpu-threads-all-r1", "mlp-small/ddp/w2/flags-no-sync-k4-r1",
+                "mlp-small/ddp/w2/flags-static-graph-r1", "mlp-small/ddp/w2/flags-default-r1"}))
+      << "mlp-small has no BatchNorm: no sync_bn pair";
+  for (const SuiteRun* r : flags) {
+    ASSERT_TRUE(r->flag && r->repeat) << r->id;
+    if (*r->flag == reports::DdpFlag::NoSyncK4) {
+      EXPECT_EQ(r->arg("--accumulate"), "4");
+      EXPECT_EQ(r->global_batch, 32) << "a quarter of 128 per micro-step";
+    } else {
+      EXPECT_EQ(r->global_batch, 128) << r->id;
+    }
+    if (*r->flag == reports::DdpFlag::StaticGraph) EXPECT_TRUE(r->has_arg("--static-graph"));
+    if (*r->flag == reports::DdpFlag::CpuThreadsAll) EXPECT_TRUE(r->has_arg("--cpu-threads"));
+    if (*r->flag == reports::DdpFlag::Default)
+      EXPECT_EQ(r->args.size(), runs.front().args.size() + 4);
+  }
+  apply_suite_text(spec, R"({"flags_workload": "resnet-tiny", "flags": ["sync_bn"]})", "s.json");
+  int sync_bn = 0;
+  for (const auto& r : expand_suite(spec)) sync_bn += r.has_arg("--sync-bn");
+  EXPECT_EQ(sync_bn, 2) << "resnet-tiny has BatchNorm: one sync_bn run per round";
+  SuiteSpec cpu = default_suite(DeviceType::CPU, 0, false);
+  EXPECT_NE(usage_error(cpu, R"({"flags": ["default"]})").find("every pair's A run"),
+            std::string::npos);
+  EXPECT_NE(usage_error(cpu, R"({"flags": ["jit"]})").find("flag \"jit\""), std::string::npos);
+  EXPECT_NE(usage_error(cpu, R"({"flags_workload": "gpt2-small"})").find("flags_workload"),
+            std::string::npos);
+  SuiteSpec cuda = default_suite(DeviceType::CUDA, 2, false);
+  EXPECT_NE(usage_error(cuda, R"({"flags": ["cpu_threads_all"]})", 2).find("cpu_threads_all"),
+            std::string::npos);
 }
 
 // "data" puts whole workloads on files: every run the suite makes of gpt-tiny gets --data

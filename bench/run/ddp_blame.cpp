@@ -42,6 +42,11 @@ void BucketReadyLog::attach_blame(comm::Store& store, int rank, int world_size,
   record.summary.bucket_blame = bucket_blame(ready, *record.ranks, record.summary.step_time_ms);
   record.summary.critical_path = critical_path(record, ready);
   fmt::print("ddp: bucket blame: {}\n", record.summary.bucket_blame->finding);
+  if (const auto& c = record.summary.critical_path; c && c->waited_for) {
+    fmt::print(
+        "ddp: critical path: rank 0 waits {:.1f} of the median step's {:.1f} ms for rank {}\n",
+        c->wait_ms, c->step_ms, *c->waited_for);
+  }
 }
 
 }  // namespace ddpb::bench

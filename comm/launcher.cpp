@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -347,6 +348,17 @@ void check_nodes(const LaunchSpec& spec) {
 }
 
 }  // namespace
+
+std::string launch_banner(const LaunchSpec& spec) {
+  if (spec.nnodes > 1) {
+    return fmt::format("ddpbench launcher: node {} of {}: starting {} of {} ranks, store at {}:{}",
+                       spec.node_rank, spec.nnodes, spec.local_ranks(), spec.world_size,
+                       spec.master_addr, spec.master_port);
+  }
+  return fmt::format(
+      "ddpbench launcher: starting {} ranks{}", spec.world_size,
+      spec.via_mpirun ? " through mpirun (--backend mpi needs an MPI launcher)" : "");
+}
 
 LaunchResult launch_local(const LaunchSpec& given) {
   check_nodes(given);

@@ -39,6 +39,10 @@ struct LaunchSpec {
   bool via_mpirun = false;
 };
 
+// The launcher's first line for a job on this node: "ddpbench launcher: starting 2 ranks", and
+// through mpirun why, or on one node of several which ranks and where the store is.
+std::string launch_banner(const LaunchSpec& spec);
+
 struct LaunchResult {
   int exit_code = 0;     // 0 when every rank succeeded; else the failed rank's code (1 or 2),
                          // or 128 + signal when the launcher was interrupted

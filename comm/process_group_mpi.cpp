@@ -85,17 +85,17 @@ void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
 
 // The datatype and operation that sum `dtype`; bf16 and f16 travel as 16-bit words and are
 // summed by user-defined operations (created once, freed at MPI_Finalize).
+template <DType D>
+MPI_Op sum_16bit_op() {
+  static const MPI_Op op = [] {
+    MPI_Op created;
+    MPI_Op_create(&sum_16bit<D>, /*commute=*/1, &created);
+    return created;
+  }();
+  return op;
+}
+
 std::pair<MPI_Datatype, MPI_Op> summation(DType dtype) {
-  static MPI_Op bf16_sum = [] {
-    MPI_Op op;
-    MPI_Op_create(&sum_16bit<DType::BF16>, /*commute=*/1, &op);
-    return op;
-  }();
-  static MPI_Op f16_sum = [] {
-    MPI_Op op;
-    MPI_Op_create(&sum_16bit<DType::F16>, /*commute=*/1, &op);
-    return op;
-  }();
   switch (dtype) {
     case DType::F32:
       return {MPI_FLOAT, MPI_SUM};
@@ -106,9 +106,9 @@ std::pair<MPI_Datatype, MPI_Op> summation(DType dtype) {
     case DType::U8:
       return {MPI_UINT8_T, MPI_SUM};
     case DType::BF16:
-      return {MPI_UINT16_T, bf16_sum};
+      return {MPI_UINT16_T, sum_16bit_op<DType::BF16>()};
     case DType::F16:
-      return {MPI_UINT16_T, f16_sum};
+      return {MPI_UINT16_T, sum_16bit_op<DType::F16>()};
   }
   DDPB_FAIL() << "mpi cannot sum " << dtype_name(dtype);
 }

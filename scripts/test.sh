@@ -33,7 +33,7 @@ if [[ $main == 1 ]]; then
   cuda_archs="80;90"
   nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null || cuda_archs=90
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPB_WERROR=ON \
-    -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}" "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-$cuda_archs}"
+    -DDDPB_UNITY_LIBS=ON -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}" "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-$cuda_archs}"
   cmake --build "$build_dir" -j "$jobs"
   ctest_log=$(mktemp)
   trap 'rm -f "$ctest_log"' EXIT
@@ -75,7 +75,7 @@ if [[ $sanitize == 1 ]]; then
     fuzz_build_configure "$asan_dir"
   else
     echo "== AddressSanitizer + UndefinedBehaviorSanitizer (GCC): unit tests"
-    cmake -S "$root" -B "$asan_dir" -G Ninja "${sanitizer_flags[@]}" \
+    cmake -S "$root" -B "$asan_dir" -G Ninja "${sanitizer_flags[@]}" -DDDPB_UNITY_LIBS=ON \
       -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=address >/dev/null
   fi
   # The two longest first, so that they run side by side.

@@ -103,21 +103,10 @@ int launch_ranks(const RunConfig& config, int argc, char** argv) {
   spec.node_rank = config.node_rank;
   spec.master_addr = config.master_addr;
   spec.master_port = config.master_port;
-  if (config.nnodes > 1) {
-    fmt::print("ddpbench launcher: node {} of {}: starting {} of {} ranks, store at {}:{}\n",
-               config.node_rank, config.nnodes, config.world_size / config.nnodes,
-               config.world_size, config.master_addr, config.master_port);
-  } else if (config.backend == comm::CommBackend::Mpi) {
-    fmt::print(
-        "ddpbench launcher: starting {} ranks through mpirun (--backend mpi needs an MPI "
-        "launcher)\n",
-        config.world_size);
-  } else {
-    fmt::print("ddpbench launcher: starting {} ranks\n", config.world_size);
-  }
-  std::fflush(stdout);
   spec.flight_dir = config.flight_dir;
   spec.via_mpirun = config.backend == comm::CommBackend::Mpi;
+  fmt::print("{}\n", comm::launch_banner(spec));
+  std::fflush(stdout);
   comm::LaunchResult r = comm::launch_local(spec);
   if (r.exit_code == 0) return 0;
   const std::string dir = r.flight_dir;

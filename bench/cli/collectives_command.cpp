@@ -73,8 +73,7 @@ int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
   spec.world_size = o.world_size;
   spec.args.assign(argv, argv + argc);
   spec.via_mpirun = o.backend == comm::CommBackend::Mpi;
-  fmt::print("ddpbench launcher: starting {} ranks{}\n", o.world_size,
-             spec.via_mpirun ? " through mpirun (--backend mpi needs an MPI launcher)" : "");
+  fmt::print("{}\n", comm::launch_banner(spec));
   std::fflush(stdout);
   const comm::LaunchResult r = comm::launch_local(spec);
   if (r.exit_code != 0) std::cerr << "ddpbench launcher: " << r.failure << "\n";
@@ -89,7 +88,7 @@ reports::CollectivesRecord make_record(const CollectivesCommandOptions& o, const
   reports::CollectivesConfigInfo& c = rec.config;
   c.backend = backend;
   c.device = o.device;
-  c.dtype = o.sweep.dtype == DType::BF16 ? "bf16" : o.sweep.dtype == DType::F16 ? "f16" : "f32";
+  c.dtype = std::string(dtype_name(o.sweep.dtype));
   c.world_size = env.world_size;
   c.min_bytes = o.sweep.min_bytes;
   c.max_bytes = o.sweep.max_bytes;

@@ -211,11 +211,9 @@ void add_arrivals(const std::vector<RankTimes>& ranks, reports::CollectiveResult
   }
   if (skews.empty()) return;
   out.arrival_skew_us = percentile(skews, 50);
-  const auto most =
-      std::max_element(last_counts.begin(), last_counts.end(),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
-  out.last_rank = most->first;
-  out.last_rank_share = static_cast<double>(most->second) / static_cast<double>(probes);
+  const auto [rank, count] = *most_counted(last_counts);
+  out.last_rank = rank;
+  out.last_rank_share = static_cast<double>(count) / static_cast<double>(probes);
 }
 
 reports::CollectiveResult combine(CollectiveOp op, int64_t count, DType dtype,
@@ -317,9 +315,8 @@ std::vector<reports::CollectiveOpSummary> summarize_collectives(
       if (r.last_rank) ++last[*r.last_rank];
     }
     s.avg_busbw_GBps /= static_cast<double>(std::max<int64_t>(sizes, 1));
-    const auto most = std::max_element(
-        last.begin(), last.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (most != last.end()) s.last_rank = most->first, s.last_rank_sizes = most->second;
+    if (const auto most = most_counted(last))
+      s.last_rank = most->first, s.last_rank_sizes = most->second;
   }
   return out;
 }

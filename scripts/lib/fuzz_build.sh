@@ -25,6 +25,6 @@ fuzz_build_configure() {
   cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-    -DDDPB_FUZZ=ON -DDDPBENCH_CUDA=OFF -DDDPB_NVTX=OFF \
+    -DDDPB_FUZZ=ON -DDDPBENCH_CUDA=OFF -DDDPB_NVTX=OFF -DDDPB_UNITY_LIBS=ON \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -55,6 +56,23 @@ std::vector<nn::NamedParameter> make_params() {
   return params;
 }
 
+// Per parameter, the average over ranks of `uses(rank, k)` times each rank's own gradient of
+// it, computed here without the Reducer.
+std::vector<std::vector<float>> expected_means(const std::function<int(int, size_t)>& uses) {
+  auto reference = make_params();
+  std::vector<std::vector<float>> means;
+  for (size_t k = 0; k < kParams; ++k) {
+    std::vector<float> mean(2 * kIn, 0.0f);
+    for (int r = 0; r < kRanks; ++r) {
+      reference[k].var.set_grad(Tensor());
+      const auto g = local_gradient(reference[k].var, r, k).to_floats();
+      for (size_t i = 0; i < g.size(); ++i) mean[i] += float(uses(r, k)) * g[i] / kRanks;
+    }
+    means.push_back(std::move(mean));
+  }
+  return means;
+}
+
 TEST(Reducer, DifferentReadyOrdersStillLaunchInOrderAndAverage) {
   std::mutex mutex;
   std::vector<std::string> layouts(kRanks);
@@ -88,14 +106,9 @@ TEST(Reducer, DifferentReadyOrdersStillLaunchInOrderAndAverage) {
     EXPECT_EQ(layouts[size_t(r)], layouts[0]) << "rank " << r << " rebuilt other buckets";
   }
   // The average of the ranks' own gradients, computed here without the Reducer.
-  auto reference = make_params();
+  const auto mean_of = expected_means([](int, size_t) { return 1; });
   for (size_t k = 0; k < kParams; ++k) {
-    std::vector<float> mean(2 * kIn, 0.0f);
-    for (int r = 0; r < kRanks; ++r) {
-      reference[k].var.set_grad(Tensor());
-      const auto g = local_gradient(reference[k].var, r, k).to_floats();
-      for (size_t i = 0; i < g.size(); ++i) mean[i] += g[i] / kRanks;
-    }
+    const std::vector<float>& mean = mean_of[k];
     for (int r = 0; r < kRanks; ++r) {
       EXPECT_EQ(grads[size_t(r)][k], grads[0][k]) << "ranks disagree on w" << k;
       for (size_t i = 0; i < mean.size(); ++i)
@@ -140,14 +153,9 @@ TEST(Reducer, StaticGraphLearnsTheFirstIterationAndAllowsAParameterReadyTwice) {
       },
       std::chrono::seconds(30));
   for (int r = 1; r < kRanks; ++r) EXPECT_EQ(layouts[size_t(r)], layouts[0]);
-  auto reference = make_params();
+  const auto mean_of = expected_means(uses);
   for (size_t k = 0; k < kParams; ++k) {
-    std::vector<float> mean(2 * kIn, 0.0f);
-    for (int r = 0; r < kRanks; ++r) {
-      reference[k].var.set_grad(Tensor());
-      const auto g = local_gradient(reference[k].var, r, k).to_floats();
-      for (size_t i = 0; i < g.size(); ++i) mean[i] += float(uses(r, k)) * g[i] / kRanks;
-    }
+    const std::vector<float>& mean = mean_of[k];
     for (int r = 0; r < kRanks; ++r) {
       SCOPED_TRACE("rank " + std::to_string(r) + ", w" + std::to_string(k));
       if (k == 5) {

@@ -106,27 +106,29 @@ std::string flag_mechanism(DdpFlag flag) {
   return "";
 }
 
-std::optional<FlagLedger> flag_ledger(const SuiteRecord& suite) {
-  // round -> default run, and flag -> (round -> run).
+namespace {
+
+// Group "flags" runs of one workload and world size: round -> default run, and flag -> (round
+// -> run).
+struct FlagRuns {
   std::map<int64_t, const SuiteRun*> defaults;
   std::map<DdpFlag, std::map<int64_t, const SuiteRun*>> variants;
-  for (const SuiteRun& r : suite.runs) {
-    if (r.group != RunGroup::Flags || !r.flag || !r.repeat || !r.measured()) continue;
-    (*r.flag == DdpFlag::Default ? defaults[*r.repeat] : variants[*r.flag][*r.repeat]) = &r;
-  }
-  if (defaults.empty()) return std::nullopt;
+};
+
+FlagLedger ledger_of(const FlagRuns& runs) {
   FlagLedger ledger;
-  const SuiteRun& first = *defaults.begin()->second;
+  const SuiteRun& first = *runs.defaults.begin()->second;
   ledger.workload = first.workload;
   ledger.world_size = first.world_size;
-  ledger.rounds = static_cast<int64_t>(defaults.size());
+  ledger.rounds = static_cast<int64_t>(runs.defaults.size());
   std::vector<double> default_ms;
-  for (const auto& [round, run] : defaults) default_ms.push_back(run->metrics->step_time_ms.median);
+  for (const auto& [round, run] : runs.defaults)
+    default_ms.push_back(run->metrics->step_time_ms.median);
   ledger.default_ms = median_of(default_ms);
-  for (const auto& [flag, rounds] : variants) {
+  for (const auto& [flag, rounds] : runs.variants) {
     std::vector<std::pair<const SuiteRun*, const SuiteRun*>> pairs;
     for (const auto& [round, run] : rounds) {
-      if (const auto d = defaults.find(round); d != defaults.end())
+      if (const auto d = runs.defaults.find(round); d != runs.defaults.end())
         pairs.emplace_back(d->second, run);
     }
     if (!pairs.empty()) ledger.rows.push_back(price(flag, pairs, ledger.default_ms));
@@ -138,6 +140,26 @@ std::optional<FlagLedger> flag_ledger(const SuiteRecord& suite) {
                      return !a.inside_noise && std::abs(a.delta_ms) > std::abs(b.delta_ms);
                    });
   return ledger;
+}
+
+}  // namespace
+
+std::vector<FlagLedger> flag_ledgers(const SuiteRecord& suite) {
+  std::vector<std::pair<std::string, int64_t>> order;  // (workload, world size), first seen
+  std::map<std::pair<std::string, int64_t>, FlagRuns> groups;
+  for (const SuiteRun& r : suite.runs) {
+    if (r.group != RunGroup::Flags || !r.flag || !r.repeat || !r.measured()) continue;
+    const auto key = std::pair{r.workload, r.world_size};
+    if (!groups.count(key)) order.push_back(key);
+    FlagRuns& g = groups[key];
+    (*r.flag == DdpFlag::Default ? g.defaults[*r.repeat] : g.variants[*r.flag][*r.repeat]) = &r;
+  }
+  std::vector<FlagLedger> out;
+  for (const auto& key : order) {
+    const FlagRuns& g = groups.at(key);
+    if (!g.defaults.empty()) out.push_back(ledger_of(g));
+  }
+  return out;
 }
 
 namespace {
@@ -161,31 +183,39 @@ ReportSection build_flag_ledger_section(const SuiteRecord& suite) {
   ReportSection s;
   s.id = "flag-ledger";
   s.heading = "What each DDP flag costs";
-  const auto ledger = flag_ledger(suite);
-  if (!ledger || ledger->rows.empty()) {
+  const auto ledgers = flag_ledgers(suite);
+  for (const FlagLedger& ledger : ledgers) {
+    if (ledger.rows.empty()) continue;
+    s.notes.push_back(fmt::format(
+        "{} with DDP at {} ranks: each flag against DDP's defaults in {} alternated round{} "
+        "(default step {} ms).",
+        printable(ledger.workload), ledger.world_size, ledger.rounds, ledger.rounds == 1 ? "" : "s",
+        format_number(ledger.default_ms)));
+    SectionTable t{s.tables.empty() ? "flag-ledger-table"
+                                    : fmt::format("flag-ledger-table-{}", s.tables.size() + 1),
+                   fmt::format("{} at {} ranks. Δ step: the median over rounds of the flag's "
+                               "median step minus its round's default, ± the noise; Δ peak "
+                               "memory and Δ bytes per step from the same pairs.",
+                               printable(ledger.workload), ledger.world_size),
+                   {}};
+    t.table.header = {"flag", "Δ step", "Δ peak memory", "Δ bytes/step", "why"};
+    for (const FlagCost& c : ledger.rows) {
+      t.table.rows.push_back({std::string(enum_name(c.flag)), step_cell(c),
+                              signed_bytes(c.delta_peak_bytes), signed_bytes(c.delta_comm_bytes),
+                              c.why});
+      t.table.bad.push_back(false);
+    }
+    s.tables.push_back(std::move(t));
+  }
+  if (s.tables.empty()) {
     s.notes.push_back(
         "No flag pairs in this record (the suite's group \"flags\": a full suite with DDP at "
         "two or more ranks).");
     return s;
   }
-  s.notes.push_back(fmt::format(
-      "{} with DDP at {} ranks: each flag against DDP's defaults in {} alternated round{} "
-      "(default step {} ms). A flag whose difference is within its noise is shown as such and "
-      "never ranked (Note [Flag ledger] in reports/flag_ledger.h).",
-      printable(ledger->workload), ledger->world_size, ledger->rounds,
-      ledger->rounds == 1 ? "" : "s", format_number(ledger->default_ms)));
-  SectionTable t{"flag-ledger-table",
-                 "Δ step: the median over rounds of the flag's median step minus its round's "
-                 "default, ± the noise; Δ peak memory and Δ bytes per step from the same pairs.",
-                 {}};
-  t.table.header = {"flag", "Δ step", "Δ peak memory", "Δ bytes/step", "why"};
-  for (const FlagCost& c : ledger->rows) {
-    t.table.rows.push_back({std::string(enum_name(c.flag)), step_cell(c),
-                            signed_bytes(c.delta_peak_bytes), signed_bytes(c.delta_comm_bytes),
-                            c.why});
-    t.table.bad.push_back(false);
-  }
-  s.tables.push_back(std::move(t));
+  s.notes.push_back(
+      "A flag whose difference is within its noise is shown as such and never ranked (Note "
+      "[Flag ledger] in reports/flag_ledger.h).");
   return s;
 }
 

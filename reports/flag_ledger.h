@@ -44,13 +44,14 @@ struct FlagLedger {
   std::vector<FlagCost> rows;
 };
 
-// The ledger of the record's group "flags", or nullopt when it has no measured default run.
-std::optional<FlagLedger> flag_ledger(const SuiteRecord& suite);
+// The ledgers of the record's group "flags": one per workload and world size with a measured
+// default run, in the order of their first run.
+std::vector<FlagLedger> flag_ledgers(const SuiteRecord& suite);
 
 // One line: what the flag changes in DDP's step, and so where its cost or gain comes from.
 std::string flag_mechanism(DdpFlag flag);
 
-// The ledger as a report section (table and a bar chart of delta_ms with its noise).
+// The ledgers as a report section: per ledger a note and a table.
 ReportSection build_flag_ledger_section(const SuiteRecord& suite);
 
 }  // namespace ddpb::reports

@@ -765,22 +765,48 @@ class SuiteExpansion {
     const int n = sweep_n();
     const std::string w = s_.resolved_flags_workload();
     if (!has_mode(Mode::Ddp) || n <= 1 || w.empty()) return;
-    const bool batch_norm = family_of(find_workload(w)).traits.batch_norm;
-    std::vector<DdpFlag> order = {DdpFlag::Default};
-    for (const DdpFlag f : s_.flags)
-      if (f != DdpFlag::SyncBatchNorm || batch_norm) order.push_back(f);
-    const int64_t g = n * s_.per_device_batch.at(w);
-    for (int64_t round = 0; round < s_.flags_repeats; ++round) {
-      for (const DdpFlag f : order) {
-        auto [args, batch] = flag_args(f, g, n);
-        std::string name(enum_name(f));
-        std::replace(name.begin(), name.end(), '_', '-');  // ids and file names take hyphens
-        make(w, Mode::Ddp, n, batch, RunGroup::Flags, fmt::format("flags-{}-r{}", name, round),
-             args);
-        runs_.back().flag = f;
-        runs_.back().repeat = round;
+    // sync_bn and broadcast_buffers_off price BatchNorm: they run on a workload that has it
+    // (the flags workload, else the suite's first such), each pair with that workload's own
+    // default. Without one, sync_bn is left out and broadcast_buffers_off stays (it changes
+    // nothing there, which the ledger then shows).
+    const std::string norm = batch_norm_workload(w);
+    std::vector<DdpFlag> main, on_norm;
+    for (const DdpFlag f : s_.flags) {
+      const bool about_norm = f == DdpFlag::SyncBatchNorm || f == DdpFlag::NoBroadcastBuffers;
+      if (!about_norm || norm == w) {
+        main.push_back(f);
+      } else if (!norm.empty()) {
+        on_norm.push_back(f);
+      } else if (f == DdpFlag::NoBroadcastBuffers) {
+        main.push_back(f);
       }
-      std::reverse(order.begin(), order.end());
+    }
+    for (int64_t round = 0; round < s_.flags_repeats; ++round) {
+      flag_round(w, n, main, round);
+      if (!on_norm.empty()) flag_round(norm, n, on_norm, round);
+    }
+  }
+
+  std::string batch_norm_workload(const std::string& preferred) const {
+    if (family_of(find_workload(preferred)).traits.batch_norm) return preferred;
+    for (const auto& w : s_.workloads)
+      if (family_of(find_workload(w)).traits.batch_norm) return w;
+    return "";
+  }
+
+  // One round of `w`'s pairs: its default and each flag, in reverse order on odd rounds.
+  void flag_round(const std::string& w, int n, const std::vector<DdpFlag>& flags, int64_t round) {
+    std::vector<DdpFlag> order = {DdpFlag::Default};
+    order.insert(order.end(), flags.begin(), flags.end());
+    if (round % 2) std::reverse(order.begin(), order.end());
+    const int64_t g = n * s_.per_device_batch.at(w);
+    for (const DdpFlag f : order) {
+      auto [args, batch] = flag_args(f, g, n);
+      std::string name(enum_name(f));
+      std::replace(name.begin(), name.end(), '_', '-');  // ids and file names take hyphens
+      make(w, Mode::Ddp, n, batch, RunGroup::Flags, fmt::format("flags-{}-r{}", name, round), args);
+      runs_.back().flag = f;
+      runs_.back().repeat = round;
     }
   }
 

@@ -96,7 +96,8 @@ struct SuiteSpec {
   // Group "flags" (the cost ledger, reports/flag_ledger.h): DDP at the largest world size on
   // `flags_workload` (empty: the sweep workload), once with DDP's defaults and once with each
   // flag, in `flags_repeats` alternated rounds. Empty: no such group (the quick suites).
-  // sync_bn is left out on a workload without BatchNorm, where it changes nothing.
+  // sync_bn and broadcast_buffers_off run on a workload with BatchNorm (this one, else the
+  // suite's first such) against that workload's own default.
   std::vector<reports::DdpFlag> flags;
   std::string flags_workload;
   int64_t flags_repeats = 3;

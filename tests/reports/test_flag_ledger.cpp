@@ -53,8 +53,9 @@ SuiteRecord ledger_suite() {
 }
 
 TEST(FlagLedger, PricesEachFlagAgainstItsRoundsDefaultAndNeverRanksNoise) {
-  const auto ledger = flag_ledger(ledger_suite());
-  ASSERT_TRUE(ledger);
+  const auto ledgers = flag_ledgers(ledger_suite());
+  ASSERT_EQ(ledgers.size(), 1u);
+  const FlagLedger* ledger = &ledgers[0];
   EXPECT_EQ(ledger->workload, "mlp-small");
   EXPECT_EQ(ledger->world_size, 2);
   EXPECT_EQ(ledger->rounds, 3);
@@ -86,15 +87,44 @@ TEST(FlagLedger, PricesEachFlagAgainstItsRoundsDefaultAndNeverRanksNoise) {
 TEST(FlagLedger, ARoundWithoutItsDefaultIsNotPairedAndNoDefaultIsNoLedger) {
   SuiteRecord s = ledger_suite();
   s.runs[0].status = RunStatus::Failed;  // round 0's default
-  const auto ledger = flag_ledger(s);
-  ASSERT_TRUE(ledger);
+  const auto ledgers = flag_ledgers(s);
+  ASSERT_EQ(ledgers.size(), 1u);
+  const FlagLedger* ledger = &ledgers[0];
   EXPECT_EQ(ledger->rounds, 2);
   for (const FlagCost& c : ledger->rows) EXPECT_EQ(c.pairs, 2) << enum_name(c.flag);
   SuiteRecord none;
   for (const SuiteRun& r : s.runs)
     if (r.flag != DdpFlag::Default) none.runs.push_back(r);
-  EXPECT_FALSE(flag_ledger(none));
-  EXPECT_FALSE(flag_ledger(SuiteRecord{}));
+  EXPECT_TRUE(flag_ledgers(none).empty());
+  EXPECT_TRUE(flag_ledgers(SuiteRecord{}).empty());
+}
+
+// Pairs on two workloads (sync_bn goes to the one with BatchNorm): a ledger each, each flag
+// against its own workload's default.
+TEST(FlagLedger, EachWorkloadHasItsOwnLedger) {
+  SuiteRecord s = ledger_suite();
+  for (int64_t round = 0; round < 2; ++round) {
+    for (const auto& [flag, ms] :
+         {std::pair{DdpFlag::Default, 200.0}, {DdpFlag::SyncBatchNorm, 260.0}}) {
+      SuiteRun r = flag_run(flag, round, ms + round, 1.0, 2000000, 900000);
+      r.workload = "resnet-tiny";
+      r.id = "resnet-tiny/ddp/w2/flags-" + std::to_string(int(flag)) + "-r" + std::to_string(round);
+      s.runs.push_back(r);
+    }
+  }
+  const auto ledgers = flag_ledgers(s);
+  ASSERT_EQ(ledgers.size(), 2u);
+  EXPECT_EQ(ledgers[0].workload, "mlp-small");
+  EXPECT_EQ(ledgers[0].rows.size(), 4u);
+  EXPECT_EQ(ledgers[1].workload, "resnet-tiny");
+  EXPECT_EQ(ledgers[1].rounds, 2);
+  ASSERT_EQ(ledgers[1].rows.size(), 1u);
+  EXPECT_EQ(ledgers[1].rows[0].flag, DdpFlag::SyncBatchNorm);
+  EXPECT_DOUBLE_EQ(ledgers[1].rows[0].delta_ms, 60);
+  EXPECT_FALSE(ledgers[1].rows[0].inside_noise);
+  const ReportSection section = build_flag_ledger_section(s);
+  ASSERT_EQ(section.tables.size(), 2u);
+  EXPECT_NE(section.tables[0].id, section.tables[1].id);
 }
 
 TEST(FlagLedger, TheReportSaysInsideTheNoiseAndSignsTheRest) {

@@ -128,8 +128,16 @@ GPU_CHECK_SELFTEST=1 OUT="$tmp/out-term" TMPDIR="$tmp" GPU_CHECK_WORK="$tmp/work
   "$root/scripts/gpu_check.sh" --prebuilt "$tmp/gpu-bundle.tar.gz" --only 'single-*' \
   > "$tmp/term.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do  # the first training run's record: the suite is in its second
-  [[ -f "$tmp/work-term/suite/runs/single-mlp-small.json" ]] && break
+# The first training run recorded as ok in suite.json (written atomically; its own record file
+# appears earlier, before the suite has taken its numbers): the suite is in its second run.
+first_run_ok() {
+  python3 -c 'import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+sys.exit(0 if any(r["id"] == "single-mlp-small" and r.get("status") == "ok" for r in runs) else 1)' \
+    "$tmp/work-term/suite/suite.json" 2>/dev/null
+}
+for _ in $(seq 1 600); do
+  first_run_ok && break
   sleep 0.1
 done
 kill -TERM "$pid"

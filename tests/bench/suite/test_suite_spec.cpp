@@ -279,8 +279,9 @@ TEST(SuiteSpec, QuickIsShort) {
 }
 
 // Group "flags" (Note [Flag pairs]): per round the default and each flag once, odd rounds in
-// reverse order, every run DDP at the largest world size on the flags workload; sync_bn only
-// where the model has BatchNorm; no_sync at K=4 keeps the samples per step.
+// reverse order, every run DDP at the largest world size on the flags workload; sync_bn on the
+// suite's workload with BatchNorm, against that workload's own default; no_sync at K=4 keeps
+// the samples per step.
 TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
   SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   apply_suite_text(spec,
@@ -298,26 +299,38 @@ TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
             (std::vector<std::string>{
                 "mlp-small/ddp/w2/flags-default-r0", "mlp-small/ddp/w2/flags-static-graph-r0",
                 "mlp-small/ddp/w2/flags-no-sync-k4-r0", "mlp-small/ddp/w2/flags-cpu-threads-all-r0",
+                "resnet-tiny/ddp/w2/flags-default-r0", "resnet-tiny/ddp/w2/flags-sync-bn-r0",
                 "mlp-small/ddp/w2/flags-cpu-threads-all-r1", "mlp-small/ddp/w2/flags-no-sync-k4-r1",
-                "mlp-small/ddp/w2/flags-static-graph-r1", "mlp-small/ddp/w2/flags-default-r1"}))
-      << "mlp-small has no BatchNorm: no sync_bn pair";
+                "mlp-small/ddp/w2/flags-static-graph-r1", "mlp-small/ddp/w2/flags-default-r1",
+                "resnet-tiny/ddp/w2/flags-sync-bn-r1", "resnet-tiny/ddp/w2/flags-default-r1"}))
+      << "mlp-small has no BatchNorm: sync_bn runs on resnet-tiny";
   for (const SuiteRun* r : flags) {
     ASSERT_TRUE(r->flag && r->repeat) << r->id;
+    const int64_t g = r->workload == "mlp-small" ? 128 : 2 * spec.per_device_batch.at(r->workload);
     if (*r->flag == reports::DdpFlag::NoSyncK4) {
       EXPECT_EQ(r->arg("--accumulate"), "4");
       EXPECT_EQ(r->global_batch, 32) << "a quarter of 128 per micro-step";
     } else {
-      EXPECT_EQ(r->global_batch, 128) << r->id;
+      EXPECT_EQ(r->global_batch, g) << r->id;
     }
     if (*r->flag == reports::DdpFlag::StaticGraph) EXPECT_TRUE(r->has_arg("--static-graph"));
     if (*r->flag == reports::DdpFlag::CpuThreadsAll) EXPECT_TRUE(r->has_arg("--cpu-threads"));
+    if (*r->flag == reports::DdpFlag::SyncBatchNorm) EXPECT_TRUE(r->has_arg("--sync-bn"));
     if (*r->flag == reports::DdpFlag::Default)
       EXPECT_EQ(r->args.size(), runs.front().args.size() + 4);
   }
-  apply_suite_text(spec, R"({"flags_workload": "resnet-tiny", "flags": ["sync_bn"]})", "s.json");
-  int sync_bn = 0;
-  for (const auto& r : expand_suite(spec)) sync_bn += r.has_arg("--sync-bn");
-  EXPECT_EQ(sync_bn, 2) << "resnet-tiny has BatchNorm: one sync_bn run per round";
+  // Without a BatchNorm workload, sync_bn is left out and broadcast_buffers_off stays.
+  apply_suite_text(spec,
+                   R"({"workloads": ["mlp-small", "gpt-tiny"],
+                       "flags": ["sync_bn", "broadcast_buffers_off"]})",
+                   "s.json");
+  int sync_bn = 0, no_broadcast = 0;
+  for (const auto& r : expand_suite(spec)) {
+    sync_bn += r.has_arg("--sync-bn");
+    no_broadcast += r.has_arg("--no-broadcast-buffers") && r.workload == "mlp-small";
+  }
+  EXPECT_EQ(sync_bn, 0);
+  EXPECT_EQ(no_broadcast, 2);
   SuiteSpec cpu = default_suite(DeviceType::CPU, 0, false);
   EXPECT_NE(usage_error(cpu, R"({"flags": ["default"]})").find("every pair's A run"),
             std::string::npos);

@@ -17,7 +17,7 @@ namespace {
 constexpr char kHeader[8] = {'D', 'D', 'P', 'B', 'F', 'S', '0', '1'};
 // Counts the FileStores destroyed, for removing the file once all world_size are gone.
 const std::string kFinishedKey = "__ddpb_filestore__/finished";
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kFileReadChunk = 64 * 1024;
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -73,7 +73,8 @@ class LogReader {
 
  private:
   void fill(size_t wanted) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(std::max(wanted, kReadChunk), end_ - pos_));
+    size_t n =
+        static_cast<size_t>(std::min<uint64_t>(std::max(wanted, kFileReadChunk), end_ - pos_));
     buffer_.resize(n);
     next_ = 0;
     size_t got = 0;

@@ -1,8 +1,11 @@
 #include "comm/host_process_group.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pthread.h>
 
 #include <functional>
+#include <iterator>
 #include <utility>
 
 #include "comm/flight_recorder.h"
@@ -20,65 +23,6 @@ using Millis = std::chrono::milliseconds;
 // its waiters (whose last owner may then be either thread).
 enum class Failure { None, Error, Timeout };
 
-class HostWork final : public Work {
- public:
-  HostWork(std::string backend, Device device, Millis timeout)
-      : backend_(std::move(backend)), device_(device), timeout_(timeout) {}
-
-  bool is_completed() override { return completed_.load(std::memory_order_acquire); }
-
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!changed_.wait_for(lock, timeout_, [&] { return is_completed(); })) {
-      throw CommTimeout(backend_ + " " + description +
-                        " did not complete within the group timeout of " +
-                        std::to_string(timeout_.count()) + " ms");
-    }
-    if (failure_ != Failure::None) std::rethrow_exception(make_error());
-    // The host has waited for the collective (an event that has completed by now) ...
-    done_.synchronize();
-    // ... and for staged CUDA results, later work on the caller's stream must follow the
-    // H2D copies.
-    if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
-  }
-
-  std::exception_ptr exception() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return failure_ == Failure::None ? nullptr : make_error();
-  }
-
-  // "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", set at issue.
-  std::string description;
-
-  // Comm thread or destructor: the collective has finished or was cancelled.
-  void complete(Failure failure, std::string message, Event done) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      failure_ = failure;
-      message_ = std::move(message);
-      done_ = std::move(done);
-      completed_.store(true, std::memory_order_release);
-    }
-    changed_.notify_all();
-  }
-
- private:
-  std::exception_ptr make_error() const {
-    return failure_ == Failure::Timeout ? std::make_exception_ptr(CommTimeout(message_))
-                                        : std::make_exception_ptr(Error(message_));
-  }
-
-  const std::string backend_;
-  const Device device_;
-  const Millis timeout_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::atomic<bool> completed_{false};
-  Failure failure_ = Failure::None;
-  std::string message_;
-  Event done_;
-};
-
 // A tensor a collective reads (staged D2H for CUDA) and/or writes (staged H2D).
 struct Operand {
   Tensor tensor;
@@ -95,11 +39,98 @@ void check_summable(const Tensor& t, const std::string& backend, const char* op,
 
 }  // namespace
 
-struct HostProcessGroup::PendingOp {
-  std::shared_ptr<HostWork> work;
-  HostCollective collective;
+// One collective from issue to completion: the Work its callers wait on, and what the
+// communication thread needs to run it. One allocation per collective, and its description is
+// formatted only when a message needs it: issuing is on the caller's thread, which under
+// mpirun shares a core with the communication thread.
+class HostProcessGroup::PendingOp final : public Work {
+ public:
+  PendingOp(const HostProcessGroup& group, HostCollective collective, const char* name,
+            int64_t bytes)
+      : collective(collective),
+        backend_(group.name_),
+        device_(group.device_),
+        timeout_(group.timeout_),
+        rank_(group.rank_),
+        size_(group.size_) {
+    op = name;
+    this->bytes = bytes;
+  }
+
+  bool is_completed() override { return completed_.load(std::memory_order_acquire); }
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!changed_.wait_for(lock, timeout_, [&] { return is_completed(); })) {
+      // Still pending under the lock: complete() has not released the operands.
+      throw CommTimeout(backend_ + " " + description() +
+                        " did not complete within the group timeout of " +
+                        std::to_string(timeout_.count()) + " ms");
+    }
+    if (failure_ != Failure::None) std::rethrow_exception(make_error());
+    // The host has waited for the collective (an event that has completed by now) ...
+    done_.synchronize();
+    // ... and for staged CUDA results, later work on the caller's stream must follow the
+    // H2D copies.
+    if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
+  }
+
+  std::exception_ptr exception() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_ == Failure::None ? nullptr : make_error();
+  }
+
+  // "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", as Tensor::describe() writes each
+  // operand. Only while the collective is pending (the operands go at completion).
+  std::string description() const {
+    fmt::memory_buffer out;
+    fmt::format_to(std::back_inserter(out), "{} #{}", op, sequence);
+    for (size_t i = 0; i < operands.size(); ++i) {
+      const Tensor& t = operands[i].tensor;
+      fmt::format_to(std::back_inserter(out), "{}{}[{}] on {}", i == 0 ? " (" : ", ",
+                     dtype_name(t.dtype()), fmt::join(t.shape(), ", "), t.device().str());
+    }
+    fmt::format_to(std::back_inserter(out), "{} on rank {} of {}", operands.empty() ? "" : ")",
+                   rank_, size_);
+    return fmt::to_string(out);
+  }
+
+  // Comm thread or destructor: the collective has finished or was cancelled. The group lets
+  // go of the tensors here, before a waiter can see the collective complete.
+  void complete(Failure failure, std::string message, Event done) {
+    std::vector<Operand> released;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = failure;
+      message_ = std::move(message);
+      done_ = std::move(done);
+      released.swap(operands);
+      ready = Event();
+      completed_.store(true, std::memory_order_release);
+    }
+    changed_.notify_all();
+  }
+
+  const HostCollective collective;
   std::vector<Operand> operands;  // keeps the tensors alive until completion
-  Event ready;                    // recorded on the caller's stream at issue
+  Event ready;                    // recorded on the caller's stream at issue (if needed)
+
+ private:
+  std::exception_ptr make_error() const {
+    return failure_ == Failure::Timeout ? std::make_exception_ptr(CommTimeout(message_))
+                                        : std::make_exception_ptr(Error(message_));
+  }
+
+  const std::string backend_;
+  const Device device_;
+  const Millis timeout_;
+  const int rank_, size_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::atomic<bool> completed_{false};
+  Failure failure_ = Failure::None;
+  std::string message_;
+  Event done_;
 };
 
 HostProcessGroup::HostProcessGroup(int rank, int size, const ProcessGroupOptions& options,
@@ -124,7 +155,7 @@ void HostProcessGroup::start_thread() {
 }
 
 void HostProcessGroup::stop_thread() {
-  std::deque<std::unique_ptr<PendingOp>> cancelled;
+  std::deque<std::shared_ptr<PendingOp>> cancelled;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -133,10 +164,10 @@ void HostProcessGroup::stop_thread() {
   queue_changed_.notify_all();
   if (thread_.joinable()) thread_.join();  // the running collective ends within the timeout
   for (auto& op : cancelled) {
-    op->work->complete(Failure::Error,
-                       name_ + " " + op->work->description +
-                           " was cancelled: its process group was destroyed before it ran",
-                       Event());
+    op->complete(Failure::Error,
+                 name_ + " " + op->description() +
+                     " was cancelled: its process group was destroyed before it ran",
+                 Event());
   }
 }
 
@@ -156,15 +187,10 @@ void HostProcessGroup::check_tensor(const Tensor& t, const char* op, const char*
       << " is not on the group's device " << device_.str() << " (rank " << rank_ << ")";
 }
 
-std::unique_ptr<HostProcessGroup::PendingOp> HostProcessGroup::make_op(HostCollective collective,
+std::shared_ptr<HostProcessGroup::PendingOp> HostProcessGroup::make_op(HostCollective collective,
                                                                        const char* name,
                                                                        int64_t bytes) {
-  auto op = std::make_unique<PendingOp>();
-  op->work = std::make_shared<HostWork>(name_, device_, timeout_);
-  op->work->op = name;
-  op->work->bytes = bytes;
-  op->collective = collective;
-  return op;
+  return std::make_shared<PendingOp>(*this, collective, name, bytes);
 }
 
 // Note [Host collective stream order]
@@ -176,22 +202,32 @@ std::unique_ptr<HostProcessGroup::PendingOp> HostProcessGroup::make_op(HostColle
 // stream completes the Work: wait() blocks the host until then and, for staged CUDA
 // tensors, makes the caller's stream wait on it. The stream-order sanitizer sees the same
 // edges on CPU and CUDA.
-WorkPtr HostProcessGroup::issue(std::unique_ptr<PendingOp> op) {
+// An inline CPU stream (not capturing) has run everything enqueued on it, so an event recorded
+// on it, or on an inline comm stream after the collective, is complete when recorded: without
+// the sanitizer, which learns the edges from the events, the group leaves them out (an event is
+// an allocation, and on a host collective of tens of microseconds the two cost 2-3%).
+bool HostProcessGroup::needs_event(const Stream& stream) {
+  return !stream.is_inline() || stream.capturing() || sanitizer::enabled();
+}
+
+WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
   bool any_cuda = false;
   for (const Operand& o : op->operands) any_cuda = any_cuda || o.tensor.device().is_cuda();
   const Device caller =
       any_cuda || op->operands.empty() ? device_ : op->operands[0].tensor.device();
-  op->ready = Event::create(caller);
-  op->ready.record(current_stream(caller));
-  WorkPtr work = op->work;
+  Stream& caller_stream = current_stream(caller);
+  if (needs_event(caller_stream)) {
+    op->ready = Event::create(caller);
+    op->ready.record(caller_stream);
+  }
+  WorkPtr work = op;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    DDPB_CHECK(!stopping_) << name_ << " " << op->work->op << " issued while the group of rank "
-                           << rank_ << " is being destroyed";
-    op->work->sequence = next_sequence_++;
-    op->work->description = describe_op(*op);
+    DDPB_CHECK(!stopping_) << name_ << " " << op->op << " issued while the group of rank " << rank_
+                           << " is being destroyed";
+    op->sequence = next_sequence_++;
     flight_recorder().enqueued(
-        op->work->sequence, op->work->op, op->work->bytes,
+        op->sequence, op->op, op->bytes,
         op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
     queue_.push_back(std::move(op));
   }
@@ -301,7 +337,7 @@ void HostProcessGroup::run_loop() {
     broken_reason_ = "the comm thread cannot use " + device_.str() + ": " + e.what();
   }
   for (;;) {
-    std::unique_ptr<PendingOp> op;
+    std::shared_ptr<PendingOp> op;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -311,15 +347,6 @@ void HostProcessGroup::run_loop() {
     }
     execute(*op);
   }
-}
-
-std::string HostProcessGroup::describe_op(const PendingOp& op) const {
-  std::string s = op.work->op + " #" + std::to_string(op.work->sequence);
-  for (size_t i = 0; i < op.operands.size(); ++i) {
-    s += (i == 0 ? " (" : ", ") + op.operands[i].tensor.describe();
-  }
-  if (!op.operands.empty()) s += ")";
-  return s + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
 }
 
 namespace {
@@ -341,7 +368,7 @@ void HostProcessGroup::sanitize_collective(const Stream& stream, const PendingOp
     if (o.read) reads.push_back(o.tensor);
     if (o.write) writes.push_back(o.tensor);
   }
-  sanitizer::on_op(stream, collective_name(op.work->op), reads, writes);
+  sanitizer::on_op(stream, collective_name(op.op), reads, writes);
 }
 
 // CUDA operands: one stream and two synchronizations per collective. The host collective
@@ -361,7 +388,7 @@ void HostProcessGroup::run_staged(PendingOp& op) {
     host.push_back(h);
   }
   comm_stream_->synchronize();
-  run_host(op.collective, host, op.work->sequence);
+  run_host(op.collective, host, op.sequence);
   for (size_t i = 0; i < op.operands.size(); ++i) {
     const Operand& o = op.operands[i];
     if (o.write && o.tensor.device().is_cuda()) ops::copy(host[i], o.tensor);
@@ -369,17 +396,16 @@ void HostProcessGroup::run_staged(PendingOp& op) {
 }
 
 void HostProcessGroup::execute(PendingOp& op) {
-  HostWork& work = *op.work;
-  work.start_ns = steady_now_ns();
-  running_since_ns_.store(work.start_ns, std::memory_order_release);
-  running_sequence_.store(work.sequence, std::memory_order_release);
-  flight_recorder().started(work.sequence);
+  op.start_ns = steady_now_ns();
+  running_since_ns_.store(op.start_ns, std::memory_order_release);
+  running_sequence_.store(op.sequence, std::memory_order_release);
+  flight_recorder().started(op.sequence);
   Failure failure = Failure::None;
   std::string message;
   Event done;
   try {
     if (!broken_reason_.empty()) {
-      throw Error(name_ + " " + work.description + " did not run: " + broken_reason_);
+      throw Error(name_ + " " + op.description() + " did not run: " + broken_reason_);
     }
     bool staged = false;
     for (const Operand& o : op.operands) staged = staged || o.tensor.device().is_cuda();
@@ -388,7 +414,7 @@ void HostProcessGroup::execute(PendingOp& op) {
       comm_stream_->synchronize();
       std::vector<Tensor> device;
       for (const Operand& o : op.operands) device.push_back(o.tensor);
-      run_host(op.collective, device, work.sequence);
+      run_host(op.collective, device, op.sequence);
     } else if (staged) {
       run_staged(op);
     } else {
@@ -396,10 +422,12 @@ void HostProcessGroup::execute(PendingOp& op) {
       std::vector<Tensor> host;
       for (const Operand& o : op.operands) host.push_back(o.tensor);
       if (sanitizer::enabled()) sanitize_collective(*comm_stream_, op);
-      run_host(op.collective, host, work.sequence);
+      run_host(op.collective, host, op.sequence);
     }
-    done = Event::create(device_);
-    done.record(*comm_stream_);
+    if (staged || needs_event(*comm_stream_)) {
+      done = Event::create(device_);
+      done.record(*comm_stream_);
+    }
     if (staged) comm_stream_->synchronize();
   } catch (...) {
     std::string what = "unknown exception";
@@ -416,17 +444,17 @@ void HostProcessGroup::execute(PendingOp& op) {
     }
     failure = timed_out ? Failure::Timeout : Failure::Error;
     message =
-        what.starts_with(name_ + " ") ? what : name_ + " " + work.description + " failed: " + what;
+        what.starts_with(name_ + " ") ? what : name_ + " " + op.description() + " failed: " + what;
     // Ranks are now out of step (or a peer is gone), so later collectives cannot succeed.
     if (broken_reason_.empty()) {
-      broken_reason_ = "the group is broken since " + op.work->op + " #" +
-                       std::to_string(op.work->sequence) + " failed: " + what;
+      broken_reason_ = "the group is broken since " + op.op + " #" + std::to_string(op.sequence) +
+                       " failed: " + what;
     }
   }
   running_sequence_.store(-1, std::memory_order_release);
-  work.end_ns = steady_now_ns();
-  flight_recorder().finished(work.sequence, failure != Failure::None);
-  work.complete(failure, std::move(message), std::move(done));
+  op.end_ns = steady_now_ns();
+  flight_recorder().finished(op.sequence, failure != Failure::None);
+  op.complete(failure, std::move(message), std::move(done));
 }
 
 }  // namespace ddpb::comm

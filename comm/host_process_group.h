@@ -101,16 +101,16 @@ class HostProcessGroup : public ProcessGroup {
   std::pair<int64_t, int64_t> running() const;
 
  private:
-  struct PendingOp;  // a collective waiting for, or running on, the comm thread
+  class PendingOp;  // a collective's Work, waiting for or running on the comm thread
 
-  WorkPtr issue(std::unique_ptr<PendingOp> op);
-  std::unique_ptr<PendingOp> make_op(HostCollective collective, const char* name, int64_t bytes);
+  static bool needs_event(const Stream& stream);
+  WorkPtr issue(std::shared_ptr<PendingOp> op);
+  std::shared_ptr<PendingOp> make_op(HostCollective collective, const char* name, int64_t bytes);
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
   void run_loop();
   void execute(PendingOp& op);
   void run_staged(PendingOp& op);
   void sanitize_collective(const Stream& stream, const PendingOp& op) const;
-  std::string describe_op(const PendingOp& op) const;
 
   Device device_;
   std::chrono::milliseconds timeout_;
@@ -122,7 +122,7 @@ class HostProcessGroup : public ProcessGroup {
 
   std::mutex mutex_;
   std::condition_variable queue_changed_;
-  std::deque<std::unique_ptr<PendingOp>> queue_;
+  std::deque<std::shared_ptr<PendingOp>> queue_;
   int64_t next_sequence_ = 0;  // under mutex_
   bool stopping_ = false;      // under mutex_
   std::atomic<int64_t> running_sequence_{-1}, running_since_ns_{0};

@@ -18,7 +18,7 @@ using tcp::Op;
 using tcp::Status;
 
 namespace {
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kSocketReadChunk = 64 * 1024;
 // Stop reading requests from a client that does not read its replies.
 constexpr size_t kOutHighWater = kMaxValueBytes;
 // A client cannot park a request for longer than this (keeps deadline arithmetic sane).
@@ -167,8 +167,8 @@ void TCPStoreServer::read_from(Conn& c) {
   for (int round = 0; round < 16 && !c.closed && !c.parked; ++round) {
     if (c.out_backlog() >= kOutHighWater) return;
     size_t old = c.in.size();
-    c.in.resize(old + kReadChunk);
-    ssize_t r = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
+    c.in.resize(old + kSocketReadChunk);
+    ssize_t r = ::recv(c.fd.get(), c.in.data() + old, kSocketReadChunk, 0);
     c.in.resize(old + static_cast<size_t>(std::max<ssize_t>(r, 0)));
     if (r > 0) {
       process_input(c);

@@ -98,6 +98,9 @@ class Node {
 
   std::vector<std::shared_ptr<Node>> next;  // one per input; null if it needs no gradient
   uint64_t sequence_nr;                     // creation order; later nodes run first
+
+  // Whether input `i` needs a gradient (PyTorch's ctx.needs_input_grad[i]).
+  bool needs_input_grad(size_t i) const { return i < next.size() && next[i] != nullptr; }
 };
 
 // For use inside Node::apply: a buffer for the gradient of the running node's input `input`,

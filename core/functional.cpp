@@ -13,10 +13,6 @@ Tensor empty_like(const Tensor& t) {
 }
 
 // Gradient only for inputs that need one: `next[i]` is null for the others.
-bool wants(const Node& n, size_t i) {
-  return i < n.next.size() && n.next[i] != nullptr;
-}
-
 class LinearBackward final : public Node {
  public:
   Tensor x, weight, y;  // y saved only for a fused ReLU
@@ -31,17 +27,17 @@ class LinearBackward final : public Node {
     }
     std::vector<Tensor> grads(3);
     int64_t n = x.size(0), in = x.size(1), out = weight.size(0);
-    if (wants(*this, 0)) {
+    if (needs_input_grad(0)) {
       grads[0] = Tensor::empty({n, in}, DType::F32, x.device());
       ops::gemm(dz, false, weight, false, grads[0]);
     }
     // Weight and bias gradients may go straight into their leaves' destinations (DDP's
     // buckets, Note [Gradient destinations]); both ops overwrite their output.
-    if (wants(*this, 1)) {
+    if (needs_input_grad(1)) {
       grads[1] = autograd::gradient_buffer(1, {out, in}, DType::F32, x.device());
       ops::gemm(dz, true, x, false, grads[1]);
     }
-    if (has_bias && wants(*this, 2)) {
+    if (has_bias && needs_input_grad(2)) {
       grads[2] = autograd::gradient_buffer(2, {out}, DType::F32, x.device());
       ops::sum_rows(dz, grads[2]);
     }

@@ -10,10 +10,6 @@ namespace {
 using autograd::make_result;
 using autograd::Node;
 
-bool wants(const Node& n, size_t i) {
-  return i < n.next.size() && n.next[i] != nullptr;
-}
-
 class Conv2dBackward final : public Node {
  public:
   Tensor x, weight;
@@ -22,12 +18,12 @@ class Conv2dBackward final : public Node {
   const char* name() const override { return "Conv2dBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
     std::vector<Tensor> grads(2);
-    if (wants(*this, 0)) {
+    if (needs_input_grad(0)) {
       grads[0] = Tensor::empty(x.shape(), DType::F32, x.device());
       ops::conv2d_backward_data(dy, weight, grads[0], geometry, layout);
     }
     // The weight gradient may go straight into DDP's bucket (Note [Gradient destinations]).
-    if (wants(*this, 1)) {
+    if (needs_input_grad(1)) {
       grads[1] = autograd::gradient_buffer(1, weight.shape(), DType::F32, x.device());
       ops::conv2d_backward_weight(dy, x, grads[1], geometry, layout);
     }
@@ -49,15 +45,15 @@ class BatchNormBackward final : public Node {
     std::vector<Tensor> grads(3);
     // The parameter gradients are this device's sums, before any cross-rank reduction: DDP
     // averages them with the other gradients, as PyTorch's SyncBatchNorm leaves them.
-    if (wants(*this, 1)) {
+    if (needs_input_grad(1)) {
       grads[1] = autograd::gradient_buffer(1, {c}, DType::F32, x.device());
       ops::copy(sums.flat_view(c, {c}), grads[1]);
     }
-    if (wants(*this, 2)) {
+    if (needs_input_grad(2)) {
       grads[2] = autograd::gradient_buffer(2, {c}, DType::F32, x.device());
       ops::copy(sums.flat_view(0, {c}), grads[2]);
     }
-    if (wants(*this, 0)) grads[0] = input_gradient(dy, sums);
+    if (needs_input_grad(0)) grads[0] = input_gradient(dy, sums);
     return grads;
   }
 

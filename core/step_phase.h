@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace ddpb {
@@ -43,6 +44,35 @@ constexpr const char* step_phase_name(StepPhase p) {
       "data", "scatter",  "replicate",        "buffer_broadcast", "forward", "sync_bn",  "gather",
       "loss", "backward", "backward_compute", "comm_exposed",     "reduce",  "optimizer"};
   return kNames[static_cast<size_t>(p)];
+}
+
+// What a phase spends its time on: the input pipeline, the model's arithmetic (forward,
+// loss, backward and the optimizer step) or moving tensors between devices or ranks (DP's
+// scatter, replicate, gather and reduce; DDP's buffer broadcast, SyncBatchNorm and exposed
+// AllReduce). The critical path and the speed-of-light comparison both read it.
+enum class PhaseKind : uint8_t { Data, Compute, Communication };
+
+constexpr PhaseKind phase_kind(StepPhase p) {
+  switch (p) {
+    case StepPhase::Data:
+      return PhaseKind::Data;
+    case StepPhase::Forward:
+    case StepPhase::Loss:
+    case StepPhase::Backward:
+    case StepPhase::BackwardCompute:
+    case StepPhase::Optimizer:
+      return PhaseKind::Compute;
+    default:
+      return PhaseKind::Communication;
+  }
+}
+
+// The phase a record names ("backward_compute"), or nullopt for a name outside the vocabulary.
+constexpr std::optional<StepPhase> step_phase_named(std::string_view name) {
+  for (size_t i = 0; i < kNumStepPhases; ++i) {
+    if (name == step_phase_name(static_cast<StepPhase>(i))) return static_cast<StepPhase>(i);
+  }
+  return std::nullopt;
 }
 
 // One phase's time in one step.

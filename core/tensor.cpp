@@ -1,7 +1,6 @@
 #include "core/tensor.h"
 
 #include <cstring>
-#include <sstream>
 
 #include "core/allocator.h"
 #include "core/check.h"
@@ -192,9 +191,7 @@ float Tensor::item() const {
 
 std::string Tensor::describe() const {
   if (!storage_) return "undefined tensor";
-  std::ostringstream s;
-  s << dtype_name(dtype_) << shape_str(shape_) << " on " << storage_->device().str();
-  return s.str();
+  return std::string(dtype_name(dtype_)) + shape_str(shape_) + " on " + storage_->device().str();
 }
 
 }  // namespace ddpb

@@ -25,13 +25,6 @@ struct Figures {
 };
 using Runs = std::vector<std::pair<std::string, Figures>>;  // in record order
 
-std::optional<double> median(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // A single run record: summary and memory; DDP's overlap from summary.comm when the record
 // has it, else the median of the measured steps' overlap ratios.
 Figures run_record_figures(const RunRecord& rec) {

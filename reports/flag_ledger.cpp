@@ -11,10 +11,9 @@
 namespace ddpb::reports {
 namespace {
 
+// The median, 0 for none.
 double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return median(std::move(v)).value_or(0);
 }
 
 // The standard error of one run's median step, from its own step-to-step spread.

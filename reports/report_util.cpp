@@ -56,6 +56,13 @@ std::optional<double> run_peak_memory(const SuiteRun& run) {
   return static_cast<double>(peak_memory_bytes(*run.metrics->memory));
 }
 
+std::optional<double> median(std::vector<double> values) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 std::string safe_dump(const json& value) {
   return json_text(value);
 }

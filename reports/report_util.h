@@ -29,6 +29,9 @@ std::optional<double> run_bucket_cap_mb(const SuiteRun& run);
 // Peak bytes of a run: metrics.peak_memory_bytes, else the largest metrics.memory[].peak_bytes.
 std::optional<double> run_peak_memory(const SuiteRun& run);
 
+// The median of `values` (the mean of the middle two for an even count), nullopt when empty.
+std::optional<double> median(std::vector<double> values);
+
 // Compact JSON text that never throws (invalid UTF-8 in a string built in memory is replaced).
 std::string safe_dump(const nlohmann::json& value);
 

@@ -87,6 +87,13 @@ void attribute_phase(const std::vector<reports::RankRecord>& ranks, int64_t hold
   out.holder_phase_excess_ms = best_excess;
 }
 
+// Whether `most` held kHolderDominance times as many pairs as every other rank.
+bool dominates(const std::vector<reports::RankBlame>& per_rank, const reports::RankBlame& most) {
+  return std::all_of(per_rank.begin(), per_rank.end(), [&](const reports::RankBlame& r) {
+    return r.rank == most.rank || most.held_fraction >= kHolderDominance * r.held_fraction;
+  });
+}
+
 std::string finding(const reports::BucketBlame& b) {
   const auto most = std::max_element(
       b.per_rank.begin(), b.per_rank.end(),
@@ -100,6 +107,12 @@ std::string finding(const reports::BucketBlame& b) {
   if (!b.holder) {
     if (most == b.per_rank.end() || most->buckets_held == 0)
       return fmt::format("no rank holds buckets back beyond the noise ({:.2f} ms)", b.noise_ms);
+    if (!dominates(b.per_rank, *most)) {
+      return fmt::format(
+          "no rank holds the step back: the ranks take turns being last (rank {} held {:.0f}% of "
+          "buckets back, not {:.0f} times any other rank's share)",
+          most->rank, 100 * most->held_fraction, kHolderDominance);
+    }
     return fmt::format(
         "no rank holds the step back: the most, rank {}, held {:.0f}% of buckets back by a "
         "median {:.2f} ms, under the {:.2f} ms the steps' own jitter allows",
@@ -164,7 +177,7 @@ reports::BucketBlame bucket_blame(const ReadyTimes& ready_ms,
   out.holder_threshold_ms =
       std::max({kHolderMinDelayMs, kHolderStepShare * median_step_ms, step.stddev});
   if (out.steps >= kHolderMinSteps && most->held_fraction >= kHolderShare &&
-      most->delay_ms_median >= out.holder_threshold_ms) {
+      dominates(out.per_rank, *most) && most->delay_ms_median >= out.holder_threshold_ms) {
     out.holder = most->rank;
     attribute_phase(ranks, most->rank, out);
   }

@@ -14,14 +14,15 @@
 //   noise            max(kBlameNoiseFloorMs, kBlameNoiseShare x the median step): a delay
 //                    below it is held back by no one.
 // A rank holds the step back when it held at least kHolderShare of every (step, bucket) pair
-// beyond the noise, by a median of at least the holder threshold: max(kHolderMinDelayMs,
-// kHolderStepShare x the median step, the step time's standard deviation); a lead shorter than
-// the steps' own jitter cannot be told from it; and no rank is named from fewer than
-// kHolderMinSteps measured steps (a quick suite's 4 steps name ranks by chance). Its phase is the
-// one (waits excluded: comm_exposed) whose median on that rank most exceeds the median of the other
-// ranks' medians, when the excess is beyond the noise. The ready times are taken before the
-// collective, so a slowdown inside backward, which every rank's step time evens out after the
-// AllReduce, is still seen: the late rank is late at every bucket.
+// beyond the noise and kHolderDominance times as many as any other rank (ranks that are late by
+// chance take turns: on two ranks each is last about half the time), by a median of at least the
+// holder threshold: max(kHolderMinDelayMs, kHolderStepShare x the median step, the step time's
+// standard deviation); a lead shorter than the steps' own jitter cannot be told from it; and no
+// rank is named from fewer than kHolderMinSteps measured steps (a quick suite's 4 steps name ranks
+// by chance). Its phase is the one (waits excluded: comm_exposed) whose median on that rank most
+// exceeds the median of the other ranks' medians, when the excess is beyond the noise. The ready
+// times are taken before the collective, so a slowdown inside backward, which every rank's step
+// time evens out after the AllReduce, is still seen: the late rank is late at every bucket.
 #pragma once
 
 #include <vector>
@@ -33,6 +34,7 @@ namespace ddpb::bench {
 inline constexpr double kBlameNoiseFloorMs = 0.25;
 inline constexpr double kBlameNoiseShare = 0.02;
 inline constexpr double kHolderShare = 0.5;
+inline constexpr double kHolderDominance = 2.0;
 inline constexpr double kHolderMinDelayMs = 1.0;
 inline constexpr double kHolderStepShare = 0.05;
 inline constexpr int64_t kHolderMinSteps = 8;

@@ -17,18 +17,15 @@ using reports::RunRecord;
 using reports::StepRecord;
 
 const char* kind_of(StepPhase p) {
-  switch (p) {
-    case StepPhase::Data:
+  switch (phase_kind(p)) {
+    case PhaseKind::Data:
       return "data";
-    case StepPhase::Forward:
-    case StepPhase::Loss:
-    case StepPhase::Backward:
-    case StepPhase::BackwardCompute:
-    case StepPhase::Optimizer:
+    case PhaseKind::Compute:
       return "compute";
-    default:
+    case PhaseKind::Communication:
       return "communication";
   }
+  return "communication";
 }
 
 // The measured step whose time is nearest the median: (its index in record.steps, its index

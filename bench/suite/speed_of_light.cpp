@@ -3,10 +3,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <set>
 #include <tuple>
 
 #include "bench/project/comm_fit.h"
+#include "core/step_phase.h"
 
 namespace ddpb::bench {
 
@@ -14,13 +14,23 @@ namespace {
 
 using reports::ModeName;
 
-std::string phase_group(const std::string& phase) {
-  static const std::set<std::string> compute = {"forward", "loss", "backward", "backward_compute"};
-  static const std::set<std::string> comm = {"comm_exposed", "scatter", "replicate", "gather",
-                                             "reduce"};
-  if (compute.count(phase)) return "compute";
-  if (comm.count(phase)) return "communication";
-  if (phase == "data") return "input";
+// The bound a phase is measured against: its kind (core/step_phase.h), except for the phases
+// no bound models: the compute bound counts the forward and backward arithmetic, not the
+// optimizer's; the communication bound the gradients' AllReduce, not DDP's buffer broadcast or
+// SyncBatchNorm's statistics.
+std::string phase_group(const std::string& name) {
+  const std::optional<StepPhase> phase = step_phase_named(name);
+  if (!phase || *phase == StepPhase::Optimizer || *phase == StepPhase::BufferBroadcast ||
+      *phase == StepPhase::SyncBn)
+    return "other";
+  switch (phase_kind(*phase)) {
+    case PhaseKind::Data:
+      return "input";
+    case PhaseKind::Compute:
+      return "compute";
+    case PhaseKind::Communication:
+      return "communication";
+  }
   return "other";
 }
 

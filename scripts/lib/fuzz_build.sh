@@ -19,12 +19,14 @@ fuzz_build_unsupported() {
   rm -rf "$probe_dir"
 }
 
-# Configures $1 as the fuzz build. -O1 with line tables: fast enough to fuzz and to run the
-# unit tests under ASan, quick to build, stacks with file:line.
+# Configures $1 as the fuzz build. -O0 with line tables: it compiles in 133 s where -O1 took
+# 457 s (ASan and UBSan instrument every access at any level), the unit tests under it run in
+# 1.6x -O1's time (62 s against 38 s, one after another), fuzzing gets fewer executions in its
+# fixed time, and stacks keep file:line.
 fuzz_build_configure() {
   cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" \
     -DDDPB_FUZZ=ON -DDDPBENCH_CUDA=OFF -DDDPB_NVTX=OFF -DDDPB_UNITY_LIBS=ON \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 }

@@ -1,8 +1,8 @@
-// Collectives under load: 3,000 small allreduces (1..4096 floats) and 30 large ones
+// Collectives under load: 1,500 small allreduces (1..4096 floats) and 15 large ones
 // (1..16 Mi floats) of random sizes among 4 thread-ranks on the Gloo process group, issued
 // asynchronously in windows of up to 8 Works as DDP does, with some synchronous ones mixed
 // in. Every element of every result is checked against its exact sum, and nothing leaks:
-// after a warm-up phase (the first 300 small and 3 large), each rank's caching allocator,
+// after a warm-up phase (the first 500 small and 5 large), each rank's caching allocator,
 // malloc's bytes in use and the process's resident memory stay flat to the end.
 //
 // What is legitimately cached, and therefore done during warm-up:
@@ -49,7 +49,7 @@ using testing::ramp_sum;
 using testing::seconds_since;
 
 constexpr int kRanks = 4;
-constexpr int kSmallOps = 3'000, kLargeOps = 30;
+constexpr int kSmallOps = 1'500, kLargeOps = 15;
 // Op i is large iff i % 101 == 100: large ones are 101 ops apart, never two in one window.
 constexpr int kLargeEvery = (kSmallOps + kLargeOps) / kLargeOps;
 constexpr int kTotalOps = kSmallOps + kLargeOps;
@@ -64,10 +64,10 @@ constexpr int kPeriod = 7;      // of ramp's values
 static_assert(kLargeEvery > int(kWindow), "one max-size block per rank is all warm-up caches");
 static_assert(kWarmupOps % kLargeEvery == 0, "warm-up ends after a large op");
 static_assert(kWarmupOps * kRanks >= 2000, "warm-up fills the flight recorder's ring");
-// Bounds on growth after warm-up, over the 2,525 ops of each of the 4 ranks that follow it.
+// Bounds on growth after warm-up, over the 1,010 ops of each of the 4 ranks that follow it.
 // The allocator only ever caches, so its figures are exact and the slack is a few blocks.
 // malloc's bytes in use are exact too, but Gloo's and the standard library's containers
-// keep their high-water capacity; 64 KiB is 6 bytes per op per rank, where one leaked
+// keep their high-water capacity; 64 KiB is 16 bytes per op per rank, where one leaked
 // tensor or Work per op would be over 100. The resident
 // set is counted in pages, approximately (per-CPU counters), hence a few MiB.
 constexpr int64_t kAllocatorSlackBytes = 64 << 10;

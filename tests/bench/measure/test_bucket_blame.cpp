@@ -117,6 +117,24 @@ TEST(BucketBlame, ALeadWithinTheStepsOwnJitterIsNotAHolder) {
   EXPECT_DOUBLE_EQ(steady.holder_threshold_ms, std::max(kHolderMinDelayMs, kHolderStepShare * 20));
 }
 
+TEST(BucketBlame, RanksThatTakeTurnsBeingLateAreNoHolder) {
+  // Rank 0 is 5 ms late in 6 of 10 steps, rank 1 in the other 4: beyond the noise and the
+  // threshold, and rank 0 holds 60% of the pairs, but not twice rank 1's 40%.
+  auto ready = timeline(2, 10, 2, -1, 0);
+  for (size_t s = 0; s < 10; ++s) {
+    for (double& t : ready[s < 6 ? 0 : 1][s]) t += 5;
+  }
+  const auto b = bucket_blame(ready, ranks_with_phases(2, -1, "", 0), step_times(20, 0.5));
+  EXPECT_DOUBLE_EQ(b.per_rank[0].held_fraction, 0.6);
+  EXPECT_FALSE(b.holder.has_value());
+  EXPECT_NE(b.finding.find("the ranks take turns being last"), std::string::npos) << b.finding;
+  // The same lead on rank 0 with rank 1 late in 2 steps only: rank 0 is named.
+  for (size_t s = 6; s < 8; ++s) {
+    for (double& t : ready[1][s]) t -= 5;
+  }
+  EXPECT_EQ(bucket_blame(ready, ranks_with_phases(2, -1, "", 0), step_times(20, 0.5)).holder, 0);
+}
+
 TEST(BucketBlame, ALateStartIsALateRankWithoutASlowPhase) {
   // The last buckets only (from bucket 2 of 4): half the pairs, the holder's threshold.
   const auto ready = timeline(3, 8, 4, 0, 20, /*late_from=*/2);

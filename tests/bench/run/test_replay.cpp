@@ -83,7 +83,8 @@ struct RunSpec {
   // with a ReLU input at 2e-7 of its tensor's scale, the forward and the fc gradients equal to
   // 1e-7 and the error entering exactly below that ReLU; seed 0 matches to 4e-5. The test
   // passes when no seed fails conclusively and at least one matches: a wrong formula fails at
-  // every seed, with or without near ties.
+  // every seed, with or without near ties. Seeds run in order until two have matched: the later
+  // ones stand by for near ties.
   std::vector<int> seeds = {7};
   double min_margin = 0;  // replay_pytorch.py --min-margin
 };
@@ -137,6 +138,7 @@ class ReplayTest : public ::testing::Test {
     size_t matched = 0;
     std::string failures, inconclusive;
     for (int seed : s.seeds) {
+      if (matched == 2) break;
       ASSERT_NO_FATAL_FAILURE(train(s, seed));
       Outcome o = replay(s.replay_dtype, s.min_margin);
       RecordProperty("replay_result_seed_" + std::to_string(seed), result_line(o.output));

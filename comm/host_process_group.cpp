@@ -14,9 +14,10 @@
 #include "core/stream_sanitizer.h"
 
 namespace ddpb::comm {
-namespace {
 
-using Millis = std::chrono::milliseconds;
+// Named, not anonymous: HostProcessGroup::PendingOp, a member class, holds these (GCC warns of
+// a member whose type has internal linkage when the file is part of a unity batch).
+namespace host_group {
 
 // How a collective failed. A Work keeps the kind and message and throws a fresh exception
 // in the waiting thread, rather than sharing one exception object between the comm thread and
@@ -29,6 +30,14 @@ struct Operand {
   bool read = false;
   bool write = false;
 };
+
+}  // namespace host_group
+
+namespace {
+
+using host_group::Failure;
+using host_group::Operand;
+using Millis = std::chrono::milliseconds;
 
 void check_summable(const Tensor& t, const std::string& backend, const char* op, int rank) {
   const DType d = t.dtype();

@@ -12,7 +12,6 @@ Tensor empty_like(const Tensor& t) {
   return Tensor::empty(t.shape(), t.dtype(), t.device());
 }
 
-// Gradient only for inputs that need one: `next[i]` is null for the others.
 class LinearBackward final : public Node {
  public:
   Tensor x, weight, y;  // y saved only for a fused ReLU

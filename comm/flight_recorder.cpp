@@ -78,20 +78,20 @@ void FlightRecorder::enqueued(int64_t sequence, const std::string& op, int64_t b
   newest_ = std::max(newest_, sequence);
 }
 
-void FlightRecorder::started(int64_t sequence) {
+void FlightRecorder::started(int64_t sequence, int64_t start_ns) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) {
     e->state = State::Started;
-    e->start_ns = steady_now_ns();
+    e->start_ns = start_ns;
   }
 }
 
-void FlightRecorder::finished(int64_t sequence, bool failed) {
+void FlightRecorder::finished(int64_t sequence, bool failed, int64_t end_ns) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) {
     if (e->state == State::Enqueued || e->state == State::Started) --in_flight_;
     e->state = failed ? State::Failed : State::Completed;
-    e->end_ns = steady_now_ns();
+    e->end_ns = end_ns;
   }
 }
 

@@ -180,6 +180,23 @@ void HostProcessGroup::stop_thread() {
   }
 }
 
+// A burst starts once the collectives issued before it have finished and the thread sleeps
+// (it times only its own; the thread needs the core to get to sleep, which the issuing thread
+// would otherwise hold). A thread that does not get there within the timeout (a collective
+// that hangs) leaves the burst's collectives to the queue, where their waits time out.
+void HostProcessGroup::begin_burst() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (thread_.joinable()) {
+    comm_thread_idle_.wait_for(
+        lock, timeout_, [&] { return stopping_ || (queue_.empty() && comm_thread_sleeping_); });
+  }
+  in_burst_ = true;
+}
+
+void HostProcessGroup::end_burst() {
+  in_burst_ = false;
+}
+
 std::pair<int64_t, int64_t> HostProcessGroup::running() const {
   const int64_t since = running_since_ns_.load(std::memory_order_acquire);
   const int64_t sequence = running_sequence_.load(std::memory_order_acquire);
@@ -230,6 +247,7 @@ WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
     op->ready.record(caller_stream);
   }
   WorkPtr work = op;
+  bool wake = false, run_here = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     DDPB_CHECK(!stopping_) << name_ << " " << op->op << " issued while the group of rank " << rank_
@@ -238,9 +256,18 @@ WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
     flight_recorder().enqueued(
         op->sequence, op->op, op->bytes,
         op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
-    queue_.push_back(std::move(op));
+    // Note [Issue bursts]: the thread sleeps, so nothing is queued or running.
+    run_here = in_burst_ && !any_cuda && comm_thread_sleeping_;
+    if (!run_here) {
+      queue_.push_back(op);
+      // Only a sleeping thread is woken, once: a thread that is busy, or woken and not yet
+      // running, finds the collective when it next looks at the queue (a wake is a system
+      // call, and DDP issues its buckets in quick succession).
+      wake = std::exchange(comm_thread_sleeping_, false);
+    }
   }
-  queue_changed_.notify_one();
+  if (wake) queue_changed_.notify_one();
+  if (run_here) execute(*op);
   return work;
 }
 
@@ -349,7 +376,12 @@ void HostProcessGroup::run_loop() {
     std::shared_ptr<PendingOp> op;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      while (!stopping_ && queue_.empty()) {
+        comm_thread_sleeping_ = true;
+        comm_thread_idle_.notify_all();  // a burst may wait for this (begin_burst)
+        queue_changed_.wait(lock);
+      }
+      comm_thread_sleeping_ = false;
       if (stopping_) return;  // the destructor cancels what is still queued
       op = std::move(queue_.front());
       queue_.pop_front();
@@ -408,7 +440,7 @@ void HostProcessGroup::execute(PendingOp& op) {
   op.start_ns = steady_now_ns();
   running_since_ns_.store(op.start_ns, std::memory_order_release);
   running_sequence_.store(op.sequence, std::memory_order_release);
-  flight_recorder().started(op.sequence);
+  flight_recorder().started(op.sequence, op.start_ns);
   Failure failure = Failure::None;
   std::string message;
   Event done;
@@ -428,10 +460,11 @@ void HostProcessGroup::execute(PendingOp& op) {
       run_staged(op);
     } else {
       comm_stream_->wait(op.ready);  // an inline stream: blocks this thread until then
-      std::vector<Tensor> host;
-      for (const Operand& o : op.operands) host.push_back(o.tensor);
+      host_tensors_.clear();         // keeps its capacity: no allocation per collective
+      for (const Operand& o : op.operands) host_tensors_.push_back(o.tensor);
       if (sanitizer::enabled()) sanitize_collective(*comm_stream_, op);
-      run_host(op.collective, host, op.sequence);
+      run_host(op.collective, host_tensors_, op.sequence);
+      host_tensors_.clear();
     }
     if (staged || needs_event(*comm_stream_)) {
       done = Event::create(device_);
@@ -462,7 +495,7 @@ void HostProcessGroup::execute(PendingOp& op) {
   }
   running_sequence_.store(-1, std::memory_order_release);
   op.end_ns = steady_now_ns();
-  flight_recorder().finished(op.sequence, failure != Failure::None);
+  flight_recorder().finished(op.sequence, failure != Failure::None, op.end_ns);
   op.complete(failure, std::move(message), std::move(done));
 }
 

@@ -5,7 +5,9 @@
 // completes their Works.
 //
 // Execution: one communication thread ("ddpb-<backend>") runs the issued collectives strictly
-// in issue order; each Work completes when its collective has finished. The first failure
+// in issue order; each Work completes when its collective has finished. In a burst (Note
+// [Issue bursts], comm/process_group.h) a collective on host memory issued while that thread
+// is idle runs on the issuing thread instead, before issue returns. The first failure
 // (a timeout, a peer that died) breaks the group: every later collective fails at once with
 // an error naming the first one.
 //
@@ -77,6 +79,10 @@ class HostProcessGroup : public ProcessGroup {
   WorkPtr alltoall(const Tensor& output, const Tensor& input) override;
   WorkPtr sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) override;
   WorkPtr barrier() override;
+  // In a burst, a collective on host memory issued while the communication thread is idle
+  // runs on the issuing thread (Note [Issue bursts]).
+  void begin_burst() override;
+  void end_burst() override;
 
  protected:
   // `name`: the backend's, in messages, the flight recorder and the thread's name.
@@ -121,13 +127,20 @@ class HostProcessGroup : public ProcessGroup {
   StreamPtr comm_stream_;
 
   std::mutex mutex_;
-  std::condition_variable queue_changed_;
+  std::condition_variable queue_changed_;     // the comm thread waits for the queue on it
+  std::condition_variable comm_thread_idle_;  // begin_burst waits for the thread to sleep
   std::deque<std::shared_ptr<PendingOp>> queue_;
   int64_t next_sequence_ = 0;  // under mutex_
   bool stopping_ = false;      // under mutex_
+  // Under mutex_: the communication thread waits for the queue, and no issue has woken it.
+  bool comm_thread_sleeping_ = false;
+  bool in_burst_ = false;  // the issuing thread's
   std::atomic<int64_t> running_sequence_{-1}, running_since_ns_{0};
-  // Set by the comm thread when a collective fails; read only there.
+  // Set where a collective fails; read where the next one runs (the comm thread, or the
+  // issuing thread in a burst; the two never run collectives at the same time).
   std::string broken_reason_;
+  // The host operands of the collective running (reused, not reallocated).
+  std::vector<Tensor> host_tensors_;
   std::thread thread_;
 };
 

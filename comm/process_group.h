@@ -92,9 +92,39 @@ class ProcessGroup {
   // nothing and returns a completed Work with sequence -1.
   virtual WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors);
 
+  // Note [Issue bursts]
+  // A caller that issues many collectives back to back and only then waits for them (the
+  // timed loop of `ddpbench collectives`, as nccl-tests launches its iterations) brackets the
+  // loop with begin_burst() and end_burst(), on the issuing thread. A GPU launch never
+  // competes with its collective for the host. A backend that runs its collectives on a host
+  // thread of its own (gloo, mpi) shares a core with the issuing thread where the launcher
+  // binds each rank to one (mpirun does): woken, that thread takes the core from its issuer,
+  // which lets DDP's allreduces overlap the backward pass but makes a loop of collectives
+  // hand the core back and forth once per collective, two context switches and two system
+  // calls that a bare loop of the library's calls does not make. In a burst, such a backend
+  // runs a collective on host memory issued while its thread is idle (nothing queued or
+  // running) on the issuing thread, before issue returns: the loop is then the library's
+  // calls back to back, plus ddpbench's bookkeeping. Otherwise, and for CUDA tensors, it
+  // queues the collective as outside a burst; order, sequence numbers, the flight recorder
+  // and failures are as outside a burst. The default does nothing.
+  virtual void begin_burst() {}
+  virtual void end_burst() {}
+
  protected:
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
   int rank_, size_;
+};
+
+// begin_burst() for the lifetime of the object (Note [Issue bursts]).
+class IssueBurst {
+ public:
+  explicit IssueBurst(ProcessGroup& pg) : pg_(pg) { pg_.begin_burst(); }
+  ~IssueBurst() { pg_.end_burst(); }
+  IssueBurst(const IssueBurst&) = delete;
+  IssueBurst& operator=(const IssueBurst&) = delete;
+
+ private:
+  ProcessGroup& pg_;
 };
 
 // The collective libraries a ProcessGroup runs on (`--backend`).

@@ -131,10 +131,13 @@ double since_us(std::chrono::steady_clock::time_point t0) {
 
 double pipelined_us(comm::ProcessGroup& pg, const Device& device, CollectiveOp op, const Buffers& b,
                     int64_t iters) {
-  pg.barrier()->wait();
   current_stream(device).synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
   std::vector<comm::WorkPtr> works;
+  works.reserve(static_cast<size_t>(iters));
+  // In the caller's burst, a host backend's barrier returns to this thread as the library's
+  // does to a bare loop: the ranks start together, not each when its thread wakes it.
+  pg.barrier()->wait();
+  const auto t0 = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < iters; ++k) works.push_back(issue(pg, op, b));
   // A group completes its collectives in issue order (comm/process_group.h): waiting for the
   // last one first waits once, where waiting in order would put this thread to sleep and wake
@@ -149,6 +152,9 @@ double pipelined_us(comm::ProcessGroup& pg, const Device& device, CollectiveOp o
 RankTimes measure(comm::ProcessGroup& pg, const Device& device, CollectiveOp op, int64_t count,
                   const CollectivesOptions& o, int64_t clock_offset_ns) {
   const Buffers b = make_buffers(op, count, pg.size(), o.dtype, device);
+  // Warm-up, timed loop and probes alike, as a bare loop calls the library the same way
+  // throughout (Note [Issue bursts]).
+  comm::IssueBurst burst(pg);
   for (int64_t k = 0; k < o.warmup; ++k) issue(pg, op, b)->wait();
   RankTimes t;
   t.pipelined_us = pipelined_us(pg, device, op, b, o.iters);

@@ -3,7 +3,9 @@
 // times through the store and gets the results.
 //
 // Note [Collectives measurement]
-// Per operation and size, after `warmup` untimed iterations:
+// Per operation and size, after `warmup` untimed iterations, all in one issue burst (Note
+// [Issue bursts], comm/process_group.h: on gloo and mpi each operation then runs on the
+// issuing thread, as in a bare loop of the library's calls; nccl is unaffected):
 //   time     `iters` operations issued back to back and waited for together, as nccl-tests
 //            times them: (end - start) / iters, the slowest rank's;
 //   probe    then min(iters, kProbeIterations) iterations one at a time (every one with -I or

@@ -2,10 +2,14 @@
 // [Collectives measurement]): the yardstick of scripts/bench/collectives_vs_raw.sh. Ranks
 // are processes started by mpirun (rank and size from OMPI_COMM_WORLD_RANK/SIZE):
 //
-//   mpirun -np 2 raw_allreduce mpi  MIN_BYTES MAX_BYTES ITERS WARMUP
+//   mpirun -np 2 raw_allreduce mpi  MIN_BYTES MAX_BYTES ITERS WARMUP [serialized|single]
 //   mpirun -np 2 raw_allreduce gloo MIN_BYTES MAX_BYTES ITERS WARMUP STORE_DIR
 //
-// mpi:  MPI_Allreduce(MPI_IN_PLACE, f32, MPI_SUM) on MPI_COMM_WORLD;
+// mpi:  MPI_Allreduce(MPI_IN_PLACE, f32, MPI_SUM) on MPI_COMM_WORLD, in a process initialised
+//       at MPI_THREAD_SERIALIZED (the default: the level ddpbench's MPI backend runs at, as
+//       PyTorch's ProcessGroupMPI does; mpi4py asks for MULTIPLE) or at MPI_THREAD_SINGLE.
+//       Open MPI takes its internal locks at any level above SINGLE, so SINGLE is the
+//       library's floor and SERIALIZED what any program with a communication thread pays;
 // gloo: gloo::allreduce, RING, gloo::sum<float>, over a TCP device on 127.0.0.1 whose ranks
 //       meet through Gloo's FileStore in STORE_DIR (mpirun only starts the processes).
 // For each size (doubling from MIN_BYTES), after WARMUP untimed calls: a barrier, ITERS calls
@@ -50,8 +54,13 @@ struct Library {
   std::function<double(double)> max_over_ranks;
 };
 
-Library mpi_library() {
-  MPI_Init(nullptr, nullptr);
+Library mpi_library(const std::string& thread_level) {
+  if (thread_level == "single") {
+    MPI_Init(nullptr, nullptr);
+  } else {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  }
   Library lib;
   lib.allreduce = [](float* data, size_t n) {
     MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -104,19 +113,22 @@ Library gloo_library(int rank, int size, const std::string& store_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6 || (std::string(argv[1]) == "gloo" && argc < 7)) {
+  const std::string which = argc > 1 ? argv[1] : "";
+  const std::string last = argc > 6 ? argv[6] : "serialized";
+  if (argc < 6 || (which != "mpi" && which != "gloo") || (which == "gloo" && argc < 7) ||
+      (which == "mpi" && last != "serialized" && last != "single")) {
     std::fprintf(stderr,
-                 "usage: raw_allreduce mpi|gloo MIN_BYTES MAX_BYTES ITERS WARMUP [STORE_DIR]\n");
+                 "usage: raw_allreduce mpi MIN_BYTES MAX_BYTES ITERS WARMUP [serialized|single]\n"
+                 "       raw_allreduce gloo MIN_BYTES MAX_BYTES ITERS WARMUP STORE_DIR\n");
     return 2;
   }
-  const std::string which = argv[1];
   const size_t min_bytes = std::strtoull(argv[2], nullptr, 10);
   const size_t max_bytes = std::strtoull(argv[3], nullptr, 10);
   const int iters = std::atoi(argv[4]);
   const int warmup = std::atoi(argv[5]);
   const int rank = env_int("OMPI_COMM_WORLD_RANK");
   const int size = env_int("OMPI_COMM_WORLD_SIZE");
-  Library lib = which == "mpi" ? mpi_library() : gloo_library(rank, size, argv[6]);
+  Library lib = which == "mpi" ? mpi_library(last) : gloo_library(rank, size, last);
   std::vector<float> buffer(max_bytes / sizeof(float), 0.0f);
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const size_t n = bytes / sizeof(float);

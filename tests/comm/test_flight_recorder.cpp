@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/clock.h"
 
 namespace ddpb::comm {
 namespace {
@@ -17,11 +18,11 @@ namespace {
 TEST(FlightRecorder, KeepsTheLastNCollectivesWithTheirStates) {
   FlightRecorder r(4);
   for (int64_t s = 0; s < 6; ++s) r.enqueued(s, "allreduce", 100 * s, "f32");
-  r.started(4);
-  r.finished(4, /*failed=*/false);
-  r.started(5);
+  r.started(4, steady_now_ns());
+  r.finished(4, /*failed=*/false, steady_now_ns());
+  r.started(5, steady_now_ns());
   r.tag(5, "bucket 2");
-  r.finished(0, false);  // overwritten: ignored
+  r.finished(0, false, steady_now_ns());  // overwritten: ignored
   auto j = r.to_json();
   ASSERT_EQ(j.size(), 4u) << j.dump();
   EXPECT_EQ(j[0]["seq"], 2);
@@ -36,8 +37,8 @@ TEST(FlightRecorder, KeepsTheLastNCollectivesWithTheirStates) {
 TEST(FlightRecorder, FailedCollectivesAreMarked) {
   FlightRecorder r(8);
   r.enqueued(0, "broadcast", 4, "f32");
-  r.started(0);
-  r.finished(0, /*failed=*/true);
+  r.started(0, steady_now_ns());
+  r.finished(0, /*failed=*/true, steady_now_ns());
   EXPECT_EQ(r.to_json()[0]["state"], "failed");
 }
 

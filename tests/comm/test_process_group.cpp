@@ -219,6 +219,67 @@ TEST_P(GlooWorld, ManyCollectivesInFlightCompleteInIssueOrder) {
   });
 }
 
+// Note [Issue bursts]: in a burst the group is idle between collectives, so each runs on the
+// issuing thread and is complete when issue returns; order, sequence numbers, times and
+// results are those of the communication thread's.
+TEST_P(GlooWorld, ABurstRunsEachCollectiveOnTheIssuingThreadInOrder) {
+  const int n = GetParam();
+  run_ranks(n, [&](int rank, ProcessGroup& pg) {
+    pg.allreduce(Tensor::zeros({4}, DType::F32, Device::cpu(rank)))->wait();  // sequence 0
+    std::vector<Tensor> tensors;
+    std::vector<WorkPtr> works;
+    {
+      IssueBurst burst(pg);
+      for (int i = 0; i < 12; ++i) {
+        const int64_t numel = 1 + (i * 977) % 5000;
+        tensors.push_back(Tensor::from_floats(ramp(rank, numel, i), {numel}, Device::cpu(rank)));
+        works.push_back(i % 4 == 3 ? pg.barrier() : pg.allreduce(tensors.back()));
+        EXPECT_TRUE(works.back()->is_completed()) << "collective " << i << " of the burst";
+      }
+    }
+    int64_t previous_end = 0;
+    for (size_t i = 0; i < works.size(); ++i) {
+      works[i]->wait();
+      EXPECT_EQ(works[i]->sequence, int64_t(i) + 1);
+      EXPECT_GE(works[i]->start_ns, previous_end);
+      EXPECT_GE(works[i]->end_ns, works[i]->start_ns);
+      previous_end = works[i]->end_ns;
+      if (i % 4 != 3)
+        EXPECT_EQ(tensors[i].to_floats(), ramp_sum(n, tensors[i].numel(), int64_t(i)));
+    }
+    // After the burst, collectives go to the communication thread again.
+    Tensor t = Tensor::from_floats({float(rank + 1)}, {1}, Device::cpu(rank));
+    WorkPtr after = pg.allreduce(t);
+    after->wait();
+    EXPECT_EQ(after->sequence, 13);
+    EXPECT_EQ(t.item(), float(triangle(n)));
+  });
+}
+
+// A burst times only its own collectives: it starts once those issued before it have run.
+TEST(GlooGroup, ABurstStartsAfterTheCollectivesQueuedBeforeIt) {
+  run_ranks(2, [&](int rank, ProcessGroup& pg) {
+    std::vector<Tensor> queued;
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < 8; ++i) {
+      queued.push_back(Tensor::from_floats(ramp(rank, 1 << 16, i), {1 << 16}, Device::cpu(rank)));
+      works.push_back(pg.allreduce(queued.back()));
+    }
+    IssueBurst burst(pg);
+    for (const WorkPtr& w : works) EXPECT_TRUE(w->is_completed());
+    Tensor t = Tensor::from_floats({float(rank + 1)}, {1}, Device::cpu(rank));
+    WorkPtr inside = pg.allreduce(t);
+    EXPECT_TRUE(inside->is_completed());
+    EXPECT_EQ(inside->sequence, 8);
+    inside->wait();  // orders the reads after it for the stream-order sanitizer
+    EXPECT_EQ(t.item(), 3.0f);
+    for (int i = 0; i < 8; ++i) {
+      works[size_t(i)]->wait();
+      EXPECT_EQ(queued[size_t(i)].to_floats(), ramp_sum(2, 1 << 16, i)) << "collective " << i;
+    }
+  });
+}
+
 TEST_P(GlooWorld, EmptyTensorsCompleteWithoutCommunicating) {
   const int n = GetParam();
   run_ranks(n, [&](int rank, ProcessGroup& pg) {
@@ -392,6 +453,44 @@ TEST(GlooGroup, CollectiveThatNoPeerJoinsTimesOutAndBreaksTheGroup) {
   EXPECT_NE(rank0_next_error.find("broken since allreduce #0"), std::string::npos)
       << rank0_next_error;
   EXPECT_LT(rank0_destroy_s, 1.5);
+}
+
+// On the issuing thread, a collective that times out fails as it does on the communication
+// thread: issue returns its failed Work, and the group is broken.
+TEST(GlooGroup, ACollectiveOfABurstThatNoPeerJoinsTimesOut) {
+  auto store = std::make_shared<HashStore>();
+  store->set_timeout(10s);
+  std::atomic<bool> rank0_done{false};
+  std::string error, next_error;
+  double issue_s = 0;
+  std::thread peer([&] {
+    auto pg = make_process_group(store, 1, 2, cpu_options(1, 1s));
+    while (!rank0_done) std::this_thread::sleep_for(5ms);  // issues nothing
+  });
+  {
+    auto pg = make_process_group(store, 0, 2, cpu_options(0, 1s));
+    Tensor t = Tensor::zeros({16}, DType::F32, Device::cpu(0));
+    IssueBurst burst(*pg);
+    const auto t0 = Clock::now();
+    WorkPtr work = pg->allreduce(t);
+    issue_s = seconds_since(t0);
+    EXPECT_TRUE(work->is_completed());
+    try {
+      work->wait();
+    } catch (const CommTimeout& e) {
+      error = e.what();
+    }
+    try {
+      pg->allreduce(t)->wait();
+    } catch (const Error& e) {
+      next_error = e.what();
+    }
+  }
+  rank0_done = true;
+  peer.join();
+  EXPECT_NE(error.find("allreduce #0"), std::string::npos) << error;
+  EXPECT_LT(issue_s, 2.5);
+  EXPECT_NE(next_error.find("broken since allreduce #0"), std::string::npos) << next_error;
 }
 
 TEST(GlooGroup, PeerThatLeavesMakesCollectivesFailNotHang) {

@@ -64,17 +64,20 @@ FlightRecorder::Entry* FlightRecorder::slot(int64_t sequence) {
 }
 
 void FlightRecorder::enqueued(int64_t sequence, const std::string& op, int64_t bytes,
-                              const std::string& dtype) {
+                              std::string_view dtype, int64_t enqueue_ns) {
   std::lock_guard lock(mutex_);
   Entry& e = ring_[static_cast<size_t>(sequence) % ring_.size()];
   if (e.sequence >= 0 && (e.state == State::Enqueued || e.state == State::Started)) --in_flight_;
-  e = Entry{};
   ++in_flight_;
+  // Field by field, so that the slot's strings keep their buffers.
   e.sequence = sequence;
   e.op = op;
-  e.bytes = bytes;
+  e.tag.clear();
   e.dtype = dtype;
-  e.enqueue_ns = steady_now_ns();
+  e.bytes = bytes;
+  e.state = State::Enqueued;
+  e.enqueue_ns = enqueue_ns;
+  e.start_ns = e.end_ns = 0;
   newest_ = std::max(newest_, sequence);
 }
 

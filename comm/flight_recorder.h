@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,9 +28,10 @@ class FlightRecorder {
   static constexpr size_t kDefaultCapacity = 2000;
 
   explicit FlightRecorder(size_t capacity = kDefaultCapacity);
-  void enqueued(int64_t sequence, const std::string& op, int64_t bytes, const std::string& dtype);
-  // `start_ns`, `end_ns`: steady_now_ns() readings the caller has taken anyway (a clock read
-  // costs tens of nanoseconds in a VM, on every collective).
+  // The times are steady_now_ns() readings the caller takes (a collective run at issue
+  // starts when it is enqueued: one reading; a clock read costs tens of nanoseconds in a VM).
+  void enqueued(int64_t sequence, const std::string& op, int64_t bytes, std::string_view dtype,
+                int64_t enqueue_ns);
   void started(int64_t sequence, int64_t start_ns);
   void finished(int64_t sequence, bool failed, int64_t end_ns);
   // What the collective was for ("bucket 3"); set by the issuer after it got the sequence.

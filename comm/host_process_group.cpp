@@ -4,8 +4,11 @@
 #include <fmt/ranges.h>
 #include <pthread.h>
 
+#include <array>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
+#include <span>
 #include <utility>
 
 #include "comm/flight_recorder.h"
@@ -31,12 +34,51 @@ struct Operand {
   bool write = false;
 };
 
+// A collective's operands, at most two, kept in place (no allocation per collective), their
+// tensors side by side: run_host reads them as they are, without a copy per collective.
+class Operands {
+ public:
+  static constexpr size_t kMax = 2;
+  Operands() = default;
+  Operands(std::initializer_list<Operand> list) {
+    DDPB_CHECK(list.size() <= kMax) << "a host collective has at most " << kMax << " operands";
+    for (const Operand& o : list) {
+      tensors_[size_] = o.tensor;
+      read_[size_] = o.read;
+      write_[size_] = o.write;
+      ++size_;
+    }
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Tensor& tensor(size_t i) const { return tensors_[i]; }
+  bool read(size_t i) const { return read_[i]; }
+  bool write(size_t i) const { return write_[i]; }
+  bool any_cuda() const {
+    for (size_t i = 0; i < size_; ++i) {
+      if (tensors_[i].device().is_cuda()) return true;
+    }
+    return false;
+  }
+  std::span<const Tensor> tensors() const { return {tensors_.data(), size_}; }
+  // Moves the tensors out; the operands are empty afterwards.
+  std::array<Tensor, kMax> take() {
+    size_ = 0;
+    return std::move(tensors_);
+  }
+
+ private:
+  std::array<Tensor, kMax> tensors_;
+  std::array<bool, kMax> read_{}, write_{};
+  size_t size_ = 0;
+};
+
 }  // namespace host_group
 
 namespace {
 
 using host_group::Failure;
-using host_group::Operand;
+using host_group::Operands;
 using Millis = std::chrono::milliseconds;
 
 void check_summable(const Tensor& t, const std::string& backend, const char* op, int rank) {
@@ -70,7 +112,8 @@ class HostProcessGroup::PendingOp final : public Work {
 
   void wait() override {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!changed_.wait_for(lock, timeout_, [&] { return is_completed(); })) {
+    // Completed already: no deadline to compute (a clock read on every wait otherwise).
+    if (!is_completed() && !changed_.wait_for(lock, timeout_, [&] { return is_completed(); })) {
       // Still pending under the lock: complete() has not released the operands.
       throw CommTimeout(backend_ + " " + description() +
                         " did not complete within the group timeout of " +
@@ -95,7 +138,7 @@ class HostProcessGroup::PendingOp final : public Work {
     fmt::memory_buffer out;
     fmt::format_to(std::back_inserter(out), "{} #{}", op, sequence);
     for (size_t i = 0; i < operands.size(); ++i) {
-      const Tensor& t = operands[i].tensor;
+      const Tensor& t = operands.tensor(i);
       fmt::format_to(std::back_inserter(out), "{}{}[{}] on {}", i == 0 ? " (" : ", ",
                      dtype_name(t.dtype()), fmt::join(t.shape(), ", "), t.device().str());
     }
@@ -107,13 +150,13 @@ class HostProcessGroup::PendingOp final : public Work {
   // Comm thread or destructor: the collective has finished or was cancelled. The group lets
   // go of the tensors here, before a waiter can see the collective complete.
   void complete(Failure failure, std::string message, Event done) {
-    std::vector<Operand> released;
+    std::array<Tensor, Operands::kMax> released;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       failure_ = failure;
       message_ = std::move(message);
       done_ = std::move(done);
-      released.swap(operands);
+      released = operands.take();
       ready = Event();
       completed_.store(true, std::memory_order_release);
     }
@@ -121,8 +164,8 @@ class HostProcessGroup::PendingOp final : public Work {
   }
 
   const HostCollective collective;
-  std::vector<Operand> operands;  // keeps the tensors alive until completion
-  Event ready;                    // recorded on the caller's stream at issue (if needed)
+  Operands operands;  // keeps the tensors alive until completion
+  Event ready;        // recorded on the caller's stream at issue (if needed)
 
  private:
   std::exception_ptr make_error() const {
@@ -237,10 +280,9 @@ bool HostProcessGroup::needs_event(const Stream& stream) {
 }
 
 WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
-  bool any_cuda = false;
-  for (const Operand& o : op->operands) any_cuda = any_cuda || o.tensor.device().is_cuda();
+  const bool any_cuda = op->operands.any_cuda();
   const Device caller =
-      any_cuda || op->operands.empty() ? device_ : op->operands[0].tensor.device();
+      any_cuda || op->operands.empty() ? device_ : op->operands.tensor(0).device();
   Stream& caller_stream = current_stream(caller);
   if (needs_event(caller_stream)) {
     op->ready = Event::create(caller);
@@ -248,6 +290,7 @@ WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
   }
   WorkPtr work = op;
   bool wake = false, run_here = false;
+  const int64_t now_ns = steady_now_ns();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     DDPB_CHECK(!stopping_) << name_ << " " << op->op << " issued while the group of rank " << rank_
@@ -255,7 +298,8 @@ WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
     op->sequence = next_sequence_++;
     flight_recorder().enqueued(
         op->sequence, op->op, op->bytes,
-        op->operands.empty() ? "" : std::string(dtype_name(op->operands[0].tensor.dtype())));
+        op->operands.empty() ? std::string_view() : dtype_name(op->operands.tensor(0).dtype()),
+        now_ns);
     // Note [Issue bursts]: the thread sleeps, so nothing is queued or running.
     run_here = in_burst_ && !any_cuda && comm_thread_sleeping_;
     if (!run_here) {
@@ -267,7 +311,7 @@ WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
     }
   }
   if (wake) queue_changed_.notify_one();
-  if (run_here) execute(*op);
+  if (run_here) execute(*op, now_ns);
   return work;
 }
 
@@ -386,7 +430,7 @@ void HostProcessGroup::run_loop() {
       op = std::move(queue_.front());
       queue_.pop_front();
     }
-    execute(*op);
+    execute(*op, steady_now_ns());
   }
 }
 
@@ -405,9 +449,9 @@ const char* collective_name(const std::string& op) {
 
 void HostProcessGroup::sanitize_collective(const Stream& stream, const PendingOp& op) const {
   std::vector<Tensor> reads, writes;
-  for (const Operand& o : op.operands) {
-    if (o.read) reads.push_back(o.tensor);
-    if (o.write) writes.push_back(o.tensor);
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    if (op.operands.read(i)) reads.push_back(op.operands.tensor(i));
+    if (op.operands.write(i)) writes.push_back(op.operands.tensor(i));
   }
   sanitizer::on_op(stream, collective_name(op.op), reads, writes);
 }
@@ -419,25 +463,26 @@ void HostProcessGroup::run_staged(PendingOp& op) {
   StreamGuard guard(comm_stream_);
   comm_stream_->wait(op.ready);
   std::vector<Tensor> host;
-  for (const Operand& o : op.operands) {
-    if (!o.tensor.device().is_cuda()) {
-      host.push_back(o.tensor);
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const Tensor& t = op.operands.tensor(i);
+    if (!t.device().is_cuda()) {
+      host.push_back(t);
       continue;
     }
-    Tensor h = Tensor::empty_pinned(o.tensor.shape(), o.tensor.dtype());
-    if (o.read) ops::copy(o.tensor, h);
+    Tensor h = Tensor::empty_pinned(t.shape(), t.dtype());
+    if (op.operands.read(i)) ops::copy(t, h);
     host.push_back(h);
   }
   comm_stream_->synchronize();
   run_host(op.collective, host, op.sequence);
   for (size_t i = 0; i < op.operands.size(); ++i) {
-    const Operand& o = op.operands[i];
-    if (o.write && o.tensor.device().is_cuda()) ops::copy(host[i], o.tensor);
+    const Tensor& t = op.operands.tensor(i);
+    if (op.operands.write(i) && t.device().is_cuda()) ops::copy(host[i], t);
   }
 }
 
-void HostProcessGroup::execute(PendingOp& op) {
-  op.start_ns = steady_now_ns();
+void HostProcessGroup::execute(PendingOp& op, int64_t start_ns) {
+  op.start_ns = start_ns;
   running_since_ns_.store(op.start_ns, std::memory_order_release);
   running_sequence_.store(op.sequence, std::memory_order_release);
   flight_recorder().started(op.sequence, op.start_ns);
@@ -448,23 +493,17 @@ void HostProcessGroup::execute(PendingOp& op) {
     if (!broken_reason_.empty()) {
       throw Error(name_ + " " + op.description() + " did not run: " + broken_reason_);
     }
-    bool staged = false;
-    for (const Operand& o : op.operands) staged = staged || o.tensor.device().is_cuda();
+    const bool staged = op.operands.any_cuda();
     if (staged && takes_device_pointers()) {
       comm_stream_->wait(op.ready);
       comm_stream_->synchronize();
-      std::vector<Tensor> device;
-      for (const Operand& o : op.operands) device.push_back(o.tensor);
-      run_host(op.collective, device, op.sequence);
+      run_host(op.collective, op.operands.tensors(), op.sequence);
     } else if (staged) {
       run_staged(op);
     } else {
       comm_stream_->wait(op.ready);  // an inline stream: blocks this thread until then
-      host_tensors_.clear();         // keeps its capacity: no allocation per collective
-      for (const Operand& o : op.operands) host_tensors_.push_back(o.tensor);
       if (sanitizer::enabled()) sanitize_collective(*comm_stream_, op);
-      run_host(op.collective, host_tensors_, op.sequence);
-      host_tensors_.clear();
+      run_host(op.collective, op.operands.tensors(), op.sequence);
     }
     if (staged || needs_event(*comm_stream_)) {
       done = Event::create(device_);

@@ -37,6 +37,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,7 +94,7 @@ class HostProcessGroup : public ProcessGroup {
   // {output, input}; sendrecv: {recv, send}; barrier: {}. `sequence` is the collective's
   // issue number on this group (the same on every rank). Throws on failure; a CommTimeout,
   // or an error whose message holds "Timed out", counts as a timeout.
-  virtual void run_host(const HostCollective& collective, const std::vector<Tensor>& host,
+  virtual void run_host(const HostCollective& collective, std::span<const Tensor> host,
                         int64_t sequence) = 0;
   // Whether run_host takes CUDA tensors as they are (a CUDA-aware MPI) rather than staged
   // through pinned host buffers.
@@ -114,7 +115,7 @@ class HostProcessGroup : public ProcessGroup {
   std::shared_ptr<PendingOp> make_op(HostCollective collective, const char* name, int64_t bytes);
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
   void run_loop();
-  void execute(PendingOp& op);
+  void execute(PendingOp& op, int64_t start_ns);  // start_ns: steady_now_ns() at its start
   void run_staged(PendingOp& op);
   void sanitize_collective(const Stream& stream, const PendingOp& op) const;
 
@@ -139,8 +140,6 @@ class HostProcessGroup : public ProcessGroup {
   // Set where a collective fails; read where the next one runs (the comm thread, or the
   // issuing thread in a burst; the two never run collectives at the same time).
   std::string broken_reason_;
-  // The host operands of the collective running (reused, not reallocated).
-  std::vector<Tensor> host_tensors_;
   std::thread thread_;
 };
 

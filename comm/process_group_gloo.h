@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ class ProcessGroupGloo final : public HostProcessGroup {
   std::string backend() const override { return "gloo"; }
 
  private:
-  void run_host(const HostCollective& collective, const std::vector<Tensor>& host,
+  void run_host(const HostCollective& collective, std::span<const Tensor> host,
                 int64_t sequence) override;
 
   std::shared_ptr<gloo::Context> context_;

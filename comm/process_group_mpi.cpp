@@ -234,7 +234,7 @@ void run_reduce_scatter(MPI_Comm comm, const Tensor& out, const Tensor& in) {
 }
 
 // Byte-moving collectives: bytes as MPI_BYTE, in pieces of at most INT_MAX bytes per rank.
-void run_bytes(MPI_Comm comm, const HostCollective& c, const std::vector<Tensor>& host, int rank,
+void run_bytes(MPI_Comm comm, const HostCollective& c, std::span<const Tensor> host, int rank,
                int size, int tag) {
   switch (c.kind) {
     case Kind::Broadcast:
@@ -278,7 +278,7 @@ void run_bytes(MPI_Comm comm, const HostCollective& c, const std::vector<Tensor>
 
 }  // namespace
 
-void ProcessGroupMpi::run_host(const HostCollective& c, const std::vector<Tensor>& host,
+void ProcessGroupMpi::run_host(const HostCollective& c, std::span<const Tensor> host,
                                int64_t sequence) {
   MpiProcess& process = mpi_process();
   std::unique_lock<std::mutex> lock(process.serialize, std::defer_lock);

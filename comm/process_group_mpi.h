@@ -29,6 +29,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ class ProcessGroupMpi final : public HostProcessGroup {
  private:
   struct Mpi;  // the communicator and the watchdog, behind <mpi.h>
 
-  void run_host(const HostCollective& collective, const std::vector<Tensor>& host,
+  void run_host(const HostCollective& collective, std::span<const Tensor> host,
                 int64_t sequence) override;
   bool takes_device_pointers() const override;
   void watch();

@@ -122,10 +122,22 @@ StreamPtr current_stream_ptr(const Device& device) {
   return default_stream(device);
 }
 
+// Default streams are never destroyed (default_stream keeps them for the process), so a
+// thread may keep a plain pointer to the last one it looked up: current_stream is on every
+// op's path, and the lookup otherwise takes a process-wide mutex and copies a shared_ptr.
+thread_local Device t_last_default_device;
+thread_local Stream* t_last_default = nullptr;
+
 Stream& current_stream(const Device& device) {
-  auto it = t_current.find(device);
-  if (it != t_current.end() && it->second) return *it->second;
-  return *default_stream(device);
+  if (!t_current.empty()) {
+    auto it = t_current.find(device);
+    if (it != t_current.end() && it->second) return *it->second;
+  }
+  if (t_last_default == nullptr || !(t_last_default_device == device)) {
+    t_last_default = default_stream(device).get();
+    t_last_default_device = device;
+  }
+  return *t_last_default;
 }
 
 StreamGuard::StreamGuard(StreamPtr stream) : device_(stream->device()) {

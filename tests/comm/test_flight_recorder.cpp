@@ -17,7 +17,7 @@ namespace {
 
 TEST(FlightRecorder, KeepsTheLastNCollectivesWithTheirStates) {
   FlightRecorder r(4);
-  for (int64_t s = 0; s < 6; ++s) r.enqueued(s, "allreduce", 100 * s, "f32");
+  for (int64_t s = 0; s < 6; ++s) r.enqueued(s, "allreduce", 100 * s, "f32", steady_now_ns());
   r.started(4, steady_now_ns());
   r.finished(4, /*failed=*/false, steady_now_ns());
   r.started(5, steady_now_ns());
@@ -36,7 +36,7 @@ TEST(FlightRecorder, KeepsTheLastNCollectivesWithTheirStates) {
 
 TEST(FlightRecorder, FailedCollectivesAreMarked) {
   FlightRecorder r(8);
-  r.enqueued(0, "broadcast", 4, "f32");
+  r.enqueued(0, "broadcast", 4, "f32", steady_now_ns());
   r.started(0, steady_now_ns());
   r.finished(0, /*failed=*/true, steady_now_ns());
   EXPECT_EQ(r.to_json()[0]["state"], "failed");

@@ -89,8 +89,8 @@ class HostProcessGroup : public ProcessGroup {
   // `name`: the backend's, in messages, the flight recorder and the thread's name.
   HostProcessGroup(int rank, int size, const ProcessGroupOptions& options, std::string name);
 
-  // Runs one collective on host memory, on the communication thread. `host` holds one tensor
-  // per operand: allreduce, broadcast, reduce: {tensor}; allgather, reduce_scatter, alltoall:
+  // Runs one collective on host memory, on the communication thread (or, in a burst, on the
+  // issuing thread; never two at once). `host` holds one tensor per operand: allreduce, broadcast, reduce: {tensor}; allgather, reduce_scatter, alltoall:
   // {output, input}; sendrecv: {recv, send}; barrier: {}. `sequence` is the collective's
   // issue number on this group (the same on every rank). Throws on failure; a CommTimeout,
   // or an error whose message holds "Timed out", counts as a timeout.

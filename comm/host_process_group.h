@@ -90,10 +90,11 @@ class HostProcessGroup : public ProcessGroup {
   HostProcessGroup(int rank, int size, const ProcessGroupOptions& options, std::string name);
 
   // Runs one collective on host memory, on the communication thread (or, in a burst, on the
-  // issuing thread; never two at once). `host` holds one tensor per operand: allreduce, broadcast, reduce: {tensor}; allgather, reduce_scatter, alltoall:
-  // {output, input}; sendrecv: {recv, send}; barrier: {}. `sequence` is the collective's
-  // issue number on this group (the same on every rank). Throws on failure; a CommTimeout,
-  // or an error whose message holds "Timed out", counts as a timeout.
+  // issuing thread; never two at once). `host` holds one tensor per operand: allreduce, broadcast,
+  // reduce: {tensor}; allgather, reduce_scatter, alltoall: {output, input}; sendrecv: {recv, send};
+  // barrier: {}. `sequence` is the collective's issue number on this group (the same on every
+  // rank). Throws on failure; a CommTimeout, or an error whose message holds "Timed out", counts as
+  // a timeout.
   virtual void run_host(const HostCollective& collective, std::span<const Tensor> host,
                         int64_t sequence) = 0;
   // Whether run_host takes CUDA tensors as they are (a CUDA-aware MPI) rather than staged

@@ -110,6 +110,29 @@ TEST(CollectivesCommand, EveryOpOnTwoGlooRanksIsRightAndTheRecordValidates) {
   EXPECT_EQ(v.code, 0) << v.output;
 }
 
+// Over MPI, started through mpirun by ddpbench itself; every operation of the sweep runs in an
+// issue burst, on the issuing thread (Note [Issue bursts]), and every result is checked.
+TEST(CollectivesCommand, EveryOpOnTwoMpiRanksIsRightAndTheRecordValidates) {
+  TempDir dir("collectives_mpi");
+  const std::string out = dir / "c.json";
+  const auto r = run_cli(
+      "collectives --backend mpi -g 2 -b 1K -e 64K -f 8 "
+      "-o allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv -c -I -n 3 -w 1 "
+      "--timeout 60 -J " +
+      out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("through mpirun"), std::string::npos) << r.output;
+  const auto rec = read(out);
+  EXPECT_EQ(rec["config"]["backend"], "mpi");
+  ASSERT_EQ(rec["results"].size(), 21u) << "7 ops x 1K, 8K, 64K";
+  for (const auto& x : rec["results"]) {
+    EXPECT_EQ(x["wrong"], 0) << x.dump();
+    EXPECT_GT(x["time_us"].get<double>(), 0) << x.dump();
+  }
+  const auto v = run_cli("validate " + out);
+  EXPECT_EQ(v.code, 0) << v.output;
+}
+
 TEST(CollectivesCommand, HalfPrecisionSumsAreCheckedOnThreeRanks) {
   for (const char* dtype : {"bf16", "f16"}) {
     const auto r =

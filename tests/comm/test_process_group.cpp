@@ -416,43 +416,54 @@ TEST(GlooGroup, RendezvousWithoutEveryRankTimesOut) {
   EXPECT_LT(s, 3.0) << "the rendezvous took " << s << " s for a 1.5 s timeout";
 }
 
+// Rank 1 of a group of two on `store`, on a thread of its own: it joins the group and then
+// issues nothing until destroyed, so rank 0's collectives time out.
+class SilentPeer {
+ public:
+  explicit SilentPeer(std::shared_ptr<HashStore> store)
+      : thread_([this, store] {
+          auto pg = make_process_group(store, 1, 2, cpu_options(1, 1s));
+          while (!done_) std::this_thread::sleep_for(5ms);
+        }) {}
+  ~SilentPeer() {
+    done_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// The message of the E that `f` throws ("" if it throws none).
+template <typename E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(GlooGroup, CollectiveThatNoPeerJoinsTimesOutAndBreaksTheGroup) {
   auto store = std::make_shared<HashStore>();
   store->set_timeout(10s);
-  std::atomic<bool> rank0_done{false};
-  std::string rank0_error, rank0_next_error;
-  double rank0_wait_s = 0, rank0_destroy_s = 0;
-  std::thread peer([&] {
-    auto pg = make_process_group(store, 1, 2, cpu_options(1, 1s));
-    while (!rank0_done) std::this_thread::sleep_for(5ms);  // issues nothing
-  });
-  {
-    auto pg = make_process_group(store, 0, 2, cpu_options(0, 1s));
-    Tensor t = Tensor::zeros({16}, DType::F32, Device::cpu(0));
-    auto t0 = Clock::now();
-    try {
-      pg->allreduce(t)->wait();
-    } catch (const CommTimeout& e) {
-      rank0_error = e.what();
-    }
-    rank0_wait_s = seconds_since(t0);
-    try {
-      pg->allreduce(t)->wait();
-    } catch (const Error& e) {
-      rank0_next_error = e.what();
-    }
-    t0 = Clock::now();
-    pg.reset();
-    rank0_destroy_s = seconds_since(t0);
-  }
-  rank0_done = true;
-  peer.join();
-  EXPECT_NE(rank0_error.find("allreduce #0"), std::string::npos) << rank0_error;
-  EXPECT_NE(rank0_error.find("rank 0 of 2"), std::string::npos) << rank0_error;
-  EXPECT_LT(rank0_wait_s, 2.5);
-  EXPECT_NE(rank0_next_error.find("broken since allreduce #0"), std::string::npos)
-      << rank0_next_error;
-  EXPECT_LT(rank0_destroy_s, 1.5);
+  SilentPeer peer(store);
+  auto pg = make_process_group(store, 0, 2, cpu_options(0, 1s));
+  Tensor t = Tensor::zeros({16}, DType::F32, Device::cpu(0));
+  auto t0 = Clock::now();
+  const std::string error = error_of<CommTimeout>([&] { pg->allreduce(t)->wait(); });
+  const double wait_s = seconds_since(t0);
+  const std::string next_error = error_of<Error>([&] { pg->allreduce(t)->wait(); });
+  t0 = Clock::now();
+  pg.reset();
+  const double destroy_s = seconds_since(t0);
+  EXPECT_NE(error.find("allreduce #0"), std::string::npos) << error;
+  EXPECT_NE(error.find("rank 0 of 2"), std::string::npos) << error;
+  EXPECT_LT(wait_s, 2.5);
+  EXPECT_NE(next_error.find("broken since allreduce #0"), std::string::npos) << next_error;
+  EXPECT_LT(destroy_s, 1.5);
 }
 
 // On the issuing thread, a collective that times out fails as it does on the communication
@@ -460,34 +471,16 @@ TEST(GlooGroup, CollectiveThatNoPeerJoinsTimesOutAndBreaksTheGroup) {
 TEST(GlooGroup, ACollectiveOfABurstThatNoPeerJoinsTimesOut) {
   auto store = std::make_shared<HashStore>();
   store->set_timeout(10s);
-  std::atomic<bool> rank0_done{false};
-  std::string error, next_error;
-  double issue_s = 0;
-  std::thread peer([&] {
-    auto pg = make_process_group(store, 1, 2, cpu_options(1, 1s));
-    while (!rank0_done) std::this_thread::sleep_for(5ms);  // issues nothing
-  });
-  {
-    auto pg = make_process_group(store, 0, 2, cpu_options(0, 1s));
-    Tensor t = Tensor::zeros({16}, DType::F32, Device::cpu(0));
-    IssueBurst burst(*pg);
-    const auto t0 = Clock::now();
-    WorkPtr work = pg->allreduce(t);
-    issue_s = seconds_since(t0);
-    EXPECT_TRUE(work->is_completed());
-    try {
-      work->wait();
-    } catch (const CommTimeout& e) {
-      error = e.what();
-    }
-    try {
-      pg->allreduce(t)->wait();
-    } catch (const Error& e) {
-      next_error = e.what();
-    }
-  }
-  rank0_done = true;
-  peer.join();
+  SilentPeer peer(store);
+  auto pg = make_process_group(store, 0, 2, cpu_options(0, 1s));
+  Tensor t = Tensor::zeros({16}, DType::F32, Device::cpu(0));
+  IssueBurst burst(*pg);
+  const auto t0 = Clock::now();
+  WorkPtr work = pg->allreduce(t);
+  const double issue_s = seconds_since(t0);
+  EXPECT_TRUE(work->is_completed());
+  const std::string error = error_of<CommTimeout>([&] { work->wait(); });
+  const std::string next_error = error_of<Error>([&] { pg->allreduce(t)->wait(); });
   EXPECT_NE(error.find("allreduce #0"), std::string::npos) << error;
   EXPECT_LT(issue_s, 2.5);
   EXPECT_NE(next_error.find("broken since allreduce #0"), std::string::npos) << next_error;

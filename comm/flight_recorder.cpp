@@ -63,21 +63,26 @@ FlightRecorder::Entry* FlightRecorder::slot(int64_t sequence) {
   return e.sequence == sequence ? &e : nullptr;
 }
 
-void FlightRecorder::enqueued(int64_t sequence, const std::string& op, int64_t bytes,
-                              std::string_view dtype, int64_t enqueue_ns) {
+void FlightRecorder::enqueued(int64_t sequence, std::string_view op, int64_t bytes,
+                              std::string_view dtype, int64_t enqueue_ns, bool started) {
   std::lock_guard lock(mutex_);
   Entry& e = ring_[static_cast<size_t>(sequence) % ring_.size()];
+  // The next collective's slot, fetched while this one runs (it was last written a ring ago).
+  const Entry& next = ring_[static_cast<size_t>(sequence + 1) % ring_.size()];
+  __builtin_prefetch(&next, 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(&next) + 64, 1);
   if (e.sequence >= 0 && (e.state == State::Enqueued || e.state == State::Started)) --in_flight_;
   ++in_flight_;
-  // Field by field, so that the slot's strings keep their buffers.
+  // Field by field, so that the slot's tag keeps its buffer.
   e.sequence = sequence;
   e.op = op;
   e.tag.clear();
   e.dtype = dtype;
   e.bytes = bytes;
-  e.state = State::Enqueued;
+  e.state = started ? State::Started : State::Enqueued;
   e.enqueue_ns = enqueue_ns;
-  e.start_ns = e.end_ns = 0;
+  e.start_ns = started ? enqueue_ns : 0;
+  e.end_ns = 0;
   newest_ = std::max(newest_, sequence);
 }
 

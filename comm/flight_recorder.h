@@ -30,8 +30,10 @@ class FlightRecorder {
   explicit FlightRecorder(size_t capacity = kDefaultCapacity);
   // The times are steady_now_ns() readings the caller takes (a collective run at issue
   // starts when it is enqueued: one reading; a clock read costs tens of nanoseconds in a VM).
-  void enqueued(int64_t sequence, const std::string& op, int64_t bytes, std::string_view dtype,
-                int64_t enqueue_ns);
+  // `op` and `dtype` are static names (an op's, dtype_name()'s): the entry keeps the views.
+  // `started`: the collective starts as it is enqueued (run by the issuing thread).
+  void enqueued(int64_t sequence, std::string_view op, int64_t bytes, std::string_view dtype,
+                int64_t enqueue_ns, bool started = false);
   void started(int64_t sequence, int64_t start_ns);
   void finished(int64_t sequence, bool failed, int64_t end_ns);
   // What the collective was for ("bucket 3"); set by the issuer after it got the sequence.
@@ -42,9 +44,12 @@ class FlightRecorder {
   bool any_in_flight() const;
 
  private:
-  struct Entry {
+  // Two cache lines: the issuing thread writes one entry per collective, and the ring is too
+  // large to stay in cache between its visits to a slot.
+  struct alignas(64) Entry {
     int64_t sequence = -1;
-    std::string op, tag, dtype;
+    std::string_view op, dtype;
+    std::string tag;
     int64_t bytes = 0;
     State state = State::Enqueued;
     int64_t enqueue_ns = 0, start_ns = 0, end_ns = 0;

@@ -27,9 +27,10 @@ namespace host_group {
 // its waiters (whose last owner may then be either thread).
 enum class Failure { None, Error, Timeout };
 
-// A tensor a collective reads (staged D2H for CUDA) and/or writes (staged H2D).
+// A tensor a collective reads (staged D2H for CUDA) and/or writes (staged H2D), as the
+// caller passed it: Operands copies the handle once.
 struct Operand {
-  Tensor tensor;
+  const Tensor& tensor;
   bool read = false;
   bool write = false;
 };
@@ -73,13 +74,88 @@ class Operands {
   size_t size_ = 0;
 };
 
+// One collective as issued: what the backend runs, its name, its payload and its operands.
+struct Request {
+  HostCollective collective;
+  const char* name = "";
+  int64_t bytes = 0;
+  Operands operands;
+};
+
+// How a collective ended, from the thread that ran it to its Work.
+struct Outcome {
+  Failure failure = Failure::None;
+  std::string message;
+  Event done;  // recorded on the comm stream after the collective, when needed
+  int64_t end_ns = 0;
+};
+
 }  // namespace host_group
 
 namespace {
 
 using host_group::Failure;
 using host_group::Operands;
+using host_group::Outcome;
+using host_group::Request;
 using Millis = std::chrono::milliseconds;
+
+// "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", as Tensor::describe() writes each operand.
+std::string describe(std::string_view op, int64_t sequence, const Operands& operands, int rank,
+                     int size) {
+  fmt::memory_buffer out;
+  fmt::format_to(std::back_inserter(out), "{} #{}", op, sequence);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = operands.tensor(i);
+    fmt::format_to(std::back_inserter(out), "{}{}[{}] on {}", i == 0 ? " (" : ", ",
+                   dtype_name(t.dtype()), fmt::join(t.shape(), ", "), t.device().str());
+  }
+  fmt::format_to(std::back_inserter(out), "{} on rank {} of {}", operands.empty() ? "" : ")", rank,
+                 size);
+  return fmt::to_string(out);
+}
+
+std::exception_ptr make_failure(Failure failure, const std::string& message) {
+  return failure == Failure::Timeout ? std::make_exception_ptr(CommTimeout(message))
+                                     : std::make_exception_ptr(Error(message));
+}
+
+// What a Work's wait() does once its collective has completed: rethrow its failure, and
+// order the host (and, for staged CUDA results, the caller's stream) after `done`.
+void wait_completed(const Outcome& outcome, const Device& device) {
+  if (outcome.failure != Failure::None)
+    std::rethrow_exception(make_failure(outcome.failure, outcome.message));
+  // The host has waited for the collective (an event that has completed by now) ...
+  outcome.done.synchronize();
+  // ... and for staged CUDA results, later work on the caller's stream must follow the
+  // H2D copies.
+  if (outcome.done.defined() && device.is_cuda()) current_stream(device).wait(outcome.done);
+}
+
+// The Work of a collective that ran on the issuing thread (Note [Issue bursts]): complete
+// when issue returns, so it holds only how the collective ended (no lock, no tensors), and
+// the outcome only when there is one to keep (a failure, or an event for the stream order).
+// Small enough for the allocator's fast bins: a burst keeps hundreds alive at once.
+class CompletedWork final : public Work {
+ public:
+  CompletedWork(Outcome outcome, const Device& device) : device_(device) {
+    if (outcome.failure != Failure::None || outcome.done.defined())
+      outcome_ = std::make_unique<Outcome>(std::move(outcome));
+  }
+  bool is_completed() override { return true; }
+  void wait() override {
+    if (outcome_) wait_completed(*outcome_, device_);
+  }
+  std::exception_ptr exception() const override {
+    return !outcome_ || outcome_->failure == Failure::None
+               ? nullptr
+               : make_failure(outcome_->failure, outcome_->message);
+  }
+
+ private:
+  std::unique_ptr<const Outcome> outcome_;
+  const Device device_;
+};
 
 void check_summable(const Tensor& t, const std::string& backend, const char* op, int rank) {
   const DType d = t.dtype();
@@ -90,22 +166,21 @@ void check_summable(const Tensor& t, const std::string& backend, const char* op,
 
 }  // namespace
 
-// One collective from issue to completion: the Work its callers wait on, and what the
-// communication thread needs to run it. One allocation per collective, and its description is
-// formatted only when a message needs it: issuing is on the caller's thread, which under
-// mpirun shares a core with the communication thread.
+// A collective queued for the communication thread, from issue to completion: the Work its
+// callers wait on, and what the thread needs to run it. One allocation per collective, and its
+// description is formatted only when a message needs it.
 class HostProcessGroup::PendingOp final : public Work {
  public:
-  PendingOp(const HostProcessGroup& group, HostCollective collective, const char* name,
-            int64_t bytes)
-      : collective(collective),
+  PendingOp(const HostProcessGroup& group, Request request, Event ready)
+      : request(std::move(request)),
+        ready(std::move(ready)),
         backend_(group.name_),
         device_(group.device_),
         timeout_(group.timeout_),
         rank_(group.rank_),
         size_(group.size_) {
-    op = name;
-    this->bytes = bytes;
+    op = this->request.name;
+    bytes = this->request.bytes;
   }
 
   bool is_completed() override { return completed_.load(std::memory_order_acquire); }
@@ -119,60 +194,36 @@ class HostProcessGroup::PendingOp final : public Work {
                         " did not complete within the group timeout of " +
                         std::to_string(timeout_.count()) + " ms");
     }
-    if (failure_ != Failure::None) std::rethrow_exception(make_error());
-    // The host has waited for the collective (an event that has completed by now) ...
-    done_.synchronize();
-    // ... and for staged CUDA results, later work on the caller's stream must follow the
-    // H2D copies.
-    if (done_.defined() && device_.is_cuda()) current_stream(device_).wait(done_);
+    wait_completed(outcome_, device_);
   }
 
   std::exception_ptr exception() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return failure_ == Failure::None ? nullptr : make_error();
+    return outcome_.failure == Failure::None ? nullptr
+                                             : make_failure(outcome_.failure, outcome_.message);
   }
 
-  // "allreduce #3 (f32[10] on cpu:0) on rank 0 of 2", as Tensor::describe() writes each
-  // operand. Only while the collective is pending (the operands go at completion).
-  std::string description() const {
-    fmt::memory_buffer out;
-    fmt::format_to(std::back_inserter(out), "{} #{}", op, sequence);
-    for (size_t i = 0; i < operands.size(); ++i) {
-      const Tensor& t = operands.tensor(i);
-      fmt::format_to(std::back_inserter(out), "{}{}[{}] on {}", i == 0 ? " (" : ", ",
-                     dtype_name(t.dtype()), fmt::join(t.shape(), ", "), t.device().str());
-    }
-    fmt::format_to(std::back_inserter(out), "{} on rank {} of {}", operands.empty() ? "" : ")",
-                   rank_, size_);
-    return fmt::to_string(out);
-  }
+  // Only while the collective is pending (the operands go at completion).
+  std::string description() const { return describe(op, sequence, request.operands, rank_, size_); }
 
   // Comm thread or destructor: the collective has finished or was cancelled. The group lets
   // go of the tensors here, before a waiter can see the collective complete.
-  void complete(Failure failure, std::string message, Event done) {
+  void complete(Outcome outcome) {
     std::array<Tensor, Operands::kMax> released;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      failure_ = failure;
-      message_ = std::move(message);
-      done_ = std::move(done);
-      released = operands.take();
+      outcome_ = std::move(outcome);
+      released = request.operands.take();
       ready = Event();
       completed_.store(true, std::memory_order_release);
     }
     changed_.notify_all();
   }
 
-  const HostCollective collective;
-  Operands operands;  // keeps the tensors alive until completion
-  Event ready;        // recorded on the caller's stream at issue (if needed)
+  Request request;  // its operands keep the tensors alive until completion
+  Event ready;      // recorded on the caller's stream at issue (if needed)
 
  private:
-  std::exception_ptr make_error() const {
-    return failure_ == Failure::Timeout ? std::make_exception_ptr(CommTimeout(message_))
-                                        : std::make_exception_ptr(Error(message_));
-  }
-
   const std::string backend_;
   const Device device_;
   const Millis timeout_;
@@ -180,9 +231,7 @@ class HostProcessGroup::PendingOp final : public Work {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::atomic<bool> completed_{false};
-  Failure failure_ = Failure::None;
-  std::string message_;
-  Event done_;
+  Outcome outcome_;
 };
 
 HostProcessGroup::HostProcessGroup(int rank, int size, const ProcessGroupOptions& options,
@@ -216,10 +265,11 @@ void HostProcessGroup::stop_thread() {
   queue_changed_.notify_all();
   if (thread_.joinable()) thread_.join();  // the running collective ends within the timeout
   for (auto& op : cancelled) {
-    op->complete(Failure::Error,
-                 name_ + " " + op->description() +
-                     " was cancelled: its process group was destroyed before it ran",
-                 Event());
+    Outcome cancel;
+    cancel.failure = Failure::Error;
+    cancel.message = name_ + " " + op->description() +
+                     " was cancelled: its process group was destroyed before it ran";
+    op->complete(std::move(cancel));
   }
 }
 
@@ -256,12 +306,6 @@ void HostProcessGroup::check_tensor(const Tensor& t, const char* op, const char*
       << " is not on the group's device " << device_.str() << " (rank " << rank_ << ")";
 }
 
-std::shared_ptr<HostProcessGroup::PendingOp> HostProcessGroup::make_op(HostCollective collective,
-                                                                       const char* name,
-                                                                       int64_t bytes) {
-  return std::make_shared<PendingOp>(*this, collective, name, bytes);
-}
-
 // Note [Host collective stream order]
 // A collective runs after every write the caller enqueued before issuing it: at issue an
 // event is recorded on the caller's current stream (of the operands' device), and the
@@ -279,31 +323,42 @@ bool HostProcessGroup::needs_event(const Stream& stream) {
   return !stream.is_inline() || stream.capturing() || sanitizer::enabled();
 }
 
-WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
-  const bool any_cuda = op->operands.any_cuda();
-  const Device caller =
-      any_cuda || op->operands.empty() ? device_ : op->operands.tensor(0).device();
+WorkPtr HostProcessGroup::issue(Request request) {
+  const Operands& operands = request.operands;
+  const bool any_cuda = operands.any_cuda();
+  const Device caller = any_cuda || operands.empty() ? device_ : operands.tensor(0).device();
+  const std::string_view dtype =
+      operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype());
+  const char* name = request.name;
+  const int64_t bytes = request.bytes;
   Stream& caller_stream = current_stream(caller);
+  Event ready;
   if (needs_event(caller_stream)) {
-    op->ready = Event::create(caller);
-    op->ready.record(caller_stream);
+    ready = Event::create(caller);
+    ready.record(caller_stream);
   }
-  WorkPtr work = op;
+  // Note [Issue bursts]: in a burst the thread sleeps, so nothing is queued or running, and
+  // the collective runs here; the Work of one that does is made after it ran.
+  const bool may_run_here = in_burst_ && !any_cuda;
+  std::shared_ptr<PendingOp> queued;
+  const auto make_pending = [&] {
+    return std::make_shared<PendingOp>(*this, std::move(request), std::move(ready));
+  };
+  if (!may_run_here) queued = make_pending();  // allocated outside the lock
   bool wake = false, run_here = false;
+  int64_t sequence = -1;
   const int64_t now_ns = steady_now_ns();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    DDPB_CHECK(!stopping_) << name_ << " " << op->op << " issued while the group of rank " << rank_
+    DDPB_CHECK(!stopping_) << name_ << " " << name << " issued while the group of rank " << rank_
                            << " is being destroyed";
-    op->sequence = next_sequence_++;
-    flight_recorder().enqueued(
-        op->sequence, op->op, op->bytes,
-        op->operands.empty() ? std::string_view() : dtype_name(op->operands.tensor(0).dtype()),
-        now_ns);
-    // Note [Issue bursts]: the thread sleeps, so nothing is queued or running.
-    run_here = in_burst_ && !any_cuda && comm_thread_sleeping_;
+    sequence = next_sequence_++;
+    run_here = may_run_here && comm_thread_sleeping_;
+    flight_recorder().enqueued(sequence, name, bytes, dtype, now_ns, /*started=*/run_here);
     if (!run_here) {
-      queue_.push_back(op);
+      if (!queued) queued = make_pending();  // a burst whose thread is awake (rare)
+      queued->sequence = sequence;
+      queue_.push_back(queued);
       // Only a sleeping thread is woken, once: a thread that is busy, or woken and not yet
       // running, finds the collective when it next looks at the queue (a wake is a system
       // call, and DDP issues its buckets in quick succession).
@@ -311,17 +366,25 @@ WorkPtr HostProcessGroup::issue(std::shared_ptr<PendingOp> op) {
     }
   }
   if (wake) queue_changed_.notify_one();
-  if (run_here) execute(*op, now_ns);
+  if (!run_here) return queued;
+  Outcome outcome = run_collective(request, ready, sequence, now_ns);
+  const int64_t end_ns = outcome.end_ns;
+  auto work = std::make_shared<CompletedWork>(std::move(outcome), device_);
+  work->sequence = sequence;
+  work->op = name;
+  work->bytes = bytes;
+  work->start_ns = now_ns;
+  work->end_ns = end_ns;
   return work;
 }
 
 WorkPtr HostProcessGroup::allreduce(const Tensor& tensor) {
   check_tensor(tensor, "allreduce", "input");
   check_summable(tensor, name_, "allreduce", rank_);
-  auto op = make_op({HostCollective::Kind::AllReduce}, "allreduce",
-                    static_cast<int64_t>(tensor.nbytes()));
-  op->operands = {{tensor, /*read=*/true, /*write=*/true}};
-  return issue(std::move(op));
+  return issue({{HostCollective::Kind::AllReduce},
+                "allreduce",
+                static_cast<int64_t>(tensor.nbytes()),
+                {{tensor, /*read=*/true, /*write=*/true}}});
 }
 
 WorkPtr HostProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -329,10 +392,10 @@ WorkPtr HostProcessGroup::broadcast(const Tensor& tensor, int root) {
   DDPB_CHECK(root >= 0 && root < size_)
       << name_ << " broadcast: root " << root << " is outside the group of size " << size_
       << " (rank " << rank_ << ")";
-  auto op = make_op({HostCollective::Kind::Broadcast, root}, "broadcast",
-                    static_cast<int64_t>(tensor.nbytes()));
-  op->operands = {{tensor, /*read=*/rank_ == root, /*write=*/rank_ != root}};
-  return issue(std::move(op));
+  return issue({{HostCollective::Kind::Broadcast, root},
+                "broadcast",
+                static_cast<int64_t>(tensor.nbytes()),
+                {{tensor, /*read=*/rank_ == root, /*write=*/rank_ != root}}});
 }
 
 WorkPtr HostProcessGroup::allgather(const Tensor& output, const Tensor& input) {
@@ -341,10 +404,10 @@ WorkPtr HostProcessGroup::allgather(const Tensor& output, const Tensor& input) {
   DDPB_CHECK(output.dtype() == input.dtype() && output.numel() == size_ * input.numel())
       << name_ << " allgather: the output must hold " << size_ << " inputs of the same dtype; got "
       << output.describe() << " for input " << input.describe() << " (rank " << rank_ << ")";
-  auto op =
-      make_op({HostCollective::Kind::AllGather}, "allgather", static_cast<int64_t>(input.nbytes()));
-  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
-  return issue(std::move(op));
+  return issue({{HostCollective::Kind::AllGather},
+                "allgather",
+                static_cast<int64_t>(input.nbytes()),
+                {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}}});
 }
 
 WorkPtr HostProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input) {
@@ -355,10 +418,10 @@ WorkPtr HostProcessGroup::reduce_scatter(const Tensor& output, const Tensor& inp
       << name_ << " reduce_scatter: the input must hold " << size_
       << " output-sized chunks of the same dtype; got " << input.describe() << " for output "
       << output.describe() << " (rank " << rank_ << ")";
-  auto op = make_op({HostCollective::Kind::ReduceScatter}, "reduce_scatter",
-                    static_cast<int64_t>(input.nbytes()));
-  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
-  return issue(std::move(op));
+  return issue({{HostCollective::Kind::ReduceScatter},
+                "reduce_scatter",
+                static_cast<int64_t>(input.nbytes()),
+                {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}}});
 }
 
 WorkPtr HostProcessGroup::reduce(const Tensor& tensor, int root) {
@@ -366,10 +429,10 @@ WorkPtr HostProcessGroup::reduce(const Tensor& tensor, int root) {
   check_summable(tensor, name_, "reduce", rank_);
   DDPB_CHECK(root >= 0 && root < size_)
       << name_ << " reduce: root " << root << " outside 0.." << size_ - 1;
-  auto op = make_op({HostCollective::Kind::Reduce, root}, "reduce",
-                    static_cast<int64_t>(tensor.nbytes()));
-  op->operands = {{tensor, /*read=*/true, /*write=*/true}};
-  return issue(std::move(op));
+  return issue({{HostCollective::Kind::Reduce, root},
+                "reduce",
+                static_cast<int64_t>(tensor.nbytes()),
+                {{tensor, /*read=*/true, /*write=*/true}}});
 }
 
 WorkPtr HostProcessGroup::alltoall(const Tensor& output, const Tensor& input) {
@@ -380,10 +443,10 @@ WorkPtr HostProcessGroup::alltoall(const Tensor& output, const Tensor& input) {
       << name_ << " alltoall: input and output must be the same size and dtype, " << size_
       << " equal chunks; got " << input.describe() << " and " << output.describe() << " (rank "
       << rank_ << ")";
-  auto op =
-      make_op({HostCollective::Kind::AllToAll}, "alltoall", static_cast<int64_t>(input.nbytes()));
-  op->operands = {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}};
-  return issue(std::move(op));
+  return issue({{HostCollective::Kind::AllToAll},
+                "alltoall",
+                static_cast<int64_t>(input.nbytes()),
+                {{output, /*read=*/false, /*write=*/true}, {input, /*read=*/true, false}}});
 }
 
 WorkPtr HostProcessGroup::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
@@ -397,13 +460,14 @@ WorkPtr HostProcessGroup::sendrecv(const Tensor& send, int dst, const Tensor& re
   HostCollective c{HostCollective::Kind::SendRecv};
   c.dst = dst;
   c.src = src;
-  auto op = make_op(c, "sendrecv", static_cast<int64_t>(send.nbytes()));
-  op->operands = {{recv, /*read=*/false, /*write=*/true}, {send, /*read=*/true, false}};
-  return issue(std::move(op));
+  return issue({c,
+                "sendrecv",
+                static_cast<int64_t>(send.nbytes()),
+                {{recv, /*read=*/false, /*write=*/true}, {send, /*read=*/true, false}}});
 }
 
 WorkPtr HostProcessGroup::barrier() {
-  return issue(make_op({HostCollective::Kind::Barrier}, "barrier", 0));
+  return issue({{HostCollective::Kind::Barrier}, "barrier", 0, {}});
 }
 
 // ---- The communication thread ----------------------------------------------------------
@@ -430,7 +494,7 @@ void HostProcessGroup::run_loop() {
       op = std::move(queue_.front());
       queue_.pop_front();
     }
-    execute(*op, steady_now_ns());
+    execute(*op);
   }
 }
 
@@ -447,95 +511,113 @@ const char* collective_name(const std::string& op) {
 
 }  // namespace
 
-void HostProcessGroup::sanitize_collective(const Stream& stream, const PendingOp& op) const {
+void HostProcessGroup::sanitize_collective(const Stream& stream, const Request& request) const {
   std::vector<Tensor> reads, writes;
-  for (size_t i = 0; i < op.operands.size(); ++i) {
-    if (op.operands.read(i)) reads.push_back(op.operands.tensor(i));
-    if (op.operands.write(i)) writes.push_back(op.operands.tensor(i));
+  const Operands& operands = request.operands;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (operands.read(i)) reads.push_back(operands.tensor(i));
+    if (operands.write(i)) writes.push_back(operands.tensor(i));
   }
-  sanitizer::on_op(stream, collective_name(op.op), reads, writes);
+  sanitizer::on_op(stream, collective_name(request.name), reads, writes);
 }
 
 // CUDA operands: one stream and two synchronizations per collective. The host collective
 // needs the bytes on the host before it starts, and completing the Work only after the H2D
 // copies means no copy is still reading or writing the tensors once the group lets go of them.
-void HostProcessGroup::run_staged(PendingOp& op) {
+void HostProcessGroup::run_staged(const Request& request, const Event& ready, int64_t sequence) {
   StreamGuard guard(comm_stream_);
-  comm_stream_->wait(op.ready);
+  comm_stream_->wait(ready);
+  const Operands& operands = request.operands;
   std::vector<Tensor> host;
-  for (size_t i = 0; i < op.operands.size(); ++i) {
-    const Tensor& t = op.operands.tensor(i);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = operands.tensor(i);
     if (!t.device().is_cuda()) {
       host.push_back(t);
       continue;
     }
     Tensor h = Tensor::empty_pinned(t.shape(), t.dtype());
-    if (op.operands.read(i)) ops::copy(t, h);
+    if (operands.read(i)) ops::copy(t, h);
     host.push_back(h);
   }
   comm_stream_->synchronize();
-  run_host(op.collective, host, op.sequence);
-  for (size_t i = 0; i < op.operands.size(); ++i) {
-    const Tensor& t = op.operands.tensor(i);
-    if (op.operands.write(i) && t.device().is_cuda()) ops::copy(host[i], t);
+  run_host(request.collective, host, sequence);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = operands.tensor(i);
+    if (operands.write(i) && t.device().is_cuda()) ops::copy(host[i], t);
   }
 }
 
-void HostProcessGroup::execute(PendingOp& op, int64_t start_ns) {
-  op.start_ns = start_ns;
-  running_since_ns_.store(op.start_ns, std::memory_order_release);
-  running_sequence_.store(op.sequence, std::memory_order_release);
+void HostProcessGroup::execute(PendingOp& op) {
+  op.start_ns = steady_now_ns();
   flight_recorder().started(op.sequence, op.start_ns);
-  Failure failure = Failure::None;
-  std::string message;
-  Event done;
+  Outcome outcome = run_collective(op.request, op.ready, op.sequence, op.start_ns);
+  op.end_ns = outcome.end_ns;
+  op.complete(std::move(outcome));
+}
+
+// The comm thread's, or the issuing thread's in a burst: runs one collective and records its
+// end in the flight recorder (its start is recorded by the caller).
+Outcome HostProcessGroup::run_collective(const Request& request, const Event& ready,
+                                         int64_t sequence, int64_t start_ns) {
+  running_since_ns_.store(start_ns, std::memory_order_release);
+  running_sequence_.store(sequence, std::memory_order_release);
+  Outcome outcome;
   try {
     if (!broken_reason_.empty()) {
-      throw Error(name_ + " " + op.description() + " did not run: " + broken_reason_);
+      throw Error(name_ + " " + describe(request.name, sequence, request.operands, rank_, size_) +
+                  " did not run: " + broken_reason_);
     }
-    const bool staged = op.operands.any_cuda();
+    const bool staged = request.operands.any_cuda();
     if (staged && takes_device_pointers()) {
-      comm_stream_->wait(op.ready);
+      comm_stream_->wait(ready);
       comm_stream_->synchronize();
-      run_host(op.collective, op.operands.tensors(), op.sequence);
+      run_host(request.collective, request.operands.tensors(), sequence);
     } else if (staged) {
-      run_staged(op);
+      run_staged(request, ready, sequence);
     } else {
-      comm_stream_->wait(op.ready);  // an inline stream: blocks this thread until then
-      if (sanitizer::enabled()) sanitize_collective(*comm_stream_, op);
-      run_host(op.collective, op.operands.tensors(), op.sequence);
+      comm_stream_->wait(ready);  // an inline stream: blocks this thread until then
+      if (sanitizer::enabled()) sanitize_collective(*comm_stream_, request);
+      run_host(request.collective, request.operands.tensors(), sequence);
     }
     if (staged || needs_event(*comm_stream_)) {
-      done = Event::create(device_);
-      done.record(*comm_stream_);
+      outcome.done = Event::create(device_);
+      outcome.done.record(*comm_stream_);
     }
     if (staged) comm_stream_->synchronize();
   } catch (...) {
-    std::string what = "unknown exception";
-    bool timed_out = false;
-    try {
-      throw;
-    } catch (const CommTimeout& e) {
-      what = e.what();
-      timed_out = true;
-    } catch (const std::exception& e) {
-      what = e.what();
-      timed_out = what.find("Timed out") != std::string::npos;  // Gloo's IoException
-    } catch (...) {
-    }
-    failure = timed_out ? Failure::Timeout : Failure::Error;
-    message =
-        what.starts_with(name_ + " ") ? what : name_ + " " + op.description() + " failed: " + what;
-    // Ranks are now out of step (or a peer is gone), so later collectives cannot succeed.
-    if (broken_reason_.empty()) {
-      broken_reason_ = "the group is broken since " + op.op + " #" + std::to_string(op.sequence) +
-                       " failed: " + what;
-    }
+    record_failure(request, sequence, outcome);
   }
   running_sequence_.store(-1, std::memory_order_release);
-  op.end_ns = steady_now_ns();
-  flight_recorder().finished(op.sequence, failure != Failure::None, op.end_ns);
-  op.complete(failure, std::move(message), std::move(done));
+  outcome.end_ns = steady_now_ns();
+  flight_recorder().finished(sequence, outcome.failure != Failure::None, outcome.end_ns);
+  return outcome;
+}
+
+// In a catch block: the failure, its message, and the group broken from now on.
+void HostProcessGroup::record_failure(const Request& request, int64_t sequence, Outcome& outcome) {
+  std::string what = "unknown exception";
+  bool timed_out = false;
+  try {
+    throw;
+  } catch (const CommTimeout& e) {
+    what = e.what();
+    timed_out = true;
+  } catch (const std::exception& e) {
+    what = e.what();
+    timed_out = what.find("Timed out") != std::string::npos;  // Gloo's IoException
+  } catch (...) {
+  }
+  outcome.failure = timed_out ? Failure::Timeout : Failure::Error;
+  outcome.message = what.starts_with(name_ + " ")
+                        ? what
+                        : name_ + " " +
+                              describe(request.name, sequence, request.operands, rank_, size_) +
+                              " failed: " + what;
+  // Ranks are now out of step (or a peer is gone), so later collectives cannot succeed.
+  if (broken_reason_.empty()) {
+    broken_reason_ = std::string("the group is broken since ") + request.name + " #" +
+                     std::to_string(sequence) + " failed: " + what;
+  }
 }
 
 }  // namespace ddpb::comm

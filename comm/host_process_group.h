@@ -7,7 +7,8 @@
 // Execution: one communication thread ("ddpb-<backend>") runs the issued collectives strictly
 // in issue order; each Work completes when its collective has finished. In a burst (Note
 // [Issue bursts], comm/process_group.h) a collective on host memory issued while that thread
-// is idle runs on the issuing thread instead, before issue returns. The first failure
+// is idle runs on the issuing thread instead, before issue returns, and its Work is complete
+// when returned (it keeps how the collective ended, not its tensors). The first failure
 // (a timeout, a peer that died) breaks the group: every later collective fails at once with
 // an error naming the first one.
 //
@@ -45,6 +46,11 @@
 #include "comm/process_group.h"
 
 namespace ddpb::comm {
+
+namespace host_group {
+struct Request;
+struct Outcome;
+}  // namespace host_group
 
 // One collective as the backend runs it: which one, and its roots or peers.
 struct HostCollective {
@@ -109,16 +115,20 @@ class HostProcessGroup : public ProcessGroup {
   std::pair<int64_t, int64_t> running() const;
 
  private:
-  class PendingOp;  // a collective's Work, waiting for or running on the comm thread
+  class PendingOp;  // a queued collective's Work, waiting for or running on the comm thread
+  using Request = host_group::Request;
+  using Outcome = host_group::Outcome;
 
   static bool needs_event(const Stream& stream);
-  WorkPtr issue(std::shared_ptr<PendingOp> op);
-  std::shared_ptr<PendingOp> make_op(HostCollective collective, const char* name, int64_t bytes);
+  WorkPtr issue(Request request);
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
   void run_loop();
-  void execute(PendingOp& op, int64_t start_ns);  // start_ns: steady_now_ns() at its start
-  void run_staged(PendingOp& op);
-  void sanitize_collective(const Stream& stream, const PendingOp& op) const;
+  void execute(PendingOp& op);
+  Outcome run_collective(const Request& request, const Event& ready, int64_t sequence,
+                         int64_t start_ns);
+  void record_failure(const Request& request, int64_t sequence, Outcome& outcome);
+  void run_staged(const Request& request, const Event& ready, int64_t sequence);
+  void sanitize_collective(const Stream& stream, const Request& request) const;
 
   Device device_;
   std::chrono::milliseconds timeout_;

@@ -240,6 +240,9 @@ TEST_P(GlooWorld, ABurstRunsEachCollectiveOnTheIssuingThreadInOrder) {
     int64_t previous_end = 0;
     for (size_t i = 0; i < works.size(); ++i) {
       works[i]->wait();
+      EXPECT_EQ(works[i]->exception(), nullptr);
+      EXPECT_EQ(works[i]->op, i % 4 == 3 ? "barrier" : "allreduce");
+      EXPECT_EQ(works[i]->bytes, i % 4 == 3 ? 0 : int64_t(tensors[i].nbytes()));
       EXPECT_EQ(works[i]->sequence, int64_t(i) + 1);
       EXPECT_GE(works[i]->start_ns, previous_end);
       EXPECT_GE(works[i]->end_ns, works[i]->start_ns);
@@ -479,9 +482,11 @@ TEST(GlooGroup, ACollectiveOfABurstThatNoPeerJoinsTimesOut) {
   WorkPtr work = pg->allreduce(t);
   const double issue_s = seconds_since(t0);
   EXPECT_TRUE(work->is_completed());
+  EXPECT_NE(work->exception(), nullptr);
   const std::string error = error_of<CommTimeout>([&] { work->wait(); });
   const std::string next_error = error_of<Error>([&] { pg->allreduce(t)->wait(); });
-  EXPECT_NE(error.find("allreduce #0"), std::string::npos) << error;
+  EXPECT_NE(error.find("allreduce #0 (f32[16] on cpu:0) on rank 0 of 2"), std::string::npos)
+      << error;
   EXPECT_LT(issue_s, 2.5);
   EXPECT_NE(next_error.find("broken since allreduce #0"), std::string::npos) << next_error;
 }

@@ -8,7 +8,6 @@
 #include <functional>
 #include <initializer_list>
 #include <iterator>
-#include <span>
 #include <utility>
 
 #include "comm/flight_recorder.h"
@@ -28,50 +27,61 @@ namespace host_group {
 enum class Failure { None, Error, Timeout };
 
 // A tensor a collective reads (staged D2H for CUDA) and/or writes (staged H2D), as the
-// caller passed it: Operands copies the handle once.
+// caller passed it.
 struct Operand {
   const Tensor& tensor;
   bool read = false;
   bool write = false;
 };
 
-// A collective's operands, at most two, kept in place (no allocation per collective), their
-// tensors side by side: run_host reads them as they are, without a copy per collective.
+// A collective's operands, at most two, kept in place (no allocation per collective). As
+// issued they are the caller's tensors, which outlive a collective run at issue; a queued
+// collective's Work keeps its own handles of them (Operands(other, kOwn)) until completion.
+// Neither copied nor moved: a view may point into its own handles.
 class Operands {
  public:
-  static constexpr size_t kMax = 2;
+  static constexpr size_t kMax = HostTensors::kMax;
+  enum Own { kOwn };
   Operands() = default;
   Operands(std::initializer_list<Operand> list) {
     DDPB_CHECK(list.size() <= kMax) << "a host collective has at most " << kMax << " operands";
     for (const Operand& o : list) {
-      tensors_[size_] = o.tensor;
-      read_[size_] = o.read;
-      write_[size_] = o.write;
-      ++size_;
+      read_[view_.size()] = o.read;
+      write_[view_.size()] = o.write;
+      view_.push_back(o.tensor);
     }
   }
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  const Tensor& tensor(size_t i) const { return tensors_[i]; }
+  Operands(const Operands& other, Own) : read_(other.read_), write_(other.write_) {
+    for (size_t i = 0; i < other.size(); ++i) {
+      owned_[i] = other.tensor(i);
+      view_.push_back(owned_[i]);
+    }
+  }
+  Operands(const Operands&) = delete;
+  Operands& operator=(const Operands&) = delete;
+
+  size_t size() const { return view_.size(); }
+  bool empty() const { return view_.size() == 0; }
+  const Tensor& tensor(size_t i) const { return view_[i]; }
   bool read(size_t i) const { return read_[i]; }
   bool write(size_t i) const { return write_[i]; }
   bool any_cuda() const {
-    for (size_t i = 0; i < size_; ++i) {
-      if (tensors_[i].device().is_cuda()) return true;
+    for (size_t i = 0; i < size(); ++i) {
+      if (tensor(i).device().is_cuda()) return true;
     }
     return false;
   }
-  std::span<const Tensor> tensors() const { return {tensors_.data(), size_}; }
-  // Moves the tensors out; the operands are empty afterwards.
+  const HostTensors& tensors() const { return view_; }
+  // Moves the owned handles out; the operands are empty afterwards.
   std::array<Tensor, kMax> take() {
-    size_ = 0;
-    return std::move(tensors_);
+    view_ = HostTensors();
+    return std::move(owned_);
   }
 
  private:
-  std::array<Tensor, kMax> tensors_;
+  HostTensors view_;
+  std::array<Tensor, kMax> owned_;  // a queued collective's (Own)
   std::array<bool, kMax> read_{}, write_{};
-  size_t size_ = 0;
 };
 
 // One collective as issued: what the backend runs, its name, its payload and its operands.
@@ -171,8 +181,8 @@ void check_summable(const Tensor& t, const std::string& backend, const char* op,
 // description is formatted only when a message needs it.
 class HostProcessGroup::PendingOp final : public Work {
  public:
-  PendingOp(const HostProcessGroup& group, Request request, Event ready)
-      : request(std::move(request)),
+  PendingOp(const HostProcessGroup& group, const Request& issued, Event ready)
+      : request{issued.collective, issued.name, issued.bytes, {issued.operands, Operands::kOwn}},
         ready(std::move(ready)),
         backend_(group.name_),
         device_(group.device_),
@@ -342,7 +352,7 @@ WorkPtr HostProcessGroup::issue(Request request) {
   const bool may_run_here = in_burst_ && !any_cuda;
   std::shared_ptr<PendingOp> queued;
   const auto make_pending = [&] {
-    return std::make_shared<PendingOp>(*this, std::move(request), std::move(ready));
+    return std::make_shared<PendingOp>(*this, request, std::move(ready));
   };
   if (!may_run_here) queued = make_pending();  // allocated outside the lock
   bool wake = false, run_here = false;
@@ -528,16 +538,17 @@ void HostProcessGroup::run_staged(const Request& request, const Event& ready, in
   StreamGuard guard(comm_stream_);
   comm_stream_->wait(ready);
   const Operands& operands = request.operands;
-  std::vector<Tensor> host;
+  std::array<Tensor, Operands::kMax> pinned;
+  HostTensors host;
   for (size_t i = 0; i < operands.size(); ++i) {
     const Tensor& t = operands.tensor(i);
     if (!t.device().is_cuda()) {
       host.push_back(t);
       continue;
     }
-    Tensor h = Tensor::empty_pinned(t.shape(), t.dtype());
-    if (operands.read(i)) ops::copy(t, h);
-    host.push_back(h);
+    pinned[i] = Tensor::empty_pinned(t.shape(), t.dtype());
+    if (operands.read(i)) ops::copy(t, pinned[i]);
+    host.push_back(pinned[i]);
   }
   comm_stream_->synchronize();
   run_host(request.collective, host, sequence);

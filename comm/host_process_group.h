@@ -31,6 +31,7 @@
 // Thread-safety: as ProcessGroup (issue from one thread; Works may be waited anywhere).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -38,7 +39,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +67,21 @@ struct HostCollective {
   Kind kind = Kind::Barrier;
   int root = -1;           // broadcast, reduce
   int dst = -1, src = -1;  // sendrecv
+};
+
+// The tensors of one host collective as run_host reads them: at most two, not owned (the
+// caller of run_host keeps them alive for the call).
+class HostTensors {
+ public:
+  static constexpr size_t kMax = 2;
+  void push_back(const Tensor& t) { tensors_[size_++] = &t; }  // at most kMax
+  size_t size() const { return size_; }
+  const Tensor& operator[](size_t i) const { return *tensors_[i]; }
+  const Tensor& back() const { return *tensors_[size_ - 1]; }
+
+ private:
+  std::array<const Tensor*, kMax> tensors_{};
+  size_t size_ = 0;
 };
 
 class HostProcessGroup : public ProcessGroup {
@@ -101,7 +116,7 @@ class HostProcessGroup : public ProcessGroup {
   // barrier: {}. `sequence` is the collective's issue number on this group (the same on every
   // rank). Throws on failure; a CommTimeout, or an error whose message holds "Timed out", counts as
   // a timeout.
-  virtual void run_host(const HostCollective& collective, std::span<const Tensor> host,
+  virtual void run_host(const HostCollective& collective, const HostTensors& host,
                         int64_t sequence) = 0;
   // Whether run_host takes CUDA tensors as they are (a CUDA-aware MPI) rather than staged
   // through pinned host buffers.

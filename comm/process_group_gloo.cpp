@@ -243,7 +243,7 @@ ProcessGroupGloo::~ProcessGroupGloo() {
 
 // ---- The collectives on host memory ------------------------------------------------------
 
-void ProcessGroupGloo::run_host(const HostCollective& c, std::span<const Tensor> host,
+void ProcessGroupGloo::run_host(const HostCollective& c, const HostTensors& host,
                                 int64_t sequence) {
   const auto tag = static_cast<uint32_t>(sequence);
   const Millis t = timeout();

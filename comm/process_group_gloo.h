@@ -21,7 +21,6 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -42,7 +41,7 @@ class ProcessGroupGloo final : public HostProcessGroup {
   std::string backend() const override { return "gloo"; }
 
  private:
-  void run_host(const HostCollective& collective, std::span<const Tensor> host,
+  void run_host(const HostCollective& collective, const HostTensors& host,
                 int64_t sequence) override;
 
   std::shared_ptr<gloo::Context> context_;

@@ -235,8 +235,8 @@ void run_reduce_scatter(MPI_Comm comm, const Tensor& out, const Tensor& in) {
 }
 
 // Byte-moving collectives: bytes as MPI_BYTE, in pieces of at most INT_MAX bytes per rank.
-void run_bytes(MPI_Comm comm, const HostCollective& c, std::span<const Tensor> host, int rank,
-               int size, int tag) {
+void run_bytes(MPI_Comm comm, const HostCollective& c, const HostTensors& host, int rank, int size,
+               int tag) {
   switch (c.kind) {
     case Kind::Broadcast:
       for (size_t at = 0; at < host[0].nbytes(); at += kMaxCount) {
@@ -279,8 +279,7 @@ void run_bytes(MPI_Comm comm, const HostCollective& c, std::span<const Tensor> h
 
 }  // namespace
 
-void ProcessGroupMpi::run_host(const HostCollective& c, std::span<const Tensor> host,
-                               int64_t sequence) {
+void ProcessGroupMpi::run_host(const HostCollective& c, const HostTensors& host, int64_t sequence) {
   MpiProcess& process = mpi_process();
   std::unique_lock<std::mutex> lock(process.serialize, std::defer_lock);
   if (process.serialized()) lock.lock();

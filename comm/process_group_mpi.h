@@ -29,7 +29,6 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -51,7 +50,7 @@ class ProcessGroupMpi final : public HostProcessGroup {
  private:
   struct Mpi;  // the communicator and the watchdog, behind <mpi.h>
 
-  void run_host(const HostCollective& collective, std::span<const Tensor> host,
+  void run_host(const HostCollective& collective, const HostTensors& host,
                 int64_t sequence) override;
   bool takes_device_pointers() const override;
   void watch();

@@ -149,6 +149,23 @@ double pipelined_us(comm::ProcessGroup& pg, const Device& device, CollectiveOp o
   return since_us(t0) / static_cast<double>(iters);
 }
 
+// Note [Settling]: rounds of kSettleRound operations until rank 0 has spent kSettleNs in them;
+// rank 0's clock decides for every rank (a sum over the ranks of its flag), so that all issue
+// the same operations.
+void settle(comm::ProcessGroup& pg, const Device& device, CollectiveOp op, int64_t count,
+            const CollectivesOptions& o) {
+  const Buffers b = make_buffers(op, count, pg.size(), o.dtype, device);
+  comm::IssueBurst burst(pg);
+  const int64_t start_ns = steady_now_ns();
+  for (;;) {
+    for (int k = 0; k < kSettleRound; ++k) issue(pg, op, b)->wait();
+    const bool done = pg.rank() == 0 && steady_now_ns() - start_ns >= kSettleNs;
+    Tensor flag = Tensor::from_floats({done ? 1.0f : 0.0f}, {1}, device);
+    pg.allreduce(flag)->wait();
+    if (flag.item() > 0) return;
+  }
+}
+
 RankTimes measure(comm::ProcessGroup& pg, const Device& device, CollectiveOp op, int64_t count,
                   const CollectivesOptions& o, int64_t clock_offset_ns) {
   const Buffers b = make_buffers(op, count, pg.size(), o.dtype, device);
@@ -184,16 +201,23 @@ RankTimes times_from_json(const nlohmann::json& j) {
           j.at("duration_us").get<std::vector<double>>(), j.at("wrong").get<int64_t>()};
 }
 
-// Rank 0's view of one size: every rank's times, published through the store.
-std::vector<RankTimes> gather_times(comm::Store& store, int rank, int world, const std::string& key,
-                                    const RankTimes& mine) {
-  store.set_string(key + "/" + std::to_string(rank), reports::json_text(times_to_json(mine)));
+// Rank 0's view of the sweep: every rank's times at every size, published through the store
+// once, after the last size (Note [Settling]).
+std::vector<std::vector<RankTimes>> gather_times(comm::Store& store, int rank, int world,
+                                                 const std::vector<RankTimes>& mine) {
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const RankTimes& t : mine) sizes.push_back(times_to_json(t));
+  const std::string key = "ddpbench/collectives/times/";
+  store.set_string(key + std::to_string(rank), reports::json_text(sizes));
   if (rank != 0) return {};
-  std::vector<RankTimes> all;
-  for (int r = 0; r < world; ++r)
-    all.push_back(
-        times_from_json(nlohmann::json::parse(store.get_string(key + "/" + std::to_string(r)))));
-  return all;
+  std::vector<std::vector<RankTimes>> by_size(mine.size());
+  for (int r = 0; r < world; ++r) {
+    const nlohmann::json theirs = nlohmann::json::parse(store.get_string(key + std::to_string(r)));
+    DDPB_CHECK(theirs.size() == mine.size()) << "collectives: rank " << r << " measured "
+                                             << theirs.size() << " sizes, rank 0 " << mine.size();
+    for (size_t i = 0; i < mine.size(); ++i) by_size[i].push_back(times_from_json(theirs[i]));
+  }
+  return by_size;
 }
 
 void add_arrivals(const std::vector<RankTimes>& ranks, reports::CollectiveResult& out) {
@@ -283,18 +307,30 @@ std::vector<reports::CollectiveResult> run_collectives(comm::ProcessGroup& pg, c
                                                        const Device& device,
                                                        const CollectivesOptions& o,
                                                        int64_t clock_offset_ns) {
-  std::vector<reports::CollectiveResult> results;
+  struct Point {
+    CollectiveOp op;
+    int64_t count;
+  };
+  std::vector<Point> points;
   for (const CollectiveOp op : o.ops) {
     for (const int64_t size : sweep_sizes(o)) {
       const int64_t count = collective_count(op, size, pg.size(), o.dtype);
-      if (count == 0) continue;
-      const RankTimes mine = measure(pg, device, op, count, o, clock_offset_ns);
-      const auto all =
-          gather_times(store, pg.rank(), pg.size(),
-                       fmt::format("ddpbench/collectives/{}/{}", enum_name(op), size), mine);
-      if (pg.rank() == 0) results.push_back(combine(op, count, o.dtype, all, o));
+      if (count > 0) points.push_back({op, count});
     }
   }
+  if (points.empty()) return {};
+  // Settling needs the CPU busy, not a size: at most 64 KiB, as a large first size would make
+  // it long.
+  const CollectiveOp first = points.front().op;
+  settle(pg, device, first,
+         std::min(points.front().count, collective_count(first, 64 * 1024, pg.size(), o.dtype)), o);
+  std::vector<RankTimes> mine;
+  for (const Point& p : points)
+    mine.push_back(measure(pg, device, p.op, p.count, o, clock_offset_ns));
+  const auto all = gather_times(store, pg.rank(), pg.size(), mine);
+  std::vector<reports::CollectiveResult> results;
+  for (size_t i = 0; i < all.size(); ++i)
+    results.push_back(combine(points[i].op, points[i].count, o.dtype, all[i], o));
   return results;
 }
 

@@ -3,7 +3,9 @@
 // times through the store and gets the results.
 //
 // Note [Collectives measurement]
-// Per operation and size, after `warmup` untimed iterations, all in one issue burst (Note
+// The sweep starts once the ranks have settled (Note [Settling]) and runs its sizes back to
+// back; the ranks' times go to rank 0 after the last. Per operation and size, after `warmup`
+// untimed iterations, all in one issue burst (Note
 // [Issue bursts], comm/process_group.h: on gloo and mpi each operation then runs on the
 // issuing thread, as in a bare loop of the library's calls; nccl is unaffected):
 //   time     `iters` operations issued back to back and waited for together, as nccl-tests
@@ -42,6 +44,18 @@ namespace ddpb::bench {
 using CollectiveOp = Collective;
 
 inline constexpr int64_t kProbeIterations = 10;
+
+// Note [Settling]
+// A CPU that has been idle runs a host collective slower for the next few milliseconds (its
+// clocks and the hypervisor's scheduling ramp back up): on the 2-vCPU development VM a bare
+// MPI_Allreduce loop of 20 64 KiB calls, started 500 ms after the ranks went idle, took 43.5 us
+// a call against 25.2 us started at once (41 alternated pairs), and about 100 calls of warm-up
+// brought it back. The ranks arrive from the rendezvous idle, and waiting for each other
+// between sizes would idle them again. So before the first size every rank runs its first
+// operation untimed for kSettleNs of rank 0's clock (rounds of kSettleRound, the same count on
+// every rank), and the sizes then follow one another without a wait on the store.
+inline constexpr int64_t kSettleNs = 25'000'000;
+inline constexpr int kSettleRound = 16;
 
 struct CollectivesOptions {
   std::vector<CollectiveOp> ops = {CollectiveOp::AllReduce};

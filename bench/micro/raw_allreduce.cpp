@@ -12,9 +12,10 @@
 //       library's floor and SERIALIZED what any program with a communication thread pays;
 // gloo: gloo::allreduce, RING, gloo::sum<float>, over a TCP device on 127.0.0.1 whose ranks
 //       meet through Gloo's FileStore in STORE_DIR (mpirun only starts the processes).
-// For each size (doubling from MIN_BYTES), after WARMUP untimed calls: a barrier, ITERS calls
-// back to back, and the slowest rank's (end - start) / ITERS. Rank 0 prints one line per size:
-// "bytes time_us". No ddpbench code is linked: this is what the library alone does.
+// After settling (below), for each size (doubling from MIN_BYTES), after WARMUP untimed calls:
+// a barrier, ITERS calls back to back, and the slowest rank's (end - start) / ITERS. Rank 0 prints
+// one line per size: "bytes time_us". No ddpbench code is linked: this is what the library alone
+// does.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -130,6 +131,16 @@ int main(int argc, char** argv) {
   const int size = env_int("OMPI_COMM_WORLD_SIZE");
   Library lib = which == "mpi" ? mpi_library(last) : gloo_library(rank, size, last);
   std::vector<float> buffer(max_bytes / sizeof(float), 0.0f);
+  // Settled as `ddpbench collectives` settles (Note [Settling], bench/collectives/collectives.h):
+  // rounds of 16 calls until rank 0 has spent 25 ms in them.
+  const size_t settle_n =
+      std::max<size_t>(1, std::min<size_t>(min_bytes, 64 * 1024) / sizeof(float));
+  const auto settle_start = Clock::now();
+  for (bool settled = false; !settled;) {
+    for (int i = 0; i < 16; ++i) lib.allreduce(buffer.data(), settle_n);
+    const bool done = rank == 0 && Clock::now() - settle_start >= std::chrono::milliseconds(25);
+    settled = lib.max_over_ranks(done ? 1.0 : 0.0) > 0;
+  }
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const size_t n = bytes / sizeof(float);
     for (int i = 0; i < warmup; ++i) lib.allreduce(buffer.data(), n);

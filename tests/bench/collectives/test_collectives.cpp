@@ -4,12 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 
 #include "../../util/run_cli.h"
 #include "../../util/temp_dir.h"
 #include "bench/collectives/collectives.h"
+#include "comm/group_team.h"
+#include "comm/hash_store.h"
 #include "core/check.h"
 
 namespace ddpb::bench {
@@ -38,6 +41,34 @@ TEST(CollectivesSweep, CountsSplitEvenlyWhereTheOpSplits) {
   EXPECT_EQ(collective_count(CollectiveOp::AllGather, 1000, 3, DType::F32), 249);
   EXPECT_EQ(collective_count(CollectiveOp::ReduceScatter, 8, 4, DType::F32), 0);
   EXPECT_EQ(collective_count(CollectiveOp::Broadcast, 1000, 3, DType::BF16), 500);
+}
+
+// Note [Settling]: every rank runs the same settling rounds (else the sweep would deadlock),
+// for at least kSettleNs, before the sweep's own collectives; rank 0 gets every size.
+TEST(CollectivesSweep, TheRanksSettleTogetherBeforeTheFirstSize) {
+  comm::GroupTeam team("gloo", 2, std::chrono::seconds(30));
+  comm::HashStore store;
+  CollectivesOptions o;
+  o.min_bytes = 1024, o.max_bytes = 2048, o.iters = 2, o.warmup = 1;
+  std::vector<int64_t> issued(2);
+  std::vector<std::vector<reports::CollectiveResult>> results(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  team.run([&](int rank, comm::ProcessGroup& pg) {
+    results[static_cast<size_t>(rank)] = run_collectives(pg, store, Device::cpu(rank), o, 0);
+    issued[static_cast<size_t>(rank)] = pg.barrier()->sequence;
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  // Per size: 1 warm-up, the barrier before the timed loop, 2 timed and 2 probes.
+  const int64_t sweep = 2 * (1 + 1 + 2 + 2);
+  const int64_t settling = issued[0] - sweep;
+  EXPECT_EQ(issued[0], issued[1]);
+  EXPECT_GE(settling, kSettleRound + 1);
+  EXPECT_EQ(settling % (kSettleRound + 1), 0) << "whole rounds of operations and their flag";
+  EXPECT_GE(elapsed, std::chrono::nanoseconds(kSettleNs));
+  ASSERT_EQ(results[0].size(), 2u);
+  EXPECT_EQ(results[0][0].size_bytes, 1024);
+  EXPECT_EQ(results[0][1].size_bytes, 2048);
+  EXPECT_TRUE(results[1].empty());
 }
 
 TEST(CollectivesTable, NcclTestsColumnsAverageBusbwAndTheLastRank) {

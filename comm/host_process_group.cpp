@@ -337,10 +337,6 @@ WorkPtr HostProcessGroup::issue(Request request) {
   const Operands& operands = request.operands;
   const bool any_cuda = operands.any_cuda();
   const Device caller = any_cuda || operands.empty() ? device_ : operands.tensor(0).device();
-  const std::string_view dtype =
-      operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype());
-  const char* name = request.name;
-  const int64_t bytes = request.bytes;
   Stream& caller_stream = current_stream(caller);
   Event ready;
   if (needs_event(caller_stream)) {
@@ -360,11 +356,14 @@ WorkPtr HostProcessGroup::issue(Request request) {
   const int64_t now_ns = steady_now_ns();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    DDPB_CHECK(!stopping_) << name_ << " " << name << " issued while the group of rank " << rank_
-                           << " is being destroyed";
+    DDPB_CHECK(!stopping_) << name_ << " " << request.name << " issued while the group of rank "
+                           << rank_ << " is being destroyed";
     sequence = next_sequence_++;
     run_here = may_run_here && comm_thread_sleeping_;
-    flight_recorder().enqueued(sequence, name, bytes, dtype, now_ns, /*started=*/run_here);
+    flight_recorder().enqueued(
+        sequence, request.name, request.bytes,
+        operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype()), now_ns,
+        /*started=*/run_here);
     if (!run_here) {
       if (!queued) queued = make_pending();  // a burst whose thread is awake (rare)
       queued->sequence = sequence;
@@ -381,8 +380,8 @@ WorkPtr HostProcessGroup::issue(Request request) {
   const int64_t end_ns = outcome.end_ns;
   auto work = std::make_shared<CompletedWork>(std::move(outcome), device_);
   work->sequence = sequence;
-  work->op = name;
-  work->bytes = bytes;
+  work->op = request.name;
+  work->bytes = request.bytes;
   work->start_ns = now_ns;
   work->end_ns = end_ns;
   return work;

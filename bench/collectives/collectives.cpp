@@ -319,11 +319,11 @@ std::vector<reports::CollectiveResult> run_collectives(comm::ProcessGroup& pg, c
     }
   }
   if (points.empty()) return {};
-  // Settling needs the CPU busy, not a size: at most 64 KiB, as a large first size would make
-  // it long.
   const CollectiveOp first = points.front().op;
-  settle(pg, device, first,
-         std::min(points.front().count, collective_count(first, 64 * 1024, pg.size(), o.dtype)), o);
+  settle(
+      pg, device, first,
+      std::min(points.front().count, collective_count(first, kSettleMaxBytes, pg.size(), o.dtype)),
+      o);
   std::vector<RankTimes> mine;
   for (const Point& p : points)
     mine.push_back(measure(pg, device, p.op, p.count, o, clock_offset_ns));

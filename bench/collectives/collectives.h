@@ -53,9 +53,11 @@ inline constexpr int64_t kProbeIterations = 10;
 // brought it back. The ranks arrive from the rendezvous idle, and waiting for each other
 // between sizes would idle them again. So before the first size every rank runs its first
 // operation untimed for kSettleNs of rank 0's clock (rounds of kSettleRound, the same count on
-// every rank), and the sizes then follow one another without a wait on the store.
+// every rank), at most kSettleMaxBytes of it (settling needs the CPU busy, not a size), and
+// the sizes then follow one another without a wait on the store.
 inline constexpr int64_t kSettleNs = 25'000'000;
 inline constexpr int kSettleRound = 16;
+inline constexpr int64_t kSettleMaxBytes = 64 * 1024;
 
 struct CollectivesOptions {
   std::vector<CollectiveOp> ops = {CollectiveOp::AllReduce};

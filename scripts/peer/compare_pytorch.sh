@@ -3,7 +3,7 @@
 #
 #   scripts/peer/compare_pytorch.sh [--bin DDPBENCH] [--pairs N] [--json FILE]
 #                                   [--steps S] [--warmup W] [--targets]
-#                                   [--workload W] [--batch B]
+#                                   [--workload W] [--batch B] [--configs LIST]
 #     --bin     default build/ci/bench/ddpbench (this script builds nothing)
 #     --pairs   alternated (ddpbench, pytorch) pairs per configuration, default 5
 #     --json    also write the table as JSON here
@@ -16,6 +16,8 @@
 #               not met
 #     --workload  default mlp-small (any workload torch_reference.py knows, e.g. resnet-tiny);
 #     --batch     per device, default 64 (32 suits resnet-tiny)
+#     --configs   only these configurations, comma-separated (e.g. ddp-w2-mpi); not with
+#                 --targets, which needs them all
 #   env: PYTHON (default /usr/bin/python3, Debian's PyTorch); RUN_TIMEOUT (s per run, default 300)
 #
 # Configurations (SGD lr 0.01 momentum 0.9, one thread per process, B = --batch):
@@ -45,6 +47,7 @@ json_out=""
 targets=0
 workload=mlp-small
 batch=64
+only_configs=""
 steps=30
 warmup=5
 python="${PYTHON:-/usr/bin/python3}"
@@ -58,7 +61,8 @@ while [[ $# -gt 0 ]]; do
     --targets) targets=1; shift ;;
     --workload) workload="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    --configs) only_configs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "compare_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -96,6 +100,22 @@ configs=(single ddp-w2 ddp-w1)
 if command -v mpirun >/dev/null; then configs+=(ddp-w2-mpi); fi
 solo_configs=()  # ddpbench only
 if ((targets)); then solo_configs=(ddp-w2-noovl single-b256 dp-w2-b256); fi
+if [[ -n "$only_configs" ]]; then
+  if ((targets)); then
+    echo "compare_pytorch: --targets needs every configuration; drop --configs" >&2
+    exit 2
+  fi
+  IFS=, read -ra wanted <<<"$only_configs"
+  for cfg in "${wanted[@]}"; do
+    if [[ -z "${cfg_args[$cfg]+x}" ]]; then
+      echo "compare_pytorch: unknown configuration '$cfg' in --configs" >&2
+      exit 2
+    fi
+  done
+  keep() { local c w; for c in "$@"; do for w in "${wanted[@]}"; do [[ "$c" == "$w" ]] && echo "$c"; done; done; }
+  mapfile -t configs < <(keep "${configs[@]}")
+  mapfile -t solo_configs < <(keep "${solo_configs[@]+"${solo_configs[@]}"}")
+fi
 
 run_side() {  # side config pair
   local side="$1" cfg="$2" i="$3" out="$tmp/$1.$2.$3.json" log="$tmp/$1.$2.$3.log"

@@ -14,8 +14,9 @@ import sys
 import perf_targets
 import run_record
 
-CONFIGS = ["single", "ddp-w2", "ddp-w1"]
-OPTIONAL_CONFIGS = ["ddp-w2-mpi"]  # where compare_pytorch.sh ran them (mpirun installed)
+# Those compare_pytorch.sh ran (all by default; ddp-w2-mpi where mpirun is installed; --configs
+# picks some) have records.
+CONFIGS = ["single", "ddp-w2", "ddp-w1", "ddp-w2-mpi"]
 SOLO_CONFIGS = ["ddp-w2-noovl", "single-b256", "dp-w2-b256"]  # ddpbench only
 SIDES = ["ddpbench", "pytorch"]
 
@@ -48,13 +49,14 @@ def medians(tmp, side, cfg):
 def build(tmp, pairs, steps, warmup, workload, with_targets, gloo_ratio):
     table = {"workload": workload, "pairs": pairs, "steps": steps, "warmup": warmup,
              "statistic": "median over pairs of each run's median", "configs": {}}
-    for cfg in CONFIGS + [c for c in OPTIONAL_CONFIGS if os.path.exists(f"{tmp}/records.ddpbench.{c}")]:
+    for cfg in [c for c in CONFIGS if os.path.exists(f"{tmp}/records.ddpbench.{c}")]:
         row = {side: medians(tmp, side, cfg) for side in SIDES}
         row["ratio"] = row["ddpbench"]["step_ms"] / row["pytorch"]["step_ms"]
         table["configs"][cfg] = row
     c = table["configs"]
-    table["ddp_w1_over_single"] = {s: c["ddp-w1"][s]["step_ms"] / c["single"][s]["step_ms"]
-                                   for s in SIDES}
+    if "ddp-w1" in c and "single" in c:
+        table["ddp_w1_over_single"] = {s: c["ddp-w1"][s]["step_ms"] / c["single"][s]["step_ms"]
+                                       for s in SIDES}
     if with_targets:
         table["ddpbench_only"] = {cfg: medians(tmp, "ddpbench", cfg) for cfg in SOLO_CONFIGS}
         table["targets"] = targets_of(table, gloo_ratio)
@@ -101,9 +103,10 @@ def print_table(t):
                      f"   {d['comm_ms']:>6.2f}/{p.get('comm_ms', 0):<6.2f}"
                      f"   {d['exposed_ms']:>6.2f}/{p.get('exposed_ms', 0):<6.2f}")
         print(line)
-    o = t["ddp_w1_over_single"]
-    print(f"DDP hooks+buckets overhead (ddp-w1 / single): ddpbench {o['ddpbench']:.3f}, "
-          f"pytorch {o['pytorch']:.3f}")
+    if "ddp_w1_over_single" in t:
+        o = t["ddp_w1_over_single"]
+        print(f"DDP hooks+buckets overhead (ddp-w1 / single): ddpbench {o['ddpbench']:.3f}, "
+              f"pytorch {o['pytorch']:.3f}")
     if "targets" in t:
         print("\nddpbench only (ms): " +
               ", ".join(f"{k} {v['step_ms']:.2f}" for k, v in t["ddpbench_only"].items()))

@@ -197,6 +197,24 @@ class CompareTable(unittest.TestCase):
         self.assertEqual(status["exposed comm with overlap / --no-overlap"], "met")  # 0.25
         self.assertEqual(status["Gloo allreduce through the group / raw Gloo, 64 MiB"], "met")
 
+    def test_only_the_configurations_that_ran(self):  # compare_pytorch.sh --configs ddp-w2-mpi
+        mode = {"overlap_ratio": 0.9, "comm_ms": 9.0, "comm_exposed_ms": 1.0}
+        with tempfile.TemporaryDirectory() as d:
+            for side, ms in (("ddpbench", 30), ("pytorch", 50)):
+                paths = [write_json(f"{d}/{side}.{i}.json",
+                                    dict(record(ms + i), steps=[{"measured": True, "mode": mode,
+                                                                  "loss": 1.0}]))
+                         for i in (-1, 0, 1)]
+                pathlib.Path(f"{d}/records.{side}.ddp-w2-mpi").write_text("\n".join(paths) + "\n")
+            t = compare_table.build(d, 3, 30, 5, "mlp-small", False, None)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                compare_table.print_table(t)
+        self.assertEqual(list(t["configs"]), ["ddp-w2-mpi"])
+        self.assertAlmostEqual(t["configs"]["ddp-w2-mpi"]["ratio"], 30 / 50)
+        self.assertNotIn("ddp_w1_over_single", t)
+        self.assertIn("ddp-w2-mpi", out.getvalue())
+
 
 class SweepTables(unittest.TestCase):
     def test_best_cap_autotune_and_hooks(self):

@@ -100,21 +100,19 @@ configs=(single ddp-w2 ddp-w1)
 if command -v mpirun >/dev/null; then configs+=(ddp-w2-mpi); fi
 solo_configs=()  # ddpbench only
 if ((targets)); then solo_configs=(ddp-w2-noovl single-b256 dp-w2-b256); fi
-if [[ -n "$only_configs" ]]; then
+if [[ -n "$only_configs" ]]; then  # solo_configs stays empty: --targets is refused here
   if ((targets)); then
     echo "compare_pytorch: --targets needs every configuration; drop --configs" >&2
     exit 2
   fi
   IFS=, read -ra wanted <<<"$only_configs"
   for cfg in "${wanted[@]}"; do
-    if [[ -z "${cfg_args[$cfg]+x}" ]]; then
-      echo "compare_pytorch: unknown configuration '$cfg' in --configs" >&2
+    if [[ " ${configs[*]} " != *" $cfg "* ]]; then
+      echo "compare_pytorch: --configs: '$cfg' is not one of: ${configs[*]} (ddp-w2-mpi needs mpirun)" >&2
       exit 2
     fi
   done
-  keep() { local c w; for c in "$@"; do for w in "${wanted[@]}"; do [[ "$c" == "$w" ]] && echo "$c"; done; done; }
-  mapfile -t configs < <(keep "${configs[@]}")
-  mapfile -t solo_configs < <(keep "${solo_configs[@]+"${solo_configs[@]}"}")
+  configs=("${wanted[@]}")
 fi
 
 run_side() {  # side config pair

@@ -1,5 +1,5 @@
-// GEMM micro-benchmark: ddpbench's CPU GEMM path against raw OpenBLAS, on the GEMMs of one
-// mlp-small training step at batch 64.
+// GEMM micro-benchmark: ddpbench's CPU GEMM path against raw oneDNN and OpenBLAS, on the GEMMs
+// of one mlp-small training step at batch 64.
 //
 // A Linear layer y = act(x W^T + b), x [64, in], W [out, in], runs three GEMMs per step
 // (core/functional.cpp, fn::linear and LinearBackward):
@@ -11,11 +11,13 @@
 // (the first layer has no dx: its input needs no gradient), so that scripts/peer/gemm_ratio.sh
 // can weight the shapes into the GEMM time of a whole step.
 //
-// Two implementations per shape, each on one thread:
+// Three implementations per shape, each on one thread:
 //   ddpbench  ddpb::ops::gemm on CPU tensors: dispatch, shape checks, the bias pre-load and
 //             the ReLU epilogue included (this is what training pays);
-//   openblas  cblas_sgemm with the same shapes and transposes, beta = 0, no epilogue, after
-//             openblas_set_num_threads(1).
+//   onednn    dnnl_sgemm, which ddpbench's GEMM calls, with the same shapes and transposes,
+//             beta = 0, no epilogue, OpenMP held to one thread;
+//   openblas  cblas_sgemm likewise, after openblas_set_num_threads(1): what PyTorch's CPU
+//             build (and ddpbench before it moved to oneDNN) calls.
 // Counter "FLOPS" = 2 M N K per iteration, as a rate (FLOP/s).
 //
 // --gemm_workloads=LIST (comma-separated, or "all") adds the GEMMs of other CPU presets,
@@ -32,6 +34,7 @@
 // from workloads/training_gemms.h, as the suite's GEMM peak's does.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <cstdint>
 #include <cstring>
@@ -43,6 +46,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/ops.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -172,6 +176,25 @@ void bm_openblas(benchmark::State& state, const GemmShape& s) {
   set_counters(state, s);
 }
 
+void bm_onednn(benchmark::State& state, const GemmShape& s) {
+  ddpb::cpu::use_openmp_threads(1);
+  Operands o(s);
+  const float* a = o.a.data<float>();
+  const float* b = o.b.data<float>();
+  float* c = o.c.data<float>();
+  const int64_t lda = o.a.size(1), ldb = o.b.size(1);
+  for (auto _ : state) {
+    if (dnnl_sgemm(s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a, lda, b,
+                   ldb, 0.0f, c, s.n) != dnnl_success) {
+      state.SkipWithError("dnnl_sgemm failed");
+      break;
+    }
+    benchmark::DoNotOptimize(c);
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,6 +211,8 @@ int main(int argc, char** argv) {
   for (const GemmShape& s : shapes) {
     benchmark::RegisterBenchmark(("gemm/ddpbench/" + s.bench_name).c_str(), bm_ddpbench, s)
         ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("gemm/onednn/" + s.bench_name).c_str(), bm_onednn, s)
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("gemm/openblas/" + s.bench_name).c_str(), bm_openblas, s)
         ->Unit(benchmark::kMicrosecond);
   }
@@ -202,7 +227,7 @@ int main(int argc, char** argv) {
                  (spec.seq_len > 0 ? " x seq " + std::to_string(spec.seq_len) : "");
   }
   benchmark::AddCustomContext("workload", workloads);
-  benchmark::AddCustomContext("threads", "1 (OpenBLAS pinned to one thread on both sides)");
+  benchmark::AddCustomContext("threads", "1 (oneDNN and OpenBLAS pinned to one thread)");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,6 +1,7 @@
 // The CPU backend: logical CPU devices. Each op runs on the calling thread (the device's
 // Inline stream) or, on an Executor stream, is queued onto that stream's worker thread.
-// BLAS is OpenBLAS pinned to one thread, so N logical devices use N cores.
+// GEMMs run in oneDNN's sgemm (OpenBLAS for matrix-vector products), pinned to one thread, so
+// N logical devices use N cores.
 #pragma once
 
 #include "core/backend.h"
@@ -10,9 +11,15 @@ namespace ddpb::cpu {
 // BLAS threads per CPU device (`--cpu-threads`, default 1). One, so that N logical devices use N
 // cores; more oversubscribe the cores whenever the devices share them, which group "flags"
 // of the suite prices against PyTorch's default of every core per process. Applies to the
-// threads that run BLAS from then on (OpenBLAS's setting is per process).
+// threads that run BLAS from then on (OpenBLAS's setting is per process; oneDNN's OpenMP
+// threads are set per calling thread, see use_openmp_threads).
 void set_blas_threads(int threads);
 int blas_threads();
+
+// oneDNN's OpenMP runtime (libgomp) runs the calling thread's next oneDNN calls on `threads`
+// threads. OpenMP's setting is per thread, so every thread that calls oneDNN says how many
+// it wants before each call (a thread-local comparison when nothing changes).
+void use_openmp_threads(int threads);
 
 class CpuBackend final : public Backend {
  public:
@@ -121,9 +128,15 @@ void run_on_stream(const Device& device, Fn&& fn) {
   }
 }
 
-// Single-threaded row-major SGEMM on raw pointers with leading dimensions (used by the
-// GEMM op and by attention).
+// Row-major SGEMM on raw pointers with leading dimensions, on blas_threads() threads: C =
+// alpha op(A) op(B) + beta C (used by attention; the GEMM op goes through the same checks
+// to planned_sgemm).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same product through a cached oneDNN matmul plan (Note [oneDNN matmul plans]).
+void planned_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc);
 
 }  // namespace ddpb::cpu

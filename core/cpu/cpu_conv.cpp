@@ -20,8 +20,7 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_backend.h"
-
-extern "C" void omp_set_num_threads(int);  // libgomp, oneDNN's OpenMP runtime
+#include "core/cpu/onednn.h"
 
 namespace ddpb::cpu {
 namespace {
@@ -29,20 +28,10 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+dnnl::engine& engine() { return onednn_engine(); }
 
 // The calling thread's oneDNN stream, with OpenMP held to this one thread.
-dnnl::stream& thread_stream() {
-  thread_local std::optional<dnnl::stream> stream;
-  if (!stream) {
-    omp_set_num_threads(1);
-    stream.emplace(engine());
-  }
-  return *stream;
-}
+dnnl::stream& thread_stream() { return onednn_stream(1); }
 
 enum class Direction { Forward, BackwardData, BackwardWeights };
 

@@ -1,6 +1,7 @@
 // CPU implementations of core/ops.h. Arguments were validated by core/ops.cpp.
 // Reductions accumulate in double so that results do not depend on vector width.
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -90,10 +91,12 @@ const float* round_operand_to_bf16(const float* p, int64_t rows, int64_t cols, i
   return scratch.data();
 }
 
-}  // namespace
+enum class GemmKernel { SgemmCall, Planned };
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// sgemm's body; `kernel` says which oneDNN entry runs the general case.
+void sgemm_with(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
@@ -110,8 +113,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     ldb = trans_b ? k : n;
   }
   if (n == 1) {
-    // A matrix-vector product (PowerSGD's P = M Q and Q = M^T P at rank 1): sgemm would pack
-    // all of A first, gemv streams it once.
+    // A matrix-vector product (PowerSGD's P = M Q and Q = M^T P at rank 1): a GEMM would
+    // pack all of A first, OpenBLAS's gemv streams it once.
     cblas_sgemv(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 static_cast<blasint>(trans_a ? k : m), static_cast<blasint>(trans_a ? m : k), alpha,
                 a, static_cast<blasint>(lda), b, static_cast<blasint>(trans_b ? 1 : ldb), beta, c,
@@ -133,10 +136,24 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  if (kernel == GemmKernel::Planned) {
+    planned_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // oneDNN's sgemm rather than OpenBLAS's: on the training GEMMs it is as fast or faster
+  // (scripts/peer/gemm_ratio.sh, docs/performance.md). Row-major, like ours.
+  use_openmp_threads(blas_threads());
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+                                          a, lda, b, ldb, beta, c, ldc);
+  DDPB_CHECK(status == dnnl_success) << "oneDNN sgemm failed (status " << status << ") on "
+                                     << m << "x" << n << "x" << k;
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  sgemm_with(GemmKernel::SgemmCall, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
@@ -151,8 +168,9 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
       for (int64_t i = 0; i < m; ++i) std::memcpy(cp + i * n, bp, static_cast<size_t>(n) * 4);
       effective_beta = 1.0f;
     }
-    sgemm(trans_a, trans_b, m, n, k, alpha, a.data<float>(), a.size(1), b.data<float>(), b.size(1),
-          effective_beta, cp, n);
+    // Note [oneDNN matmul plans]: a Linear layer's shapes repeat every step.
+    sgemm_with(GemmKernel::Planned, trans_a, trans_b, m, n, k, alpha, a.data<float>(), a.size(1),
+               b.data<float>(), b.size(1), effective_beta, cp, n);
     if (bias.defined() && beta != 0.0f) {
       const float* bp = bias.data<float>();
       for (int64_t i = 0; i < m; ++i)

@@ -13,6 +13,7 @@
 #include "core/cpu/cpu_backend.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" void omp_set_num_threads(int num_threads);  // libgomp, oneDNN's OpenMP runtime
 
 namespace ddpb::cpu {
 namespace {
@@ -233,6 +234,13 @@ void set_blas_threads(int threads) {
 
 int blas_threads() {
   return g_blas_threads;
+}
+
+void use_openmp_threads(int threads) {
+  thread_local int current = 0;  // 0: not yet set on this thread
+  if (current == threads) return;
+  omp_set_num_threads(threads);
+  current = threads;
 }
 
 CpuBackend::CpuBackend() {

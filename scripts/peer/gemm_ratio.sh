@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ddpbench's CPU GEMM path against raw OpenBLAS on mlp-small's training GEMMs (batch 64).
+# ddpbench's CPU GEMM path against raw oneDNN and OpenBLAS on mlp-small's training GEMMs
+# (batch 64).
 #
 #   scripts/peer/gemm_ratio.sh [GEMM_BENCH_BIN] [benchmark flags...]
 #     GEMM_BENCH_BIN  default build/ci/bench/micro/gemm_bench (this script builds nothing)
@@ -8,10 +9,11 @@
 #   env: PYTHON (default /usr/bin/python3)
 #
 # Per shape: GFLOP/s of ddpb::ops::gemm (bias + ReLU epilogue included where training has
-# it) and of cblas_sgemm, and ratio = ddpbench / openblas GFLOP/s (1.0 = parity, below 1 =
-# ddpbench slower). The overall line weights each shape by how often one training step runs
-# it (calls_per_step) and compares the summed times: ratio = sum(openblas time) /
-# sum(ddpbench time), again as a throughput ratio. Times are CPU times (the default of
+# it), of dnnl_sgemm (what it calls) and of cblas_sgemm (what PyTorch's CPU build calls), and
+# ratio = ddpbench / library GFLOP/s (1.0 = parity, below 1 = ddpbench slower). The overall
+# lines weight each shape by how often one training step runs it (calls_per_step) and
+# compare the summed times: ratio = sum(library time) / sum(ddpbench time), again as a
+# throughput ratio. Times are CPU times (the default of
 # Google Benchmark), which a busy machine disturbs less than wall-clock times.
 set -euo pipefail
 

@@ -109,6 +109,22 @@ class GemmRatio(unittest.TestCase):
         self.assertIn("ddpbench 5.000 ms, openblas 4.000 ms, ratio 0.800", text)
         self.assertRegex(text, r"\na +64 +64 +64 +1 +1\.0 +2\.0 +0\.500\n")
 
+    def test_each_library_in_the_run_gets_its_columns_and_overall_line(self):
+        def row(impl, shape, cpu_ms, flops):
+            return {"name": f"gemm/{impl}/{shape}", "run_name": f"gemm/{impl}/{shape}",
+                    "run_type": "iteration", "cpu_time": cpu_ms, "time_unit": "ms",
+                    "calls_per_step": 2, "M": 8, "N": 16, "K": 32, "FLOPS": flops}
+        doc = {"context": {"host_name": "h", "num_cpus": 2},
+               "benchmarks": [row("ddpbench", "a", 1.0, 4e9), row("openblas", "a", 2.0, 2e9),
+                              row("onednn", "a", 1.0, 4e9)]}
+        with tempfile.TemporaryDirectory() as d:
+            rc, text = run_main(gemm_ratio, ["", write_json(f"{d}/g.json", doc)])
+        self.assertEqual(rc, 0)
+        # oneDNN first (what ddpbench calls), then OpenBLAS (what PyTorch calls)
+        self.assertRegex(text, r"\na +8 +16 +32 +2 +4\.0 +4\.0 +1\.000 +2\.0 +2\.000\n")
+        self.assertIn("ddpbench 2.000 ms, onednn 2.000 ms, ratio 1.000", text)
+        self.assertIn("ddpbench 2.000 ms, openblas 4.000 ms, ratio 2.000", text)
+
 
 class GlooRatio(unittest.TestCase):
     def doc(self, raw_ms, pg_ms):

@@ -28,10 +28,14 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 
-dnnl::engine& engine() { return onednn_engine(); }
+dnnl::engine& engine() {
+  return onednn_engine();
+}
 
 // The calling thread's oneDNN stream, with OpenMP held to this one thread.
-dnnl::stream& thread_stream() { return onednn_stream(1); }
+dnnl::stream& thread_stream() {
+  return onednn_stream(1);
+}
 
 enum class Direction { Forward, BackwardData, BackwardWeights };
 

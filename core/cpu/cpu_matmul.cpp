@@ -115,8 +115,8 @@ void planned_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   plan.a.set_data_handle(const_cast<float*>(a));
   plan.b.set_data_handle(const_cast<float*>(b));
   plan.c.set_data_handle(c);
-  plan.primitive.execute(stream,
-                         {{DNNL_ARG_SRC, plan.a}, {DNNL_ARG_WEIGHTS, plan.b}, {DNNL_ARG_DST, plan.c}});
+  plan.primitive.execute(
+      stream, {{DNNL_ARG_SRC, plan.a}, {DNNL_ARG_WEIGHTS, plan.b}, {DNNL_ARG_DST, plan.c}});
   stream.wait();
 }
 

@@ -145,8 +145,8 @@ void sgemm_with(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_
   use_openmp_threads(blas_threads());
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
                                           a, lda, b, ldb, beta, c, ldc);
-  DDPB_CHECK(status == dnnl_success) << "oneDNN sgemm failed (status " << status << ") on "
-                                     << m << "x" << n << "x" << k;
+  DDPB_CHECK(status == dnnl_success)
+      << "oneDNN sgemm failed (status " << status << ") on " << m << "x" << n << "x" << k;
 }
 
 }  // namespace

@@ -197,8 +197,8 @@ TEST_F(ReplayTest, ResNetTinyMatchesTorchvisionParametersAndBuffers) {
 // included); the first steps' gradients match PyTorch's float32 to 1e-6. Each case runs at
 // several seeds with the decision margin (Note [Replay seeds]).
 RunSpec resnet_parallel_spec(const std::string& mode, int global_batch = 32) {
-  return {"resnet-tiny", "sgd", global_batch, 0.01, 0.9, 0.0, "float64", mode, 2, {0, 7, 11, 13},
-          2e-6};
+  return {"resnet-tiny", "sgd", global_batch,   0.01, 0.9, 0.0, "float64",
+          mode,          2,     {0, 7, 11, 13}, 2e-6};
 }
 TEST_F(ReplayTest, ResNetTinyDataParallelKeepsDeviceZerosBuffers) {
   expect_replay_matches(resnet_parallel_spec("--mode dp --world-size 2"));

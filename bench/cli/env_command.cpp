@@ -7,6 +7,7 @@
 
 #include "bench/measure/context.h"
 #include "comm/process_group_gloo.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/device.h"
 #include "core/nvtx.h"
 #include "core/system_info.h"
@@ -44,7 +45,8 @@ int env_command() {
   auto or_none = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
   fmt::print("ddpbench {} ({} build, {})\n", DDPB_VERSION, build_type(), __VERSION__);
   fmt::print("cpu:      {}, {} logical cores\n", info.cpu_model, info.cpu_cores);
-  fmt::print("openblas: {}\n", blas ? blas : "unknown");
+  fmt::print("onednn:   {} (GEMMs and convolutions)\n", cpu::onednn_summary());
+  fmt::print("openblas: {} (matrix-vector products)\n", blas ? blas : "unknown");
   fmt::print("cuda:     compiled in: {}, runtime {}, driver {}, devices: {}\n", yes_no(cuda),
              or_none(info.cuda_runtime_version), or_none(info.cuda_driver_version), gpus);
   for (const auto& g : info.gpus) {
@@ -66,7 +68,7 @@ int env_command() {
   fmt::print("nccl:     compiled in: {}, version {}\n", yes_no(kNcclCompiled),
              or_none(info.nccl_version));
   fmt::print("\nAvailable devices and backends:\n");
-  fmt::print("    {} CPU (OpenBLAS)\n", mark(true));
+  fmt::print("    {} CPU (oneDNN, OpenBLAS)\n", mark(true));
   fmt::print("    {} Gloo\n", mark(true));
   fmt::print("    {} CUDA{}\n", mark(cuda && gpus > 0),
              cuda ? fmt::format(" (compiled in; {} devices usable)", gpus) : " (not compiled in)");

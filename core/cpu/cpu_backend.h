@@ -1,8 +1,10 @@
 // The CPU backend: logical CPU devices. Each op runs on the calling thread (the device's
 // Inline stream) or, on an Executor stream, is queued onto that stream's worker thread.
-// GEMMs run in oneDNN's sgemm (OpenBLAS for matrix-vector products), pinned to one thread, so
-// N logical devices use N cores.
+// GEMMs run in oneDNN (matmul plans and sgemm; OpenBLAS for matrix-vector products), pinned to
+// one thread, so N logical devices use N cores.
 #pragma once
+
+#include <string>
 
 #include "core/backend.h"
 
@@ -20,6 +22,10 @@ int blas_threads();
 // threads. OpenMP's setting is per thread, so every thread that calls oneDNN says how many
 // it wants before each call (a thread-local comparison when nothing changes).
 void use_openmp_threads(int threads);
+
+// "oneDNN 2.6.3, ISA avx512_core_bf16": the version and the instruction set its kernels use
+// here (`ddpbench env`; ONEDNN_MAX_CPU_ISA lowers it).
+std::string onednn_summary();
 
 class CpuBackend final : public Backend {
  public:

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "core/check.h"
@@ -34,6 +35,41 @@ dnnl::stream& onednn_stream(int openmp_threads) {
   use_openmp_threads(openmp_threads);
   if (!stream) stream.emplace(onednn_engine());
   return *stream;
+}
+
+std::string onednn_summary() {
+  const dnnl_version_t* v = dnnl_version();
+  const char* isa = "baseline";
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+      isa = "sse41";
+      break;
+    case dnnl_cpu_isa_avx:
+      isa = "avx";
+      break;
+    case dnnl_cpu_isa_avx2:
+      isa = "avx2";
+      break;
+    case dnnl_cpu_isa_avx2_vnni:
+      isa = "avx2_vnni";
+      break;
+    case dnnl_cpu_isa_avx512_core:
+      isa = "avx512_core";
+      break;
+    case dnnl_cpu_isa_avx512_core_vnni:
+      isa = "avx512_core_vnni";
+      break;
+    case dnnl_cpu_isa_avx512_core_bf16:
+      isa = "avx512_core_bf16";
+      break;
+    case dnnl_cpu_isa_avx512_core_amx:
+      isa = "avx512_core_amx";
+      break;
+    default:
+      break;
+  }
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + ", ISA " + isa;
 }
 
 namespace {

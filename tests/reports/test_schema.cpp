@@ -259,8 +259,8 @@ TEST_F(RealRecords, ValidateChecksEachKindAgainstItsOwnSchema) {
 TEST(EnvCommand, PrintsTheChecklist) {
   auto r = run_cli("env");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* needle :
-       {"[X] CPU (OpenBLAS)", "[X] Gloo", "] CUDA", "] NCCL", "] NVTX", "openblas: ", "cpu: "}) {
+  for (const char* needle : {"[X] CPU (oneDNN, OpenBLAS)", "[X] Gloo", "] CUDA", "] NCCL", "] NVTX",
+                             "onednn:   oneDNN ", "openblas: ", "cpu: "}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n"
                                                         << r.output;
   }

@@ -14,8 +14,9 @@
 // Three implementations per shape, each on one thread:
 //   ddpbench  ddpb::ops::gemm on CPU tensors: dispatch, shape checks, the bias pre-load and
 //             the ReLU epilogue included (this is what training pays);
-//   onednn    dnnl_sgemm, which ddpbench's GEMM calls, with the same shapes and transposes,
-//             beta = 0, no epilogue, OpenMP held to one thread;
+//   onednn    dnnl_sgemm (the call attention's GEMMs make; ddpbench's Linear GEMMs run the
+//             matmul primitive instead, Note [oneDNN matmul plans]) with the same shapes and
+//             transposes, beta = 0, no epilogue, OpenMP held to one thread;
 //   openblas  cblas_sgemm likewise, after openblas_set_num_threads(1): what PyTorch's CPU
 //             build (and ddpbench before it moved to oneDNN) calls.
 // Counter "FLOPS" = 2 M N K per iteration, as a rate (FLOP/s).

@@ -28,15 +28,6 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 
-dnnl::engine& engine() {
-  return onednn_engine();
-}
-
-// The calling thread's oneDNN stream, with OpenMP held to this one thread.
-dnnl::stream& thread_stream() {
-  return onednn_stream(1);
-}
-
 enum class Direction { Forward, BackwardData, BackwardWeights };
 
 // The shape of one convolution: its plan's key.
@@ -61,10 +52,11 @@ struct Arg {
       : id(arg), plain(ours) {
     staged = chosen != ours;
     if (!staged) return;
-    buffer = memory(chosen, engine());
-    reorder = is_output
-                  ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), chosen, engine(), ours))
-                  : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), ours, engine(), chosen));
+    buffer = memory(chosen, onednn_engine());
+    reorder = is_output ? dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), chosen,
+                                                                      onednn_engine(), ours))
+                        : dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), ours,
+                                                                      onednn_engine(), chosen));
   }
 };
 
@@ -95,7 +87,7 @@ dnnl::convolution_forward::primitive_desc forward_desc(const Geometry& g) {
   dnnl::convolution_forward::desc d(
       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_desc(g.src),
       any_desc(g.wei), any_desc(g.dst), g.strides, g.padding, g.padding);
-  return dnnl::convolution_forward::primitive_desc(d, engine());
+  return dnnl::convolution_forward::primitive_desc(d, onednn_engine());
 }
 
 std::unique_ptr<Plan> make_plan(const ConvShape& s) {
@@ -119,7 +111,7 @@ std::unique_ptr<Plan> make_plan(const ConvShape& s) {
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_desc(g.src),
                                               any_desc(g.wei), any_desc(g.dst), g.strides,
                                               g.padding, g.padding);
-      dnnl::convolution_backward_data::primitive_desc pd(d, engine(), fwd);
+      dnnl::convolution_backward_data::primitive_desc pd(d, onednn_engine(), fwd);
       plan->primitive = dnnl::convolution_backward_data(pd);
       plan->inputs = {Arg(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false),
                       Arg(DNNL_ARG_WEIGHTS, wei, pd.weights_desc(), false)};
@@ -130,7 +122,7 @@ std::unique_ptr<Plan> make_plan(const ConvShape& s) {
       dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct,
                                                  any_desc(g.src), any_desc(g.wei), any_desc(g.dst),
                                                  g.strides, g.padding, g.padding);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, engine(), fwd);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, onednn_engine(), fwd);
       plan->primitive = dnnl::convolution_backward_weights(pd);
       plan->inputs = {Arg(DNNL_ARG_DIFF_DST, dst, pd.diff_dst_desc(), false),
                       Arg(DNNL_ARG_SRC, src, pd.src_desc(), false)};
@@ -157,12 +149,12 @@ Plan& plan_for(const ConvShape& s) {
 
 // Runs the plan on our plain buffers: inputs a and b, output out.
 void execute(Plan& plan, const float* a, const float* b, float* out) {
-  dnnl::stream& stream = thread_stream();
+  dnnl::stream& stream = onednn_stream(1);  // OpenMP held to this one thread
   std::unordered_map<int, memory> args;
   const float* in_ptrs[2] = {a, b};
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     Arg& arg = plan.inputs[i];
-    memory user(arg.plain, engine(), const_cast<float*>(in_ptrs[i]));
+    memory user(arg.plain, onednn_engine(), const_cast<float*>(in_ptrs[i]));
     if (arg.staged) {
       arg.reorder.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, arg.buffer}});
       args.emplace(arg.id, arg.buffer);
@@ -171,7 +163,7 @@ void execute(Plan& plan, const float* a, const float* b, float* out) {
     }
   }
   Arg& o = *plan.output;
-  memory user_out(o.plain, engine(), out);
+  memory user_out(o.plain, onednn_engine(), out);
   args.emplace(o.id, o.staged ? o.buffer : user_out);
   plan.primitive.execute(stream, args);
   if (o.staged) o.reorder.execute(stream, {{DNNL_ARG_FROM, o.buffer}, {DNNL_ARG_TO, user_out}});

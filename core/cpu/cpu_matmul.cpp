@@ -11,13 +11,14 @@
 // the primitive's output scale and beta its sum post-op, so C = alpha op(A) op(B) + beta C as
 // in BLAS. The raw-pointer sgemm of attention keeps oneDNN's sgemm call: its tiles are small
 // and vary at the edges, where a plan's bookkeeping would cost more than it saves.
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "core/check.h"
 #include "core/cpu/cpu_backend.h"
@@ -38,36 +39,21 @@ dnnl::stream& onednn_stream(int openmp_threads) {
 }
 
 std::string onednn_summary() {
-  const dnnl_version_t* v = dnnl_version();
+  static constexpr std::pair<dnnl_cpu_isa_t, const char*> kIsaNames[] = {
+      {dnnl_cpu_isa_sse41, "sse41"},
+      {dnnl_cpu_isa_avx, "avx"},
+      {dnnl_cpu_isa_avx2, "avx2"},
+      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+      {dnnl_cpu_isa_avx512_core, "avx512_core"},
+      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+      {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}};
+  const dnnl_cpu_isa_t effective = dnnl_get_effective_cpu_isa();
   const char* isa = "baseline";
-  switch (dnnl_get_effective_cpu_isa()) {
-    case dnnl_cpu_isa_sse41:
-      isa = "sse41";
-      break;
-    case dnnl_cpu_isa_avx:
-      isa = "avx";
-      break;
-    case dnnl_cpu_isa_avx2:
-      isa = "avx2";
-      break;
-    case dnnl_cpu_isa_avx2_vnni:
-      isa = "avx2_vnni";
-      break;
-    case dnnl_cpu_isa_avx512_core:
-      isa = "avx512_core";
-      break;
-    case dnnl_cpu_isa_avx512_core_vnni:
-      isa = "avx512_core_vnni";
-      break;
-    case dnnl_cpu_isa_avx512_core_bf16:
-      isa = "avx512_core_bf16";
-      break;
-    case dnnl_cpu_isa_avx512_core_amx:
-      isa = "avx512_core_amx";
-      break;
-    default:
-      break;
+  for (const auto& [value, name] : kIsaNames) {
+    if (value == effective) isa = name;
   }
+  const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) + ", ISA " + isa;
 }
@@ -76,21 +62,18 @@ namespace {
 
 using dnnl::memory;
 
+// A plan's key. Alpha and beta by their bits, so that -0.0 and NaN have keys of their own.
 struct MatmulShape {
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   uint32_t alpha_bits, beta_bits;
+  float alpha() const { return std::bit_cast<float>(alpha_bits); }
+  float beta() const { return std::bit_cast<float>(beta_bits); }
   auto tie() const {
     return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits);
   }
   bool operator<(const MatmulShape& o) const { return tie() < o.tie(); }
 };
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 // Row-major [rows, cols] with leading dimension ld, or its transpose when `transposed` (the
 // buffer then holds [cols, rows]).
@@ -104,15 +87,15 @@ struct MatmulPlan {
   memory a, b, c;  // handles set per call
 };
 
-std::unique_ptr<MatmulPlan> make_plan(const MatmulShape& s, float alpha, float beta) {
+std::unique_ptr<MatmulPlan> make_plan(const MatmulShape& s) {
   const memory::desc a = matrix(s.m, s.k, s.lda, s.trans_a);
   const memory::desc b = matrix(s.k, s.n, s.ldb, s.trans_b);
   const memory::desc c = matrix(s.m, s.n, s.ldc, false);
   dnnl::primitive_attr attr;
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
+  if (s.alpha() != 1.0f) attr.set_output_scales(0, {s.alpha()});
+  if (s.beta() != 0.0f) {
     dnnl::post_ops ops;
-    ops.append_sum(beta);
+    ops.append_sum(s.beta());
     attr.set_post_ops(ops);
   }
   dnnl::engine& e = onednn_engine();
@@ -125,12 +108,12 @@ std::unique_ptr<MatmulPlan> make_plan(const MatmulShape& s, float alpha, float b
   return plan;
 }
 
-MatmulPlan& plan_for(const MatmulShape& s, float alpha, float beta) {
+MatmulPlan& plan_for(const MatmulShape& s) {
   thread_local std::map<MatmulShape, std::unique_ptr<MatmulPlan>> plans;
   auto& slot = plans[s];
   if (!slot) {
     try {
-      slot = make_plan(s, alpha, beta);
+      slot = make_plan(s);
     } catch (const dnnl::error& e) {
       plans.erase(s);
       DDPB_FAIL() << "oneDNN has no matmul for " << s.m << "x" << s.n << "x" << s.k << ": "
@@ -145,8 +128,8 @@ MatmulPlan& plan_for(const MatmulShape& s, float alpha, float beta) {
 void planned_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
-  const MatmulShape shape{trans_a, trans_b, m, n, k, lda, ldb, ldc, bits_of(alpha), bits_of(beta)};
-  MatmulPlan& plan = plan_for(shape, alpha, beta);
+  MatmulPlan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc,
+                               std::bit_cast<uint32_t>(alpha), std::bit_cast<uint32_t>(beta)});
   dnnl::stream& stream = onednn_stream(blas_threads());
   plan.a.set_data_handle(const_cast<float*>(a));
   plan.b.set_data_handle(const_cast<float*>(b));

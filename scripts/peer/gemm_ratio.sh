@@ -9,12 +9,12 @@
 #   env: PYTHON (default /usr/bin/python3)
 #
 # Per shape: GFLOP/s of ddpb::ops::gemm (bias + ReLU epilogue included where training has
-# it), of dnnl_sgemm (what it calls) and of cblas_sgemm (what PyTorch's CPU build calls), and
-# ratio = ddpbench / library GFLOP/s (1.0 = parity, below 1 = ddpbench slower). The overall
-# lines weight each shape by how often one training step runs it (calls_per_step) and
-# compare the summed times: ratio = sum(library time) / sum(ddpbench time), again as a
-# throughput ratio. Times are CPU times (the default of
-# Google Benchmark), which a busy machine disturbs less than wall-clock times.
+# it), of dnnl_sgemm (oneDNN's call; ddpbench runs its matmul primitive) and of cblas_sgemm
+# (what PyTorch's CPU build calls), and ratio = ddpbench / library GFLOP/s (1.0 = parity,
+# below 1 = ddpbench slower). The overall lines weight each shape by how often one training
+# step runs it (calls_per_step) and compare the summed times: ratio = sum(library time) /
+# sum(ddpbench time), again as a throughput ratio. Times are CPU times (the default of Google
+# Benchmark), which a busy machine disturbs less than wall-clock times.
 set -euo pipefail
 
 bin="${1:-build/ci/bench/micro/gemm_bench}"

@@ -2,9 +2,9 @@
 
     gemm_ratio.py GEMM_BENCH_JSON
 
-Per shape, GFLOP/s of ddpbench and of each raw library in the run (oneDNN's sgemm, which
-ddpbench calls, and OpenBLAS's, which PyTorch's CPU build calls), and ratio = ddpbench /
-library; overall, each shape weighted by how often one training step runs it
+Per shape, GFLOP/s of ddpbench and of each raw library in the run (oneDNN's sgemm call, and
+OpenBLAS's, which PyTorch's CPU build calls; ddpbench's Linear GEMMs run oneDNN's matmul
+primitive), and ratio = ddpbench / library; overall, each shape weighted by how often one training step runs it
 (calls_per_step): ratio = sum(library time) / sum(ddpbench time). Times are CPU times; with
 repetitions, the medians.
 """

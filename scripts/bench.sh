@@ -11,15 +11,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh"
 
-# The Release build of scripts/test.sh (build/ci) serves when it is there: one full build, not
-# two. Otherwise build/release.
-default_build=$root/build/release
-if grep -qs '^CMAKE_BUILD_TYPE:STRING=Release$' "$root/build/ci/CMakeCache.txt"; then
-  default_build=$root/build/ci
-fi
-build_dir=${BUILD_DIR:-$default_build}
-cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDDPBENCH_CUDA="${DDPBENCH_CUDA:-AUTO}" >/dev/null
+# The Release build scripts/test.sh makes (scripts/lib/main_build.sh: build/ci, configured the
+# same way), so the two commands in either order build each object once. This one builds only
+# the ddpbench binary and points ./ddpbench at it.
+source "$root/scripts/lib/main_build.sh"
+build_dir=$(main_build_dir "$root")
+main_build_configure "$root" "$build_dir"
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target ddpbench
+main_build_link "$root" "$build_dir"
 bin="$build_dir/bench/ddpbench"
 
 results=${RESULTS_DIR:-$root/results/suite-$(date +%Y%m%d-%H%M%S)}

@@ -107,6 +107,17 @@ TEST(DataLoader, ScalarLabelsAndFloatInputs) {
   EXPECT_EQ(loader.last_indices(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// Polls `condition` until it holds or 30 s pass; returns whether it held.
+template <typename Condition>
+bool wait_until(Condition condition) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 int loader_threads() {
   int n = 0;
   for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -126,11 +137,17 @@ TEST(DataLoader, DestroysCleanlyWithoutConsumers) {
         DataLoader loader(data, DistributedSampler(1000, 1, 0, true, 1, false), 10, Device::cpu(),
                           {workers, prefetch});
         for (int i = 0; i < consumed; ++i) loader.next();
-        // Let the workers fill their room and block on it, the case that must wake on shutdown.
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        EXPECT_EQ(loader_threads(), workers);
-        // At most workers * prefetch batches in flight: assembled but not consumed.
-        EXPECT_LE(loader.totals().batches, consumed + workers * prefetch);
+        // Wait until the workers have filled their room (workers * prefetch batches assembled
+        // but not consumed) and block on it, the case that must wake on shutdown. A condition,
+        // not a sleep: under a sanitizer a worker may take long to start and name itself.
+        const int64_t room = consumed + workers * prefetch;
+        const bool filled = wait_until(
+            [&] { return loader_threads() == workers && loader.totals().batches == room; });
+        EXPECT_TRUE(filled) << loader_threads() << " loader threads of " << workers << ", "
+                            << loader.totals().batches << " batches assembled of " << room;
+        // Never more than the room: the workers are blocked, not running ahead.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        EXPECT_EQ(loader.totals().batches, room);
       }
     }
   }

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "bench/suite/suite_collectives.h"
 #include "bench/suite/suite_spec.h"
@@ -371,6 +374,47 @@ TEST(SuiteSpec, DataPutsWholeWorkloadsOnFiles) {
     SuiteSpec s = default_suite(DeviceType::CPU, 0, false);
     EXPECT_THROW(apply_suite_text(s, bad, "s.json"), UsageError) << bad;
   }
+}
+
+// The keys the parser knows, from its unknown-key message: "... (known keys: a, b, c)".
+std::set<std::string> known_keys(const std::string& suite_text) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  const std::string error = usage_error(spec, suite_text);
+  const auto open = error.find("(known keys: ");
+  EXPECT_NE(open, std::string::npos) << error;
+  std::set<std::string> keys;
+  if (open == std::string::npos) return keys;
+  std::stringstream list(error.substr(open + 13, error.rfind(')') - open - 13));
+  for (std::string key; std::getline(list >> std::ws, key, ',');) keys.insert(key);
+  return keys;
+}
+
+// The keys of the table of docs/suite-input.md that starts at `heading`: rows "| `key` | ...".
+std::set<std::string> documented_keys(const std::string& heading) {
+  std::ifstream doc(std::string(DDPB_SOURCE_DIR) + "/docs/suite-input.md");
+  EXPECT_TRUE(doc.good());
+  std::set<std::string> keys;
+  bool in_section = false;
+  const std::regex row(R"(^\| `([a-z_0-9]+)` \|)");
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("#", 0) == 0) in_section = line == heading;
+    std::smatch m;
+    if (in_section && std::regex_search(line, m, row)) keys.insert(m[1]);
+  }
+  return keys;
+}
+
+// docs/suite-input.md documents every key a suite file and a named run may hold, and no other.
+TEST(SuiteSpec, EveryKeyOfTheSuiteFileIsDocumented) {
+  const auto suite_keys = known_keys(R"({"no_such_key": 1})");
+  EXPECT_GT(suite_keys.size(), 30u);
+  EXPECT_EQ(documented_keys("## Every key"), suite_keys);
+  const auto run_keys =
+      known_keys(R"({"runs": [{"name": "a", "workload": "mlp-small", "no_such_key": 1}]})");
+  EXPECT_GT(run_keys.size(), 15u);
+  EXPECT_EQ(documented_keys("### The keys of a named run (`runs`)"), run_keys);
+  // The parse is not vacuous: the two tables differ, and neither holds the other.
+  EXPECT_NE(suite_keys, run_keys);
 }
 
 }  // namespace

@@ -12,21 +12,26 @@
 
 namespace ddpb::comm {
 
-int64_t sync_clock(Store& store, int rank, int world_size) {
+ClockOffset measure_clock_offset(Store& store, int rank, int world_size) {
   const auto now = steady_now_ns;
   if (rank == 0) {
     for (int r = 1; r < world_size; ++r) {
       store.get("ddpbench/clock/ping/" + std::to_string(r));
       store.set_string("ddpbench/clock/pong/" + std::to_string(r), std::to_string(now()));
     }
-    return 0;
+    return {};
   }
   const int64_t sent = now();
   store.set_string("ddpbench/clock/ping/" + std::to_string(rank), std::to_string(sent));
   const int64_t remote =
       std::stoll(store.get_string("ddpbench/clock/pong/" + std::to_string(rank)));
   const int64_t received = now();
-  return remote - (sent + received) / 2;
+  // Rounded up: the midpoint below is rounded down, and the bound must hold exactly.
+  return {remote - (sent + received) / 2, (received - sent + 1) / 2};
+}
+
+int64_t sync_clock(Store& store, int rank, int world_size) {
+  return measure_clock_offset(store, rank, world_size).offset_ns;
 }
 
 namespace {
@@ -159,7 +164,9 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   pg.hostname = env.master_addr;
   r.group = make_process_group(r.store, env.rank, env.world_size, pg);
   r.store->set_timeout(deadline.left("the process group"));
-  r.clock_offset_ns = sync_clock(*r.store, env.rank, env.world_size);
+  const ClockOffset clock = measure_clock_offset(*r.store, env.rank, env.world_size);
+  r.clock_offset_ns = clock.offset_ns;
+  r.clock_uncertainty_ns = clock.uncertainty_ns;
   r.store->set_timeout(options.timeout);
   return r;
 }

@@ -68,6 +68,9 @@ struct Rendezvous {
   std::shared_ptr<Store> store;
   std::shared_ptr<ProcessGroup> group;
   int64_t clock_offset_ns = 0;  // add to this rank's steady clock to read rank 0's
+  // The true offset lies within clock_offset_ns ± this: half the exchange's round trip (Note
+  // [Clock offset through the store]). Zero on rank 0.
+  int64_t clock_uncertainty_ns = 0;
 };
 
 // Throws UsageError for a bad environment, Error when a peer does not arrive within the
@@ -76,8 +79,19 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
 
 // Note [Clock offset through the store]
 // NTP-style: rank r sends its time, rank 0 answers with its own at once, and the answer is
-// placed at the midpoint of the round trip. Zero on rank 0 (and within a round trip of zero
-// on one node). Collective over the store.
+// placed at the midpoint of the round trip. Rank 0 stamps its answer after the ping arrived
+// and before the pong left, so the true offset lies within half the round trip of the
+// estimate: that half is the offset's uncertainty. The round trip includes rank 0 serving the
+// ranks before this one, through the store, so it is hundreds of microseconds on one node at
+// best: a reader comparing ranks' timestamps to finer than that needs a better exchange
+// (bench/collectives refines it, Note [Clock offset for arrivals]). Zero on rank 0 (and
+// within its uncertainty of zero on one node). Collective over the store.
+struct ClockOffset {
+  int64_t offset_ns = 0;       // add to this rank's steady clock to read rank 0's
+  int64_t uncertainty_ns = 0;  // the true offset lies within offset_ns ± this
+};
+ClockOffset measure_clock_offset(Store& store, int rank, int world_size);
+// measure_clock_offset's offset alone.
 int64_t sync_clock(Store& store, int rank, int world_size);
 
 }  // namespace ddpb::comm

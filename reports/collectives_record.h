@@ -1,6 +1,7 @@
 // The record of `ddpbench collectives -J FILE` (reports/schema/collectives.schema.json,
 // docs/records.md "Collectives record"): per operation and size, nccl-tests' columns (time,
-// algbw, busbw, #wrong) with the per-iteration percentiles and the ranks' arrival skew.
+// algbw, busbw, #wrong) with the per-iteration percentiles and the ranks' arrival skew, and
+// the clock offsets the arrivals were stamped with.
 #pragma once
 
 #include <cstdint>
@@ -44,15 +45,33 @@ struct CollectiveResult {
   std::optional<int64_t> wrong;          // -c: elements that differ from the expected result
   std::optional<double> p50_us, p99_us;  // -I: over the iterations
   double arrival_skew_us = 0;            // median over the probed iterations: last - first
-  std::optional<int64_t> last_rank;      // the rank that arrived last most often
-  double last_rank_share = 0;            // of the probed iterations
+  // The most the clocks' offsets can move arrival_skew_us (Note [Arrivals against the clocks],
+  // bench/collectives/collectives.h): a skew at or below it is not resolved. Absent in records
+  // from before it was measured, and at one rank.
+  std::optional<double> skew_uncertainty_us;
+  // The rank that arrived last most often, counting the probes where it led beyond the clocks'
+  // uncertainty; absent when none did (before skew_uncertainty_us: counting every probe).
+  std::optional<int64_t> last_rank;
+  double last_rank_share = 0;  // of the probed iterations
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("op", s.op), v("size_bytes", s.size_bytes), v("count", s.count), v("root", s.root);
     v("in_place", s.in_place), v("time_us", s.time_us), v("algbw_GBps", s.algbw_GBps);
     v("busbw_GBps", s.busbw_GBps), v("wrong", s.wrong), v("p50_us", s.p50_us);
-    v("p99_us", s.p99_us), v("arrival_skew_us", s.arrival_skew_us), v("last_rank", s.last_rank);
+    v("p99_us", s.p99_us), v("arrival_skew_us", s.arrival_skew_us);
+    v("skew_uncertainty_us", s.skew_uncertainty_us), v("last_rank", s.last_rank);
     v("last_rank_share", s.last_rank_share);
+  }
+};
+
+// Each rank's clock against rank 0's, as the arrivals were stamped (Note [Clock offset for
+// arrivals]): indexed by rank; the true offset lies within offset_us ± uncertainty_us.
+struct CollectivesClock {
+  static constexpr bool kRecord = true;
+  std::vector<double> offset_us, uncertainty_us;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("offset_us", s.offset_us), v("uncertainty_us", s.uncertainty_us);
   }
 };
 
@@ -80,11 +99,12 @@ struct CollectivesRecord {
   CollectivesConfigInfo config;
   std::vector<CollectiveResult> results;
   std::vector<CollectiveOpSummary> ops;
+  std::optional<CollectivesClock> clock;  // absent in records from before it was measured
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);
     v("kind", s.kind), v("context", s.context), v("config", s.config);
-    v("results", s.results), v("ops", s.ops);
+    v("results", s.results), v("ops", s.ops), v("clock", s.clock);
   }
 
   nlohmann::json to_json() const { return record_to_json(*this); }

@@ -57,6 +57,13 @@ std::vector<CollectiveOp> parse_ops(const std::string& text) {
   return ops;
 }
 
+// -c's value: CLI11 hands a bare -c over as "".
+bool parse_check(const std::string& text) {
+  DDPB_USAGE_CHECK(text.empty() || text == "0" || text == "1")
+      << "-c '" << text << "': expected 0 or 1 (nccl-tests' -c <0|1>; a bare -c is 1)";
+  return text != "0";
+}
+
 void resolve(CollectivesCommandOptions& o) {
   o.sweep.min_bytes = parse_bytes("-b", o.min_bytes);
   o.sweep.max_bytes = parse_bytes("-e", o.max_bytes);
@@ -106,14 +113,16 @@ reports::CollectivesRecord make_record(const CollectivesCommandOptions& o, const
 
 // Rank 0: the tables, then -J.
 void report(const CollectivesCommandOptions& o, const comm::RankEnv& env,
-            const std::string& backend, std::vector<reports::CollectiveResult> results) {
-  const reports::CollectivesRecord rec = make_record(o, env, backend, std::move(results));
+            const std::string& backend, std::vector<reports::CollectiveResult> results,
+            reports::CollectivesClock clock) {
+  reports::CollectivesRecord rec = make_record(o, env, backend, std::move(results));
+  rec.clock = std::move(clock);
   fmt::print("# ddpbench collectives: {} ranks on {}, {} backend, {}, {} iterations ({} warm-up)\n",
              env.world_size, o.device, backend, rec.config.dtype, o.sweep.iters, o.sweep.warmup);
+  fmt::print("{}", one_rank_note(env.world_size));
   for (const reports::CollectiveOpSummary& s : rec.ops) {
     fmt::print("#\n# {}: {}\n", s.op, s.busbw.formula);
-    fmt::print("{}", collectives_table(rec.results, s, o.sweep.dtype, o.sweep.check,
-                                       o.sweep.per_iteration));
+    fmt::print("{}", collectives_table(rec.results, s, rec.config));
   }
   std::fflush(stdout);
   if (o.json_out.empty()) return;
@@ -138,9 +147,10 @@ int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, in
   ro.job_identity = fmt::format("{:016x}", hash_name(identity.c_str()));
   comm::Rendezvous joined = comm::init_process_group(env, ro);
   const std::string backend = joined.group->backend();
-  auto results =
-      run_collectives(*joined.group, *joined.store, device, o.sweep, joined.clock_offset_ns);
-  if (env.rank == 0) report(o, env, backend, std::move(results));
+  reports::CollectivesClock clock;
+  auto results = run_collectives(*joined.group, *joined.store, device, o.sweep,
+                                 {joined.clock_offset_ns, joined.clock_uncertainty_ns}, &clock);
+  if (env.rank == 0) report(o, env, backend, std::move(results), std::move(clock));
   joined.group->barrier()->wait();  // rank 0 serves the store: the others leave after it read
   return 0;
 }
@@ -162,7 +172,12 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   add_int_flag(*c, "-n,--iters", o.sweep.iters, 1, 1'000'000, "timed iterations (default 20)");
   add_int_flag(*c, "-w,--warmup_iters", o.sweep.warmup, 0, 1'000'000,
                "untimed iterations first (default 5)");
-  c->add_flag("-c,--check", o.sweep.check, "check every probed result (#wrong)");
+  // nccl-tests' -c <0|1>; a bare -c (ddpbench's earlier flag) is -c 1.
+  c->add_option_function<std::string>(
+       "-c,--check", [&o](const std::string& text) { o.sweep.check = parse_check(text); },
+       "1 (or bare -c): check every probed result (#wrong); 0: do not (default)")
+      ->expected(0, 1)
+      ->type_name("[0|1]");
   c->add_flag("-I,--per-iteration", o.sweep.per_iteration,
               "time every iteration alone: p50 and p99 columns");
   c->add_option("-J,--json", o.json_out, "write the results as a collectives record");

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "bench/measure/metrics.h"
@@ -189,6 +191,25 @@ RankTimes measure(comm::ProcessGroup& pg, const Device& device, CollectiveOp op,
   return t;
 }
 
+// One exchange of Note [Clock offset for arrivals].
+comm::ClockOffset clock_exchange(comm::ProcessGroup& pg, const Device& device) {
+  const int64_t sent = steady_now_ns();
+  Tensor flag = Tensor::from_floats({1.0f}, {1}, device);
+  pg.allreduce(flag)->wait();
+  current_stream(device).synchronize();
+  // Rank 0's stamp, after every rank issued the allreduce: two int32 halves, as tensors carry
+  // it to every device and backend.
+  const int64_t t = steady_now_ns();
+  const int32_t high = static_cast<int32_t>(t >> 31), low = static_cast<int32_t>(t & 0x7fffffff);
+  Tensor stamp = Tensor::from_ints({high, low}, {2}, device);
+  pg.broadcast(stamp, 0)->wait();
+  const std::vector<int32_t> got = stamp.to_ints();  // synchronises with the stream
+  const int64_t received = steady_now_ns();
+  if (pg.rank() == 0) return {};
+  const int64_t remote = (static_cast<int64_t>(got[0]) << 31) | got[1];
+  return {remote - (sent + received) / 2, (received - sent + 1) / 2};
+}
+
 nlohmann::json times_to_json(const RankTimes& t) {
   return {{"pipelined_us", t.pipelined_us},
           {"arrival_ns", t.arrival_ns},
@@ -201,53 +222,57 @@ RankTimes times_from_json(const nlohmann::json& j) {
           j.at("duration_us").get<std::vector<double>>(), j.at("wrong").get<int64_t>()};
 }
 
-// Rank 0's view of the sweep: every rank's times at every size, published through the store
-// once, after the last size (Note [Settling]).
-std::vector<std::vector<RankTimes>> gather_times(comm::Store& store, int rank, int world,
-                                                 const std::vector<RankTimes>& mine) {
+// Rank 0's view of the sweep: every rank's clock offset and its times at every size,
+// published through the store once, after the last size (Note [Settling]).
+struct Gathered {
+  std::vector<comm::ClockOffset> clocks;      // by rank
+  std::vector<std::vector<RankTimes>> sizes;  // by size, then rank
+};
+
+Gathered gather_times(comm::Store& store, int rank, int world, const comm::ClockOffset& clock,
+                      const std::vector<RankTimes>& mine) {
   nlohmann::json sizes = nlohmann::json::array();
   for (const RankTimes& t : mine) sizes.push_back(times_to_json(t));
+  const nlohmann::json payload = {{"offset_ns", clock.offset_ns},
+                                  {"uncertainty_ns", clock.uncertainty_ns},
+                                  {"sizes", std::move(sizes)}};
   const std::string key = "ddpbench/collectives/times/";
-  store.set_string(key + std::to_string(rank), reports::json_text(sizes));
+  store.set_string(key + std::to_string(rank), reports::json_text(payload));
   if (rank != 0) return {};
-  std::vector<std::vector<RankTimes>> by_size(mine.size());
+  Gathered g;
+  g.sizes.resize(mine.size());
   for (int r = 0; r < world; ++r) {
     const nlohmann::json theirs = nlohmann::json::parse(store.get_string(key + std::to_string(r)));
-    DDPB_CHECK(theirs.size() == mine.size()) << "collectives: rank " << r << " measured "
-                                             << theirs.size() << " sizes, rank 0 " << mine.size();
-    for (size_t i = 0; i < mine.size(); ++i) by_size[i].push_back(times_from_json(theirs[i]));
+    g.clocks.push_back(
+        {theirs.at("offset_ns").get<int64_t>(), theirs.at("uncertainty_ns").get<int64_t>()});
+    const nlohmann::json& their_sizes = theirs.at("sizes");
+    DDPB_CHECK(their_sizes.size() == mine.size())
+        << "collectives: rank " << r << " measured " << their_sizes.size() << " sizes, rank 0 "
+        << mine.size();
+    for (size_t i = 0; i < mine.size(); ++i) g.sizes[i].push_back(times_from_json(their_sizes[i]));
   }
-  return by_size;
+  return g;
 }
 
-void add_arrivals(const std::vector<RankTimes>& ranks, reports::CollectiveResult& out) {
-  const size_t probes = ranks[0].arrival_ns.size();
-  std::vector<double> skews;
-  std::map<int, int64_t> last_counts;
-  for (size_t k = 0; k < probes; ++k) {
-    int last = 0, first = 0;
-    for (int r = 1; r < static_cast<int>(ranks.size()); ++r) {
-      if (ranks[static_cast<size_t>(r)].arrival_ns[k] >
-          ranks[static_cast<size_t>(last)].arrival_ns[k])
-        last = r;
-      if (ranks[static_cast<size_t>(r)].arrival_ns[k] <
-          ranks[static_cast<size_t>(first)].arrival_ns[k])
-        first = r;
-    }
-    skews.push_back(static_cast<double>(ranks[static_cast<size_t>(last)].arrival_ns[k] -
-                                        ranks[static_cast<size_t>(first)].arrival_ns[k]) /
-                    1e3);
-    ++last_counts[last];
+void add_arrivals(const std::vector<RankTimes>& ranks, const std::vector<comm::ClockOffset>& clocks,
+                  reports::CollectiveResult& out) {
+  if (ranks.size() < 2) return;  // one rank: no skew, no last rank
+  std::vector<std::vector<int64_t>> arrivals;
+  std::vector<int64_t> uncertainties;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    arrivals.push_back(ranks[r].arrival_ns);
+    uncertainties.push_back(clocks[r].uncertainty_ns);
   }
-  if (skews.empty()) return;
-  out.arrival_skew_us = percentile(skews, 50);
-  const auto [rank, count] = *most_counted(last_counts);
-  out.last_rank = rank;
-  out.last_rank_share = static_cast<double>(count) / static_cast<double>(probes);
+  const Arrivals a = summarize_arrivals(arrivals, uncertainties);
+  out.arrival_skew_us = a.skew_us;
+  out.skew_uncertainty_us = a.skew_uncertainty_us;
+  out.last_rank = a.last_rank;
+  out.last_rank_share = a.last_rank_share;
 }
 
 reports::CollectiveResult combine(CollectiveOp op, int64_t count, DType dtype,
                                   const std::vector<RankTimes>& ranks,
+                                  const std::vector<comm::ClockOffset>& clocks,
                                   const CollectivesOptions& o) {
   const int world = static_cast<int>(ranks.size());
   reports::CollectiveResult r;
@@ -258,7 +283,7 @@ reports::CollectiveResult combine(CollectiveOp op, int64_t count, DType dtype,
   r.in_place = in_place(op);
   for (const RankTimes& t : ranks) r.time_us = std::max(r.time_us, t.pipelined_us);
   r.algbw_GBps = algbw_GBps(static_cast<double>(r.size_bytes), r.time_us / 1e3);
-  r.busbw_GBps = r.algbw_GBps * busbw_factor(op, world);
+  r.busbw_GBps = r.algbw_GBps * collectives_busbw(op, world).factor;
   if (o.check) {
     int64_t wrong = 0;
     for (const RankTimes& t : ranks) wrong += t.wrong;
@@ -273,11 +298,96 @@ reports::CollectiveResult combine(CollectiveOp op, int64_t count, DType dtype,
     r.p50_us = percentile(slowest, 50);
     r.p99_us = percentile(slowest, 99);
   }
-  add_arrivals(ranks, r);
+  add_arrivals(ranks, clocks, r);
   return r;
 }
 
+// The index of the largest of `values` other than `skip` (-1: none).
+int largest_except(const std::vector<int64_t>& values, int skip) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(values.size()); ++i) {
+    if (i != skip &&
+        (best < 0 || values[static_cast<size_t>(i)] > values[static_cast<size_t>(best)]))
+      best = i;
+  }
+  return best;
+}
+
 }  // namespace
+
+comm::ClockOffset refine_clock_offset(comm::ProcessGroup& pg, const Device& device,
+                                      const comm::ClockOffset& rendezvous) {
+  comm::IssueBurst burst(pg);  // as the probes run: the exchange's delays are theirs
+  comm::ClockOffset best = pg.rank() == 0 ? comm::ClockOffset{} : rendezvous;
+  for (int k = 0; k < kClockRounds; ++k) {
+    const comm::ClockOffset c = clock_exchange(pg, device);
+    if (pg.rank() != 0 && c.uncertainty_ns < best.uncertainty_ns) best = c;
+  }
+  return best;
+}
+
+std::string clock_identity() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  if (boot.empty()) return "";
+  std::error_code ec;  // no time namespaces (before Linux 5.6): nothing can shift the clock
+  const std::filesystem::path ns = std::filesystem::read_symlink("/proc/self/ns/time", ec);
+  return boot + "|" + (ec ? std::string() : ns.string());
+}
+
+bool shares_rank0_clock(comm::Store& store, int rank, const std::string& identity) {
+  const std::string key = "ddpbench/collectives/clock_identity";
+  if (rank == 0) {
+    store.set_string(key, identity);
+    return true;
+  }
+  return !identity.empty() && store.get_string(key) == identity;
+}
+
+bool beyond_uncertainty(double measured_us, double uncertainty_us) {
+  return measured_us > uncertainty_us;
+}
+
+Arrivals summarize_arrivals(const std::vector<std::vector<int64_t>>& arrival_ns,
+                            const std::vector<int64_t>& uncertainty_ns) {
+  Arrivals out;
+  const int world = static_cast<int>(arrival_ns.size());
+  if (world < 2 || arrival_ns[0].empty()) return out;
+  std::vector<int64_t> sorted_u = uncertainty_ns;
+  std::sort(sorted_u.rbegin(), sorted_u.rend());
+  out.skew_uncertainty_us = static_cast<double>(sorted_u[0] + sorted_u[1]) / 1e3;
+  const size_t probes = arrival_ns[0].size();
+  std::vector<double> skews;
+  std::map<int, int64_t> last_counts;
+  for (size_t k = 0; k < probes; ++k) {
+    std::vector<int64_t> at;
+    for (const auto& rank_arrivals : arrival_ns) at.push_back(rank_arrivals[k]);
+    const int last = largest_except(at, -1), next = largest_except(at, last);
+    const int64_t first = *std::min_element(at.begin(), at.end());
+    skews.push_back(static_cast<double>(at[static_cast<size_t>(last)] - first) / 1e3);
+    const int64_t lead = at[static_cast<size_t>(last)] - at[static_cast<size_t>(next)];
+    const int64_t pair_u =
+        uncertainty_ns[static_cast<size_t>(last)] + uncertainty_ns[static_cast<size_t>(next)];
+    if (beyond_uncertainty(static_cast<double>(lead) / 1e3, static_cast<double>(pair_u) / 1e3))
+      ++last_counts[last];
+  }
+  out.skew_us = percentile(skews, 50);
+  if (const auto most = most_counted(last_counts)) {
+    out.last_rank = most->first;
+    out.last_rank_share = static_cast<double>(most->second) / static_cast<double>(probes);
+  }
+  return out;
+}
+
+reports::BusBw collectives_busbw(CollectiveOp op, int world) {
+  reports::BusBw b = busbw_record(op, world);
+  if (world <= 1) {
+    b.factor = 0;
+    b.formula += "; 0 at one rank";
+  }
+  return b;
+}
 
 std::vector<int64_t> sweep_sizes(const CollectivesOptions& o) {
   DDPB_USAGE_CHECK(o.min_bytes >= 1 && o.min_bytes <= o.max_bytes)
@@ -306,7 +416,8 @@ int64_t collective_count(CollectiveOp op, int64_t size_bytes, int world, DType d
 std::vector<reports::CollectiveResult> run_collectives(comm::ProcessGroup& pg, comm::Store& store,
                                                        const Device& device,
                                                        const CollectivesOptions& o,
-                                                       int64_t clock_offset_ns) {
+                                                       const comm::ClockOffset& rendezvous,
+                                                       reports::CollectivesClock* clock) {
   struct Point {
     CollectiveOp op;
     int64_t count;
@@ -319,18 +430,30 @@ std::vector<reports::CollectiveResult> run_collectives(comm::ProcessGroup& pg, c
     }
   }
   if (points.empty()) return {};
+  // Through the store before settling, which a wait on the store would undo (Note [Settling]);
+  // the exchanges after it, on busy ranks, as the probes will run.
+  const bool one_clock = shares_rank0_clock(store, pg.rank(), clock_identity());
   const CollectiveOp first = points.front().op;
   settle(
       pg, device, first,
       std::min(points.front().count, collective_count(first, kSettleMaxBytes, pg.size(), o.dtype)),
       o);
+  comm::ClockOffset offset = refine_clock_offset(pg, device, rendezvous);
+  if (one_clock) offset = {};  // Note [Clock offset for arrivals]: exact on rank 0's host
   std::vector<RankTimes> mine;
   for (const Point& p : points)
-    mine.push_back(measure(pg, device, p.op, p.count, o, clock_offset_ns));
-  const auto all = gather_times(store, pg.rank(), pg.size(), mine);
+    mine.push_back(measure(pg, device, p.op, p.count, o, offset.offset_ns));
+  const Gathered all = gather_times(store, pg.rank(), pg.size(), offset, mine);
   std::vector<reports::CollectiveResult> results;
-  for (size_t i = 0; i < all.size(); ++i)
-    results.push_back(combine(points[i].op, points[i].count, o.dtype, all[i], o));
+  for (size_t i = 0; i < all.sizes.size(); ++i)
+    results.push_back(combine(points[i].op, points[i].count, o.dtype, all.sizes[i], all.clocks, o));
+  if (clock && pg.rank() == 0) {
+    *clock = {};
+    for (const comm::ClockOffset& c : all.clocks) {
+      clock->offset_us.push_back(static_cast<double>(c.offset_ns) / 1e3);
+      clock->uncertainty_us.push_back(static_cast<double>(c.uncertainty_ns) / 1e3);
+    }
+  }
   return results;
 }
 
@@ -341,7 +464,7 @@ std::vector<reports::CollectiveOpSummary> summarize_collectives(
     if (out.empty() || out.back().op != r.op) {
       reports::CollectiveOpSummary s;
       s.op = r.op;
-      s.busbw = busbw_record(enum_from_name<CollectiveOp>(r.op).value(), world);
+      s.busbw = collectives_busbw(enum_from_name<CollectiveOp>(r.op).value(), world);
       out.push_back(s);
     }
     reports::CollectiveOpSummary& s = out.back();

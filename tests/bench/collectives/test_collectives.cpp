@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
+#include <utility>
 
 #include "../../util/run_cli.h"
 #include "../../util/temp_dir.h"
@@ -14,6 +16,7 @@
 #include "comm/group_team.h"
 #include "comm/hash_store.h"
 #include "core/check.h"
+#include "reports/schema_validator.h"
 
 namespace ddpb::bench {
 namespace {
@@ -54,12 +57,13 @@ TEST(CollectivesSweep, TheRanksSettleTogetherBeforeTheFirstSize) {
   std::vector<std::vector<reports::CollectiveResult>> results(2);
   const auto t0 = std::chrono::steady_clock::now();
   team.run([&](int rank, comm::ProcessGroup& pg) {
-    results[static_cast<size_t>(rank)] = run_collectives(pg, store, Device::cpu(rank), o, 0);
+    results[static_cast<size_t>(rank)] = run_collectives(pg, store, Device::cpu(rank), o, {});
     issued[static_cast<size_t>(rank)] = pg.barrier()->sequence;
   });
   const auto elapsed = std::chrono::steady_clock::now() - t0;
-  // Per size: 1 warm-up, the barrier before the timed loop, 2 timed and 2 probes.
-  const int64_t sweep = 2 * (1 + 1 + 2 + 2);
+  // Per size: 1 warm-up, the barrier before the timed loop, 2 timed and 2 probes; before the
+  // sizes, the clock's exchanges (an allreduce and a broadcast each).
+  const int64_t sweep = 2 * (1 + 1 + 2 + 2) + 2 * kClockRounds;
   const int64_t settling = issued[0] - sweep;
   EXPECT_EQ(issued[0], issued[1]);
   EXPECT_GE(settling, kSettleRound + 1);
@@ -87,7 +91,9 @@ TEST(CollectivesTable, NcclTestsColumnsAverageBusbwAndTheLastRank) {
   EXPECT_EQ(summary[0].last_rank.value_or(-1), 2);
   EXPECT_EQ(summary[0].last_rank_sizes, 2);
   EXPECT_DOUBLE_EQ(summary[0].busbw.factor, 2.0 * 2 / 3);
-  const std::string t = collectives_table(results, summary[0], DType::F32, true, false);
+  reports::CollectivesConfigInfo config;
+  config.dtype = "f32", config.check = true, config.world_size = 3;
+  const std::string t = collectives_table(results, summary[0], config);
   EXPECT_NE(t.find("in-place"), std::string::npos) << t;
   EXPECT_NE(t.find("#       size         count      type   redop    root     time   algbw   "
                    "busbw #wrong"),
@@ -99,6 +105,160 @@ TEST(CollectivesTable, NcclTestsColumnsAverageBusbwAndTheLastRank) {
   EXPECT_NE(t.find("# Out of bounds values : 3 FAILED"), std::string::npos) << t;
   EXPECT_NE(t.find("# Avg bus bandwidth    : 0.2 "), std::string::npos) << t;
   EXPECT_NE(t.find("# Arrived last         : rank 2 at 2 of the sizes"), std::string::npos) << t;
+}
+
+// Note [Arrivals against the clocks], with synthetic stamps: rank r's arrivals at each probe
+// and its offset's uncertainty, in ns.
+TEST(CollectivesArrivals, TheSkewCountsOnlyBeyondTheClocksUncertainty) {
+  const std::vector<std::vector<int64_t>> two = {{0, 0, 0}, {50'000, 40'000, 60'000}};
+  const Arrivals sure = summarize_arrivals(two, {0, 10'000});
+  EXPECT_DOUBLE_EQ(sure.skew_us, 50);
+  EXPECT_DOUBLE_EQ(sure.skew_uncertainty_us, 10);
+  EXPECT_EQ(sure.last_rank.value_or(-1), 1);
+  EXPECT_DOUBLE_EQ(sure.last_rank_share, 1.0);
+  // Negative control: the same stamps against offsets known to 80 us resolve nothing.
+  const Arrivals unsure = summarize_arrivals(two, {0, 80'000});
+  EXPECT_DOUBLE_EQ(unsure.skew_us, 50);
+  EXPECT_DOUBLE_EQ(unsure.skew_uncertainty_us, 80);
+  EXPECT_FALSE(unsure.last_rank.has_value());
+  EXPECT_DOUBLE_EQ(unsure.last_rank_share, 0);
+  // Three ranks: the skew's uncertainty is the two largest offsets' together, and the last
+  // rank must lead the next-latest, not the first, by their two uncertainties.
+  const std::vector<std::vector<int64_t>> three = {{0}, {100'000}, {103'000}};
+  const Arrivals led = summarize_arrivals(three, {0, 1'000, 1'000});
+  EXPECT_DOUBLE_EQ(led.skew_us, 103);
+  EXPECT_DOUBLE_EQ(led.skew_uncertainty_us, 2);
+  EXPECT_EQ(led.last_rank.value_or(-1), 2);
+  const Arrivals close = summarize_arrivals(three, {0, 2'000, 2'000});
+  EXPECT_DOUBLE_EQ(close.skew_uncertainty_us, 4);
+  EXPECT_FALSE(close.last_rank.has_value()) << "a 3 us lead within 2 + 2 us";
+  EXPECT_TRUE(beyond_uncertainty(close.skew_us, close.skew_uncertainty_us));
+  const Arrivals one = summarize_arrivals({{5, 6}}, {0});
+  EXPECT_DOUBLE_EQ(one.skew_us, 0);
+  EXPECT_FALSE(one.last_rank.has_value());
+  EXPECT_TRUE(beyond_uncertainty(1.01, 1.0));
+  EXPECT_FALSE(beyond_uncertainty(1.0, 1.0));
+}
+
+TEST(CollectivesTable, UnresolvedSkewAndLastRankAreMarkedWithALegend) {
+  std::vector<reports::CollectiveResult> results(2);
+  for (auto& r : results) r.op = "allreduce", r.in_place = true, r.skew_uncertainty_us = 12.5;
+  results[0].size_bytes = 8, results[0].arrival_skew_us = 40, results[0].last_rank = 1;
+  results[1].size_bytes = 16, results[1].arrival_skew_us = 3.25;  // no last rank resolved
+  EXPECT_EQ(skew_cell(results[0], 2), "40.0");
+  EXPECT_EQ(skew_cell(results[1], 2), "<15.8");
+  EXPECT_EQ(last_rank_cell(results[0], 2), "1");
+  EXPECT_EQ(last_rank_cell(results[1], 2), "?");
+  EXPECT_EQ(skew_cell(results[0], 1), "-");
+  EXPECT_EQ(last_rank_cell(results[0], 1), "-");
+  reports::CollectivesConfigInfo config;
+  config.dtype = "f32", config.world_size = 2;
+  const auto summary = summarize_collectives(results, 2);
+  const std::string t = collectives_table(results, summary[0], config);
+  EXPECT_NE(t.find("     40.0     1\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("    <15.8     ?\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("# skew <X"), std::string::npos) << t;
+  EXPECT_NE(t.find("(12.5 us)"), std::string::npos) << t;
+  EXPECT_NE(t.find("# last rank ?"), std::string::npos) << t;
+  EXPECT_NE(t.find("# Arrived last         : rank 1 at 1 of the sizes"), std::string::npos) << t;
+  // Negative control: every row resolved, no legend.
+  results[1].arrival_skew_us = 30, results[1].last_rank = 1;
+  const std::string sure = collectives_table(results, summarize_collectives(results, 2)[0], config);
+  EXPECT_EQ(sure.find("# skew <X"), std::string::npos) << sure;
+  EXPECT_EQ(sure.find("# last rank ?"), std::string::npos) << sure;
+  EXPECT_EQ(sure.find('<'), std::string::npos) << sure;
+}
+
+// A record from before the clock was measured (no skew_uncertainty_us, no clock) validates,
+// reads, and shows its skew as it was measured.
+TEST(CollectivesRecord, RecordsWithoutTheClockStillValidateAndRead) {
+  reports::CollectivesRecord rec;
+  rec.config.backend = "gloo", rec.config.device = "cpu", rec.config.dtype = "f32";
+  rec.config.world_size = 2, rec.config.iters = 1;
+  reports::CollectiveResult r;
+  r.op = "allreduce", r.arrival_skew_us = 7, r.skew_uncertainty_us = 9, r.last_rank = 1;
+  rec.results = {r};
+  rec.ops = summarize_collectives(rec.results, 2);
+  rec.clock = reports::CollectivesClock{{0, 3}, {0, 9}};
+  nlohmann::json j = rec.to_json();
+  EXPECT_TRUE(reports::validate_collectives_record(j).empty())
+      << reports::format_errors(reports::validate_collectives_record(j));
+  EXPECT_EQ(reports::CollectivesRecord::from_json(j).clock->uncertainty_us[1], 9);
+  j.erase("clock");
+  j["results"][0].erase("skew_uncertainty_us");
+  EXPECT_TRUE(reports::validate_collectives_record(j).empty())
+      << reports::format_errors(reports::validate_collectives_record(j));
+  const auto old = reports::CollectivesRecord::from_json(j);
+  EXPECT_FALSE(old.clock.has_value());
+  ASSERT_EQ(old.results.size(), 1u);
+  EXPECT_FALSE(old.results[0].skew_uncertainty_us.has_value());
+  EXPECT_EQ(skew_cell(old.results[0], 2), "7.0");
+  // Negative control: a negative uncertainty does not validate.
+  j["clock"] = {{"offset_us", {0, 1}}, {"uncertainty_us", {0, -1}}};
+  EXPECT_FALSE(reports::validate_collectives_record(j).empty());
+}
+
+// Note [Clock offset through the store]: on one clock (threads of this process) the true offset
+// is 0, and the estimate is within its uncertainty of it.
+TEST(CollectivesClock, TheStoreExchangeBoundsTheTrueOffset) {
+  comm::HashStore store;
+  store.set_timeout(std::chrono::seconds(10));
+  std::vector<comm::ClockOffset> got(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back(
+        [&, r] { got[static_cast<size_t>(r)] = comm::measure_clock_offset(store, r, 3); });
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(got[0].offset_ns, 0);
+  EXPECT_EQ(got[0].uncertainty_ns, 0);
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_GT(got[static_cast<size_t>(r)].uncertainty_ns, 0) << r;
+    EXPECT_LE(std::llabs(got[static_cast<size_t>(r)].offset_ns),
+              got[static_cast<size_t>(r)].uncertainty_ns)
+        << r;
+  }
+}
+
+// Note [Clock offset for arrivals]: the exchanges over the group replace a looser offset with
+// one whose uncertainty still bounds the true offset (0: one clock).
+TEST(CollectivesClock, TheGroupExchangeTightensTheRendezvousOffset) {
+  comm::GroupTeam team("gloo", 2, std::chrono::seconds(30));
+  const comm::ClockOffset loose{5'000'000, 10'000'000};  // 5 ms, known to 10 ms: true but loose
+  std::vector<comm::ClockOffset> got(2);
+  team.run([&](int rank, comm::ProcessGroup& pg) {
+    got[static_cast<size_t>(rank)] = refine_clock_offset(pg, Device::cpu(rank), loose);
+  });
+  EXPECT_EQ(got[0].offset_ns, 0);
+  EXPECT_EQ(got[0].uncertainty_ns, 0);
+  EXPECT_GT(got[1].uncertainty_ns, 0);
+  EXPECT_LT(got[1].uncertainty_ns, loose.uncertainty_ns);
+  EXPECT_LE(std::llabs(got[1].offset_ns), got[1].uncertainty_ns);
+  // The check can fail: the loose offset is not within the refined uncertainty of the truth.
+  EXPECT_GT(std::llabs(loose.offset_ns), got[1].uncertainty_ns);
+}
+
+// Note [Clock offset for arrivals]: ranks of rank 0's host take offset 0, exactly; another
+// host's (another boot id) or an unknown clock does not.
+TEST(CollectivesClock, RanksOfRankZerosHostShareItsClock) {
+  const std::string here = clock_identity();
+  ASSERT_FALSE(here.empty()) << "/proc/sys/kernel/random/boot_id";
+  EXPECT_EQ(clock_identity(), here);
+  comm::HashStore store;
+  store.set_timeout(std::chrono::seconds(10));
+  EXPECT_TRUE(shares_rank0_clock(store, 0, here));
+  EXPECT_TRUE(shares_rank0_clock(store, 1, here));
+  EXPECT_FALSE(shares_rank0_clock(store, 2, "another-boot|time:[1]"));
+  EXPECT_FALSE(shares_rank0_clock(store, 3, ""));
+}
+
+TEST(CollectivesBusbw, OneRankMovesNothing) {
+  for (const CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::Broadcast,
+                                CollectiveOp::SendRecv, CollectiveOp::AllGather}) {
+    EXPECT_EQ(collectives_busbw(op, 1).factor, 0.0) << enum_name(op);
+    EXPECT_GT(collectives_busbw(op, 2).factor, 0.0) << enum_name(op);
+  }
+  EXPECT_EQ(one_rank_note(2), "");
+  EXPECT_NE(one_rank_note(1).find("nothing moves"), std::string::npos);
 }
 
 nlohmann::json read(const std::string& path) {
@@ -137,6 +297,70 @@ TEST(CollectivesCommand, EveryOpOnTwoGlooRanksIsRightAndTheRecordValidates) {
                 x["size_bytes"].get<double>() / x["time_us"].get<double>() / 1e3, 1e-9);
   }
   ASSERT_EQ(rec["ops"].size(), 7u);
+  // Note [Clock offset for arrivals]: two ranks of one host read one clock, so the skew is
+  // exact (and shown, not "<X").
+  ASSERT_EQ(rec["clock"]["uncertainty_us"], nlohmann::json::array({0.0, 0.0}))
+      << rec["clock"].dump();
+  EXPECT_EQ(rec["clock"]["offset_us"], nlohmann::json::array({0.0, 0.0})) << rec["clock"].dump();
+  for (const auto& x : rec["results"]) EXPECT_EQ(x["skew_uncertainty_us"], 0.0) << x.dump();
+  EXPECT_EQ(r.output.find("# skew <X"), std::string::npos) << r.output;
+  const auto v = run_cli("validate " + out);
+  EXPECT_EQ(v.code, 0) << v.output;
+}
+
+// nccl-tests' -c <0|1>, and the bare -c ddpbench had before.
+TEST(CollectivesCommand, CheckTakesZeroOrOneAndABareCheckIsOne) {
+  TempDir dir("collectives_check");
+  for (const auto& [flags, checked] :
+       std::vector<std::pair<std::string, bool>>{{"-c 1 -n 2", true},
+                                                 {"-c 0 -n 2", false},
+                                                 {"-n 2 --check=0", false},
+                                                 {"-c -n 2", true},
+                                                 {"-n 2 -c", true},
+                                                 {"-n 2", false}}) {
+    const std::string out = dir / "c.json";
+    const auto r = run_cli("collectives -g 2 -b 1K -e 1K -w 0 -J " + out + " " + flags);
+    ASSERT_EQ(r.code, 0) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output.find("# Out of bounds values : 0 OK") != std::string::npos, checked)
+        << flags << "\n"
+        << r.output;
+    const auto rec = read(out);
+    EXPECT_EQ(rec["config"]["check"], checked) << flags;
+    EXPECT_EQ(rec["results"][0].contains("wrong"), checked) << flags;
+  }
+  for (const char* bad : {"-c 2", "-c yes", "--check=-1"}) {
+    const auto r = run_cli(std::string("collectives -g 2 ") + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("ddpbench: error: -c"), std::string::npos) << bad << r.output;
+    EXPECT_NE(r.output.find("expected 0 or 1"), std::string::npos) << bad << r.output;
+    EXPECT_EQ(r.output.find("launcher: starting"), std::string::npos) << bad << r.output;
+  }
+}
+
+// One rank moves nothing: one line says so, busbw is 0 for every op, and there is no skew.
+TEST(CollectivesCommand, OneRankPrintsANoteAndZeroBusbw) {
+  TempDir dir("collectives_one");
+  const std::string out = dir / "c.json";
+  const auto r =
+      run_cli("collectives -g 1 -b 1K -e 64K -f 8 -o allreduce,broadcast -c -n 3 -w 1 -J " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("# one rank: nothing moves over any link"), std::string::npos)
+      << r.output;
+  size_t zero_averages = 0;  // allreduce's and broadcast's (nccl-tests' broadcast keeps 1)
+  for (size_t at = r.output.find("# Avg bus bandwidth    : 0 \n"); at != std::string::npos;
+       at = r.output.find("# Avg bus bandwidth    : 0 \n", at + 1))
+    ++zero_averages;
+  EXPECT_EQ(zero_averages, 2u) << r.output;
+  const auto rec = read(out);
+  ASSERT_EQ(rec["results"].size(), 6u) << "2 ops x 1K, 8K, 64K";
+  for (const auto& x : rec["results"]) {
+    EXPECT_EQ(x["busbw_GBps"], 0.0) << x.dump();
+    EXPECT_GT(x["algbw_GBps"].get<double>(), 0) << x.dump();
+    EXPECT_FALSE(x.contains("last_rank")) << x.dump();
+    EXPECT_FALSE(x.contains("skew_uncertainty_us")) << x.dump();
+    EXPECT_EQ(x["wrong"], 0) << x.dump();
+  }
+  for (const auto& s : rec["ops"]) EXPECT_EQ(s["busbw"]["factor"], 0.0) << s.dump();
   const auto v = run_cli("validate " + out);
   EXPECT_EQ(v.code, 0) << v.output;
 }

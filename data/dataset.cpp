@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include <fmt/core.h>
+
 #include <cmath>
 
 #include "core/check.h"
@@ -9,6 +11,36 @@
 namespace ddpb {
 
 Dataset::~Dataset() = default;
+
+std::string describe_data_files(const DataFiles& d) {
+  int64_t count = 0, samples = 0;
+  for (const DataFile& f : d.files) count += f.count, samples += f.samples;
+  const char* what = d.unit == "images" ? "class folder(s)" : "file(s)";
+  std::string text =
+      fmt::format("{} {}, {} {}, {} samples", d.files.size(), what, count, d.unit, samples);
+  if (d.split) text += ", split " + *d.split;
+  if (d.meta_vocab_size) text += fmt::format(", meta.pkl vocab_size {}", *d.meta_vocab_size);
+  text += "\n";
+  for (size_t i = 0; i < d.files.size() && i < kMaxListedFiles; ++i) {
+    const DataFile& f = d.files[i];
+    text += fmt::format("  {}: {} {}, {} samples\n", f.path, f.count, d.unit, f.samples);
+  }
+  if (d.files.size() > kMaxListedFiles) {
+    int64_t rest = 0;
+    for (size_t i = kMaxListedFiles; i < d.files.size(); ++i) rest += d.files[i].count;
+    text += fmt::format("  ... and {} more {}, {} {}\n", d.files.size() - kMaxListedFiles, what,
+                        rest, d.unit);
+  }
+  if (!d.left_out.empty()) {
+    text += "  left out (not the split read; --data-split chooses):";
+    for (size_t i = 0; i < d.left_out.size() && i < kMaxListedFiles; ++i)
+      text += " " + d.left_out[i];
+    if (d.left_out.size() > kMaxListedFiles)
+      text += fmt::format(" and {} more", d.left_out.size() - kMaxListedFiles);
+    text += "\n";
+  }
+  return text;
+}
 
 void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices, int64_t epoch,
                 const Batch& out) {

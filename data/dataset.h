@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,28 @@
 #include "core/tensor.h"
 
 namespace ddpb {
+
+// What a dataset on disk reads, for the start-up lines and the record (summary.loader): its
+// files in reading order (token shards, or an image folder's class folders) with how much each
+// holds, and what a folder held that is not read.
+struct DataFile {
+  std::string path;
+  int64_t count = 0;    // tokens of a shard, images of a class folder
+  int64_t samples = 0;  // the samples it gives (Note [Token windows]; one per image)
+};
+struct DataFiles {
+  std::string unit;                        // what `count` counts: "tokens" or "images"
+  std::vector<DataFile> files;             // read, in order
+  std::optional<std::string> split;        // "train" or "val" (data/token_shards.h), when chosen
+  std::vector<std::string> left_out;       // files of the folder not read (the other split)
+  std::optional<int64_t> meta_vocab_size;  // nanoGPT's meta.pkl beside the shards
+};
+
+// The lines `run` and `data bench` print about `files`: the totals, the split and meta.pkl's
+// vocabulary (the rest of a line the caller starts), then a line for each of the first
+// kMaxListedFiles files with their counts, a count of the rest, and what was left out.
+inline constexpr size_t kMaxListedFiles = 8;
+std::string describe_data_files(const DataFiles& files);
 
 class Dataset {
  public:
@@ -42,6 +65,8 @@ class Dataset {
   virtual std::string source() const { return "synthetic"; }
   // The bytes read from disk to make sample `index` (0 for synthetic data).
   virtual int64_t sample_bytes(int64_t /*index*/) const { return 0; }
+  // The files read (empty for synthetic data).
+  virtual DataFiles data_files() const { return {}; }
 };
 
 // A sample that cannot be read: a corrupt or truncated file, named with the reason. Found while

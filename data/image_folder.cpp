@@ -97,11 +97,23 @@ ImageFolderIndex scan_image_folder(const std::string& root) {
 
 ImageFolderDataset::ImageFolderDataset(const std::string& root, int out, int max_classes,
                                        uint64_t seed, bool raw_bytes)
-    : index_(scan_image_folder(root)), out_(out), seed_(seed), raw_bytes_(raw_bytes) {
+    : root_(root), index_(scan_image_folder(root)), out_(out), seed_(seed), raw_bytes_(raw_bytes) {
   DDPB_USAGE_CHECK(out >= 1) << "image folder: the output size must be positive";
   DDPB_USAGE_CHECK(static_cast<int>(index_.classes.size()) <= max_classes)
       << root << ": " << index_.classes.size() << " classes, but the model classifies "
       << max_classes;
+}
+
+DataFiles ImageFolderDataset::data_files() const {
+  DataFiles d;
+  d.unit = "images";
+  for (const std::string& name : index_.classes)
+    d.files.push_back({(fs::path(root_) / name).string(), 0, 0});
+  for (const ImageFile& f : index_.files) {
+    DataFile& c = d.files[static_cast<size_t>(f.label)];
+    ++c.count, ++c.samples;
+  }
+  return d;
 }
 
 void ImageFolderDataset::fill(int64_t index, int64_t epoch, void* x, int32_t* y) const {

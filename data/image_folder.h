@@ -46,10 +46,13 @@ class ImageFolderDataset final : public Dataset {
   int64_t sample_bytes(int64_t index) const override {
     return index_.files[static_cast<size_t>(index)].bytes;
   }
+  // One entry per class folder, with its images.
+  DataFiles data_files() const override;
 
   const ImageFolderIndex& index() const { return index_; }
 
  private:
+  std::string root_;
   ImageFolderIndex index_;
   int out_;
   uint64_t seed_;

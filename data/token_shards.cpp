@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <map>
 
 #include "base/atomic_file.h"
 #include "core/check.h"
+#include "data/nanogpt_meta.h"
 
 namespace ddpb {
 namespace {
@@ -48,25 +51,89 @@ TokenShardDataset::Shard open_shard(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> token_shard_files(const std::string& path) {
+std::optional<DataSplit> shard_split(const std::string& filename) {
+  const std::string stem = fs::path(filename).stem().string();
+  for (const DataSplit split : {DataSplit::Train, DataSplit::Val}) {
+    const std::string word(enum_name(split));
+    if (stem.rfind(word, 0) == 0) return split;  // train*.bin, val*.bin
+    for (size_t at = stem.find(word); at != std::string::npos; at = stem.find(word, at + 1)) {
+      const size_t end = at + word.size();
+      const auto separator = [&](size_t i) { return std::strchr("_-.", stem[i]) != nullptr; };
+      if ((at == 0 || separator(at - 1)) && (end == stem.size() || separator(end))) return split;
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::vector<std::string> bin_files(const std::string& folder) {
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return {path};
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(path, ec)) {
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
     if (e.path().extension() == ".bin") files.push_back(e.path().string());
   }
-  DDPB_USAGE_CHECK(!ec) << "cannot list " << path << ": " << ec.message();
-  DDPB_USAGE_CHECK(!files.empty()) << path << ": no token shard (*.bin) in the folder";
+  DDPB_USAGE_CHECK(!ec) << "cannot list " << folder << ": " << ec.message();
+  DDPB_USAGE_CHECK(!files.empty()) << folder << ": no token shard (*.bin) in the folder";
   std::sort(files.begin(), files.end());
   return files;
 }
 
-TokenShardDataset::TokenShardDataset(const std::string& path, int seq_len, int vocab)
+}  // namespace
+
+TokenShardSelection select_token_shards(const std::string& path, std::optional<DataSplit> split) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    DDPB_USAGE_CHECK(!split) << "--data-split " << enum_name(*split) << " chooses among the "
+                             << "shards of a folder, but --data " << path << " is one file";
+    return {{path}, std::nullopt, {}};
+  }
+  const std::vector<std::string> all = bin_files(path);
+  std::map<DataSplit, std::vector<std::string>> by_split;
+  for (const std::string& f : all) {
+    if (const auto s = shard_split(f)) by_split[*s].push_back(f);
+  }
+  if (!split && by_split.size() < 2) return {all, std::nullopt, {}};  // one split, or none
+  const DataSplit chosen = split.value_or(DataSplit::Train);
+  const std::vector<std::string>& files = by_split[chosen];
+  DDPB_USAGE_CHECK(!files.empty())
+      << "--data-split " << enum_name(chosen) << ": " << path << " has no " << enum_name(chosen)
+      << " shard (" << enum_name(chosen) << "*.bin or NAME_" << enum_name(chosen)
+      << "_*.bin) among its " << all.size() << " *.bin file(s), the first "
+      << fs::path(all.front()).filename().string();
+  TokenShardSelection out{files, chosen, {}};
+  std::set_difference(all.begin(), all.end(), files.begin(), files.end(),
+                      std::back_inserter(out.left_out));
+  return out;
+}
+
+std::optional<int64_t> check_token_meta(const std::string& path, int64_t vocab,
+                                        const std::string& model) {
+  std::error_code ec;
+  const fs::path folder =
+      fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path meta = (folder.empty() ? fs::path(".") : folder) / "meta.pkl";
+  if (!fs::exists(meta, ec)) return std::nullopt;
+  const int64_t size = read_meta_vocab_size(meta.string());
+  DDPB_USAGE_CHECK(size <= vocab) << meta.string() << ": vocab_size " << size
+                                  << " is above the vocabulary of " << vocab << " of " << model
+                                  << ": ids up to " << size - 1
+                                  << " would not fit its embedding (use a "
+                                  << "workload with a vocabulary of at least " << size << ")";
+  return size;
+}
+
+TokenShardDataset::TokenShardDataset(const std::string& path, int seq_len, int vocab,
+                                     std::optional<DataSplit> split)
     : seq_len_(seq_len), vocab_(vocab) {
   DDPB_USAGE_CHECK(seq_len >= 1 && vocab >= 2 && vocab <= 65536)
       << "token shards: need seq_len >= 1 and a vocabulary of 2 to 65536 (uint16 ids), got "
       << seq_len << " and " << vocab;
-  for (const std::string& file : token_shard_files(path)) {
+  TokenShardSelection selection = select_token_shards(path, split);
+  split_ = selection.split;
+  left_out_ = std::move(selection.left_out);
+  meta_vocab_size_ = check_token_meta(path, vocab, "the model");
+  for (const std::string& file : selection.files) {
     Shard s = open_shard(file);
     s.first_window = windows_;
     s.windows = s.tokens > seq_len ? (s.tokens - 1) / seq_len : 0;
@@ -75,6 +142,16 @@ TokenShardDataset::TokenShardDataset(const std::string& path, int seq_len, int v
   }
   DDPB_USAGE_CHECK(windows_ > 0) << path << ": no shard holds a window of " << seq_len + 1
                                  << " tokens (seq_len + 1)";
+}
+
+DataFiles TokenShardDataset::data_files() const {
+  DataFiles d;
+  d.unit = "tokens";
+  for (const Shard& s : shards_) d.files.push_back({s.file.path(), s.tokens, s.windows});
+  if (split_) d.split = std::string(enum_name(*split_));
+  d.left_out = left_out_;
+  d.meta_vocab_size = meta_vocab_size_;
+  return d;
 }
 
 int64_t TokenShardDataset::tokens() const {

@@ -14,12 +14,29 @@
 // rank reads, so its shuffle is the "sampled offset" of nanoGPT's get_batch, over offsets that
 // are multiples of T. A token id >= the vocabulary fails the sample, naming the file and the
 // byte offset of the token.
+//
+// Note [Token splits]
+// ~~~~~~~~~~~~~~~~~~~
+// A folder holding train and val shards is two datasets, not one: nanoGPT's prepare.py writes
+// train.bin, val.bin and meta.pkl into one folder, llm.c's scripts NAME_train_*.bin and
+// NAME_val_*.bin. Reading every *.bin of it trained on the validation tokens too (issue 43:
+// 4734 windows = 4261 train + 473 val, and nothing said so). So a folder with shards of both
+// splits is read as its train split, or its val split with `--data-split val`; its other *.bin
+// files are left out, and the start-up lines and the record (summary.loader: split, files,
+// left_out) say which were read. A shard's split is told from its name: one starting with
+// "train" or "val" (nanoGPT's train*.bin, val*.bin), or holding the word "train" or "val"
+// between '_', '-' or '.' (llm.c's). A folder of one split, or of none, is read whole.
+//
+// nanoGPT's meta.pkl beside the shards (data/nanogpt_meta.h) gives the vocabulary the ids were
+// made with: a workload whose vocabulary is smaller is refused before training, naming both.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/data_format.h"
 #include "data/dataset.h"
 #include "data/mapped_file.h"
 
@@ -32,10 +49,13 @@ inline constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 
 class TokenShardDataset final : public Dataset {
  public:
-  // Throws UsageError naming the file: no .bin shard in a folder, a raw file of odd byte
-  // length, an llm.c header with another version or a token count the file does not hold, or
-  // no window of seq_len + 1 tokens in any shard.
-  TokenShardDataset(const std::string& path, int seq_len, int vocab);
+  // Reads the shards select_token_shards(path, split) gives. Throws UsageError naming the
+  // file: no .bin shard in a folder, no shard of `split`, a raw file of odd byte length, an
+  // llm.c header with another version or a token count the file does not hold, no window of
+  // seq_len + 1 tokens in any shard, or a meta.pkl that cannot be read or whose vocab_size is
+  // above `vocab`.
+  TokenShardDataset(const std::string& path, int seq_len, int vocab,
+                    std::optional<DataSplit> split = std::nullopt);
 
   int64_t size() const override { return windows_; }
   Shape x_shape() const override { return {seq_len_}; }
@@ -44,6 +64,7 @@ class TokenShardDataset final : public Dataset {
   void fill(int64_t index, int64_t epoch, void* x, int32_t* y) const override;
   std::string source() const override { return "tokens"; }
   int64_t sample_bytes(int64_t) const override { return 2 * (seq_len_ + 1); }
+  DataFiles data_files() const override;
 
   struct Shard {
     MappedFile file;
@@ -55,17 +76,39 @@ class TokenShardDataset final : public Dataset {
   };
   const std::vector<Shard>& shards() const { return shards_; }
   int64_t tokens() const;
+  std::optional<DataSplit> split() const { return split_; }
+  std::optional<int64_t> meta_vocab_size() const { return meta_vocab_size_; }
 
  private:
   int seq_len_;
   int vocab_;
   std::vector<Shard> shards_;
   int64_t windows_ = 0;
+  std::optional<DataSplit> split_;
+  std::vector<std::string> left_out_;
+  std::optional<int64_t> meta_vocab_size_;
 };
 
-// The shard files of a path: the file itself, or the *.bin files of a folder in name order.
-// Throws UsageError when there is none.
-std::vector<std::string> token_shard_files(const std::string& path);
+// The split a shard's file name says (Note [Token splits]), if any.
+std::optional<DataSplit> shard_split(const std::string& filename);
+
+// Which shards of a path are read (Note [Token splits]).
+struct TokenShardSelection {
+  std::vector<std::string> files;     // read, in name order
+  std::optional<DataSplit> split;     // chosen among a folder's shards
+  std::vector<std::string> left_out;  // the folder's other *.bin files, in name order
+};
+// The file itself, or the *.bin files of a folder in name order, of `split` when it is given
+// or when the folder holds both splits (then the train split). Throws UsageError naming the
+// path: a folder without *.bin, no shard of the asked split, or `split` with a single file.
+TokenShardSelection select_token_shards(const std::string& path, std::optional<DataSplit> split);
+
+// nanoGPT's meta.pkl beside the shards of `path` (in the folder, or beside the file): its
+// vocab_size, checked against the vocabulary `vocab` of `model` (named in the message);
+// nullopt when there is no meta.pkl. Throws UsageError when it cannot be read or its
+// vocab_size is above `vocab`.
+std::optional<int64_t> check_token_meta(const std::string& path, int64_t vocab,
+                                        const std::string& model);
 
 // Writes `tokens` to `path` in llm.c's format (llmc) or nanoGPT's raw one, atomically.
 void write_token_shard(const std::string& path, const std::vector<uint16_t>& tokens, bool llmc);

@@ -12,20 +12,35 @@ namespace ddpb::reports {
 
 struct CompareResult {
   // One row per run id (base order, then runs only in `now`): throughput, median step time,
-  // overlap ratio and peak memory as "base -> now (change)", and a verdict.
+  // the step-time noise band (Note [Step-time noise]), overlap ratio and peak memory as
+  // "base -> now (change)", and a verdict: REGRESSED, improved, within noise, ok, REMOVED,
+  // NOT COMPARED, fixed, not ok in both, added.
   std::string table;
   bool regressed = false;
-  // One line per regression: "<id>: <metric> <base> -> <now> (<change>, threshold <t>)".
+  // One line per regression: "<id>: <metric> <base> -> <now> (<change>, threshold <t>[, beyond
+  // the noise ±<band> ms])".
   std::vector<std::string> regressions;
+  // One line per metric that moved the wrong way past the threshold but inside the noise:
+  // "<id>: <metric> <base> -> <now> (<change>, threshold <t>): <+ms> ms a step, inside the noise
+  // ±<band> ms", where <+ms> is the step time the move costs (for the overlap: the exposed
+  // communication it adds).
+  std::vector<std::string> within_noise;
   // One line per run present in both whose configurations differ: not compared.
   std::vector<std::string> warnings;
 };
 
-// A run regressed when, against `base`:
-//   samples/s fell by more than threshold_pct percent,
-//   the median step time or the peak memory rose by more than threshold_pct percent,
-//   the overlap ratio fell by more than threshold_pct percentage points,
+// A run regressed when, against `base`, one of its metrics moved the wrong way past both the
+// threshold and the noise of the two runs (Note [Step-time noise], band_ms below):
+//   samples/s fell by more than threshold_pct percent, and the longer step it implies
+//     (base median x (base samples/s / new samples/s - 1)) exceeds band_ms;
+//   the median step time rose by more than threshold_pct percent and by more than band_ms;
+//   the overlap ratio fell by more than threshold_pct percentage points, and the exposed
+//     communication per step rose by more than band_ms (threshold alone when a side lacks it);
+//   the peak memory rose by more than threshold_pct percent (deterministic: no noise);
 //   or it was ok in base and is not ok (failed, pending, interrupted) or missing in `now`.
+// A move past the threshold inside the noise makes the row "within noise" and never a
+// regression; one past both the right way makes it "improved". band_ms = step_noise_ms of the
+// two runs' step_time_ms (0 when neither records a spread: the threshold alone judges).
 // A metric missing on either side is shown as "-" and not compared. Runs only in `now` are
 // listed as added. Two runs of one id are compared only when they ran the same workload, mode,
 // world size and configuration (global batch, variant; for run records also the device,

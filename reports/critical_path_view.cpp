@@ -2,20 +2,27 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
+#include "reports/phase_style.h"
 #include "reports/report_util.h"
 
 namespace ddpb::reports {
 namespace {
 
-const std::vector<std::string> kKinds = {"compute", "communication", "data", "wait", "host"};
-
-size_t kind_index(const std::string& kind) {
-  for (size_t i = 0; i < kKinds.size(); ++i)
-    if (kKinds[i] == kind) return i;
-  return kKinds.size() - 1;
+// Note [Phase colours]: what a span is drawn as. A phase by its name, as in the step anatomy;
+// a bucket's collective, a wait and host time by what they are; a span of any other label by
+// its kind ("data" as the data phase, other compute as forward, other communication as a
+// collective).
+std::string span_style(const PathSpan& s) {
+  if (phase_order(s.label) < phase_names().size()) return s.label;
+  if (s.kind == "wait") return std::string(kWaitSpan);
+  if (s.kind == "host") return std::string(kHostSpan);
+  if (s.kind == "data") return "data";
+  if (s.kind == "compute") return "forward";
+  return std::string(kCollectiveSpan);
 }
 
 struct DesignRun {
@@ -50,34 +57,56 @@ std::string share(double ms, double step_ms) {
   return format_percent(step_ms > 0 ? ms / step_ms : 0);
 }
 
+// The legend of one chart: the styles its spans use, in the table's order.
+std::vector<std::string> legend_of(const CriticalPath& c) {
+  std::vector<std::string> styles;
+  for (const auto* spans : {&c.lanes, &c.path}) {
+    for (const PathSpan& s : *spans) {
+      const std::string style = span_style(s);
+      if (std::find(styles.begin(), styles.end(), style) == styles.end()) styles.push_back(style);
+    }
+  }
+  std::stable_sort(styles.begin(), styles.end(), [](const std::string& a, const std::string& b) {
+    return phase_order(a) < phase_order(b);
+  });
+  return styles;
+}
+
 svg::Svg gantt(const std::string& workload, const DesignRun& d) {
   const CriticalPath& c = *d.run->metrics->critical_path;
   svg::Timeline t;
   t.title = fmt::format("{}, {} at {} {}s: median step {} ms", printable(workload), d.design,
                         d.run->world_size, d.unit, format_number(c.step_ms));
   t.x_label = "ms from the step's start (each " + std::string(d.unit) + "'s own clock)";
-  t.kinds = kKinds;
+  t.kinds = legend_of(c);
+  for (const std::string& k : t.kinds) t.colors.push_back(phase_color(k));
   t.width = 900;
+  const auto kind_of = [&](const PathSpan& s) {
+    return static_cast<size_t>(std::find(t.kinds.begin(), t.kinds.end(), span_style(s)) -
+                               t.kinds.begin());
+  };
   std::map<std::string, svg::TimelineRow> rows;
   std::vector<std::string> order;
   for (const PathSpan& s : c.lanes) {
     const bool bucket = s.label.rfind("bucket ", 0) == 0;
     const std::string label = fmt::format("{} {}{}", d.unit, s.rank, bucket ? " collectives" : "");
     if (!rows.count(label)) order.push_back(label), rows[label].label = label;
-    rows[label].spans.push_back({s.start_ms, s.end_ms, kind_index(s.kind)});
+    rows[label].spans.push_back({s.start_ms, s.end_ms, kind_of(s)});
   }
   for (const std::string& label : order) t.rows.push_back(std::move(rows[label]));
   svg::TimelineRow path{"critical path", {}, {}};
-  for (const PathSpan& s : c.path) path.spans.push_back({s.start_ms, s.end_ms, kind_index(s.kind)});
+  for (const PathSpan& s : c.path) path.spans.push_back({s.start_ms, s.end_ms, kind_of(s)});
   t.rows.push_back(std::move(path));
   return svg::render_timeline(t);
 }
 
 }  // namespace
 
-std::vector<std::string> critical_path_paragraphs(const SuiteRecord& suite) {
+std::vector<std::string> critical_path_paragraphs(const SuiteRecord& suite,
+                                                  const std::string& workload) {
   std::vector<std::string> out;
   for (const auto& [w, designs] : runs_with_paths(suite)) {
+    if (w != workload) continue;
     for (const DesignRun& d : designs) {
       const CriticalPath& c = *d.run->metrics->critical_path;
       const std::string waited =
@@ -99,9 +128,10 @@ ChartView build_critical_path_chart(const SuiteRecord& suite) {
               "critical_path",
               "Critical path of the median step",
               "Each rank's (DP: device's) intervals of the median step, and under them the chain "
-              "that ends at the step's end, coloured by what it is: compute, communication, data, "
-              "waiting for another rank or device, or host time outside every phase. DDP's other "
-              "ranks show their phase medians; DP's replicas their work (Note [Critical path]).",
+              "that ends at the step's end, coloured by phase in the step anatomy's colours, and "
+              "besides the phases: a bucket's collective, waiting for another rank or device, "
+              "and host time outside every phase. DDP's other ranks show their phase medians; "
+              "DP's replicas their work (Note [Critical path]).",
               {},
               ""};
   for (const auto& [w, designs] : runs_with_paths(suite))

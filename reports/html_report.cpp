@@ -33,6 +33,8 @@ tr.bad td { background: #fde0e0; }
 table.kv td:last-child { word-break: break-all; max-width: 900px; }
 .nodata { color: #666; font-style: italic; }
 .chart svg { display: block; margin: 8px 0; max-width: 100%; height: auto; }
+.findings { margin: 16px 0 0 0; padding-left: 12px; border-left: 3px solid #ccc; }
+.findings h3 { margin-top: 0; }
 )css";
 
 // A cell that is a number (or "-" for missing) is right-aligned.
@@ -93,6 +95,11 @@ std::string html_section(const ReportSection& s) {
   }
   for (const auto& c : s.charts) out += html_chart(c);
   for (const auto& p : s.paragraphs) out += "<p>" + escape_xml(p) + "</p>\n";
+  for (const auto& g : s.groups) {
+    out += "<div class=\"findings\"><h3>" + escape_xml(g.heading) + "</h3>\n";
+    for (const auto& p : g.paragraphs) out += "<p>" + escape_xml(p) + "</p>\n";
+    out += "</div>\n";
+  }
   return out + "</section>\n";
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ bool pinned(const LoaderSummary& l) {
 void add_row(const SuiteRun& run, TextTable& t) {
   const RunMetrics& m = *run.metrics;
   const LoaderSummary& l = *m.loader;
-  t.rows.push_back({printable(run.id), std::to_string(l.workers), printable(l.pin_memory),
+  t.rows.push_back({printable(run.id), printable(l.data.value_or("synthetic")),
+                    std::to_string(l.workers), printable(l.pin_memory),
                     format_number(l.data_wait_ms_median), format_percent(l.data_wait_share),
                     format_number(l.samples_per_s), format_number(m.samples_per_s),
                     std::to_string(l.skipped_samples)});
@@ -52,6 +54,26 @@ svg::Svg loader_chart(const std::string& workload, const std::vector<const Suite
 
 }  // namespace
 
+std::string dataset_name(const LoaderSummary& l) {
+  if (!l.data) return "synthetic data";
+  std::string text = *l.data;
+  if (!l.files || l.files->empty()) return text;
+  int64_t tokens = 0, images = 0;
+  for (const DataFileRecord& f : *l.files)
+    tokens += f.tokens.value_or(0), images += f.images.value_or(0);
+  const size_t n = l.files->size();
+  text += l.source == "imagefolder"
+              ? fmt::format(" ({} images in {} class folder{}", images, n, n == 1 ? "" : "s")
+              : fmt::format(" ({} tokens in {} shard{}", tokens, n, n == 1 ? "" : "s");
+  if (l.split) text += ", split " + *l.split;
+  return text + ")";
+}
+
+std::string run_dataset(const SuiteRun& run) {
+  if (run.metrics && run.metrics->loader) return dataset_name(*run.metrics->loader);
+  return run.arg("--data").value_or("synthetic data");
+}
+
 ReportSection build_loader_section(const SuiteRecord& suite) {
   ReportSection s;
   s.id = "loader";
@@ -62,7 +84,7 @@ ReportSection build_loader_section(const SuiteRecord& suite) {
                  "samples per second of decode time) and what training takes; a row in red is "
                  "input-bound (the loader gives less than training takes).",
                  {}};
-  t.table.header = {"run",         "workers",      "pin memory",     "data wait ms",
+  t.table.header = {"run",         "data",         "workers",        "pin memory", "data wait ms",
                     "of the step", "loader gives", "training takes", "skipped"};
   ChartView chart{"chart-loader",
                   "loader",
@@ -83,7 +105,16 @@ ReportSection build_loader_section(const SuiteRecord& suite) {
         "record.");
     return s;
   }
-  for (const auto& [w, runs] : by_workload) chart.svgs.push_back(loader_chart(w, runs));
+  for (const auto& [w, runs] : by_workload) {
+    std::set<std::string> datasets;
+    for (const SuiteRun* r : runs) datasets.insert(dataset_name(*r->metrics->loader));
+    for (const std::string& d : datasets)
+      s.notes.push_back(fmt::format("{} measured on {}.", w, printable(d)));
+    chart.svgs.push_back(loader_chart(w, runs));
+  }
+  s.notes.push_back(
+      "A relative path is in the results folder: data/imagefolder holds the JPEGs the suite "
+      "makes when neither \"loader_data\" nor \"data\" names an image folder.");
   s.tables.push_back(std::move(t));
   s.charts.push_back(std::move(chart));
   return s;

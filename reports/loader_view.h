@@ -2,8 +2,10 @@
 // on files at each worker count, with and without page-locked memory on CUDA) with their data
 // wait and its share of the step, what the loader can give (summary.loader.samples_per_s)
 // against what training takes (samples/s), and a chart of both against the worker count: where
-// the loader's line falls under the training's, the run is input-bound. Reads the typed suite
-// record; never throws on its contents.
+// the loader's line falls under the training's, the run is input-bound. Every row and a note
+// per workload name the dataset measured (issue 43: the suite's own JPEGs were measured while
+// the report did not say which folder). Reads the typed suite record; never throws on its
+// contents.
 #pragma once
 
 #include "reports/suite_record.h"
@@ -12,5 +14,14 @@
 namespace ddpb::reports {
 
 ReportSection build_loader_section(const SuiteRecord& suite);
+
+// The dataset a run trained on, in words: "synthetic data", or --data's path with what was read
+// ("/d/imgs (240 images in 3 class folders)", "/d/shakespeare (1003854 tokens in 1 shard, split
+// train)"), for any section that shows runs.
+std::string dataset_name(const LoaderSummary& loader);
+
+// The dataset of `run`: its record's (dataset_name), else its --data argument (a run that did
+// not finish), else "synthetic data".
+std::string run_dataset(const SuiteRun& run);
 
 }  // namespace ddpb::reports

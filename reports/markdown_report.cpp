@@ -67,6 +67,10 @@ std::string md_section(const ReportSection& s, const std::string& svg_prefix, Ma
   }
   for (const auto& c : s.charts) md += md_chart(c, svg_prefix, r);
   for (const auto& p : s.paragraphs) md += md_cell(p) + "\n\n";
+  for (const auto& g : s.groups) {
+    md += "### " + md_cell(g.heading) + "\n\n";
+    for (const auto& p : g.paragraphs) md += md_cell(p) + "\n\n";
+  }
   return md;
 }
 

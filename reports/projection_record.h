@@ -28,6 +28,20 @@ struct LinkInfo {
   }
 };
 
+// The device class a topology's nodes hold (Note [Compute rate] in bench/project/compute_rate.h):
+// a name in the datasheet table (bench/measure/mfu.h) or a peak given outright.
+struct TopologyDeviceInfo {
+  static constexpr bool kRecord = true;
+  std::string name;
+  std::optional<double> peak_flops_per_s;  // absent: the datasheet's at the run's precision
+  std::optional<std::string> source;
+  bool operator==(const TopologyDeviceInfo&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("peak_flops_per_s", s.peak_flops_per_s), v("source", s.source);
+  }
+};
+
 // The topology a projection ran on (Note [Topology] in bench/project/cost_model.h).
 struct TopologyInfo {
   static constexpr bool kRecord = true;
@@ -38,20 +52,21 @@ struct TopologyInfo {
   int64_t compute_slots = 0;
   bool comm_shares_compute = false;
   std::optional<double> compute_contention;
+  std::optional<TopologyDeviceInfo> device;  // absent: the measured device computes
   bool operator==(const TopologyInfo&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("name", s.name), v("source", s.source), v("node_size", s.node_size), v("intra", s.intra),
         v("inter", s.inter), v("copy", s.copy), v("reduce_add", s.reduce_add),
         v("compute_slots", s.compute_slots), v("comm_shares_compute", s.comm_shares_compute),
-        v("compute_contention", s.compute_contention);
+        v("compute_contention", s.compute_contention), v("device", s.device);
   }
 };
 
 struct ProjectionScaleInfo {
   static constexpr bool kRecord = true;
   int64_t per_device_batch = 0;   // 0: as measured
-  double target_flops_per_s = 0;  // 0: as measured
+  double target_flops_per_s = 0;  // --device-flops; 0: the topology's device (Note [Compute rate])
   bool operator==(const ProjectionScaleInfo&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -124,6 +139,31 @@ struct MeasuredPoint {
   }
 };
 
+// The rate one design's forward and backward were projected at (Note [Compute rate]).
+struct ComputeRateInfo {
+  static constexpr bool kRecord = true;
+  std::string source;                      // where the rate comes from, in words
+  std::optional<double> flops_per_s;       // training FLOP/s per device; absent: not known
+  std::optional<double> peak_flops_per_s;  // the projected device's peak (a datasheet rate)
+  std::optional<double> fraction;          // of it, what the measured run reached of its own
+  bool operator==(const ComputeRateInfo&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("source", s.source), v("flops_per_s", s.flops_per_s);
+    v("peak_flops_per_s", s.peak_flops_per_s), v("fraction", s.fraction);
+  }
+};
+
+struct ComputeRates {
+  static constexpr bool kRecord = true;
+  std::optional<ComputeRateInfo> ddp, dp;
+  bool operator==(const ComputeRates&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("ddp", s.ddp), v("dp", s.dp);
+  }
+};
+
 // The smallest device count at which the faster design changes.
 struct Crossover {
   static constexpr bool kRecord = true;
@@ -146,13 +186,15 @@ struct ProjectedWorkload {
   std::optional<int64_t> ddp_max_devices_at_90pct;       // with a DDP basis
   std::optional<Nullable<int64_t>> dp_stops_gaining_at;  // with a DP basis; null: keeps gaining
   std::optional<int64_t> dp_max_devices;                 // with a DP basis
+  std::optional<ComputeRates> compute_rate;
   bool operator==(const ProjectedWorkload&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("workload", s.workload), v("basis", s.basis), v("points", s.points),
         v("measured", s.measured), v("crossover", s.crossover),
         v("ddp_max_devices_at_90pct", s.ddp_max_devices_at_90pct),
-        v("dp_stops_gaining_at", s.dp_stops_gaining_at), v("dp_max_devices", s.dp_max_devices);
+        v("dp_stops_gaining_at", s.dp_stops_gaining_at), v("dp_max_devices", s.dp_max_devices),
+        v("compute_rate", s.compute_rate);
   }
 };
 
@@ -163,11 +205,12 @@ struct ValidationRun {
   ModeName mode = ModeName::Ddp;
   int64_t devices = 2;
   double measured_ms = 0, predicted_ms = 0, error = 0;  // error: predicted / measured - 1
+  std::optional<std::string> workload;
   bool operator==(const ValidationRun&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("run", s.run), v("mode", s.mode), v("devices", s.devices), v("measured_ms", s.measured_ms),
-        v("predicted_ms", s.predicted_ms), v("error", s.error);
+        v("predicted_ms", s.predicted_ms), v("error", s.error), v("workload", s.workload);
   }
 };
 
@@ -187,11 +230,15 @@ struct ProjectionValidation {
   std::optional<std::string> oversubscribed;  // CPU world sizes above the core count
   std::vector<ValidationRun> runs;
   MedianAbsError median_abs_error;
+  // A design's projection of a workload is unvalidated where one of its runs missed by more
+  // than this (|error| > tolerance; Note [Validation tolerance] in
+  // bench/project/suite_projection.h).
+  std::optional<double> tolerance;
   bool operator==(const ProjectionValidation&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("topology", s.topology), v("basis", s.basis), v("oversubscribed", s.oversubscribed),
-        v("runs", s.runs), v("median_abs_error", s.median_abs_error);
+        v("runs", s.runs), v("median_abs_error", s.median_abs_error), v("tolerance", s.tolerance);
   }
 };
 
@@ -206,7 +253,7 @@ struct ProjectionRecord {
   std::vector<int64_t> devices;
   ProjectionScaleInfo scale;
   std::vector<ProjectedWorkload> workloads;
-  std::optional<ProjectionValidation> validation;  // the suite's own projection only
+  std::optional<ProjectionValidation> validation;  // the suite's check of the model, carried over
   bool operator==(const ProjectionRecord&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {

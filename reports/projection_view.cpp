@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "reports/report_util.h"
 
 namespace ddpb::reports {
@@ -22,28 +24,51 @@ std::string faster_cell(const ProjectedPoint& p) {
   return p.ddp->step_ms < p.dp->step_ms ? "DDP" : (p.dp->step_ms < p.ddp->step_ms ? "DP" : "tie");
 }
 
-void add_rows(const ProjectedWorkload& w, TextTable& t) {
+// A design's step, marked where its projection of the workload is unvalidated.
+std::string step_cell(const ProjectedPoint& p, ModeName design, bool unvalidated) {
+  const auto step = field_of(p, design, &ProjectedDesign::step_ms);
+  return format_duration(step) + (step && unvalidated ? " (unvalidated)" : "");
+}
+
+void add_rows(const ProjectedWorkload& w, const std::optional<ProjectionValidation>& v,
+              TextTable& t) {
   using D = ProjectedDesign;
+  const bool ddp_unvalidated = unvalidated(w.workload, ModeName::Ddp, v);
+  const bool dp_unvalidated = unvalidated(w.workload, ModeName::Dp, v);
   for (const ProjectedPoint& p : w.points) {
     t.rows.push_back({w.workload, fmt::format("{}", p.devices),
-                      format_number(field_of(p, ModeName::Ddp, &D::step_ms)),
-                      format_number(field_of(p, ModeName::Ddp, &D::exposed_ms)),
+                      step_cell(p, ModeName::Ddp, ddp_unvalidated),
+                      format_duration(field_of(p, ModeName::Ddp, &D::exposed_ms)),
                       format_percent(field_of(p, ModeName::Ddp, &D::efficiency)),
-                      format_number(field_of(p, ModeName::Dp, &D::step_ms)),
-                      format_number(field_of(p, ModeName::Dp, &D::comm_ms)),
+                      step_cell(p, ModeName::Dp, dp_unvalidated),
+                      format_duration(field_of(p, ModeName::Dp, &D::comm_ms)),
                       format_percent(field_of(p, ModeName::Dp, &D::efficiency)), faster_cell(p)});
     t.bad.push_back(false);
   }
 }
 
-// Efficiency against N: projected dashed, measured solid.
+// Fixed decimals, so never an exponent: 3 or 4 significant digits below 1000 of the unit.
+std::string fixed(double v, const char* unit) {
+  const double a = std::fabs(v);
+  const int decimals = a < 100 ? 2 : (a < 1000 ? 1 : 0);
+  return fmt::format("{:.{}f} {}", v, decimals, unit);
+}
+
+std::string rate_clause(const ComputeRateInfo& r) {
+  if (!r.flops_per_s) return "compute " + r.source;
+  return fmt::format("compute at {} per device ({})", format_flops(*r.flops_per_s), r.source);
+}
+
+// Efficiency against N: projected dashed, measured solid, a design in one colour.
 svg::Svg efficiency_chart(const ProjectedWorkload& w) {
   svg::LineChart chart{w.workload + ": scaling efficiency", "devices", "efficiency", {}};
   chart.x_log = true;
+  size_t index = 0;
   for (const ModeName design : {ModeName::Ddp, ModeName::Dp}) {
     const std::string label = design == ModeName::Ddp ? "DDP" : "DP";
-    svg::Series projected{label + " projected", {}, true};
-    svg::Series measured{label + " measured", {}, false};
+    const std::string color = svg::palette_color(index++);
+    svg::Series projected{label + " projected", {}, true, color};
+    svg::Series measured{label + " measured", {}, false, color};
     for (const ProjectedPoint& p : w.points) {
       if (const auto e = field_of(p, design, &ProjectedDesign::efficiency))
         projected.points.push_back({static_cast<double>(p.devices), *e});
@@ -85,25 +110,95 @@ std::string findings(const ProjectedWorkload& w) {
   return out;
 }
 
+bool missed(const ValidationRun& r, const ProjectionValidation& v) {
+  return v.tolerance && std::fabs(r.error) > *v.tolerance;
+}
+
 void add_validation(const ProjectionValidation& v, ReportSection& s) {
   SectionTable t{"projection-validation",
                  "Validation: each run's median step predicted from its workload's world-size-1 "
                  "runs on the measured topology",
                  {}};
-  t.table.header = {"run", "devices", "measured ms", "predicted ms", "error"};
+  t.table.header = {"run", "devices", "measured", "predicted", "error"};
+  if (v.tolerance) t.table.header.push_back(fmt::format("within ±{:.0f}%", *v.tolerance * 100));
   for (const ValidationRun& r : v.runs) {
-    t.table.rows.push_back({r.run, fmt::format("{}", r.devices), format_number(r.measured_ms),
-                            format_number(r.predicted_ms), fmt::format("{:+.1f}%", r.error * 100)});
-    t.table.bad.push_back(false);
+    t.table.rows.push_back({r.run, fmt::format("{}", r.devices), format_duration(r.measured_ms),
+                            format_duration(r.predicted_ms),
+                            fmt::format("{:+.1f}%", r.error * 100)});
+    if (v.tolerance) t.table.rows.back().push_back(missed(r, v) ? "no: unvalidated" : "yes");
+    t.table.bad.push_back(missed(r, v));
   }
   s.notes.push_back(fmt::format(
       "Prediction error, median of |predicted / measured - 1|: DDP {}, DP {}.",
       format_percent(v.median_abs_error.ddp.value), format_percent(v.median_abs_error.dp.value)));
+  if (v.tolerance) {
+    s.notes.push_back(fmt::format(
+        "A design whose prediction missed one of a workload's runs by more than ±{:.0f}% is "
+        "unvalidated for that workload: its rows in the projection table say so.",
+        *v.tolerance * 100));
+  }
   if (v.oversubscribed) s.notes.push_back(*v.oversubscribed);
   s.tables.push_back(std::move(t));
 }
 
 }  // namespace
+
+std::string format_duration(std::optional<double> ms) {
+  if (!ms || !std::isfinite(*ms)) return "-";
+  const double a = std::fabs(*ms);
+  if (a == 0) return "0 ms";
+  if (a < 1) return fixed(*ms * 1e3, "µs");
+  if (a < 1000) return fixed(*ms, "ms");
+  return fixed(*ms / 1e3, "s");
+}
+
+std::string format_flops(double flops_per_s) {
+  static const std::pair<double, const char*> kUnits[] = {
+      {1e15, "PFLOP/s"}, {1e12, "TFLOP/s"}, {1e9, "GFLOP/s"}, {1e6, "MFLOP/s"}};
+  for (const auto& [scale, unit] : kUnits) {
+    if (std::fabs(flops_per_s) >= scale) return fixed(flops_per_s / scale, unit);
+  }
+  return fixed(flops_per_s, "FLOP/s");
+}
+
+std::string compute_rate_line(const ProjectedWorkload& w) {
+  if (!w.compute_rate) return "";
+  const auto& r = *w.compute_rate;
+  if (r.ddp && r.dp && r.ddp->source == r.dp->source && r.ddp->flops_per_s == r.dp->flops_per_s)
+    return rate_clause(*r.ddp);
+  if (r.ddp && r.dp) return "DDP " + rate_clause(*r.ddp) + "; DP " + rate_clause(*r.dp);
+  return r.ddp ? rate_clause(*r.ddp) : (r.dp ? rate_clause(*r.dp) : "");
+}
+
+bool unvalidated(const std::string& workload, ModeName design,
+                 const std::optional<ProjectionValidation>& validation) {
+  if (!validation) return false;
+  for (const ValidationRun& r : validation->runs) {
+    if (r.workload == workload && r.mode == design && missed(r, *validation)) return true;
+  }
+  return false;
+}
+
+std::string unvalidated_line(const ProjectedWorkload& w,
+                             const std::optional<ProjectionValidation>& validation) {
+  if (!validation || !validation->tolerance) return "";
+  std::string out;
+  for (const ModeName design : {ModeName::Ddp, ModeName::Dp}) {
+    std::string misses;
+    for (const ValidationRun& r : validation->runs) {
+      if (r.workload != w.workload || r.mode != design || !missed(r, *validation)) continue;
+      misses += fmt::format("{}{} devices {:+.1f}%", misses.empty() ? "" : ", ", r.devices,
+                            r.error * 100);
+    }
+    if (misses.empty()) continue;
+    out += fmt::format(
+        "{}{}'s projection is unvalidated (its validation missed by more than "
+        "±{:.0f}%: {})",
+        out.empty() ? "" : "; ", design == ModeName::Ddp ? "DDP" : "DP",
+        *validation->tolerance * 100, misses);
+  }
+  return out;
+}
 
 ReportSection build_projection_section(const std::optional<ProjectionRecord>& projection) {
   ReportSection s;
@@ -113,19 +208,24 @@ ReportSection build_projection_section(const std::optional<ProjectionRecord>& pr
     s.notes.push_back("No projection in this record.");
     return s;
   }
+  const auto& device = projection->topology.device;
   s.notes.push_back(fmt::format(
       "A model calibrated on the measured runs (docs/metrics.md, \"Projection\"), on topology "
-      "{}: {}.",
+      "{}{}: {}.",
       projection->topology.name.empty() ? "?" : projection->topology.name,
+      device ? " of " + device->name + " devices" : std::string(" of the measured devices"),
       projection->topology.source.empty() ? "?" : projection->topology.source));
-  SectionTable t{"projection-table", "Projected median step time and weak-scaling efficiency", {}};
+  SectionTable t{"projection-table",
+                 "Projected median step time and weak-scaling efficiency (against the design's own "
+                 "projected step at one device)",
+                 {}};
   t.table.header = {"workload",
                     "devices",
-                    "DDP step ms",
-                    "DDP exposed ms",
+                    "DDP step",
+                    "DDP exposed",
                     "DDP efficiency",
-                    "DP step ms",
-                    "DP device-0 traffic ms",
+                    "DP step",
+                    "DP device-0 traffic",
                     "DP efficiency",
                     "faster"};
   ChartView chart{"chart-projection",
@@ -136,9 +236,13 @@ ReportSection build_projection_section(const std::optional<ProjectionRecord>& pr
                   {},
                   ""};
   for (const ProjectedWorkload& w : projection->workloads) {
-    add_rows(w, t.table);
+    add_rows(w, projection->validation, t.table);
     chart.svgs.push_back(efficiency_chart(w));
+    if (const std::string rate = compute_rate_line(w); !rate.empty())
+      s.notes.push_back(w.workload + ": " + rate + ".");
     s.paragraphs.push_back(findings(w));
+    if (const std::string u = unvalidated_line(w, projection->validation); !u.empty())
+      s.paragraphs.push_back(w.workload + ": " + u + ".");
   }
   if (chart.svgs.empty()) chart.no_data = "the projection has no workloads";
   s.tables.push_back(std::move(t));

@@ -1,12 +1,15 @@
 // The projection as a report section (`ddpbench project -o`, and the suite report under the
 // verdict): a table per device count, a chart of scaling efficiency against N per workload
-// (measured points solid, projected dashed), the crossover, DDP's largest N at >= 90%
-// efficiency, where DP stops gaining, and the validation table when the record has one.
+// (measured points solid, projected dashed), the compute rate each design was projected at,
+// the crossover, DDP's largest N at >= 90% efficiency, where DP stops gaining, and the
+// validation table when the record has one (a design that missed a run by more than the
+// tolerance is marked unvalidated for that workload).
 // Reads the typed projection record (reports/projection_record.h); never throws on its
 // contents.
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "reports/projection_record.h"
 #include "reports/suite_view.h"
@@ -14,5 +17,21 @@
 namespace ddpb::reports {
 
 ReportSection build_projection_section(const std::optional<ProjectionRecord>& projection);
+
+// The one format of a projected time (the report's table and `ddpbench project`'s): µs below a
+// millisecond, ms below a second, else s, with 3 or 4 significant digits and never an exponent
+// ("850 µs", "13.27 ms", "13.3 s", "4521 s"); "-" for nullopt.
+std::string format_duration(std::optional<double> ms);
+// A FLOP rate in the unit that keeps it short: "989.4 TFLOP/s", "61.2 GFLOP/s".
+std::string format_flops(double flops_per_s);
+// The compute rate each design of `w` was projected at, and where it comes from ("compute at
+// 412 TFLOP/s per device: ..."); both designs in one clause when they agree.
+std::string compute_rate_line(const ProjectedWorkload& w);
+// The designs whose projection of `w` missed a validation run by more than the validation's
+// tolerance ("DP unvalidated: embed at 2 devices -51.0%"), or "" when none did.
+std::string unvalidated_line(const ProjectedWorkload& w,
+                             const std::optional<ProjectionValidation>& validation);
+bool unvalidated(const std::string& workload, ModeName design,
+                 const std::optional<ProjectionValidation>& validation);
 
 }  // namespace ddpb::reports

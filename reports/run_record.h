@@ -165,10 +165,30 @@ struct StepRecord {
 };
 
 // summary.loader: the input pipeline over the run (docs/records.md, docs/metrics.md).
+// A file --data read: a token shard with its tokens, or an image folder's class folder with
+// its images, and the samples (windows, images) it gave.
+struct DataFileRecord {
+  static constexpr bool kRecord = true;
+  std::string path;
+  std::optional<int64_t> tokens, images;
+  int64_t samples = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("path", s.path), v("tokens", s.tokens), v("images", s.images), v("samples", s.samples);
+  }
+};
+
 struct LoaderSummary {
   static constexpr bool kRecord = true;
   std::string source;               // "synthetic", "tokens" or "imagefolder"
   std::optional<std::string> data;  // --data
+  // --data: what was read, in order; the split of a folder of token shards holding both and
+  // the folder's files not read (Note [Token splits], data/token_shards.h); meta.pkl's
+  // vocab_size (nanoGPT).
+  std::optional<std::vector<DataFileRecord>> files;
+  std::optional<std::string> split;
+  std::optional<std::vector<std::string>> left_out;
+  std::optional<int64_t> meta_vocab_size;
   int64_t workers = 0, prefetch_factor = 0;
   std::string pin_memory;  // "on", "off", or "not applicable (CPU device)"
   bool normalize_on_device = false;
@@ -184,7 +204,8 @@ struct LoaderSummary {
   int64_t padded_samples = 0;  // the sampler's padding by repetition, per epoch over all ranks
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("source", s.source), v("data", s.data), v("workers", s.workers),
+    v("source", s.source), v("data", s.data), v("files", s.files), v("split", s.split);
+    v("left_out", s.left_out), v("meta_vocab_size", s.meta_vocab_size), v("workers", s.workers),
         v("prefetch_factor", s.prefetch_factor), v("pin_memory", s.pin_memory),
         v("normalize_on_device", s.normalize_on_device), v("samples", s.samples),
         v("fill_ms_total", s.fill_ms_total), v("samples_per_s", s.samples_per_s),

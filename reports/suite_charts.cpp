@@ -1,5 +1,7 @@
 #include "reports/suite_charts.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -8,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "reports/phase_style.h"
 #include "reports/report_util.h"
 
 namespace ddpb::reports {
@@ -131,35 +134,51 @@ ChartView scaling_chart(const SuiteRecord& suite) {
   return c;
 }
 
+// The DP and DDP scaling runs of workload `w` with phase medians.
+Runs phase_runs(const SuiteRecord& suite, const std::string& w) {
+  Runs out;
+  for (const SuiteRun* r : select(suite, RunGroup::Scaling, w))
+    if (r->mode != ModeName::Single && r->metrics->phases_median_ms) out.push_back(r);
+  return out;
+}
+
 ChartView phases_chart(const SuiteRecord& suite) {
   ChartView c{"chart-phases",
               "phases",
               "Step time by phase, DP against DDP",
               "Median of each phase (ms), stacked; the sum of phase medians need not equal the "
               "median step time. DP's reduce and DDP's comm_exposed are the communication the "
-              "step waits for.",
+              "step waits for. A phase has the same colour in every chart of the report, the "
+              "critical path's included.",
               {},
               ""};
   for (const std::string& w : suite.workloads()) {
+    const Runs runs = phase_runs(suite, w);
+    // Note [Phase colours]: the legend in the vocabulary's order, each phase its own colour.
+    std::vector<std::string> phases;
+    for (const SuiteRun* r : runs) {
+      for (const PhaseMedian& p : *r->metrics->phases_median_ms)
+        if (!p.phase.empty() && std::find(phases.begin(), phases.end(), p.phase) == phases.end())
+          phases.push_back(p.phase);
+    }
+    std::stable_sort(phases.begin(), phases.end(), [](const std::string& a, const std::string& b) {
+      return phase_order(a) < phase_order(b);
+    });
     std::map<int, svg::BarGroup> groups;  // by world size
-    std::vector<std::string> phases;      // union, in first-seen order: colours match across bars
-    for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
-      const auto& list = r->metrics->phases_median_ms;
-      if (r->mode == ModeName::Single || !list) continue;
+    for (const SuiteRun* r : runs) {
       svg::Bar bar{std::string(enum_name(r->mode)), {}};
-      for (const PhaseMedian& p : *list) {
-        if (p.phase.empty()) continue;
-        auto it = std::find(phases.begin(), phases.end(), p.phase);
-        if (it == phases.end()) it = phases.insert(phases.end(), p.phase);
-        bar.segments.push_back({static_cast<size_t>(it - phases.begin()), p.median_ms});
+      for (const PhaseMedian& p : *r->metrics->phases_median_ms) {
+        const auto it = std::find(phases.begin(), phases.end(), p.phase);
+        if (it != phases.end())
+          bar.segments.push_back({static_cast<size_t>(it - phases.begin()), p.median_ms});
       }
       const int n = static_cast<int>(r->world_size);
-      svg::BarGroup& g = groups[n];
-      g.label = "w" + std::to_string(n);
-      g.bars.push_back(std::move(bar));
+      groups.try_emplace(n, svg::BarGroup{fmt::format("w{}", n), {}})
+          .first->second.bars.push_back(std::move(bar));
     }
     if (groups.empty()) continue;
     svg::BarChart chart{w + ": median phase times", "ms", phases, {}};
+    for (const std::string& p : phases) chart.colors.push_back(phase_color(p));
     for (auto& [ws, g] : groups) {
       std::stable_sort(g.bars.begin(), g.bars.end(), [](const svg::Bar& a, const svg::Bar& b) {
         return mode_rank(a.label) < mode_rank(b.label);
@@ -194,6 +213,9 @@ ChartView buckets_chart(const SuiteRecord& suite) {
                   {"ready → launch (in order)", "launch → start (queued)", "AllReduce"},
                   "",
                   {}};
+  // Note [Phase colours]: waiting for earlier buckets is waiting; the AllReduce is the
+  // collective the critical-path charts draw in the same colour.
+  t.colors = {phase_color(kWaitSpan), "#d7b5a6", phase_color(kCollectiveSpan)};
   std::vector<BucketTiming> buckets = *pick->metrics->buckets;
   std::stable_sort(
       buckets.begin(), buckets.end(),

@@ -28,9 +28,10 @@ enum class RunGroup {
   Precision,
   Explicit,  // a run the suite file names itself (key "runs")
   Loader,    // the input pipeline on files (loader_workers)
-  Flags      // DDP's flags, each against the default in alternated runs (the cost ledger)
+  Flags,     // DDP's flags, each against the default in alternated runs (the cost ledger)
+  Rounds     // the parallel designs again at the largest world size, in alternated rounds
 };
-constexpr NameTable<RunGroup, 10> enum_names(RunGroup) {
+constexpr NameTable<RunGroup, 11> enum_names(RunGroup) {
   return {{{"scaling", RunGroup::Scaling},
            {"reference", RunGroup::Reference},
            {"bucket_sweep", RunGroup::BucketSweep},
@@ -40,7 +41,8 @@ constexpr NameTable<RunGroup, 10> enum_names(RunGroup) {
            {"precision", RunGroup::Precision},
            {"explicit", RunGroup::Explicit},
            {"loader", RunGroup::Loader},
-           {"flags", RunGroup::Flags}}};
+           {"flags", RunGroup::Flags},
+           {"rounds", RunGroup::Rounds}}};
 }
 
 // What a run of group "flags" changes from DDP's defaults (bench/suite/suite_spec.cpp makes its
@@ -259,7 +261,7 @@ struct SuiteRun {
   std::optional<CorrectnessInfo> correctness;
   std::optional<PytorchResult> pytorch;
   std::optional<DdpFlag> flag;    // group flags: what the run changes (default: the A run)
-  std::optional<int64_t> repeat;  // group flags: which of the alternated rounds, from 0
+  std::optional<int64_t> repeat;  // groups flags, rounds: which of the alternated rounds, from 0
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {

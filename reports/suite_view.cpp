@@ -94,6 +94,8 @@ Banner make_banner(const SuiteRecord& suite, const std::vector<SchemaError>& sch
                       " runs ok; correctness: " + std::to_string(checked) + " checked, " +
                       std::to_string(checked - wrong.size()) + " passed, " +
                       std::to_string(skipped) + " skipped");
+  // On CPU, what the box is comes first: the answers below are about this box.
+  if (std::string box = cpu_box_sentence(suite); !box.empty()) b.details.push_back(std::move(box));
   // Note [First-screen sentence]: the answer per workload, before any table.
   for (std::string& sentence : first_screen_sentences(suite))
     b.details.push_back(std::move(sentence));
@@ -141,7 +143,9 @@ void add_pytorch_cells(const SuiteRun& r, std::optional<double> ours,
   row.push_back(ours && theirs && *theirs > 0 ? format_number(*ours / *theirs) : "-");
 }
 
-TextTable make_summary(const SuiteRecord& suite) {
+}  // namespace
+
+TextTable summary_table(const SuiteRecord& suite) {
   const bool torch = has_pytorch(suite);
   TextTable t;
   t.header = {"run",
@@ -154,7 +158,8 @@ TextTable make_summary(const SuiteRecord& suite) {
               "FLOP frac",
               "peak mem",
               "weak eff",
-              "correctness (param diff)"};
+              "correctness (param diff)",
+              "data"};
   if (torch) t.header.insert(t.header.end(), {"PyTorch samples/s", "ours / PyTorch"});
   for (const SuiteRun& r : suite.runs) {
     const RunMetrics* m = r.ok() && r.metrics ? &*r.metrics : nullptr;
@@ -171,13 +176,42 @@ TextTable make_summary(const SuiteRecord& suite) {
         format_percent(m ? m->flop_fraction : std::nullopt),
         format_bytes(m ? run_peak_memory(r) : std::nullopt),
         scaling_text(r, m && r.scaling ? r.scaling->weak_efficiency : std::nullopt),
-        correctness_cell(r)};
+        correctness_cell(r),
+        printable(run_dataset(r))};
     if (torch) add_pytorch_cells(r, samples, row);
     t.bad.push_back(!r.ok() || (r.correctness && r.correctness->passed == false));
     t.rows.push_back(std::move(row));
   }
   return t;
 }
+
+std::string terminal_summary(const TextTable& table, const std::vector<std::string>& columns) {
+  std::vector<size_t> index, width;
+  for (const auto& name : columns) {
+    const auto it = std::find(table.header.begin(), table.header.end(), name);
+    if (it == table.header.end()) continue;  // e.g. the PyTorch columns of a suite without
+    index.push_back(static_cast<size_t>(it - table.header.begin()));
+    width.push_back(name.size());
+  }
+  for (const auto& row : table.rows)
+    for (size_t c = 0; c < index.size(); ++c) width[c] = std::max(width[c], row[index[c]].size());
+  const auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < index.size(); ++c) {
+      // The run id left-aligned, numbers right-aligned, as a terminal table reads.
+      const std::string& cell = cells[index[c]];
+      const std::string pad(width[c] - cell.size(), ' ');
+      out += c == 0 ? cell + pad : "  " + pad + cell;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(table.header);
+  for (const auto& row : table.rows) out += line(row);
+  return out;
+}
+
+namespace {
 
 TextTable make_failed(const SuiteRecord& suite) {
   TextTable t;
@@ -279,7 +313,7 @@ SuiteView build_suite_view(const json& suite_json) {
   v.sections.push_back(build_comm_hooks_section(suite));
   v.sections.push_back(build_flag_ledger_section(suite));
   v.sections.push_back(build_loader_section(suite));
-  v.summary = make_summary(suite);
+  v.summary = summary_table(suite);
   v.charts = build_suite_charts(suite);
   // The step anatomy (DP and DDP side by side, phases stacked, at each world size) goes under
   // the verdict, on the first screen, before the critical path: where the winner's time goes.

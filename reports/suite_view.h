@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/suite_record.h"
 #include "reports/svg_chart.h"
 
 namespace ddpb::reports {
@@ -39,11 +40,17 @@ struct ChartView {
 };
 
 // A prose section of the report (the verdict, the projection): bullet notes, then tables (each
-// with its HTML id and a caption), charts, and paragraphs, in that order.
+// with its HTML id and a caption), charts, paragraphs, and paragraphs under headings of their
+// own, in that order.
 struct SectionTable {
   std::string id;
   std::string caption;
   TextTable table;
+};
+// Paragraphs under one heading: the verdict's findings about one workload.
+struct ParagraphGroup {
+  std::string heading;
+  std::vector<std::string> paragraphs;
 };
 struct ReportSection {
   std::string id;
@@ -52,6 +59,7 @@ struct ReportSection {
   std::vector<SectionTable> tables;
   std::vector<ChartView> charts;
   std::vector<std::string> paragraphs;
+  std::vector<ParagraphGroup> groups;
 };
 
 struct SuiteView {
@@ -70,6 +78,14 @@ struct SuiteView {
 // goes to the schema check (the banner says when the file does not match) and to the
 // configuration and context tables, which show every key as the file holds it.
 SuiteView build_suite_view(const nlohmann::json& suite);
+
+// The table of every run (the report's "Runs" section); `ddpbench suite` prints some of its
+// columns at the end (terminal_summary), so the terminal and the report never disagree.
+TextTable summary_table(const SuiteRecord& suite);
+
+// `columns` of `table` (by header name, in that order) as aligned plain text, a line per row:
+// the suite's last screen.
+std::string terminal_summary(const TextTable& table, const std::vector<std::string>& columns);
 
 // Nested objects as dotted keys ("versions.gloo"), arrays of scalars joined with ", ", other
 // arrays as compact JSON; `prefix` goes in front of every key.

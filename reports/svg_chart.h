@@ -7,6 +7,9 @@
 // referenced (generic font families only); the output depends only on the input (fixed
 // palette, fixed number formatting), so two renders of one record are byte-identical.
 // Non-finite values are skipped; a chart with nothing to draw says "no data" inside itself.
+// Text stays inside the chart: a long title wraps onto more lines, a long legend entry is
+// shortened with "..." (its full name in a tooltip), and labels that would overlap are
+// thinned or given room.
 #pragma once
 
 #include <string>
@@ -30,6 +33,13 @@ struct Svg {
 // Colour `index` of the fixed palette (wraps around).
 std::string palette_color(size_t index);
 
+// Layout estimates the renderers use to keep text apart and inside the chart: the width in px
+// of `text` at `font_px` (bold: wider), from an average glyph width of sans-serif fonts.
+double text_width(std::string_view text, double font_px, bool bold = false);
+// A chart title as lines that fit `width` px at the title font (split at spaces; a word
+// longer than a line is cut), at least one.
+std::vector<std::string> title_lines(const std::string& title, int width);
+
 // Numbers on axes and in tooltips: at most 4 significant digits, no exponent for everyday
 // magnitudes (1.5, 250, 12000, 0.003), SI-like suffixes beyond 1e6 (1.2M, 3.4G).
 std::string format_tick(double value);
@@ -38,6 +48,8 @@ struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in the given order
   bool dashed = false;                            // e.g. an "ideal" reference line
+  std::string color = {};  // empty: the palette's colour of its index; a design's measured and
+                           // projected lines share one (the projection chart)
 };
 
 struct LineChart {
@@ -49,9 +61,16 @@ struct LineChart {
   bool y_from_zero = true;  // y axis starts at 0 (throughput, efficiency)
   int width = 640;
   int height = 360;
+  // Series expected to coincide (the loss of fp32 and of a lossless hook): each is drawn 3 px
+  // wider than every solid series after it, the first widest, so no later line covers an
+  // earlier one anywhere and every series stays visible as a band around the next.
+  bool overlaid = false;
 };
 // X ticks sit at the distinct x values of the data when there are at most 12 of them (world
-// sizes, bucket caps), else at round numbers; y ticks at round numbers.
+// sizes, bucket caps), else at round numbers; y ticks at round numbers. A tick label that would
+// overlap the one before it is left out (its tick stays). Lines are 2 px; a series whose every
+// point lies within 3 px of a later solid series' (two workloads with the same efficiencies) is
+// drawn 3 px wider than that one, as in an overlaid chart, so it is never hidden under it.
 Svg render_line_chart(const LineChart& chart);
 
 // One bar: a stack of (series index, value) segments drawn bottom-up. A grouped chart gives
@@ -71,7 +90,11 @@ struct BarChart {
   std::vector<BarGroup> groups;
   int width = 640;
   int height = 360;
+  std::vector<std::string> colors =
+      {};  // colour of series i when given (phases), else the palette's
 };
+// The chart grows wider than `width` when its group, bar or total labels would not fit side by
+// side (Svg::width says how wide it came out).
 Svg render_bar_chart(const BarChart& chart);
 
 // Horizontal timeline: one row per lane (a DDP bucket), spans coloured by kind, and optional
@@ -93,8 +116,10 @@ struct Timeline {
   std::string marker_name;         // legend entry for the markers ("" = no entry)
   std::vector<TimelineRow> rows;
   int width = 640;
+  std::vector<std::string> colors = {};  // colour of kind i when given (phases), else the palette's
 };
-// The height follows from the number of rows.
+// The legend runs in lines under the x axis, so a chart of few rows and many kinds stays short;
+// the height follows from the number of rows and of legend lines.
 Svg render_timeline(const Timeline& chart);
 
 // Stacks complete <svg> charts vertically into one <svg> (a file per chart id in the Markdown

@@ -1,8 +1,9 @@
 // The verdict that opens a suite report: for each workload and world size, which of DP and DDP
 // is faster and by how much (a tie inside the step-time noise), the phase differences behind
-// the gap, memory, overlap and the best bucket cap measured; then one paragraph per workload
-// naming its bottleneck. Everything is computed from the suite record with the rules of
-// docs/metrics.md ("Verdict"); nothing here is written by hand or throws on record contents.
+// the gap, memory, overlap and the best bucket cap measured; then per workload the findings
+// that explain it, its bottleneck first. Everything is computed from the suite record with the
+// rules of docs/metrics.md ("Verdict"); nothing here is written by hand or throws on record
+// contents.
 #pragma once
 
 #include <optional>
@@ -42,7 +43,9 @@ struct BottleneckInputs {
 std::string bottleneck_kind(const BottleneckInputs& in);
 
 // The Verdict section: notes (a quick suite is noisy), the table, the phase differences per
-// row, and the bottleneck paragraphs.
+// row, the step anatomy and critical-path charts, and the findings as paragraphs grouped per
+// workload (Note [Verdict findings]): bottleneck, speed of light, input-bound runs, bucket
+// blame, critical path.
 ReportSection build_verdict(const SuiteRecord& suite);
 
 // Note [First-screen sentence]
@@ -52,5 +55,11 @@ ReportSection build_verdict(const SuiteRecord& suite);
 // faster design reaches (DDP's on a tie) and where its largest gap is, and the rank that holds
 // DDP's buckets back when one does (Note [Bucket blame]). Only what the records hold is said.
 std::vector<std::string> first_screen_sentences(const SuiteRecord& suite);
+
+// For a suite on CPU devices, the first screen's first sentence: how many logical devices
+// share how many cores, what the suite measures, what carries over to GPUs and what does not
+// (docs/metrics.md, "What a CPU run tells about GPUs", which justifies each part). Empty for a
+// suite on GPUs.
+std::string cpu_box_sentence(const SuiteRecord& suite);
 
 }  // namespace ddpb::reports

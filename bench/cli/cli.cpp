@@ -173,7 +173,9 @@ struct CompareOptions {
 
 CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
   auto* compare =
-      app.add_subcommand("compare", "per-run deltas between two results; exit 1 on a regression");
+      app.add_subcommand("compare",
+                         "per-run deltas between two results; exit 1 on a regression past the "
+                         "threshold and the runs' step-time noise");
   compare->add_option("base", o.base, "baseline results folder, suite.json or run record")
       ->required();
   compare->add_option("new", o.fresh, "new results folder, suite.json or run record")->required();

@@ -40,6 +40,9 @@ void add_bench_command(CLI::App& data, DataOptions& o) {
   RunConfig& c = o.bench;
   o.bench_cmd = data.add_subcommand("bench", "the loader alone on a dataset, without training");
   o.bench_cmd->add_option("--data", c.data, "token shards or an image folder")->required();
+  add_enum_flag(*o.bench_cmd, "--data-split", c.data_split,
+                "token shards: the split of a folder holding train*.bin and val*.bin (default "
+                "train)");
   o.bench_cmd->add_option("--workload", c.workload, "the workload whose samples it makes")
       ->required();
   o.bench_cmd->add_option("--device", c.device, "where batches go (default cpu)");
@@ -81,6 +84,7 @@ int data_bench(DataOptions& o) {
   fmt::print("data bench: {} ({}, {} samples), {} on {}, {} worker(s), prefetch {}\n", c.data,
              dataset->source(), dataset->size(), c.workload, device.str(), c.num_workers,
              c.prefetch_factor);
+  fmt::print("data: {}", describe_data_files(dataset->data_files()));
   fmt::print("loader: {:.1f} samples/s, {:.1f} MB/s of files, {} batches of {} in {:.3f} s\n",
              samples / secs, bytes / 1e6 / secs, o.batches, c.global_batch, secs);
   fmt::print("decode: {:.2f} ms a sample per worker ({:.1f} ms in all over {} batches made)\n",

@@ -15,22 +15,31 @@
 namespace ddpb::bench {
 namespace {
 
-std::string cell(const std::optional<reports::ProjectedDesign>& design,
-                 double reports::ProjectedDesign::*field, double scale = 1) {
-  return design ? fmt::format("{:.4g}", *design.*field * scale) : "-";
+using D = reports::ProjectedDesign;
+
+// Steps through the report's one duration format (never an exponent), efficiencies in %.
+std::string time_cell(const std::optional<D>& design, double D::*field) {
+  return reports::format_duration(design ? std::optional(*design.*field) : std::nullopt);
+}
+
+std::string percent_cell(const std::optional<D>& design) {
+  return design ? fmt::format("{:.1f}%", design->efficiency * 100) : "-";
 }
 
 void print_projection(const reports::ProjectionRecord& p) {
-  using D = reports::ProjectedDesign;
-  fmt::print("topology {}: {}\n", p.topology.name, p.topology.source);
+  const auto& device = p.topology.device;
+  fmt::print("topology {}{}: {}\n", p.topology.name,
+             device ? " (devices: " + device->name + ")" : std::string(), p.topology.source);
   for (const auto& w : p.workloads) {
-    fmt::print("\n{}\n{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", w.workload, "devices",
-               "DDP step ms", "exposed ms", "DDP eff", "DP step ms", "DP eff");
+    fmt::print("\n{}: {}\n", w.workload, reports::compute_rate_line(w));
+    if (const std::string u = reports::unvalidated_line(w, p.validation); !u.empty())
+      fmt::print("{}\n", u);
+    fmt::print("{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", "devices", "DDP step", "exposed",
+               "DDP eff", "DP step", "DP eff");
     for (const auto& pt : w.points) {
-      fmt::print("{:>8} {:>12} {:>12} {:>8}% {:>12} {:>8}%\n", pt.devices,
-                 cell(pt.ddp, &D::step_ms), cell(pt.ddp, &D::exposed_ms),
-                 cell(pt.ddp, &D::efficiency, 100), cell(pt.dp, &D::step_ms),
-                 cell(pt.dp, &D::efficiency, 100));
+      fmt::print("{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", pt.devices,
+                 time_cell(pt.ddp, &D::step_ms), time_cell(pt.ddp, &D::exposed_ms),
+                 percent_cell(pt.ddp), time_cell(pt.dp, &D::step_ms), percent_cell(pt.dp));
     }
   }
 }
@@ -55,7 +64,9 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
   add_int_flag(*cmd, "--per-device-batch", o.per_device_batch, 1, int64_t{1} << 30,
                "project at this per-device batch (default: as measured)");
   add_real_flag(*cmd, "--device-flops", o.target_flops, 1, 1e20,
-                "the projected device's GEMM FLOP/s (default: the measured device's)");
+                "the projected device's sustained training FLOP/s, e.g. 400e12 (default: the "
+                "topology's device, its datasheet peak at the fraction the measured run reached "
+                "of its own)");
   return cmd;
 }
 
@@ -66,11 +77,6 @@ int project_command(const ProjectOptions& o) {
                    report.ends_with(".md"))
       << "-o " << o.report_out << ": the report is .html or .md";
   const ProjectionSource source = load_projection_source(o.input);
-  DDPB_USAGE_CHECK(o.target_flops == 0 ||
-                   std::any_of(source.bases.begin(), source.bases.end(),
-                               [](const ProjectionBasis& b) { return b.gemm_flops_per_s > 0; }))
-      << "--device-flops needs the measured GEMM rate of a suite (gemm_peak); " << o.input
-      << " has none";
   const Topology topo = resolve_topology(o.topology, source);
   const reports::ProjectionRecord p =
       make_projection(source, topo, o.devices, {o.per_device_batch, o.target_flops});

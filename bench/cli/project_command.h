@@ -1,5 +1,7 @@
 // `ddpbench project RESULTS_DIR|RUN.json --devices 8,64,512 [--topology PRESET|FILE.json]
-// [--json OUT] [-o report.html|md]`: the calibrated what-if model (bench/project/projection.h).
+// [--per-device-batch B] [--device-flops R] [--json OUT] [-o report.html|md]`: the calibrated
+// what-if model (bench/project/projection.h), compute at the topology's device rate or R
+// (bench/project/compute_rate.h).
 #pragma once
 
 #include <string>

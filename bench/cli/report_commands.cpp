@@ -65,12 +65,20 @@ int compare_command(const std::string& base, const std::string& now, double thre
   }
   fmt::print("{}", r.table);
   for (const auto& w : r.warnings) fmt::print(stderr, "ddpbench compare: warning: {}\n", w);
+  // Moves past the threshold that the noise explains are listed, so a reader sees why they
+  // did not fail the comparison (Note [Step-time noise]).
+  if (!r.within_noise.empty()) {
+    fmt::print("\nwithin noise ({} past the {}% threshold, inside the runs' step-time noise):\n",
+               r.within_noise.size(), threshold_pct);
+    for (const auto& line : r.within_noise) fmt::print("  {}\n", line);
+  }
   if (r.regressed) {
-    fmt::print("\nREGRESSED ({} past the {}% threshold):\n", r.regressions.size(), threshold_pct);
+    fmt::print("\nREGRESSED ({} past the {}% threshold and the noise):\n", r.regressions.size(),
+               threshold_pct);
     for (const auto& line : r.regressions) fmt::print("  {}\n", line);
     return 1;
   }
-  fmt::print("\nno regression past the {}% threshold\n", threshold_pct);
+  fmt::print("\nno regression past the {}% threshold and the noise\n", threshold_pct);
   return 0;
 }
 

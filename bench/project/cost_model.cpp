@@ -17,50 +17,59 @@ struct Preset {
   bool inter;         // a link between nodes (else within a node)
   bool nic_per_node;  // inter only: one NIC for the whole node (else one per device)
   Link link;
+  const char* device;  // its GPUs, a name in bench/measure/mfu.h's datasheet table
 };
 
 // Note [Topology presets]
 // Bandwidths are the links' signalling rates per direction after line coding; latencies are
 // typical per-message software + wire latencies of NCCL's transports. Sources in
 // docs/metrics.md ("Projection"). They are upper bounds: a measured run reaches 70-90% of
-// them, which is why `measured` exists.
+// them, which is why `measured` exists. Each names the GPU it is built for (Note [Compute
+// rate]): PCIe 4 servers with A100 PCIe, PCIe 5 with H100 PCIe, NVSwitch nodes and the networks
+// alone (one GPU per node, as in a DGX H100's one NIC per GPU) with H100 SXM.
 const Preset kPresets[] = {
     {"pcie4",
      "PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b = 31.5 GB/s per direction",
      8,
      false,
      false,
-     {5.0, 31.5}},
+     {5.0, 31.5},
+     "A100 PCIe"},
     {"pcie5",
      "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b = 63 GB/s per direction",
      8,
      false,
      false,
-     {5.0, 63.0}},
+     {5.0, 63.0},
+     "H100 PCIe"},
     {"nvlink",
      "H100/H200 SXM NVLink 4 through NVSwitch: 900 GB/s per GPU, 450 per direction",
      8,
      false,
      false,
-     {3.0, 450.0}},
+     {3.0, 450.0},
+     "H100 SXM"},
     {"ib-ndr",
      "InfiniBand NDR 400 Gb/s = 50 GB/s per direction, one NIC per GPU (DGX H100)",
      1,
      true,
      false,
-     {5.0, 50.0}},
+     {5.0, 50.0},
+     "H100 SXM"},
     {"roce-200",
      "RoCE 200 Gb/s = 25 GB/s per direction, one NIC per GPU",
      1,
      true,
      false,
-     {8.0, 25.0}},
+     {8.0, 25.0},
+     "H100 SXM"},
     {"25gbe",
      "25 Gb Ethernet (TCP) = 3.125 GB/s per direction, one NIC per node",
      1,
      true,
      true,
-     {30.0, 3.125}},
+     {30.0, 3.125},
+     "H100 SXM"},
 };
 
 const Preset* find_preset(const std::string& name) {
@@ -139,6 +148,21 @@ std::optional<reports::LinkInfo> link_record(const std::optional<Link>& l) {
   return link_record(*l);
 }
 
+constexpr double kMinPeakFlops = 1, kMaxPeakFlops = 1e20;
+
+TopologyDevice device_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
+    throw UsageError(where + " must be an object {name, peak_flops_per_s, source}");
+  TopologyDevice d{j["name"].get<std::string>(), std::nullopt, std::nullopt};
+  if (j.contains("peak_flops_per_s"))
+    d.peak_flops_per_s = ranged_number(j, "peak_flops_per_s", kMinPeakFlops, kMaxPeakFlops, where);
+  if (j.contains("source")) {
+    if (!j["source"].is_string()) throw UsageError(where + ": 'source' must be a string");
+    d.source = j["source"].get<std::string>();
+  }
+  return d;
+}
+
 }  // namespace
 
 double Link::message_ms(double bytes) const {
@@ -170,7 +194,10 @@ reports::TopologyInfo Topology::to_record() const {
           link_record(reduce_add),
           compute_slots,
           comm_shares_compute,
-          compute_contention};
+          compute_contention,
+          device ? std::optional(reports::TopologyDeviceInfo{device->name, device->peak_flops_per_s,
+                                                             device->source})
+                 : std::nullopt};
 }
 
 std::vector<std::string> topology_preset_names() {
@@ -191,6 +218,7 @@ Topology topology_preset(const std::string& name) {
                net.link,       std::nullopt,
                std::nullopt,   0,
                false};
+    t.device = TopologyDevice{node.device, std::nullopt, std::nullopt};
     if (net.nic_per_node) t.inter->bandwidth_GBps /= node.node_size;
     return t;
   }
@@ -198,6 +226,7 @@ Topology topology_preset(const std::string& name) {
   Topology t{name,         p.source,     p.node_size, p.link, std::nullopt,
              std::nullopt, std::nullopt, 0,           false};
   if (p.inter) t.inter = p.link;  // one device per node: every device is on the network
+  t.device = TopologyDevice{p.device, std::nullopt, std::nullopt};
   return t;
 }
 
@@ -227,6 +256,7 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& what) {
       throw UsageError(what + ": 'comm_shares_compute' must be true or false");
     t.comm_shares_compute = j["comm_shares_compute"].get<bool>();
   }
+  if (j.contains("device")) t.device = device_from_json(j["device"], what + ": device");
   return t;
 }
 

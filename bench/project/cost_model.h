@@ -23,6 +23,16 @@ struct Link {
   double message_ms(double bytes) const;
 };
 
+// The devices a topology's nodes hold (Note [Compute rate] in bench/project/compute_rate.h):
+// a name in the datasheet table of bench/measure/mfu.h ("H100 SXM"), whose dense peak at the
+// measured run's precision the projection looks up, or a peak given outright (a topology file's
+// own device, with its source).
+struct TopologyDevice {
+  std::string name;
+  std::optional<double> peak_flops_per_s;  // dense, per device; absent: the datasheet's
+  std::optional<std::string> source;
+};
+
 // Note [Topology]
 // A topology is nodes of `node_size` devices: the devices of a node talk over `intra`,
 // nodes over `inter` (bandwidth per device: a node's NICs divided among its devices, as with
@@ -32,7 +42,8 @@ struct Link {
 // on fewer GPUs): N > slots devices run N/slots times slower; 0 means each device computes on its
 // own. `comm_shares_compute` says collectives run on those same units (Gloo on CPU cores: its
 // reductions and socket copies are CPU work), so once every unit is busy computing, communication
-// cannot overlap it: both take turns.
+// cannot overlap it: both take turns. `device` is the device class computing on it; absent, the
+// measured device itself computes (`measured`, or a file without one), at its measured times.
 struct Topology {
   std::string name;
   std::string source;  // where the numbers come from
@@ -46,6 +57,7 @@ struct Topology {
   // How much slower a device computes with every compute slot busy than alone (>= 1; Note
   // [Compute contention] in comm_fit.cpp); with k of the slots busy, 1 + (c-1)(k-1)/(slots-1).
   double compute_contention = 1;
+  std::optional<TopologyDevice> device = std::nullopt;
   double contention(int busy_devices) const;
 
   int nodes(int devices) const;  // ceil(devices / node_size)
@@ -57,14 +69,16 @@ struct Topology {
   nlohmann::json to_json() const { return reports::record_to_json(to_record()); }
 };
 
-// The presets by name: pcie4, pcie5, nvlink (an 8-GPU H100/H200 NVSwitch node), ib-ndr,
-// roce-200, 25gbe (between nodes, one device per node). "A+B" puts nodes of preset A together
-// over B's inter-node link ("nvlink+ib-ndr"). Throws UsageError for an unknown name, listing
-// the presets. `measured` is not a preset: bench/project/comm_fit.h fits it.
+// The presets by name: pcie4 (8 A100 PCIe), pcie5 (8 H100 PCIe), nvlink (an 8-GPU H100/H200
+// NVSwitch node), ib-ndr, roce-200, 25gbe (between nodes, one H100 SXM per node). "A+B" puts
+// nodes of preset A, with A's devices, together over B's inter-node link ("nvlink+ib-ndr").
+// Throws UsageError for an unknown name, listing the presets. `measured` is not a preset:
+// bench/project/comm_fit.h fits it.
 Topology topology_preset(const std::string& name);
 std::vector<std::string> topology_preset_names();
 // A topology from JSON (Topology::to_json's fields: name, node_size, intra{alpha_us,
-// bandwidth_GBps}, optional inter, copy, compute_slots, source). Throws UsageError naming the
+// bandwidth_GBps}, optional inter, copy, compute_slots, source, device{name,
+// peak_flops_per_s, source}). Throws UsageError naming the
 // first missing or bad field; `what` names the source in the message.
 Topology topology_from_json(const nlohmann::json& j, const std::string& what);
 

@@ -1,7 +1,8 @@
 // `ddpbench project`: a what-if model calibrated on measured runs. From a DDP run it takes
 // the phase times and each bucket's ready time and bytes; from a DP run its phase times and
 // the bytes device 0 moves; then it replays both designs at other device counts on a
-// topology (bench/project/cost_model.h). The model and its validation are in docs/metrics.md
+// topology (bench/project/cost_model.h), its compute at the topology's device rate
+// (bench/project/compute_rate.h). The model and its validation are in docs/metrics.md
 // ("Projection"); the output's schema is reports/schema/projection.schema.json.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "reports/projection_record.h"
 #include "reports/run_record.h"
 
+#include "bench/project/compute_rate.h"
 #include "bench/project/cost_model.h"
 
 namespace ddpb::bench {
@@ -48,19 +50,29 @@ struct ProjectionBasis {
   std::string workload;
   std::optional<DdpBasis> ddp;
   std::optional<DpBasis> dp;
-  std::optional<double> single_step_ms;  // the single-device run at the per-device batch
-  double gemm_flops_per_s = 0;           // measured; 0 when unknown
+  std::optional<double> single_step_ms;  // the single-device run (recorded, not the baseline)
+  // Note [Compute rate]: the workload's training FLOPs per sample (0: unknown), the runs'
+  // precision, and the measured device's own peak (absent: unknown).
+  double train_flops_per_sample = 0;
+  ops::MathMode precision = ops::MathMode::FP32;
+  std::optional<PeakRate> measured_peak;
 };
 
 // Reads a DDP or DP run record (`ddpbench run --out`). Throws UsageError when the record is
 // not a DP or DDP run, or a DDP record has no bucket timings (summary.comm.buckets).
 DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name);
 DpBasis dp_basis(const reports::RunRecord& record, const std::string& name);
+// Fills the basis's FLOPs per sample, precision and measured peak from one of its records: the
+// peak is the record's datasheet peak (summary.mfu, GPU runs) or else `suite_peak`.
+void read_compute_basis(ProjectionBasis& b, const reports::RunRecord& record,
+                        const std::optional<PeakRate>& suite_peak);
 
 // How the projected devices differ from the measured ones.
 struct ProjectionScale {
-  int64_t per_device_batch = 0;   // 0: as measured
-  double target_flops_per_s = 0;  // the projected device's GEMM rate; 0: as measured
+  int64_t per_device_batch = 0;  // 0: as measured
+  // --device-flops: the projected device's sustained training FLOP/s; 0: the topology's
+  // device at the measured run's fraction of its peak (Note [Compute rate]).
+  double target_flops_per_s = 0;
 };
 
 // The DDP bucket pipeline (Note [Bucket pipeline]). `collective_ms[i]` is bucket i's
@@ -78,12 +90,17 @@ struct DesignPoint {
   double step_ms = 0;
   double comm_ms = 0;     // DDP: AllReduce; DP: device-0 traffic
   double exposed_ms = 0;  // DDP: after backward; DP: all of it
-  double efficiency = 0;  // weak scaling: baseline step / step
+  double efficiency = 0;  // weak scaling: step at one device / step (Note [Projected efficiency])
   double samples_per_s = 0;
   double busbw_GBps = 0;  // DDP: nccl-tests' bus bandwidth of its AllReduces; DP: 0
 };
 
-// One design at `devices` on `topo`; DP returns nullopt beyond the topology's node.
+// One design at `devices` on `topo`; DP returns nullopt beyond the topology's node. Throws
+// UsageError when `topo` names a device whose rate cannot be known (Note [Compute rate]).
+ComputeRate ddp_compute_rate(const ProjectionBasis& b, const Topology& topo,
+                             const ProjectionScale& scale);
+ComputeRate dp_compute_rate(const ProjectionBasis& b, const Topology& topo,
+                            const ProjectionScale& scale);
 DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devices,
                         const ProjectionScale& scale);
 std::optional<DesignPoint> project_dp(const ProjectionBasis& b, const Topology& topo, int devices,

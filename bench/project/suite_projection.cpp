@@ -72,6 +72,7 @@ ProjectionSource suite_source(const std::string& name, const SuiteRecord& suite,
   s.device = suite.suite.device.empty() ? "cpu" : suite.suite.device;
   read_context(s, suite.context);
   if (suite.comm_fit) s.fit = CommFit::from_json(*suite.comm_fit, name);
+  if (suite.projection) s.validation = suite.projection->validation;
   for (const std::string& w : suite.suite.workloads) {
     ProjectionBasis b = suite_basis(suite, dir, w, false);
     if (!b.ddp && !b.dp) continue;
@@ -89,6 +90,7 @@ ProjectionSource load_run_source(const std::string& path, const RunRecord& recor
   read_context(s, record.context);
   ProjectionBasis b;
   b.workload = record.config.workload.empty() ? "?" : record.config.workload;
+  read_compute_basis(b, record, std::nullopt);  // a run alone has no GEMM peak beside it
   if (record.config.mode == ModeName::Ddp)
     b.ddp = ddp_basis(record, path);
   else if (record.config.mode == ModeName::Dp)
@@ -108,15 +110,27 @@ ProjectionBasis suite_basis(const SuiteRecord& suite, const std::string& dir,
                             const std::string& workload, bool world_size_1_only) {
   ProjectionBasis b;
   b.workload = workload;
-  b.gemm_flops_per_s = suite.gemm_peak ? suite.gemm_peak->flops_per_s : 0.0;
+  std::optional<PeakRate> suite_peak;
+  if (suite.gemm_peak && suite.gemm_peak->flops_per_s > 0) {
+    suite_peak = PeakRate{suite.gemm_peak->flops_per_s,
+                          "the suite's measured GEMM peak on " + suite.gemm_peak->device};
+  }
   const auto pick = [&](ModeName mode) -> const SuiteRun* {
     const auto runs = scaling_runs(suite, workload, mode);
     if (runs.empty()) return nullptr;
     if (world_size_1_only && runs.front()->world_size != 1) return nullptr;
     return runs.front();
   };
-  if (const SuiteRun* r = pick(ModeName::Ddp)) b.ddp = ddp_basis(run_record(dir, *r), r->id);
-  if (const SuiteRun* r = pick(ModeName::Dp)) b.dp = dp_basis(run_record(dir, *r), r->id);
+  if (const SuiteRun* r = pick(ModeName::Ddp)) {
+    const RunRecord record = run_record(dir, *r);
+    b.ddp = ddp_basis(record, r->id);
+    read_compute_basis(b, record, suite_peak);
+  }
+  if (const SuiteRun* r = pick(ModeName::Dp)) {
+    const RunRecord record = run_record(dir, *r);
+    b.dp = dp_basis(record, r->id);
+    read_compute_basis(b, record, suite_peak);
+  }
   if (const SuiteRun* r = pick(ModeName::Single); r && r->world_size == 1)
     b.single_step_ms = r->metrics->step_time_ms.median;
   return b;
@@ -178,6 +192,7 @@ reports::ProjectionRecord make_projection(const ProjectionSource& source, const 
   out.topology = topo.to_record();
   out.devices.assign(devices.begin(), devices.end());
   out.scale = {scale.per_device_batch, scale.target_flops_per_s};
+  out.validation = source.validation;
   for (size_t i = 0; i < source.bases.size(); ++i)
     out.workloads.push_back(
         project_workload(source.bases[i], topo, devices, scale, source.measured[i]));
@@ -186,7 +201,8 @@ reports::ProjectionRecord make_projection(const ProjectionSource& source, const 
 
 reports::ProjectionValidation validate_projection(const SuiteRecord& suite, const std::string& dir,
                                                   const Topology& measured) {
-  reports::ProjectionValidation v{measured.name, "each workload's world-size-1 runs", {}, {}, {}};
+  reports::ProjectionValidation v{
+      measured.name, "each workload's world-size-1 runs", {}, {}, {}, kValidationTolerance};
   std::vector<double> errors_ddp, errors_dp;
   for (const std::string& w : suite.suite.workloads) {
     const ProjectionBasis b = suite_basis(suite, dir, w, true);
@@ -202,7 +218,7 @@ reports::ProjectionValidation validate_projection(const SuiteRecord& suite, cons
         const double got = r->metrics->step_time_ms.median;
         const double error = got > 0 ? p->step_ms / got - 1 : 0;
         (ddp ? errors_ddp : errors_dp).push_back(std::fabs(error));
-        v.runs.push_back({r->id, mode, n, got, p->step_ms, error});
+        v.runs.push_back({r->id, mode, n, got, p->step_ms, error, w});
       }
     }
   }

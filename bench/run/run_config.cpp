@@ -12,6 +12,7 @@
 #include "bench/run/flag_values.h"
 #include "comm/rendezvous.h"
 #include "core/check.h"
+#include "data/token_shards.h"
 #include "impl_ddp/powersgd_hook.h"
 #include "workloads/family.h"
 #include "workloads/model.h"
@@ -131,10 +132,10 @@ void validate_graph_capture(const RunConfig& c) {
 static void validate_data(const RunConfig& c) {
   const WorkloadFamily& family = family_of(find_workload(c.workload));
   if (c.data.empty()) {
-    DDPB_USAGE_CHECK(!c.data_format && !c.normalize_on_device &&
+    DDPB_USAGE_CHECK(!c.data_format && !c.data_split && !c.normalize_on_device &&
                      c.on_bad_sample == OnBadSample::Fail)
-        << "--data-format, --normalize-on-device and --on-bad-sample are about files: give "
-           "--data DIR";
+        << "--data-format, --data-split, --normalize-on-device and --on-bad-sample are about "
+           "files: give --data DIR";
     return;
   }
   DDPB_USAGE_CHECK(family.traits.files)
@@ -146,6 +147,15 @@ static void validate_data(const RunConfig& c) {
       << " trains on " << enum_name(*family.traits.files);
   DDPB_USAGE_CHECK(!c.normalize_on_device || format == DataFormat::ImageFolder)
       << "--normalize-on-device ships image bytes: it needs an image folder";
+  DDPB_USAGE_CHECK(!c.data_split || format == DataFormat::Tokens)
+      << "--data-split chooses among token shards; for an image folder, give the split's own "
+         "folder as --data";
+  if (format == DataFormat::Tokens) {
+    // Before any rank starts: the split exists, and meta.pkl fits the model (Note [Token
+    // splits]).
+    select_token_shards(c.data, c.data_split);
+    check_token_meta(c.data, find_workload(c.workload).vocab, c.workload);
+  }
 }
 
 // Uneven inputs (docs/cli.md, "Uneven inputs"): only DDP ranks can run out at different steps.
@@ -245,6 +255,7 @@ nlohmann::json RunConfig::to_json() const {
           {"channels_last", channels_last},
           {"data", data},
           {"data_format", data_format ? enum_name(*data_format) : ""},
+          {"data_split", data_split ? enum_name(*data_split) : ""},
           {"num_workers", num_workers},
           {"prefetch_factor", prefetch_factor},
           {"pin_memory", pin_memory},

@@ -85,9 +85,12 @@ struct RunConfig {
   // The input pipeline (data/): synthetic data unless --data names files.
   std::string data;                       // token shards (gpt) or an image folder (resnet)
   std::optional<DataFormat> data_format;  // --data-format; empty: detected from --data
-  int num_workers = 1;                    // loader threads; 0: in the training thread
-  int prefetch_factor = 2;                // batches in flight per worker
-  bool pin_memory = false;                // CUDA: page-locked staging, asynchronous copies
+  // --data-split: a folder of token shards' train or val split (Note [Token splits]); empty:
+  // the train split of a folder holding both, else every shard.
+  std::optional<DataSplit> data_split;
+  int num_workers = 1;      // loader threads; 0: in the training thread
+  int prefetch_factor = 2;  // batches in flight per worker
+  bool pin_memory = false;  // CUDA: page-locked staging, asynchronous copies
   OnBadSample on_bad_sample = OnBadSample::Fail;
   bool normalize_on_device = false;  // image folders: ship u8 images, normalize on the device
   // The run ends when the loader has given this many epochs (and at --steps at the latest); 0:

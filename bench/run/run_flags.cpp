@@ -16,6 +16,9 @@ void add_data_options(CLI::App& run, RunConfig& c) {
                  "train on files: token shards (gpt: nanoGPT's train.bin or llm.c's *.bin) or "
                  "an image folder (resnet: DIR/<class>/*.jpg); default synthetic data");
   add_enum_flag(run, "--data-format", c.data_format, "the format of --data (default: detected)");
+  add_enum_flag(run, "--data-split", c.data_split,
+                "token shards: the split of a folder holding train*.bin and val*.bin (default "
+                "train)");
   add_int_flag(run, "--num-workers", c.num_workers, 0, kMaxLoaderWorkers,
                "loader threads (default 1; 0: the training thread loads, as PyTorch's 0)");
   add_int_flag(run, "--prefetch-factor", c.prefetch_factor, 1, kMaxPrefetchFactor,

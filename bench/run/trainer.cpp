@@ -397,6 +397,7 @@ reports::RunRecord run_training(const RunConfig& config) {
   fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
              enum_name(config.mode), spec.name, n_params, device_list(*runner),
              config.global_batch);
+  fmt::print("{}", describe_training_data(config, *dataset));
   for (const auto& d : runner->devices()) device_allocator(d).reset_peak();
 
   std::unique_ptr<TraceWriter> trace;

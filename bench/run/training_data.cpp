@@ -1,5 +1,7 @@
 #include "bench/run/training_data.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 
 #include "bench/measure/stats.h"
@@ -17,11 +19,31 @@ std::shared_ptr<const Dataset> make_training_dataset(const RunConfig& config,
       config.data_format ? *config.data_format : detect_data_format(config.data);
   if (format == DataFormat::Tokens) {
     return std::make_shared<TokenShardDataset>(config.data, static_cast<int>(spec.seq_len),
-                                               static_cast<int>(spec.vocab));
+                                               static_cast<int>(spec.vocab), config.data_split);
   }
   return std::make_shared<ImageFolderDataset>(config.data, static_cast<int>(spec.image_size),
                                               static_cast<int>(spec.classes), config.seed,
                                               config.normalize_on_device);
+}
+
+std::string describe_training_data(const RunConfig& config, const Dataset& dataset) {
+  if (config.data.empty()) return "";
+  return fmt::format("data: {} ({}): ", config.data, dataset.source()) +
+         describe_data_files(dataset.data_files());
+}
+
+void add_data_files(const Dataset& dataset, reports::LoaderSummary& s) {
+  const DataFiles d = dataset.data_files();
+  if (d.files.empty()) return;
+  s.files.emplace();
+  for (const DataFile& f : d.files) {
+    reports::DataFileRecord r{f.path, std::nullopt, std::nullopt, f.samples};
+    (d.unit == "tokens" ? r.tokens : r.images) = f.count;
+    s.files->push_back(std::move(r));
+  }
+  s.split = d.split;
+  if (!d.left_out.empty()) s.left_out = d.left_out;
+  s.meta_vocab_size = d.meta_vocab_size;
 }
 
 LoaderOptions loader_options(const RunConfig& config) {
@@ -42,6 +64,7 @@ reports::LoaderSummary loader_summary(const RunConfig& config, const DataLoader&
   reports::LoaderSummary s;
   s.source = dataset.source();
   if (!config.data.empty()) s.data = config.data;
+  add_data_files(dataset, s);
   s.workers = config.num_workers;
   s.prefetch_factor = config.prefetch_factor;
   s.pin_memory = data_device.is_cpu() ? "not applicable (" + data_device.str() + " device)"

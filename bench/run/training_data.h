@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/run/run_config.h"
@@ -18,6 +19,14 @@ namespace ddpb::bench {
 // sequence length, image size, classes), else the workload's synthetic one.
 std::shared_ptr<const Dataset> make_training_dataset(const RunConfig& config,
                                                      const WorkloadSpec& spec);
+
+// What `run` and `data bench` print at start-up about --data: the path and format, then the
+// files read with their token or image counts (data/dataset.h describe_data_files); "" for
+// synthetic data.
+std::string describe_training_data(const RunConfig& config, const Dataset& dataset);
+
+// summary.loader's files, split, left_out and meta_vocab_size, from the dataset's files.
+void add_data_files(const Dataset& dataset, reports::LoaderSummary& summary);
 
 LoaderOptions loader_options(const RunConfig& config);
 

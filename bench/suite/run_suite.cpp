@@ -38,6 +38,7 @@
 #include "reports/json_io.h"
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
+#include "reports/suite_view.h"
 #include "workloads/model.h"
 
 namespace fs = std::filesystem;
@@ -191,27 +192,13 @@ void write_suite(const SuiteRecord& record, const std::string& dir) {
   reports::write_json_atomic((fs::path(dir) / "suite.json").string(), suite);
 }
 
+// The last screen: the report's own cells (reports::summary_table), so a column the report
+// calls "n/a" (overlap of a run with nothing to overlap, scaling at world size 1) says so here.
 void print_summary(const SuiteRecord& suite) {
-  fmt::print("\n{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", "run", "status", "median ms",
-             "samples/s", "overlap", "weak eff", "param diff");
-  for (const SuiteRun& run : suite.runs) {
-    std::string median = "-", tput = "-", overlap = "-", eff = "-", diff = "-";
-    if (run.measured()) {
-      const reports::RunMetrics& m = *run.metrics;
-      median = fmt::format("{:.2f}", m.step_time_ms.median);
-      tput = fmt::format("{:.1f}", m.samples_per_s);
-      if (m.overlap_ratio) overlap = fmt::format("{:.2f}", *m.overlap_ratio);
-      if (run.scaling && run.scaling->weak_efficiency)
-        eff = fmt::format("{:.2f}", *run.scaling->weak_efficiency);
-      if (run.correctness && run.correctness->passed) {
-        const auto& c = *run.correctness;
-        diff = c.rel_l2_diff ? fmt::format("{:.1e}", *c.rel_l2_diff) : "error";
-        if (!*c.passed) diff += " FAIL";
-      }
-    }
-    fmt::print("{:<36} {:>7} {:>10} {:>12} {:>8} {:>8} {:>10}\n", run.id, status_name(run), median,
-               tput, overlap, eff, diff);
-  }
+  fmt::print("\n{}",
+             reports::terminal_summary(reports::summary_table(suite),
+                                       {"run", "status", "median ms", "samples/s", "overlap",
+                                        "weak eff", "correctness (param diff)"}));
 }
 
 // Note [A results folder is data]

@@ -186,6 +186,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"flags", names_of(flags)},
           {"flags_workload", flags_workload},
           {"flags_repeats", flags_repeats},
+          {"design_rounds", design_rounds},
           {"bf16_workloads", bf16_workloads},
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
@@ -202,10 +203,24 @@ nlohmann::json SuiteSpec::to_json() const {
 std::string SuiteSpec::resolved_loader_workload() const {
   if (loader_workers.empty()) return "";
   if (!loader_workload.empty()) return loader_workload;
+  const auto images = [](const std::string& w) {
+    return family_of(find_workload(w)).traits.files == DataFormat::ImageFolder;
+  };
+  // The user's own images first (issue 43: the group measured the suite's JPEGs although
+  // "data" named the user's folder).
   for (const auto& w : workloads) {
-    if (family_of(find_workload(w)).traits.files == DataFormat::ImageFolder) return w;
+    if (images(w) && data.count(w)) return w;
+  }
+  for (const auto& w : workloads) {
+    if (images(w)) return w;
   }
   return "";
+}
+
+std::string SuiteSpec::resolved_loader_data() const {
+  if (!loader_data.empty()) return loader_data;
+  const auto d = data.find(resolved_loader_workload());
+  return d != data.end() ? d->second : kSuiteImageFolder;
 }
 
 std::map<std::string, int64_t> SuiteSpec::batches_per_device() const {
@@ -289,6 +304,7 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     s.steps = 4;
     s.warmup = 1;
     s.flags.clear();  // 4 steps cannot tell a flag's cost from noise
+    s.design_rounds = 1;
     s.bucket_sweep_mb.resize(1);
     if (device != DeviceType::CUDA) s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
   }
@@ -359,6 +375,14 @@ std::vector<ExplicitRun> read_explicit_runs(const KeyReader& r) {
   return runs;
 }
 
+// Runs start in the results folder: a path relative to where the suite was started is made
+// absolute here, once (suite.json then holds the absolute one).
+std::string run_path(const std::string& path) {
+  std::error_code ec;
+  const auto absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute.lexically_normal().string();
+}
+
 // The setters of the keys about files: the loader group and whole workloads on --data.
 std::map<std::string, SuiteSetter> data_setters(SuiteSpec& s, const std::string& file) {
   return {
@@ -370,21 +394,23 @@ std::map<std::string, SuiteSetter> data_setters(SuiteSpec& s, const std::string&
                static_cast<int>(KeyReader{file, r.key, v}.integer(0, kMaxLoaderWorkers)));
        }},
       {"loader_workload", [&](const KeyReader& r) { s.loader_workload = r.string(); }},
-      {"loader_data", [&](const KeyReader& r) { s.loader_data = r.string(); }},
+      {"loader_data",
+       [&](const KeyReader& r) {
+         // kSuiteImageFolder names the folder the suite makes in its results folder.
+         s.loader_data = r.string();
+         if (!s.loader_data.empty() && s.loader_data != kSuiteImageFolder)
+           s.loader_data = run_path(s.loader_data);
+       }},
       {"data",
        [&](const KeyReader& r) {
          if (!r.value.is_object()) r.fail("expected an object {\"workload\": \"PATH\"}");
          if (r.value.size() > kMaxListLength) r.fail("too many entries");
          s.data.clear();
          for (const auto& [w, value] : r.value.items()) {
-           // Runs start in the results folder: a path relative to where the suite was started
-           // is made absolute here, once (suite.json then holds the absolute one).
            const KeyReader entry{file, r.key + "." + w, value};
            const std::string path = entry.string();
            if (path.empty()) entry.fail("an empty path");
-           std::error_code ec;
-           const auto absolute = std::filesystem::absolute(path, ec);
-           s.data[w] = ec ? path : absolute.lexically_normal().string();
+           s.data[w] = run_path(path);
          }
        }},
   };
@@ -446,6 +472,7 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
        }},
       {"flags_workload", [&](const KeyReader& r) { s.flags_workload = r.string(); }},
       {"flags_repeats", [&](const KeyReader& r) { s.flags_repeats = r.integer(1, 100); }},
+      {"design_rounds", [&](const KeyReader& r) { s.design_rounds = r.integer(1, 20); }},
       {"precision", [&](const KeyReader& r) { s.precision = r.named<ops::MathMode>("precision"); }},
       {"attention",
        [&](const KeyReader& r) { s.attention = r.named<ops::AttentionKind>("attention"); }},
@@ -615,6 +642,7 @@ class SuiteExpansion {
 
   std::vector<SuiteRun> runs() && {
     matrix();
+    rounds();
     precision();
     sweep();
     hooks();
@@ -705,6 +733,34 @@ class SuiteExpansion {
       for (int n : s_.world_sizes) {
         if (n > 1 && parallel)
           make(w, Mode::Single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
+      }
+    }
+  }
+
+  // Note [Design rounds]
+  // A design factor measured once on a shared machine is one draw: resnet-tiny's DP over DDP
+  // read 1.25x, then 1.22x and 1.46x on reruns, as other processes came and went. So the
+  // parallel designs run again at the largest world size, in design_rounds - 1 more rounds
+  // after the matrix (whose runs are round 0), each round running every design once, in
+  // reverse order on odd rounds, so that a drift over the suite weighs on every design alike
+  // (Note [Flag pairs] does the same for flags). The verdict takes its factor from the rounds
+  // (reports/verdict.cpp, Note [Factors from rounds]).
+  void rounds() {
+    const int n = sweep_n();
+    if (n <= 1) return;
+    std::vector<Mode> designs;
+    for (const Mode mode : {Mode::Dp, Mode::Ddp})
+      if (has_mode(mode)) designs.push_back(mode);
+    if (designs.size() < 2) return;  // nothing to compare
+    for (int64_t round = 1; round < s_.design_rounds; ++round) {
+      for (const auto& w : s_.workloads) {
+        std::vector<Mode> order = designs;
+        if (round % 2) std::reverse(order.begin(), order.end());
+        for (const Mode mode : order) {
+          make(w, mode, n, n * s_.per_device_batch.at(w), RunGroup::Rounds,
+               fmt::format("round-{}", round), {});
+          runs_.back().repeat = round;
+        }
       }
     }
   }
@@ -851,7 +907,7 @@ class SuiteExpansion {
   void loader() {
     const std::string w = s_.resolved_loader_workload();
     if (w.empty() || !has_mode(Mode::Single)) return;
-    const std::string data = s_.loader_data.empty() ? kSuiteImageFolder : s_.loader_data;
+    const std::string data = s_.resolved_loader_data();
     for (int workers : s_.loader_workers) {
       for (bool pin :
            s_.device == DeviceType::CUDA ? std::vector{false, true} : std::vector{false}) {

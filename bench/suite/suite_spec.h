@@ -101,10 +101,15 @@ struct SuiteSpec {
   std::vector<reports::DdpFlag> flags;
   std::string flags_workload;
   int64_t flags_repeats = 3;
+  // Note [Design rounds]: the verdict's factor between the designs comes from this many
+  // alternated rounds at the largest world size: the matrix's own runs are round 0, group
+  // "rounds" the others. 1: the matrix alone (the quick suites).
+  int64_t design_rounds = 3;
   // Group "loader": the image workload at world size 1 on an image folder, at each of these
-  // loader worker counts (and, on CUDA, with and without --pin-memory). `loader_data` empty: an
-  // image folder the suite makes in its results folder (kSuiteImageFolder). Empty workers: no
-  // such group. `loader_workload` empty: the first workload with images.
+  // loader worker counts (and, on CUDA, with and without --pin-memory). `loader_data` empty:
+  // the user's folder for that workload in `data`, else an image folder the suite makes in its
+  // results folder (kSuiteImageFolder). Empty workers: no such group. `loader_workload` empty:
+  // the first workload with images that `data` puts on files, else the first with images.
   std::vector<int> loader_workers = {0, 1, 2};
   std::string loader_workload;
   std::string loader_data;
@@ -114,6 +119,9 @@ struct SuiteSpec {
 
   // The workload the loader group runs, or "" when there is none.
   std::string resolved_loader_workload() const;
+  // The image folder it reads: `loader_data`, the user's `data` of that workload, or
+  // kSuiteImageFolder.
+  std::string resolved_loader_data() const;
 
   // The samples per device of every workload the suite runs, the explicit runs' included:
   // the shapes of the GEMM peak measured before the runs.

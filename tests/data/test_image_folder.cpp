@@ -101,6 +101,28 @@ TEST(ImageFolder, BadFoldersAreNamed) {
             std::string::npos);
 }
 
+// What a run reads from an image folder (the record's summary.loader.files): one entry per
+// class folder, in class order, with its images.
+TEST(ImageFolder, DataFilesAreTheClassFoldersWithTheirImages) {
+  TempDir dir("imagefolder_files");
+  for (const char* f : {"cat/1.jpg", "cat/2.jpg", "cat/deep/3.jpg", "ant/1.jpg"}) {
+    fs::create_directories(fs::path(dir / f).parent_path());
+    write_jpeg(dir / f, 40, 30);
+  }
+  const DataFiles d = ImageFolderDataset(dir.str(), 32, 10, 0, false).data_files();
+  EXPECT_EQ(d.unit, "images");
+  ASSERT_EQ(d.files.size(), 2u);
+  EXPECT_EQ(d.files[0].path, dir / "ant");
+  EXPECT_EQ(d.files[0].count, 1);
+  EXPECT_EQ(d.files[1].path, dir / "cat");
+  EXPECT_EQ(d.files[1].count, 3);
+  EXPECT_EQ(d.files[1].samples, 3);
+  EXPECT_FALSE(d.split);
+  EXPECT_NE(describe_data_files(d).find("2 class folder(s), 4 images, 4 samples\n"),
+            std::string::npos)
+      << describe_data_files(d);
+}
+
 // A corrupt or truncated JPEG is a BadSampleError naming the file (the loader fails or skips).
 TEST(ImageFolder, CorruptAndTruncatedJpegsAreNamed) {
   TempDir dir("imagefolder_corrupt");

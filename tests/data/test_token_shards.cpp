@@ -1,6 +1,7 @@
 // Token shards on disk (data/token_shards.h): nanoGPT's raw train.bin and llm.c's shards, the
 // windows they give (Note [Token windows]), and every bad input named with its file (and the
-// byte offset of a bad token).
+// byte offset of a bad token); a folder's train and val splits (Note [Token splits]) and
+// nanoGPT's meta.pkl.
 #include "data/token_shards.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "../util/temp_dir.h"
 #include "core/check.h"
+#include "data/nanogpt_meta.h"
 
 namespace ddpb {
 namespace {
@@ -22,6 +24,18 @@ std::vector<uint16_t> ramp(int n, int vocab) {
   std::vector<uint16_t> t(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = static_cast<uint16_t>(i % vocab);
   return t;
+}
+
+// pickle.dumps({'vocab_size': 600}, protocol=4), from Python 3.11: a meta.pkl of vocabulary 600
+// (what prepare.py writes holds itos and stoi too: tests/data/test_nanogpt_meta.cpp).
+const char kMeta600[] = "\x80\x04\x95\x14\0\0\0\0\0\0\0}\x94\x8c\x0avocab_size\x94M\x58\x02s.";
+
+// A folder as nanoGPT's prepare.py leaves it: train.bin (41 tokens: 10 windows of 4 + 1),
+// val.bin (13 tokens: 3 windows) and meta.pkl.
+void write_nanogpt_folder(const TempDir& dir) {
+  write_token_shard(dir / "train.bin", ramp(41, 50), false);
+  write_token_shard(dir / "val.bin", ramp(13, 50), false);
+  std::ofstream(dir / "meta.pkl", std::ios::binary).write(kMeta600, sizeof(kMeta600) - 1);
 }
 
 std::string message_of(const std::function<void()>& f) {
@@ -112,6 +126,121 @@ TEST(TokenShards, BadFilesAreNamedWithTheReason) {
               std::string::npos)
         << e.what();
   }
+}
+
+// Issue 43: a nanoGPT folder trained on val.bin too (4734 windows = 4261 train + 473 val). Its
+// train split is read unless val is asked for, and what was read and left out is said.
+TEST(TokenShards, ANanoGptFolderReadsItsTrainSplitOrTheValOneOnAsk) {
+  TempDir dir("token_split");
+  write_nanogpt_folder(dir);
+  const TokenShardDataset train(dir.str(), 4, 1000);
+  EXPECT_EQ(train.size(), 10) << "train.bin's windows only, not 10 + 3";
+  EXPECT_EQ(train.split(), DataSplit::Train);
+  EXPECT_EQ(train.meta_vocab_size(), 600);
+  const DataFiles files = train.data_files();
+  EXPECT_EQ(files.unit, "tokens");
+  ASSERT_EQ(files.files.size(), 1u);
+  EXPECT_EQ(files.files[0].path, dir / "train.bin");
+  EXPECT_EQ(files.files[0].count, 41);
+  EXPECT_EQ(files.files[0].samples, 10);
+  EXPECT_EQ(files.split, "train");
+  EXPECT_EQ(files.left_out, (std::vector<std::string>{dir / "val.bin"}));
+  const std::string text = describe_data_files(files);
+  EXPECT_NE(text.find("1 file(s), 41 tokens, 10 samples, split train, meta.pkl vocab_size "
+                      "600\n  " +
+                      dir / "train.bin" + ": 41 tokens, 10 samples\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("left out (not the split read; --data-split chooses): " + dir / "val.bin"),
+            std::string::npos)
+      << text;
+
+  const TokenShardDataset val(dir.str(), 4, 1000, DataSplit::Val);
+  EXPECT_EQ(val.size(), 3);
+  EXPECT_EQ(val.data_files().left_out, (std::vector<std::string>{dir / "train.bin"}));
+  // The negative control: the same shards without a split in their names are read whole.
+  TempDir plain("token_nosplit");
+  write_token_shard(plain / "a.bin", ramp(41, 50), false);
+  write_token_shard(plain / "b.bin", ramp(13, 50), false);
+  const TokenShardDataset both(plain.str(), 4, 1000);
+  EXPECT_EQ(both.size(), 13);
+  EXPECT_FALSE(both.split());
+  EXPECT_TRUE(both.data_files().left_out.empty());
+}
+
+// A long list is cut after kMaxListedFiles files, its rest counted.
+TEST(TokenShards, TheDescriptionOfManyShardsCountsTheRest) {
+  DataFiles d;
+  d.unit = "tokens";
+  for (int i = 0; i < 10; ++i) d.files.push_back({"s" + std::to_string(i) + ".bin", 100 + i, 9});
+  for (int i = 0; i < 9; ++i) d.left_out.push_back("v" + std::to_string(i) + ".bin");
+  const std::string text = describe_data_files(d);
+  EXPECT_NE(text.find("10 file(s), 1045 tokens, 90 samples\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  s7.bin: 107 tokens, 9 samples\n  ... and 2 more file(s), 217 tokens\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("s8.bin"), std::string::npos) << text;
+  EXPECT_NE(text.find(" v7.bin and 1 more\n"), std::string::npos) << text;
+}
+
+// llm.c names its splits as words (fineweb_train_000001.bin); nanoGPT starts with them.
+TEST(TokenShards, ASplitIsTheNamesWordOrItsStart) {
+  for (const char* name : {"train.bin", "train_0.bin", "fineweb_train_000001.bin",
+                           "/d/val_x/tinyshakespeare-train.bin"})
+    EXPECT_EQ(shard_split(name), DataSplit::Train) << name;
+  for (const char* name : {"val.bin", "fineweb_val_000000.bin", "tinystories.val.bin"})
+    EXPECT_EQ(shard_split(name), DataSplit::Val) << name;
+  for (const char* name : {"shard_000000.bin", "constrained.bin", "interval_1.bin", "x.bin"})
+    EXPECT_FALSE(shard_split(name)) << name;
+  TempDir dir("token_llmc_split");
+  for (const char* name :
+       {"fineweb_train_000001.bin", "fineweb_train_000002.bin", "fineweb_val_000000.bin"})
+    write_token_shard(dir / name, ramp(9, 50), true);
+  const TokenShardSelection s = select_token_shards(dir.str(), std::nullopt);
+  EXPECT_EQ(s.files, (std::vector<std::string>{dir / "fineweb_train_000001.bin",
+                                               dir / "fineweb_train_000002.bin"}));
+  EXPECT_EQ(s.left_out, (std::vector<std::string>{dir / "fineweb_val_000000.bin"}));
+}
+
+// A split the folder does not have, or a split of one file, is a usage error naming the path;
+// a folder of one split is read whole unless another is asked for.
+TEST(TokenShards, AMissingSplitIsAUsageError) {
+  TempDir dir("token_split_bad");
+  write_token_shard(dir / "train.bin", ramp(41, 50), false);
+  EXPECT_EQ(TokenShardDataset(dir.str(), 4, 100).size(), 10);
+  EXPECT_FALSE(TokenShardDataset(dir.str(), 4, 100).split());
+  EXPECT_EQ(TokenShardDataset(dir.str(), 4, 100, DataSplit::Train).split(), DataSplit::Train);
+  EXPECT_NE(message_of([&] {
+              TokenShardDataset(dir.str(), 4, 100, DataSplit::Val);
+            }).find("--data-split val: " + dir.str() + " has no val shard"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              TokenShardDataset(dir / "train.bin", 4, 100, DataSplit::Train);
+            }).find("is one file"),
+            std::string::npos);
+}
+
+// meta.pkl's vocab_size must fit the model's vocabulary: both numbers are named.
+TEST(TokenShards, MetaVocabSizeIsCheckedAgainstTheModel) {
+  TempDir dir("token_meta");
+  write_nanogpt_folder(dir);
+  EXPECT_EQ(check_token_meta(dir.str(), 600, "gpt-x"), 600);
+  EXPECT_EQ(check_token_meta(dir / "train.bin", 50257, "gpt2-small"), 600) << "beside the file";
+  const std::string m = message_of([&] { check_token_meta(dir.str(), 512, "gpt-tiny"); });
+  EXPECT_NE(
+      m.find(dir / "meta.pkl" + ": vocab_size 600 is above the vocabulary of 512 of gpt-tiny"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(message_of([&] { TokenShardDataset(dir.str(), 4, 599); }).find("vocab_size 600"),
+            std::string::npos);
+  std::ofstream(dir / "meta.pkl") << "not a pickle";
+  EXPECT_NE(message_of([&] {
+              TokenShardDataset(dir.str(), 4, 1000);
+            }).find(dir / "meta.pkl" + ": cannot read vocab_size"),
+            std::string::npos);
+  TempDir none("token_nometa");
+  write_token_shard(none / "train.bin", ramp(41, 50), false);
+  EXPECT_FALSE(check_token_meta(none.str(), 2, "gpt-tiny"));
 }
 
 }  // namespace

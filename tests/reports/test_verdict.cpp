@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "reports/html_report.h"
 #include "reports/projection_view.h"
 #include "reports/schema_validator.h"
+#include "reports/suite_view.h"
 #include "reports/verdict.h"
 #include "suite_fixture.h"
 #include "xml_check.h"
@@ -46,6 +48,21 @@ SuiteRun run_with(const std::string& mode, int n,
 // The verdict of a suite given as JSON.
 ddpb::reports::ReportSection verdict_of(const json& suite) {
   return ddpb::reports::build_verdict(ddpb::reports::SuiteRecord::from_json(suite));
+}
+
+// Every paragraph of the verdict's findings, group after group.
+std::vector<std::string> all_paragraphs(const ddpb::reports::ReportSection& v) {
+  std::vector<std::string> out = v.paragraphs;
+  for (const auto& g : v.groups) out.insert(out.end(), g.paragraphs.begin(), g.paragraphs.end());
+  return out;
+}
+
+// The group of findings headed `workload`, or null.
+const ddpb::reports::ParagraphGroup* group_of(const ddpb::reports::ReportSection& v,
+                                              const std::string& workload) {
+  for (const auto& g : v.groups)
+    if (g.heading == workload) return &g;
+  return nullptr;
 }
 
 TEST(Verdict, TieIsADifferenceInsideTheLargerSpread) {
@@ -128,21 +145,22 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   EXPECT_EQ(t.rows[1][11].rfind("25 MB, the default", 0), 0u) << t.rows[1][11];
   EXPECT_NE(t.rows[1][11].find("; auto chose 2.64 MB (13.0"), std::string::npos) << t.rows[1][11];
   EXPECT_EQ(t.rows[0][11], "not swept");
-  // One bottleneck paragraph per workload, then the bucket blame of the three DDP scaling runs
-  // that succeeded (Note [Bucket blame]): the fixture's last rank holds each of them back.
-  // Then per workload the critical path of DP and DDP at their largest world size (gpt-tiny's
-  // DDP at 2: its run at 4 failed).
-  ASSERT_EQ(v.paragraphs.size(), 9u);
-  EXPECT_EQ(v.paragraphs[5].rfind("Critical path, mlp-small DP at 4 devices: the median step's", 0),
-            0u)
-      << v.paragraphs[5];
-  EXPECT_NE(v.paragraphs[6].find("waiting for rank 3 10.0%"), std::string::npos) << v.paragraphs[6];
-  EXPECT_EQ(v.paragraphs[8].rfind("Critical path, gpt-tiny DDP at 2 ranks", 0), 0u)
-      << v.paragraphs[8];
-  EXPECT_EQ(v.paragraphs[2].rfind("mlp-small/ddp/w2: rank 1 holds back 90% of buckets", 0), 0u)
-      << v.paragraphs[2];
-  EXPECT_NE(v.paragraphs[3].find("its backward_compute is 11.8 ms slower"), std::string::npos)
-      << v.paragraphs[3];
+  // Per workload (Note [Verdict findings]): its bottleneck, the bucket blame of its DDP scaling
+  // runs that succeeded (Note [Bucket blame]: the fixture's last rank holds each of them back),
+  // then the critical path of DP and DDP at their largest world size (gpt-tiny's DDP at 2: its
+  // run at 4 failed).
+  EXPECT_TRUE(v.paragraphs.empty());
+  ASSERT_EQ(v.groups.size(), 2u);
+  const auto& mlp = v.groups[0].paragraphs;
+  const auto& gpt = v.groups[1].paragraphs;
+  ASSERT_EQ(mlp.size(), 5u);
+  ASSERT_EQ(gpt.size(), 4u);
+  EXPECT_EQ(mlp[3].rfind("Critical path, mlp-small DP at 4 devices: the median step's", 0), 0u)
+      << mlp[3];
+  EXPECT_NE(mlp[4].find("waiting for rank 3 10.0%"), std::string::npos) << mlp[4];
+  EXPECT_EQ(gpt[3].rfind("Critical path, gpt-tiny DDP at 2 ranks", 0), 0u) << gpt[3];
+  EXPECT_EQ(mlp[1].rfind("mlp-small/ddp/w2: rank 1 holds back 90% of buckets", 0), 0u) << mlp[1];
+  EXPECT_NE(mlp[2].find("its backward_compute is 11.8 ms slower"), std::string::npos) << mlp[2];
   // Every explanation names three phase-group differences with their ms.
   size_t explained = 0;
   for (const auto& n : v.notes) explained += n.find("(DP - DDP = ") != std::string::npos;
@@ -196,13 +214,98 @@ TEST(Verdict, SpeedOfLightNamesEachDesignsShareOfItsBoundAndItsLargestGap) {
       {"largest_gap", "compute"},
       {"peak_flops_per_s", 1e11},
       {"link", "allreduce (alpha 100 us, beta 1 GB/s)"}};
-  const auto v = verdict_of(suite);
-  const auto it = std::find_if(v.paragraphs.begin(), v.paragraphs.end(), [](const auto& p) {
+  const auto paragraphs = all_paragraphs(verdict_of(suite));
+  const auto it = std::find_if(paragraphs.begin(), paragraphs.end(), [](const auto& p) {
     return p.rfind("mlp-small at world size 4: DDP reaches 71", 0) == 0;
   });
-  ASSERT_NE(it, v.paragraphs.end());
+  ASSERT_NE(it, paragraphs.end());
   EXPECT_NE(it->find("its largest gap is compute"), std::string::npos) << *it;
   EXPECT_EQ(it->find("; DP reaches"), std::string::npos) << "the DP run has no bound: " << *it;
+}
+
+// What a finding of the verdict is, from its text: the order Note [Verdict findings] gives
+// them, or -1 for a paragraph that is none of them.
+int finding_kind(const std::string& workload, const std::string& p) {
+  if (p.rfind("Critical path, " + workload + " ", 0) == 0) return 4;
+  if (p.find(" holds back ") != std::string::npos) return 3;
+  if (p.find(" is input-bound on rank ") != std::string::npos) return 2;
+  if (p.rfind(workload + " at world size ", 0) != 0) return -1;
+  return p.find(" of its bound (") != std::string::npos ? 1 : 0;
+}
+
+// Note [Verdict findings]: the prose under a heading per workload, in the suite's workload
+// order, and inside each in one order: bottleneck, speed of light, input, blame, critical path.
+TEST(Verdict, FindingsAreGroupedUnderEachWorkloadInAFixedOrder) {
+  json suite = make_suite();
+  // Every kind of finding for mlp-small: a bound for its DDP run at 4, and two input-bound runs.
+  run_by_id(suite, "mlp-small/ddp/w4")["metrics"]["speed_of_light"] = {
+      {"bound_ms", 6.2},          {"achieved", 0.71},         {"compute_ms", 5.0},
+      {"comm_ms", 1.2},           {"input_ms", 0.0},          {"phases", json::array()},
+      {"largest_gap", "compute"}, {"peak_flops_per_s", 1e11}, {"link", "allreduce"}};
+  for (const char* id : {"mlp-small/dp/w2", "mlp-small/ddp/w4", "gpt-tiny/dp/w4"}) {
+    json& m = run_by_id(suite, id)["metrics"];
+    m["per_rank_data_wait_ms"] = {0.1, 0.3 * m["step_time_ms"]["median"].get<double>()};
+  }
+  // Records list runs in any order: gpt-tiny's first, so record order is not what groups them.
+  std::stable_sort(suite["runs"].begin(), suite["runs"].end(), [](const json& a, const json& b) {
+    return a["workload"] == "gpt-tiny" && b["workload"] != "gpt-tiny";
+  });
+  const auto v = verdict_of(suite);
+  ASSERT_EQ(v.groups.size(), 2u);
+  EXPECT_EQ(v.groups[0].heading, "mlp-small");
+  EXPECT_EQ(v.groups[1].heading, "gpt-tiny");
+  for (const auto& g : v.groups) {
+    std::vector<int> kinds;
+    for (const auto& p : g.paragraphs) kinds.push_back(finding_kind(g.heading, p));
+    EXPECT_TRUE(std::is_sorted(kinds.begin(), kinds.end())) << testing::PrintToString(kinds);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), -1), 0) << testing::PrintToString(kinds);
+    for (const auto& p : g.paragraphs)  // every paragraph is about its heading's workload
+      EXPECT_EQ(p.find(g.heading == "mlp-small" ? "gpt-tiny" : "mlp-small"), std::string::npos)
+          << g.heading << ": " << p;
+  }
+  const auto& mlp = v.groups[0].paragraphs;
+  std::vector<int> kinds;
+  for (const auto& p : mlp) kinds.push_back(finding_kind("mlp-small", p));
+  EXPECT_EQ(kinds, (std::vector<int>{0, 1, 2, 2, 3, 3, 4, 4}));
+  // Input-bound and blame per run in record order.
+  EXPECT_EQ(mlp[2].rfind("mlp-small/dp/w2 is input-bound", 0), 0u) << mlp[2];
+  EXPECT_EQ(mlp[3].rfind("mlp-small/ddp/w4 is input-bound", 0), 0u) << mlp[3];
+  EXPECT_EQ(v.groups[1].paragraphs[1].rfind("gpt-tiny/dp/w4 is input-bound", 0), 0u)
+      << v.groups[1].paragraphs[1];
+  // The control: the suite's own workload order decides which group comes first.
+  json swapped = suite;
+  swapped["suite"]["workloads"] = {"gpt-tiny", "mlp-small"};
+  const auto w = verdict_of(swapped);
+  ASSERT_EQ(w.groups.size(), 2u);
+  EXPECT_EQ(w.groups[0].heading, "gpt-tiny");
+  EXPECT_EQ(w.groups[1].paragraphs, mlp);
+}
+
+// The HTML and the Markdown lay the groups out as headings, each followed by its own findings.
+TEST(Verdict, ReportsShowTheFindingsUnderAHeadingPerWorkload) {
+  const json suite = make_suite();
+  const auto v = verdict_of(suite);
+  ASSERT_EQ(v.groups.size(), 2u);
+  const std::string html = ddpb::reports::render_html(suite);
+  const std::string md = ddpb::reports::render_markdown(suite, "r-").markdown;
+  for (const auto& [text, heading] : {std::pair{html, std::string("<div class=\"findings\"><h3>")},
+                                      std::pair{md, std::string("### ")}}) {
+    size_t at = text.find("Verdict");
+    for (const auto& g : v.groups) {
+      const size_t h = text.find(heading + g.heading + (heading == "### " ? "\n" : "</h3>"), at);
+      ASSERT_NE(h, std::string::npos) << g.heading;
+      at = h;
+      for (const auto& p : g.paragraphs) {
+        // Markdown escapes '_' and '[', HTML the apostrophe: compare the text before them.
+        const std::string head = p.substr(0, std::min(p.find_first_of("_[*'"), size_t{40}));
+        const size_t found = text.find(head, at);
+        ASSERT_NE(found, std::string::npos) << head;
+        EXPECT_GT(found, h) << head;
+        at = found;
+      }
+    }
+    EXPECT_LT(at, text.find(heading == "### " ? "## Projection" : "<section id=\"projection\">"));
+  }
 }
 
 // Note [First-screen sentence]: one sentence per workload, on the report's first screen.
@@ -221,7 +324,11 @@ TEST(Verdict, TheFirstScreenSaysPerWorkloadWhichDesignWinsHowFarFromItsBoundAndW
   EXPECT_NE(s.find("x faster than DP at 4 devices"), std::string::npos) << s;
   EXPECT_NE(s.find("DDP reaches 71.0% of its bound, the largest gap in compute"), std::string::npos)
       << s;
-  EXPECT_NE(s.find("; rank 3 holds DDP's buckets back."), std::string::npos) << s;
+  // Note [Load is not a design property]: no fault was injected, so the rank is the machine's.
+  EXPECT_NE(s.find("; rank 3 holds DDP's buckets back: load on the machine, not DDP (its "),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("with no fault injected)."), std::string::npos) << s;
   // The Markdown report's first screen holds it, above the verdict.
   const std::string md = ddpb::reports::render_markdown(suite, "r-").markdown;
   EXPECT_LT(md.find("mlp-small: DDP is "), md.find("## Verdict")) << md.substr(0, 800);
@@ -236,6 +343,146 @@ TEST(Verdict, TheFirstScreenSaysPerWorkloadWhichDesignWinsHowFarFromItsBoundAndW
   ASSERT_EQ(quick.size(), 1u);
   EXPECT_NE(quick[0].find("DP and DDP cannot be ranked at 4 devices"), std::string::npos)
       << quick[0];
+}
+
+// Note [Load is not a design property], its control: a rank slowed by an injected fault is
+// named, and not blamed on the machine.
+TEST(Verdict, AnInjectedFaultIsNotCalledLoadOnTheMachine) {
+  json suite = make_suite();
+  auto& args = run_by_id(suite, "mlp-small/ddp/w4")["args"];
+  args.push_back("--inject-fault");
+  args.push_back("slow-backward=5:rank=3");
+  const auto record = ddpb::reports::SuiteRecord::from_json(suite);
+  const auto sentences = ddpb::reports::first_screen_sentences(record);
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_NE(sentences[0].find("; rank 3 holds DDP's buckets back."), std::string::npos)
+      << sentences[0];
+  EXPECT_EQ(sentences[0].find("load on the machine"), std::string::npos) << sentences[0];
+  const auto v = ddpb::reports::build_verdict(record);
+  int blamed = 0;
+  for (const auto& p : all_paragraphs(v)) {
+    if (p.rfind("mlp-small/ddp/w4: rank 3", 0) != 0) continue;
+    ++blamed;
+    EXPECT_EQ(p.find("load on the machine"), std::string::npos) << p;
+  }
+  EXPECT_EQ(blamed, 1);
+}
+
+// Adds rounds 1 and 2 of DP and DDP for mlp-small at 4 devices (group "rounds") and sets every
+// round's median steps: dp_ms[k] and ddp_ms[k] for round k (round 0: the matrix's runs).
+void set_rounds(json& suite, const std::vector<double>& dp_ms, const std::vector<double>& ddp_ms) {
+  for (const std::string mode : {"dp", "ddp"}) {
+    const std::string id = "mlp-small/" + mode + "/w4";
+    const auto& ms = mode == "dp" ? dp_ms : ddp_ms;
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["median"] = ms[0];
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["stddev"] = 0.1;
+    for (size_t k = 1; k < ms.size(); ++k) {
+      json r = run_by_id(suite, id);
+      r["id"] = id + "/round-" + std::to_string(k);
+      r["group"] = "rounds";
+      r["variant"] = "round-" + std::to_string(k);
+      r["repeat"] = k;
+      r["metrics"]["step_time_ms"]["median"] = ms[k];
+      suite["runs"].push_back(r);
+    }
+  }
+}
+
+std::string verdict_row_by(const ddpb::reports::ReportSection& v, const std::string& w, int n) {
+  for (const auto& row : v.tables.at(0).table.rows)
+    if (row[0] == w && row[1] == std::to_string(n)) return row[2] + " | " + row[3];
+  return "";
+}
+
+// Note [Factors from rounds]: the factor is the median over the alternated rounds, with their
+// range; rounds that disagree on the winner make a tie.
+TEST(Verdict, FactorsComeFromAlternatedRoundsWithTheirSpread) {
+  json suite = make_suite();
+  set_rounds(suite, {12.0, 11.0, 14.6}, {10.0, 10.0, 10.0});
+  auto record = ddpb::reports::SuiteRecord::from_json(suite);
+  auto sentences = ddpb::reports::first_screen_sentences(record);
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_NE(sentences[0].find("DDP is 1.10-1.46x faster than DP at 4 devices (median 1.20x over "
+                              "3 alternated rounds)"),
+            std::string::npos)
+      << sentences[0];
+  EXPECT_EQ(verdict_row_by(ddpb::reports::build_verdict(record), "mlp-small", 4),
+            "DDP | 1.20x (1.10-1.46x over 3 rounds)");
+  // One round that says DP wins turns the rounds into a disagreement: a tie, with the range.
+  suite = make_suite();
+  set_rounds(suite, {12.0, 11.0, 9.0}, {10.0, 10.0, 10.0});
+  record = ddpb::reports::SuiteRecord::from_json(suite);
+  sentences = ddpb::reports::first_screen_sentences(record);
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_NE(sentences[0].find("DP and DDP tie at 4 devices (the rounds disagree: DP's step over "
+                              "DDP's 0.90-1.20 over 3 rounds)"),
+            std::string::npos)
+      << sentences[0];
+  // Rounds that agree but sit inside the runs' own noise (1%) are a tie too.
+  suite = make_suite();
+  set_rounds(suite, {10.05, 10.03, 10.08}, {10.0, 10.0, 10.0});
+  run_by_id(suite, "mlp-small/dp/w4")["metrics"]["step_time_ms"]["stddev"] = 0.1;
+  record = ddpb::reports::SuiteRecord::from_json(suite);
+  EXPECT_EQ(verdict_row_by(ddpb::reports::build_verdict(record), "mlp-small", 4).substr(0, 6),
+            "tie | ");
+  // Without rounds, the one pair says it has no spread.
+  suite = make_suite();
+  set_rounds(suite, {12.0}, {10.0});
+  sentences = ddpb::reports::first_screen_sentences(ddpb::reports::SuiteRecord::from_json(suite));
+  EXPECT_NE(sentences.at(0).find("DDP is 1.20x faster than DP at 4 devices (one round, no spread)"),
+            std::string::npos)
+      << sentences[0];
+}
+
+// The first screen of a CPU suite says what the box is before any answer; a GPU suite's does
+// not.
+TEST(Verdict, ACpuSuiteSaysWhatTheBoxIsFirst) {
+  json suite = make_suite();
+  const std::string box =
+      ddpb::reports::cpu_box_sentence(ddpb::reports::SuiteRecord::from_json(suite));
+  EXPECT_EQ(box.rfind("This box: 4 logical devices share 2 CPU cores.", 0), 0u) << box;
+  EXPECT_NE(box.find("What carries over to GPUs: "), std::string::npos) << box;
+  EXPECT_NE(box.find("What does not: the winner and its factor"), std::string::npos) << box;
+  const std::string md = ddpb::reports::render_markdown(suite, "r-").markdown;
+  EXPECT_LT(md.find("This box: "), md.find("mlp-small: DDP is ")) << md.substr(0, 1500);
+  suite["suite"]["device"] = "cuda";
+  EXPECT_EQ(ddpb::reports::cpu_box_sentence(ddpb::reports::SuiteRecord::from_json(suite)), "");
+}
+
+// Every answer names its dataset: the verdict opens with what each workload trained on, and
+// the runs table has a column for it.
+TEST(Verdict, TheVerdictAndTheRunsTableNameTheDataset) {
+  json suite = make_suite();
+  for (auto& run : suite["runs"]) {
+    if (run["workload"] != "gpt-tiny" || !run.contains("metrics")) continue;
+    run["metrics"]["loader"] = {
+        {"source", "tokens"},
+        {"data", "/d/shakespeare"},
+        {"files", {{{"path", "/d/shakespeare/train.bin"}, {"tokens", 1003854}, {"samples", 7842}}}},
+        {"split", "train"},
+        {"workers", 0},
+        {"prefetch_factor", 2},
+        {"pin_memory", "off"},
+        {"samples", 100},
+        {"samples_per_s", 1000.0}};
+  }
+  const auto record = ddpb::reports::SuiteRecord::from_json(suite);
+  const auto v = ddpb::reports::build_verdict(record);
+  ASSERT_FALSE(v.notes.empty());
+  EXPECT_EQ(v.notes[0],
+            "Data: mlp-small on synthetic data; gpt-tiny on /d/shakespeare (1003854 tokens in 1 "
+            "shard, split train).")
+      << v.notes[0];
+  const auto table = ddpb::reports::summary_table(record);
+  const auto column = std::find(table.header.begin(), table.header.end(), "data");
+  ASSERT_NE(column, table.header.end());
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const std::string& id = table.rows[i][0];
+    const std::string& data = table.rows[i][static_cast<size_t>(column - table.header.begin())];
+    if (id.rfind("gpt-tiny/", 0) == 0 && suite["runs"][i].contains("metrics"))
+      EXPECT_EQ(data.rfind("/d/shakespeare (", 0), 0u) << id;
+    if (id.rfind("mlp-small/", 0) == 0) EXPECT_EQ(data, "synthetic data") << id;
+  }
 }
 
 TEST(Projection, OneDeviceIsNotUpToOneDevices) {

@@ -8,10 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "../../util/run_cli.h"
+#include "data/token_shards.h"
 
 namespace ddpb {
 namespace {
@@ -122,6 +125,94 @@ TEST(RealData, DataThatCannotFeedTheWorkloadIsAUsageError) {
   fs::create_directories(dir / "empty");
   expect_exit(run_cli(run + "resnet-tiny --data " + (dir / "empty") + " --data-format imagefolder"),
               2, "empty", "an empty folder");
+}
+
+// A nanoGPT folder as prepare.py leaves it (gpt-tiny's seq_len is 64): train.bin of 40
+// windows, val.bin of 5 and meta.pkl of `vocab` (pickle.dumps({'vocab_size': V}, protocol=4),
+// as Python 3.11 writes it for V < 256 and for 256 <= V < 65536; prepare.py's own dict, with
+// itos and stoi, is read in tests/data/test_nanogpt_meta.cpp).
+void write_nanogpt_folder(const std::string& folder, int vocab) {
+  fs::create_directories(folder);
+  const auto ids = [](int n) {
+    std::vector<uint16_t> t(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = static_cast<uint16_t>(i % 65);
+    return t;
+  };
+  write_token_shard(folder + "/train.bin", ids(64 * 40 + 1), false);
+  write_token_shard(folder + "/val.bin", ids(64 * 5 + 1), false);
+  std::string meta = "\x80\x04\x95";
+  meta += std::string(vocab < 256 ? "\x13" : "\x14") + std::string(7, '\0');
+  meta += "}\x94\x8c\x0avocab_size\x94";
+  meta += vocab < 256
+              ? std::string{'K', static_cast<char>(vocab)}
+              : std::string{'M', static_cast<char>(vocab & 0xff), static_cast<char>(vocab >> 8)};
+  meta += "s.";
+  std::ofstream(folder + "/meta.pkl", std::ios::binary) << meta;
+}
+
+// Issue 43: a nanoGPT folder trained on val.bin too, and nothing said so. Its train split is
+// read unless --data-split val; run, data bench and the record list the files read with their
+// tokens, and what was left out; meta.pkl's vocab_size is read, and one above the workload's
+// vocabulary is a usage error naming both.
+TEST(RealData, ANanoGptFolderTrainsOnItsTrainSplitAndSaysSo) {
+  TempDir dir("real_split");
+  const std::string data = dir / "shakespeare_char";
+  write_nanogpt_folder(data, 65);
+  const std::string run = "run --workload gpt-tiny --global-batch 4 --steps 1" + kQuiet;
+  for (const std::string split : {"", "train", "val"}) {
+    SCOPED_TRACE("split '" + split + "'");
+    const std::string out = dir / "r.json", flag = split.empty() ? "" : " --data-split " + split;
+    const std::string read = split == "val" ? "val.bin" : "train.bin";
+    const std::string other = split == "val" ? "train.bin" : "val.bin";
+    const int tokens = split == "val" ? 64 * 5 + 1 : 64 * 40 + 1, windows = split == "val" ? 5 : 40;
+    const auto r = run_cli(run + " --data " + data + " --out " + out + flag);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(fmt::format("data: {} (tokens): 1 file(s), {} tokens, {} samples, "
+                                        "split {}, meta.pkl vocab_size 65\n  {}/{}: ",
+                                        data, tokens, windows, split.empty() ? "train" : split,
+                                        data, read)),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(
+        r.output.find("left out (not the split read; --data-split chooses): " + data + "/" + other),
+        std::string::npos)
+        << r.output;
+    const auto loader = read_json(out)["summary"]["loader"];
+    ASSERT_EQ(loader["files"].size(), 1u) << loader.dump();
+    EXPECT_EQ(loader["files"][0]["path"], data + "/" + read);
+    EXPECT_EQ(loader["files"][0]["tokens"], tokens);
+    EXPECT_EQ(loader["files"][0]["samples"], windows) << "the windows of one split, not both";
+    EXPECT_EQ(loader["split"], split.empty() ? "train" : split);
+    EXPECT_EQ(loader["left_out"], nlohmann::json::array({data + "/" + other}));
+    EXPECT_EQ(loader["meta_vocab_size"], 65);
+    EXPECT_EQ(read_json(out)["config"]["data_split"], split);
+    const auto valid = run_cli("validate " + out);
+    EXPECT_EQ(valid.code, 0) << valid.output;
+  }
+  const auto bench = run_cli("data bench --workload gpt-tiny --global-batch 2 --batches 1 --data " +
+                             data + " --data-split val");
+  ASSERT_EQ(bench.code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("(tokens, 5 samples)"), std::string::npos) << bench.output;
+  EXPECT_NE(bench.output.find("data: 1 file(s), 321 tokens, 5 samples, split val"),
+            std::string::npos)
+      << bench.output;
+
+  expect_exit(run_cli(run + " --data " + data + " --data-split test"), 2,
+              "--data-split must be train or val, got 'test'", "a wrong split name");
+  expect_exit(run_cli(run + " --data-split val"), 2, "give --data DIR", "a split without --data");
+  expect_exit(run_cli(run + " --data " + data + "/train.bin --data-split train"), 2, "is one file",
+              "a split of one file");
+  const std::string big = dir / "big_vocab";
+  write_nanogpt_folder(big, 600);
+  for (const std::string& command :
+       {run + " --data " + big, "data bench --workload gpt-tiny --data " + big}) {
+    expect_exit(run_cli(command), 2,
+                big + "/meta.pkl: vocab_size 600 is above the vocabulary of 512 of gpt-tiny",
+                "meta.pkl above the workload's vocabulary");
+  }
+  std::ofstream(big + "/meta.pkl") << "not a pickle";
+  expect_exit(run_cli(run + " --data " + big), 2, big + "/meta.pkl: cannot read vocab_size",
+              "an unreadable meta.pkl");
 }
 
 // A corrupt JPEG found while training: exit 1 naming the file and where the loader was

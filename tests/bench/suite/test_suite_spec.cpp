@@ -345,6 +345,40 @@ TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
             std::string::npos);
 }
 
+// Issue 43: the loader group measured the suite's own JPEGs although "data" named the user's
+// image folder. It reads "loader_data", else the user's folder for its workload, else the JPEGs
+// the suite makes; with no "loader_workload" it runs the image workload the user gave data for.
+TEST(SuiteSpec, TheLoaderGroupReadsTheUsersImagesWhenThereAreAny) {
+  const auto loader_paths = [](const std::string& text) {
+    SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+    apply_suite_text(spec, text, "s.json");
+    validate_suite(spec, 0);
+    std::set<std::string> paths;
+    for (const SuiteRun& r : expand_suite(spec)) {
+      if (r.group == reports::RunGroup::Loader) paths.insert(r.arg("--data").value_or("(none)"));
+    }
+    return paths;
+  };
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(loader_paths("{}"), std::set<std::string>{kSuiteImageFolder}) << "no user data";
+  EXPECT_EQ(loader_paths(R"({"data": {"resnet-tiny": "imgs"}})"),
+            std::set<std::string>{cwd + "/imgs"});
+  EXPECT_EQ(loader_paths(R"({"data": {"resnet-tiny": "imgs"}, "loader_data": "./other"})"),
+            std::set<std::string>{cwd + "/other"});
+  EXPECT_EQ(loader_paths(R"({"data": {"gpt-tiny": "tokens"}})"),
+            std::set<std::string>{kSuiteImageFolder})
+      << "tokens do not feed the image workload";
+  EXPECT_EQ(loader_paths(R"({"loader_data": "data/imagefolder"})"),
+            std::set<std::string>{kSuiteImageFolder});
+  SuiteSpec two;
+  two.workloads = {"resnet-tiny", "resnet50"};
+  EXPECT_EQ(two.resolved_loader_workload(), "resnet-tiny");
+  EXPECT_EQ(two.resolved_loader_data(), kSuiteImageFolder);
+  two.data["resnet50"] = "/mine";
+  EXPECT_EQ(two.resolved_loader_workload(), "resnet50");
+  EXPECT_EQ(two.resolved_loader_data(), "/mine");
+}
+
 // "data" puts whole workloads on files: every run the suite makes of gpt-tiny gets --data
 // (made absolute: the runs start in the results folder), the others and the named runs do not;
 // a workload the suite does not run, or a value that is no object of paths, is refused.
@@ -415,6 +449,46 @@ TEST(SuiteSpec, EveryKeyOfTheSuiteFileIsDocumented) {
   EXPECT_EQ(documented_keys("### The keys of a named run (`runs`)"), run_keys);
   // The parse is not vacuous: the two tables differ, and neither holds the other.
   EXPECT_NE(suite_keys, run_keys);
+}
+
+// Note [Design rounds]: DP and DDP again at the largest world size, round after round, each
+// round in the reverse order of the last; none in a quick suite or with one design.
+TEST(SuiteSpec, DesignRoundsAlternateTheParallelDesigns) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  ASSERT_EQ(spec.design_rounds, 3);
+  std::vector<const SuiteRun*> rounds;
+  const auto runs = expand_suite(spec);
+  for (const SuiteRun& r : runs)
+    if (r.group == reports::RunGroup::Rounds) rounds.push_back(&r);
+  ASSERT_EQ(rounds.size(), 2 * spec.workloads.size() * 2);  // rounds 1, 2 x workloads x DP, DDP
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    const SuiteRun& r = *rounds[i];
+    const int64_t round = i < rounds.size() / 2 ? 1 : 2;
+    EXPECT_EQ(r.repeat, round);
+    EXPECT_EQ(r.world_size, 2);
+    EXPECT_EQ(r.workload, spec.workloads[(i % (2 * spec.workloads.size())) / 2]);
+    // Round 0 (the matrix) runs DP first; round 1 DDP first; round 2 DP first again.
+    const bool first_of_pair = i % 2 == 0;
+    const ModeName first = round == 1 ? ModeName::Ddp : ModeName::Dp;
+    EXPECT_EQ(r.mode == first, first_of_pair) << r.id;
+    EXPECT_EQ(r.id, r.workload + "/" + std::string(enum_name(r.mode)) + "/w2/round-" +
+                        std::to_string(round));
+    EXPECT_EQ(r.global_batch, 2 * spec.per_device_batch.at(r.workload));
+  }
+  const auto count_rounds = [](const SuiteSpec& s) {
+    const auto all = expand_suite(s);
+    return std::count_if(all.begin(), all.end(),
+                         [](const SuiteRun& r) { return r.group == reports::RunGroup::Rounds; });
+  };
+  EXPECT_EQ(count_rounds(default_suite(DeviceType::CPU, 0, /*quick=*/true)), 0);
+  SuiteSpec one = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(one, R"({"design_rounds": 1})", "s.json");
+  EXPECT_EQ(count_rounds(one), 0);
+  SuiteSpec ddp_only = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(ddp_only, R"({"modes": ["single", "ddp"]})", "s.json");
+  EXPECT_EQ(count_rounds(ddp_only), 0);
+  SuiteSpec bad = default_suite(DeviceType::CPU, 0, false);
+  EXPECT_NE(usage_error(bad, R"({"design_rounds": 0})").find("design_rounds"), std::string::npos);
 }
 
 }  // namespace

@@ -545,8 +545,11 @@ std::vector<std::string> verdict_notes(const SuiteRecord& suite) {
         *steps, kRankingSteps));
   }
   notes.push_back(
-      "A difference no larger than the larger step-time standard deviation of the "
-      "two runs is called a tie (docs/metrics.md, \"Verdict\").");
+      "The faster design is the one faster in every alternated round (suite key "
+      "design_rounds), by the median factor over the rounds and their range; rounds that "
+      "disagree, or a factor inside the runs' own step-time noise, make a tie. With one round, a "
+      "difference no larger than the larger step-time standard deviation of the two runs is a "
+      "tie (docs/metrics.md, \"Verdict\").");
   return notes;
 }
 
@@ -557,17 +560,26 @@ namespace {
 // "Data: mlp-small on synthetic data; gpt-tiny on /d/shakespeare (...)": what each workload's
 // scaling runs trained on, so that every answer below names its dataset.
 std::string data_note(const SuiteRecord& suite) {
-  std::string out;
+  std::vector<std::pair<std::string, std::set<std::string>>> by_workload;
+  bool all_synthetic = true;
   for (const std::string& w : suite.workloads()) {
     std::set<std::string> datasets;
     for (const SuiteRun& r : suite.runs)
       if (r.group == RunGroup::Scaling && r.workload == w && r.measured())
         datasets.insert(run_dataset(r));
+    if (datasets.empty()) continue;
+    all_synthetic = all_synthetic && datasets == std::set<std::string>{"synthetic data"};
+    by_workload.emplace_back(w, std::move(datasets));
+  }
+  if (by_workload.empty()) return "";
+  if (all_synthetic) return "Data: every workload on synthetic data.";
+  std::string out;
+  for (const auto& [w, datasets] : by_workload) {
     std::string joined;
     for (const std::string& d : datasets) joined += (joined.empty() ? "" : " and ") + d;
-    if (!joined.empty()) out += (out.empty() ? "" : "; ") + printable(w + " on " + joined);
+    out += (out.empty() ? "" : "; ") + printable(w + " on " + joined);
   }
-  return out.empty() ? "" : "Data: " + out + ".";
+  return "Data: " + out + ".";
 }
 
 }  // namespace
@@ -664,7 +676,11 @@ std::vector<std::string> first_screen_sentences(const SuiteRecord& suite) {
     }
     if (const auto blame = metric(ddp, &RunMetrics::bucket_blame); blame && blame->holder) {
       sentence += fmt::format("; rank {} holds DDP's buckets back", *blame->holder);
-      if (const std::string load = outside_load(*ddp); !load.empty()) sentence += ": " + load;
+      if (const std::string load = outside_load(*ddp); !load.empty()) {
+        sentence += ": " + load;
+        // The factor was measured with that load on DDP's side.
+        if (c.faster == "DP") sentence += ", so part of DP's lead is the machine's";
+      }
     }
     out.push_back(sentence + ".");
   }

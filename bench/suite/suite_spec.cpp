@@ -292,7 +292,7 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     s.workloads = {"mlp-small", "gpt-tiny", "embed", "resnet-tiny"};
     s.world_sizes = {1, 2};
     s.bucket_sweep_mb = {1, 5};
-    // 2 cores are noisy: more steps than on GPUs for stable medians (about a minute in all).
+    // 2 cores are noisy: more steps than on GPUs for stable medians (90 runs, about 4.5 minutes).
     s.steps = 40;
     s.warmup = 5;
     s.flags = {DdpFlag::FindUnusedParameters, DdpFlag::StaticGraph,   DdpFlag::NoBroadcastBuffers,

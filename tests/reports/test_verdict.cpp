@@ -308,6 +308,26 @@ TEST(Verdict, ReportsShowTheFindingsUnderAHeadingPerWorkload) {
   }
 }
 
+// Adds rounds 1 and 2 of DP and DDP for mlp-small at 4 devices (group "rounds") and sets every
+// round's median steps: dp_ms[k] and ddp_ms[k] for round k (round 0: the matrix's runs).
+void set_rounds(json& suite, const std::vector<double>& dp_ms, const std::vector<double>& ddp_ms) {
+  for (const std::string mode : {"dp", "ddp"}) {
+    const std::string id = "mlp-small/" + mode + "/w4";
+    const auto& ms = mode == "dp" ? dp_ms : ddp_ms;
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["median"] = ms[0];
+    run_by_id(suite, id)["metrics"]["step_time_ms"]["stddev"] = 0.1;
+    for (size_t k = 1; k < ms.size(); ++k) {
+      json r = run_by_id(suite, id);
+      r["id"] = id + "/round-" + std::to_string(k);
+      r["group"] = "rounds";
+      r["variant"] = "round-" + std::to_string(k);
+      r["repeat"] = k;
+      r["metrics"]["step_time_ms"]["median"] = ms[k];
+      suite["runs"].push_back(r);
+    }
+  }
+}
+
 // Note [First-screen sentence]: one sentence per workload, on the report's first screen.
 TEST(Verdict, TheFirstScreenSaysPerWorkloadWhichDesignWinsHowFarFromItsBoundAndWhoHoldsItBack) {
   json suite = make_suite();
@@ -329,6 +349,19 @@ TEST(Verdict, TheFirstScreenSaysPerWorkloadWhichDesignWinsHowFarFromItsBoundAndW
             std::string::npos)
       << s;
   EXPECT_NE(s.find("with no fault injected)."), std::string::npos) << s;
+  // DDP leads here despite the load; where DP leads, the load is part of its lead.
+  EXPECT_EQ(s.find("part of DP's lead"), std::string::npos) << s;
+  {
+    json dp_leads = suite;
+    set_rounds(dp_leads, {8.0}, {10.0});
+    const auto led =
+        ddpb::reports::first_screen_sentences(ddpb::reports::SuiteRecord::from_json(dp_leads));
+    ASSERT_EQ(led.size(), 1u);
+    EXPECT_NE(led[0].find("DP is 1.25x faster than DDP at 4 devices"), std::string::npos) << led[0];
+    EXPECT_NE(led[0].find("with no fault injected), so part of DP's lead is the machine's."),
+              std::string::npos)
+        << led[0];
+  }
   // The Markdown report's first screen holds it, above the verdict.
   const std::string md = ddpb::reports::render_markdown(suite, "r-").markdown;
   EXPECT_LT(md.find("mlp-small: DDP is "), md.find("## Verdict")) << md.substr(0, 800);
@@ -366,26 +399,6 @@ TEST(Verdict, AnInjectedFaultIsNotCalledLoadOnTheMachine) {
     EXPECT_EQ(p.find("load on the machine"), std::string::npos) << p;
   }
   EXPECT_EQ(blamed, 1);
-}
-
-// Adds rounds 1 and 2 of DP and DDP for mlp-small at 4 devices (group "rounds") and sets every
-// round's median steps: dp_ms[k] and ddp_ms[k] for round k (round 0: the matrix's runs).
-void set_rounds(json& suite, const std::vector<double>& dp_ms, const std::vector<double>& ddp_ms) {
-  for (const std::string mode : {"dp", "ddp"}) {
-    const std::string id = "mlp-small/" + mode + "/w4";
-    const auto& ms = mode == "dp" ? dp_ms : ddp_ms;
-    run_by_id(suite, id)["metrics"]["step_time_ms"]["median"] = ms[0];
-    run_by_id(suite, id)["metrics"]["step_time_ms"]["stddev"] = 0.1;
-    for (size_t k = 1; k < ms.size(); ++k) {
-      json r = run_by_id(suite, id);
-      r["id"] = id + "/round-" + std::to_string(k);
-      r["group"] = "rounds";
-      r["variant"] = "round-" + std::to_string(k);
-      r["repeat"] = k;
-      r["metrics"]["step_time_ms"]["median"] = ms[k];
-      suite["runs"].push_back(r);
-    }
-  }
 }
 
 std::string verdict_row_by(const ddpb::reports::ReportSection& v, const std::string& w, int n) {
@@ -473,6 +486,10 @@ TEST(Verdict, TheVerdictAndTheRunsTableNameTheDataset) {
             "Data: mlp-small on synthetic data; gpt-tiny on /d/shakespeare (1003854 tokens in 1 "
             "shard, split train).")
       << v.notes[0];
+  // A suite on synthetic data throughout says so in a few words.
+  const auto synthetic =
+      ddpb::reports::build_verdict(ddpb::reports::SuiteRecord::from_json(make_suite()));
+  EXPECT_EQ(synthetic.notes.at(0), "Data: every workload on synthetic data.");
   const auto table = ddpb::reports::summary_table(record);
   const auto column = std::find(table.header.begin(), table.header.end(), "data");
   ASSERT_NE(column, table.header.end());

@@ -108,6 +108,7 @@ class PickleReader {
       case kEmptyTuple:
         return push(make(Kind::Tuple));
       case kMark:
+        bounded(marks_.size(), "marks");
         return marks_.push_back(stack_.size());
       case kBinInt1:
         return push(make_int(u8()));
@@ -136,14 +137,11 @@ class PickleReader {
       case kBinBytes:
         return push(make_str(Kind::Bytes, le(4, false)));
       case kMemoize:
-        memo_[static_cast<uint32_t>(memo_.size())] = top();
-        return;
+        return put(static_cast<uint32_t>(memo_.size()));
       case kBinPut:
-        memo_[static_cast<uint32_t>(le(1, false))] = top();
-        return;
+        return put(static_cast<uint32_t>(le(1, false)));
       case kLongBinPut:
-        memo_[static_cast<uint32_t>(le(4, false))] = top();
-        return;
+        return put(static_cast<uint32_t>(le(4, false)));
       case kBinGet:
         return push(memo(le(1, false)));
       case kLongBinGet:
@@ -241,7 +239,20 @@ class PickleReader {
     return i;
   }
 
-  void push(uint32_t index) { stack_.push_back(index); }
+  // Opcodes that make no object (MARK, MEMOIZE, a GET's push) are bounded as objects are, so
+  // that a file of them alone cannot grow the reader past kMaxPickleValues entries each.
+  void bounded(size_t size, const char* what) const {
+    if (size >= kMaxPickleValues) fail(fmt::format("more than {} {}", kMaxPickleValues, what));
+  }
+  void push(uint32_t index) {
+    bounded(stack_.size(), "stack entries");
+    stack_.push_back(index);
+  }
+  void put(uint32_t key) {
+    const uint32_t value = top();
+    if (!memo_.count(key)) bounded(memo_.size(), "memo entries");
+    memo_[key] = value;
+  }
   uint32_t top() const {
     if (stack_.size() <= floor()) fail("an opcode on an empty stack");
     return stack_.back();
@@ -298,16 +309,17 @@ int64_t parse_meta_vocab_size(std::string_view bytes, const std::string& what) {
   PickleReader reader(bytes, what);
   const Value& root = reader.at(reader.run());
   if (root.kind != Kind::Dict) meta_error(what, "the pickled object is not a dict");
+  // A key set twice keeps its last value, as Python's dict does.
+  const Value* value = nullptr;
   for (size_t k = 0; k + 1 < root.items.size(); k += 2) {
     const Value& key = reader.at(root.items[k]);
-    if (key.kind != Kind::Str || key.s != "vocab_size") continue;
-    const Value& value = reader.at(root.items[k + 1]);
-    if (value.kind != Kind::Int) meta_error(what, "its 'vocab_size' is not an int");
-    if (value.i < 1 || value.i > INT32_MAX)
-      meta_error(what, fmt::format("its vocab_size {} is not a vocabulary's size", value.i));
-    return value.i;
+    if (key.kind == Kind::Str && key.s == "vocab_size") value = &reader.at(root.items[k + 1]);
   }
-  meta_error(what, "its dict has no 'vocab_size'");
+  if (!value) meta_error(what, "its dict has no 'vocab_size'");
+  if (value->kind != Kind::Int) meta_error(what, "its 'vocab_size' is not an int");
+  if (value->i < 1 || value->i > INT32_MAX)
+    meta_error(what, fmt::format("its vocab_size {} is not a vocabulary's size", value->i));
+  return value->i;
 }
 
 int64_t read_meta_vocab_size(const std::string& path) {

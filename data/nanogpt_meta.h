@@ -9,7 +9,8 @@
 // names. This reader knows only the opcodes that build None, bools, ints, floats, strings,
 // bytes, tuples, lists and dicts and the memo; any other opcode (GLOBAL, REDUCE, BUILD, the
 // text opcodes of protocol 0...) is refused naming it and its byte offset. It is bounded: the
-// file is read up to kMaxMetaBytes, at most kMaxPickleValues objects are made, and every
+// file is read up to kMaxMetaBytes, at most kMaxPickleValues objects are made (and as many
+// stack entries, marks and memo entries: opcodes that make no object fill those), and every
 // length is checked against the bytes left. Objects live in one arena and containers hold
 // indices into it, so no object owns another: a self-referencing or deeply nested pickle can
 // neither leak nor recurse.

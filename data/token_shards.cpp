@@ -1,6 +1,7 @@
 #include "data/token_shards.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <iterator>
@@ -55,11 +56,15 @@ std::optional<DataSplit> shard_split(const std::string& filename) {
   const std::string stem = fs::path(filename).stem().string();
   for (const DataSplit split : {DataSplit::Train, DataSplit::Val}) {
     const std::string word(enum_name(split));
-    if (stem.rfind(word, 0) == 0) return split;  // train*.bin, val*.bin
     for (size_t at = stem.find(word); at != std::string::npos; at = stem.find(word, at + 1)) {
       const size_t end = at + word.size();
       const auto separator = [&](size_t i) { return std::strchr("_-.", stem[i]) != nullptr; };
-      if ((at == 0 || separator(at - 1)) && (end == stem.size() || separator(end))) return split;
+      // The word alone, or at the start followed by a shard number (train0.bin): "values" and
+      // "trainer" are other words.
+      const bool numbered =
+          at == 0 && end < stem.size() && std::isdigit(static_cast<unsigned char>(stem[end]));
+      if ((at == 0 || separator(at - 1)) && (end == stem.size() || separator(end) || numbered))
+        return split;
     }
   }
   return std::nullopt;

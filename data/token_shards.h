@@ -19,13 +19,14 @@
 // ~~~~~~~~~~~~~~~~~~~
 // A folder holding train and val shards is two datasets, not one: nanoGPT's prepare.py writes
 // train.bin, val.bin and meta.pkl into one folder, llm.c's scripts NAME_train_*.bin and
-// NAME_val_*.bin. Reading every *.bin of it trained on the validation tokens too (issue 43:
-// 4734 windows = 4261 train + 473 val, and nothing said so). So a folder with shards of both
+// NAME_val_*.bin. Reading every *.bin of it would train on the validation tokens too, and
+// silently: nothing in the window count shows it. So a folder with shards of both
 // splits is read as its train split, or its val split with `--data-split val`; its other *.bin
 // files are left out, and the start-up lines and the record (summary.loader: split, files,
-// left_out) say which were read. A shard's split is told from its name: one starting with
-// "train" or "val" (nanoGPT's train*.bin, val*.bin), or holding the word "train" or "val"
-// between '_', '-' or '.' (llm.c's). A folder of one split, or of none, is read whole.
+// left_out) say which were read. A shard's split is told from its name: the word "train" or
+// "val" alone, between '_', '-' or '.', or at the start before a shard number (nanoGPT's
+// train.bin and val.bin, llm.c's NAME_train_000001.bin, train0.bin); "values.bin" or
+// "trainer.bin" are neither. A folder of one split, or of none, is read whole.
 //
 // nanoGPT's meta.pkl beside the shards (data/nanogpt_meta.h) gives the vocabulary the ids were
 // made with: a workload whose vocabulary is smaller is refused before training, naming both.

@@ -4,6 +4,8 @@
 The bytes are committed; rerun this after a format change. The fuzz_suite_file seeds are
 hand-written suite files (docs/suite-format.md). The fuzz_report seeds are real run
 records from `ddpbench run --workload mlp-small --steps 1 --warmup 0 --global-batch 4 --out F`.
+The fuzz_nanogpt_meta seeds are Python's pickle.dump of nanoGPT prepare.py-style meta dicts
+(vocab_size, itos, stoi) at protocols 2 to 5, and one dict of every other kind the reader knows.
 Standard library only: safetensors files are written by hand, byte-compatible with the
 `safetensors` package (8-byte little-endian header length, JSON header padded with spaces to
 a multiple of 8, raw little-endian data).

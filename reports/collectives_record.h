@@ -46,8 +46,8 @@ struct CollectiveResult {
   std::optional<double> p50_us, p99_us;  // -I: over the iterations
   double arrival_skew_us = 0;            // median over the probed iterations: last - first
   // The most the clocks' offsets can move arrival_skew_us (Note [Arrivals against the clocks],
-  // bench/collectives/collectives.h): a skew at or below it is not resolved. Absent in records
-  // from before it was measured, and at one rank.
+  // bench/collectives/collectives.h): a skew at or below it is not resolved. Optional, so that
+  // records written without it still read; absent at one rank.
   std::optional<double> skew_uncertainty_us;
   // The rank that arrived last most often, counting the probes where it led beyond the clocks'
   // uncertainty; absent when none did (before skew_uncertainty_us: counting every probe).
@@ -99,7 +99,7 @@ struct CollectivesRecord {
   CollectivesConfigInfo config;
   std::vector<CollectiveResult> results;
   std::vector<CollectiveOpSummary> ops;
-  std::optional<CollectivesClock> clock;  // absent in records from before it was measured
+  std::optional<CollectivesClock> clock;  // optional, so that records written without it read
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);

@@ -3,9 +3,8 @@
 // wait and its share of the step, what the loader can give (summary.loader.samples_per_s)
 // against what training takes (samples/s), and a chart of both against the worker count: where
 // the loader's line falls under the training's, the run is input-bound. Every row and a note
-// per workload name the dataset measured (issue 43: the suite's own JPEGs were measured while
-// the report did not say which folder). Reads the typed suite record; never throws on its
-// contents.
+// per workload name the dataset measured, since the suite's own JPEGs and a user's folder read
+// alike in a table of numbers. Reads the typed suite record; never throws on its contents.
 #pragma once
 
 #include "reports/suite_record.h"

@@ -147,8 +147,9 @@ std::string format_duration(std::optional<double> ms) {
   if (!ms || !std::isfinite(*ms)) return "-";
   const double a = std::fabs(*ms);
   if (a == 0) return "0 ms";
-  if (a < 1) return fixed(*ms * 1e3, "µs");
-  if (a < 1000) return fixed(*ms, "ms");
+  // The unit is chosen on the value as printed: 999.96 ms reads "1.00 s", not "1000.0 ms".
+  if (a < 0.9995) return fixed(*ms * 1e3, "µs");
+  if (a < 999.95) return fixed(*ms, "ms");
   return fixed(*ms / 1e3, "s");
 }
 

@@ -20,15 +20,16 @@ ReportSection build_projection_section(const std::optional<ProjectionRecord>& pr
 
 // The one format of a projected time (the report's table and `ddpbench project`'s): µs below a
 // millisecond, ms below a second, else s, with 3 or 4 significant digits and never an exponent
-// ("850 µs", "13.27 ms", "13.3 s", "4521 s"); "-" for nullopt.
+// ("850.0 µs", "13.27 ms", "13.27 s", "4521 s"); "-" for nullopt.
 std::string format_duration(std::optional<double> ms);
 // A FLOP rate in the unit that keeps it short: "989.4 TFLOP/s", "61.2 GFLOP/s".
 std::string format_flops(double flops_per_s);
 // The compute rate each design of `w` was projected at, and where it comes from ("compute at
-// 412 TFLOP/s per device: ..."); both designs in one clause when they agree.
+// 412.0 TFLOP/s per device (--device-flops)"); both designs in one clause when they agree.
 std::string compute_rate_line(const ProjectedWorkload& w);
 // The designs whose projection of `w` missed a validation run by more than the validation's
-// tolerance ("DP unvalidated: embed at 2 devices -51.0%"), or "" when none did.
+// tolerance ("DP's projection is unvalidated (its validation missed by more than ±15%: 2 devices
+// -51.0%)"), or "" when none did.
 std::string unvalidated_line(const ProjectedWorkload& w,
                              const std::optional<ProjectionValidation>& validation);
 bool unvalidated(const std::string& workload, ModeName design,

@@ -24,16 +24,17 @@ namespace ddpb::reports {
 //     s = min(stddev, max(p90 - median, median - min) / 1.2816)
 // the standard deviation of a normal distribution whose p90 is that far from its median. The
 // band compares medians, and an outlier step moves the median no more than any other slow
-// step; with the stddev alone, stalls under load once made a band of ±165 ms for 8 ms steps,
-// and a +780% slowdown read as noise. median - min keeps a run whose steps alternate between two
-// levels (its median on the upper one) as wide as its stddev says.
+// step; with the stddev alone, a few stalls under load can widen the band to ±165 ms for 8 ms
+// steps, so that a +780% slowdown reads as noise. median - min keeps a run whose steps alternate
+// between two levels (its median on the upper one) as wide as its stddev says.
 //
 // Why the spread of a step and not the standard error of a median (s / sqrt(count)): the
 // standard error holds when both runs draw from one distribution. Runs minutes apart on a
 // shared machine do not (other processes, clock frequency, the caches), and their medians move
 // by about as much as steps do within a run. Two runs of one 12-configuration suite, minutes
-// apart, put 6 configurations past a 5% threshold (issue 43); on a loaded 2-core machine, 20 of
-// 22 pairs of unchanged 20-step runs and every row of two quick suites stayed inside this band.
+// apart, put 6 configurations past a 5% threshold with a fixed threshold alone; on a loaded
+// 2-core machine, 20 of 22 pairs of unchanged 20-step runs and every row of two quick suites
+// stayed inside this band.
 // The flag ledger (Note [Flag ledger]) may use the standard error because it pairs runs of one
 // round and measures the spread between rounds as well.
 //

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted input (fuzz/): the safetensors reader, the run-record
-# reader, the TCPStore frame parser and the suite-file parser, each under libFuzzer with ASan + UBSan.
+# reader, the TCPStore frame parser, the suite-file parser and the meta.pkl reader, each under
+# libFuzzer with ASan + UBSan.
 #   scripts/fuzz.sh [SECONDS]      each target for SECONDS (default 60), on a copy of its
 #                                  seed corpus fuzz/corpus/<target>/
 #   FUZZ_BUILD_DIR=... JOBS=N      build directory (default build/fuzz; .ci/run passes
@@ -19,7 +20,7 @@ seconds=${1:-60}
 case $seconds in '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;; esac
 build_dir=${FUZZ_BUILD_DIR:-$root/build/fuzz}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-targets=(fuzz_safetensors fuzz_report fuzz_store_protocol fuzz_suite_file)
+targets=(fuzz_safetensors fuzz_report fuzz_store_protocol fuzz_suite_file fuzz_nanogpt_meta)
 
 # libFuzzer ships with Clang's compiler-rt; check that a fuzzer actually links.
 source "$root/scripts/lib/fuzz_build.sh"

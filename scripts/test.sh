@@ -96,7 +96,7 @@ if [[ $sanitize == 1 ]]; then
   # Unit tests that run in-process (the process-spawning tests are covered by the main pass).
   asan_dir=${ASAN_BUILD_DIR:-$root/build/asan}
   # With Clang and libFuzzer the ASan build is scripts/fuzz.sh's configuration (ASan + UBSan
-  # with fuzzer coverage), so that fuzzing after it (.ci/run) compiles only its four targets;
+  # with fuzzer coverage), so that fuzzing after it (.ci/run) compiles only its five targets;
   # otherwise GCC's ASan + UBSan.
   source "$root/scripts/lib/fuzz_build.sh"
   stage="the ASan build"

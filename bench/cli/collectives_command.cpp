@@ -172,7 +172,7 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   add_int_flag(*c, "-n,--iters", o.sweep.iters, 1, 1'000'000, "timed iterations (default 20)");
   add_int_flag(*c, "-w,--warmup_iters", o.sweep.warmup, 0, 1'000'000,
                "untimed iterations first (default 5)");
-  // nccl-tests' -c <0|1>; a bare -c (ddpbench's earlier flag) is -c 1.
+  // nccl-tests' -c <0|1>; a bare -c, as scripts and muscle memory write it, is -c 1.
   c->add_option_function<std::string>(
        "-c,--check", [&o](const std::string& text) { o.sweep.check = parse_check(text); },
        "1 (or bare -c): check every probed result (#wrong); 0: do not (default)")

@@ -78,7 +78,7 @@ int64_t projected_batch(int64_t measured, const ProjectionScale& scale) {
 // Weak scaling (the per-device batch stays): efficiency at N = the design's own projected step
 // at one device / its projected step at N, so it is exactly 100% at one device. The baseline is
 // never a measured run: a measured single-device step against a DDP run's phases is a pair of
-// noisy measurements, which once put the efficiency at 64 devices at 113%. As N grows, the model
+// noisy measurements, whose ratio can exceed 100% by their noise alone. As N grows, the model
 // only adds to a step (collectives, DP's device-0 traffic and its loss over N·b outputs, compute
 // slots shared), so the ratio is at most 1; min() keeps that promise against rounding.
 void finish_point(DesignPoint& p, double one_device_ms, int devices, int64_t batch) {

@@ -206,8 +206,8 @@ std::string SuiteSpec::resolved_loader_workload() const {
   const auto images = [](const std::string& w) {
     return family_of(find_workload(w)).traits.files == DataFormat::ImageFolder;
   };
-  // The user's own images first (issue 43: the group measured the suite's JPEGs although
-  // "data" named the user's folder).
+  // The user's own images first: a user who names a folder under "data" wants the loader
+  // measured on it, not on the JPEGs the suite makes.
   for (const auto& w : workloads) {
     if (images(w) && data.count(w)) return w;
   }

@@ -89,6 +89,15 @@ TEST(NanoGptMeta, ReadsEveryProtocolPythonWrites) {
 }
 
 // What is not a nanoGPT meta dict is one line naming the file, never a crash or a hang.
+// A key set twice keeps its last value, as Python's dict (and so nanoGPT's train.py) does.
+TEST(NanoGptMeta, TheLastVocabSizeSetWins) {
+  // {'vocab_size': 9} at protocol 4, then SETITEM vocab_size = 65 before STOP.
+  const std::string twice = from_hex(
+      "80047d948c0a766f6361625f73697a65944b09738c0a766f6361625f73"
+      "697a65944b41732e");
+  EXPECT_EQ(parse_meta_vocab_size(twice, "meta.pkl"), 65);
+}
+
 TEST(NanoGptMeta, RefusesWhatItCannotReadInOneLine) {
   const auto refused = [](const std::string& bytes, const std::string& needle) {
     const std::string m = message_of([&] { parse_meta_vocab_size(bytes, "/d/meta.pkl"); });
@@ -106,6 +115,14 @@ TEST(NanoGptMeta, RefusesWhatItCannotReadInOneLine) {
   refused(from_hex("80046804"), "memo 4 read before it is written");
   refused(from_hex("8004") + "u", "without one");
   refused(from_hex("8004") + "X" + from_hex("ffffff7f"), "bytes wanted");
+  // Opcodes that make no object are bounded too: a file of MARKs, of MEMOIZEs or of GETs alone
+  // stops at kMaxPickleValues entries instead of growing with the file.
+  refused(from_hex("8004") + std::string(kMaxPickleValues + 1, '('), "more than 1048576 marks");
+  refused(from_hex("8004") + "N" + std::string(kMaxPickleValues + 1, '\x94'),
+          "more than 1048576 memo entries");
+  std::string gets = from_hex("8004") + "N" + from_hex("94");
+  for (size_t k = 0; k <= kMaxPickleValues; ++k) gets += from_hex("6800");
+  refused(gets, "more than 1048576 stack entries");
   // Every prefix of a good file is refused, and no byte changed anywhere crashes the reader.
   for (size_t n = 0; n < kHelloWorldMeta.size(); ++n)
     EXPECT_THROW(parse_meta_vocab_size(kHelloWorldMeta.substr(0, n), "cut"), UsageError) << n;

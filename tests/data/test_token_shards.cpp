@@ -185,12 +185,13 @@ TEST(TokenShards, TheDescriptionOfManyShardsCountsTheRest) {
 
 // llm.c names its splits as words (fineweb_train_000001.bin); nanoGPT starts with them.
 TEST(TokenShards, ASplitIsTheNamesWordOrItsStart) {
-  for (const char* name : {"train.bin", "train_0.bin", "fineweb_train_000001.bin",
+  for (const char* name : {"train.bin", "train_0.bin", "train0.bin", "fineweb_train_000001.bin",
                            "/d/val_x/tinyshakespeare-train.bin"})
     EXPECT_EQ(shard_split(name), DataSplit::Train) << name;
   for (const char* name : {"val.bin", "fineweb_val_000000.bin", "tinystories.val.bin"})
     EXPECT_EQ(shard_split(name), DataSplit::Val) << name;
-  for (const char* name : {"shard_000000.bin", "constrained.bin", "interval_1.bin", "x.bin"})
+  for (const char* name : {"shard_000000.bin", "constrained.bin", "interval_1.bin", "x.bin",
+                           "values.bin", "trainer.bin"})
     EXPECT_FALSE(shard_split(name)) << name;
   TempDir dir("token_llmc_split");
   for (const char* name :

@@ -195,6 +195,11 @@ TEST(FormatDuration, MsOrSAndNeverAnExponent) {
   EXPECT_EQ(reports::format_duration(4.521e6), "4521 s");
   EXPECT_EQ(reports::format_duration(0), "0 ms");
   EXPECT_EQ(reports::format_duration(std::nullopt), "-");
+  // The unit follows the value as printed: never "1000.0 ms" or "1000.0 µs".
+  EXPECT_EQ(reports::format_duration(999.96), "1.00 s");
+  EXPECT_EQ(reports::format_duration(999.94), "999.9 ms");
+  EXPECT_EQ(reports::format_duration(0.99996), "1.00 ms");
+  EXPECT_EQ(reports::format_duration(0.9994), "999.4 µs");
   const std::regex exponent("[0-9][eE][-+]?[0-9]");
   for (double ms = 1e-9; ms < 1e12; ms *= 3.7) {
     const std::string s = reports::format_duration(ms);

@@ -95,8 +95,21 @@ MeasuredCompute measured_compute(const ProjectionBasis& b, int64_t batch, double
 
 void read_compute_basis(ProjectionBasis& b, const reports::RunRecord& record,
                         const std::optional<PeakRate>& suite_peak) {
+  const ops::MathMode precision =
+      enum_from_name<ops::MathMode>(record.config.precision).value_or(b.precision);
+  // One basis serves both designs: the second record read (DP after DDP) must describe the
+  // same work, or one design would be projected at the other's rate.
+  if (b.compute_read) {
+    DDPB_USAGE_CHECK(precision == b.precision &&
+                     record.workload.train_flops_per_sample == b.train_flops_per_sample)
+        << b.workload << ": the DDP and DP runs differ in precision (" << enum_name(b.precision)
+        << " against " << enum_name(precision) << ") or in training FLOPs per sample ("
+        << b.train_flops_per_sample << " against " << record.workload.train_flops_per_sample
+        << "); project runs of one configuration";
+  }
+  b.compute_read = true;
   b.train_flops_per_sample = record.workload.train_flops_per_sample;
-  b.precision = enum_from_name<ops::MathMode>(record.config.precision).value_or(b.precision);
+  b.precision = precision;
   if (const auto& mfu = record.summary.mfu; mfu && mfu->peak_flops_per_s > 0)
     b.measured_peak = PeakRate{mfu->peak_flops_per_s, mfu->source};
   else

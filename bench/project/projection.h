@@ -56,6 +56,7 @@ struct ProjectionBasis {
   double train_flops_per_sample = 0;
   ops::MathMode precision = ops::MathMode::FP32;
   std::optional<PeakRate> measured_peak;
+  bool compute_read = false;  // read_compute_basis has read a record into it
 };
 
 // Reads a DDP or DP run record (`ddpbench run --out`). Throws UsageError when the record is

@@ -187,6 +187,29 @@ TEST(ProjectionRecordOut, CarriesTheRateAndMatchesTheSchema) {
   EXPECT_NE(line.find("NVIDIA H100 SXM datasheet, dense bf16 (989.4"), std::string::npos) << line;
 }
 
+// One basis serves both designs, so the DP record read after the DDP one must describe the same
+// work; a DP run in another precision is refused rather than projected at DDP's rate.
+TEST(ComputeBasis, TheDesignsRecordsMustAgreeOnPrecisionAndFlops) {
+  reports::RunRecord ddp_record, dp_record;
+  ddp_record.config.precision = dp_record.config.precision = "bf16";
+  ddp_record.workload.train_flops_per_sample = dp_record.workload.train_flops_per_sample = 1e9;
+  ProjectionBasis b;
+  b.workload = "toy";
+  read_compute_basis(b, ddp_record, std::nullopt);
+  read_compute_basis(b, dp_record, std::nullopt);  // the same work: accepted
+  EXPECT_EQ(b.precision, ops::MathMode::BF16);
+  dp_record.config.precision = "fp32";
+  try {
+    read_compute_basis(b, dp_record, std::nullopt);
+    ADD_FAILURE() << "a DP run in fp32 beside a bf16 DDP run was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("toy: the DDP and DP runs differ in precision (bf16 "
+                                         "against fp32)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(FormatDuration, MsOrSAndNeverAnExponent) {
   EXPECT_EQ(reports::format_duration(13270), "13.27 s");
   EXPECT_EQ(reports::format_duration(13.27), "13.27 ms");

@@ -27,11 +27,13 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "pg_test_util.h"
+#include "tests/util/error_of.h"
 
 namespace ddpb::comm {
 namespace {
 
 using namespace std::chrono_literals;
+using ddpb::testing::error_of;
 using testing::cast_to;
 using testing::Clock;
 using testing::floats_of;
@@ -437,17 +439,6 @@ class SilentPeer {
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
-
-// The message of the E that `f` throws ("" if it throws none).
-template <typename E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(GlooGroup, CollectiveThatNoPeerJoinsTimesOutAndBreaksTheGroup) {
   auto store = std::make_shared<HashStore>();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/error_of.h"
 #include "../util/temp_dir.h"
 #include "core/check.h"
 #include "data/jpeg.h"
@@ -22,6 +23,8 @@
 
 namespace ddpb {
 namespace {
+
+using testing::error_of;
 
 namespace fs = std::filesystem;
 using testing::TempDir;
@@ -44,15 +47,6 @@ void write_jpeg(const std::string& path, int w, int h, int seed = 0) {
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string usage_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no usage error)";
 }
 
 // torchvision: classes are the sorted folder names; a class's files are sorted(os.walk()),
@@ -79,23 +73,23 @@ TEST(ImageFolder, ClassesAreSortedFoldersAndFilesAreSortedWalks) {
 // more classes than the model has are named.
 TEST(ImageFolder, BadFoldersAreNamed) {
   TempDir dir("imagefolder_bad");
-  EXPECT_NE(usage_message([&] { scan_image_folder(dir.str()); }).find("no class folder"),
+  EXPECT_NE(error_of<UsageError>([&] { scan_image_folder(dir.str()); }).find("no class folder"),
             std::string::npos);
   fs::create_directories(dir / "cat");
   fs::create_directories(dir / "dog");
   write_jpeg(dir / "cat/1.jpg", 40, 30);
-  EXPECT_NE(usage_message([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               scan_image_folder(dir.str());
             }).find(dir / "dog" + ": a class folder with no JPEG image"),
             std::string::npos);
   std::ofstream(dir / "dog/1.png") << "png";
-  EXPECT_NE(usage_message([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               scan_image_folder(dir.str());
             }).find(dir / "dog/1.png" + ": ddpbench decodes JPEG only"),
             std::string::npos);
   fs::remove(dir / "dog/1.png");
   write_jpeg(dir / "dog/1.jpg", 40, 30);
-  EXPECT_NE(usage_message([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               ImageFolderDataset(dir.str(), 32, 1, 0, false);
             }).find("2 classes, but the model classifies 1"),
             std::string::npos);

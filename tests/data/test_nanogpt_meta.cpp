@@ -10,11 +10,14 @@
 #include <functional>
 #include <string>
 
+#include "../util/error_of.h"
 #include "../util/temp_dir.h"
 #include "core/check.h"
 
 namespace ddpb {
 namespace {
+
+using testing::error_of;
 
 using testing::TempDir;
 
@@ -35,15 +38,6 @@ const std::string kHelloWorldMeta = from_hex(
     "018c0120944b028c0164944b038c0165944b048c0168944b058c016c944b068c016f944b078c0172944b088c0177"
     "94758c0473746f69947d942868044b0068054b0168064b0268074b0368084b0468094b05680a4b06680b4b07680c"
     "4b0875752e");
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no usage error)";
-}
 
 TEST(NanoGptMeta, ReadsVocabSizeFromPythonsPickle) {
   EXPECT_EQ(parse_meta_vocab_size(kHelloWorldMeta, "meta.pkl"), 9);
@@ -100,7 +94,8 @@ TEST(NanoGptMeta, TheLastVocabSizeSetWins) {
 
 TEST(NanoGptMeta, RefusesWhatItCannotReadInOneLine) {
   const auto refused = [](const std::string& bytes, const std::string& needle) {
-    const std::string m = message_of([&] { parse_meta_vocab_size(bytes, "/d/meta.pkl"); });
+    const std::string m =
+        error_of<UsageError>([&] { parse_meta_vocab_size(bytes, "/d/meta.pkl"); });
     EXPECT_EQ(m.rfind("/d/meta.pkl: cannot read vocab_size: ", 0), 0u) << m;
     EXPECT_NE(m.find(needle), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
@@ -140,9 +135,10 @@ TEST(NanoGptMeta, RefusesWhatItCannotReadInOneLine) {
   EXPECT_GT(still_read, 0) << "some changes (inside a string) leave vocab_size readable";
   // A file that is not a regular file, or does not exist, is named.
   TempDir dir("meta_bad");
-  EXPECT_NE(message_of([&] { read_meta_vocab_size(dir.str()); }).find("not a regular file"),
-            std::string::npos);
-  EXPECT_NE(message_of([&] { read_meta_vocab_size(dir / "none.pkl"); }).find("none.pkl"),
+  EXPECT_NE(
+      error_of<UsageError>([&] { read_meta_vocab_size(dir.str()); }).find("not a regular file"),
+      std::string::npos);
+  EXPECT_NE(error_of<UsageError>([&] { read_meta_vocab_size(dir / "none.pkl"); }).find("none.pkl"),
             std::string::npos);
 }
 

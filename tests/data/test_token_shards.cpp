@@ -11,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "../util/error_of.h"
 #include "../util/temp_dir.h"
 #include "core/check.h"
 #include "data/nanogpt_meta.h"
 
 namespace ddpb {
 namespace {
+
+using testing::error_of;
 
 using testing::TempDir;
 
@@ -36,15 +39,6 @@ void write_nanogpt_folder(const TempDir& dir) {
   write_token_shard(dir / "train.bin", ramp(41, 50), false);
   write_token_shard(dir / "val.bin", ramp(13, 50), false);
   std::ofstream(dir / "meta.pkl", std::ios::binary).write(kMeta600, sizeof(kMeta600) - 1);
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no usage error)";
 }
 
 TEST(TokenShards, BothFormatsGiveWindowsOfSeqPlusOneTokens) {
@@ -83,7 +77,7 @@ TEST(TokenShards, AFolderIsItsShardsInNameOrderAndNoWindowCrossesOne) {
 TEST(TokenShards, BadFilesAreNamedWithTheReason) {
   TempDir dir("token_bad");
   std::ofstream(dir / "odd.bin") << "abc";
-  EXPECT_NE(message_of([&] { TokenShardDataset(dir / "odd.bin", 4, 100); })
+  EXPECT_NE(error_of<UsageError>([&] { TokenShardDataset(dir / "odd.bin", 4, 100); })
                 .find(dir / "odd.bin" + ": a raw token file (nanoGPT's uint16 train.bin) of odd "
                                         "byte length 3"),
             std::string::npos);
@@ -92,24 +86,26 @@ TEST(TokenShards, BadFilesAreNamedWithTheReason) {
   header[0] = kLlmcMagic, header[1] = 7, header[2] = 4;
   std::ofstream(dir / "v7.bin", std::ios::binary)
       .write(reinterpret_cast<const char*>(header.data()), 1024);
-  EXPECT_NE(message_of([&] { TokenShardDataset(dir / "v7.bin", 4, 100); }).find("version 7"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<UsageError>([&] { TokenShardDataset(dir / "v7.bin", 4, 100); }).find("version 7"),
+      std::string::npos);
   header[1] = kLlmcVersion, header[2] = 1000;
   std::ofstream(dir / "short.bin", std::ios::binary)
       .write(reinterpret_cast<const char*>(header.data()), 1024);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               TokenShardDataset(dir / "short.bin", 4, 100);
             }).find("it claims 1000 tokens, the file holds 0"),
             std::string::npos);
   // Too short for one window, and an empty folder.
   write_token_shard(dir / "tiny.bin", ramp(4, 100), false);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               TokenShardDataset(dir / "tiny.bin", 4, 100);
             }).find("no shard holds a window of 5 tokens"),
             std::string::npos);
   TempDir empty("token_empty");
-  EXPECT_NE(message_of([&] { TokenShardDataset(empty.str(), 4, 100); }).find("no token shard"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<UsageError>([&] { TokenShardDataset(empty.str(), 4, 100); }).find("no token shard"),
+      std::string::npos);
   // A token id at or above the vocabulary: the file and the byte offset of that token.
   std::vector<uint16_t> t = ramp(9, 50);
   t[6] = 50;
@@ -211,11 +207,11 @@ TEST(TokenShards, AMissingSplitIsAUsageError) {
   EXPECT_EQ(TokenShardDataset(dir.str(), 4, 100).size(), 10);
   EXPECT_FALSE(TokenShardDataset(dir.str(), 4, 100).split());
   EXPECT_EQ(TokenShardDataset(dir.str(), 4, 100, DataSplit::Train).split(), DataSplit::Train);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               TokenShardDataset(dir.str(), 4, 100, DataSplit::Val);
             }).find("--data-split val: " + dir.str() + " has no val shard"),
             std::string::npos);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               TokenShardDataset(dir / "train.bin", 4, 100, DataSplit::Train);
             }).find("is one file"),
             std::string::npos);
@@ -227,15 +223,16 @@ TEST(TokenShards, MetaVocabSizeIsCheckedAgainstTheModel) {
   write_nanogpt_folder(dir);
   EXPECT_EQ(check_token_meta(dir.str(), 600, "gpt-x"), 600);
   EXPECT_EQ(check_token_meta(dir / "train.bin", 50257, "gpt2-small"), 600) << "beside the file";
-  const std::string m = message_of([&] { check_token_meta(dir.str(), 512, "gpt-tiny"); });
+  const std::string m = error_of<UsageError>([&] { check_token_meta(dir.str(), 512, "gpt-tiny"); });
   EXPECT_NE(
       m.find(dir / "meta.pkl" + ": vocab_size 600 is above the vocabulary of 512 of gpt-tiny"),
       std::string::npos)
       << m;
-  EXPECT_NE(message_of([&] { TokenShardDataset(dir.str(), 4, 599); }).find("vocab_size 600"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<UsageError>([&] { TokenShardDataset(dir.str(), 4, 599); }).find("vocab_size 600"),
+      std::string::npos);
   std::ofstream(dir / "meta.pkl") << "not a pickle";
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_of<UsageError>([&] {
               TokenShardDataset(dir.str(), 4, 1000);
             }).find(dir / "meta.pkl" + ": cannot read vocab_size"),
             std::string::npos);

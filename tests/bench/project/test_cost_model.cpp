@@ -9,6 +9,7 @@
 #include "bench/project/cost_model.h"
 #include "bench/project/projection.h"
 #include "core/check.h"
+#include "tests/bench/project/toy_basis.h"
 
 namespace ddpb::bench {
 namespace {
@@ -159,22 +160,7 @@ TEST(BucketPipeline, HandBuiltTimelines) {
 }
 
 ProjectionBasis basis() {
-  ProjectionBasis b;
-  b.workload = "toy";
-  DdpBasis d;
-  d.run = "toy/ddp/w1";
-  d.per_device_batch = 32;
-  d.forward_ms = 4, d.backward_ms = 8, d.optimizer_ms = 1, d.data_ms = 0;
-  d.buckets = {{4, 25e6}, {8, 25e6}};
-  b.ddp = d;
-  DpBasis p;
-  p.run = "toy/dp/w1";
-  p.per_device_batch = 32;
-  p.replica_ms = 12, p.loss_ms = 0, p.optimizer_ms = 1;
-  p.parameter_bytes = 50e6, p.input_bytes_per_sample = 1e3, p.output_bytes_per_sample = 40;
-  b.dp = p;
-  b.single_step_ms = 13;
-  return b;
+  return testing::toy_basis();
 }
 
 // pcie4's links with the measured devices' own compute (no device class: Note [Compute rate]),

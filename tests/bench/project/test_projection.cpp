@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "reports/projection_view.h"
 #include "reports/schema_validator.h"
+#include "tests/bench/project/toy_basis.h"
 
 namespace ddpb::bench {
 // Named, not anonymous: the unity build joins this file with test_cost_model.cpp's helpers.
@@ -22,21 +23,12 @@ namespace projection_test {
 // (2.67 TFLOP/s), DP's replica 16 ms (2 TFLOP/s), on a device whose peak is 10 TFLOP/s.
 constexpr double kFlopsPerSample = 1e9, kMeasuredPeak = 1e13;
 
+// The toy workload with DP's replica at 16 ms and some data and loss time.
 ProjectionBasis basis() {
-  ProjectionBasis b;
-  b.workload = "toy";
-  DdpBasis d;
-  d.run = "toy/ddp/w1";
-  d.per_device_batch = 32;
-  d.forward_ms = 4, d.backward_ms = 8, d.optimizer_ms = 1, d.data_ms = 0.5;
-  d.buckets = {{4, 25e6}, {8, 25e6}};
-  b.ddp = d;
-  DpBasis p;
-  p.run = "toy/dp/w1";
-  p.per_device_batch = 32;
-  p.replica_ms = 16, p.loss_ms = 0.1, p.optimizer_ms = 1;
-  p.parameter_bytes = 50e6, p.input_bytes_per_sample = 1e3, p.output_bytes_per_sample = 40;
-  b.dp = p;
+  ProjectionBasis b = testing::toy_basis();
+  b.ddp->data_ms = 0.5;
+  b.dp->replica_ms = 16, b.dp->loss_ms = 0.1;
+  b.single_step_ms.reset();
   b.train_flops_per_sample = kFlopsPerSample;
   b.precision = ops::MathMode::BF16;
   b.measured_peak = PeakRate{kMeasuredPeak, "a measured GEMM peak"};

@@ -8,6 +8,7 @@
 //   DP      data, scatter, replicate, forward, gather, loss, backward, reduce, optimizer
 //   DDP     data, buffer_broadcast, forward, sync_bn, backward_compute, comm_exposed,
 //           optimizer
+//   single with --cuda-graph: data, graph (the whole replayed step)
 // "backward" is a design's whole backward; DDP splits its own into the compute
 // (backward_compute) and the communication left after it (comm_exposed), and takes
 // SyncBatchNorm's collectives out of forward and backward into sync_bn, so that the phases
@@ -35,22 +36,33 @@ enum class StepPhase : uint8_t {
   CommExposed,
   Reduce,
   Optimizer,
+  Graph,
 };
-inline constexpr size_t kNumStepPhases = 13;
+inline constexpr size_t kNumStepPhases = 14;
 
 // The name records carry ("backward_compute").
 constexpr const char* step_phase_name(StepPhase p) {
   constexpr const char* kNames[kNumStepPhases] = {
       "data", "scatter",  "replicate",        "buffer_broadcast", "forward", "sync_bn",  "gather",
-      "loss", "backward", "backward_compute", "comm_exposed",     "reduce",  "optimizer"};
+      "loss", "backward", "backward_compute", "comm_exposed",     "reduce",  "optimizer",
+      "graph"};
   return kNames[static_cast<size_t>(p)];
 }
 
-// What a phase spends its time on: the input pipeline, the model's arithmetic (forward,
-// loss, backward and the optimizer step) or moving tensors between devices or ranks (DP's
-// scatter, replicate, gather and reduce; DDP's buffer broadcast, SyncBatchNorm and exposed
-// AllReduce). The critical path and the speed-of-light comparison both read it.
-enum class PhaseKind : uint8_t { Data, Compute, Communication };
+// Note [Phase kinds]
+// What a phase spends its time on: the input pipeline (data), the model's arithmetic
+// (compute: forward, loss, backward, the optimizer step and a replayed CUDA graph of them) or
+// moving tensors between devices or ranks (communication: DP's scatter, replicate, gather and
+// reduce; DDP's buffer broadcast, SyncBatchNorm and exposed AllReduce). The critical path adds
+// two kinds that no phase has: waiting for another rank (wait) and host time outside every
+// phase (host). Run records carry each phase's kind ("kind" beside "phase"), so that reports/
+// and the projection group phases from the record alone; this is the one grouping.
+enum class PhaseKind : uint8_t { Data, Compute, Communication, Wait, Host };
+
+constexpr const char* phase_kind_name(PhaseKind k) {
+  constexpr const char* kNames[] = {"data", "compute", "communication", "wait", "host"};
+  return kNames[static_cast<size_t>(k)];
+}
 
 constexpr PhaseKind phase_kind(StepPhase p) {
   switch (p) {
@@ -61,6 +73,7 @@ constexpr PhaseKind phase_kind(StepPhase p) {
     case StepPhase::Backward:
     case StepPhase::BackwardCompute:
     case StepPhase::Optimizer:
+    case StepPhase::Graph:
       return PhaseKind::Compute;
     default:
       return PhaseKind::Communication;
@@ -73,6 +86,12 @@ constexpr std::optional<StepPhase> step_phase_named(std::string_view name) {
     if (name == step_phase_name(static_cast<StepPhase>(i))) return static_cast<StepPhase>(i);
   }
   return std::nullopt;
+}
+
+// The kind of the phase a record names; host time for a name outside the vocabulary.
+constexpr PhaseKind phase_kind_of(std::string_view name) {
+  const std::optional<StepPhase> p = step_phase_named(name);
+  return p ? phase_kind(*p) : PhaseKind::Host;
 }
 
 // One phase's time in one step.

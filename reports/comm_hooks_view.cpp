@@ -16,10 +16,11 @@ struct HookRun {
   const SuiteRun* run;
 };
 
-// The fp32 run a hook run compares with: DDP, same workload and world size, group scaling.
+// The fp32 run a hook run compares with: the same design, workload and world size, group
+// scaling.
 const SuiteRun* fp32_run(const SuiteRecord& suite, const SuiteRun& hook_run) {
   for (const SuiteRun& r : suite.runs) {
-    if (r.group == RunGroup::Scaling && r.mode == ModeName::Ddp &&
+    if (r.group == RunGroup::Scaling && r.mode == hook_run.mode && r.variant.empty() &&
         r.workload == hook_run.workload && r.world_size == hook_run.world_size && r.measured())
       return &r;
   }

@@ -53,7 +53,7 @@ Figures run_record_figures(const RunRecord& rec) {
             comm ? std::optional(comm->comm_exposed_ms)
                  : measured_median(rec, &StepModeData::comm_exposed_ms),
             fmt::format("{} {} on {} {} device(s), global batch {}, {}{}", c.workload,
-                        enum_name(c.mode), c.world_size, c.device, c.global_batch, c.precision,
+                        c.mode, c.world_size, c.device, c.global_batch, c.precision,
                         hook == "none" ? "" : ", comm hook " + hook)};
   // Peak over every device: top-level memory[], and each DDP rank's memory[].
   int64_t peak = peak_memory_bytes(rec.memory);
@@ -72,7 +72,7 @@ Figures suite_run_figures(const SuiteRun& r) {
           m ? run_peak_memory(r) : std::nullopt,
           m ? std::optional(m->step_time_ms) : std::nullopt,
           m ? m->comm_exposed_ms : std::nullopt,
-          fmt::format("{} {} on {} device(s), global batch {}{}", r.workload, enum_name(r.mode),
+          fmt::format("{} {} on {} device(s), global batch {}{}", r.workload, r.mode,
                       r.world_size, r.global_batch.value_or(0),
                       r.variant.empty() ? "" : ", " + r.variant)};
 }

@@ -26,27 +26,27 @@ std::string span_style(const PathSpan& s) {
 }
 
 struct DesignRun {
-  const char* design;  // "DP" or "DDP"
-  const char* unit;    // "device" or "rank"
+  std::string design;  // the design's label: "DP"
+  std::string unit;    // its noun: "device" or "rank"
   const SuiteRun* run;
 };
 
-// Per workload, the DP and DDP scaling runs at the largest world size above 1 that have a
-// critical path.
+// Per workload, each parallel design's scaling run at the largest world size above 1 that has
+// a critical path.
 std::vector<std::pair<std::string, std::vector<DesignRun>>> runs_with_paths(const SuiteRecord& s) {
   std::vector<std::pair<std::string, std::vector<DesignRun>>> out;
   for (const std::string& w : s.workloads()) {
     std::vector<DesignRun> designs;
-    for (const auto& [mode, design, unit] :
-         {std::tuple{ModeName::Dp, "DP", "device"}, std::tuple{ModeName::Ddp, "DDP", "rank"}}) {
+    for (const DesignInfo* d : s.parallel_designs()) {
       const SuiteRun* best = nullptr;
       for (const SuiteRun& r : s.runs) {
-        if (r.group != RunGroup::Scaling || r.mode != mode || r.workload != w || r.world_size < 2 ||
+        if (r.group != RunGroup::Scaling || r.mode != d->name || r.workload != w ||
+            r.world_size < 2 ||
             !r.measured() || !r.metrics->critical_path)
           continue;
         if (!best || r.world_size > best->world_size) best = &r;
       }
-      if (best) designs.push_back({design, unit, best});
+      if (best) designs.push_back({d->label, d->noun, best});
     }
     if (!designs.empty()) out.emplace_back(w, std::move(designs));
   }

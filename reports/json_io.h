@@ -16,7 +16,7 @@ class ReportError : public std::runtime_error {
 };
 
 // The schema version written into every report; bump it when a field changes meaning.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // JSON text that never throws on a string that is not UTF-8 (a path with a stray byte):
 // such bytes become U+FFFD. Every record, dump and printed configuration uses it.

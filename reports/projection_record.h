@@ -126,7 +126,7 @@ struct ProjectionBasisInfo {
 // A measured scaling point drawn beside the projection.
 struct MeasuredPoint {
   static constexpr bool kRecord = true;
-  ModeName mode = ModeName::Ddp;
+  std::string mode;  // the design's name
   int64_t devices = 1;
   std::string run;
   double step_ms = 0;
@@ -168,7 +168,7 @@ struct ComputeRates {
 struct Crossover {
   static constexpr bool kRecord = true;
   int64_t devices = 2;
-  ModeName faster = ModeName::Ddp;
+  std::string faster;  // the design's name
   bool operator==(const Crossover&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -202,7 +202,7 @@ struct ProjectedWorkload {
 struct ValidationRun {
   static constexpr bool kRecord = true;
   std::string run;
-  ModeName mode = ModeName::Ddp;
+  std::string mode;  // the design's name
   int64_t devices = 2;
   double measured_ms = 0, predicted_ms = 0, error = 0;  // error: predicted / measured - 1
   std::optional<std::string> workload;

@@ -9,11 +9,14 @@
 namespace ddpb::reports {
 namespace {
 
-const std::optional<ProjectedDesign>& design_of(const ProjectedPoint& p, ModeName design) {
-  return design == ModeName::Ddp ? p.ddp : p.dp;
+// The projection's two models are of DDP and of DP (bench/project/projection.h).
+const std::string kProjectedDdp = "ddp", kProjectedDp = "dp";
+
+const std::optional<ProjectedDesign>& design_of(const ProjectedPoint& p, const std::string& design) {
+  return design == kProjectedDdp ? p.ddp : p.dp;
 }
 
-std::optional<double> field_of(const ProjectedPoint& p, ModeName design,
+std::optional<double> field_of(const ProjectedPoint& p, const std::string& design,
                                double ProjectedDesign::*field) {
   const auto& d = design_of(p, design);
   return d ? std::optional(*d.*field) : std::nullopt;
@@ -25,7 +28,7 @@ std::string faster_cell(const ProjectedPoint& p) {
 }
 
 // A design's step, marked where its projection of the workload is unvalidated.
-std::string step_cell(const ProjectedPoint& p, ModeName design, bool unvalidated) {
+std::string step_cell(const ProjectedPoint& p, const std::string& design, bool unvalidated) {
   const auto step = field_of(p, design, &ProjectedDesign::step_ms);
   return format_duration(step) + (step && unvalidated ? " (unvalidated)" : "");
 }
@@ -33,16 +36,16 @@ std::string step_cell(const ProjectedPoint& p, ModeName design, bool unvalidated
 void add_rows(const ProjectedWorkload& w, const std::optional<ProjectionValidation>& v,
               TextTable& t) {
   using D = ProjectedDesign;
-  const bool ddp_unvalidated = unvalidated(w.workload, ModeName::Ddp, v);
-  const bool dp_unvalidated = unvalidated(w.workload, ModeName::Dp, v);
+  const bool ddp_unvalidated = unvalidated(w.workload, kProjectedDdp, v);
+  const bool dp_unvalidated = unvalidated(w.workload, kProjectedDp, v);
   for (const ProjectedPoint& p : w.points) {
     t.rows.push_back({w.workload, fmt::format("{}", p.devices),
-                      step_cell(p, ModeName::Ddp, ddp_unvalidated),
-                      format_duration(field_of(p, ModeName::Ddp, &D::exposed_ms)),
-                      format_percent(field_of(p, ModeName::Ddp, &D::efficiency)),
-                      step_cell(p, ModeName::Dp, dp_unvalidated),
-                      format_duration(field_of(p, ModeName::Dp, &D::comm_ms)),
-                      format_percent(field_of(p, ModeName::Dp, &D::efficiency)), faster_cell(p)});
+                      step_cell(p, kProjectedDdp, ddp_unvalidated),
+                      format_duration(field_of(p, kProjectedDdp, &D::exposed_ms)),
+                      format_percent(field_of(p, kProjectedDdp, &D::efficiency)),
+                      step_cell(p, kProjectedDp, dp_unvalidated),
+                      format_duration(field_of(p, kProjectedDp, &D::comm_ms)),
+                      format_percent(field_of(p, kProjectedDp, &D::efficiency)), faster_cell(p)});
     t.bad.push_back(false);
   }
 }
@@ -64,8 +67,8 @@ svg::Svg efficiency_chart(const ProjectedWorkload& w) {
   svg::LineChart chart{w.workload + ": scaling efficiency", "devices", "efficiency", {}};
   chart.x_log = true;
   size_t index = 0;
-  for (const ModeName design : {ModeName::Ddp, ModeName::Dp}) {
-    const std::string label = design == ModeName::Ddp ? "DDP" : "DP";
+  for (const std::string& design : {kProjectedDdp, kProjectedDp}) {
+    const std::string label = design == kProjectedDdp ? "DDP" : "DP";
     const std::string color = svg::palette_color(index++);
     svg::Series projected{label + " projected", {}, true, color};
     svg::Series measured{label + " measured", {}, false, color};
@@ -88,7 +91,7 @@ std::string findings(const ProjectedWorkload& w) {
   std::string out = w.workload + ": ";
   if (const auto& c = w.crossover.value) {
     out += fmt::format("{} becomes the faster design at {} devices; ",
-                       c->faster == ModeName::Ddp ? "DDP" : "DP", c->devices);
+                       c->faster == kProjectedDdp ? "DDP" : "DP", c->devices);
   } else if (!w.points.empty()) {
     out += "no crossover between DP and DDP where both run; ";
   }
@@ -171,7 +174,7 @@ std::string compute_rate_line(const ProjectedWorkload& w) {
   return r.ddp ? rate_clause(*r.ddp) : (r.dp ? rate_clause(*r.dp) : "");
 }
 
-bool unvalidated(const std::string& workload, ModeName design,
+bool unvalidated(const std::string& workload, const std::string& design,
                  const std::optional<ProjectionValidation>& validation) {
   if (!validation) return false;
   for (const ValidationRun& r : validation->runs) {
@@ -184,7 +187,7 @@ std::string unvalidated_line(const ProjectedWorkload& w,
                              const std::optional<ProjectionValidation>& validation) {
   if (!validation || !validation->tolerance) return "";
   std::string out;
-  for (const ModeName design : {ModeName::Ddp, ModeName::Dp}) {
+  for (const std::string& design : {kProjectedDdp, kProjectedDp}) {
     std::string misses;
     for (const ValidationRun& r : validation->runs) {
       if (r.workload != w.workload || r.mode != design || !missed(r, *validation)) continue;
@@ -195,7 +198,7 @@ std::string unvalidated_line(const ProjectedWorkload& w,
     out += fmt::format(
         "{}{}'s projection is unvalidated (its validation missed by more than "
         "±{:.0f}%: {})",
-        out.empty() ? "" : "; ", design == ModeName::Ddp ? "DDP" : "DP",
+        out.empty() ? "" : "; ", design == kProjectedDdp ? "DDP" : "DP",
         *validation->tolerance * 100, misses);
   }
   return out;

@@ -32,7 +32,7 @@ std::string compute_rate_line(const ProjectedWorkload& w);
 // -51.0%)"), or "" when none did.
 std::string unvalidated_line(const ProjectedWorkload& w,
                              const std::optional<ProjectionValidation>& validation);
-bool unvalidated(const std::string& workload, ModeName design,
+bool unvalidated(const std::string& workload, const std::string& design,
                  const std::optional<ProjectionValidation>& validation);
 
 }  // namespace ddpb::reports

@@ -29,6 +29,21 @@ const SuiteRun* SuiteRecord::find_run(std::string_view id) const {
   return nullptr;
 }
 
+DesignInfo SuiteRecord::design_named(std::string_view name) const {
+  if (const DesignInfo* d = find_design(designs, name)) return *d;
+  DesignInfo unknown;
+  unknown.name = unknown.label = std::string(name);
+  unknown.noun = "device";
+  return unknown;
+}
+
+std::vector<const DesignInfo*> SuiteRecord::parallel_designs() const {
+  std::vector<const DesignInfo*> out;
+  for (const DesignInfo& d : designs)
+    if (d.parallel) out.push_back(&d);
+  return out;
+}
+
 std::vector<std::string> SuiteRecord::workloads() const {
   std::vector<std::string> out;
   const auto add = [&](const std::string& w) {

@@ -11,16 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/design_info.h"
 #include "reports/json_io.h"
 #include "reports/record_fields.h"
 
 namespace ddpb::reports {
-
-// How the devices train together (`--mode`; bench's Mode).
-enum class ModeName { Single, Dp, Ddp };
-constexpr NameTable<ModeName, 3> enum_names(ModeName) {
-  return {{{"single", ModeName::Single}, {"dp", ModeName::Dp}, {"ddp", ModeName::Ddp}}};
-}
 
 // Step times in ms over the measured steps (bench/measure/stats.h).
 struct StepTimeStats {
@@ -34,13 +29,15 @@ struct StepTimeStats {
   }
 };
 
+// A phase's median over the measured steps, with its kind (Note [Phase kinds] in
+// core/step_phase.h).
 struct PhaseMedian {
   static constexpr bool kRecord = true;
-  std::string phase;
+  std::string phase, kind;
   double median_ms = 0;
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("phase", s.phase), v("median_ms", s.median_ms);
+    v("phase", s.phase), v("kind", s.kind), v("median_ms", s.median_ms);
   }
 };
 
@@ -402,7 +399,7 @@ struct OptimizerInfo {
 // beyond the named ones stays in `extra`.
 struct RunConfigInfo {
   static constexpr bool kRecord = true;
-  ModeName mode = ModeName::Single;
+  std::string mode;  // the design's name (Note [Designs in records])
   std::string workload, device, precision;
   int64_t world_size = 1, global_batch = 0, steps = 0, warmup = 0;
   uint64_t seed = 0;
@@ -422,7 +419,7 @@ struct RunConfigInfo {
 
 struct ModeInfo {
   static constexpr bool kRecord = true;
-  ModeName name = ModeName::Single;
+  std::string name;                                   // the design's name
   std::string devices;                                // "cpu:0,cpu:1"
   nlohmann::json details = nlohmann::json::object();  // the runner's describe(): per mode
   template <class S, class V>
@@ -486,6 +483,7 @@ struct RunRecord {
   std::string implementation = "ddpbench", kind = "run";
   RunContext context;
   RunConfigInfo config;
+  DesignInfo design;  // the row of config.mode (Note [Designs in records])
   ModeInfo mode;
   WorkloadInfo workload;
   std::vector<StepRecord> steps;
@@ -496,7 +494,8 @@ struct RunRecord {
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);
-    v("kind", s.kind), v("context", s.context), v("config", s.config), v("mode", s.mode);
+    v("kind", s.kind), v("context", s.context), v("config", s.config);
+    v("design", s.design), v("mode", s.mode);
     v("workload", s.workload), v("steps", s.steps), v("summary", s.summary);
     v("memory", s.memory), v("conv_plans", s.conv_plans), v("ranks", s.ranks);
   }

@@ -296,6 +296,7 @@ std::string format_errors(const std::vector<SchemaError>& errors, size_t max_lis
 
 namespace {
 void check_run_record(const nlohmann::json& doc, const std::string& name) {
+  check_schema_version(doc, name);
   const auto errors = validate_run_record(doc);
   if (!errors.empty())
     throw ReportError(name + " does not match the run-record schema: " + format_errors(errors));
@@ -312,12 +313,23 @@ nlohmann::json validate_report_text(const std::string& text, const std::string& 
   return doc;
 }
 
+void check_schema_version(const nlohmann::json& doc, const std::string& name) {
+  if (!doc.is_object() || !doc.contains("schema_version")) return;  // the schema says more
+  const nlohmann::json& v = doc["schema_version"];
+  if (!v.is_number_integer() || v.get<int64_t>() == kSchemaVersion) return;
+  throw ReportError(name + ": a record of schema version " + std::to_string(v.get<int64_t>()) +
+                    ", and this ddpbench reads version " + std::to_string(kSchemaVersion) +
+                    " only (docs/records.md \"Versions\": run it again, or use the ddpbench "
+                    "that wrote it)");
+}
+
 nlohmann::json read_record_file(const std::string& path, size_t max_bytes) {
   nlohmann::json doc = read_json(path, max_bytes);
   const nlohmann::json* kind = doc.is_object() && doc.contains("kind") ? &doc["kind"] : nullptr;
   if (kind && *kind == "run") {
     check_run_record(doc, path);
   } else if (kind && *kind == "suite") {
+    check_schema_version(doc, path);
     const auto errors = validate_suite_record(doc);
     if (!errors.empty()) {
       throw ReportError(path + " does not match the suite-record schema: " + format_errors(errors));

@@ -18,13 +18,12 @@ namespace {
 
 using Runs = std::vector<const SuiteRun*>;
 
-// Modes in the order every chart lists them (single, dp, ddp): the enum's order.
-int mode_rank(ModeName mode) {
-  return static_cast<int>(mode);
-}
-int mode_rank(std::string_view name) {
-  const auto mode = enum_from_name<ModeName>(name);
-  return mode ? mode_rank(*mode) : 3;
+// Designs in the order every chart lists them: the record's (the design table's) order, then
+// any design it does not describe.
+int mode_rank(const SuiteRecord& suite, std::string_view name) {
+  for (size_t i = 0; i < suite.designs.size(); ++i)
+    if (suite.designs[i].name == name) return static_cast<int>(i);
+  return static_cast<int>(suite.designs.size());
 }
 
 // Ok runs (with metrics) of `group` and `workload` ("" = any workload).
@@ -37,11 +36,13 @@ Runs select(const SuiteRecord& suite, RunGroup group, const std::string& workloa
   return out;
 }
 
-// The default-configuration DDP run that a variant (bucket sweep, overlap off) is measured
-// against: the scaling-group DDP run of the same workload and world size, without a variant.
+// The default-configuration run that a variant (bucket sweep, overlap off) is measured
+// against: the scaling-group run of the same design, workload and world size, without a
+// variant.
 const SuiteRun* default_ddp_run(const SuiteRecord& suite, const SuiteRun& variant_run) {
   for (const SuiteRun* r : select(suite, RunGroup::Scaling, variant_run.workload)) {
-    if (r->mode == ModeName::Ddp && r->world_size == variant_run.world_size && r->variant.empty())
+    if (r->mode == variant_run.mode && r->world_size == variant_run.world_size &&
+        r->variant.empty())
       return r;
   }
   return nullptr;
@@ -49,18 +50,19 @@ const SuiteRun* default_ddp_run(const SuiteRecord& suite, const SuiteRun& varian
 
 // Series per mode of (world size, value), sorted by world size.
 std::vector<svg::Series> series_by_mode(
-    const Runs& runs, const std::function<std::optional<double>(const SuiteRun&)>& y,
+    const SuiteRecord& suite, const Runs& runs,
+    const std::function<std::optional<double>(const SuiteRun&)>& y,
     const std::string& name_prefix = "") {
-  std::map<int, std::vector<std::pair<double, double>>> by_mode;
+  std::map<std::pair<int, std::string>, std::vector<std::pair<double, double>>> by_mode;
   for (const SuiteRun* r : runs) {
     if (const auto v = y(*r))
-      by_mode[mode_rank(r->mode)].push_back({static_cast<double>(r->world_size), *v});
+      by_mode[{mode_rank(suite, r->mode), r->mode}].push_back(
+          {static_cast<double>(r->world_size), *v});
   }
   std::vector<svg::Series> out;
-  for (auto& [rank, points] : by_mode) {
+  for (auto& [key, points] : by_mode) {
     std::sort(points.begin(), points.end());
-    out.push_back(
-        {name_prefix + std::string(enum_name(static_cast<ModeName>(rank))), std::move(points)});
+    out.push_back({name_prefix + key.second, std::move(points)});
   }
   return out;
 }
@@ -82,12 +84,12 @@ ChartView throughput_chart(const SuiteRecord& suite) {
     const Runs runs = select(suite, RunGroup::Scaling, w);
     svg::LineChart chart{w + ": samples/s", "world size (devices)", "samples/s", {}};
     chart.series = series_by_mode(
-        runs, [](const SuiteRun& r) { return std::optional(r.metrics->samples_per_s); });
+        suite, runs, [](const SuiteRun& r) { return std::optional(r.metrics->samples_per_s); });
     if (chart.series.empty()) continue;
     std::optional<double> t1;
     int max_ws = 1;
     for (const SuiteRun* r : runs) {
-      if (r->mode == ModeName::Single && r->world_size == 1) t1 = r->metrics->samples_per_s;
+      if (!suite.design_of(*r).parallel && r->world_size == 1) t1 = r->metrics->samples_per_s;
       max_ws = std::max(max_ws, static_cast<int>(r->world_size));
     }
     if (t1 && max_ws > 1) {
@@ -114,12 +116,12 @@ ChartView scaling_chart(const SuiteRecord& suite) {
   for (const std::string& w : suite.workloads()) {
     Runs runs;
     for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
-      if (r->mode != ModeName::Single) runs.push_back(r);
+      if (suite.design_of(*r).parallel) runs.push_back(r);
     }
     const auto efficiency = [](const SuiteRun& r) {
       return r.scaling ? r.scaling->weak_efficiency : std::nullopt;
     };
-    for (auto& s : series_by_mode(runs, efficiency, w + " ")) {
+    for (auto& s : series_by_mode(suite, runs, efficiency, w + " ")) {
       lo = lo ? std::min<int>(lo, s.points.front().first) : s.points.front().first;
       hi = std::max<int>(hi, s.points.back().first);
       chart.series.push_back(std::move(s));
@@ -138,7 +140,7 @@ ChartView scaling_chart(const SuiteRecord& suite) {
 Runs phase_runs(const SuiteRecord& suite, const std::string& w) {
   Runs out;
   for (const SuiteRun* r : select(suite, RunGroup::Scaling, w))
-    if (r->mode != ModeName::Single && r->metrics->phases_median_ms) out.push_back(r);
+    if (suite.design_of(*r).parallel && r->metrics->phases_median_ms) out.push_back(r);
   return out;
 }
 
@@ -166,7 +168,7 @@ ChartView phases_chart(const SuiteRecord& suite) {
     });
     std::map<int, svg::BarGroup> groups;  // by world size
     for (const SuiteRun* r : runs) {
-      svg::Bar bar{std::string(enum_name(r->mode)), {}};
+      svg::Bar bar{r->mode, {}};
       for (const PhaseMedian& p : *r->metrics->phases_median_ms) {
         const auto it = std::find(phases.begin(), phases.end(), p.phase);
         if (it != phases.end())
@@ -180,8 +182,8 @@ ChartView phases_chart(const SuiteRecord& suite) {
     svg::BarChart chart{w + ": median phase times", "ms", phases, {}};
     for (const std::string& p : phases) chart.colors.push_back(phase_color(p));
     for (auto& [ws, g] : groups) {
-      std::stable_sort(g.bars.begin(), g.bars.end(), [](const svg::Bar& a, const svg::Bar& b) {
-        return mode_rank(a.label) < mode_rank(b.label);
+      std::stable_sort(g.bars.begin(), g.bars.end(), [&](const svg::Bar& a, const svg::Bar& b) {
+        return mode_rank(suite, a.label) < mode_rank(suite, b.label);
       });
       chart.groups.push_back(std::move(g));
     }
@@ -198,7 +200,7 @@ ChartView buckets_chart(const SuiteRecord& suite) {
   for (const std::string& w : suite.workloads()) {
     for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
       const auto& b = r->metrics->buckets;
-      if (r->mode == ModeName::Ddp && b && !b->empty() &&
+      if (suite.design_of(*r).has_buckets && b && !b->empty() &&
           (!pick || r->world_size > pick->world_size))
         pick = r;
     }

@@ -246,7 +246,7 @@ struct SuiteRun {
   std::string id;  // "<workload>/<mode>/w<N>[/<variant>]", unique
   std::optional<RunGroup> group;
   std::string workload;
-  ModeName mode = ModeName::Single;
+  std::string mode;        // the design's name: a row of SuiteRecord::designs
   int64_t world_size = 0;  // 0: missing from a hand-edited record
   std::optional<int64_t> global_batch;
   std::string variant;
@@ -290,7 +290,7 @@ struct SuiteMatrix {
   std::string name, device;
   std::optional<bool> quick;
   std::vector<std::string> workloads;
-  std::vector<ModeName> modes;
+  std::vector<std::string> modes;  // the designs' names
   std::vector<int64_t> world_sizes;
   std::optional<int64_t> steps, warmup;
   std::optional<uint64_t> seed;
@@ -356,6 +356,7 @@ struct SuiteRecord {
   bool complete = false;
   RunContext context;
   SuiteMatrix suite;
+  std::vector<DesignInfo> designs;  // the rows of the designs the runs use (Note [Designs in records])
   std::optional<GemmPeakInfo> gemm_peak;
   std::optional<nlohmann::json> comm_fit;      // bench/project/comm_fit.h's CommFit::to_json
   std::optional<ProjectionRecord> projection;  // reports/schema/projection.schema.json
@@ -365,7 +366,8 @@ struct SuiteRecord {
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);
     v("kind", s.kind), v("complete", s.complete), v("context", s.context);
-    v("suite", s.suite), v("gemm_peak", s.gemm_peak), v("comm_fit", s.comm_fit);
+    v("suite", s.suite), v("designs", s.designs), v("gemm_peak", s.gemm_peak);
+    v("comm_fit", s.comm_fit);
     v("projection", s.projection), v("collectives", s.collectives), v("runs", s.runs);
   }
 
@@ -373,6 +375,12 @@ struct SuiteRecord {
   static SuiteRecord from_json(const nlohmann::json& j) { return record_from_json<SuiteRecord>(j); }
 
   const SuiteRun* find_run(std::string_view id) const;
+  // The row of a run's design; a design the record does not describe reads as a row with
+  // the name alone for its label and no traits.
+  DesignInfo design_of(const SuiteRun& run) const { return design_named(run.mode); }
+  DesignInfo design_named(std::string_view name) const;
+  // The parallel designs the record describes, in its order.
+  std::vector<const DesignInfo*> parallel_designs() const;
   // Workloads in report order: suite.workloads first, then any other workload seen in runs.
   std::vector<std::string> workloads() const;
 };

@@ -111,10 +111,12 @@ std::string correctness_cell(const SuiteRun& run) {
   return format_sci(c.verdict_difference()) + " " + verdict;
 }
 
-// Overlap applies to DDP with communication (world size > 1) only: DP reduces after backward
-// by design, and one rank has nothing to overlap. "n/a" there, not 0%.
-std::string overlap_text(const SuiteRun& run, std::optional<double> overlap) {
-  if (run.mode != ModeName::Ddp || run.world_size <= 1) return "n/a";
+// Overlap applies to a design whose communication overlaps backward (DDP), with
+// communication (world size > 1): DP reduces after backward by design, and one rank has
+// nothing to overlap. "n/a" there, not 0%.
+std::string overlap_text(const DesignInfo& design, const SuiteRun& run,
+                         std::optional<double> overlap) {
+  if (!design.overlaps_backward || run.world_size <= 1) return "n/a";
   return format_percent(overlap);
 }
 
@@ -172,7 +174,7 @@ TextTable summary_table(const SuiteRecord& suite) {
         format_number(samples),
         format_number(value(m ? m->step_time_ms.median : 0)),
         format_number(value(m ? m->step_time_ms.p90 : 0)),
-        overlap_text(r, m ? m->overlap_ratio : std::nullopt),
+        overlap_text(suite.design_of(r), r, m ? m->overlap_ratio : std::nullopt),
         format_percent(m ? m->flop_fraction : std::nullopt),
         format_bytes(m ? run_peak_memory(r) : std::nullopt),
         scaling_text(r, m && r.scaling ? r.scaling->weak_efficiency : std::nullopt),

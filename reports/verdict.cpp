@@ -52,8 +52,11 @@ double weak_efficiency(const SuiteRun* run) {
   return run && run->scaling ? run->scaling->weak_efficiency.value_or(0) : 0;
 }
 
+// The verdict compares DP with DDP (its rows and sentences are of the two).
+const std::string kDp = "dp", kDdp = "ddp";
+
 // The ok scaling-group run of `mode` for workload `w` at world size `n` (no variant).
-const SuiteRun* scaling_run(const SuiteRecord& suite, const std::string& w, ModeName mode, int n) {
+const SuiteRun* scaling_run(const SuiteRecord& suite, const std::string& w, const std::string& mode, int n) {
   for (const SuiteRun& r : suite.runs) {
     if (r.measured() && r.group == RunGroup::Scaling && r.workload == w && r.mode == mode &&
         r.world_size == n && r.variant.empty())
@@ -109,7 +112,7 @@ struct RoundPair {
 };
 
 // Round `round` (0: the matrix) of `mode` at (w, n), measured, or null.
-const SuiteRun* round_run(const SuiteRecord& suite, const std::string& w, ModeName mode, int n,
+const SuiteRun* round_run(const SuiteRecord& suite, const std::string& w, const std::string& mode, int n,
                           int64_t round) {
   if (round == 0) return scaling_run(suite, w, mode, n);
   for (const SuiteRun& r : suite.runs) {
@@ -128,8 +131,8 @@ std::vector<double> round_factors(const SuiteRecord& suite, const std::string& w
     if (r.group == RunGroup::Rounds && r.workload == w && r.world_size == n && r.repeat)
       last_round = std::max(last_round, *r.repeat);
   for (int64_t k = 0; k <= last_round; ++k) {
-    const SuiteRun* dp = round_run(suite, w, ModeName::Dp, n, k);
-    const SuiteRun* ddp = round_run(suite, w, ModeName::Ddp, n, k);
+    const SuiteRun* dp = round_run(suite, w, kDp, n, k);
+    const SuiteRun* ddp = round_run(suite, w, kDdp, n, k);
     if (dp && ddp && median_ms(*dp) > 0 && median_ms(*ddp) > 0)
       out.push_back(median_ms(*dp) / median_ms(*ddp));
   }
@@ -360,7 +363,7 @@ std::vector<GroupDiff> group_diffs(const SuiteRun& dp, const SuiteRun& ddp) {
 std::vector<int> parallel_world_sizes(const SuiteRecord& suite, const std::string& w) {
   std::set<int> sizes;
   for (const SuiteRun& r : suite.runs) {
-    if (r.group == RunGroup::Scaling && r.workload == w && r.mode != ModeName::Single &&
+    if (r.group == RunGroup::Scaling && r.workload == w && suite.design_of(r).parallel &&
         r.world_size > 1)
       sizes.insert(static_cast<int>(r.world_size));
   }
@@ -451,7 +454,7 @@ std::string input_bound_paragraph(const SuiteRun& run, int cores) {
 // design achieves and where the largest gap is.
 std::string speed_of_light_paragraph(const SuiteRecord& suite, const std::string& w, int n) {
   std::vector<std::string> parts;
-  for (const ModeName mode : {ModeName::Ddp, ModeName::Dp}) {
+  for (const std::string& mode : {kDdp, kDp}) {
     const SuiteRun* run = scaling_run(suite, w, mode, n);
     if (!run || !run->metrics || !run->metrics->speed_of_light) continue;
     const SpeedOfLight& s = *run->metrics->speed_of_light;
@@ -463,7 +466,7 @@ std::string speed_of_light_paragraph(const SuiteRecord& suite, const std::string
             ? ""
             : fmt::format(" ({} measured, {} bound)", ms(gap->measured_ms), ms(gap->bound_ms));
     parts.push_back(fmt::format("{} reaches {} of its bound ({} of {}); its largest gap is {}{}",
-                                mode == ModeName::Ddp ? "DDP" : "DP", format_percent(s.achieved),
+                                suite.design_named(mode).label, format_percent(s.achieved),
                                 ms(s.bound_ms), ms(median_ms(*run)), s.largest_gap, gap_times));
   }
   if (parts.empty()) return "";
@@ -521,8 +524,8 @@ std::vector<ParagraphGroup> findings_by_workload(const SuiteRecord& suite) {
     };
     if (const auto sizes = parallel_world_sizes(suite, w); !sizes.empty()) {
       const int n = sizes.back();
-      add(bottleneck_paragraph(w, {scaling_run(suite, w, ModeName::Dp, n),
-                                   scaling_run(suite, w, ModeName::Ddp, n), n, device, cores}));
+      add(bottleneck_paragraph(w, {scaling_run(suite, w, kDp, n),
+                                   scaling_run(suite, w, kDdp, n), n, device, cores}));
       add(speed_of_light_paragraph(suite, w, n));
     }
     for (const SuiteRun& run : suite.runs)
@@ -596,8 +599,8 @@ ReportSection build_verdict(const SuiteRecord& suite) {
                     "DP memory premium", "DDP memory", "DDP overlap",  "best bucket cap"};
   for (const std::string& w : suite.workloads()) {
     for (int n : parallel_world_sizes(suite, w)) {
-      const SuiteRun* dp = scaling_run(suite, w, ModeName::Dp, n);
-      const SuiteRun* ddp = scaling_run(suite, w, ModeName::Ddp, n);
+      const SuiteRun* dp = scaling_run(suite, w, kDp, n);
+      const SuiteRun* ddp = scaling_run(suite, w, kDdp, n);
       if (!dp && !ddp) continue;
       const Comparison c = compare_designs(dp, ddp, quick_steps(suite), round_factors(suite, w, n));
       t.table.rows.push_back(
@@ -662,8 +665,8 @@ std::vector<std::string> first_screen_sentences(const SuiteRecord& suite) {
     const auto sizes = parallel_world_sizes(suite, w);
     if (sizes.empty()) continue;
     const int n = sizes.back();
-    const SuiteRun* dp = scaling_run(suite, w, ModeName::Dp, n);
-    const SuiteRun* ddp = scaling_run(suite, w, ModeName::Ddp, n);
+    const SuiteRun* dp = scaling_run(suite, w, kDp, n);
+    const SuiteRun* ddp = scaling_run(suite, w, kDdp, n);
     if (!dp || !ddp || !dp->ok() || !ddp->ok()) continue;
     const Comparison c = compare_designs(dp, ddp, quick, round_factors(suite, w, n));
     if (c.faster.empty()) continue;

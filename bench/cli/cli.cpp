@@ -21,6 +21,7 @@
 #include "bench/cli/validate_command.h"
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/cli_flags.h"
+#include "bench/run/designs.h"
 #include "bench/run/run_config.h"
 #include "bench/run/run_flags.h"
 #include "bench/run/trainer.h"
@@ -126,10 +127,11 @@ int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
   config.save_params = checked_output("--save-params", config.save_params);
   refuse_shared_outputs(
       {{"--out", out}, {"--trace", trace}, {"--save-params", config.save_params}});
-  // Not started as a rank: become the launcher and start world_size ranks of ourselves.
-  const std::optional<comm::RankEnv> rank_env =
-      config.mode == Mode::Ddp ? comm::detect_rank_env() : std::nullopt;
-  if (config.mode == Mode::Ddp && !rank_env) return launch_ranks(config, argc, argv);
+  // A design whose ranks are processes, not started as a rank: become the launcher and start
+  // world_size ranks of ourselves.
+  const bool ranked = design_of(config).info.processes_per_rank;
+  const std::optional<comm::RankEnv> rank_env = ranked ? comm::detect_rank_env() : std::nullopt;
+  if (ranked && !rank_env) return launch_ranks(config, argc, argv);
   DDPB_USAGE_CHECK(!rank_env || config.backend != comm::CommBackend::Mpi ||
                    comm::started_by_mpi_launcher() || rank_env->world_size == 1)
       << "--backend mpi needs its ranks started by one MPI launcher (mpirun or srun), or by "
@@ -139,7 +141,7 @@ int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
   try {
     run_training(config);
   } catch (const std::exception& e) {
-    if (config.mode == Mode::Ddp && !dynamic_cast<const UsageError*>(&e)) {
+    if (ranked && !dynamic_cast<const UsageError*>(&e)) {
       // A failed rank leaves its last collectives behind for `ddpbench doctor`.
       const std::string path = comm::dump_flight_recorder(e.what());
       if (!path.empty()) std::cerr << "ddpbench: flight recorder dumped to " << path << "\n";

@@ -9,7 +9,6 @@
 namespace ddpb::bench {
 namespace {
 
-using reports::ModeName;
 
 using reports::StepRecord;
 
@@ -89,15 +88,17 @@ reports::CommRecord dp_summary(const std::vector<const StepRecord*>& steps, int 
 
 }  // namespace
 
-std::optional<reports::CommRecord> comm_summary(ModeName mode, const std::vector<StepRecord>& steps,
+std::optional<reports::CommRecord> comm_summary(const reports::DesignInfo& design,
+                                                const std::vector<StepRecord>& steps,
                                                 int world_size) {
   const auto measured = measured_steps(steps);
-  if (measured.empty() || mode == ModeName::Single) return std::nullopt;
+  if (measured.empty() || design.gradient_op.empty()) return std::nullopt;
   for (const StepRecord* s : measured) {
     if (!s->mode) return std::nullopt;
   }
-  if (mode == ModeName::Ddp) return ddp_summary(measured, world_size);
-  return dp_summary(measured, world_size);
+  if (design.gradient_op == "allreduce") return ddp_summary(measured, world_size);
+  if (design.gradient_op == "reduce") return dp_summary(measured, world_size);
+  return std::nullopt;
 }
 
 }  // namespace ddpb::bench

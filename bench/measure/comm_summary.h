@@ -9,9 +9,10 @@
 
 namespace ddpb::bench {
 
-// Only measured steps count. Returns nullopt for single mode (no communication) and when a
-// measured step carries no communication data.
-std::optional<reports::CommRecord> comm_summary(reports::ModeName mode,
+// Only measured steps count. The design's gradient collective says which numbers its steps
+// carry: an AllReduce's buckets, or a reduce's bytes. Returns nullopt for a design without one
+// (single) and when a measured step carries no communication data.
+std::optional<reports::CommRecord> comm_summary(const reports::DesignInfo& design,
                                                 const std::vector<reports::StepRecord>& steps,
                                                 int world_size);
 

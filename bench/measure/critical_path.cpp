@@ -17,15 +17,7 @@ using reports::RunRecord;
 using reports::StepRecord;
 
 const char* kind_of(StepPhase p) {
-  switch (phase_kind(p)) {
-    case PhaseKind::Data:
-      return "data";
-    case PhaseKind::Compute:
-      return "compute";
-    case PhaseKind::Communication:
-      return "communication";
-  }
-  return "communication";
+  return phase_kind_name(phase_kind(p));
 }
 
 // The measured step whose time is nearest the median: (its index in record.steps, its index
@@ -172,7 +164,10 @@ std::optional<CriticalPath> critical_path(
   c.step_ms = step.time_ms;
   size_t measured_steps = 0;
   for (const auto& s : record.steps) measured_steps += s.measured;
-  const bool ddp = record.config.mode == reports::ModeName::Ddp;
+  // Ranks that are processes each time their own step (ranks[] and the buckets' ready times
+  // say who waited for whom); one process's devices share one step (DP: the replicas' busy
+  // times say it).
+  const bool ddp = record.design.processes_per_rank;
   const auto phase_ms = [&](StepPhase p) {
     return std::max(0.0, reports::named_value(step.phases_ms, step_phase_name(p), 0.0));
   };
@@ -181,7 +176,7 @@ std::optional<CriticalPath> critical_path(
           : dp_wait(step, phase_ms(StepPhase::Forward) + phase_ms(StepPhase::Backward));
   c.waited_for = waited_for;
   const std::string waited =
-      waited_for ? fmt::format("waits for {} {}", ddp ? "rank" : "device", *waited_for)
+      waited_for ? fmt::format("waits for {} {}", record.design.noun, *waited_for)
                  : std::string("waits");
   lay_out_step(step, ddp ? StepPhase::CommExposed : StepPhase::Backward, waited_for ? wait : 0.0,
                waited, c);

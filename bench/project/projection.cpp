@@ -12,7 +12,6 @@
 namespace ddpb::bench {
 namespace {
 
-using reports::ModeName;
 
 using nlohmann::json;
 
@@ -31,11 +30,16 @@ double phase_ms(const reports::RunRecord& record, const std::string& name) {
   return total;
 }
 
-void check_mode(const reports::RunRecord& record, ModeName mode, const std::string& name) {
+// The models are of how gradients meet (Note [Designs in records]): a record's design must
+// name the collective the model is of.
+void check_gradient_op(const reports::RunRecord& record, std::string_view op,
+                       const std::string& name) {
   if (record.kind != "run") throw UsageError(name + ": not a ddpbench run record");
-  if (record.config.mode != mode)
-    throw UsageError(
-        fmt::format("{}: a {} run, not {}", name, enum_name(record.config.mode), enum_name(mode)));
+  if (record.design.gradient_op != op)
+    throw UsageError(fmt::format("{}: a {} run, whose gradients do not meet in {} ({})", name,
+                                 record.config.mode, op,
+                                 record.design.gradient_op.empty() ? "no collective"
+                                                                   : record.design.gradient_op));
 }
 
 int64_t per_device_batch(const reports::RunRecord& record) {
@@ -133,11 +137,12 @@ ComputeRate dp_compute_rate(const ProjectionBasis& b, const Topology& topo,
 }
 
 DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name) {
-  check_mode(record, ModeName::Ddp, name);
+  check_gradient_op(record, "allreduce", name);
   const auto& comm = record.summary.comm;
   if (!comm || !comm->buckets || comm->buckets->empty())
     throw UsageError(name + ": a DDP record without bucket timings (summary.comm.buckets)");
   DdpBasis d;
+  d.design = record.config.mode;
   d.run = name;
   d.world_size = static_cast<int>(record.config.world_size);
   d.per_device_batch = per_device_batch(record);
@@ -153,8 +158,9 @@ DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name) {
 }
 
 DpBasis dp_basis(const reports::RunRecord& record, const std::string& name) {
-  check_mode(record, ModeName::Dp, name);
+  check_gradient_op(record, "reduce", name);
   DpBasis d;
+  d.design = record.config.mode;
   d.run = name;
   d.world_size = static_cast<int>(record.config.world_size);
   d.per_device_batch = per_device_batch(record);
@@ -337,7 +343,7 @@ reports::ProjectedWorkload project_workload(const ProjectionBasis& b, const Topo
       if (!ddp_ahead)
         ddp_ahead = ahead;
       else if (!out.crossover.value && ahead != *ddp_ahead)
-        out.crossover.value = reports::Crossover{n, ahead ? ModeName::Ddp : ModeName::Dp};
+        out.crossover.value = reports::Crossover{n, ahead ? b.ddp->design : b.dp->design};
     }
     out.points.push_back(std::move(point));
   }

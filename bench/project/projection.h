@@ -27,6 +27,7 @@ struct BucketTiming {
 
 // What the DDP model takes from one measured DDP run (its median step).
 struct DdpBasis {
+  std::string design;  // the measured run's design (its record's "mode")
   std::string run;
   int world_size = 1;
   int64_t per_device_batch = 0;
@@ -37,6 +38,7 @@ struct DdpBasis {
 
 // What the DP model takes from one measured DP run.
 struct DpBasis {
+  std::string design;
   std::string run;
   int world_size = 1;
   int64_t per_device_batch = 0;

@@ -7,13 +7,13 @@
 #include "core/check.h"
 #include "reports/json_io.h"
 #include "reports/run_record.h"
+#include "reports/schema_validator.h"
 
 namespace fs = std::filesystem;
 
 namespace ddpb::bench {
 namespace {
 
-using reports::ModeName;
 
 using nlohmann::json;
 
@@ -31,7 +31,7 @@ json read_input(const std::string& path) {
 
 // The measured scaling runs of `mode` for `workload`, smallest world size first.
 std::vector<const SuiteRun*> scaling_runs(const SuiteRecord& suite, const std::string& workload,
-                                          ModeName mode) {
+                                          const std::string& mode) {
   std::vector<const SuiteRun*> out;
   for (const SuiteRun& r : suite.runs) {
     if (r.measured() && r.group == reports::RunGroup::Scaling && r.workload == workload &&
@@ -43,6 +43,14 @@ std::vector<const SuiteRun*> scaling_runs(const SuiteRecord& suite, const std::s
   return out;
 }
 
+// The first design the suite describes whose gradients meet in `op` (the projection's models
+// are of the collective; "": the one-device design).
+std::optional<std::string> design_with_op(const SuiteRecord& suite, std::string_view op) {
+  for (const reports::DesignInfo& d : suite.designs)
+    if (d.gradient_op == op && d.parallel == !op.empty()) return d.name;
+  return std::nullopt;
+}
+
 RunRecord run_record(const std::string& dir, const SuiteRun& run) {
   DDPB_USAGE_CHECK(run.record.has_value()) << run.id << " has no run record";
   return RunRecord::from_json(read_input((fs::path(dir) / *run.record).string()));
@@ -51,7 +59,8 @@ RunRecord run_record(const std::string& dir, const SuiteRun& run) {
 std::vector<reports::MeasuredPoint> measured_points(const SuiteRecord& suite,
                                                     const std::string& workload) {
   std::vector<reports::MeasuredPoint> out;
-  for (const ModeName mode : {ModeName::Dp, ModeName::Ddp}) {
+  for (const reports::DesignInfo* design : suite.parallel_designs()) {
+    const std::string& mode = design->name;
     for (const SuiteRun* r : scaling_runs(suite, workload, mode)) {
       out.push_back({mode, r->world_size, r->id, r->metrics->step_time_ms.median,
                      r->scaling ? r->scaling->weak_efficiency : std::nullopt});
@@ -91,9 +100,9 @@ ProjectionSource load_run_source(const std::string& path, const RunRecord& recor
   ProjectionBasis b;
   b.workload = record.config.workload.empty() ? "?" : record.config.workload;
   read_compute_basis(b, record, std::nullopt);  // a run alone has no GEMM peak beside it
-  if (record.config.mode == ModeName::Ddp)
+  if (record.design.gradient_op == "allreduce")
     b.ddp = ddp_basis(record, path);
-  else if (record.config.mode == ModeName::Dp)
+  else if (record.design.gradient_op == "reduce")
     b.dp = dp_basis(record, path);
   else
     throw UsageError(path +
@@ -115,23 +124,24 @@ ProjectionBasis suite_basis(const SuiteRecord& suite, const std::string& dir,
     suite_peak = PeakRate{suite.gemm_peak->flops_per_s,
                           "the suite's measured GEMM peak on " + suite.gemm_peak->device};
   }
-  const auto pick = [&](ModeName mode) -> const SuiteRun* {
-    const auto runs = scaling_runs(suite, workload, mode);
+  const auto pick = [&](const std::optional<std::string>& mode) -> const SuiteRun* {
+    if (!mode) return nullptr;
+    const auto runs = scaling_runs(suite, workload, *mode);
     if (runs.empty()) return nullptr;
     if (world_size_1_only && runs.front()->world_size != 1) return nullptr;
     return runs.front();
   };
-  if (const SuiteRun* r = pick(ModeName::Ddp)) {
+  if (const SuiteRun* r = pick(design_with_op(suite, "allreduce"))) {
     const RunRecord record = run_record(dir, *r);
     b.ddp = ddp_basis(record, r->id);
     read_compute_basis(b, record, suite_peak);
   }
-  if (const SuiteRun* r = pick(ModeName::Dp)) {
+  if (const SuiteRun* r = pick(design_with_op(suite, "reduce"))) {
     const RunRecord record = run_record(dir, *r);
     b.dp = dp_basis(record, r->id);
     read_compute_basis(b, record, suite_peak);
   }
-  if (const SuiteRun* r = pick(ModeName::Single); r && r->world_size == 1)
+  if (const SuiteRun* r = pick(design_with_op(suite, "")); r && r->world_size == 1)
     b.single_step_ms = r->metrics->step_time_ms.median;
   return b;
 }
@@ -140,14 +150,26 @@ ProjectionSource suite_projection_source(const SuiteRecord& suite, const std::st
   return suite_source(dir, suite, dir);
 }
 
+// A record of another schema version, as a usage error (the CLI's exit 2).
+static void refuse_other_version(const json& record, const std::string& name) {
+  try {
+    reports::check_schema_version(record, name);
+  } catch (const reports::ReportError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 ProjectionSource load_projection_source(const std::string& path) {
   if (fs::is_directory(path)) {
     const fs::path file = fs::path(path) / "suite.json";
     DDPB_USAGE_CHECK(fs::exists(file)) << path << " is a folder without a suite.json";
-    return suite_source(path, SuiteRecord::from_json(read_input(file.string())), path);
+    const json suite = read_input(file.string());
+    refuse_other_version(suite, file.string());
+    return suite_source(path, SuiteRecord::from_json(suite), path);
   }
   DDPB_USAGE_CHECK(fs::exists(path)) << path << ": no such file or folder";
   const json record = read_input(path);
+  refuse_other_version(record, path);
   const std::string kind = record.is_object() ? record.value("kind", "") : "";
   if (kind == "suite") {
     const std::string dir = fs::path(path).parent_path().string();
@@ -206,9 +228,9 @@ reports::ProjectionValidation validate_projection(const SuiteRecord& suite, cons
   std::vector<double> errors_ddp, errors_dp;
   for (const std::string& w : suite.suite.workloads) {
     const ProjectionBasis b = suite_basis(suite, dir, w, true);
-    for (const ModeName mode : {ModeName::Ddp, ModeName::Dp}) {
-      const bool ddp = mode == ModeName::Ddp;
+    for (const bool ddp : {true, false}) {
       if (ddp ? !b.ddp : !b.dp) continue;
+      const std::string& mode = ddp ? b.ddp->design : b.dp->design;
       for (const SuiteRun* r : scaling_runs(suite, w, mode)) {
         const int n = static_cast<int>(r->world_size);
         if (n <= 1) continue;

@@ -8,6 +8,7 @@
 #include "base/memory_limits.h"
 #include "bench/measure/trace.h"
 #include "bench/run/bucket_tuner.h"
+#include "bench/run/designs.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/flag_values.h"
 #include "comm/rendezvous.h"
@@ -29,13 +30,12 @@ std::string nearest_divisible(int64_t batch, int64_t ranks) {
 }
 
 // What one DDP rank (a process) or one DP replica (a thread) needs at least: the
-// parameters, their gradients, the optimizer state and DDP's buckets, plus a process's own
-// footprint (the runtime, BLAS, Gloo), measured at about 150 MiB per rank on CPU.
+// parameters, their gradients, the optimizer state and DDP's buckets, plus what the design's
+// row says a process of it needs (a DDP rank's runtime, BLAS and Gloo: about 150 MiB on CPU).
 int64_t estimated_bytes_per_device(const RunConfig& c) {
   const int64_t params = estimated_parameter_count(find_workload(c.workload));
   const int64_t per_param = c.optimizer.name == "adamw" ? 5 : 4;  // + buckets or state
-  const int64_t process = c.mode == Mode::Ddp ? int64_t{150} << 20 : int64_t{8} << 20;
-  return process + params * 4 * per_param;
+  return design_of(c).process_overhead_bytes + params * 4 * per_param;
 }
 
 // Refuses a CPU run this machine cannot hold: more logical devices than kMaxCpuDevices, or
@@ -52,13 +52,16 @@ void check_cpu_capacity(const RunConfig& c) {
   DDPB_USAGE_CHECK(have == 0 || need <= have)
       << "--world-size " << c.world_size << " of " << c.workload << " needs about " << (need >> 20)
       << " MiB, but this machine has " << (have >> 20) << " MiB available";
-  // A process limit (ulimit -v, -d) too small for one process of the run: a DDP rank holds one
-  // device, single and DP all of theirs; each process maps what this one maps now, at least.
+  // A process limit (ulimit -v, -d) too small for one process of the run: a rank that is a
+  // process holds one device, single and DP all of theirs; each process maps what this one
+  // maps now, at least.
+  const reports::DesignInfo& design = design_of(c).info;
   const int64_t per_process =
-      limits.mapped + estimated_bytes_per_device(c) * (c.mode == Mode::Ddp ? 1 : c.world_size);
+      limits.mapped + estimated_bytes_per_device(c) * (design.processes_per_rank ? 1 : c.world_size);
   const auto limit = limits.process_limit();
   DDPB_USAGE_CHECK(!limit || per_process <= *limit)
-      << (c.mode == Mode::Ddp ? "each DDP rank" : "this run") << " of " << c.workload
+      << (design.processes_per_rank ? "each " + design.label + " " + design.noun : "this run")
+      << " of " << c.workload
       << " needs at least " << (per_process >> 20) << " MiB of address space ("
       << (limits.mapped >> 20) << " MiB mapped at start, " << (estimated_bytes_per_device(c) >> 20)
       << " MiB per device), above the " << limits.describe();
@@ -112,7 +115,7 @@ void validate_graph_capture(const RunConfig& c) {
   // What a replay cannot redo: another process's or device's part (DP/DDP), a step count
   // baked into the kernel arguments (AdamW's bias correction), control flow that depends
   // on the data (mlp-skip's branch).
-  DDPB_USAGE_CHECK(c.mode == Mode::Single)
+  DDPB_USAGE_CHECK(!design_of(c).info.parallel)
       << "--cuda-graph captures a single-device step; use --mode single";
   DDPB_USAGE_CHECK(c.optimizer.name == "sgd")
       << "--cuda-graph needs --optimizer sgd (AdamW's step count would be frozen into the graph)";
@@ -164,8 +167,9 @@ static void validate_uneven(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.sampler_padded || c.epochs > 0)
       << "--sampler unpadded gives ranks uneven shares, which only matters when the run ends "
          "with the data: give --epochs N";
-  DDPB_USAGE_CHECK(!c.uneven_join || c.mode == Mode::Ddp)
-      << "--uneven-inputs join is DDP's (PyTorch's Join): use --mode ddp";
+  DDPB_USAGE_CHECK(!c.uneven_join || design_of(c).info.processes_per_rank)
+      << "--uneven-inputs join is for ranks that are processes (PyTorch's Join): use --mode "
+      << design_names(&reports::DesignInfo::processes_per_rank);
   DDPB_USAGE_CHECK(!c.uneven_join ||
                    (c.accumulate == 1 && !c.sync_bn &&
                     (c.comm_hook == ddp::CommHook::None || c.comm_hook == ddp::CommHook::FP16 ||
@@ -190,7 +194,8 @@ void RunConfig::validate() const {
   check_cpu_capacity(*this);
   validate_data(*this);
   validate_uneven(*this);
-  if (mode == Mode::Ddp) {
+  const reports::DesignInfo& design = design_named(mode).info;
+  if (design.has_buckets) {
     validate_ddp(*this);
     comm::check_init_method(rendezvous);
   } else {
@@ -201,10 +206,12 @@ void RunConfig::validate() const {
         << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
            "--static-graph, "
            "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn, "
-           "--rendezvous) need --mode ddp";
+           "--rendezvous) need --mode "
+        << design_names(&reports::DesignInfo::has_buckets);
   }
-  DDPB_USAGE_CHECK(mode != Mode::Single || (world_size == 1 && devices.empty()))
-      << "--mode single runs on one device: drop --world-size/--devices or use --mode dp";
+  DDPB_USAGE_CHECK(design.parallel || (world_size == 1 && devices.empty()))
+      << "--mode " << mode << " runs on one device: drop --world-size/--devices or use --mode "
+      << design_names(&reports::DesignInfo::parallel);
   validate_no_ignored_inputs(*this);
   DDPB_USAGE_CHECK(!channels_last || family_of(find_workload(workload)).traits.images)
       << "--channels-last applies to image workloads (the resnet ones), not " << workload;
@@ -221,7 +228,7 @@ nlohmann::json RunConfig::powersgd_json() const {
 }
 
 nlohmann::json RunConfig::to_json() const {
-  return {{"mode", enum_name(mode)},
+  return {{"mode", mode},
           {"workload", workload},
           {"device", device},
           {"world_size", world_size},

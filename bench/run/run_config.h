@@ -32,14 +32,10 @@ inline constexpr int64_t kMaxAccumulate = 1 << 20;
 inline constexpr double kMaxMiB = 1 << 20;  // bucket and coalescing caps: 1 TiB
 inline constexpr double kMinTimeoutS = 1e-3, kMaxTimeoutS = 1e6;
 
-// How the devices train together (`--mode`): the records' enum, so a record says it as the
-// flag does.
-using Mode = reports::ModeName;
-
 // The enum-valued fields are parsed from their names once, by the CLI (base/named_enum.h),
 // and written back as names in to_json().
 struct RunConfig {
-  Mode mode = Mode::Single;
+  std::string mode = "single";  // the design: a row of bench/run/designs.h
   std::string workload;
   std::string device = "cpu";
   int world_size = 1;                        // dp: number of devices

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "bench/run/cli_flags.h"
+#include "bench/run/designs.h"
 #include "core/check.h"
 #include "workloads/model.h"
 
@@ -82,7 +83,9 @@ void add_launcher_options(CLI::App& run, RunConfig& c) {
 }  // namespace
 
 void add_run_options(CLI::App& run, RunConfig& c) {
-  add_enum_flag(run, "--mode", c.mode, "how the devices train together");
+  run.add_option_function<std::string>(
+      "--mode", [&c](const std::string& text) { c.mode = design_named(text).info.name; },
+      "how the devices train together (the design): " + design_names());
   run.add_option("--workload", c.workload, "workload preset (see `ddpbench workloads`)")
       ->required();
   run.add_option("--device", c.device, "cpu, cpu:N, cuda or cuda:N");

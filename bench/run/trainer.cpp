@@ -13,6 +13,7 @@
 #include "bench/measure/critical_path.h"
 #include "bench/measure/mfu.h"
 #include "bench/measure/stats.h"
+#include "bench/run/designs.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/run_dump.h"
 #include "bench/run/step_watchdog.h"
@@ -36,12 +37,6 @@
 
 namespace ddpb::bench {
 namespace {
-
-std::unique_ptr<ModeRunner> make_runner(const RunConfig& config, const WorkloadSpec& spec) {
-  if (config.mode == Mode::Dp) return make_dp_runner(config, spec);
-  if (config.mode == Mode::Ddp) return make_ddp_runner(config, spec);
-  return make_single_runner(config, spec);
-}
 
 std::vector<reports::MemoryUse> memory_record(const std::vector<Device>& devices) {
   std::vector<reports::MemoryUse> per_device;
@@ -71,7 +66,7 @@ std::optional<reports::Mfu> mfu_of_run(const RunConfig& config, const std::vecto
       distinct.push_back(d.index);
   }
   int gpus = static_cast<int>(distinct.size());
-  if (config.mode == Mode::Ddp) gpus = std::min(config.world_size, gpu_count);
+  if (design_of(config).info.processes_per_rank) gpus = std::min(config.world_size, gpu_count);
   return run_mfu(flops_per_s, gpus, gpu_list[static_cast<size_t>(index)].at("name"),
                  config.precision);
 }
@@ -129,11 +124,14 @@ struct StepLog {
   }
   // Median per phase, in first-seen order. A phase seen only in warm-up steps (the eager
   // step before a --cuda-graph capture) has no measured samples and no median.
-  std::vector<reports::PhaseMedian> phase_medians() {
+  // Each with its kind: the design row's, else the vocabulary's (Note [Phase kinds]).
+  std::vector<reports::PhaseMedian> phase_medians(const reports::DesignInfo& design) {
     std::vector<reports::PhaseMedian> breakdown;
     for (const auto& name : phase_order) {
       if (phase_samples[name].empty()) continue;
-      breakdown.push_back({name, percentile(phase_samples[name], 50)});
+      const std::string kind =
+          design.phase_kind(name).value_or(phase_kind_name(phase_kind_of(name)));
+      breakdown.push_back({name, kind, percentile(phase_samples[name], 50)});
     }
     return breakdown;
   }
@@ -270,13 +268,13 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
 }
 
 // The summary block of the record, printed as the run's last lines.
-reports::RunSummary summarize_run(const Model& model, StepLog& log,
+reports::RunSummary summarize_run(const reports::DesignInfo& design, const Model& model, StepLog& log,
                                   const std::optional<reports::Mfu>& mfu,
                                   const std::vector<reports::MemoryUse>& memory, double flops_per_s,
                                   double samples_per_s) {
   reports::RunSummary summary;
   summary.step_time_ms = summarize(log.step_ms).to_record();
-  summary.phases_median_ms = log.phase_medians();
+  summary.phases_median_ms = log.phase_medians(design);
   summary.samples_per_s = samples_per_s;
   summary.tokens_per_s = samples_per_s * static_cast<double>(model.tokens_per_sample());
   if (model.samples_are_images()) summary.images_per_s = samples_per_s;
@@ -322,13 +320,15 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
   reports::RunRecord record;
   record.context = reports::record_from_json<reports::RunContext>(context);
   record.config = reports::record_from_json<reports::RunConfigInfo>(config.to_json());
+  record.design = design_of(config).info;
   record.mode = {config.mode, device_list(runner), runner.describe()};
   record.workload = {spec.name, spec.family, n_params, model.tokens_per_sample(),
                      model.train_flops_per_sample()};
   record.memory = memory_record(runner.devices());
   const auto mfu =
       mfu_of_run(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
-  record.summary = summarize_run(model, log, mfu, record.memory, flops_per_s, samples_per_s);
+  record.summary =
+      summarize_run(record.design, model, log, mfu, record.memory, flops_per_s, samples_per_s);
   record.steps = std::move(log.steps);
   // The cuDNN plans this process built (CUDA convolutions only): engine, workspace, build time.
   if (nlohmann::json plans = conv_plans_json(); !plans.empty())
@@ -338,9 +338,11 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
 
 void add_comm_summary(const RunConfig& config, const ModeRunner& runner,
                       reports::RunRecord& record) {
-  const int comm_world = config.mode == Mode::Dp ? static_cast<int>(runner.devices().size())
-                                                 : runner.place().world_size;
-  if (auto comm = comm_summary(config.mode, record.steps, comm_world)) {
+  // One process's devices (DP's replicas), or the world of ranks that are processes.
+  const reports::DesignInfo& design = design_of(config).info;
+  const int comm_world = design.processes_per_rank ? runner.place().world_size
+                                                   : static_cast<int>(runner.devices().size());
+  if (auto comm = comm_summary(design, record.steps, comm_world)) {
     fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n", comm->op,
                comm->comm_ms, comm->comm_exposed_ms, comm->overlap_ratio);
     record.summary.comm = std::move(comm);
@@ -366,7 +368,7 @@ reports::RunRecord run_training(const RunConfig& config) {
   ops::set_image_layout(config.channels_last ? ops::ImageLayout::NHWC : ops::ImageLayout::NCHW);
   cpu::set_blas_threads(config.cpu_threads);
   const WorkloadSpec& spec = find_workload(config.workload);
-  auto runner = make_runner(config, spec);
+  auto runner = design_of(config).make_runner(config, spec);
   Model& model = runner->model();
   if (!config.init_from.empty()) {
     load_state_dict(model, config.init_from);
@@ -395,7 +397,7 @@ reports::RunRecord run_training(const RunConfig& config) {
   int64_t n_params = 0;
   for (auto& p : model.parameters()) n_params += p.data().numel();
   fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
-             enum_name(config.mode), spec.name, n_params, device_list(*runner),
+             config.mode, spec.name, n_params, device_list(*runner),
              config.global_batch);
   fmt::print("{}", describe_training_data(config, *dataset));
   for (const auto& d : runner->devices()) device_allocator(d).reset_peak();

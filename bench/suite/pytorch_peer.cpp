@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "bench/run/designs.h"
 #include "bench/suite/child_process.h"
 #include "reports/json_io.h"
 #include "workloads/family.h"
@@ -50,8 +51,9 @@ reports::PytorchResult run_pytorch(const SuiteRun& run, const SuiteSpec& spec,
     return p;
   };
   const auto skipped = [&](std::string why) { return outcome("skipped", std::move(why)); };
-  if (run.mode == Mode::Dp && spec.device != DeviceType::CUDA)
-    return skipped("torch.nn.DataParallel needs CUDA devices");
+  if (const Design& design = design_named(run.mode);
+      design.pytorch_peer_needs_cuda && spec.device != DeviceType::CUDA)
+    return skipped(std::string(design.pytorch_peer) + " needs CUDA devices");
   if (run.variant == "bucket-auto") return skipped("PyTorch has no bucket-cap autotuner");
   if (run.variant.find("hook") != std::string::npos || run.variant == "no-overlap")
     return skipped("torch_reference.py has no " + run.variant + " option");

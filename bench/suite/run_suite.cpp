@@ -20,6 +20,7 @@
 #include "bench/measure/context.h"
 #include "bench/measure/gemm_peak.h"
 #include "bench/project/suite_projection.h"
+#include "bench/run/designs.h"
 #include "bench/run/run_config.h"
 #include "bench/suite/child_process.h"
 #include "bench/suite/progress.h"
@@ -264,6 +265,18 @@ void warn_if_written_elsewhere(const reports::RunContext& then, const std::strin
              dir, reports::printable(differs));
 }
 
+// The rows of the designs the runs use, in the table's order (Note [Designs in records]).
+std::vector<reports::DesignInfo> designs_of(const std::vector<SuiteRun>& runs) {
+  std::vector<reports::DesignInfo> out;
+  for (const Design& d : designs()) {
+    if (std::any_of(runs.begin(), runs.end(),
+                    [&](const SuiteRun& r) { return r.mode == d.info.name; }))
+      out.push_back(d.info);
+  }
+  return out;
+}
+
+
 // The suite record of --resume DIR, with its matrix checked against this machine.
 SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
@@ -294,6 +307,7 @@ SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   });
   if (failed > 0) fmt::print("ddpbench suite: --resume retries {} failed run(s)\n", failed);
   record.suite = spec.to_matrix();
+  record.designs = designs_of(record.runs);
   nlohmann::json& resumed = record.context.extra.value["resumed"];
   if (!resumed.is_array()) resumed = nlohmann::json::array();
   resumed.push_back(build_context()["date"]);
@@ -329,6 +343,7 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
              peak["flops_per_s"].get<double>() / 1e9);
   suite.context = reports::record_from_json<reports::RunContext>(build_context());
   suite.suite = spec.to_matrix();
+  suite.designs = designs_of(suite.runs);
   suite.gemm_peak = reports::record_from_json<reports::GemmPeakInfo>(peak);
   return suite;
 }
@@ -401,7 +416,7 @@ SuiteVerdict settle(SuiteRecord& suite) {
     v.any_failed = v.any_failed || run.status == RunStatus::Failed;
   }
   for (SuiteRun& run : suite.runs) {
-    if (v.complete && run.ok() && run.mode != Mode::Single && !run.correctness)
+    if (v.complete && run.ok() && suite.design_of(run).parallel && !run.correctness)
       run.correctness =
           reports::CorrectnessInfo::skipped_because("its single-device reference run failed");
     if (run.correctness && run.correctness->passed)

@@ -12,25 +12,18 @@ namespace ddpb::bench {
 
 namespace {
 
-using reports::ModeName;
-
-// The bound a phase is measured against: its kind (core/step_phase.h), except for the phases
-// no bound models: the compute bound counts the forward and backward arithmetic, not the
-// optimizer's; the communication bound the gradients' AllReduce, not DDP's buffer broadcast or
-// SyncBatchNorm's statistics.
-std::string phase_group(const std::string& name) {
-  const std::optional<StepPhase> phase = step_phase_named(name);
-  if (!phase || *phase == StepPhase::Optimizer || *phase == StepPhase::BufferBroadcast ||
-      *phase == StepPhase::SyncBn)
+// The bound a phase is measured against: its kind as the record gives it (Note [Phase kinds]
+// in core/step_phase.h), except for the phases no bound models: the compute bound counts the
+// forward and backward arithmetic, not the optimizer's; the communication bound the
+// gradients' collective, not DDP's buffer broadcast or SyncBatchNorm's statistics.
+std::string phase_group(const reports::PhaseMedian& p) {
+  const std::optional<StepPhase> phase = step_phase_named(p.phase);
+  if (phase == StepPhase::Optimizer || phase == StepPhase::BufferBroadcast ||
+      phase == StepPhase::SyncBn)
     return "other";
-  switch (phase_kind(*phase)) {
-    case PhaseKind::Data:
-      return "input";
-    case PhaseKind::Compute:
-      return "compute";
-    case PhaseKind::Communication:
-      return "communication";
-  }
+  if (p.kind == phase_kind_name(PhaseKind::Data)) return "input";
+  if (p.kind == phase_kind_name(PhaseKind::Compute)) return "compute";
+  if (p.kind == phase_kind_name(PhaseKind::Communication)) return "communication";
   return "other";
 }
 
@@ -48,16 +41,20 @@ std::string link_text(const char* name, const Link& l) {
 }
 
 // The communication bound and the link it was read from.
-std::pair<double, std::string> comm_bound(const reports::SuiteRun& run, const BoundInputs& in) {
+// The design's gradient collective says which: a ring AllReduce of the last bucket (what is
+// left after backward when the rest overlaps it), or device 0's copies and reduce_add.
+std::pair<double, std::string> comm_bound(const reports::SuiteRun& run,
+                                          const reports::DesignInfo& design,
+                                          const BoundInputs& in) {
   const reports::RunMetrics& m = *run.metrics;
   const int n = static_cast<int>(run.world_size);
-  if (n <= 1 || run.mode == ModeName::Single) return {0.0, "none (one device)"};
-  if (run.mode == ModeName::Ddp && in.allreduce) {
+  if (n <= 1 || design.gradient_op.empty()) return {0.0, "none (one device)"};
+  if (design.gradient_op == "allreduce" && in.allreduce) {
     const double bytes = last_bucket_bytes(m), p = n;
     const double ms = 2 * (p - 1) / p * bytes / (in.allreduce->bandwidth_GBps * 1e6);
     return {ms, link_text("allreduce", *in.allreduce)};
   }
-  if (run.mode == ModeName::Dp && in.copy && in.reduce_add && m.comm_bytes_per_step) {
+  if (design.gradient_op == "reduce" && in.copy && in.reduce_add && m.comm_bytes_per_step) {
     const double bytes = static_cast<double>(*m.comm_bytes_per_step);  // params x (n - 1)
     const double ms =
         bytes / (in.copy->bandwidth_GBps * 1e6) + bytes / (in.reduce_add->bandwidth_GBps * 1e6);
@@ -74,6 +71,7 @@ double input_bound(const reports::RunMetrics& m, bool cuda) {
 }  // namespace
 
 std::optional<reports::SpeedOfLight> speed_of_light(const reports::SuiteRun& run,
+                                                    const reports::DesignInfo& design,
                                                     const BoundInputs& in) {
   if (!run.ok() || !run.metrics || !run.metrics->flop_fraction) return std::nullopt;
   const reports::RunMetrics& m = *run.metrics;
@@ -82,14 +80,14 @@ std::optional<reports::SpeedOfLight> speed_of_light(const reports::SuiteRun& run
   reports::SpeedOfLight s;
   s.peak_flops_per_s = in.peak_flops_per_s;
   s.compute_ms = *m.flop_fraction * step;
-  std::tie(s.comm_ms, s.link) = comm_bound(run, in);
+  std::tie(s.comm_ms, s.link) = comm_bound(run, design, in);
   s.input_ms = input_bound(m, in.cuda);
   s.bound_ms = s.compute_ms + s.comm_ms + s.input_ms;
   s.achieved = s.bound_ms / step;
   for (const char* g : {"compute", "communication", "input", "other"}) {
     reports::BoundPhase p{g, 0, 0};
     for (const auto& ph : m.phases_median_ms.value_or(std::vector<reports::PhaseMedian>{})) {
-      if (phase_group(ph.phase) == g) p.measured_ms += ph.median_ms;
+      if (phase_group(ph) == g) p.measured_ms += ph.median_ms;
     }
     p.bound_ms = p.group == "compute"         ? s.compute_ms
                  : p.group == "communication" ? s.comm_ms
@@ -117,7 +115,8 @@ void add_speed_of_light(reports::SuiteRecord& suite) {
     if (fit.reduce_add.bandwidth_GBps > 0) in.reduce_add = fit.reduce_add;
   }
   for (reports::SuiteRun& run : suite.runs) {
-    if (auto s = speed_of_light(run, in)) run.metrics->speed_of_light = std::move(*s);
+    if (auto s = speed_of_light(run, suite.design_of(run), in))
+      run.metrics->speed_of_light = std::move(*s);
   }
 }
 

@@ -35,6 +35,7 @@ struct BoundInputs {
 
 // The run's bound, or nothing when it has no FLOP fraction (no peak) or no median step.
 std::optional<reports::SpeedOfLight> speed_of_light(const reports::SuiteRun& run,
+                                                    const reports::DesignInfo& design,
                                                     const BoundInputs& in);
 
 // Sets runs[].metrics.speed_of_light of every successful run from suite.gemm_peak and

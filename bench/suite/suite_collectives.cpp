@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "base/subprocess.h"
+#include "bench/run/designs.h"
 #include "bench/suite/child_process.h"
 #include "reports/collectives_record.h"
 #include "reports/json_io.h"
@@ -75,7 +76,7 @@ reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, i
 std::vector<std::string> suite_ddp_backends(const SuiteSpec& spec) {
   std::vector<std::string> backends{spec.device == DeviceType::CUDA ? "nccl" : "gloo"};
   for (const ExplicitRun& e : spec.runs) {
-    if (e.mode != Mode::Ddp || e.world_size < 2 || !e.backend) continue;
+    if (!design_named(e.mode).info.processes_per_rank || e.world_size < 2 || !e.backend) continue;
     const std::string b(enum_name(*e.backend));
     if (std::find(backends.begin(), backends.end(), b) == backends.end()) backends.push_back(b);
   }
@@ -85,7 +86,10 @@ std::vector<std::string> suite_ddp_backends(const SuiteSpec& spec) {
 void run_suite_collectives(reports::SuiteRecord& suite, const SuiteSpec& spec,
                            const std::string& dir, const std::atomic<bool>* stop) {
   if (suite.collectives) return;
-  const bool ddp = std::find(spec.modes.begin(), spec.modes.end(), Mode::Ddp) != spec.modes.end();
+  // The sweep measures the links the designs whose ranks are processes communicate over.
+  const bool ddp = std::any_of(spec.modes.begin(), spec.modes.end(), [](const std::string& m) {
+    return design_named(m).info.processes_per_rank;
+  });
   const int world = spec.world_sizes.empty()
                         ? 1
                         : *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end());

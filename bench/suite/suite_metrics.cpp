@@ -208,7 +208,7 @@ void derive_scaling(SuiteRecord& suite) {
 
 void derive_correctness(SuiteRecord& suite, const std::string& dir) {
   for (SuiteRun& run : suite.runs) {
-    if (run.mode == Mode::Single || !run.measured()) continue;
+    if (!suite.design_of(run).parallel || !run.measured()) continue;
     if (run.correctness && (run.correctness->passed || run.correctness->skipped)) continue;
     if (const auto why = correctness_skip_reason(run)) {
       run.correctness = reports::CorrectnessInfo::skipped_because(*why);

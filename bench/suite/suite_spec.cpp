@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bench/run/bucket_tuner.h"
+#include "bench/run/designs.h"
 #include "bench/run/run_config.h"
 #include "core/check.h"
 #include "core/ops.h"
@@ -63,6 +64,18 @@ struct KeyReader {
     const auto v = enum_from_name<E>(text);
     if (!v) fail(noun + " \"" + text + "\" is not " + enum_choices<E>());
     return *v;
+  }
+  // A design's name: a row of the design table (bench/run/designs.h).
+  std::string design() const {
+    const std::string text = string();
+    for (const Design& d : designs())
+      if (d.info.name == text) return text;
+    fail("mode \"" + text + "\" is not " + design_names());
+  }
+  std::vector<std::string> design_list() const {
+    std::vector<std::string> out;
+    for (const auto& v : list()) out.push_back(KeyReader{file, key, v}.design());
+    return out;
   }
   // A list of E's names, each checked as named<E>() checks one.
   template <typename E>
@@ -124,7 +137,7 @@ nlohmann::json explicit_runs_json(const std::vector<ExplicitRun>& runs) {
 nlohmann::json ExplicitRun::to_json() const {
   nlohmann::json j = {{"name", name},
                       {"workload", workload},
-                      {"mode", enum_name(mode)},
+                      {"mode", mode},
                       {"world_size", world_size}};
   if (global_batch > 0) j["global_batch"] = global_batch;
   if (!devices.empty()) j["devices"] = devices;
@@ -167,7 +180,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"device", enum_name(device)},
           {"quick", quick},
           {"workloads", workloads},
-          {"modes", names_of(modes)},
+          {"modes", modes},
           {"world_sizes", world_sizes},
           {"steps", steps},
           {"warmup", warmup},
@@ -324,7 +337,7 @@ std::map<std::string, SuiteSetter> explicit_run_setters(ExplicitRun& e) {
   return {
       {"name", [&](const KeyReader& r) { e.name = r.string(); }},
       {"workload", [&](const KeyReader& r) { e.workload = r.string(); }},
-      {"mode", [&](const KeyReader& r) { e.mode = r.named<Mode>("mode"); }},
+      {"mode", [&](const KeyReader& r) { e.mode = r.design(); }},
       {"world_size",
        [&](const KeyReader& r) { e.world_size = static_cast<int>(r.integer(1, kMaxWorldSize)); }},
       {"global_batch", [&](const KeyReader& r) { e.global_batch = r.integer(1, 1 << 24); }},
@@ -424,7 +437,7 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"device", [&](const KeyReader& r) { s.device = r.named<DeviceType>("device"); }},
       {"quick", [&](const KeyReader& r) { s.quick = r.boolean(); }},
       {"workloads", [&](const KeyReader& r) { s.workloads = r.strings(); }},
-      {"modes", [&](const KeyReader& r) { s.modes = r.named_list<Mode>("mode"); }},
+      {"modes", [&](const KeyReader& r) { s.modes = r.design_list(); }},
       {"world_sizes",
        [&](const KeyReader& r) {
          s.world_sizes.clear();
@@ -574,7 +587,8 @@ void validate_explicit_run(const SuiteSpec& s, const ExplicitRun& r, int gpus) {
                                }))
       << what << "a name is at most 64 letters, digits, '.', '_' or '-'";
   find_workload(r.workload);
-  const bool single = r.mode == Mode::Single, ddp = r.mode == Mode::Ddp;
+  const reports::DesignInfo& design = design_named(r.mode).info;
+  const bool single = !design.parallel, ddp = design.has_buckets;
   DDPB_USAGE_CHECK(!single || (r.world_size == 1 && r.devices.empty()))
       << what << "a single-device run has world_size 1 and no devices";
   DDPB_USAGE_CHECK(single || !r.cuda_graph) << what << "cuda_graph is for mode single";
@@ -657,8 +671,28 @@ class SuiteExpansion {
   }
 
  private:
-  bool has_mode(Mode m) const {
+  // The suite asks the design table for the designs of each group (Note [The design table]):
+  // the reference is the first row that trains on one device, the scaling matrix and the
+  // rounds take every parallel row the suite names, and the groups that vary DDP's reducer
+  // (bucket sweep, autotune, overlap, hooks, flags) take the first named row with buckets.
+  bool has_mode(const std::string& m) const {
     return std::find(s_.modes.begin(), s_.modes.end(), m) != s_.modes.end();
+  }
+  static std::string reference_mode() {
+    for (const Design& d : designs())
+      if (!d.info.parallel) return d.info.name;
+    return {};
+  }
+  std::vector<std::string> parallel_modes() const {
+    std::vector<std::string> out;
+    for (const Design& d : designs())
+      if (d.info.parallel && has_mode(d.info.name)) out.push_back(d.info.name);
+    return out;
+  }
+  std::optional<std::string> bucketed_mode() const {
+    for (const Design& d : designs())
+      if (d.info.has_buckets && has_mode(d.info.name)) return d.info.name;
+    return std::nullopt;
   }
   // The largest world size: where the sweep, the hooks and DDP in bf16 run.
   int sweep_n() const {
@@ -666,10 +700,10 @@ class SuiteExpansion {
                                   : *std::max_element(s_.world_sizes.begin(), s_.world_sizes.end());
   }
 
-  void make(const std::string& workload, Mode mode, int n, int64_t global_batch, RunGroup group,
+  void make(const std::string& workload, const std::string& mode, int n, int64_t global_batch, RunGroup group,
             const std::string& variant, const std::vector<std::string>& extra) {
     SuiteRun r;
-    const std::string mode_name(enum_name(mode));
+    const std::string& mode_name = mode;
     r.workload = workload;
     r.mode = mode;
     r.world_size = n;
@@ -699,8 +733,9 @@ class SuiteExpansion {
               "--attention",
               std::string(enum_name(s_.attention)),
               "--quiet"};
-    if (mode != Mode::Single) r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
-    if (mode == Mode::Ddp)
+    const reports::DesignInfo& design = design_named(mode).info;
+    if (design.parallel) r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
+    if (design.processes_per_rank)
       r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s_.timeout_s)});
     // A variant's own --precision, --attention or --warmup replaces the suite's.
     for (const char* flag : {"--precision", "--attention", "--warmup"}) {
@@ -719,20 +754,20 @@ class SuiteExpansion {
   }
 
   void matrix() {
-    const bool parallel = has_mode(Mode::Dp) || has_mode(Mode::Ddp);
+    const std::string single = reference_mode();
+    const std::vector<std::string> parallel = parallel_modes();
     for (const auto& w : s_.workloads) {
       const int64_t b = s_.per_device_batch.at(w);
-      if (has_mode(Mode::Single) || parallel)
-        make(w, Mode::Single, 1, b, RunGroup::Scaling, "", {});
-      for (const Mode mode : {Mode::Dp, Mode::Ddp}) {
-        if (!has_mode(mode)) continue;
+      if (has_mode(single) || !parallel.empty())
+        make(w, single, 1, b, RunGroup::Scaling, "", {});
+      for (const std::string& mode : parallel) {
         for (int n : s_.world_sizes) make(w, mode, n, n * b, RunGroup::Scaling, "", {});
       }
-      // Single device at each larger global batch: the correctness reference of DP and DDP at
-      // that world size, and the strong-scaling baseline.
+      // Single device at each larger global batch: the correctness reference of the parallel
+      // designs at that world size, and the strong-scaling baseline.
       for (int n : s_.world_sizes) {
-        if (n > 1 && parallel)
-          make(w, Mode::Single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
+        if (n > 1 && !parallel.empty())
+          make(w, single, 1, n * b, RunGroup::Reference, fmt::format("b{}", n * b), {});
       }
     }
   }
@@ -748,15 +783,13 @@ class SuiteExpansion {
   void rounds() {
     const int n = sweep_n();
     if (n <= 1) return;
-    std::vector<Mode> designs;
-    for (const Mode mode : {Mode::Dp, Mode::Ddp})
-      if (has_mode(mode)) designs.push_back(mode);
-    if (designs.size() < 2) return;  // nothing to compare
+    const std::vector<std::string> parallel = parallel_modes();
+    if (parallel.size() < 2) return;  // nothing to compare
     for (int64_t round = 1; round < s_.design_rounds; ++round) {
       for (const auto& w : s_.workloads) {
-        std::vector<Mode> order = designs;
+        std::vector<std::string> order = parallel;
         if (round % 2) std::reverse(order.begin(), order.end());
-        for (const Mode mode : order) {
+        for (const std::string& mode : order) {
           make(w, mode, n, n * s_.per_device_batch.at(w), RunGroup::Rounds,
                fmt::format("round-{}", round), {});
           runs_.back().repeat = round;
@@ -771,33 +804,36 @@ class SuiteExpansion {
     for (const auto& w : s_.bf16_workloads) {
       const int64_t b = s_.per_device_batch.at(w);
       const std::vector<std::string> bf16 = {"--precision", "bf16"};
-      if (has_mode(Mode::Single)) make(w, Mode::Single, 1, b, RunGroup::Precision, "bf16", bf16);
-      if (has_mode(Mode::Ddp) && n > 1)
-        make(w, Mode::Ddp, n, n * b, RunGroup::Precision, "bf16", bf16);
+      if (has_mode(reference_mode()))
+        make(w, reference_mode(), 1, b, RunGroup::Precision, "bf16", bf16);
+      if (const auto bucketed = bucketed_mode(); bucketed && n > 1)
+        make(w, *bucketed, n, n * b, RunGroup::Precision, "bf16", bf16);
     }
   }
 
   void sweep() {
     const int n = sweep_n();
-    if (!has_mode(Mode::Ddp) || n <= 1 || s_.sweep_workload.empty()) return;
+    const auto ddp = bucketed_mode();
+    if (!ddp || n <= 1 || s_.sweep_workload.empty()) return;
     const std::string& w = s_.sweep_workload;
     const int64_t g = n * s_.per_device_batch.at(w);
     for (double mb : s_.bucket_sweep_mb) {
-      make(w, Mode::Ddp, n, g, RunGroup::BucketSweep, "bucket-" + fmt_mb(mb) + "mb",
+      make(w, *ddp, n, g, RunGroup::BucketSweep, "bucket-" + fmt_mb(mb) + "mb",
            {"--bucket-cap-mb", fmt_mb(mb)});
     }
     if (s_.bucket_autotune) {
       // The tuner's search takes its own warm-up; the measured steps are the suite's.
       const int64_t warmup = std::max<int64_t>(s_.warmup, BucketCapTuner::kStepsNeeded);
-      make(w, Mode::Ddp, n, g, RunGroup::BucketAutotune, "bucket-auto",
+      make(w, *ddp, n, g, RunGroup::BucketAutotune, "bucket-auto",
            {"--bucket-cap-mb", "auto", "--warmup", std::to_string(warmup)});
     }
-    if (s_.overlap_off) make(w, Mode::Ddp, n, g, RunGroup::Overlap, "no-overlap", {"--no-overlap"});
+    if (s_.overlap_off) make(w, *ddp, n, g, RunGroup::Overlap, "no-overlap", {"--no-overlap"});
   }
 
   void hooks() {
     const int n = sweep_n();
-    if (!has_mode(Mode::Ddp) || n <= 1) return;
+    const auto ddp = bucketed_mode();
+    if (!ddp || n <= 1) return;
     // PowerSGD compresses from the first measured step (PyTorch's minimum of 2 where the
     // warm-up is shorter), so that its step time is the compressed one.
     const std::string start = std::to_string(std::max<int64_t>(2, s_.warmup));
@@ -808,7 +844,7 @@ class SuiteExpansion {
         std::vector<std::string> args = {"--comm-hook", h};
         if (hook == ddp::CommHook::PowerSGD)
           args.insert(args.end(), {"--powersgd-start-iter", start});
-        make(w, Mode::Ddp, n, g, RunGroup::CommHook, h + "-hook", args);
+        make(w, *ddp, n, g, RunGroup::CommHook, h + "-hook", args);
       }
     }
   }
@@ -820,7 +856,8 @@ class SuiteExpansion {
   void flags() {
     const int n = sweep_n();
     const std::string w = s_.resolved_flags_workload();
-    if (!has_mode(Mode::Ddp) || n <= 1 || w.empty()) return;
+    const auto ddp = bucketed_mode();
+    if (!ddp || n <= 1 || w.empty()) return;
     // sync_bn and broadcast_buffers_off price BatchNorm: they run on a workload that has it
     // (the flags workload, else the suite's first such), each pair with that workload's own
     // default. Without one, sync_bn is left out and broadcast_buffers_off stays (it changes
@@ -838,8 +875,8 @@ class SuiteExpansion {
       }
     }
     for (int64_t round = 0; round < s_.flags_repeats; ++round) {
-      flag_round(w, n, main, round);
-      if (!on_norm.empty()) flag_round(norm, n, on_norm, round);
+      flag_round(*ddp, w, n, main, round);
+      if (!on_norm.empty()) flag_round(*ddp, norm, n, on_norm, round);
     }
   }
 
@@ -851,7 +888,8 @@ class SuiteExpansion {
   }
 
   // One round of `w`'s pairs: its default and each flag, in reverse order on odd rounds.
-  void flag_round(const std::string& w, int n, const std::vector<DdpFlag>& flags, int64_t round) {
+  void flag_round(const std::string& ddp, const std::string& w, int n,
+                  const std::vector<DdpFlag>& flags, int64_t round) {
     std::vector<DdpFlag> order = {DdpFlag::Default};
     order.insert(order.end(), flags.begin(), flags.end());
     if (round % 2) std::reverse(order.begin(), order.end());
@@ -860,7 +898,7 @@ class SuiteExpansion {
       auto [args, batch] = flag_args(f, g, n);
       std::string name(enum_name(f));
       std::replace(name.begin(), name.end(), '_', '-');  // ids and file names take hyphens
-      make(w, Mode::Ddp, n, batch, RunGroup::Flags, fmt::format("flags-{}-r{}", name, round), args);
+      make(w, ddp, n, batch, RunGroup::Flags, fmt::format("flags-{}-r{}", name, round), args);
       runs_.back().flag = f;
       runs_.back().repeat = round;
     }
@@ -906,14 +944,15 @@ class SuiteExpansion {
   // The input pipeline on files: workers (x pin memory on CUDA) at world size 1.
   void loader() {
     const std::string w = s_.resolved_loader_workload();
-    if (w.empty() || !has_mode(Mode::Single)) return;
+    const std::string single = reference_mode();
+    if (w.empty() || !has_mode(single)) return;
     const std::string data = s_.resolved_loader_data();
     for (int workers : s_.loader_workers) {
       for (bool pin :
            s_.device == DeviceType::CUDA ? std::vector{false, true} : std::vector{false}) {
         std::vector<std::string> args = {"--data", data, "--num-workers", std::to_string(workers)};
         if (pin) args.emplace_back("--pin-memory");
-        make(w, Mode::Single, 1, s_.per_device_batch.at(w), RunGroup::Loader,
+        make(w, single, 1, s_.per_device_batch.at(w), RunGroup::Loader,
              fmt::format("loader-w{}{}", workers, pin ? "-pin" : ""), args);
       }
     }

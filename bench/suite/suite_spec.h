@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/run/designs.h"
 #include "bench/run/run_config.h"
 #include "core/device.h"
 #include "core/ops.h"
@@ -27,7 +28,7 @@ namespace ddpb::bench {
 struct ExplicitRun {
   std::string name;  // its id in suite.json and its file stem: letters, digits, '.', '_', '-'
   std::string workload;
-  Mode mode = Mode::Single;
+  std::string mode = "single";  // a design's name (bench/run/designs.h)
   int world_size = 1;
   int64_t global_batch = 0;  // 0: the suite's per-device batch of the workload x world_size
   std::string devices;       // dp/ddp: "cuda:0,cuda:0"; empty: the suite's device
@@ -58,7 +59,7 @@ struct SuiteSpec {
   DeviceType device = DeviceType::CPU;
   bool quick = false;
   std::vector<std::string> workloads;
-  std::vector<Mode> modes = {Mode::Single, Mode::Dp, Mode::Ddp};
+  std::vector<std::string> modes = design_names_in_order();  // every row of the design table
   std::vector<int> world_sizes = {1, 2};
   int64_t steps = 20;
   int64_t warmup = 3;

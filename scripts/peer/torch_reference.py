@@ -101,7 +101,7 @@ from models import Embed, Gpt, Mlp, gpt2_init_, make_optimizer  # noqa: E402
 import workload_table  # noqa: E402  (ddpbench's presets: ddpbench workloads --json)
 
 DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
-SCHEMA_VERSION = 1   # reports/json_io.h kSchemaVersion
+SCHEMA_VERSION = 2   # reports/json_io.h kSchemaVersion
 
 
 def build(spec, use_sdpa):
@@ -444,7 +444,9 @@ def run(args):
 
     measured = [s for s in steps if s["measured"]]
     st = summarize([s["time_ms"] for s in measured])
-    phase_med = [{"phase": p, "median_ms": percentile([s["phases_ms"][p] for s in measured], 50)}
+    # Each phase with its kind, as ddpbench's records carry it (Note [Phase kinds]).
+    phase_med = [{"phase": p, "kind": "data" if p == "data" else "compute",
+                  "median_ms": percentile([s["phases_ms"][p] for s in measured], 50)}
                  for p in ("data", "forward", "backward", "optimizer")]
     samples_per_s = args.global_batch * 1000.0 / st["median"] if st["median"] > 0 else 0.0
     summary = {"step_time_ms": st, "phases_median_ms": phase_med, "samples_per_s": samples_per_s,

@@ -28,7 +28,7 @@ class DpEquivalence : public ::testing::TestWithParam<Case> {
     auto dir = std::filesystem::temp_directory_path() /
                ("ddpb_dp_" + std::to_string(::getpid()) + "_" + tag);
     bench::RunConfig c;
-    c.mode = *enum_from_name<bench::Mode>(mode);
+    c.mode = mode;
     c.workload = GetParam().workload;
     c.world_size = world;
     c.device = device;

@@ -16,6 +16,48 @@ namespace ddpb::testing {
 
 using nlohmann::json;
 
+// The kind of a phase of the vocabulary (Note [Phase kinds] in core/step_phase.h); reports/
+// tests do not link core/.
+inline std::string kind_of_phase(const std::string& name) {
+  if (name == "data") return "data";
+  for (const char* c : {"forward", "loss", "backward", "backward_compute", "optimizer", "graph"})
+    if (name == c) return "compute";
+  return "communication";
+}
+
+// The design table's rows as records carry them (bench/run/designs.cpp; the bench test
+// Designs.TheReportFixtureDescribesTheTable checks that they agree).
+inline json design_rows() {
+  const auto phases = [](std::initializer_list<const char*> names) {
+    json out = json::array();
+    for (const char* n : names) out.push_back({{"phase", n}, {"kind", kind_of_phase(n)}});
+    return out;
+  };
+  const auto row = [](const char* name, const char* label, const char* noun, bool parallel,
+                      bool processes, bool buckets, const char* op, json phases) {
+    return json{{"name", name},
+                {"label", label},
+                {"noun", noun},
+                {"parallel", parallel},
+                {"processes_per_rank", processes},
+                {"has_buckets", buckets},
+                {"overlaps_backward", buckets},
+                {"shards_parameters", false},
+                {"owns_optimizer", false},
+                {"gradient_op", op},
+                {"phases", std::move(phases)}};
+  };
+  return json::array(
+      {row("single", "single", "device", false, false, false, "",
+           phases({"data", "forward", "backward", "optimizer", "graph"})),
+       row("dp", "DP", "device", true, false, false, "reduce",
+           phases({"data", "scatter", "replicate", "forward", "gather", "loss", "backward",
+                   "reduce", "optimizer"})),
+       row("ddp", "DDP", "rank", true, true, true, "allreduce",
+           phases({"data", "buffer_broadcast", "forward", "sync_bn", "backward_compute",
+                   "comm_exposed", "optimizer"}))});
+}
+
 inline json step_stats(double median) {
   return {{"median", median},        {"mean", median * 1.02},
           {"p90", median * 1.1},     {"p99", median * 1.2},
@@ -28,7 +70,7 @@ inline json make_metrics(const std::string& mode, int world_size, double samples
                          double median_ms, double comm_ms = 0, double exposed_ms = 0) {
   json phases = json::array();
   auto phase = [&](const char* name, double ms) {
-    phases.push_back({{"phase", name}, {"median_ms", ms}});
+    phases.push_back({{"phase", name}, {"kind", kind_of_phase(name)}, {"median_ms", ms}});
   };
   if (mode == "single") {
     phase("data", 0.1 * median_ms);
@@ -254,7 +296,8 @@ inline json make_critical_path(const std::string& mode, int n, double median) {
 }
 
 inline json make_suite() {
-  json suite = {{"schema_version", 1},
+  json suite = {{"schema_version", 2},
+                {"designs", design_rows()},
                 {"implementation", "ddpbench"},
                 {"kind", "suite"},
                 {"complete", true},

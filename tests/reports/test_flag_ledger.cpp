@@ -18,7 +18,7 @@ SuiteRun flag_run(DdpFlag flag, int64_t round, double median_ms, double stddev_m
   r.id = "mlp-small/ddp/w2/flags-" + std::to_string(int(flag)) + "-r" + std::to_string(round);
   r.group = RunGroup::Flags;
   r.workload = "mlp-small";
-  r.mode = ModeName::Ddp;
+  r.mode = "ddp";
   r.world_size = 2;
   r.status = RunStatus::Ok;
   r.flag = flag;

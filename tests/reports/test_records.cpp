@@ -72,12 +72,12 @@ CriticalPath critical() {
 RunRecord full_run_record() {
   RunRecord r;
   r.context = context();
-  r.config.mode = ModeName::Ddp, r.config.workload = "mlp-small", r.config.device = "cpu";
+  r.config.mode = "ddp", r.config.workload = "mlp-small", r.config.device = "cpu";
   r.config.precision = "fp32", r.config.world_size = 2, r.config.global_batch = 8;
   r.config.steps = 2, r.config.warmup = 1, r.config.seed = 7, r.config.cuda_graph = false;
   r.config.attention = "math", r.config.optimizer = {"sgd", 0.01, {}};
   r.config.extra.value = {{"bucket_cap_mb", 25}, {"comm_hook", "none"}};
-  r.mode = {ModeName::Ddp, "cpu:0,cpu:1", {{"backend", "gloo"}}};
+  r.mode = {"ddp", "cpu:0,cpu:1", {{"backend", "gloo"}}};
   r.workload = {"mlp-small", "mlp", 1000, 1, 6000.0};
   for (int64_t s = 1; s <= 3; ++s) {
     StepModeData m;
@@ -90,7 +90,7 @@ RunRecord full_run_record() {
     r.steps.push_back({s, s > 1, 2.5 - 0.1 * s, 3.0, {{"backward", 1.5}, {"data", 0.1}}, m});
   }
   RunSummary& sm = r.summary;
-  sm.step_time_ms = stats(3.0), sm.phases_median_ms = {{"data", 0.1}, {"backward", 1.5}};
+  sm.step_time_ms = stats(3.0), sm.phases_median_ms = {{"data", "data", 0.1}, {"backward", "compute", 1.5}};
   sm.samples_per_s = 2666.7, sm.tokens_per_s = 2666.7, sm.images_per_s = 2666.7;
   sm.achieved_flops_per_s = 1.6e7, sm.mfu = Mfu{0.01, 1e15, "datasheet", 1};
   sm.first_loss = 2.4, sm.last_loss = 2.2, sm.straggler_skew = 1.3;
@@ -117,7 +117,7 @@ RunRecord full_run_record() {
 SuiteRun full_suite_run() {
   SuiteRun run;
   run.id = "mlp-small/ddp/w2/bucket-1mb", run.group = RunGroup::BucketSweep;
-  run.workload = "mlp-small", run.mode = ModeName::Ddp, run.world_size = 2;
+  run.workload = "mlp-small", run.mode = "ddp", run.world_size = 2;
   run.global_batch = 16, run.variant = "bucket-1mb";
   run.args = {"run", "--mode", "ddp", "--bucket-cap-mb", "1"};
   run.status = RunStatus::Ok, run.error = "none", run.duration_s = 3.5, run.exit_code = 0;
@@ -126,7 +126,7 @@ SuiteRun full_suite_run() {
   RunMetrics m;
   m.samples_per_s = 100, m.tokens_per_s = 100, m.step_time_ms = stats(160);
   m.per_rank_median_ms = std::vector<double>{160, 161}, m.straggler_skew = 1.01;
-  m.phases_median_ms = std::vector<PhaseMedian>{{"forward", 50}};
+  m.phases_median_ms = std::vector<PhaseMedian>{{"forward", "compute", 50}};
   m.comm_ms = 20, m.comm_exposed_ms = 5, m.overlap_ratio = 0.75, m.comm_bytes_per_step = 4096;
   m.loss_per_step = std::vector<double>{2.5, 2.4};
   m.bucket_autotune = BucketAutotuneInfo{{{1, 160, true}, {25, 170, true}}, 1.0, {}};
@@ -155,7 +155,7 @@ SuiteRecord full_suite_record() {
   SuiteRecord s;
   s.complete = true, s.context = context();
   s.suite.name = "default-cpu", s.suite.device = "cpu", s.suite.quick = false;
-  s.suite.workloads = {"mlp-small"}, s.suite.modes = {ModeName::Single, ModeName::Ddp};
+  s.suite.workloads = {"mlp-small"}, s.suite.modes = {"single", "ddp"};
   s.suite.world_sizes = {1, 2}, s.suite.steps = 20, s.suite.warmup = 3, s.suite.seed = 0;
   s.suite.correctness_threshold = 1e-2, s.suite.hook_correctness_threshold = 5e-2;
   s.suite.extra.value = {{"comm_hooks", {"fp16"}}, {"precision", "fp32"}};
@@ -183,15 +183,15 @@ ProjectionRecord full_projection_record() {
     const ProjectedDesign d{4.0 + n, 1.0, 0.5, 0.5, 4.0 / (4.0 + n), 100.0 * n, 2.5};
     w.points.push_back({n, d, d});
   }
-  w.measured = {{ModeName::Ddp, 2, "mlp-small/ddp/w2", 5.8, 0.8}};
-  w.crossover.value = Crossover{4, ModeName::Dp};
+  w.measured = {{"ddp", 2, "mlp-small/ddp/w2", 5.8, 0.8}};
+  w.crossover.value = Crossover{4, "dp"};
   w.ddp_max_devices_at_90pct = 2, w.dp_stops_gaining_at = Nullable<int64_t>{4};
   w.dp_max_devices = 8;
   p.workloads = {w};
   p.validation = ProjectionValidation{"measured",
                                       "each workload's world-size-1 runs",
                                       "World sizes above 2 oversubscribe",
-                                      {{"mlp-small/ddp/w2", ModeName::Ddp, 2, 5.8, 6.0, 0.034}},
+                                      {{"mlp-small/ddp/w2", "ddp", 2, 5.8, 6.0, 0.034}},
                                       {Nullable<double>{0.034}, Nullable<double>{0.1}}};
   return p;
 }

@@ -120,8 +120,12 @@ TEST(SuiteFile, TruncatedMalformedAndInvalidFilesNameTheFileAndTheProblem) {
         Case{"empty.json", "", {"not valid JSON"}},
         Case{"array.json", "[1, 2]", {"neither a run nor a suite record"}},
         Case{"invalid.json",
-             R"({"kind": "suite", "schema_version": 1})",
-             {"suite-record schema", "missing required key 'runs'"}}}) {
+             R"({"kind": "suite", "schema_version": 2})",
+             {"suite-record schema", "missing required key 'designs'"}},
+        // docs/records.md "Versions": a record of another version is refused in one line.
+        Case{"version1.json",
+             R"({"kind": "suite", "schema_version": 1, "runs": []})",
+             {"schema version 1", "reads version 2 only"}}}) {
     const std::string path = dir / c.name;
     std::ofstream(path) << c.content;
     try {

@@ -121,7 +121,7 @@ TEST(RunSchema, EmbeddedCopyParses) {
   EXPECT_EQ(s["properties"]["schema_version"]["const"], ddpb::reports::kSchemaVersion);
   EXPECT_TRUE(s.contains("$defs"));
   // An empty object is rejected for its missing top-level keys, not with a schema error.
-  EXPECT_EQ(ddpb::reports::validate_run_record(json::object()).size(), 10u);
+  EXPECT_EQ(ddpb::reports::validate_run_record(json::object()).size(), 11u);
 }
 
 // Runs `ddpbench run` into `out` and returns the parsed record.
@@ -157,11 +157,11 @@ TEST_F(RealRecords, MutationsAreCaughtAtTheirPath) {
   bad["steps"][0].erase("loss");
   bad["steps"][1]["mode"]["devices"][1]["rows"] = -1;
   bad["memory"][0]["peak_bytes"] = 1.5;
-  bad["config"]["mode"] = "fsdp";
+  bad["design"]["phases"][0]["kind"] = "thinking";
   bad["surprise"] = true;
   Strings got;
   for (const auto& e : ddpb::reports::validate_run_record(bad)) got.push_back(e.str());
-  EXPECT_EQ(got, (Strings{R"(/config/mode: "fsdp" is not one of ["single","dp","ddp"])",
+  EXPECT_EQ(got, (Strings{R"(/design/phases/0/kind: "thinking" is not one of ["data","compute","communication","wait","host"])",
                           "/memory/0/peak_bytes: expected integer, got number",
                           "/steps/0: missing required key 'loss'",
                           "/steps/1/mode/devices/1/rows: -1 is below the minimum 0",

@@ -31,7 +31,7 @@ SuiteRun run_with(const std::string& mode, int n,
   json phases = json::array();
   double step = 0;
   for (const auto& [name, ms] : ph) {
-    phases.push_back({{"phase", name}, {"median_ms", ms}});
+    phases.push_back({{"phase", name}, {"kind", ddpb::testing::kind_of_phase(name)}, {"median_ms", ms}});
     step += ms;
   }
   return ddpb::reports::record_from_json<SuiteRun>(

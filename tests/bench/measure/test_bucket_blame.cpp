@@ -47,7 +47,7 @@ std::vector<reports::RankRecord> ranks_with_phases(int ranks, int slow_rank,
       if (r == slow_rank && phase == slow_phase) ms += extra;
       // Every other rank waits for the slow one after backward: never the slow rank's phase.
       if (r != slow_rank && std::string(phase) == "comm_exposed") ms += extra;
-      rec.phases_median_ms.push_back({phase, ms});
+      rec.phases_median_ms.push_back({phase, "compute", ms});
     }
     out.push_back(rec);
   }

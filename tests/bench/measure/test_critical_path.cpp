@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "bench/measure/critical_path.h"
+#include "bench/run/designs.h"
 
 namespace ddpb::bench {
 namespace {
 
-using reports::ModeName;
+
 using reports::NamedValues;
 using reports::RunRecord;
 using reports::StepRecord;
@@ -33,7 +34,8 @@ double shares(const reports::CriticalPath& c) {
 // 24.5 ms, so 0.5 ms is host time.
 RunRecord ddp_record() {
   RunRecord r;
-  r.config.mode = ModeName::Ddp;
+  r.config.mode = "ddp";
+  r.design = design_named("ddp").info;
   r.summary.step_time_ms.median = 25;
   StepRecord warmup = step(0, 90, {{"data", 80}});
   warmup.measured = false;
@@ -56,7 +58,7 @@ RunRecord ddp_record() {
   r.steps[2].mode = mode;
   reports::RankRecord rank1;
   rank1.rank = 1;
-  rank1.phases_median_ms = {{"data", 1}, {"forward", 8}, {"backward_compute", 13}};
+  rank1.phases_median_ms = {{"data", "data", 1}, {"forward", "compute", 8}, {"backward_compute", "compute", 13}};
   r.ranks = std::vector<reports::RankRecord>{reports::RankRecord{}, rank1};
   return r;
 }
@@ -128,7 +130,8 @@ TEST(CriticalPath, NoLeadNoWaitAndTheWaitNeverExceedsTheExposedCommunication) {
 
 TEST(CriticalPath, ASlowDpReplicasExtraWorkIsDeviceZerosWait) {
   RunRecord r;
-  r.config.mode = ModeName::Dp;
+  r.config.mode = "dp";
+  r.design = design_named("dp").info;
   r.summary.step_time_ms.median = 30;
   StepRecord s = step(0, 30,
                       {{"backward", 9},

@@ -2,8 +2,11 @@
 // timelines whose answers are known by hand (docs/metrics.md), and the configuration's names.
 #include <gtest/gtest.h>
 
+#include "bench/run/designs.h"
+
 #include "bench/measure/metrics.h"
 #include "bench/measure/stats.h"
+#include "bench/run/designs.h"
 #include "bench/run/flag_values.h"
 #include "bench/run/run_config.h"
 
@@ -146,7 +149,6 @@ void expect_names_round_trip(const std::string& choices) {
 }
 
 TEST(NamedEnum, ConfigurationEnumsRoundTrip) {
-  expect_names_round_trip<Mode>("single, dp or ddp");
   expect_names_round_trip<comm::CommBackend>("gloo, nccl or mpi");
   expect_names_round_trip<ddp::CommHook>("none, fp16, bf16 or powersgd");
   expect_names_round_trip<ops::MathMode>("fp32, tf32 or bf16");
@@ -155,7 +157,7 @@ TEST(NamedEnum, ConfigurationEnumsRoundTrip) {
 
 TEST(NamedEnum, FlagParseErrorListsTheNames) {
   try {
-    parse_enum_flag<Mode>("--mode", "dpp");
+    design_named("dpp");
     FAIL() << "dpp is not a mode";
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(), "--mode must be single, dp or ddp, got 'dpp'");

@@ -228,9 +228,9 @@ TEST(FormatDuration, MsOrSAndNeverAnExponent) {
 reports::ProjectionValidation validation(double dp_error) {
   reports::ProjectionValidation v;
   v.topology = "measured";
-  v.runs = {{"embed/ddp/w2", reports::ModeName::Ddp, 2, 10, 10.5, 0.05, "embed"},
-            {"embed/dp/w2", reports::ModeName::Dp, 2, 10, 10 * (1 + dp_error), dp_error, "embed"},
-            {"mlp-small/dp/w2", reports::ModeName::Dp, 2, 10, 11, 0.1, "mlp-small"}};
+  v.runs = {{"embed/ddp/w2", "ddp", 2, 10, 10.5, 0.05, "embed"},
+            {"embed/dp/w2", "dp", 2, 10, 10 * (1 + dp_error), dp_error, "embed"},
+            {"mlp-small/dp/w2", "dp", 2, 10, 11, 0.1, "mlp-small"}};
   v.tolerance = kValidationTolerance;
   return v;
 }
@@ -268,8 +268,8 @@ TEST(Validation, DpIsMarkedUnvalidatedWhereItMissedByMoreThanTheTolerance) {
   EXPECT_TRUE(reports::validate_projection_record(j).empty())
       << reports::format_errors(reports::validate_projection_record(j));
   EXPECT_EQ(reports::ProjectionRecord::from_json(j), p) << "tolerance and workloads round-trip";
-  EXPECT_TRUE(reports::unvalidated("embed", reports::ModeName::Dp, p.validation));
-  EXPECT_FALSE(reports::unvalidated("embed", reports::ModeName::Ddp, p.validation));
+  EXPECT_TRUE(reports::unvalidated("embed", "dp", p.validation));
+  EXPECT_FALSE(reports::unvalidated("embed", "ddp", p.validation));
   EXPECT_NE(reports::unvalidated_line(p.workloads[0], p.validation)
                 .find("DP's projection is unvalidated (its validation missed by more than ±15%: 2 "
                       "devices -51.0%)"),

@@ -106,7 +106,7 @@ TEST(Training, CudaGraphRefusesWhatAReplayCannotRedo) {
     return c;
   };
   EXPECT_THROW(config([](RunConfig& c) {
-                 c.mode = Mode::Ddp;
+                 c.mode = "ddp";
                  c.world_size = 2;
                }).validate(),
                UsageError);

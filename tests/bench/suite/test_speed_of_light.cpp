@@ -2,14 +2,18 @@
 #include <gtest/gtest.h>
 
 #include "bench/project/comm_fit.h"
+#include "bench/run/designs.h"
 #include "bench/suite/speed_of_light.h"
 
 namespace ddpb::bench {
 namespace {
 
-using reports::ModeName;
+// The bound of a run of a design of the table.
+std::optional<reports::SpeedOfLight> bound_of(const reports::SuiteRun& run, const BoundInputs& in) {
+  return speed_of_light(run, design_named(run.mode).info, in);
+}
 
-reports::SuiteRun run_of(ModeName mode, int n, double step_ms, double flop_fraction) {
+reports::SuiteRun run_of(const std::string& mode, int n, double step_ms, double flop_fraction) {
   reports::SuiteRun r;
   r.id = "w/run";
   r.mode = mode;
@@ -18,11 +22,11 @@ reports::SuiteRun run_of(ModeName mode, int n, double step_ms, double flop_fract
   reports::RunMetrics m;
   m.step_time_ms.median = step_ms;
   m.flop_fraction = flop_fraction;
-  m.phases_median_ms = std::vector<reports::PhaseMedian>{{"data", 0.5},
-                                                         {"forward", 6},
-                                                         {"backward_compute", 10},
-                                                         {"comm_exposed", 3},
-                                                         {"optimizer", 1}};
+  m.phases_median_ms = std::vector<reports::PhaseMedian>{{"data", "data", 0.5},
+                                                         {"forward", "compute", 6},
+                                                         {"backward_compute", "compute", 10},
+                                                         {"comm_exposed", "communication", 3},
+                                                         {"optimizer", "compute", 1}};
   r.metrics = m;
   return r;
 }
@@ -35,13 +39,13 @@ reports::BucketTiming bucket(double ready_ms, int64_t bytes) {
 }
 
 TEST(SpeedOfLight, DdpIsComputeAtThePeakPlusTheLastBucketsAllReduce) {
-  auto run = run_of(ModeName::Ddp, 2, 20, 0.25);
+  auto run = run_of("ddp", 2, 20, 0.25);
   run.metrics->buckets =
       std::vector<reports::BucketTiming>{bucket(5, 4'000'000), bucket(9, 1'000'000)};
   BoundInputs in;
   in.peak_flops_per_s = 1e11;
   in.allreduce = Link{100, 1};  // 100 us, 1 GB/s
-  const auto s = speed_of_light(run, in);
+  const auto s = bound_of(run, in);
   ASSERT_TRUE(s.has_value());
   EXPECT_DOUBLE_EQ(s->compute_ms, 5.0);  // a quarter of the 20 ms step at the GEMM peak
   // The bucket ready last (1 MB) at the bus bandwidth: 2(p-1)/p · n/β = 1.0 ms (no α).
@@ -60,13 +64,13 @@ TEST(SpeedOfLight, DdpIsComputeAtThePeakPlusTheLastBucketsAllReduce) {
 }
 
 TEST(SpeedOfLight, DpIsDeviceZerosReplicateAndReduceAdd) {
-  auto run = run_of(ModeName::Dp, 2, 20, 0.5);
+  auto run = run_of("dp", 2, 20, 0.5);
   run.metrics->comm_bytes_per_step = 4'000'000;
   BoundInputs in;
   in.peak_flops_per_s = 1e11;
   in.copy = Link{10, 10};
   in.reduce_add = Link{20, 5};
-  const auto s = speed_of_light(run, in);
+  const auto s = bound_of(run, in);
   ASSERT_TRUE(s.has_value());
   // bytes/β_copy + bytes/β_reduce_add = 0.4 + 0.8 ms.
   EXPECT_NEAR(s->comm_ms, 1.2, 1e-12);
@@ -76,15 +80,15 @@ TEST(SpeedOfLight, DpIsDeviceZerosReplicateAndReduceAdd) {
 TEST(SpeedOfLight, OneDeviceHasNoCommunicationAndNoPeakMeansNoBound) {
   BoundInputs in;
   in.peak_flops_per_s = 1e11;
-  const auto single = speed_of_light(run_of(ModeName::Single, 1, 10, 0.8), in);
+  const auto single = bound_of(run_of("single", 1, 10, 0.8), in);
   ASSERT_TRUE(single.has_value());
   EXPECT_DOUBLE_EQ(single->comm_ms, 0.0);
   EXPECT_EQ(single->link, "none (one device)");
   EXPECT_NEAR(single->achieved, 0.8, 1e-12);
-  auto no_fraction = run_of(ModeName::Single, 1, 10, 0.8);
+  auto no_fraction = run_of("single", 1, 10, 0.8);
   no_fraction.metrics->flop_fraction.reset();
-  EXPECT_FALSE(speed_of_light(no_fraction, in).has_value());
-  EXPECT_FALSE(speed_of_light(run_of(ModeName::Single, 1, 10, 0.8), BoundInputs{}).has_value());
+  EXPECT_FALSE(bound_of(no_fraction, in).has_value());
+  EXPECT_FALSE(bound_of(run_of("single", 1, 10, 0.8), BoundInputs{}).has_value());
 }
 
 TEST(SpeedOfLight, TheSuiteReadsItsPeakAndItsCommFit) {
@@ -96,9 +100,10 @@ TEST(SpeedOfLight, TheSuiteReadsItsPeakAndItsCommFit) {
   fit.backend = "gloo", fit.device = "cpu";
   fit.allreduce = Link{100, 1}, fit.copy = Link{10, 10}, fit.reduce_add = Link{20, 5};
   suite.comm_fit = fit.to_json();
-  auto ddp = run_of(ModeName::Ddp, 2, 20, 0.25);
+  auto ddp = run_of("ddp", 2, 20, 0.25);
   ddp.metrics->buckets = std::vector<reports::BucketTiming>{bucket(9, 1'000'000)};
-  suite.runs = {ddp, run_of(ModeName::Single, 1, 10, 0.8)};
+  suite.runs = {ddp, run_of("single", 1, 10, 0.8)};
+  suite.designs = {design_named("single").info, design_named("ddp").info};
   suite.runs[1].metrics->flop_fraction.reset();
   add_speed_of_light(suite);
   ASSERT_TRUE(suite.runs[0].metrics->speed_of_light.has_value());

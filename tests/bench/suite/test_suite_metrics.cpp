@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "bench/run/designs.h"
 #include "bench/suite/suite_metrics.h"
 #include "workloads/safetensors.h"
 
@@ -23,6 +24,7 @@ void write_params(const std::string& path, std::vector<float> w, std::vector<flo
 // derive_correctness over a suite given as JSON; returns the JSON it leaves.
 nlohmann::json with_correctness(const nlohmann::json& suite, const std::string& dir) {
   reports::SuiteRecord record = reports::SuiteRecord::from_json(suite);
+  for (const Design& d : designs()) record.designs.push_back(d.info);
   derive_correctness(record, dir);
   return record.to_json();
 }

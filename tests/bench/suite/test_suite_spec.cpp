@@ -469,9 +469,9 @@ TEST(SuiteSpec, DesignRoundsAlternateTheParallelDesigns) {
     EXPECT_EQ(r.workload, spec.workloads[(i % (2 * spec.workloads.size())) / 2]);
     // Round 0 (the matrix) runs DP first; round 1 DDP first; round 2 DP first again.
     const bool first_of_pair = i % 2 == 0;
-    const ModeName first = round == 1 ? ModeName::Ddp : ModeName::Dp;
+    const std::string first = round == 1 ? "ddp" : "dp";
     EXPECT_EQ(r.mode == first, first_of_pair) << r.id;
-    EXPECT_EQ(r.id, r.workload + "/" + std::string(enum_name(r.mode)) + "/w2/round-" +
+    EXPECT_EQ(r.id, r.workload + "/" + r.mode + "/w2/round-" +
                         std::to_string(round));
     EXPECT_EQ(r.global_batch, 2 * spec.per_device_batch.at(r.workload));
   }

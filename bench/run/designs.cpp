@@ -1,0 +1,99 @@
+#include "bench/run/designs.h"
+
+#include <initializer_list>
+
+#include "bench/run/trainer.h"
+#include "core/check.h"
+#include "core/step_phase.h"
+
+namespace ddpb::bench {
+namespace {
+
+std::vector<reports::DesignPhase> phases(std::initializer_list<StepPhase> list) {
+  std::vector<reports::DesignPhase> out;
+  for (const StepPhase p : list) out.push_back({step_phase_name(p), phase_kind_name(phase_kind(p))});
+  return out;
+}
+
+Design single_row() {
+  Design d;
+  d.info = {.name = "single", .label = "single", .noun = "device"};
+  d.info.phases = phases({StepPhase::Data, StepPhase::Forward, StepPhase::Backward,
+                          StepPhase::Optimizer, StepPhase::Graph});
+  d.make_runner = make_single_runner;
+  d.pytorch_peer = "one torch.nn.Module";
+  return d;
+}
+
+Design dp_row() {
+  Design d;
+  d.info = {.name = "dp", .label = "DP", .noun = "device", .parallel = true};
+  d.info.gradient_op = "reduce";
+  d.info.phases = phases({StepPhase::Data, StepPhase::Scatter, StepPhase::Replicate,
+                          StepPhase::Forward, StepPhase::Gather, StepPhase::Loss,
+                          StepPhase::Backward, StepPhase::Reduce, StepPhase::Optimizer});
+  d.make_runner = make_dp_runner;
+  d.pytorch_peer = "torch.nn.DataParallel";
+  d.pytorch_peer_needs_cuda = true;
+  return d;
+}
+
+Design ddp_row() {
+  Design d;
+  d.info = {.name = "ddp",
+            .label = "DDP",
+            .noun = "rank",
+            .parallel = true,
+            .processes_per_rank = true,
+            .has_buckets = true,
+            .overlaps_backward = true};
+  d.info.gradient_op = "allreduce";
+  d.info.phases = phases({StepPhase::Data, StepPhase::BufferBroadcast, StepPhase::Forward,
+                          StepPhase::SyncBn, StepPhase::BackwardCompute, StepPhase::CommExposed,
+                          StepPhase::Optimizer});
+  d.make_runner = make_ddp_runner;
+  d.pytorch_peer = "torch.nn.parallel.DistributedDataParallel";
+  // A rank is a whole process: its communicator, store and threads (measured on CPU ranks).
+  d.process_overhead_bytes = int64_t{150} << 20;
+  return d;
+}
+
+std::deque<Design>& table() {
+  static std::deque<Design> rows = {single_row(), dp_row(), ddp_row()};
+  return rows;
+}
+
+}  // namespace
+
+const std::deque<Design>& designs() { return table(); }
+
+const Design& design_named(std::string_view name) {
+  for (const Design& d : table())
+    if (d.info.name == name) return d;
+  DDPB_USAGE_FAIL() << "--mode must be " << design_names() << ", got '" << name << "'";
+}
+
+std::string design_names(bool reports::DesignInfo::*trait) {
+  std::vector<std::string> names;
+  for (const Design& d : table())
+    if (!trait || d.info.*trait) names.push_back(d.info.name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+std::vector<std::string> design_names_in_order() {
+  std::vector<std::string> out;
+  for (const Design& d : table()) out.push_back(d.info.name);
+  return out;
+}
+
+void register_design(Design design) {
+  for (const Design& d : table())
+    DDPB_USAGE_CHECK(d.info.name != design.info.name)
+        << "a design named '" << design.info.name << "' exists already";
+  table().push_back(std::move(design));
+}
+
+}  // namespace ddpb::bench

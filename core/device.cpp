@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/backend.h"
@@ -31,6 +32,16 @@ Device parse_device(std::string_view text) {
   }
   DDPB_USAGE_FAIL() << "unknown device '" << text << "' (expected cpu, cpu:N, cuda or cuda:N)";
   return {};
+}
+
+std::vector<Device> parse_device_list(std::string_view text) {
+  std::vector<Device> out;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(parse_device(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
 }
 
 bool cuda_compiled_in() {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/named_enum.h"
 
@@ -36,6 +37,10 @@ inline constexpr int kMaxDeviceIndex = 64;
 // UsageError otherwise.
 // Does not check that the device exists: see require_device().
 Device parse_device(std::string_view text);
+
+// Parses --devices' comma-separated list ("cuda:0,cuda:0"), each entry as parse_device does;
+// the one parser of a device list (DP's replicas, the ranks' devices, the suite's named runs).
+std::vector<Device> parse_device_list(std::string_view text);
 
 // Number of usable GPUs. 0 when built without CUDA or when the driver reports any error
 // (on a machine without a GPU, cudaGetDeviceCount fails and leaves its output unwritten).

@@ -43,9 +43,8 @@ inline constexpr size_t kNumStepPhases = 14;
 // The name records carry ("backward_compute").
 constexpr const char* step_phase_name(StepPhase p) {
   constexpr const char* kNames[kNumStepPhases] = {
-      "data", "scatter",  "replicate",        "buffer_broadcast", "forward", "sync_bn",  "gather",
-      "loss", "backward", "backward_compute", "comm_exposed",     "reduce",  "optimizer",
-      "graph"};
+      "data", "scatter",  "replicate",        "buffer_broadcast", "forward", "sync_bn",   "gather",
+      "loss", "backward", "backward_compute", "comm_exposed",     "reduce",  "optimizer", "graph"};
   return kNames[static_cast<size_t>(p)];
 }
 

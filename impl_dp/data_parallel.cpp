@@ -18,9 +18,7 @@ std::vector<Device> resolve_dp_devices(const std::string& device, int world_size
                                        const std::string& devices_list) {
   std::vector<Device> out;
   if (!devices_list.empty()) {
-    std::stringstream ss(devices_list);
-    std::string item;
-    while (std::getline(ss, item, ',')) out.push_back(parse_device(item));
+    out = parse_device_list(devices_list);
     DDPB_USAGE_CHECK(world_size <= 1 || static_cast<int>(out.size()) == world_size)
         << "--devices lists " << out.size() << " devices but --world-size is " << world_size;
   } else {

@@ -42,7 +42,7 @@ std::optional<double> measured_median(const RunRecord& rec,
 // summary.comm when the record has it, else the medians over the measured steps.
 Figures run_record_figures(const RunRecord& rec) {
   const RunConfigInfo& c = rec.config;
-  const std::string hook = c.extra.value.value("comm_hook", std::string("none"));
+  const std::string& hook = c.comm_hook;
   const auto& comm = rec.summary.comm;
   Figures f{"ok",
             rec.summary.samples_per_s,
@@ -52,8 +52,8 @@ Figures run_record_figures(const RunRecord& rec) {
             rec.summary.step_time_ms,
             comm ? std::optional(comm->comm_exposed_ms)
                  : measured_median(rec, &StepModeData::comm_exposed_ms),
-            fmt::format("{} {} on {} {} device(s), global batch {}, {}{}", c.workload,
-                        c.mode, c.world_size, c.device, c.global_batch, c.precision,
+            fmt::format("{} {} on {} {} device(s), global batch {}, {}{}", c.workload, c.mode,
+                        c.world_size, c.device, c.global_batch, c.precision,
                         hook == "none" ? "" : ", comm hook " + hook)};
   // Peak over every device: top-level memory[], and each DDP rank's memory[].
   int64_t peak = peak_memory_bytes(rec.memory);
@@ -72,9 +72,8 @@ Figures suite_run_figures(const SuiteRun& r) {
           m ? run_peak_memory(r) : std::nullopt,
           m ? std::optional(m->step_time_ms) : std::nullopt,
           m ? m->comm_exposed_ms : std::nullopt,
-          fmt::format("{} {} on {} device(s), global batch {}{}", r.workload, r.mode,
-                      r.world_size, r.global_batch.value_or(0),
-                      r.variant.empty() ? "" : ", " + r.variant)};
+          fmt::format("{} {} on {} device(s), global batch {}{}", r.workload, r.mode, r.world_size,
+                      r.global_batch.value_or(0), r.variant.empty() ? "" : ", " + r.variant)};
 }
 
 Runs runs_of(const json& rec, const std::string& which) {

@@ -41,8 +41,7 @@ std::vector<std::pair<std::string, std::vector<DesignRun>>> runs_with_paths(cons
       const SuiteRun* best = nullptr;
       for (const SuiteRun& r : s.runs) {
         if (r.group != RunGroup::Scaling || r.mode != d->name || r.workload != w ||
-            r.world_size < 2 ||
-            !r.measured() || !r.metrics->critical_path)
+            r.world_size < 2 || !r.measured() || !r.metrics->critical_path)
           continue;
         if (!best || r.world_size > best->world_size) best = &r;
       }

@@ -44,8 +44,11 @@ struct DesignInfo {
   bool processes_per_rank = false;  // one process per rank, started by the launcher
   bool has_buckets = false;         // gradients travel in buckets (DDP's reducer and its flags)
   bool overlaps_backward = false;   // its gradient communication runs while backward does
-  bool shards_parameters = false;   // each rank holds a shard of the parameters
-  bool owns_optimizer = false;      // the design makes its optimizer (a sharded one steps shards)
+  // Each rank holds 1/world_size of the parameters, or of the optimizer state (ZeRO's
+  // stages): what a rank must hold (bench/run/run_config.cpp's capacity check) and its
+  // optimizer (ModeRunner::make_optimizer) follow them. No row shards anything yet.
+  bool shards_parameters = false;
+  bool shards_optimizer_state = false;
   // The collective its gradients meet in ("allreduce", "reduce"); empty: none.
   std::string gradient_op = {};
   std::vector<DesignPhase> phases = {};  // in step order
@@ -55,7 +58,7 @@ struct DesignInfo {
     v("name", s.name), v("label", s.label), v("noun", s.noun), v("parallel", s.parallel);
     v("processes_per_rank", s.processes_per_rank), v("has_buckets", s.has_buckets);
     v("overlaps_backward", s.overlaps_backward), v("shards_parameters", s.shards_parameters);
-    v("owns_optimizer", s.owns_optimizer), v("gradient_op", s.gradient_op);
+    v("shards_optimizer_state", s.shards_optimizer_state), v("gradient_op", s.gradient_op);
     v("phases", s.phases);
   }
 
@@ -73,6 +76,17 @@ inline const DesignInfo* find_design(const std::vector<DesignInfo>& designs,
   for (const DesignInfo& d : designs)
     if (d.name == name) return &d;
   return nullptr;
+}
+
+// The row named `name`, or, for a design the records do not describe, a row with the name
+// for its label, "device" for its noun and no traits (so it falls out of every trait's
+// question; the validators name such a run, reports/schema_validator.h).
+inline DesignInfo design_or_name(const std::vector<DesignInfo>& designs, std::string_view name) {
+  if (const DesignInfo* d = find_design(designs, name)) return *d;
+  DesignInfo unknown;
+  unknown.name = unknown.label = std::string(name);
+  unknown.noun = "device";
+  return unknown;
 }
 
 }  // namespace ddpb::reports

@@ -1,10 +1,13 @@
 #include "reports/flag_ledger.h"
 
 #include <fmt/core.h>
+#include "base/text.h"
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <tuple>
 
 #include "reports/report_util.h"
 
@@ -39,10 +42,11 @@ std::optional<double> paired_delta(
   return d.empty() ? std::nullopt : std::optional(median_of(d));
 }
 
-FlagCost price(DdpFlag flag, const std::vector<std::pair<const SuiteRun*, const SuiteRun*>>& pairs,
+FlagCost price(const FlagInfo& flag,
+               const std::vector<std::pair<const SuiteRun*, const SuiteRun*>>& pairs,
                double default_ms) {
   FlagCost c;
-  c.flag = flag;
+  c.flag = flag.name;
   c.pairs = static_cast<int64_t>(pairs.size());
   std::vector<double> d, error;
   for (const auto& [a, b] : pairs) {
@@ -57,66 +61,35 @@ FlagCost price(DdpFlag flag, const std::vector<std::pair<const SuiteRun*, const 
   c.delta_fraction = default_ms > 0 ? c.delta_ms / default_ms : 0;
   c.delta_peak_bytes = paired_delta(pairs, run_peak_memory);
   c.delta_comm_bytes = paired_delta(pairs, comm_bytes);
-  c.why = flag_mechanism(flag);
+  c.why = flag.mechanism;
   return c;
 }
 
-}  // namespace
-
-std::string flag_mechanism(DdpFlag flag) {
-  switch (flag) {
-    case DdpFlag::Default:
-      return "DDP's defaults: the A run of every pair";
-    case DdpFlag::FindUnusedParameters:
-      return "walks the autograd graph from the loss every step to mark the parameters that "
-             "get no gradient";
-    case DdpFlag::StaticGraph:
-      return "the first step learns the graph; no search for unused parameters after it, "
-             "buckets rebuilt once in the order gradients became ready";
-    case DdpFlag::NoBroadcastBuffers:
-      return "skips broadcasting rank 0's buffers (BatchNorm statistics) before every forward; "
-             "nothing changes for a model without buffers";
-    case DdpFlag::GradientAsBucketView:
-      return "gradients live in the buckets: no copy into them, one copy of the gradients less "
-             "in memory";
-    case DdpFlag::SyncBatchNorm:
-      return "BatchNorm statistics over the global batch: collectives in every BatchNorm "
-             "layer's forward and backward, which wait for every rank";
-    case DdpFlag::NoSyncK4:
-      return "four micro-batches of a quarter each, the first three under no_sync: one "
-             "AllReduce per step as before, smaller GEMMs";
-    case DdpFlag::FirstBucketAtCap:
-      return "no small first bucket: the first AllReduce waits for a whole bucket of "
-             "gradients instead of 1 MB";
-    case DdpFlag::OneBucket:
-      return "every gradient in one bucket: nothing is sent until backward ends, so no "
-             "communication overlaps it";
-    case DdpFlag::Fp16Hook:
-      return "gradients cast to fp16 before the AllReduce: half the bytes, two casts per bucket";
-    case DdpFlag::Bf16Hook:
-      return "gradients cast to bf16 before the AllReduce: half the bytes, two casts per bucket";
-    case DdpFlag::PowerSgdHook:
-      return "rank-1 PowerSGD: matrices sent as two thin factors, at the price of the "
-             "factors' GEMMs and orthogonalisation";
-    case DdpFlag::CpuThreadsAll:
-      return "every core's worth of BLAS threads in each rank (PyTorch's default) against one: "
-             "ranks that share cores oversubscribe them";
-  }
-  return "";
-}
-
-namespace {
-
-// Group "flags" runs of one workload and world size: round -> default run, and flag -> (round
-// -> run).
+// Group "flags" runs of one design, workload and world size: round -> default run, and per
+// flag in the order of its first run, its record (name and mechanism) and round -> run.
 struct FlagRuns {
   std::map<int64_t, const SuiteRun*> defaults;
-  std::map<DdpFlag, std::map<int64_t, const SuiteRun*>> variants;
+  std::vector<std::pair<FlagInfo, std::map<int64_t, const SuiteRun*>>> variants;
+
+  void add(const SuiteRun& r) {
+    if (r.flag->is_default()) {
+      defaults[*r.repeat] = &r;
+      return;
+    }
+    auto it = std::find_if(variants.begin(), variants.end(),
+                           [&](const auto& v) { return v.first.name == r.flag->name; });
+    if (it == variants.end()) {
+      variants.push_back({*r.flag, {}});
+      it = std::prev(variants.end());
+    }
+    it->second[*r.repeat] = &r;
+  }
 };
 
-FlagLedger ledger_of(const FlagRuns& runs) {
+FlagLedger ledger_of(const SuiteRecord& suite, const FlagRuns& runs) {
   FlagLedger ledger;
   const SuiteRun& first = *runs.defaults.begin()->second;
+  ledger.design = suite.design_of(first);
   ledger.workload = first.workload;
   ledger.world_size = first.world_size;
   ledger.rounds = static_cast<int64_t>(runs.defaults.size());
@@ -144,19 +117,19 @@ FlagLedger ledger_of(const FlagRuns& runs) {
 }  // namespace
 
 std::vector<FlagLedger> flag_ledgers(const SuiteRecord& suite) {
-  std::vector<std::pair<std::string, int64_t>> order;  // (workload, world size), first seen
-  std::map<std::pair<std::string, int64_t>, FlagRuns> groups;
+  using Key = std::tuple<std::string, std::string, int64_t>;  // design, workload, world size
+  std::vector<Key> order;                                     // first seen
+  std::map<Key, FlagRuns> groups;
   for (const SuiteRun& r : suite.runs) {
     if (r.group != RunGroup::Flags || !r.flag || !r.repeat || !r.measured()) continue;
-    const auto key = std::pair{r.workload, r.world_size};
+    const Key key{r.mode, r.workload, r.world_size};
     if (!groups.count(key)) order.push_back(key);
-    FlagRuns& g = groups[key];
-    (*r.flag == DdpFlag::Default ? g.defaults[*r.repeat] : g.variants[*r.flag][*r.repeat]) = &r;
+    groups[key].add(r);
   }
   std::vector<FlagLedger> out;
-  for (const auto& key : order) {
+  for (const Key& key : order) {
     const FlagRuns& g = groups.at(key);
-    if (!g.defaults.empty()) out.push_back(ledger_of(g));
+    if (!g.defaults.empty()) out.push_back(ledger_of(suite, g));
   }
   return out;
 }
@@ -176,39 +149,62 @@ std::string step_cell(const FlagCost& c) {
                      format_percent(c.delta_fraction));
 }
 
+// "DDP", "DDP and ToyDDP": the labels of the designs whose flags the ledgers price.
+std::string ledger_labels(const std::vector<FlagLedger>& ledgers) {
+  std::vector<std::string> labels;
+  for (const FlagLedger& l : ledgers) {
+    const std::string label = printable(l.design.label);
+    if (!l.rows.empty() && std::find(labels.begin(), labels.end(), label) == labels.end())
+      labels.push_back(label);
+  }
+  return join_list(labels);
+}
+
+// One ledger's table, headed by its design's label; `index` from 0 makes the id unique.
+SectionTable ledger_table(const FlagLedger& ledger, size_t index) {
+  const std::string label = printable(ledger.design.label);
+  const std::string at = fmt::format("{} {}{}", ledger.world_size, printable(ledger.design.noun),
+                                     ledger.world_size == 1 ? "" : "s");
+  SectionTable t{index == 0 ? "flag-ledger-table" : fmt::format("flag-ledger-table-{}", index + 1),
+                 fmt::format("{}: {} at {}. Δ step: the median over rounds of the flag's median "
+                             "step minus its round's default, ± the noise; Δ peak memory and Δ "
+                             "bytes per step from the same pairs.",
+                             label, printable(ledger.workload), at),
+                 {}};
+  t.table.header = {"flag", "Δ step", "Δ peak memory", "Δ bytes/step", "why"};
+  for (const FlagCost& c : ledger.rows) {
+    t.table.rows.push_back({printable(c.flag), step_cell(c), signed_bytes(c.delta_peak_bytes),
+                            signed_bytes(c.delta_comm_bytes), printable(c.why)});
+    t.table.bad.push_back(false);
+  }
+  return t;
+}
+
 }  // namespace
 
+// Note [Flag ledger] prices; this section says which design each ledger is of, by the label
+// its row in the record gives (Note [Designs in records]), so that a design's flags read under
+// its own name and never under another's.
 ReportSection build_flag_ledger_section(const SuiteRecord& suite) {
   ReportSection s;
   s.id = "flag-ledger";
-  s.heading = "What each DDP flag costs";
   const auto ledgers = flag_ledgers(suite);
+  const std::string labels = ledger_labels(ledgers);
+  s.heading = labels.empty() ? "What each flag costs" : "What each " + labels + " flag costs";
   for (const FlagLedger& ledger : ledgers) {
     if (ledger.rows.empty()) continue;
+    const std::string label = printable(ledger.design.label);
     s.notes.push_back(fmt::format(
-        "{} with DDP at {} ranks: each flag against DDP's defaults in {} alternated round{} "
+        "{} with {} at {} {}{}: each flag against {}'s defaults in {} alternated round{} "
         "(default step {} ms).",
-        printable(ledger.workload), ledger.world_size, ledger.rounds, ledger.rounds == 1 ? "" : "s",
+        printable(ledger.workload), label, ledger.world_size, printable(ledger.design.noun),
+        ledger.world_size == 1 ? "" : "s", label, ledger.rounds, ledger.rounds == 1 ? "" : "s",
         format_number(ledger.default_ms)));
-    SectionTable t{s.tables.empty() ? "flag-ledger-table"
-                                    : fmt::format("flag-ledger-table-{}", s.tables.size() + 1),
-                   fmt::format("{} at {} ranks. Δ step: the median over rounds of the flag's "
-                               "median step minus its round's default, ± the noise; Δ peak "
-                               "memory and Δ bytes per step from the same pairs.",
-                               printable(ledger.workload), ledger.world_size),
-                   {}};
-    t.table.header = {"flag", "Δ step", "Δ peak memory", "Δ bytes/step", "why"};
-    for (const FlagCost& c : ledger.rows) {
-      t.table.rows.push_back({std::string(enum_name(c.flag)), step_cell(c),
-                              signed_bytes(c.delta_peak_bytes), signed_bytes(c.delta_comm_bytes),
-                              c.why});
-      t.table.bad.push_back(false);
-    }
-    s.tables.push_back(std::move(t));
+    s.tables.push_back(ledger_table(ledger, s.tables.size()));
   }
   if (s.tables.empty()) {
     s.notes.push_back(
-        "No flag pairs in this record (the suite's group \"flags\": a full suite with DDP at "
+        "No flag pairs in this record (the suite's group \"flags\", which a full suite runs at "
         "two or more ranks).");
     return s;
   }

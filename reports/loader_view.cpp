@@ -71,7 +71,8 @@ std::string dataset_name(const LoaderSummary& l) {
 
 std::string run_dataset(const SuiteRun& run) {
   if (run.metrics && run.metrics->loader) return dataset_name(*run.metrics->loader);
-  return run.arg("--data").value_or("synthetic data");
+  const std::string& data = run.run_config().data;
+  return data.empty() ? "synthetic data" : data;
 }
 
 ReportSection build_loader_section(const SuiteRecord& suite) {

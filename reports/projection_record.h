@@ -8,10 +8,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "reports/design_info.h"
+#include "reports/json_io.h"
 #include "reports/record_fields.h"
 #include "reports/run_record.h"
 
@@ -74,12 +78,43 @@ struct ProjectionScaleInfo {
   }
 };
 
+// Note [Designs keyed by name]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The projection is of designs, and a design is its name (Note [Designs in records]): every
+// per-design value of the record (a point's results, the basis runs, the compute rates, the
+// scans' limits, the validation's median errors) is an object keyed by the design's name, and
+// the record carries the rows of the designs it projects ("designs"), so that the report and the
+// CLI label them from the data. A design absent at a point (one that runs on one node, beyond
+// it) is absent from that point's object. The keys are kept in the order a JSON object keeps
+// them (put_named), so that a record read back equals the one written; the order the designs
+// are shown in is the order of "designs".
+
+// The value named `name` in `values`, or nullptr.
+template <class T>
+const T* find_named(const NamedValues<T>& values, std::string_view name) {
+  for (const auto& [key, value] : values)
+    if (key == name) return &value;
+  return nullptr;
+}
+
+// Puts `value` under `name` (replacing one there), the keys in JSON's order (Note [Designs
+// keyed by name]).
+template <class T>
+void put_named(NamedValues<T>& values, const std::string& name, T value) {
+  auto it = values.begin();
+  while (it != values.end() && it->first < name) ++it;
+  if (it != values.end() && it->first == name)
+    it->second = std::move(value);
+  else
+    values.emplace(it, name, std::move(value));
+}
+
 // One design at one device count.
 struct ProjectedDesign {
   static constexpr bool kRecord = true;
   double step_ms = 0, comm_ms = 0, exposed_ms = 0, overlap_ratio = 0, efficiency = 0,
          samples_per_s = 0;
-  std::optional<double> busbw_GBps;
+  std::optional<double> busbw_GBps;  // the AllReduce model's bus bandwidth
   bool operator==(const ProjectedDesign&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -92,12 +127,13 @@ struct ProjectedDesign {
 struct ProjectedPoint {
   static constexpr bool kRecord = true;
   int64_t devices = 1;
-  std::optional<ProjectedDesign> ddp, dp;  // dp: absent beyond one node
+  NamedValues<ProjectedDesign> designs = {};  // by name; a design that does not run here: absent
   bool operator==(const ProjectedPoint&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("devices", s.devices), v("ddp", s.ddp), v("dp", s.dp);
+    v("devices", s.devices), v("designs", s.designs);
   }
+  const ProjectedDesign* design(std::string_view name) const { return find_named(designs, name); }
 };
 
 // The measured run a design's model is calibrated on.
@@ -114,12 +150,12 @@ struct BasisRun {
 
 struct ProjectionBasisInfo {
   static constexpr bool kRecord = true;
-  std::optional<BasisRun> ddp, dp;
+  NamedValues<BasisRun> designs = {};  // by name
   std::optional<double> single_step_ms;
   bool operator==(const ProjectionBasisInfo&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("ddp", s.ddp), v("dp", s.dp), v("single_step_ms", s.single_step_ms);
+    v("designs", s.designs), v("single_step_ms", s.single_step_ms);
   }
 };
 
@@ -154,13 +190,25 @@ struct ComputeRateInfo {
   }
 };
 
-struct ComputeRates {
+// Each design's rate, by name.
+using ComputeRates = NamedValues<ComputeRateInfo>;
+
+// What the scan of one design's projection found (bench/project/projection.h): which keys a
+// design has depends on its model (Note [Gradient models]).
+struct DesignLimits {
   static constexpr bool kRecord = true;
-  std::optional<ComputeRateInfo> ddp, dp;
-  bool operator==(const ComputeRates&) const = default;
+  // The largest N up to which it keeps >= 90% efficiency (the bucketed AllReduce model).
+  std::optional<int64_t> max_devices_at_90pct;
+  // The N after which one more device no longer raises its samples/s; null: it keeps gaining
+  // (the device-0 reduce model).
+  std::optional<Nullable<int64_t>> stops_gaining_at;
+  // The most devices it runs on, one node (the device-0 reduce model).
+  std::optional<int64_t> max_devices;
+  bool operator==(const DesignLimits&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("ddp", s.ddp), v("dp", s.dp);
+    v("max_devices_at_90pct", s.max_devices_at_90pct), v("stops_gaining_at", s.stops_gaining_at),
+        v("max_devices", s.max_devices);
   }
 };
 
@@ -183,17 +231,13 @@ struct ProjectedWorkload {
   std::vector<ProjectedPoint> points;
   std::vector<MeasuredPoint> measured;
   Nullable<Crossover> crossover;
-  std::optional<int64_t> ddp_max_devices_at_90pct;       // with a DDP basis
-  std::optional<Nullable<int64_t>> dp_stops_gaining_at;  // with a DP basis; null: keeps gaining
-  std::optional<int64_t> dp_max_devices;                 // with a DP basis
-  std::optional<ComputeRates> compute_rate;
+  NamedValues<DesignLimits> limits = {};     // by name
+  std::optional<ComputeRates> compute_rate;  // by name
   bool operator==(const ProjectedWorkload&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("workload", s.workload), v("basis", s.basis), v("points", s.points),
-        v("measured", s.measured), v("crossover", s.crossover),
-        v("ddp_max_devices_at_90pct", s.ddp_max_devices_at_90pct),
-        v("dp_stops_gaining_at", s.dp_stops_gaining_at), v("dp_max_devices", s.dp_max_devices),
+        v("measured", s.measured), v("crossover", s.crossover), v("limits", s.limits),
         v("compute_rate", s.compute_rate);
   }
 };
@@ -214,15 +258,9 @@ struct ValidationRun {
   }
 };
 
-struct MedianAbsError {
-  static constexpr bool kRecord = true;
-  Nullable<double> ddp, dp;  // null: no run of that design to check
-  bool operator==(const MedianAbsError&) const = default;
-  template <class S, class V>
-  static void fields(S& s, V& v) {
-    v("ddp", s.ddp), v("dp", s.dp);
-  }
-};
+// Each projected design's median |predicted / measured - 1|, by name; null: no run of it to
+// check.
+using MedianAbsError = NamedValues<Nullable<double>>;
 
 struct ProjectionValidation {
   static constexpr bool kRecord = true;
@@ -244,11 +282,14 @@ struct ProjectionValidation {
 
 struct ProjectionRecord {
   static constexpr bool kRecord = true;
-  int64_t schema_version = 1;
+  int64_t schema_version = kSchemaVersion;
   std::string implementation = "ddpbench";
   std::string kind = "projection";
   std::string source;          // the results folder or record projected from
   std::string device = "cpu";  // the measured runs' device kind
+  // The rows of the designs it projects (Note [Designs keyed by name]), in the order the
+  // suite or the run record lists them.
+  std::vector<DesignInfo> designs = {};
   TopologyInfo topology;
   std::vector<int64_t> devices;
   ProjectionScaleInfo scale;
@@ -258,10 +299,14 @@ struct ProjectionRecord {
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation), v("kind", s.kind),
-        v("source", s.source), v("device", s.device), v("topology", s.topology),
-        v("devices", s.devices), v("scale", s.scale), v("workloads", s.workloads),
-        v("validation", s.validation);
+        v("source", s.source), v("device", s.device), v("designs", s.designs),
+        v("topology", s.topology), v("devices", s.devices), v("scale", s.scale),
+        v("workloads", s.workloads), v("validation", s.validation);
   }
+
+  // The row of the design named `name`; for a name it does not list (a hand-edited record), a
+  // row whose label is the name.
+  DesignInfo design_named(std::string_view name) const { return design_or_name(designs, name); }
 
   nlohmann::json to_json() const { return record_to_json(*this); }
   static ProjectionRecord from_json(const nlohmann::json& j) {

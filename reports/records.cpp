@@ -11,15 +11,9 @@ int64_t peak_memory_bytes(const std::vector<MemoryUse>& memory) {
   return peak;
 }
 
-std::optional<std::string> SuiteRun::arg(std::string_view flag) const {
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == flag) return args[i + 1];
-  }
-  return std::nullopt;
-}
-
-bool SuiteRun::has_arg(std::string_view flag) const {
-  return std::find(args.begin(), args.end(), flag) != args.end();
+const RunConfigInfo& SuiteRun::run_config() const {
+  static const RunConfigInfo defaults;
+  return config ? *config : defaults;
 }
 
 const SuiteRun* SuiteRecord::find_run(std::string_view id) const {
@@ -30,11 +24,7 @@ const SuiteRun* SuiteRecord::find_run(std::string_view id) const {
 }
 
 DesignInfo SuiteRecord::design_named(std::string_view name) const {
-  if (const DesignInfo* d = find_design(designs, name)) return *d;
-  DesignInfo unknown;
-  unknown.name = unknown.label = std::string(name);
-  unknown.noun = "device";
-  return unknown;
+  return design_or_name(designs, name);
 }
 
 std::vector<const DesignInfo*> SuiteRecord::parallel_designs() const {
@@ -42,6 +32,12 @@ std::vector<const DesignInfo*> SuiteRecord::parallel_designs() const {
   for (const DesignInfo& d : designs)
     if (d.parallel) out.push_back(&d);
   return out;
+}
+
+const DesignInfo* SuiteRecord::reference_design() const {
+  for (const DesignInfo& d : designs)
+    if (!d.parallel) return &d;
+  return nullptr;
 }
 
 std::vector<std::string> SuiteRecord::workloads() const {

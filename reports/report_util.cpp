@@ -31,22 +31,11 @@ std::string string_at(const json& root, std::initializer_list<const char*> path,
 }
 
 std::optional<double> run_bucket_cap_mb(const SuiteRun& run) {
-  if (auto a = run.arg("--bucket-cap-mb")) {
-    char* end = nullptr;
-    const double v = std::strtod(a->c_str(), &end);
-    if (end != a->c_str() && v > 0) return v;
-  }
-  // A variant "bucket-<MB>mb" (parsed by hand: std::regex draws GCC 12's false
-  // -Wmaybe-uninitialized at -O2).
-  const size_t at = run.variant.find("bucket-");
-  if (at != std::string::npos) {
-    const char* text = run.variant.c_str() + at + 7;
-    char* end = nullptr;
-    const double v = std::strtod(text, &end);
-    if (end != text && std::string_view(end).starts_with("mb")) return v;
-  }
-  if (run.variant.empty()) return 25.0;
-  return std::nullopt;
+  // Note [Typed run configuration]: the cap the run was given; none for the autotuned run,
+  // whose cap the warm-up chose (metrics.bucket_autotune says which).
+  const RunConfigInfo& c = run.run_config();
+  if (c.bucket_cap_auto || c.bucket_cap_mb <= 0) return std::nullopt;
+  return c.bucket_cap_mb;
 }
 
 std::optional<double> run_peak_memory(const SuiteRun& run) {

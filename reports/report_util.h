@@ -23,8 +23,9 @@ const nlohmann::json* find_at(const nlohmann::json& root, std::initializer_list<
 std::string string_at(const nlohmann::json& root, std::initializer_list<const char*> path,
                       const std::string& fallback = "");
 
-// The bucket cap of a DDP run in MB: its --bucket-cap-mb argument, else the number in a
-// "bucket-<X>mb" variant, else 25 (ddpbench's default) for a run without a variant.
+// The bucket cap of a run of a design with buckets, in MB: its configuration's
+// (Note [Typed run configuration]; 25, ddpbench's default, for a run that set none), and none
+// for a --bucket-cap-mb auto run.
 std::optional<double> run_bucket_cap_mb(const SuiteRun& run);
 // Peak bytes of a run: metrics.peak_memory_bytes, else the largest metrics.memory[].peak_bytes.
 std::optional<double> run_peak_memory(const SuiteRun& run);

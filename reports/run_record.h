@@ -395,8 +395,16 @@ struct OptimizerInfo {
   }
 };
 
-// The command line as the run understood it (bench/run/run_config.h's to_json); every flag
-// beyond the named ones stays in `extra`.
+// The command line as the run understood it (bench/run/run_config.h's to_json), in the run
+// record and in each suite run (Note [Typed run configuration]); every flag beyond the named
+// ones stays in `extra`.
+//
+// Note [Typed run configuration]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A run's configuration is read in one way: the suite gives each run its arguments and
+// parses them with the run command's own parser (bench/run/run_flags.h parse_run_flags),
+// whose RunConfig::to_json is this record; reports/ and the suite read the fields named
+// here, never the argument list.
 struct RunConfigInfo {
   static constexpr bool kRecord = true;
   std::string mode;  // the design's name (Note [Designs in records])
@@ -406,6 +414,14 @@ struct RunConfigInfo {
   std::optional<bool> cuda_graph;
   std::optional<std::string> attention;
   OptimizerInfo optimizer;
+  std::string devices = {}, backend = {};  // --devices; --backend ("": the device's default)
+  double bucket_cap_mb = 25;
+  bool bucket_cap_auto = false;
+  int64_t accumulate = 1;
+  std::string comm_hook = "none";
+  bool sync_bn = false;
+  std::string inject_fault = {};
+  std::string data = {}, data_format = {};  // --data; --data-format ("": detected)
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -413,6 +429,10 @@ struct RunConfigInfo {
     v("world_size", s.world_size), v("global_batch", s.global_batch), v("steps", s.steps);
     v("warmup", s.warmup), v("seed", s.seed), v("cuda_graph", s.cuda_graph);
     v("attention", s.attention), v("precision", s.precision), v("optimizer", s.optimizer);
+    v("devices", s.devices), v("backend", s.backend), v("bucket_cap_mb", s.bucket_cap_mb);
+    v("bucket_cap_auto", s.bucket_cap_auto), v("accumulate", s.accumulate);
+    v("comm_hook", s.comm_hook), v("sync_bn", s.sync_bn), v("inject_fault", s.inject_fault);
+    v("data", s.data), v("data_format", s.data_format);
     v.rest(s.extra);
   }
 };

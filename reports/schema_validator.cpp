@@ -247,8 +247,47 @@ const nlohmann::json& run_record_schema() {
   return schema;
 }
 
+namespace {
+
+// Note [Designs in records]: what a schema cannot say, that a run names its design's row. A
+// run record's config.mode is its design's name; a suite's runs each name a row of its
+// designs (a mode outside them would read as a design with no traits, and its runs would fall
+// out of the verdict and the charts without a word).
+void check_design_names(const nlohmann::json& record, std::vector<SchemaError>& errors) {
+  if (!record.is_object() || !record.contains("designs") || !record["designs"].is_array() ||
+      !record.contains("runs") || !record["runs"].is_array())
+    return;
+  std::set<std::string> names;
+  for (const auto& d : record["designs"])
+    if (d.is_object() && d.contains("name") && d["name"].is_string())
+      names.insert(d["name"].get<std::string>());
+  for (size_t i = 0; i < record["runs"].size(); ++i) {
+    const nlohmann::json& run = record["runs"][i];
+    if (!run.is_object() || !run.contains("mode") || !run["mode"].is_string()) continue;
+    const std::string mode = run["mode"].get<std::string>();
+    if (!names.count(mode))
+      errors.push_back(
+          {"/runs/" + std::to_string(i) + "/mode", "\"" + mode + "\" names no row of \"designs\""});
+  }
+}
+
+void check_run_design(const nlohmann::json& record, std::vector<SchemaError>& errors) {
+  if (!record.is_object() || !record.contains("config") || !record.contains("design")) return;
+  const nlohmann::json &config = record["config"], &design = record["design"];
+  if (!config.is_object() || !design.is_object() || !config.contains("mode") ||
+      !design.contains("name"))
+    return;
+  if (config["mode"] != design["name"])
+    errors.push_back({"/design/name", design["name"].dump() + " is not the design config.mode " +
+                                          "names (" + config["mode"].dump() + ")"});
+}
+
+}  // namespace
+
 std::vector<SchemaError> validate_run_record(const nlohmann::json& record) {
-  return validate_schema(run_record_schema(), record);
+  auto errors = validate_schema(run_record_schema(), record);
+  check_run_design(record, errors);
+  return errors;
 }
 
 const nlohmann::json& suite_record_schema() {
@@ -258,6 +297,7 @@ const nlohmann::json& suite_record_schema() {
 
 std::vector<SchemaError> validate_suite_record(const nlohmann::json& record) {
   auto errors = validate_schema(suite_record_schema(), record);
+  check_design_names(record, errors);
   if (record.is_object() && record.contains("projection") && record["projection"].is_object()) {
     for (auto e : validate_schema(projection_record_schema(), record["projection"])) {
       e.path = "/projection" + e.path;

@@ -59,8 +59,9 @@ void validate_report_file(const std::string& path, size_t max_bytes = size_t{1} 
 // parsed record.
 nlohmann::json validate_report_text(const std::string& text, const std::string& name);
 
-// Refuses a record of another schema version (docs/records.md "Versions"): throws ReportError naming `name` and both versions. A record without an integer
-// schema_version passes (the schema validator then says what is wrong).
+// Refuses a record of another schema version (docs/records.md "Versions"): throws ReportError
+// naming `name` and both versions. A record without an integer schema_version passes (the schema
+// validator then says what is wrong).
 void check_schema_version(const nlohmann::json& doc, const std::string& name);
 
 // Reads `path` and validates it against the schema its "kind" names: "run" or "suite". Throws

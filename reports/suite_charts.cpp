@@ -106,9 +106,9 @@ ChartView scaling_chart(const SuiteRecord& suite) {
               "scaling",
               "Weak scaling efficiency",
               "T(N) / (N × T(1)) with T in samples/s and T(1) the single-device run at the "
-              "per-device batch; 1.0 (dashed) is perfect scaling. At world size 1, DP and DDP "
-              "do the single-device run's work and their own bookkeeping, so a value above 1.0 "
-              "there is the two runs' noise, not a speed-up.",
+              "per-device batch; 1.0 (dashed) is perfect scaling. At world size 1, a parallel "
+              "design does the single-device run's work and its own bookkeeping, so a value "
+              "above 1.0 there is the two runs' noise, not a speed-up.",
               {},
               ""};
   svg::LineChart chart{"weak scaling efficiency", "world size (devices)", "efficiency", {}};
@@ -136,7 +136,7 @@ ChartView scaling_chart(const SuiteRecord& suite) {
   return c;
 }
 
-// The DP and DDP scaling runs of workload `w` with phase medians.
+// The parallel designs' scaling runs of workload `w` with phase medians.
 Runs phase_runs(const SuiteRecord& suite, const std::string& w) {
   Runs out;
   for (const SuiteRun* r : select(suite, RunGroup::Scaling, w))
@@ -147,11 +147,12 @@ Runs phase_runs(const SuiteRecord& suite, const std::string& w) {
 ChartView phases_chart(const SuiteRecord& suite) {
   ChartView c{"chart-phases",
               "phases",
-              "Step time by phase, DP against DDP",
-              "Median of each phase (ms), stacked; the sum of phase medians need not equal the "
-              "median step time. DP's reduce and DDP's comm_exposed are the communication the "
-              "step waits for. A phase has the same colour in every chart of the report, the "
-              "critical path's included.",
+              "Step time by phase, design against design",
+              "Median of each phase (ms), stacked, a bar per parallel design; the sum of phase "
+              "medians need not equal the median step time. The phases of kind communication "
+              "(DP's reduce, DDP's comm_exposed) are the communication the step waits for. A "
+              "phase has the same colour in every chart of the report, the critical path's "
+              "included.",
               {},
               ""};
   for (const std::string& w : suite.workloads()) {

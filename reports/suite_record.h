@@ -45,38 +45,21 @@ constexpr NameTable<RunGroup, 11> enum_names(RunGroup) {
            {"rounds", RunGroup::Rounds}}};
 }
 
-// What a run of group "flags" changes from DDP's defaults (bench/suite/suite_spec.cpp makes its
-// arguments, reports/flag_ledger.h prices it). Default is the A of every A/B pair.
-enum class DdpFlag {
-  Default,
-  FindUnusedParameters,
-  StaticGraph,
-  NoBroadcastBuffers,
-  GradientAsBucketView,
-  SyncBatchNorm,
-  NoSyncK4,          // --accumulate 4 at the same samples per step
-  FirstBucketAtCap,  // no small first bucket: --first-bucket-mb = --bucket-cap-mb
-  OneBucket,         // every gradient in one bucket: nothing to overlap
-  Fp16Hook,
-  Bf16Hook,
-  PowerSgdHook,
-  CpuThreadsAll,  // BLAS threads per rank: every core (PyTorch's default) against 1
+// What a run of group "flags" changes from its design's defaults: the flag's name (a row of
+// bench/suite/design_flags.h; "default": the A run of every pair) and one sentence on what it
+// changes in the step. The record carries the sentence so that reports/flag_ledger.h prices
+// and explains a flag from the record alone (Note [Design flags]).
+struct FlagInfo {
+  static constexpr bool kRecord = true;
+  static constexpr std::string_view kDefault = "default";
+  std::string name = {}, mechanism = {};
+  bool operator==(const FlagInfo&) const = default;
+  bool is_default() const { return name == kDefault; }
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("mechanism", s.mechanism);
+  }
 };
-constexpr NameTable<DdpFlag, 13> enum_names(DdpFlag) {
-  return {{{"default", DdpFlag::Default},
-           {"find_unused_parameters", DdpFlag::FindUnusedParameters},
-           {"static_graph", DdpFlag::StaticGraph},
-           {"broadcast_buffers_off", DdpFlag::NoBroadcastBuffers},
-           {"gradient_as_bucket_view", DdpFlag::GradientAsBucketView},
-           {"sync_bn", DdpFlag::SyncBatchNorm},
-           {"no_sync_k4", DdpFlag::NoSyncK4},
-           {"first_bucket_at_cap", DdpFlag::FirstBucketAtCap},
-           {"one_bucket", DdpFlag::OneBucket},
-           {"fp16_hook", DdpFlag::Fp16Hook},
-           {"bf16_hook", DdpFlag::Bf16Hook},
-           {"powersgd_hook", DdpFlag::PowerSgdHook},
-           {"cpu_threads_all", DdpFlag::CpuThreadsAll}}};
-}
 
 enum class RunStatus { Ok, Failed, Pending, Interrupted };
 constexpr NameTable<RunStatus, 4> enum_names(RunStatus) {
@@ -251,6 +234,9 @@ struct SuiteRun {
   std::optional<int64_t> global_batch;
   std::string variant;
   std::vector<std::string> args;  // after "ddpbench": "run", "--mode", ...
+  // The configuration `args` give, as the run command parses them (Note [Typed run
+  // configuration]); absent in a hand-made record, where run_config() reads the defaults.
+  std::optional<RunConfigInfo> config;
   std::optional<RunStatus> status;
   std::optional<std::string> error;
   std::optional<double> duration_s;
@@ -260,7 +246,7 @@ struct SuiteRun {
   std::optional<ScalingInfo> scaling;
   std::optional<CorrectnessInfo> correctness;
   std::optional<PytorchResult> pytorch;
-  std::optional<DdpFlag> flag;    // group flags: what the run changes (default: the A run)
+  std::optional<FlagInfo> flag;   // group flags: what the run changes (default: the A run)
   std::optional<int64_t> repeat;  // groups flags, rounds: which of the alternated rounds, from 0
   OpenFields extra;
   template <class S, class V>
@@ -268,7 +254,7 @@ struct SuiteRun {
     v("id", s.id), v("group", s.group), v("workload", s.workload), v("mode", s.mode);
     v("flag", s.flag), v("repeat", s.repeat);
     v("world_size", s.world_size), v("global_batch", s.global_batch), v("variant", s.variant);
-    v("args", s.args), v("status", s.status), v("error", s.error);
+    v("args", s.args), v("config", s.config), v("status", s.status), v("error", s.error);
     v("duration_s", s.duration_s), v("exit_code", s.exit_code), v("log", s.log);
     v("record", s.record), v("params", s.params), v("trace", s.trace);
     v("metrics", s.metrics), v("scaling", s.scaling), v("correctness", s.correctness);
@@ -278,9 +264,8 @@ struct SuiteRun {
   bool ok() const { return status == RunStatus::Ok; }
   // status ok with its metrics: a run whose numbers can be used.
   bool measured() const { return ok() && metrics.has_value(); }
-  // The value after `flag` in args ("--bucket-cap-mb" -> "25"), or nullopt.
-  std::optional<std::string> arg(std::string_view flag) const;
-  bool has_arg(std::string_view flag) const;
+  // The run's configuration: `config`, or the defaults where the record has none.
+  const RunConfigInfo& run_config() const;
 };
 
 // The resolved matrix (bench/suite/suite_spec.h's to_json); the keys the readers use are
@@ -356,7 +341,8 @@ struct SuiteRecord {
   bool complete = false;
   RunContext context;
   SuiteMatrix suite;
-  std::vector<DesignInfo> designs;  // the rows of the designs the runs use (Note [Designs in records])
+  std::vector<DesignInfo>
+      designs;  // the rows of the designs the runs use (Note [Designs in records])
   std::optional<GemmPeakInfo> gemm_peak;
   std::optional<nlohmann::json> comm_fit;      // bench/project/comm_fit.h's CommFit::to_json
   std::optional<ProjectionRecord> projection;  // reports/schema/projection.schema.json
@@ -381,6 +367,9 @@ struct SuiteRecord {
   DesignInfo design_named(std::string_view name) const;
   // The parallel designs the record describes, in its order.
   std::vector<const DesignInfo*> parallel_designs() const;
+  // The reference design: the first that trains on one device (whose runs are the scaling
+  // baseline and the correctness reference), or nullptr.
+  const DesignInfo* reference_design() const;
   // Workloads in report order: suite.workloads first, then any other workload seen in runs.
   std::vector<std::string> workloads() const;
 };

@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include "bench/project/suite_projection.h"
 #include "bench/run/cli_flags.h"
@@ -18,40 +20,74 @@ namespace {
 using D = reports::ProjectedDesign;
 
 // Steps through the report's one duration format (never an exponent), efficiencies in %.
-std::string time_cell(const std::optional<D>& design, double D::*field) {
-  return reports::format_duration(design ? std::optional(*design.*field) : std::nullopt);
+std::string time_cell(const D* design, double D::*field) {
+  return reports::format_duration(design ? std::optional(design->*field) : std::nullopt);
 }
 
-std::string percent_cell(const std::optional<D>& design) {
+std::string percent_cell(const D* design) {
   return design ? fmt::format("{:.1f}%", design->efficiency * 100) : "-";
+}
+
+// One design's columns: its step, what of its communication is exposed when it overlaps
+// backward, and its efficiency.
+std::vector<std::string> design_headers(const reports::DesignInfo& d) {
+  std::vector<std::string> h = {d.label + " step"};
+  if (d.overlaps_backward) h.push_back(d.label + " exposed");
+  h.push_back(d.label + " eff");
+  return h;
+}
+
+std::vector<std::string> design_cells(const D* point, const reports::DesignInfo& d) {
+  std::vector<std::string> c = {time_cell(point, &D::step_ms)};
+  if (d.overlaps_backward) c.push_back(time_cell(point, &D::exposed_ms));
+  c.push_back(percent_cell(point));
+  return c;
+}
+
+void print_row(const std::vector<std::string>& cells, const std::vector<size_t>& widths) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i)
+    line += fmt::format("{}{:>{}}", i ? " " : "", cells[i], widths[i]);
+  fmt::print("{}\n", line);
+}
+
+void print_points(const reports::ProjectedWorkload& w,
+                  const std::vector<reports::DesignInfo>& designs) {
+  std::vector<std::string> header = {"devices"};
+  for (const auto& d : designs)
+    for (std::string& h : design_headers(d)) header.push_back(std::move(h));
+  std::vector<size_t> widths = {8};
+  for (size_t i = 1; i < header.size(); ++i)
+    widths.push_back(std::max<size_t>(12, header[i].size()));
+  print_row(header, widths);
+  for (const auto& pt : w.points) {
+    std::vector<std::string> row = {fmt::format("{}", pt.devices)};
+    for (const auto& d : designs)
+      for (std::string& c : design_cells(pt.design(d.name), d)) row.push_back(std::move(c));
+    print_row(row, widths);
+  }
 }
 
 void print_projection(const reports::ProjectionRecord& p) {
   const auto& device = p.topology.device;
   fmt::print("topology {}{}: {}\n", p.topology.name,
              device ? " (devices: " + device->name + ")" : std::string(), p.topology.source);
+  const std::vector<reports::DesignInfo> designs = reports::designs_shown(p);
   for (const auto& w : p.workloads) {
-    fmt::print("\n{}: {}\n", w.workload, reports::compute_rate_line(w));
-    if (const std::string u = reports::unvalidated_line(w, p.validation); !u.empty())
-      fmt::print("{}\n", u);
-    fmt::print("{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", "devices", "DDP step", "exposed",
-               "DDP eff", "DP step", "DP eff");
-    for (const auto& pt : w.points) {
-      fmt::print("{:>8} {:>12} {:>12} {:>9} {:>12} {:>9}\n", pt.devices,
-                 time_cell(pt.ddp, &D::step_ms), time_cell(pt.ddp, &D::exposed_ms),
-                 percent_cell(pt.ddp), time_cell(pt.dp, &D::step_ms), percent_cell(pt.dp));
-    }
+    fmt::print("\n{}: {}\n", w.workload, reports::compute_rate_line(p, w));
+    if (const std::string u = reports::unvalidated_line(p, w); !u.empty()) fmt::print("{}\n", u);
+    print_points(w, designs);
   }
 }
 
 }  // namespace
 
 CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
-  auto* cmd =
-      app.add_subcommand("project", "predict DP and DDP at other device counts from measured runs");
+  auto* cmd = app.add_subcommand("project",
+                                 "predict the designs at other device counts from measured runs");
   cmd->add_option("results", o.input,
-                  "a results folder of ddpbench suite, its suite.json, or a "
-                  "DP/DDP run record")
+                  "a results folder of ddpbench suite, its suite.json, or a run record of a "
+                  "design whose gradients meet in an AllReduce or a reduce (DDP, DP)")
       ->required();
   cmd->add_option("--devices", o.devices, "device counts to project, e.g. 8,64,512")
       ->delimiter(',')

@@ -28,6 +28,13 @@ int validate_command(const std::vector<std::string>& files) {
     const std::string kind = doc.is_object() && doc.contains("kind") && doc["kind"].is_string()
                                  ? doc["kind"].get<std::string>()
                                  : "";
+    try {
+      reports::check_schema_version(doc, file);  // docs/records.md "Versions": one line
+    } catch (const reports::ReportError& e) {
+      std::cerr << e.what() << "\n";
+      ++invalid;
+      continue;
+    }
     std::vector<reports::SchemaError> errors;
     if (kind == "suite") {
       errors = reports::validate_suite_record(doc);

@@ -9,7 +9,6 @@
 namespace ddpb::bench {
 namespace {
 
-
 using reports::StepRecord;
 
 std::vector<const StepRecord*> measured_steps(const std::vector<StepRecord>& steps) {

@@ -69,8 +69,7 @@ std::pair<double, std::optional<int64_t>> dp_wait(const StepRecord& step, double
   return {wait, int64_t(slowest - devices.begin())};
 }
 
-void add(CriticalPath& c, const char* kind, double ms) {
-  const std::string k = kind;
+void add(CriticalPath& c, std::string_view k, double ms) {
   (k == "data"            ? c.data_ms
    : k == "compute"       ? c.compute_ms
    : k == "communication" ? c.communication_ms
@@ -78,20 +77,38 @@ void add(CriticalPath& c, const char* kind, double ms) {
                           : c.host_ms) += ms;
 }
 
+// Where a step waits for another rank or device, and whether the wait comes first in it.
+struct WaitPlace {
+  std::optional<StepPhase> phase;
+  bool first = false;
+};
+
+// Ranks that are processes wait at the start of the last communication phase of their
+// design that the step has (DDP's comm_exposed: rank 0 waits for the late rank, then the last
+// collective runs); one process's devices at the end of backward (DP's join).
+WaitPlace wait_place(const reports::DesignInfo& design, const StepRecord& step) {
+  if (!design.processes_per_rank) return {StepPhase::Backward, false};
+  for (auto it = design.phases.rbegin(); it != design.phases.rend(); ++it) {
+    if (it->kind == phase_kind_name(PhaseKind::Communication) &&
+        reports::named_value(step.phases_ms, it->phase, -1.0) >= 0)
+      return {step_phase_named(it->phase), true};
+  }
+  return {};
+}
+
 // Lays one step's phases end to end on rank 0's lane and along the path; `split` is the phase
-// that holds a wait of `wait_ms`: DDP's comm_exposed begins with it (rank 0 waits for the late
-// rank, then the last collective runs), DP's backward ends with it (the join).
-void lay_out_step(const StepRecord& step, StepPhase split, double wait_ms,
-                  const std::string& waited, CriticalPath& c) {
-  const bool wait_first = split == StepPhase::CommExposed;
+// that holds a wait of `wait_ms`. Each span's kind is the design row's for its phase.
+void lay_out_step(const StepRecord& step, const reports::DesignInfo& design, WaitPlace split,
+                  double wait_ms, const std::string& waited, CriticalPath& c) {
+  const bool wait_first = split.first;
   double t = 0;
   for (size_t p = 0; p < kNumStepPhases; ++p) {
     const auto phase = static_cast<StepPhase>(p);
     const double ms = reports::named_value(step.phases_ms, step_phase_name(phase), -1.0);
     if (ms < 0) continue;
-    const char* kind = kind_of(phase);
+    const std::string kind = design.phase_kind(step_phase_name(phase)).value_or(kind_of(phase));
     c.lanes.push_back({0, kind, step_phase_name(phase), t, t + ms});
-    const double wait = phase == split ? std::min(wait_ms, ms) : 0.0;
+    const double wait = phase == split.phase ? std::min(wait_ms, ms) : 0.0;
     const double work_start = wait_first ? t + wait : t,
                  wait_start = wait_first ? t : t + ms - wait;
     if (wait > 0 && wait_first)
@@ -175,11 +192,14 @@ std::optional<CriticalPath> critical_path(
       ddp ? ddp_wait(ready_ms, median->second, measured_steps)
           : dp_wait(step, phase_ms(StepPhase::Forward) + phase_ms(StepPhase::Backward));
   c.waited_for = waited_for;
-  const std::string waited =
-      waited_for ? fmt::format("waits for {} {}", record.design.noun, *waited_for)
-                 : std::string("waits");
-  lay_out_step(step, ddp ? StepPhase::CommExposed : StepPhase::Backward, waited_for ? wait : 0.0,
-               waited, c);
+  const std::string waited = waited_for
+                                 ? fmt::format("waits for {} {}", record.design.noun, *waited_for)
+                                 : std::string("waits");
+  const WaitPlace place = wait_place(record.design, step);
+  // A wait with no phase to hold it (a ranked design without a communication phase) is not
+  // drawn, and no rank is named as waited for.
+  if (!place.phase) c.waited_for.reset();
+  lay_out_step(step, record.design, place, c.waited_for ? wait : 0.0, waited, c);
   if (ddp) {
     ddp_lanes(record, step, c);
   } else {

@@ -1,5 +1,7 @@
 #include "bench/measure/metrics.h"
 
+#include "core/step_phase.h"
+
 #include <algorithm>
 
 namespace ddpb::bench {
@@ -127,10 +129,10 @@ double flop_fraction(double achieved, double peak_per_device, int devices) {
   return achieved / (peak_per_device * devices);
 }
 
-double compute_time_ms(const std::vector<std::pair<std::string, double>>& phase_medians_ms) {
+double compute_time_ms(const std::vector<reports::PhaseMedian>& phase_medians) {
   double compute = 0;
-  for (const auto& [phase, ms] : phase_medians_ms) {
-    if (phase != "comm_exposed" && phase != "data") compute += ms;
+  for (const reports::PhaseMedian& p : phase_medians) {
+    if (p.kind == phase_kind_name(PhaseKind::Compute)) compute += p.median_ms;
   }
   return compute;
 }

@@ -72,10 +72,11 @@ double weak_scaling_efficiency(double throughput_n, int n, double throughput_1);
 double strong_speedup(double step_ms_1, double step_ms_n);
 double strong_efficiency(double step_ms_1, double step_ms_n, int n);
 
-// A rank's compute time in one step: the sum of its phase medians (phase name, ms) except
-// the ones spent waiting, "comm_exposed" and "data". Every rank's step time is the same, since
-// each waits for the slowest; the compute time is the part a straggler makes longer.
-double compute_time_ms(const std::vector<std::pair<std::string, double>>& phase_medians_ms);
+// A rank's compute time in one step: the sum of its phase medians of kind compute (Note [Phase
+// kinds]), leaving out the phases spent on data and on communication, where a rank waits for
+// the others. Every rank's step time is the same, since each waits for the slowest; the
+// compute time is the part a straggler makes longer.
+double compute_time_ms(const std::vector<reports::PhaseMedian>& phase_medians);
 
 // A straggler is a rank whose compute time is over kStragglerFactor times the fastest rank's.
 inline constexpr double kStragglerFactor = 1.2;

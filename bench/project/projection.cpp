@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <variant>
 
 #include <fmt/core.h>
 
@@ -12,10 +13,7 @@
 namespace ddpb::bench {
 namespace {
 
-
-using nlohmann::json;
-
-// Note [DDP efficiency threshold]
+// Note [Efficiency threshold]
 // "Keeps scaling" means at least 90% of ideal weak scaling, the bar the issue and most scaling
 // studies use; the scan stops at the first device count below it.
 constexpr double kGoodEfficiency = 0.9;
@@ -30,23 +28,11 @@ double phase_ms(const reports::RunRecord& record, const std::string& name) {
   return total;
 }
 
-// The models are of how gradients meet (Note [Designs in records]): a record's design must
-// name the collective the model is of.
-void check_gradient_op(const reports::RunRecord& record, std::string_view op,
-                       const std::string& name) {
-  if (record.kind != "run") throw UsageError(name + ": not a ddpbench run record");
-  if (record.design.gradient_op != op)
-    throw UsageError(fmt::format("{}: a {} run, whose gradients do not meet in {} ({})", name,
-                                 record.config.mode, op,
-                                 record.design.gradient_op.empty() ? "no collective"
-                                                                   : record.design.gradient_op));
-}
-
 int64_t per_device_batch(const reports::RunRecord& record) {
   return record.config.global_batch / std::max<int64_t>(1, record.config.world_size);
 }
 
-// The mode extras of the last step that has them (DP's byte counts).
+// The mode extras of the last step that has them (the byte counts device 0 moves).
 const reports::StepModeData* last_step_mode(const reports::RunRecord& record) {
   for (auto it = record.steps.rbegin(); it != record.steps.rend(); ++it) {
     if (it->mode) return &*it->mode;
@@ -97,21 +83,31 @@ MeasuredCompute measured_compute(const ProjectionBasis& b, int64_t batch, double
 
 }  // namespace
 
+std::optional<GradientModel> gradient_model(const reports::DesignInfo& design) {
+  // The collectives the models are of (Note [Gradient models]); a name of a collective, never
+  // of a design.
+  if (design.gradient_op == "allreduce") return GradientModel::BucketedAllReduce;
+  if (design.gradient_op == "reduce") return GradientModel::DeviceZeroReduce;
+  return std::nullopt;
+}
+
 void read_compute_basis(ProjectionBasis& b, const reports::RunRecord& record,
                         const std::optional<PeakRate>& suite_peak) {
   const ops::MathMode precision =
       enum_from_name<ops::MathMode>(record.config.precision).value_or(b.precision);
-  // One basis serves both designs: the second record read (DP after DDP) must describe the
-  // same work, or one design would be projected at the other's rate.
-  if (b.compute_read) {
+  // One basis serves every design of the workload: a record read after the first must describe
+  // the same work, or one design would be projected at another's rate.
+  if (b.compute_read_from) {
     DDPB_USAGE_CHECK(precision == b.precision &&
                      record.workload.train_flops_per_sample == b.train_flops_per_sample)
-        << b.workload << ": the DDP and DP runs differ in precision (" << enum_name(b.precision)
-        << " against " << enum_name(precision) << ") or in training FLOPs per sample ("
-        << b.train_flops_per_sample << " against " << record.workload.train_flops_per_sample
+        << b.workload << ": the " << *b.compute_read_from << " and " << record.design.label
+        << " runs differ in precision (" << enum_name(b.precision) << " against "
+        << enum_name(precision) << ") or in training FLOPs per sample (" << b.train_flops_per_sample
+        << " against " << record.workload.train_flops_per_sample
         << "); project runs of one configuration";
+  } else {
+    b.compute_read_from = record.design.label;
   }
-  b.compute_read = true;
   b.train_flops_per_sample = record.workload.train_flops_per_sample;
   b.precision = precision;
   if (const auto& mfu = record.summary.mfu; mfu && mfu->peak_flops_per_s > 0)
@@ -120,65 +116,69 @@ void read_compute_basis(ProjectionBasis& b, const reports::RunRecord& record,
     b.measured_peak = suite_peak;
 }
 
-ComputeRate ddp_compute_rate(const ProjectionBasis& b, const Topology& topo,
-                             const ProjectionScale& scale) {
-  DDPB_CHECK(b.ddp.has_value()) << "ddp_compute_rate needs a DDP basis";
-  const DdpBasis& d = *b.ddp;
-  return compute_rate(measured_compute(b, d.per_device_batch, d.forward_ms + d.backward_ms), topo,
-                      scale.target_flops_per_s, d.run);
-}
+namespace {
 
-ComputeRate dp_compute_rate(const ProjectionBasis& b, const Topology& topo,
-                            const ProjectionScale& scale) {
-  DDPB_CHECK(b.dp.has_value()) << "dp_compute_rate needs a DP basis";
-  const DpBasis& d = *b.dp;
-  return compute_rate(measured_compute(b, d.per_device_batch, d.replica_ms), topo,
-                      scale.target_flops_per_s, d.run);
-}
-
-DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name) {
-  check_gradient_op(record, "allreduce", name);
+AllReduceInputs allreduce_inputs(const reports::RunRecord& record, const std::string& label,
+                                 const std::string& name) {
   const auto& comm = record.summary.comm;
   if (!comm || !comm->buckets || comm->buckets->empty())
-    throw UsageError(name + ": a DDP record without bucket timings (summary.comm.buckets)");
-  DdpBasis d;
-  d.design = record.config.mode;
-  d.run = name;
-  d.world_size = static_cast<int>(record.config.world_size);
-  d.per_device_batch = per_device_batch(record);
-  d.data_ms = phase_ms(record, "data");
-  d.forward_ms = phase_ms(record, "forward") + phase_ms(record, "buffer_broadcast") +
-                 phase_ms(record, "sync_bn");
-  d.backward_ms = phase_ms(record, "backward_compute");
-  d.optimizer_ms = phase_ms(record, "optimizer");
-  d.step_ms = record.summary.step_time_ms.median;
+    throw UsageError(name + ": a " + label +
+                     " record without bucket timings (summary.comm.buckets)");
+  AllReduceInputs in;
+  in.data_ms = phase_ms(record, "data");
+  in.forward_ms = phase_ms(record, "forward") + phase_ms(record, "buffer_broadcast") +
+                  phase_ms(record, "sync_bn");
+  in.backward_ms = phase_ms(record, "backward_compute");
+  in.optimizer_ms = phase_ms(record, "optimizer");
   for (const reports::BucketTiming& bk : *comm->buckets)
-    d.buckets.push_back({bk.ready_ms, static_cast<double>(bk.bytes.value_or(0))});
-  return d;
+    in.buckets.push_back({bk.ready_ms, static_cast<double>(bk.bytes.value_or(0))});
+  return in;
 }
 
-DpBasis dp_basis(const reports::RunRecord& record, const std::string& name) {
-  check_gradient_op(record, "reduce", name);
-  DpBasis d;
-  d.design = record.config.mode;
-  d.run = name;
-  d.world_size = static_cast<int>(record.config.world_size);
-  d.per_device_batch = per_device_batch(record);
-  d.data_ms = phase_ms(record, "data");
-  d.replica_ms = phase_ms(record, "forward") + phase_ms(record, "backward");
-  d.loss_ms = phase_ms(record, "loss");
-  d.optimizer_ms = phase_ms(record, "optimizer");
-  d.step_ms = record.summary.step_time_ms.median;
+ReduceInputs reduce_inputs(const reports::RunRecord& record, const std::string& label,
+                           const std::string& name) {
+  ReduceInputs in;
+  in.data_ms = phase_ms(record, "data");
+  in.replica_ms = phase_ms(record, "forward") + phase_ms(record, "backward");
+  in.loss_ms = phase_ms(record, "loss");
+  in.optimizer_ms = phase_ms(record, "optimizer");
   const reports::StepModeData* mode = last_step_mode(record);
   if (!mode || !mode->unit_bytes)
-    throw UsageError(name + ": a DP record without byte counts (steps[].mode.unit_bytes)");
+    throw UsageError(name + ": a " + label +
+                     " record without byte counts (steps[].mode.unit_bytes)");
   const auto unit = [&](std::string_view key) {
     return static_cast<double>(reports::named_value(*mode->unit_bytes, key));
   };
-  d.parameter_bytes = unit("parameters");
-  d.buffer_bytes = unit("buffers");
-  d.input_bytes_per_sample = unit("input_per_sample");
-  d.output_bytes_per_sample = unit("output_per_sample");
+  in.parameter_bytes = unit("parameters");
+  in.buffer_bytes = unit("buffers");
+  in.input_bytes_per_sample = unit("input_per_sample");
+  in.output_bytes_per_sample = unit("output_per_sample");
+  return in;
+}
+
+}  // namespace
+
+DesignBasis design_basis(const reports::RunRecord& record, const reports::DesignInfo& design,
+                         const std::string& name) {
+  if (record.kind != "run") throw UsageError(name + ": not a ddpbench run record");
+  const auto model = gradient_model(design);
+  if (!model) {
+    throw UsageError(fmt::format(
+        "{}: a {} run, whose gradients meet in {}; projection needs a DDP record (bucket "
+        "timings) or a DP record (byte counts): a run of a design whose gradients meet in an "
+        "AllReduce or a reduce",
+        name, design.label, design.gradient_op.empty() ? "no collective" : design.gradient_op));
+  }
+  DesignBasis d;
+  d.design = design;
+  d.run = name;
+  d.world_size = static_cast<int>(record.config.world_size);
+  d.per_device_batch = per_device_batch(record);
+  d.step_ms = record.summary.step_time_ms.median;
+  if (*model == GradientModel::BucketedAllReduce)
+    d.inputs = allreduce_inputs(record, design.label, name);
+  else
+    d.inputs = reduce_inputs(record, design.label, name);
   return d;
 }
 
@@ -206,19 +206,29 @@ PipelineResult simulate_bucket_pipeline(const std::vector<BucketTiming>& buckets
   return r;
 }
 
-DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devices,
-                        const ProjectionScale& scale) {
-  DDPB_CHECK(b.ddp.has_value()) << "project_ddp needs a DDP basis";
-  const DdpBasis& d = *b.ddp;
-  const Scales s =
-      scales_for(d.per_device_batch, ddp_compute_rate(b, topo, scale).scale, topo, devices, scale);
-  std::vector<BucketTiming> buckets = d.buckets;
+namespace {
+
+// The measured compute its rate is of: forward and backward, of one replica for the reduce model.
+double compute_ms(const DesignBasis& d) {
+  if (const auto* in = std::get_if<AllReduceInputs>(&d.inputs))
+    return in->forward_ms + in->backward_ms;
+  return std::get<ReduceInputs>(d.inputs).replica_ms;
+}
+
+DesignPoint project_allreduce(const ProjectionBasis& b, const DesignBasis& d,
+                              const AllReduceInputs& in, const Topology& topo, int devices,
+                              const ProjectionScale& scale) {
+  const Scales s = scales_for(d.per_device_batch, design_compute_rate(b, d, topo, scale).scale,
+                              topo, devices, scale);
+  const double backward = in.backward_ms * s.compute();
+  std::vector<BucketTiming> buckets = in.buckets;
   std::vector<double> collective;
   for (auto& bk : buckets) {
-    bk.ready_ms *= s.compute();
+    // Note [Gradient models]: a design that does not overlap backward launches every bucket
+    // once backward ends.
+    bk.ready_ms = d.design.overlaps_backward ? bk.ready_ms * s.compute() : backward;
     collective.push_back(allreduce_ms(bk.bytes, devices, topo));
   }
-  const double backward = d.backward_ms * s.compute();
   const PipelineResult pipe = simulate_bucket_pipeline(buckets, collective, backward);
   DesignPoint p;
   p.comm_ms = pipe.comm_ms;
@@ -231,10 +241,10 @@ DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devi
     // and all of them add to the step, slowed like compute by the sharing.
     p.comm_ms = p.exposed_ms = pipe.comm_ms * s.slots;
   }
-  p.step_ms = d.data_ms * s.batch + d.forward_ms * s.compute() + backward + p.exposed_ms +
-              d.optimizer_ms * s.device * s.slots;
-  finish_point(p, devices > 1 ? project_ddp(b, topo, 1, scale).step_ms : p.step_ms, devices,
-               projected_batch(d.per_device_batch, scale));
+  p.step_ms = in.data_ms * s.batch + in.forward_ms * s.compute() + backward + p.exposed_ms +
+              in.optimizer_ms * s.device * s.slots;
+  finish_point(p, devices > 1 ? project_allreduce(b, d, in, topo, 1, scale).step_ms : p.step_ms,
+               devices, projected_batch(d.per_device_batch, scale));
   return p;
 }
 
@@ -244,28 +254,43 @@ DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devi
 // replica's parameter gradients to add them up: five transfers per other device, one after
 // another over device 0's link, so the traffic grows linearly with the device count while
 // the compute per device stays the same.
-std::optional<DesignPoint> project_dp(const ProjectionBasis& b, const Topology& topo, int devices,
-                                      const ProjectionScale& scale) {
-  DDPB_CHECK(b.dp.has_value()) << "project_dp needs a DP basis";
-  if (devices > topo.node_size) return std::nullopt;  // DP is one process on one node
-  const DpBasis& d = *b.dp;
-  const Scales s =
-      scales_for(d.per_device_batch, dp_compute_rate(b, topo, scale).scale, topo, devices, scale);
+std::optional<DesignPoint> project_reduce(const ProjectionBasis& b, const DesignBasis& d,
+                                          const ReduceInputs& in, const Topology& topo, int devices,
+                                          const ProjectionScale& scale) {
+  if (devices > topo.node_size) return std::nullopt;  // one process on one node
+  const Scales s = scales_for(d.per_device_batch, design_compute_rate(b, d, topo, scale).scale,
+                              topo, devices, scale);
   const double batch = static_cast<double>(projected_batch(d.per_device_batch, scale));
   const double k = devices - 1;
   const Link& copy = topo.copy_link();
-  const double copied = batch * d.input_bytes_per_sample + d.parameter_bytes + d.buffer_bytes +
-                        2 * batch * d.output_bytes_per_sample;
+  const double copied = batch * in.input_bytes_per_sample + in.parameter_bytes + in.buffer_bytes +
+                        2 * batch * in.output_bytes_per_sample;
   DesignPoint p;
   p.comm_ms = k * (4 * copy.alpha_us / 1e3 + copied / (copy.bandwidth_GBps * 1e6) +
-                   topo.reduce_add_link().message_ms(d.parameter_bytes));
+                   topo.reduce_add_link().message_ms(in.parameter_bytes));
   p.exposed_ms = p.comm_ms;
   // The loss runs on device 0 over the gathered outputs of every device.
-  p.step_ms = d.data_ms * s.batch + p.comm_ms + d.replica_ms * s.compute() +
-              d.loss_ms * s.batch * s.device * devices + d.optimizer_ms * s.device;
-  finish_point(p, devices > 1 ? project_dp(b, topo, 1, scale)->step_ms : p.step_ms, devices,
-               static_cast<int64_t>(batch));
+  p.step_ms = in.data_ms * s.batch + p.comm_ms + in.replica_ms * s.compute() +
+              in.loss_ms * s.batch * s.device * devices + in.optimizer_ms * s.device;
+  finish_point(p, devices > 1 ? project_reduce(b, d, in, topo, 1, scale)->step_ms : p.step_ms,
+               devices, static_cast<int64_t>(batch));
   return p;
+}
+
+}  // namespace
+
+ComputeRate design_compute_rate(const ProjectionBasis& b, const DesignBasis& d,
+                                const Topology& topo, const ProjectionScale& scale) {
+  return compute_rate(measured_compute(b, d.per_device_batch, compute_ms(d)), topo,
+                      scale.target_flops_per_s, d.run);
+}
+
+std::optional<DesignPoint> project_design(const ProjectionBasis& b, const DesignBasis& d,
+                                          const Topology& topo, int devices,
+                                          const ProjectionScale& scale) {
+  if (const auto* in = std::get_if<AllReduceInputs>(&d.inputs))
+    return project_allreduce(b, d, *in, topo, devices, scale);
+  return project_reduce(b, d, std::get<ReduceInputs>(d.inputs), topo, devices, scale);
 }
 
 namespace {
@@ -284,24 +309,26 @@ std::vector<int> device_grid(const std::vector<int>& devices) {
   return {grid.begin(), grid.end()};
 }
 
-// The largest N (scanned one by one) up to which DDP keeps >= 90% efficiency.
-int ddp_good_scaling_limit(const ProjectionBasis& b, const Topology& topo, int most,
-                           const ProjectionScale& scale) {
+// The largest N (scanned one by one) up to which `d` keeps >= 90% efficiency (Note
+// [Efficiency threshold]).
+int good_scaling_limit(const ProjectionBasis& b, const DesignBasis& d, const Topology& topo,
+                       int most, const ProjectionScale& scale) {
   int good = 1;
   for (int n = 2; n <= std::min(most, kScanLimit); ++n) {
-    if (project_ddp(b, topo, n, scale).efficiency < kGoodEfficiency) break;
+    const auto p = project_design(b, d, topo, n, scale);
+    if (!p || p->efficiency < kGoodEfficiency) break;
     good = n;
   }
   return good;
 }
 
-// The N after which one more device no longer raises DP's samples/s (nullopt: it keeps
-// gaining up to the node or the largest N asked for).
-std::optional<int> dp_gain_limit(const ProjectionBasis& b, const Topology& topo, int most,
-                                 const ProjectionScale& scale) {
+// The N after which one more device no longer raises `d`'s samples/s (nullopt: it keeps
+// gaining up to where it runs or the largest N asked for).
+std::optional<int64_t> gain_limit(const ProjectionBasis& b, const DesignBasis& d,
+                                  const Topology& topo, int most, const ProjectionScale& scale) {
   double last = 0;
   for (int n = 1; n <= std::min(most, kScanLimit); ++n) {
-    const auto p = project_dp(b, topo, n, scale);
+    const auto p = project_design(b, d, topo, n, scale);
     if (!p) return std::nullopt;
     if (n > 1 && p->samples_per_s <= last) return n - 1;
     last = p->samples_per_s;
@@ -309,10 +336,49 @@ std::optional<int> dp_gain_limit(const ProjectionBasis& b, const Topology& topo,
   return std::nullopt;
 }
 
+// What the scans of `d` find: the question its model answers (the AllReduce model: how far it
+// keeps scaling; the reduce model, which runs on one node: where it stops gaining).
+reports::DesignLimits design_limits(const ProjectionBasis& b, const DesignBasis& d,
+                                    const Topology& topo, int most, const ProjectionScale& scale) {
+  reports::DesignLimits limits;
+  if (std::holds_alternative<AllReduceInputs>(d.inputs)) {
+    limits.max_devices_at_90pct = good_scaling_limit(b, d, topo, most, scale);
+  } else {
+    limits.stops_gaining_at = reports::Nullable<int64_t>{gain_limit(b, d, topo, most, scale)};
+    limits.max_devices = std::min(most, topo.max_devices().value_or(topo.node_size));
+  }
+  return limits;
+}
+
+// Note [Crossover]
+// At each N > 1 where two or more designs run, the faster is the one with the shortest
+// projected step (on a tie, the earlier in the records' order). The crossover is the first N at
+// which another design is faster than the one that was faster before, while that one still
+// runs: a design that stops running (beyond its node) hands the lead on without a crossover.
+reports::Nullable<reports::Crossover> find_crossover(
+    const ProjectionBasis& b, const std::vector<reports::ProjectedPoint>& points) {
+  std::optional<std::string> leader;
+  for (const reports::ProjectedPoint& p : points) {
+    if (p.devices <= 1 || p.designs.size() < 2) continue;
+    const std::string* fastest = nullptr;
+    double best = 0;
+    for (const DesignBasis& d : b.designs) {
+      const reports::ProjectedDesign* r = p.design(d.design.name);
+      if (r && (!fastest || r->step_ms < best)) fastest = &d.design.name, best = r->step_ms;
+    }
+    if (!fastest) continue;
+    if (!leader || !p.design(*leader))
+      leader = *fastest;
+    else if (*leader != *fastest)
+      return {reports::Crossover{p.devices, *fastest}};
+  }
+  return {};
+}
+
 reports::ProjectionBasisInfo basis_record(const ProjectionBasis& b) {
   reports::ProjectionBasisInfo basis;
-  if (b.ddp) basis.ddp = reports::BasisRun{b.ddp->run, b.ddp->per_device_batch};
-  if (b.dp) basis.dp = reports::BasisRun{b.dp->run, b.dp->per_device_batch};
+  for (const DesignBasis& d : b.designs)
+    reports::put_named(basis.designs, d.design.name, reports::BasisRun{d.run, d.per_device_batch});
   basis.single_step_ms = b.single_step_ms;
   return basis;
 }
@@ -329,31 +395,21 @@ reports::ProjectedWorkload project_workload(const ProjectionBasis& b, const Topo
   out.measured = std::move(measured);
   // Resolved first: a rate that cannot be known refuses the projection before any point.
   reports::ComputeRates rates;
-  if (b.ddp) rates.ddp = ddp_compute_rate(b, topo, scale).info;
-  if (b.dp) rates.dp = dp_compute_rate(b, topo, scale).info;
+  for (const DesignBasis& d : b.designs)
+    reports::put_named(rates, d.design.name, design_compute_rate(b, d, topo, scale).info);
   out.compute_rate = std::move(rates);
-  std::optional<bool> ddp_ahead;  // at the smallest N where both designs run
   for (int n : device_grid(devices)) {
-    reports::ProjectedPoint point{n, std::nullopt, std::nullopt};
-    std::optional<DesignPoint> ddp, dp;
-    if (b.ddp) point.ddp = design_record(*(ddp = project_ddp(b, topo, n, scale)));
-    if (b.dp && (dp = project_dp(b, topo, n, scale))) point.dp = design_record(*dp);
-    if (ddp && dp && n > 1) {
-      const bool ahead = ddp->step_ms < dp->step_ms;
-      if (!ddp_ahead)
-        ddp_ahead = ahead;
-      else if (!out.crossover.value && ahead != *ddp_ahead)
-        out.crossover.value = reports::Crossover{n, ahead ? b.ddp->design : b.dp->design};
+    reports::ProjectedPoint point{n, {}};
+    for (const DesignBasis& d : b.designs) {
+      if (const auto p = project_design(b, d, topo, n, scale))
+        reports::put_named(point.designs, d.design.name, design_record(*p));
     }
     out.points.push_back(std::move(point));
   }
+  out.crossover = find_crossover(b, out.points);
   const int most = devices.empty() ? 1 : *std::max_element(devices.begin(), devices.end());
-  if (b.ddp) out.ddp_max_devices_at_90pct = ddp_good_scaling_limit(b, topo, most, scale);
-  if (b.dp) {
-    const auto limit = dp_gain_limit(b, topo, most, scale);
-    out.dp_stops_gaining_at = reports::Nullable<int64_t>{limit};
-    out.dp_max_devices = std::min(most, topo.max_devices().value_or(topo.node_size));
-  }
+  for (const DesignBasis& d : b.designs)
+    reports::put_named(out.limits, d.design.name, design_limits(b, d, topo, most, scale));
   return out;
 }
 

@@ -1,17 +1,21 @@
-// `ddpbench project`: a what-if model calibrated on measured runs. From a DDP run it takes
-// the phase times and each bucket's ready time and bytes; from a DP run its phase times and
-// the bytes device 0 moves; then it replays both designs at other device counts on a
-// topology (bench/project/cost_model.h), its compute at the topology's device rate
+// `ddpbench project`: a what-if model calibrated on measured runs. Each design is projected
+// by the model of how its gradients meet (Note [Gradient models]): from a run of a design whose
+// gradients meet in an AllReduce it takes the phase times and each bucket's ready time and
+// bytes; from one whose gradients meet in a reduce on device 0, its phase times and the bytes
+// device 0 moves. Then it replays each design at other device counts on a topology
+// (bench/project/cost_model.h), its compute at the topology's device rate
 // (bench/project/compute_rate.h). The model and its validation are in docs/metrics.md
 // ("Projection"); the output's schema is reports/schema/projection.schema.json.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "reports/design_info.h"
 #include "reports/projection_record.h"
 #include "reports/run_record.h"
 
@@ -20,53 +24,75 @@
 
 namespace ddpb::bench {
 
+// Note [Gradient models]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// The projection models how a design's gradients meet, not the design: the design's row names
+// the collective (DesignInfo::gradient_op, which every record carries) and the collective picks
+// the model.
+//   * "allreduce": the bucketed AllReduce model (Note [Bucket pipeline]): buckets of gradients,
+//     each AllReduced once ready while backward runs, or, for a design whose communication does
+//     not overlap backward (the trait overlaps_backward), all of them after it. It takes the
+//     run's phases and each bucket's ready time and bytes (summary.comm.buckets).
+//   * "reduce": the device-0 reduce model (Note [DP device-0 traffic]): one process on one
+//     node, device 0 scattering inputs and parameters and gathering outputs and gradients. It
+//     takes the run's phases and the bytes device 0 moves (steps[].mode.unit_bytes).
+// A design whose gradients meet in no collective (single) or in one without a model is not
+// projected. Results are keyed by the design's name (Note [Designs keyed by name]), so two
+// designs of one collective are both projected, each from its own runs.
+enum class GradientModel { BucketedAllReduce, DeviceZeroReduce };
+
+// The model of `design`'s gradients; nullopt when the projection has none.
+std::optional<GradientModel> gradient_model(const reports::DesignInfo& design);
+
 struct BucketTiming {
   double ready_ms = 0;  // the bucket's last gradient was ready, from the start of backward
   double bytes = 0;
 };
 
-// What the DDP model takes from one measured DDP run (its median step).
-struct DdpBasis {
-  std::string design;  // the measured run's design (its record's "mode")
-  std::string run;
-  int world_size = 1;
-  int64_t per_device_batch = 0;
+// What the bucketed AllReduce model takes from one measured run (its median step).
+struct AllReduceInputs {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
-  double step_ms = 0;  // measured median, for the report
   std::vector<BucketTiming> buckets;
 };
 
-// What the DP model takes from one measured DP run.
-struct DpBasis {
-  std::string design;
-  std::string run;
-  int world_size = 1;
-  int64_t per_device_batch = 0;
+// What the device-0 reduce model takes from one measured run.
+struct ReduceInputs {
   double data_ms = 0, replica_ms = 0, loss_ms = 0, optimizer_ms = 0;
-  double step_ms = 0;
   double parameter_bytes = 0, buffer_bytes = 0;
   double input_bytes_per_sample = 0, output_bytes_per_sample = 0;
 };
 
+// One design's measured run, as its model takes it.
+struct DesignBasis {
+  reports::DesignInfo design;  // its row: the name its results are keyed by, its label, traits
+  std::string run;
+  int world_size = 1;
+  int64_t per_device_batch = 0;
+  double step_ms = 0;                                  // measured median, for the report
+  std::variant<AllReduceInputs, ReduceInputs> inputs;  // its model's (Note [Gradient models])
+};
+
 struct ProjectionBasis {
   std::string workload;
-  std::optional<DdpBasis> ddp;
-  std::optional<DpBasis> dp;
+  std::vector<DesignBasis> designs;      // in the order the records list the designs
   std::optional<double> single_step_ms;  // the single-device run (recorded, not the baseline)
   // Note [Compute rate]: the workload's training FLOPs per sample (0: unknown), the runs'
   // precision, and the measured device's own peak (absent: unknown).
   double train_flops_per_sample = 0;
   ops::MathMode precision = ops::MathMode::FP32;
   std::optional<PeakRate> measured_peak;
-  bool compute_read = false;  // read_compute_basis has read a record into it
+  // The label of the design whose record read_compute_basis read first; nullopt: none yet.
+  std::optional<std::string> compute_read_from;
 };
 
-// Reads a DDP or DP run record (`ddpbench run --out`). Throws UsageError when the record is
-// not a DP or DDP run, or a DDP record has no bucket timings (summary.comm.buckets).
-DdpBasis ddp_basis(const reports::RunRecord& record, const std::string& name);
-DpBasis dp_basis(const reports::RunRecord& record, const std::string& name);
+// Reads a run record of `design` (`ddpbench run --out`; `name` names it in errors and in the
+// projection). Throws UsageError when the record is not a run, `design` has no gradient model,
+// or the record lacks what its model takes (bucket timings, byte counts).
+DesignBasis design_basis(const reports::RunRecord& record, const reports::DesignInfo& design,
+                         const std::string& name);
 // Fills the basis's FLOPs per sample, precision and measured peak from one of its records: the
-// peak is the record's datasheet peak (summary.mfu, GPU runs) or else `suite_peak`.
+// peak is the record's datasheet peak (summary.mfu, GPU runs) or else `suite_peak`. Every record
+// after the first must agree on precision and FLOPs per sample, or UsageError.
 void read_compute_basis(ProjectionBasis& b, const reports::RunRecord& record,
                         const std::optional<PeakRate>& suite_peak);
 
@@ -78,8 +104,8 @@ struct ProjectionScale {
   double target_flops_per_s = 0;
 };
 
-// The DDP bucket pipeline (Note [Bucket pipeline]). `collective_ms[i]` is bucket i's
-// AllReduce time; buckets launch in index order.
+// The bucket pipeline (Note [Bucket pipeline]). `collective_ms[i]` is bucket i's AllReduce
+// time; buckets launch in index order.
 struct PipelineResult {
   double comm_ms = 0;     // sum of the collectives (they run one after another)
   double exposed_ms = 0;  // communication still running after backward ends
@@ -91,27 +117,27 @@ PipelineResult simulate_bucket_pipeline(const std::vector<BucketTiming>& buckets
 
 struct DesignPoint {
   double step_ms = 0;
-  double comm_ms = 0;     // DDP: AllReduce; DP: device-0 traffic
-  double exposed_ms = 0;  // DDP: after backward; DP: all of it
+  double comm_ms = 0;     // the AllReduces; the reduce model: device 0's traffic
+  double exposed_ms = 0;  // what the step waits for: after backward; the reduce model: all of it
   double efficiency = 0;  // weak scaling: step at one device / step (Note [Projected efficiency])
   double samples_per_s = 0;
-  double busbw_GBps = 0;  // DDP: nccl-tests' bus bandwidth of its AllReduces; DP: 0
+  double busbw_GBps = 0;  // nccl-tests' bus bandwidth of the AllReduces; the reduce model: 0
 };
 
-// One design at `devices` on `topo`; DP returns nullopt beyond the topology's node. Throws
-// UsageError when `topo` names a device whose rate cannot be known (Note [Compute rate]).
-ComputeRate ddp_compute_rate(const ProjectionBasis& b, const Topology& topo,
-                             const ProjectionScale& scale);
-ComputeRate dp_compute_rate(const ProjectionBasis& b, const Topology& topo,
-                            const ProjectionScale& scale);
-DesignPoint project_ddp(const ProjectionBasis& b, const Topology& topo, int devices,
-                        const ProjectionScale& scale);
-std::optional<DesignPoint> project_dp(const ProjectionBasis& b, const Topology& topo, int devices,
-                                      const ProjectionScale& scale);
+// The rate `d`'s compute is projected at on `topo`. Throws UsageError when `topo` names a device
+// whose rate cannot be known (Note [Compute rate]).
+ComputeRate design_compute_rate(const ProjectionBasis& b, const DesignBasis& d,
+                                const Topology& topo, const ProjectionScale& scale);
+// `d` at `devices` on `topo`, by its model; nullopt where the model does not run (the device-0
+// reduce model beyond the topology's node). Throws as design_compute_rate.
+std::optional<DesignPoint> project_design(const ProjectionBasis& b, const DesignBasis& d,
+                                          const Topology& topo, int devices,
+                                          const ProjectionScale& scale);
 
 // The whole projection of one workload at `devices` (plus the powers of two up to the
-// largest, for the chart): points, crossover, DDP's largest N at >= 90% efficiency, where DP
-// stops gaining. `measured` are the suite's scaling points to draw beside it (may be empty).
+// largest, for the chart): every design's points keyed by its name, the crossover, and each
+// design's limits (the largest N at >= 90% efficiency; where it stops gaining). `measured` are
+// the suite's scaling points to draw beside it (may be empty).
 reports::ProjectedWorkload project_workload(const ProjectionBasis& b, const Topology& topo,
                                             const std::vector<int>& devices,
                                             const ProjectionScale& scale,

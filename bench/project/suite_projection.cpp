@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "core/check.h"
 #include "reports/json_io.h"
@@ -13,7 +14,6 @@ namespace fs = std::filesystem;
 
 namespace ddpb::bench {
 namespace {
-
 
 using nlohmann::json;
 
@@ -43,12 +43,12 @@ std::vector<const SuiteRun*> scaling_runs(const SuiteRecord& suite, const std::s
   return out;
 }
 
-// The first design the suite describes whose gradients meet in `op` (the projection's models
-// are of the collective; "": the one-device design).
-std::optional<std::string> design_with_op(const SuiteRecord& suite, std::string_view op) {
-  for (const reports::DesignInfo& d : suite.designs)
-    if (d.gradient_op == op && d.parallel == !op.empty()) return d.name;
-  return std::nullopt;
+// The designs of the suite the projection models (Note [Gradient models]), in its order.
+std::vector<const reports::DesignInfo*> projected_designs(const SuiteRecord& suite) {
+  std::vector<const reports::DesignInfo*> out;
+  for (const reports::DesignInfo* d : suite.parallel_designs())
+    if (gradient_model(*d)) out.push_back(d);
+  return out;
 }
 
 RunRecord run_record(const std::string& dir, const SuiteRun& run) {
@@ -59,7 +59,7 @@ RunRecord run_record(const std::string& dir, const SuiteRun& run) {
 std::vector<reports::MeasuredPoint> measured_points(const SuiteRecord& suite,
                                                     const std::string& workload) {
   std::vector<reports::MeasuredPoint> out;
-  for (const reports::DesignInfo* design : suite.parallel_designs()) {
+  for (const reports::DesignInfo* design : projected_designs(suite)) {
     const std::string& mode = design->name;
     for (const SuiteRun* r : scaling_runs(suite, workload, mode)) {
       out.push_back({mode, r->world_size, r->id, r->metrics->step_time_ms.median,
@@ -84,11 +84,13 @@ ProjectionSource suite_source(const std::string& name, const SuiteRecord& suite,
   if (suite.projection) s.validation = suite.projection->validation;
   for (const std::string& w : suite.suite.workloads) {
     ProjectionBasis b = suite_basis(suite, dir, w, false);
-    if (!b.ddp && !b.dp) continue;
+    if (b.designs.empty()) continue;
     s.measured.push_back(measured_points(suite, b.workload));
     s.bases.push_back(std::move(b));
   }
-  DDPB_USAGE_CHECK(!s.bases.empty()) << name << ": no successful DP or DDP run to project from";
+  DDPB_USAGE_CHECK(!s.bases.empty())
+      << name << ": no successful run of a design whose gradients meet in an AllReduce or a "
+      << "reduce to project from";
   return s;
 }
 
@@ -99,15 +101,8 @@ ProjectionSource load_run_source(const std::string& path, const RunRecord& recor
   read_context(s, record.context);
   ProjectionBasis b;
   b.workload = record.config.workload.empty() ? "?" : record.config.workload;
+  b.designs.push_back(design_basis(record, record.design, path));
   read_compute_basis(b, record, std::nullopt);  // a run alone has no GEMM peak beside it
-  if (record.design.gradient_op == "allreduce")
-    b.ddp = ddp_basis(record, path);
-  else if (record.design.gradient_op == "reduce")
-    b.dp = dp_basis(record, path);
-  else
-    throw UsageError(path +
-                     ": a single run; projection needs a DDP record (bucket timings) or a DP "
-                     "record (byte counts)");
   s.bases.push_back(std::move(b));
   s.measured.emplace_back();
   return s;
@@ -124,24 +119,21 @@ ProjectionBasis suite_basis(const SuiteRecord& suite, const std::string& dir,
     suite_peak = PeakRate{suite.gemm_peak->flops_per_s,
                           "the suite's measured GEMM peak on " + suite.gemm_peak->device};
   }
-  const auto pick = [&](const std::optional<std::string>& mode) -> const SuiteRun* {
-    if (!mode) return nullptr;
-    const auto runs = scaling_runs(suite, workload, *mode);
+  const auto pick = [&](const reports::DesignInfo* design) -> const SuiteRun* {
+    if (!design) return nullptr;
+    const auto runs = scaling_runs(suite, workload, design->name);
     if (runs.empty()) return nullptr;
     if (world_size_1_only && runs.front()->world_size != 1) return nullptr;
     return runs.front();
   };
-  if (const SuiteRun* r = pick(design_with_op(suite, "allreduce"))) {
-    const RunRecord record = run_record(dir, *r);
-    b.ddp = ddp_basis(record, r->id);
-    read_compute_basis(b, record, suite_peak);
+  for (const reports::DesignInfo* design : projected_designs(suite)) {
+    if (const SuiteRun* r = pick(design)) {
+      const RunRecord record = run_record(dir, *r);
+      b.designs.push_back(design_basis(record, *design, r->id));
+      read_compute_basis(b, record, suite_peak);
+    }
   }
-  if (const SuiteRun* r = pick(design_with_op(suite, "reduce"))) {
-    const RunRecord record = run_record(dir, *r);
-    b.dp = dp_basis(record, r->id);
-    read_compute_basis(b, record, suite_peak);
-  }
-  if (const SuiteRun* r = pick(design_with_op(suite, "")); r && r->world_size == 1)
+  if (const SuiteRun* r = pick(suite.reference_design()); r && r->world_size == 1)
     b.single_step_ms = r->metrics->step_time_ms.median;
   return b;
 }
@@ -215,42 +207,50 @@ reports::ProjectionRecord make_projection(const ProjectionSource& source, const 
   out.devices.assign(devices.begin(), devices.end());
   out.scale = {scale.per_device_batch, scale.target_flops_per_s};
   out.validation = source.validation;
+  for (const ProjectionBasis& b : source.bases) {
+    for (const DesignBasis& d : b.designs)
+      if (!reports::find_design(out.designs, d.design.name)) out.designs.push_back(d.design);
+  }
   for (size_t i = 0; i < source.bases.size(); ++i)
     out.workloads.push_back(
         project_workload(source.bases[i], topo, devices, scale, source.measured[i]));
   return out;
 }
 
+namespace {
+
+reports::Nullable<double> median_of(std::vector<double> e) {
+  if (e.empty()) return {};
+  std::sort(e.begin(), e.end());
+  const size_t m = e.size() / 2;
+  return {e.size() % 2 ? e[m] : (e[m - 1] + e[m]) / 2};
+}
+
+}  // namespace
+
 reports::ProjectionValidation validate_projection(const SuiteRecord& suite, const std::string& dir,
                                                   const Topology& measured) {
   reports::ProjectionValidation v{
       measured.name, "each workload's world-size-1 runs", {}, {}, {}, kValidationTolerance};
-  std::vector<double> errors_ddp, errors_dp;
+  std::map<std::string, std::vector<double>> errors;  // |error| by design name
+  for (const reports::DesignInfo* d : projected_designs(suite)) errors[d->name];
   for (const std::string& w : suite.suite.workloads) {
     const ProjectionBasis b = suite_basis(suite, dir, w, true);
-    for (const bool ddp : {true, false}) {
-      if (ddp ? !b.ddp : !b.dp) continue;
-      const std::string& mode = ddp ? b.ddp->design : b.dp->design;
+    for (const DesignBasis& d : b.designs) {
+      const std::string& mode = d.design.name;
       for (const SuiteRun* r : scaling_runs(suite, w, mode)) {
         const int n = static_cast<int>(r->world_size);
         if (n <= 1) continue;
-        const auto p =
-            ddp ? std::optional(project_ddp(b, measured, n, {})) : project_dp(b, measured, n, {});
+        const auto p = project_design(b, d, measured, n, {});
         if (!p) continue;
         const double got = r->metrics->step_time_ms.median;
         const double error = got > 0 ? p->step_ms / got - 1 : 0;
-        (ddp ? errors_ddp : errors_dp).push_back(std::fabs(error));
+        errors[mode].push_back(std::fabs(error));
         v.runs.push_back({r->id, mode, n, got, p->step_ms, error, w});
       }
     }
   }
-  const auto median = [](std::vector<double> e) -> reports::Nullable<double> {
-    if (e.empty()) return {};
-    std::sort(e.begin(), e.end());
-    const size_t m = e.size() / 2;
-    return {e.size() % 2 ? e[m] : (e[m - 1] + e[m]) / 2};
-  };
-  v.median_abs_error = {median(errors_ddp), median(errors_dp)};
+  for (const auto& [name, e] : errors) reports::put_named(v.median_abs_error, name, median_of(e));
   return v;
 }
 

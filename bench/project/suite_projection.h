@@ -19,7 +19,7 @@ namespace ddpb::bench {
 
 struct ProjectionSource {
   std::string name;                    // the path given
-  std::vector<ProjectionBasis> bases;  // one per workload that has a DP or DDP run
+  std::vector<ProjectionBasis> bases;  // one per workload with a run of a projected design
   std::vector<std::vector<reports::MeasuredPoint>>
       measured;                         // per basis: the suite's scaling points
   std::string device = "cpu";           // the runs' device kind
@@ -30,14 +30,16 @@ struct ProjectionSource {
   std::optional<reports::ProjectionValidation> validation;
 };
 
-// A results folder, its suite.json, or one DP/DDP run record. Throws UsageError when there
-// is nothing to project from (no DP or DDP run; a DDP record without bucket timings).
+// A results folder, its suite.json, or one run record. Throws UsageError when there is nothing
+// to project from (no run of a design with a gradient model, Note [Gradient models]; a record
+// without what its model takes, such as bucket timings).
 ProjectionSource load_projection_source(const std::string& path);
 // The same for a suite record in memory whose run records are under `dir`.
 ProjectionSource suite_projection_source(const reports::SuiteRecord& suite, const std::string& dir);
 
-// The bases of one suite workload. `smallest_only`: from the world-size-1 runs only (the
-// validation's rule), else from the smallest world size that ran.
+// The bases of one suite workload: one per design of the suite with a gradient model and a
+// successful scaling run, in the suite's order. `world_size_1_only`: from the world-size-1 runs
+// only (the validation's rule), else from the smallest world size that ran.
 ProjectionBasis suite_basis(const reports::SuiteRecord& suite, const std::string& dir,
                             const std::string& workload, bool world_size_1_only);
 
@@ -52,14 +54,16 @@ reports::ProjectionRecord make_projection(const ProjectionSource& source, const 
                                           const ProjectionScale& scale);
 
 // Note [Validation tolerance]
-// DDP's model predicts the suite's runs within 15% (median), so 15% is the bar: where a design's
-// prediction of one of a workload's runs misses by more, its projection of that workload is
-// "unvalidated" in the report and the table (DP's model leaves out what dominates its small CPU
-// runs: reduce_add arithmetic, thread hand-offs; docs/metrics.md, "Validation").
+// The bucketed AllReduce model predicts DDP's runs of the suite within 15% (median), so 15% is
+// the bar: where a design's prediction of one of a workload's runs misses by more, its
+// projection of that workload is "unvalidated" in the report and the table (the device-0 reduce
+// model leaves out what dominates DP's small CPU runs: reduce_add arithmetic, thread hand-offs;
+// docs/metrics.md, "Validation").
 inline constexpr double kValidationTolerance = 0.15;
 
-// Predicted against measured step time for every ok DP and DDP scaling run at world size > 1,
-// each predicted from its workload's world-size-1 runs on `measured`, with the tolerance.
+// Predicted against measured step time for every ok scaling run at world size > 1 of a design
+// with a gradient model, each predicted from its workload's world-size-1 runs on `measured`,
+// with the tolerance; the median absolute error keyed by design name (null: no run to check).
 reports::ProjectionValidation validate_projection(const reports::SuiteRecord& suite,
                                                   const std::string& dir, const Topology& measured);
 

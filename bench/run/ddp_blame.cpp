@@ -18,19 +18,15 @@ void BucketReadyLog::add(const ddp::DdpStepStats& stats, int64_t step_start_ns) 
   if (steps_.size() > kMaxSteps) steps_.pop_front();
 }
 
-void BucketReadyLog::attach_blame(comm::Store& store, int rank, int world_size,
-                                  reports::RunRecord& record) const {
-  if (world_size < 2) return;
+void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord& record) const {
+  if (process.world_size() < 2) return;
   const nlohmann::json mine(std::vector<std::vector<double>>(steps_.begin(), steps_.end()));
-  store.set_string("ddpbench/bucket_ready/" + std::to_string(rank), reports::json_text(mine));
-  if (rank != 0) return;
+  const std::vector<nlohmann::json> logs = process.gather("bucket_ready", mine);
+  if (process.rank() != 0) return;
   DDPB_CHECK(record.ranks.has_value()) << "bucket blame needs the merged rank records";
   std::vector<std::vector<std::vector<double>>> ready;
-  for (int r = 0; r < world_size; ++r) {
-    ready.push_back(
-        nlohmann::json::parse(store.get_string("ddpbench/bucket_ready/" + std::to_string(r)))
-            .get<std::vector<std::vector<double>>>());
-  }
+  for (const nlohmann::json& log : logs)
+    ready.push_back(log.get<std::vector<std::vector<double>>>());
   // With --uneven-inputs join the ranks take different steps: no step lines up across them.
   for (const auto& r : ready) {
     if (r.size() != ready[0].size()) {

@@ -7,7 +7,7 @@
 #include <deque>
 #include <vector>
 
-#include "comm/store.h"
+#include "bench/run/rank_process.h"
 #include "impl_ddp/distributed_data_parallel.h"
 #include "reports/run_record.h"
 
@@ -23,9 +23,10 @@ class BucketReadyLog {
   // on the steady clock.
   void add(const ddp::DdpStepStats& stats, int64_t step_start_ns);
 
-  // Collective over the store, after merge_rank_records: every rank publishes its log; rank 0,
-  // at world size > 1, sets record.summary.bucket_blame from them and record.ranks.
-  void attach_blame(comm::Store& store, int rank, int world_size, reports::RunRecord& record) const;
+  // Collective over the store, after RankProcess::merge_records: every rank publishes its log;
+  // rank 0, at world size > 1, sets record.summary.bucket_blame and the critical path from them
+  // and record.ranks.
+  void attach_blame(const RankProcess& process, reports::RunRecord& record) const;
 
  private:
   std::deque<std::vector<double>> steps_;  // per step, each bucket's ready time (ms from its start)

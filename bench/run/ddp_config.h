@@ -1,6 +1,6 @@
-// What a DDP rank is made of, from its configuration and its rank environment: its device,
-// its job's identity, where its flight recorder dumps, DistributedDataParallel's options,
-// and the words the record uses for its buffer semantics.
+// What a DDP rank adds to any rank process (bench/run/rank_process.h): DistributedDataParallel's
+// options, its bucket-cap search, and the words the record uses for its buffer semantics and
+// mode details.
 #pragma once
 
 #include <memory>
@@ -16,30 +16,6 @@
 #include "impl_ddp/distributed_data_parallel.h"
 
 namespace ddpb::bench {
-
-// --devices' entry for this rank, or --device's type at the local rank's index.
-Device ddp_rank_device(const RunConfig& config, const comm::RankEnv& env);
-
-// What every rank of one job shares and another job on the same port most likely does not
-// (Note [Store job identity]): a hash of the resolved configuration and the store's port.
-std::string job_identity(const RunConfig& config, const comm::RankEnv& env);
-
-// Where DDP ranks dump their flight recorders: --flight-dir, or else the launcher's choice, or
-// ddpbench-flight-<port> under $XDG_RUNTIME_DIR, $TMPDIR or /tmp, or a private folder next to
-// it when that one is another user's (comm::resolve_flight_dir; said on stderr).
-std::string default_flight_dir(const RunConfig& config, const comm::RankEnv& env);
-// The job the rank's dumps belong to (comm::flight_job_id of its store token).
-std::string flight_job(const RunConfig& config, const comm::RankEnv& env);
-
-// What every rank of the job must agree on (Note [Configuration fingerprint] in
-// comm/rendezvous.h): WORLD_SIZE, the version and commit, and the configuration but for where
-// each rank writes.
-std::vector<std::pair<std::string, std::string>> training_fingerprint(const RunConfig& config,
-                                                                      const comm::RankEnv& env);
-
-// How the rank joins its job: backend, device, --timeout, the job's identity.
-comm::RendezvousOptions rendezvous_options(const RunConfig& config, const comm::RankEnv& env,
-                                           const Device& device);
 
 ddp::DdpOptions ddp_options(const RunConfig& config);
 

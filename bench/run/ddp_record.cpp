@@ -117,55 +117,6 @@ StepOutcome ddp_step_outcome(const ddp::DdpStepStats& s, int world_size, int ran
   return out;
 }
 
-reports::RunRecord merge_rank_records(comm::Store& store, int rank, int world_size,
-                                      const Device& device, reports::RunRecord record) {
-  std::vector<std::pair<std::string, double>> phases;
-  for (const reports::PhaseMedian& ph : record.summary.phases_median_ms)
-    phases.emplace_back(ph.phase, ph.median_ms);
-  const reports::RankRecord mine{rank,
-                                 device.str(),
-                                 compute_time_ms(phases),
-                                 record.summary.step_time_ms,
-                                 record.summary.phases_median_ms,
-                                 record.memory};
-  store.set_string("ddpbench/record/" + std::to_string(rank),
-                   reports::json_text(reports::record_to_json(mine)));
-  if (rank != 0) return record;
-  std::vector<reports::RankRecord> ranks;
-  std::vector<double> compute_ms;
-  for (int r = 0; r < world_size; ++r) {
-    ranks.push_back(reports::record_from_json<reports::RankRecord>(
-        nlohmann::json::parse(store.get_string("ddpbench/record/" + std::to_string(r)))));
-    compute_ms.push_back(ranks.back().compute_ms);
-  }
-  const StragglerSummary skew = straggler_summary(compute_ms);
-  std::vector<reports::StragglerRecord> stragglers;
-  for (const Straggler& s : skew.stragglers) {
-    stragglers.push_back({s.rank, s.compute_ms, s.skew});
-    fmt::print("ddp: straggler: rank {} computes {:.2f} ms a step, {:.2f}x the fastest rank\n",
-               s.rank, s.compute_ms, s.skew);
-  }
-  record.ranks = std::move(ranks);
-  record.summary.straggler_skew = skew.skew;
-  record.summary.stragglers = std::move(stragglers);
-  return record;
-}
-
-std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace_through_store(
-    comm::Store& store, int rank, int world_size, int64_t clock_offset_ns, nlohmann::json mine) {
-  const nlohmann::json payload = {{"offset_ns", clock_offset_ns}, {"events", std::move(mine)}};
-  store.set_string("ddpbench/trace/" + std::to_string(rank), reports::json_text(payload));
-  if (rank != 0) return {};
-  std::vector<nlohmann::json> events;
-  std::vector<int64_t> offsets;
-  for (int r = 0; r < world_size; ++r) {
-    auto p = nlohmann::json::parse(store.get_string("ddpbench/trace/" + std::to_string(r)));
-    offsets.push_back(p["offset_ns"].get<int64_t>());
-    events.push_back(std::move(p["events"]));
-  }
-  return {std::move(events), std::move(offsets)};
-}
-
 std::vector<std::pair<std::string, std::vector<NamedTensor>>> ddp_dump_extras(
     const ddp::DistributedDataParallel& ddp) {
   std::vector<NamedTensor> q;

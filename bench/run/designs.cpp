@@ -1,6 +1,9 @@
 #include "bench/run/designs.h"
 
+#include <algorithm>
+#include <cctype>
 #include <initializer_list>
+#include "base/text.h"
 
 #include "bench/run/trainer.h"
 #include "core/check.h"
@@ -11,7 +14,8 @@ namespace {
 
 std::vector<reports::DesignPhase> phases(std::initializer_list<StepPhase> list) {
   std::vector<reports::DesignPhase> out;
-  for (const StepPhase p : list) out.push_back({step_phase_name(p), phase_kind_name(phase_kind(p))});
+  for (const StepPhase p : list)
+    out.push_back({step_phase_name(p), phase_kind_name(phase_kind(p))});
   return out;
 }
 
@@ -48,9 +52,9 @@ Design ddp_row() {
             .has_buckets = true,
             .overlaps_backward = true};
   d.info.gradient_op = "allreduce";
-  d.info.phases = phases({StepPhase::Data, StepPhase::BufferBroadcast, StepPhase::Forward,
-                          StepPhase::SyncBn, StepPhase::BackwardCompute, StepPhase::CommExposed,
-                          StepPhase::Optimizer});
+  d.info.phases =
+      phases({StepPhase::Data, StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
+              StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer});
   d.make_runner = make_ddp_runner;
   d.pytorch_peer = "torch.nn.parallel.DistributedDataParallel";
   // A rank is a whole process: its communicator, store and threads (measured on CPU ranks).
@@ -65,22 +69,21 @@ std::deque<Design>& table() {
 
 }  // namespace
 
-const std::deque<Design>& designs() { return table(); }
+const std::deque<Design>& designs() {
+  return table();
+}
 
 const Design& design_named(std::string_view name) {
   for (const Design& d : table())
     if (d.info.name == name) return d;
-  DDPB_USAGE_FAIL() << "--mode must be " << design_names() << ", got '" << name << "'";
+  throw UsageError("--mode must be " + design_names() + ", got '" + std::string(name) + "'");
 }
 
 std::string design_names(bool reports::DesignInfo::*trait) {
   std::vector<std::string> names;
   for (const Design& d : table())
     if (!trait || d.info.*trait) names.push_back(d.info.name);
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  return out;
+  return join_list(names, "or");
 }
 
 std::vector<std::string> design_names_in_order() {
@@ -90,6 +93,15 @@ std::vector<std::string> design_names_in_order() {
 }
 
 void register_design(Design design) {
+  // The name goes into run ids and file stems ("<workload>/<mode>/w<N>").
+  const std::string& name = design.info.name;
+  DDPB_USAGE_CHECK(!name.empty() && name.size() <= 32 &&
+                   std::all_of(name.begin(), name.end(),
+                               [](char c) {
+                                 return std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                        c == '_' || c == '-';
+                               }))
+      << "a design's name is 1 to 32 letters, digits, '.', '_' or '-', not '" << name << "'";
   for (const Design& d : table())
     DDPB_USAGE_CHECK(d.info.name != design.info.name)
         << "a design named '" << design.info.name << "' exists already";

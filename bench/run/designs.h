@@ -43,7 +43,9 @@ const std::deque<Design>& designs();
 const Design& design_named(std::string_view name);
 
 // The row of a run's configuration.
-inline const Design& design_of(const RunConfig& config) { return design_named(config.mode); }
+inline const Design& design_of(const RunConfig& config) {
+  return design_named(config.mode);
+}
 
 // The names of the rows with a trait (every row without one), as "ddp" or "single, dp or
 // ddp", for messages.

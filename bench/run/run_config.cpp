@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -30,12 +31,18 @@ std::string nearest_divisible(int64_t batch, int64_t ranks) {
 }
 
 // What one DDP rank (a process) or one DP replica (a thread) needs at least: the
-// parameters, their gradients, the optimizer state and DDP's buckets, plus what the design's
-// row says a process of it needs (a DDP rank's runtime, BLAS and Gloo: about 150 MiB on CPU).
+// parameters, their gradients, DDP's buckets and the optimizer state (SGD's momentum, AdamW's
+// two moments), each fp32, the parameters and the state divided among the ranks where the
+// design shards them, plus what the row says a process of it needs (a DDP rank's runtime,
+// BLAS and Gloo: about 150 MiB on CPU).
 int64_t estimated_bytes_per_device(const RunConfig& c) {
+  const reports::DesignInfo& design = design_of(c).info;
   const int64_t params = estimated_parameter_count(find_workload(c.workload));
-  const int64_t per_param = c.optimizer.name == "adamw" ? 5 : 4;  // + buckets or state
-  return design_of(c).process_overhead_bytes + params * 4 * per_param;
+  const int64_t shards = std::max(1, c.world_size);
+  const int64_t weights = design.shards_parameters ? params / shards : params;
+  const int64_t state =
+      (c.optimizer.name == "adamw" ? 2 : 1) * params / (design.shards_optimizer_state ? shards : 1);
+  return design_of(c).process_overhead_bytes + 4 * (weights + 2 * params + state);
 }
 
 // Refuses a CPU run this machine cannot hold: more logical devices than kMaxCpuDevices, or
@@ -56,27 +63,41 @@ void check_cpu_capacity(const RunConfig& c) {
   // process holds one device, single and DP all of theirs; each process maps what this one
   // maps now, at least.
   const reports::DesignInfo& design = design_of(c).info;
-  const int64_t per_process =
-      limits.mapped + estimated_bytes_per_device(c) * (design.processes_per_rank ? 1 : c.world_size);
+  const int64_t per_process = limits.mapped + estimated_bytes_per_device(c) *
+                                                  (design.processes_per_rank ? 1 : c.world_size);
   const auto limit = limits.process_limit();
   DDPB_USAGE_CHECK(!limit || per_process <= *limit)
       << (design.processes_per_rank ? "each " + design.label + " " + design.noun : "this run")
-      << " of " << c.workload
-      << " needs at least " << (per_process >> 20) << " MiB of address space ("
-      << (limits.mapped >> 20) << " MiB mapped at start, " << (estimated_bytes_per_device(c) >> 20)
-      << " MiB per device), above the " << limits.describe();
+      << " of " << c.workload << " needs at least " << (per_process >> 20)
+      << " MiB of address space (" << (limits.mapped >> 20) << " MiB mapped at start, "
+      << (estimated_bytes_per_device(c) >> 20) << " MiB per device), above the "
+      << limits.describe();
 }
 
-void validate_ddp(const RunConfig& c) {
+// What a design whose ranks are processes needs (Note [Rank processes]): a batch every rank
+// gets an equal share of, a collective timeout, and a fault that can fire.
+void validate_ranks(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.global_batch % c.world_size == 0)
       << "--global-batch " << c.global_batch << " does not divide into --world-size "
-      << c.world_size << " ranks (DDP gives every rank global-batch/world-size samples); "
+      << c.world_size << " ranks (every rank gets global-batch/world-size samples); "
       << nearest_divisible(c.global_batch, c.world_size) << " would";
+  DDPB_USAGE_CHECK(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)
+      << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
+  const FaultSpec fault = parse_fault(c.inject_fault);
+  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
+      << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
+      << " is outside the world of " << c.world_size << " ranks, so it would never fire";
+  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.step <= c.total_steps())
+      << "--inject-fault '" << c.inject_fault << "': step " << fault.step << " is past the run's "
+      << c.total_steps() << " steps (warm-up included), so it would never fire";
+  comm::check_init_method(c.rendezvous);
+}
+
+// DDP's reducer options, for a design with buckets.
+void validate_buckets(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0)
       << "--bucket-cap-mb and --first-bucket-mb must be positive";
   DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
-  DDPB_USAGE_CHECK(c.timeout_s >= kMinTimeoutS && c.timeout_s <= kMaxTimeoutS)
-      << "--timeout must be from " << kMinTimeoutS << " to " << kMaxTimeoutS << " seconds";
   DDPB_USAGE_CHECK(!c.sync_bn || family_of(find_workload(c.workload)).traits.batch_norm)
       << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
   DDPB_USAGE_CHECK(!c.bucket_cap_auto || c.warmup >= BucketCapTuner::kStepsNeeded)
@@ -89,13 +110,6 @@ void validate_ddp(const RunConfig& c) {
                    c.powersgd_json() == RunConfig{}.powersgd_json())
       << "--powersgd-* options need --comm-hook powersgd";
   if (c.comm_hook == ddp::CommHook::PowerSGD) ddp::validate_powersgd_options(c.powersgd);
-  const FaultSpec fault = parse_fault(c.inject_fault);
-  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.rank < c.world_size)
-      << "--inject-fault '" << c.inject_fault << "': rank " << fault.rank
-      << " is outside the world of " << c.world_size << " ranks, so it would never fire";
-  DDPB_USAGE_CHECK(fault.kind == FaultSpec::Kind::None || fault.step <= c.total_steps())
-      << "--inject-fault '" << c.inject_fault << "': step " << fault.step << " is past the run's "
-      << c.total_steps() << " steps (warm-up included), so it would never fire";
 }
 
 // Inputs that would be silently ignored (issue 25, E7) are refused.
@@ -195,18 +209,23 @@ void RunConfig::validate() const {
   validate_data(*this);
   validate_uneven(*this);
   const reports::DesignInfo& design = design_named(mode).info;
+  if (design.processes_per_rank) {
+    validate_ranks(*this);
+  } else {
+    DDPB_USAGE_CHECK(!backend && inject_fault.empty() && rendezvous == "env://")
+        << "--backend, --inject-fault and --rendezvous are for ranks that are processes: use "
+           "--mode "
+        << design_names(&reports::DesignInfo::processes_per_rank);
+  }
   if (design.has_buckets) {
-    validate_ddp(*this);
-    comm::check_init_method(rendezvous);
+    validate_buckets(*this);
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
                      !static_graph && !bucket_cap_auto && !no_overlap &&
-                     comm_hook == ddp::CommHook::None && !backend && inject_fault.empty() &&
-                     broadcast_buffers && !sync_bn && rendezvous == "env://")
-        << "DDP options (--backend, --accumulate, --grad-as-bucket-view, --find-unused-params, "
-           "--static-graph, "
-           "--comm-hook, --no-overlap, --inject-fault, --no-broadcast-buffers, --sync-bn, "
-           "--rendezvous) need --mode "
+                     comm_hook == ddp::CommHook::None && broadcast_buffers && !sync_bn)
+        << "DDP options (--accumulate, --grad-as-bucket-view, --find-unused-params, "
+           "--static-graph, --comm-hook, --no-overlap, --no-broadcast-buffers, --sync-bn) need "
+           "--mode "
         << design_names(&reports::DesignInfo::has_buckets);
   }
   DDPB_USAGE_CHECK(design.parallel || (world_size == 1 && devices.empty()))

@@ -17,8 +17,8 @@ RunDump::RunDump(std::string dir, std::string batches_file)
   DDPB_USAGE_CHECK(!ec) << "cannot create --dump directory " << dir_ << ": " << ec.message();
 }
 
-void RunDump::save_init(const nn::Module& model) {
-  save_state_dict(model, dir_ + "/init.safetensors");
+void RunDump::save_init(const std::vector<NamedTensor>& state) {
+  save_safetensors(dir_ + "/init.safetensors", state, {{"format", "pt"}});
 }
 
 void RunDump::add_batch(int64_t step, int micro, const Batch& batch) {
@@ -33,10 +33,11 @@ void RunDump::save_extra(const std::string& file, const std::vector<NamedTensor>
   save_safetensors(dir_ + "/" + file, tensors);
 }
 
-void RunDump::finish(const nn::Module* model, const nlohmann::json& meta) {
+void RunDump::finish(const nn::Module* model, const std::vector<NamedTensor>& state,
+                     const nlohmann::json& meta) {
   save_safetensors(dir_ + "/" + batches_file_, batches_);
   if (!model) return;
-  save_state_dict(*model, dir_ + "/final.safetensors");
+  save_safetensors(dir_ + "/final.safetensors", state, {{"format", "pt"}});
   nlohmann::json m = meta;
   nlohmann::json names = nlohmann::json::array();
   for (auto& p : model->named_parameters()) names.push_back(p.name);

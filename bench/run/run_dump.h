@@ -26,14 +26,16 @@ class RunDump {
  public:
   // Creates `dir` if needed. `batches_file` is the file name for the inputs.
   RunDump(std::string dir, std::string batches_file = "batches.safetensors");
-  void save_init(const nn::Module& model);
+  void save_init(const std::vector<NamedTensor>& state);
   // Keeps a host copy of micro-batch `micro` of step `step` (1-based): "step{k}.x" when a
   // step has one batch, "step{k}.{micro}.x" for the later micro-batches of --accumulate.
   void add_batch(int64_t step, int micro, const Batch& batch);
   // Writes `tensors` as DIR/file (before finish(), whose meta.json marks the dump complete).
   void save_extra(const std::string& file, const std::vector<NamedTensor>& tensors);
-  // Writes the batches and, given the model (rank 0 only), final.safetensors and meta.json.
-  void finish(const nn::Module* model, const nlohmann::json& meta);
+  // Writes the batches and, given the model (rank 0 only), final.safetensors (the design's full
+  // state dict, `state`) and meta.json (the model's parameter and buffer names).
+  void finish(const nn::Module* model, const std::vector<NamedTensor>& state,
+              const nlohmann::json& meta);
 
  private:
   std::string dir_;

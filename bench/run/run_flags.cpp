@@ -160,7 +160,7 @@ void add_run_options(CLI::App& run, RunConfig& c) {
   add_launcher_options(run, c);
 }
 
-RunConfig parse_run_args(const std::vector<std::string>& args) {
+RunConfig parse_run_flags(const std::vector<std::string>& args) {
   DDPB_USAGE_CHECK(!args.empty() && args.front() == "run") << "not the arguments of `ddpbench run`";
   CLI::App app{"ddpbench"};
   RunConfig config;
@@ -174,6 +174,11 @@ RunConfig parse_run_args(const std::vector<std::string>& args) {
   }
   if (run->count("--global-batch") == 0)
     config.global_batch = default_global_batch(config.workload);
+  return config;
+}
+
+RunConfig parse_run_args(const std::vector<std::string>& args) {
+  RunConfig config = parse_run_flags(args);
   config.validate();
   return config;
 }

@@ -16,8 +16,12 @@ namespace ddpb::bench {
 void add_run_options(CLI::App& run, RunConfig& config);
 
 // The configuration of `ddpbench run ARGS` (args[0] is "run"), with the workload's default
-// global batch where none is given, validated as `ddpbench run` validates it (RunConfig::
-// validate). Throws UsageError with the flag's or the check's one-line reason.
+// global batch where none is given: parsed, not validated (the suite's typed record of each
+// run, Note [Typed run configuration]). Throws UsageError with the flag's one-line reason.
+RunConfig parse_run_flags(const std::vector<std::string>& args);
+
+// parse_run_flags, validated as `ddpbench run` validates it (RunConfig::validate). Throws
+// UsageError with the flag's or the check's one-line reason.
 RunConfig parse_run_args(const std::vector<std::string>& args);
 
 }  // namespace ddpb::bench

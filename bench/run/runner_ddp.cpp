@@ -8,6 +8,7 @@
 #include "bench/run/ddp_config.h"
 #include "bench/run/ddp_record.h"
 #include "bench/run/fault_injection.h"
+#include "bench/run/rank_process.h"
 #include "bench/run/trainer.h"
 #include "comm/flight_recorder.h"
 #include "comm/rendezvous.h"
@@ -23,32 +24,18 @@ namespace {
 class DdpRunner final : public ModeRunner, public RankedRun {
  public:
   DdpRunner(const RunConfig& config, const WorkloadSpec& spec)
-      : config_(config), fault_(parse_fault(config.inject_fault)) {
-    auto env = comm::detect_rank_env();
-    DDPB_CHECK(env) << "--mode ddp runs as a rank of a launcher (RANK/WORLD_SIZE not set)";
-    env_ = *env;
-    DDPB_USAGE_CHECK(env_.world_size == config.world_size || config.world_size == 1)
-        << "--world-size " << config.world_size << " but the launcher started " << env_.world_size
-        << " ranks";
-    // The flight recorder dumps here on a timeout, a failure or a signal (comm/flight_recorder.h).
-    comm::set_flight_identity(env_.rank, env_.world_size, default_flight_dir(config, env_),
-                              flight_job(config, env_));
-    comm::install_flight_recorder_signal_handlers();
-    device_ = ddp_rank_device(config, env_);
-    require_device(device_);
+      : config_(config),
+        fault_(parse_fault(config.inject_fault)),
+        process_(config),
+        env_(process_.env()),
+        device_(process_.device()) {
     DeviceGuard guard(device_);
-    comm::Rendezvous joined =
-        comm::init_process_group(env_, rendezvous_options(config, env_, device_));
-    store_ = std::move(joined.store);
-    clock_offset_ns_ = joined.clock_offset_ns;
     model_ = make_model(spec, device_, config.seed);
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
-        *model_, [this](const Tensor& x) { return model_->forward(x); }, std::move(joined.group),
+        *model_, [this](const Tensor& x) { return model_->forward(x); }, process_.take_group(),
         ddp_options(config));
     if (config.bucket_cap_auto) search_ = make_ddp_bucket_search(*ddp_, *model_);
-    place_ = {env_.rank, env_.world_size, device_,
-              DataPlan{env_.world_size, env_.rank, config.global_batch / env_.world_size},
-              "batches.rank" + std::to_string(env_.rank) + ".safetensors"};
+    place_ = process_.place(config.global_batch);
     fmt::print("ddp rank {}/{} on {} ({} backend, launched by {}), {} buckets\n", env_.rank,
                env_.world_size, device_.str(), ddp_->process_group().backend(), env_.source,
                ddp_->reducer().num_buckets());
@@ -64,7 +51,7 @@ class DdpRunner final : public ModeRunner, public RankedRun {
     DeviceGuard guard(device_);
     const int64_t start_ns = steady_now_ns();
     ++step_;
-    inject_ddp_step_fault(fault_, env_.rank, step_, ddp_->reducer(), *store_);
+    inject_ddp_step_fault(fault_, env_.rank, step_, ddp_->reducer(), process_.store());
     ddp::DdpStepOptions options;
     options.accumulate = config_.accumulate;
     options.in_first_forward = [this] { maybe_inject_fault(fault_, env_.rank, step_); };
@@ -93,8 +80,7 @@ class DdpRunner final : public ModeRunner, public RankedRun {
 
   std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
       nlohmann::json mine) override {
-    return gather_trace_through_store(*store_, env_.rank, env_.world_size, clock_offset_ns_,
-                                      std::move(mine));
+    return process_.gather_trace(std::move(mine));
   }
 
   bool another_step(bool have_input, int64_t step) override {
@@ -111,8 +97,8 @@ class DdpRunner final : public ModeRunner, public RankedRun {
 
   reports::RunRecord finalize_record(reports::RunRecord record) override {
     ddp_->check_replicas_consistent();
-    record = merge_rank_records(*store_, env_.rank, env_.world_size, device_, std::move(record));
-    ready_log_.attach_blame(*store_, env_.rank, env_.world_size, record);
+    record = process_.merge_records(std::move(record));
+    ready_log_.attach_blame(process_, record);
     if (env_.rank != 0) return record;
     record.mode.details =
         ddp_mode_details(config_, env_, *ddp_, !model_->named_buffers().empty(), search_.get());
@@ -129,11 +115,10 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   std::unique_ptr<WarmupBucketSearch> search_;  // --bucket-cap-mb auto
   bool reported_choice_ = false;
   HookComputeWarning hook_warning_;
-  int64_t clock_offset_ns_ = 0;
   BucketReadyLog ready_log_;  // the measured steps' bucket ready times, for bucket blame
+  RankProcess process_;
   comm::RankEnv env_;
   Device device_;
-  std::shared_ptr<comm::Store> store_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
 };

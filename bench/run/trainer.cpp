@@ -268,8 +268,8 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
 }
 
 // The summary block of the record, printed as the run's last lines.
-reports::RunSummary summarize_run(const reports::DesignInfo& design, const Model& model, StepLog& log,
-                                  const std::optional<reports::Mfu>& mfu,
+reports::RunSummary summarize_run(const reports::DesignInfo& design, const Model& model,
+                                  StepLog& log, const std::optional<reports::Mfu>& mfu,
                                   const std::vector<reports::MemoryUse>& memory, double flops_per_s,
                                   double samples_per_s) {
   reports::RunSummary summary;
@@ -349,6 +349,26 @@ void add_comm_summary(const RunConfig& config, const ModeRunner& runner,
   }
 }
 
+// --save-params and the end of --dump: the design's full state dict, gathered once by every
+// rank when any of them saves it (Note [The runner seam]), written by the primary process.
+void save_final_state(const RunConfig& config, ModeRunner& runner, RunDump* dump,
+                      const reports::RunRecord& record) {
+  if (config.save_params.empty() && !dump) return;
+  const std::vector<NamedTensor> state = runner.full_state_dict();
+  const bool primary = runner.place().primary();
+  if (primary && !config.save_params.empty())
+    save_safetensors(config.save_params, state, {{"format", "pt"}});
+  if (!dump) return;
+  if (primary && runner.ranked()) {
+    for (const auto& [file, tensors] : runner.ranked()->dump_extras())
+      dump->save_extra(file, tensors);
+  }
+  dump->finish(primary ? &runner.model() : nullptr, state,
+               {{"config", config.to_json()},
+                {"workload", reports::record_to_json(record.workload)},
+                {"preset", preset_json(find_workload(config.workload))}});
+}
+
 // Every record we write matches reports/schema/run.schema.json; a mismatch is our bug (a
 // field added here but not to the schema, or a NaN that JSON turned into null).
 void write_record(const RunConfig& config, const reports::RunRecord& typed) {
@@ -375,7 +395,7 @@ reports::RunRecord run_training(const RunConfig& config) {
     refuse_non_finite_parameters(model, config.init_from);
   }
   DeviceGuard guard(runner->devices().front());
-  auto optimizer = optim::make_optimizer(config.optimizer, model.parameters());
+  auto optimizer = runner->make_optimizer(config.optimizer);
 
   auto dataset = make_training_dataset(config, spec);
   DDPB_USAGE_CHECK(config.global_batch <= dataset->size())
@@ -392,13 +412,13 @@ reports::RunRecord run_training(const RunConfig& config) {
   std::unique_ptr<RunDump> dump;
   if (!config.dump.empty()) {
     dump = std::make_unique<RunDump>(config.dump, place.batches_file);
-    if (place.primary()) dump->save_init(model);
+    const std::vector<NamedTensor> init = runner->full_state_dict();
+    if (place.primary()) dump->save_init(init);
   }
   int64_t n_params = 0;
   for (auto& p : model.parameters()) n_params += p.data().numel();
   fmt::print("ddpbench run: mode {}, workload {} ({} parameters), devices {}, global batch {}\n",
-             config.mode, spec.name, n_params, device_list(*runner),
-             config.global_batch);
+             config.mode, spec.name, n_params, device_list(*runner), config.global_batch);
   fmt::print("{}", describe_training_data(config, *dataset));
   for (const auto& d : runner->devices()) device_allocator(d).reset_peak();
 
@@ -414,17 +434,8 @@ reports::RunRecord run_training(const RunConfig& config) {
   add_comm_summary(config, *runner, record);
   record.summary.loader = loader_summary(config, loader, *dataset, place.data_device, record.steps,
                                          record.summary.step_time_ms.median);
+  save_final_state(config, *runner, dump.get(), record);
   RankedRun* ranked = runner->ranked();
-  if (place.primary() && !config.save_params.empty()) save_state_dict(model, config.save_params);
-  if (dump && place.primary() && ranked) {
-    for (const auto& [file, tensors] : ranked->dump_extras()) dump->save_extra(file, tensors);
-  }
-  if (dump) {
-    dump->finish(place.primary() ? &model : nullptr,
-                 {{"config", config.to_json()},
-                  {"workload", reports::record_to_json(record.workload)},
-                  {"preset", preset_json(spec)}});
-  }
   if (ranked) record = ranked->finalize_record(std::move(record));
   // DDP at world size > 1 has it from finalize_record, with the ranks' bucket ready times.
   if (place.primary() && !record.summary.critical_path)

@@ -18,6 +18,7 @@
 #include "reports/run_record.h"
 #include "workloads/model.h"
 #include "workloads/safetensors.h"
+#include "workloads/state_dict.h"
 
 namespace ddpb::bench {
 
@@ -70,10 +71,13 @@ class RankedRun {
 };
 
 // Note [The runner seam]
-// A ModeRunner is what every mode has: the trained model, the devices, one step, and a
-// description for the record; where its process stands (place()) is data, set once by the
-// constructor. What only DDP has sits behind ranked(), so the loop asks for it by name rather
-// than every mode carrying empty overrides.
+// A ModeRunner is what every design has: the trained model, the devices, one step, a
+// description for the record, its optimizer and its full state dict; where its process
+// stands (place()) is data, set once by the constructor. The design makes the optimizer and
+// hands back the state dict because a sharded design steps and holds only its shard: the loop
+// never reaches past the runner for either. What only designs whose ranks are processes have
+// sits behind ranked(), so the loop asks for it by name rather than every design carrying
+// empty overrides.
 class ModeRunner {
  public:
   virtual ~ModeRunner() = default;
@@ -84,6 +88,14 @@ class ModeRunner {
   virtual StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) = 0;
   // Mode-specific description for the record (transport, logical replicas, ...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
+  // The design makes its optimizer, over the parameters its process steps: every design's
+  // today is its model's; a sharded design's is its shard.
+  virtual std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config) {
+    return optim::make_optimizer(config, model().parameters());
+  }
+  // The full state dict, for --save-params and --dump: the model's; a sharded design gathers
+  // it first, and then every rank calls this (a collective).
+  virtual std::vector<NamedTensor> full_state_dict() { return state_dict(model()); }
   // Non-null when the ranks are processes (DDP).
   virtual RankedRun* ranked() { return nullptr; }
 

@@ -51,8 +51,9 @@ reports::PytorchResult run_pytorch(const SuiteRun& run, const SuiteSpec& spec,
     return p;
   };
   const auto skipped = [&](std::string why) { return outcome("skipped", std::move(why)); };
-  if (const Design& design = design_named(run.mode);
-      design.pytorch_peer_needs_cuda && spec.device != DeviceType::CUDA)
+  const Design& design = design_named(run.mode);
+  if (!*design.pytorch_peer) return skipped("PyTorch has no " + design.info.label + " to compare");
+  if (design.pytorch_peer_needs_cuda && spec.device != DeviceType::CUDA)
     return skipped(std::string(design.pytorch_peer) + " needs CUDA devices");
   if (run.variant == "bucket-auto") return skipped("PyTorch has no bucket-cap autotuner");
   if (run.variant.find("hook") != std::string::npos || run.variant == "no-overlap")

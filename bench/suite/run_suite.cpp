@@ -232,6 +232,14 @@ void check_resumed_runs(const SuiteRecord& record, const SuiteSpec& spec, const 
         << reports::printable(fmt::format("{}", fmt::join(r.args, " "))) << "; the matrix gives "
         << fmt::format("{}", fmt::join(e->args, " "))
         << "): a results folder is data, not a program (Note [A results folder is data])";
+    // The typed configuration the reports read is the one its arguments give (Note [Typed run
+    // configuration]), not whatever the file says.
+    const auto config_json = [](const SuiteRun& run) {
+      return run.config ? reports::record_to_json(*run.config) : nlohmann::json();
+    };
+    DDPB_USAGE_CHECK(config_json(r) == config_json(*e))
+        << path << ": run " << r.id << "'s config is not what its arguments give"
+        << " (Note [A results folder is data])";
     const std::string stem = run_file_stem(r.id);
     for (const auto& [field, value, want] :
          {std::tuple{"record", r.record, "runs/" + stem + ".json"},
@@ -276,7 +284,6 @@ std::vector<reports::DesignInfo> designs_of(const std::vector<SuiteRun>& runs) {
   return out;
 }
 
-
 // The suite record of --resume DIR, with its matrix checked against this machine.
 SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
@@ -289,6 +296,7 @@ SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   nlohmann::json suite;
   try {
     suite = reports::read_json(path);
+    reports::check_schema_version(suite, path);  // another version's layout is not resumed
   } catch (const reports::ReportError& e) {
     throw UsageError(e.what());
   }
@@ -355,7 +363,7 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
 // (at most 10), 16 images each.
 void make_suite_data(const SuiteRecord& suite, const SuiteSpec& spec, const std::string& dir) {
   const auto user = std::find_if(suite.runs.begin(), suite.runs.end(), [](const SuiteRun& r) {
-    return r.arg("--data") == std::string(kSuiteImageFolder);
+    return r.run_config().data == kSuiteImageFolder;
   });
   const fs::path folder = fs::path(dir) / kSuiteImageFolder;
   if (user == suite.runs.end() || fs::exists(folder)) return;

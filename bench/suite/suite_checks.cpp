@@ -36,7 +36,7 @@ void check_suite_runs(const SuiteSpec& s) {
   // makes itself does not exist yet: its format is given, so that nothing looks for it.
   for (const SuiteRun& run : expand_suite(s)) {
     std::vector<std::string> args = run.args;
-    if (run.arg("--data") == std::string(kSuiteImageFolder) && !run.has_arg("--data-format"))
+    if (run.run_config().data == kSuiteImageFolder && run.run_config().data_format.empty())
       args.insert(args.end(), {"--data-format", "imagefolder"});
     try {
       parse_run_args(args);

@@ -13,6 +13,7 @@
 #include "bench/measure/metrics.h"
 #include "bench/run/param_diff.h"
 #include "bench/run/run_config.h"
+#include "bench/suite/design_flags.h"
 #include "core/check.h"
 #include "workloads/family.h"
 #include "workloads/model.h"
@@ -54,7 +55,7 @@ bool normalises_per_device(const SuiteRun& run) {
   } catch (const UsageError&) {
     return false;  // an unknown workload fails elsewhere
   }
-  return !run.has_arg("--sync-bn");
+  return !run.run_config().sync_bn;
 }
 
 // Why a DP/DDP run has no correctness check against its single-device reference, if it has
@@ -65,7 +66,7 @@ std::optional<std::string> correctness_skip_reason(const SuiteRun& run) {
            "device by design (DDP with --sync-bn does); scripts/peer/replay_pytorch.py checks "
            "them against PyTorch run the same way";
   }
-  if (run.group == reports::RunGroup::Flags && run.flag == reports::DdpFlag::SyncBatchNorm) {
+  if (const DesignFlag* flag = flag_of(run); flag && flag->syncs_batch_norm) {
     return "SyncBatchNorm equals one device on the whole batch, but over a suite's steps float32 "
            "rounding flips (ReLU and max-pool near-ties) grow through BatchNorm's biases "
            "(resnet-tiny: rel_l2 2.7e-3 after 15 steps, 0.47 after 30, in a BatchNorm bias); "
@@ -77,7 +78,7 @@ std::optional<std::string> correctness_skip_reason(const SuiteRun& run) {
            "has its step count; tests/impl_ddp (DdpBucketAutotune) shows it equals a run with "
            "the chosen cap fixed";
   }
-  if (run.arg("--comm-hook") == "powersgd" &&
+  if (run.run_config().comm_hook == "powersgd" &&
       (run.group == reports::RunGroup::CommHook || run.group == reports::RunGroup::Flags)) {
     return "PowerSGD approximates every gradient by design, so its parameters drift from the "
            "reference's; the report's comm hooks section shows its loss curve next to fp32's, "
@@ -178,11 +179,20 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
   return m;
 }
 
+// The id of the reference design's run of `workload` at one device, at `global_batch` when
+// given (the strong-scaling baseline and the correctness reference), else the matrix's own.
+static std::string reference_id(const SuiteRecord& suite, const std::string& workload,
+                                std::optional<int64_t> global_batch = std::nullopt) {
+  const reports::DesignInfo* ref = suite.reference_design();
+  const std::string id = workload + "/" + (ref ? ref->name : std::string("?")) + "/w1";
+  return global_batch ? id + "/b" + std::to_string(*global_batch) : id;
+}
+
 void derive_scaling(SuiteRecord& suite) {
   for (SuiteRun& run : suite.runs) {
     if (run.group != reports::RunGroup::Scaling || !run.measured()) continue;
     const int n = static_cast<int>(run.world_size);
-    const std::string base_id = run.workload + "/single/w1";
+    const std::string base_id = reference_id(suite, run.workload);
     const SuiteRun* base = suite.find_run(base_id);
     reports::ScalingInfo sc;
     if (measured(base)) {
@@ -192,8 +202,7 @@ void derive_scaling(SuiteRecord& suite) {
     }
     // Strong scaling: the single device at this run's global batch.
     const std::string strong_id =
-        n == 1 ? base_id
-               : run.workload + "/single/w1/b" + std::to_string(run.global_batch.value_or(0));
+        n == 1 ? base_id : reference_id(suite, run.workload, run.global_batch.value_or(0));
     const SuiteRun* strong = suite.find_run(strong_id);
     if (measured(strong)) {
       const double t1 = strong->metrics->step_time_ms.median;
@@ -215,13 +224,11 @@ void derive_correctness(SuiteRecord& suite, const std::string& dir) {
       continue;
     }
     // --accumulate K: a step is K micro-batches of the global batch, one of K times as many.
-    const std::string k_text = run.arg("--accumulate").value_or("1");
-    int64_t k = 1;
-    std::from_chars(k_text.data(), k_text.data() + k_text.size(), k);
+    const int64_t k = std::max<int64_t>(1, run.run_config().accumulate);
     const int64_t samples_per_step = run.global_batch.value_or(0) * k;
-    const std::string ref_id =
-        run.world_size == 1 ? run.workload + "/single/w1"
-                            : run.workload + "/single/w1/b" + std::to_string(samples_per_step);
+    const std::string ref_id = run.world_size == 1
+                                   ? reference_id(suite, run.workload)
+                                   : reference_id(suite, run.workload, samples_per_step);
     const SuiteRun* ref = suite.find_run(ref_id);
     if (!ref) {
       run.correctness = reports::CorrectnessInfo::skipped_because(
@@ -230,7 +237,7 @@ void derive_correctness(SuiteRecord& suite, const std::string& dir) {
     }
     if (!measured(ref)) continue;  // not run yet (or failed: decided at the end of the suite)
     // A compressing hook (fp16, bf16, PowerSGD) changes the result by design.
-    const bool lossy = run.arg("--comm-hook").value_or("none") != "none";
+    const bool lossy = run.run_config().comm_hook != "none";
     const double threshold = lossy ? suite.suite.hook_correctness_threshold.value_or(5e-2)
                                    : suite.suite.correctness_threshold.value_or(1e-2);
     const auto params = [&](const SuiteRun& r) {

@@ -7,19 +7,17 @@
 #include <filesystem>
 #include <functional>
 #include <set>
-#include <thread>
 
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/designs.h"
 #include "bench/run/run_config.h"
+#include "bench/run/run_flags.h"
 #include "core/check.h"
 #include "core/ops.h"
 #include "workloads/family.h"
 #include "workloads/model.h"
 
 namespace ddpb::bench {
-
-using reports::DdpFlag;
 
 namespace {
 
@@ -71,6 +69,12 @@ struct KeyReader {
     for (const Design& d : designs())
       if (d.info.name == text) return text;
     fail("mode \"" + text + "\" is not " + design_names());
+  }
+  // A flag's name: a row of the flag table (bench/suite/design_flags.h).
+  const DesignFlag* design_flag() const {
+    const std::string text = string();
+    if (const DesignFlag* f = find_design_flag(text)) return f;
+    fail("flag \"" + text + "\" is not " + design_flag_names());
   }
   std::vector<std::string> design_list() const {
     std::vector<std::string> out;
@@ -126,6 +130,12 @@ int64_t explicit_global_batch(const SuiteSpec& s, const ExplicitRun& r) {
   return (it != s.per_device_batch.end() ? it->second : default_batch(r.workload)) * r.world_size;
 }
 
+std::vector<std::string> flag_names(const std::vector<const DesignFlag*>& flags) {
+  std::vector<std::string> out;
+  for (const DesignFlag* f : flags) out.emplace_back(f->name);
+  return out;
+}
+
 nlohmann::json explicit_runs_json(const std::vector<ExplicitRun>& runs) {
   nlohmann::json out = nlohmann::json::array();
   for (const ExplicitRun& r : runs) out.push_back(r.to_json());
@@ -135,10 +145,8 @@ nlohmann::json explicit_runs_json(const std::vector<ExplicitRun>& runs) {
 }  // namespace
 
 nlohmann::json ExplicitRun::to_json() const {
-  nlohmann::json j = {{"name", name},
-                      {"workload", workload},
-                      {"mode", mode},
-                      {"world_size", world_size}};
+  nlohmann::json j = {
+      {"name", name}, {"workload", workload}, {"mode", mode}, {"world_size", world_size}};
   if (global_batch > 0) j["global_batch"] = global_batch;
   if (!devices.empty()) j["devices"] = devices;
   if (backend) j["backend"] = enum_name(*backend);
@@ -196,7 +204,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"bucket_autotune", bucket_autotune},
           {"comm_hooks", names_of(comm_hooks)},
           {"comm_hook_workloads", comm_hook_workloads},
-          {"flags", names_of(flags)},
+          {"flags", flag_names(flags)},
           {"flags_workload", flags_workload},
           {"flags_repeats", flags_repeats},
           {"design_rounds", design_rounds},
@@ -287,17 +295,10 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     for (int n = 1; n <= std::max(1, gpus); n *= 2) s.world_sizes.push_back(n);
     s.bucket_sweep_mb = {1, 5, 100};
     s.bf16_workloads = {"resnet50"};
-    s.flags = {DdpFlag::FindUnusedParameters,
-               DdpFlag::StaticGraph,
-               DdpFlag::NoBroadcastBuffers,
-               DdpFlag::GradientAsBucketView,
-               DdpFlag::SyncBatchNorm,
-               DdpFlag::NoSyncK4,
-               DdpFlag::FirstBucketAtCap,
-               DdpFlag::OneBucket,
-               DdpFlag::Fp16Hook,
-               DdpFlag::Bf16Hook,
-               DdpFlag::PowerSgdHook};
+    s.flags = design_flags_named({"find_unused_parameters", "static_graph", "broadcast_buffers_off",
+                                  "gradient_as_bucket_view", "sync_bn", "no_sync_k4",
+                                  "first_bucket_at_cap", "one_bucket", "fp16_hook", "bf16_hook",
+                                  "powersgd_hook"});
     s.projection_devices = {8, 64, 512};
     s.projection_topology = "nvlink+ib-ndr";
   } else {
@@ -308,10 +309,10 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     // 2 cores are noisy: more steps than on GPUs for stable medians (90 runs, about 4.5 minutes).
     s.steps = 40;
     s.warmup = 5;
-    s.flags = {DdpFlag::FindUnusedParameters, DdpFlag::StaticGraph,   DdpFlag::NoBroadcastBuffers,
-               DdpFlag::GradientAsBucketView, DdpFlag::SyncBatchNorm, DdpFlag::NoSyncK4,
-               DdpFlag::FirstBucketAtCap,     DdpFlag::OneBucket,     DdpFlag::Fp16Hook,
-               DdpFlag::PowerSgdHook,         DdpFlag::CpuThreadsAll};
+    s.flags = design_flags_named({"find_unused_parameters", "static_graph", "broadcast_buffers_off",
+                                  "gradient_as_bucket_view", "sync_bn", "no_sync_k4",
+                                  "first_bucket_at_cap", "one_bucket", "fp16_hook", "powersgd_hook",
+                                  "cpu_threads_all"});
   }
   if (quick) {
     s.steps = 4;
@@ -479,8 +480,9 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"comm_hook_workloads", [&](const KeyReader& r) { s.comm_hook_workloads = r.strings(); }},
       {"flags",
        [&](const KeyReader& r) {
-         s.flags = r.named_list<DdpFlag>("flag");
-         if (std::count(s.flags.begin(), s.flags.end(), DdpFlag::Default))
+         s.flags.clear();
+         for (const auto& v : r.list()) s.flags.push_back(KeyReader{file, r.key, v}.design_flag());
+         if (std::count(s.flags.begin(), s.flags.end(), &default_design_flag()))
            r.fail("flag \"default\" is every pair's A run; list only flags to price");
        }},
       {"flags_workload", [&](const KeyReader& r) { s.flags_workload = r.string(); }},
@@ -599,12 +601,7 @@ void validate_explicit_run(const SuiteSpec& s, const ExplicitRun& r, int gpus) {
                    r.comm_hook == ddp::CommHook::PowerSGD)
       << what << "powersgd_* need \"comm_hook\": \"powersgd\"";
   if (!r.devices.empty()) {
-    int count = 0;
-    for (size_t start = 0; start <= r.devices.size(); ++count) {
-      const size_t comma = std::min(r.devices.find(',', start), r.devices.size());
-      parse_device(std::string_view(r.devices).substr(start, comma - start));  // UsageError
-      start = comma + 1;
-    }
+    const int count = static_cast<int>(parse_device_list(r.devices).size());  // UsageError
     DDPB_USAGE_CHECK(count == r.world_size)
         << what << "\"devices\" lists " << count << " devices for world_size " << r.world_size;
   } else if (s.device == DeviceType::CUDA) {
@@ -627,11 +624,11 @@ void validate_suite(const SuiteSpec& s, int gpus) {
   if (s.device == DeviceType::CUDA) {
     DDPB_USAGE_CHECK(gpus > 0) << "suite: --device cuda, but no usable GPU (use --device cpu)";
   }
-  DDPB_USAGE_CHECK(s.device == DeviceType::CPU ||
-                   std::find(s.flags.begin(), s.flags.end(), DdpFlag::CpuThreadsAll) ==
-                       s.flags.end())
-      << "suite: flag cpu_threads_all prices CPU devices' BLAS threads; this suite runs on "
-      << enum_name(s.device);
+  for (const DesignFlag* f : s.flags) {
+    DDPB_USAGE_CHECK(s.device == DeviceType::CPU || f->cpu_only == nullptr)
+        << "suite: flag " << f->name << " prices " << f->cpu_only << "; this suite runs on "
+        << enum_name(s.device);
+  }
   std::set<std::string> names;
   for (const ExplicitRun& r : s.runs) {
     DDPB_USAGE_CHECK(names.insert(r.name).second)
@@ -673,8 +670,9 @@ class SuiteExpansion {
  private:
   // The suite asks the design table for the designs of each group (Note [The design table]):
   // the reference is the first row that trains on one device, the scaling matrix and the
-  // rounds take every parallel row the suite names, and the groups that vary DDP's reducer
-  // (bucket sweep, autotune, overlap, hooks, flags) take the first named row with buckets.
+  // rounds take every parallel row the suite names, the groups that vary DDP's reducer
+  // (bucket sweep, autotune, overlap, hooks) take the first named row with buckets, and each
+  // flag the first named parallel row with its trait (Note [Design flags]).
   bool has_mode(const std::string& m) const {
     return std::find(s_.modes.begin(), s_.modes.end(), m) != s_.modes.end();
   }
@@ -700,8 +698,8 @@ class SuiteExpansion {
                                   : *std::max_element(s_.world_sizes.begin(), s_.world_sizes.end());
   }
 
-  void make(const std::string& workload, const std::string& mode, int n, int64_t global_batch, RunGroup group,
-            const std::string& variant, const std::vector<std::string>& extra) {
+  void make(const std::string& workload, const std::string& mode, int n, int64_t global_batch,
+            RunGroup group, const std::string& variant, const std::vector<std::string>& extra) {
     SuiteRun r;
     const std::string& mode_name = mode;
     r.workload = workload;
@@ -750,6 +748,8 @@ class SuiteExpansion {
         d != s_.data.end() && group != RunGroup::Explicit &&
         std::find(extra.begin(), extra.end(), "--data") == extra.end())
       r.args.insert(r.args.end(), {"--data", d->second});
+    // Note [Typed run configuration]: what the child will understand, parsed by its parser.
+    r.config = reports::record_from_json<reports::RunConfigInfo>(parse_run_flags(r.args).to_json());
     runs_.push_back(std::move(r));
   }
 
@@ -758,8 +758,7 @@ class SuiteExpansion {
     const std::vector<std::string> parallel = parallel_modes();
     for (const auto& w : s_.workloads) {
       const int64_t b = s_.per_device_batch.at(w);
-      if (has_mode(single) || !parallel.empty())
-        make(w, single, 1, b, RunGroup::Scaling, "", {});
+      if (has_mode(single) || !parallel.empty()) make(w, single, 1, b, RunGroup::Scaling, "", {});
       for (const std::string& mode : parallel) {
         for (int n : s_.world_sizes) make(w, mode, n, n * b, RunGroup::Scaling, "", {});
       }
@@ -849,34 +848,51 @@ class SuiteExpansion {
     }
   }
 
-  // Note [Flag pairs]: every flag is priced against DDP's defaults on the same workload, world
-  // size, batch and steps. Each round runs the default and every flag once; odd rounds run
-  // them in reverse order, so that a drift over the suite (a warming machine, a neighbour)
-  // weighs on A and B alike. The ledger compares each flag with the default of its own round.
+  // Note [Flag pairs]: every flag is priced against its design's defaults on the same
+  // workload, world size, batch and steps. Each round runs the default and every flag once;
+  // odd rounds run them in reverse order, so that a drift over the suite (a warming machine, a
+  // neighbour) weighs on A and B alike. The ledger compares each flag with the default of its
+  // own round. A flag runs on the suite's first parallel design with its trait (Note [Design
+  // flags]), and each design with flags gets its own defaults.
   void flags() {
     const int n = sweep_n();
     const std::string w = s_.resolved_flags_workload();
-    const auto ddp = bucketed_mode();
-    if (!ddp || n <= 1 || w.empty()) return;
-    // sync_bn and broadcast_buffers_off price BatchNorm: they run on a workload that has it
-    // (the flags workload, else the suite's first such), each pair with that workload's own
-    // default. Without one, sync_bn is left out and broadcast_buffers_off stays (it changes
-    // nothing there, which the ledger then shows).
+    if (n <= 1 || w.empty()) return;
+    for (const Design& d : designs()) {
+      std::vector<const DesignFlag*> mine;
+      for (const DesignFlag* f : s_.flags)
+        if (design_for(*f) == &d) mine.push_back(f);
+      if (!mine.empty()) flag_pairs(d.info.name, w, n, mine);
+    }
+  }
+
+  // The suite's first parallel design a flag applies to, or nullptr.
+  const Design* design_for(const DesignFlag& flag) const {
+    for (const Design& d : designs())
+      if (d.info.parallel && has_mode(d.info.name) && flag.applies_to(d.info)) return &d;
+    return nullptr;
+  }
+
+  // One design's flags in every round. The flags that price BatchNorm run on a workload that
+  // has it (the flags workload, else the suite's first such), each pair with that workload's
+  // own default. Without one, a flag that syncs BatchNorm is left out and the others stay
+  // (broadcast_buffers_off changes nothing there, which the ledger then shows).
+  void flag_pairs(const std::string& design, const std::string& w, int n,
+                  const std::vector<const DesignFlag*>& flags) {
     const std::string norm = batch_norm_workload(w);
-    std::vector<DdpFlag> main, on_norm;
-    for (const DdpFlag f : s_.flags) {
-      const bool about_norm = f == DdpFlag::SyncBatchNorm || f == DdpFlag::NoBroadcastBuffers;
-      if (!about_norm || norm == w) {
+    std::vector<const DesignFlag*> main, on_norm;
+    for (const DesignFlag* f : flags) {
+      if (!f->prices_batch_norm || norm == w) {
         main.push_back(f);
       } else if (!norm.empty()) {
         on_norm.push_back(f);
-      } else if (f == DdpFlag::NoBroadcastBuffers) {
+      } else if (!f->syncs_batch_norm) {
         main.push_back(f);
       }
     }
     for (int64_t round = 0; round < s_.flags_repeats; ++round) {
-      flag_round(*ddp, w, n, main, round);
-      if (!on_norm.empty()) flag_round(*ddp, norm, n, on_norm, round);
+      flag_round(design, w, n, main, round);
+      if (!on_norm.empty()) flag_round(design, norm, n, on_norm, round);
     }
   }
 
@@ -888,57 +904,21 @@ class SuiteExpansion {
   }
 
   // One round of `w`'s pairs: its default and each flag, in reverse order on odd rounds.
-  void flag_round(const std::string& ddp, const std::string& w, int n,
-                  const std::vector<DdpFlag>& flags, int64_t round) {
-    std::vector<DdpFlag> order = {DdpFlag::Default};
+  void flag_round(const std::string& design, const std::string& w, int n,
+                  const std::vector<const DesignFlag*>& flags, int64_t round) {
+    std::vector<const DesignFlag*> order = {&default_design_flag()};
     order.insert(order.end(), flags.begin(), flags.end());
     if (round % 2) std::reverse(order.begin(), order.end());
-    const int64_t g = n * s_.per_device_batch.at(w);
-    for (const DdpFlag f : order) {
-      auto [args, batch] = flag_args(f, g, n);
-      std::string name(enum_name(f));
+    const FlagPoint at{n * s_.per_device_batch.at(w), n, s_.warmup};
+    for (const DesignFlag* f : order) {
+      const FlagArgs run = f->args(at);
+      std::string name(f->name);
       std::replace(name.begin(), name.end(), '_', '-');  // ids and file names take hyphens
-      make(w, ddp, n, batch, RunGroup::Flags, fmt::format("flags-{}-r{}", name, round), args);
-      runs_.back().flag = f;
+      make(w, design, n, run.global_batch, RunGroup::Flags,
+           fmt::format("flags-{}-r{}", name, round), run.args);
+      runs_.back().flag = f->info();
       runs_.back().repeat = round;
     }
-  }
-
-  // The `ddpbench run` flags of a flag variant, and its global batch (`g` unless it changes).
-  std::pair<std::vector<std::string>, int64_t> flag_args(DdpFlag f, int64_t g, int n) const {
-    const std::string start = std::to_string(std::max<int64_t>(2, s_.warmup));
-    switch (f) {
-      case DdpFlag::Default:
-        return {{}, g};
-      case DdpFlag::FindUnusedParameters:
-        return {{"--find-unused-params"}, g};
-      case DdpFlag::StaticGraph:
-        return {{"--static-graph"}, g};
-      case DdpFlag::NoBroadcastBuffers:
-        return {{"--no-broadcast-buffers"}, g};
-      case DdpFlag::GradientAsBucketView:
-        return {{"--grad-as-bucket-view"}, g};
-      case DdpFlag::SyncBatchNorm:
-        return {{"--sync-bn"}, g};
-      case DdpFlag::NoSyncK4:
-        // Four micro-batches of a quarter each: the same samples per step as the default.
-        return {{"--accumulate", "4"}, std::max<int64_t>(n, g / 4 / n * n)};
-      case DdpFlag::FirstBucketAtCap:
-        return {{"--first-bucket-mb", "25"}, g};
-      case DdpFlag::OneBucket:
-        return {{"--bucket-cap-mb", "4096", "--first-bucket-mb", "4096"}, g};
-      case DdpFlag::Fp16Hook:
-        return {{"--comm-hook", "fp16"}, g};
-      case DdpFlag::Bf16Hook:
-        return {{"--comm-hook", "bf16"}, g};
-      case DdpFlag::PowerSgdHook:
-        return {{"--comm-hook", "powersgd", "--powersgd-start-iter", start}, g};
-      case DdpFlag::CpuThreadsAll:
-        return {
-            {"--cpu-threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
-            g};
-    }
-    return {{}, g};
   }
 
   // The input pipeline on files: workers (x pin memory on CUDA) at world size 1.

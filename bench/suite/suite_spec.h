@@ -14,6 +14,7 @@
 
 #include "bench/run/designs.h"
 #include "bench/run/run_config.h"
+#include "bench/suite/design_flags.h"
 #include "core/device.h"
 #include "core/ops.h"
 #include "impl_ddp/comm_hooks.h"
@@ -94,12 +95,14 @@ struct SuiteSpec {
   double correctness_threshold = 1e-2;       // fp32 paths
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
   std::vector<ExplicitRun> runs;             // after the matrix, in this order
-  // Group "flags" (the cost ledger, reports/flag_ledger.h): DDP at the largest world size on
-  // `flags_workload` (empty: the sweep workload), once with DDP's defaults and once with each
-  // flag, in `flags_repeats` alternated rounds. Empty: no such group (the quick suites).
-  // sync_bn and broadcast_buffers_off run on a workload with BatchNorm (this one, else the
-  // suite's first such) against that workload's own default.
-  std::vector<reports::DdpFlag> flags;
+  // Group "flags" (the cost ledger, reports/flag_ledger.h): rows of the flag table
+  // (bench/suite/design_flags.h, Note [Design flags]), each on the suite's first design with
+  // the flag's trait (DDP's reducer flags: the first with buckets) at the largest world size on
+  // `flags_workload` (empty: the sweep workload), once with the design's defaults and once with
+  // each flag, in `flags_repeats` alternated rounds. Empty: no such group (the quick suites).
+  // The flags that price BatchNorm (sync_bn, broadcast_buffers_off) run on a workload with it
+  // (this one, else the suite's first such) against that workload's own default.
+  std::vector<const DesignFlag*> flags;
   std::string flags_workload;
   int64_t flags_repeats = 3;
   // Note [Design rounds]: the verdict's factor between the designs comes from this many

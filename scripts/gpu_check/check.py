@@ -259,8 +259,10 @@ def projection(c, b):
     if r.rc != 0:
         return c.record("projection", "FAIL", r.seconds, st.first_line(st.read_text(log)), log)
     with open(out) as f:
-        points = json.load(f)["workloads"][0]["points"]
-    predicted = next(p for p in points if p["devices"] == 2)["ddp"]["step_ms"]
+        projection = json.load(f)
+    design = projection["designs"][0]["name"]  # the one design of the run record projected
+    points = projection["workloads"][0]["points"]
+    predicted = next(p for p in points if p["devices"] == 2)["designs"][design]["step_ms"]
     got = run_record.step_ms_median(run_record.load(two))
     c.record("projection", "PASS", r.seconds, f"predicted {predicted:.3f} ms, measured {got:.3f} ms, "
              f"error {100 * (predicted / got - 1):+.1f}%", log)

@@ -81,6 +81,15 @@ TEST(Device, ParsesAndRejects) {
   EXPECT_THROW(parse_device("cuda:x"), UsageError);
 }
 
+TEST(Device, AListIsParsedEntryByEntry) {
+  EXPECT_EQ(parse_device_list("cuda:0,cuda:0,cpu:2"),
+            (std::vector<Device>{Device::cuda(0), Device::cuda(0), Device::cpu(2)}));
+  EXPECT_EQ(parse_device_list("cpu"), std::vector<Device>{Device::cpu(0)});
+  EXPECT_THROW(parse_device_list("cpu:0,,cpu:1"), UsageError);  // an empty entry
+  EXPECT_THROW(parse_device_list("cpu:0,"), UsageError);
+  EXPECT_THROW(parse_device_list(""), UsageError);
+}
+
 TEST(Device, MissingGpuIsAUsageError) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   try {

@@ -43,19 +43,18 @@ inline json design_rows() {
                 {"has_buckets", buckets},
                 {"overlaps_backward", buckets},
                 {"shards_parameters", false},
-                {"owns_optimizer", false},
+                {"shards_optimizer_state", false},
                 {"gradient_op", op},
                 {"phases", std::move(phases)}};
   };
-  return json::array(
-      {row("single", "single", "device", false, false, false, "",
-           phases({"data", "forward", "backward", "optimizer", "graph"})),
-       row("dp", "DP", "device", true, false, false, "reduce",
-           phases({"data", "scatter", "replicate", "forward", "gather", "loss", "backward",
-                   "reduce", "optimizer"})),
-       row("ddp", "DDP", "rank", true, true, true, "allreduce",
-           phases({"data", "buffer_broadcast", "forward", "sync_bn", "backward_compute",
-                   "comm_exposed", "optimizer"}))});
+  return json::array({row("single", "single", "device", false, false, false, "",
+                          phases({"data", "forward", "backward", "optimizer", "graph"})),
+                      row("dp", "DP", "device", true, false, false, "reduce",
+                          phases({"data", "scatter", "replicate", "forward", "gather", "loss",
+                                  "backward", "reduce", "optimizer"})),
+                      row("ddp", "DDP", "rank", true, true, true, "allreduce",
+                          phases({"data", "buffer_broadcast", "forward", "sync_bn",
+                                  "backward_compute", "comm_exposed", "optimizer"}))});
 }
 
 inline json step_stats(double median) {
@@ -153,6 +152,28 @@ inline json make_run(const std::string& workload, const std::string& mode, int w
       {"variant", variant},
       {"args",
        {"run", "--mode", mode, "--workload", workload, "--world-size", std::to_string(world_size)}},
+      // What the suite's parser makes of args (Note [Typed run configuration]).
+      {"config",
+       {{"mode", mode},
+        {"workload", workload},
+        {"device", "cpu"},
+        {"world_size", world_size},
+        {"global_batch", 32 * world_size},
+        {"steps", 20},
+        {"warmup", 3},
+        {"seed", 0},
+        {"precision", "fp32"},
+        {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+        {"devices", ""},
+        {"backend", ""},
+        {"bucket_cap_mb", 25.0},
+        {"bucket_cap_auto", false},
+        {"accumulate", 1},
+        {"comm_hook", "none"},
+        {"sync_bn", false},
+        {"inject_fault", ""},
+        {"data", ""},
+        {"data_format", ""}}},
       {"status", "ok"},
       {"duration_s", 3.5},
       {"record", "runs/" + file + ".json"},
@@ -160,18 +181,23 @@ inline json make_run(const std::string& workload, const std::string& mode, int w
 }
 
 // A projection record (reports/schema/projection.schema.json) for the fixture's workloads:
-// DDP keeps scaling, DP loses to it from 4 devices on and stops at its node of 8.
+// DDP keeps scaling, DP loses to it from 4 devices on and stops at its node of 8. Designs keyed
+// by name, their rows beside them (Note [Designs keyed by name]).
 inline json make_projection() {
   auto point = [](double step, double comm, double exposed, double eff, double samples) {
     return json{{"step_ms", step},       {"comm_ms", comm},
                 {"exposed_ms", exposed}, {"overlap_ratio", comm > 0 ? 1 - exposed / comm : 0},
                 {"efficiency", eff},     {"samples_per_s", samples}};
   };
-  json p = {{"schema_version", 1},
+  json designs = json::array();
+  for (const json& row : design_rows())
+    if (row["parallel"].get<bool>()) designs.push_back(row);
+  json p = {{"schema_version", 2},
             {"implementation", "ddpbench"},
             {"kind", "projection"},
             {"source", "results"},
             {"device", "cpu"},
+            {"designs", designs},
             {"topology",
              {{"name", "nvlink+ib-ndr"},
               {"source", "presets"},
@@ -187,18 +213,18 @@ inline json make_projection() {
   for (const std::string w : {"mlp-small", "gpt-tiny"}) {
     json pts = json::array();
     for (int n : {1, 2, 4, 8, 16, 32, 64}) {
-      json pt = {{"devices", n}};
+      json pt = {{"devices", n}, {"designs", json::object()}};
       const double ddp = 10 + 0.05 * n;
-      pt["ddp"] = point(ddp, n > 1 ? 2 : 0, n > 1 ? 0.5 : 0, 10 / ddp, 32000 * n / ddp);
+      pt["designs"]["ddp"] = point(ddp, n > 1 ? 2 : 0, n > 1 ? 0.5 : 0, 10 / ddp, 32000 * n / ddp);
       if (n <= 8) {
         const double dp = 9 + 0.6 * n;
-        pt["dp"] = point(dp, 0.6 * n, 0.6 * n, 10 / dp, 32000 * n / dp);
+        pt["designs"]["dp"] = point(dp, 0.6 * n, 0.6 * n, 10 / dp, 32000 * n / dp);
       }
       pts.push_back(pt);
     }
     p["workloads"].push_back(
         {{"workload", w},
-         {"basis", {{"ddp", {{"run", w + "/ddp/w1"}, {"per_device_batch", 32}}}}},
+         {"basis", {{"designs", {{"ddp", {{"run", w + "/ddp/w1"}, {"per_device_batch", 32}}}}}}},
          {"points", pts},
          {"measured",
           {{{"mode", "ddp"},
@@ -207,9 +233,9 @@ inline json make_projection() {
             {"step_ms", 11},
             {"efficiency", 0.91}}}},
          {"crossover", {{"devices", 4}, {"faster", "ddp"}}},
-         {"ddp_max_devices_at_90pct", 20},
-         {"dp_stops_gaining_at", nullptr},
-         {"dp_max_devices", 8}});
+         {"limits",
+          {{"ddp", {{"max_devices_at_90pct", 20}}},
+           {"dp", {{"stops_gaining_at", nullptr}, {"max_devices", 8}}}}}});
   }
   p["validation"] = {
       {"topology", "measured"},
@@ -381,6 +407,7 @@ inline json make_suite() {
         make_run("mlp-small", "ddp", 4, "bucket_sweep", mb == 1.0 ? "bucket-1mb" : "bucket-0.25mb");
     r["args"].push_back("--bucket-cap-mb");
     r["args"].push_back(mb == 1.0 ? "1" : "0.25");
+    r["config"]["bucket_cap_mb"] = mb;
     r["metrics"] = make_metrics("ddp", 4, 9000 * mb / (mb + 0.5), 14.0 / mb + 8, 6.0 / mb, 1.0);
     r["correctness"] = {{"skipped", "bucket sweep: same math as the default run"}};
     runs.push_back(r);
@@ -389,6 +416,7 @@ inline json make_suite() {
   json autotune = make_run("mlp-small", "ddp", 4, "bucket_autotune", "bucket-auto");
   autotune["args"].push_back("--bucket-cap-mb");
   autotune["args"].push_back("auto");
+  autotune["config"]["bucket_cap_auto"] = true;
   autotune["metrics"] = make_metrics("ddp", 4, 9600, 13.0, 5.0, 1.0);
   autotune["metrics"]["bucket_autotune"] = {{"candidates",
                                              {{{"cap_mb", 5.81}, {"median_ms", 13.5}},
@@ -399,11 +427,13 @@ inline json make_suite() {
   runs.push_back(autotune);
   json no_overlap = make_run("mlp-small", "ddp", 4, "overlap", "no-overlap");
   no_overlap["args"].push_back("--no-overlap");
+  no_overlap["config"]["no_overlap"] = true;
   no_overlap["metrics"] = make_metrics("ddp", 4, 8000, 16.0, 3.0, 3.0);
   runs.push_back(no_overlap);
   json hook = make_run("mlp-small", "ddp", 4, "comm_hook", "fp16-hook");
   hook["args"].push_back("--comm-hook");
   hook["args"].push_back("fp16");
+  hook["config"]["comm_hook"] = "fp16";
   hook["metrics"] = make_metrics("ddp", 4, 10500, 12.2, 1.6, 0.5);
   hook["correctness"] = {{"reference", "mlp-small/single/w1/b128"},
                          {"max_rel_diff", 2e-4},
@@ -414,7 +444,7 @@ inline json make_suite() {
   for (const std::string flag : {"default", "static_graph"}) {
     json f = make_run("mlp-small", "ddp", 4, "flags",
                       flag == "default" ? "flags-default-r0" : "flags-static-graph-r0");
-    f["flag"] = flag;
+    f["flag"] = {{"name", flag}, {"mechanism", "what " + flag + " changes"}};
     f["repeat"] = 0;
     f["metrics"] = make_metrics("ddp", 4, 10000, flag == "default" ? 12.8 : 11.9, 1.6, 0.5);
     runs.push_back(f);

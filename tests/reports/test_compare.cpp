@@ -326,7 +326,8 @@ TEST(Compare, FailedRemovedAndAddedRuns) {
 // A single DDP run record as `ddpbench run --out` writes it (the fields compare reads).
 json run_record(double samples, const std::vector<std::pair<bool, double>>& overlaps) {
   json rec = {
-      {"schema_version", 1},
+      {"schema_version", ddpb::reports::kSchemaVersion},
+      {"design", ddpb::testing::design_rows()[2]},
       {"implementation", "ddpbench"},
       {"kind", "run"},
       {"summary",

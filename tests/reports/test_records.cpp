@@ -73,6 +73,7 @@ RunRecord full_run_record() {
   RunRecord r;
   r.context = context();
   r.config.mode = "ddp", r.config.workload = "mlp-small", r.config.device = "cpu";
+  r.design = record_from_json<DesignInfo>(ddpb::testing::design_rows()[2]);
   r.config.precision = "fp32", r.config.world_size = 2, r.config.global_batch = 8;
   r.config.steps = 2, r.config.warmup = 1, r.config.seed = 7, r.config.cuda_graph = false;
   r.config.attention = "math", r.config.optimizer = {"sgd", 0.01, {}};
@@ -90,7 +91,8 @@ RunRecord full_run_record() {
     r.steps.push_back({s, s > 1, 2.5 - 0.1 * s, 3.0, {{"backward", 1.5}, {"data", 0.1}}, m});
   }
   RunSummary& sm = r.summary;
-  sm.step_time_ms = stats(3.0), sm.phases_median_ms = {{"data", "data", 0.1}, {"backward", "compute", 1.5}};
+  sm.step_time_ms = stats(3.0),
+  sm.phases_median_ms = {{"data", "data", 0.1}, {"backward", "compute", 1.5}};
   sm.samples_per_s = 2666.7, sm.tokens_per_s = 2666.7, sm.images_per_s = 2666.7;
   sm.achieved_flops_per_s = 1.6e7, sm.mfu = Mfu{0.01, 1e15, "datasheet", 1};
   sm.first_loss = 2.4, sm.last_loss = 2.2, sm.straggler_skew = 1.3;
@@ -120,6 +122,9 @@ SuiteRun full_suite_run() {
   run.workload = "mlp-small", run.mode = "ddp", run.world_size = 2;
   run.global_batch = 16, run.variant = "bucket-1mb";
   run.args = {"run", "--mode", "ddp", "--bucket-cap-mb", "1"};
+  run.config.emplace();
+  run.config->mode = "ddp", run.config->workload = "mlp-small", run.config->device = "cpu";
+  run.config->world_size = 2, run.config->global_batch = 64, run.config->bucket_cap_mb = 1;
   run.status = RunStatus::Ok, run.error = "none", run.duration_s = 3.5, run.exit_code = 0;
   run.log = "logs/x.log", run.record = "runs/x.json", run.params = "params/x.safetensors";
   run.trace = "traces/x.json";
@@ -147,7 +152,7 @@ SuiteRun full_suite_run() {
   c.skipped = "no", c.error = "none";
   run.correctness = c;
   run.pytorch = PytorchResult{"ok", "pytorch/x.json", "none", 90.0, 0.7, stats(170)};
-  run.flag = DdpFlag::StaticGraph, run.repeat = 1;
+  run.flag = FlagInfo{"static_graph", "no search for unused parameters"}, run.repeat = 1;
   return run;
 }
 
@@ -156,6 +161,7 @@ SuiteRecord full_suite_record() {
   s.complete = true, s.context = context();
   s.suite.name = "default-cpu", s.suite.device = "cpu", s.suite.quick = false;
   s.suite.workloads = {"mlp-small"}, s.suite.modes = {"single", "ddp"};
+  s.designs = record_from_json<std::vector<DesignInfo>>(ddpb::testing::design_rows());
   s.suite.world_sizes = {1, 2}, s.suite.steps = 20, s.suite.warmup = 3, s.suite.seed = 0;
   s.suite.correctness_threshold = 1e-2, s.suite.hook_correctness_threshold = 5e-2;
   s.suite.extra.value = {{"comm_hooks", {"fp16"}}, {"precision", "fp32"}};
@@ -173,26 +179,33 @@ SuiteRecord full_suite_record() {
 ProjectionRecord full_projection_record() {
   ProjectionRecord p;
   p.source = "results/suite-x", p.device = "cpu";
+  for (const json& row : ddpb::testing::design_rows())
+    if (row["parallel"].get<bool>()) p.designs.push_back(record_from_json<DesignInfo>(row));
   p.topology = {"measured",      "fitted on this machine", 8, {5, 10}, LinkInfo{20, 25},
                 LinkInfo{3, 12}, LinkInfo{1, 6},           2, true,    1.4};
   p.devices = {2, 8}, p.scale = {64, 1e12};
   ProjectedWorkload w;
   w.workload = "mlp-small";
-  w.basis = {BasisRun{"mlp-small/ddp/w1", 32}, BasisRun{"mlp-small/dp/w1", 32}, 4.5};
+  w.basis = {{{"ddp", BasisRun{"mlp-small/ddp/w1", 32}}, {"dp", BasisRun{"mlp-small/dp/w1", 32}}},
+             4.5};
   for (int64_t n : {1, 2, 4, 8}) {
     const ProjectedDesign d{4.0 + n, 1.0, 0.5, 0.5, 4.0 / (4.0 + n), 100.0 * n, 2.5};
-    w.points.push_back({n, d, d});
+    w.points.push_back({n, {{"ddp", d}, {"dp", d}}});
   }
   w.measured = {{"ddp", 2, "mlp-small/ddp/w2", 5.8, 0.8}};
   w.crossover.value = Crossover{4, "dp"};
-  w.ddp_max_devices_at_90pct = 2, w.dp_stops_gaining_at = Nullable<int64_t>{4};
-  w.dp_max_devices = 8;
+  w.limits = {{"ddp", DesignLimits{2, std::nullopt, std::nullopt}},
+              {"dp", DesignLimits{std::nullopt, Nullable<int64_t>{4}, 8}}};
+  w.compute_rate = ComputeRates{{"ddp", ComputeRateInfo{"--device-flops", 4e14, 9.9e14, 0.4}},
+                                {"dp", ComputeRateInfo{"--device-flops", 4e14, 9.9e14, 0.4}}};
   p.workloads = {w};
-  p.validation = ProjectionValidation{"measured",
-                                      "each workload's world-size-1 runs",
-                                      "World sizes above 2 oversubscribe",
-                                      {{"mlp-small/ddp/w2", "ddp", 2, 5.8, 6.0, 0.034}},
-                                      {Nullable<double>{0.034}, Nullable<double>{0.1}}};
+  p.validation =
+      ProjectionValidation{"measured",
+                           "each workload's world-size-1 runs",
+                           "World sizes above 2 oversubscribe",
+                           {{"mlp-small/ddp/w2", "ddp", 2, 5.8, 6.0, 0.034, "mlp-small"}},
+                           {{"ddp", Nullable<double>{0.034}}, {"dp", Nullable<double>{0.1}}},
+                           0.15};
   return p;
 }
 
@@ -219,8 +232,16 @@ TEST(ProjectionRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqua
   EXPECT_EQ(problems(validate_projection_record(j)), std::vector<std::string>{});
   EXPECT_EQ(ProjectionRecord::from_json(j), full);
   EXPECT_EQ(ProjectionRecord::from_json(j).to_json(), j);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["workloads"][0]["crossover"]["faster"], "dp");
   EXPECT_EQ(j["validation"]["runs"][0]["mode"], "ddp");
+  // Designs keyed by name (Note [Designs keyed by name]), their rows beside them.
+  EXPECT_EQ(j["designs"][1]["label"], "DDP");
+  EXPECT_EQ(j["workloads"][0]["points"][0]["designs"]["dp"]["step_ms"], 5.0);
+  EXPECT_EQ(j["workloads"][0]["basis"]["designs"]["ddp"]["run"], "mlp-small/ddp/w1");
+  EXPECT_EQ(j["workloads"][0]["limits"]["dp"]["max_devices"], 8);
+  EXPECT_EQ(j["workloads"][0]["compute_rate"]["ddp"]["source"], "--device-flops");
+  EXPECT_EQ(j["validation"]["median_abs_error"]["dp"], 0.1);
   // And inside a suite record, which validates its projection with the projection schema.
   SuiteRecord s = full_suite_record();
   s.projection = full;
@@ -231,17 +252,24 @@ TEST(ProjectionRecordType, AFullyPopulatedRecordMatchesTheSchemaAndReadsBackEqua
 TEST(ProjectionRecordType, NullableKeysAreWrittenAsNullAndReadBackEmpty) {
   ProjectionRecord p = full_projection_record();
   ProjectedWorkload& w = p.workloads[0];
-  w.crossover.value.reset(), w.dp_stops_gaining_at = Nullable<int64_t>{};
-  p.validation->median_abs_error.dp.value.reset();
+  w.crossover.value.reset();
+  put_named(w.limits, "dp", DesignLimits{std::nullopt, Nullable<int64_t>{}, 8});
+  put_named(p.validation->median_abs_error, "dp", Nullable<double>{});
   const json j = p.to_json();
   EXPECT_EQ(problems(validate_projection_record(j)), std::vector<std::string>{});
   EXPECT_TRUE(j["workloads"][0]["crossover"].is_null()) << "a required key, null when none";
-  EXPECT_TRUE(j["workloads"][0]["dp_stops_gaining_at"].is_null());
+  EXPECT_TRUE(j["workloads"][0]["limits"]["dp"]["stops_gaining_at"].is_null());
   EXPECT_TRUE(j["validation"]["median_abs_error"]["dp"].is_null());
   EXPECT_EQ(ProjectionRecord::from_json(j), p);
-  // A DDP-only projection has no DP keys at all, not nulls.
-  w.dp_stops_gaining_at.reset(), w.dp_max_devices.reset();
-  EXPECT_FALSE(p.to_json()["workloads"][0].contains("dp_stops_gaining_at"));
+  // A design absent at a point, or not projected at all, has no key, not a null.
+  w.points[3].designs = {{"ddp", w.points[3].designs[0].second}};
+  w.limits = {{"ddp", DesignLimits{2, std::nullopt, std::nullopt}}};
+  const json ddp_only = p.to_json();
+  EXPECT_EQ(problems(validate_projection_record(ddp_only)), std::vector<std::string>{});
+  EXPECT_FALSE(ddp_only["workloads"][0]["points"][3]["designs"].contains("dp"));
+  EXPECT_FALSE(ddp_only["workloads"][0]["limits"].contains("dp"));
+  EXPECT_FALSE(ddp_only["workloads"][0]["limits"]["ddp"].contains("stops_gaining_at"));
+  EXPECT_EQ(ProjectionRecord::from_json(ddp_only), p);
 }
 
 TEST(SuiteRecordType, TheReportFixtureReadsBackUnchanged) {
@@ -295,12 +323,13 @@ TEST(RecordReading, OpenObjectsKeepUnnamedKeysAndNamedKeysWin) {
   EXPECT_EQ(r.to_json()["mode"]["details"]["transport"], "gloo");
 }
 
-TEST(SuiteRunType, ArgsAndLookups) {
+TEST(SuiteRunType, TheTypedConfigurationAndLookups) {
   const SuiteRecord s = full_suite_record();
-  EXPECT_EQ(s.runs[0].arg("--bucket-cap-mb"), "1");
-  EXPECT_FALSE(s.runs[0].arg("--sync-bn").has_value());
-  EXPECT_FALSE(s.runs[0].arg("1").has_value()) << "the last word has no value after it";
-  EXPECT_TRUE(s.runs[0].has_arg("--mode"));
+  EXPECT_EQ(s.runs[0].run_config().bucket_cap_mb, 1.0);
+  EXPECT_FALSE(s.runs[0].run_config().sync_bn);
+  SuiteRun bare;  // a hand-made record without config reads the defaults
+  EXPECT_EQ(bare.run_config().bucket_cap_mb, 25.0);
+  EXPECT_EQ(bare.run_config().comm_hook, "none");
   EXPECT_EQ(s.find_run("mlp-small/ddp/w2/bucket-1mb"), &s.runs[0]);
   EXPECT_EQ(s.find_run("nope"), nullptr);
   EXPECT_EQ(s.workloads(), std::vector<std::string>{"mlp-small"});

@@ -97,6 +97,17 @@ TEST(SuiteSchema, RejectsUnknownTopLevelKeyBadStatusAndMissingRunFields) {
   EXPECT_EQ(suite_errors(doc), Strings{R"(/kind: expected "suite", got "run")"});
 }
 
+// Note [Designs in records]: a run names a row of the suite's designs, which no schema can
+// say; a run of a design the record does not describe would fall out of the verdict unseen.
+TEST(SuiteSchema, EveryRunNamesARowOfTheDesigns) {
+  json doc = make_suite();
+  doc["runs"][1]["mode"] = "fsdp";
+  EXPECT_EQ(suite_errors(doc), Strings{R"(/runs/1/mode: "fsdp" names no row of "designs")"});
+  doc = make_suite();
+  doc["designs"].erase(2);  // ddp's row
+  EXPECT_FALSE(suite_errors(doc).empty());
+}
+
 TEST(SuiteSchema, RunEntriesStayOpenForOptionalFields) {
   // Fields the doc lists as optional, and ones a later writer may add, do not break old readers.
   json doc = make_suite();

@@ -150,6 +150,16 @@ TEST_F(RealRecords, SingleAndDpValidate) {
   }
 }
 
+TEST_F(RealRecords, TheDesignRowIsTheOneTheConfigurationNames) {
+  json rec = make_record("--mode dp --world-size 2", dir_ / "run.json");
+  EXPECT_EQ(rec["design"]["name"], "dp");
+  EXPECT_EQ(rec["design"]["label"], "DP");
+  rec["design"]["name"] = "ddp";
+  Strings got;
+  for (const auto& e : ddpb::reports::validate_run_record(rec)) got.push_back(e.str());
+  EXPECT_EQ(got, Strings{R"(/design/name: "ddp" is not the design config.mode names ("dp"))"});
+}
+
 TEST_F(RealRecords, MutationsAreCaughtAtTheirPath) {
   json rec = make_record("--mode dp --world-size 2", dir_ / "run.json");
   json bad = rec;
@@ -161,12 +171,15 @@ TEST_F(RealRecords, MutationsAreCaughtAtTheirPath) {
   bad["surprise"] = true;
   Strings got;
   for (const auto& e : ddpb::reports::validate_run_record(bad)) got.push_back(e.str());
-  EXPECT_EQ(got, (Strings{R"(/design/phases/0/kind: "thinking" is not one of ["data","compute","communication","wait","host"])",
-                          "/memory/0/peak_bytes: expected integer, got number",
-                          "/steps/0: missing required key 'loss'",
-                          "/steps/1/mode/devices/1/rows: -1 is below the minimum 0",
-                          "/summary/step_time_ms/median: expected number, got string",
-                          "/surprise: unexpected key"}));
+  EXPECT_EQ(
+      got,
+      (Strings{
+          R"(/design/phases/0/kind: "thinking" is not one of ["data","compute","communication","wait","host"])",
+          "/memory/0/peak_bytes: expected integer, got number",
+          "/steps/0: missing required key 'loss'",
+          "/steps/1/mode/devices/1/rows: -1 is below the minimum 0",
+          "/summary/step_time_ms/median: expected number, got string",
+          "/surprise: unexpected key"}));
 }
 
 TEST_F(RealRecords, TruncatedMalformedAndInvalidFilesNameTheFile) {

@@ -1,10 +1,12 @@
 // The report's Verdict and Projection sections (reports/verdict.h, projection_view.h): the
-// tie rule, the phase groups, every bottleneck rule on hand-built runs, "n/a" where a metric
-// does not apply, and both sections at the top of the HTML and Markdown reports.
+// tie rule, phases grouped by their recorded kind, every bottleneck rule on hand-built runs,
+// best, runner-up and gap among any number of designs, "n/a" where a metric does not apply, and
+// both sections at the top of the HTML and Markdown reports.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reports/html_report.h"
@@ -18,6 +20,7 @@
 namespace {
 
 using ddpb::reports::BottleneckInputs;
+using ddpb::reports::Contender;
 using ddpb::reports::SuiteRun;
 using ddpb::testing::make_projection;
 using ddpb::testing::make_suite;
@@ -31,7 +34,8 @@ SuiteRun run_with(const std::string& mode, int n,
   json phases = json::array();
   double step = 0;
   for (const auto& [name, ms] : ph) {
-    phases.push_back({{"phase", name}, {"kind", ddpb::testing::kind_of_phase(name)}, {"median_ms", ms}});
+    phases.push_back(
+        {{"phase", name}, {"kind", ddpb::testing::kind_of_phase(name)}, {"median_ms", ms}});
     step += ms;
   }
   return ddpb::reports::record_from_json<SuiteRun>(
@@ -71,62 +75,91 @@ TEST(Verdict, TieIsADifferenceInsideTheLargerSpread) {
   EXPECT_FALSE(ddpb::reports::within_noise(10.0, 0.2, 10.5, 0.3));
 }
 
-TEST(Verdict, PhaseGroups) {
-  const auto dp = ddpb::reports::group_phases(run_with("dp", 2,
-                                                       {{"data", 1},
-                                                        {"scatter", 2},
-                                                        {"replicate", 3},
-                                                        {"forward", 4},
-                                                        {"gather", 5},
-                                                        {"loss", 6},
-                                                        {"backward", 7},
-                                                        {"reduce", 8},
-                                                        {"optimizer", 9}}));
-  EXPECT_DOUBLE_EQ(dp.compute_ms, 4 + 6 + 7);
-  EXPECT_DOUBLE_EQ(dp.traffic_ms, 2 + 3 + 5);
-  EXPECT_DOUBLE_EQ(dp.reduce_ms, 8);
-  EXPECT_DOUBLE_EQ(dp.data_ms, 1);
-  EXPECT_DOUBLE_EQ(dp.optimizer_ms, 9);
-  const auto ddp = ddpb::reports::group_phases(run_with("ddp", 2,
-                                                        {{"buffer_broadcast", 1},
-                                                         {"forward", 2},
-                                                         {"sync_bn", 3},
-                                                         {"backward_compute", 4},
-                                                         {"comm_exposed", 5}}));
-  EXPECT_DOUBLE_EQ(ddp.sync_ms, 4);
-  EXPECT_DOUBLE_EQ(ddp.compute_ms, 6);
-  EXPECT_DOUBLE_EQ(ddp.reduce_ms, 5);
+// Phases are grouped by the kind their record gives them (Note [Phase kinds]), never by name.
+TEST(Verdict, PhasesGroupByTheKindTheirRecordGives) {
+  using ddpb::reports::phase_time_by_kind;
+  const auto dp = phase_time_by_kind(run_with("dp", 2,
+                                              {{"data", 1},
+                                               {"scatter", 2},
+                                               {"replicate", 3},
+                                               {"forward", 4},
+                                               {"gather", 5},
+                                               {"loss", 6},
+                                               {"backward", 7},
+                                               {"reduce", 8},
+                                               {"optimizer", 9}}));
+  EXPECT_DOUBLE_EQ(dp.at("compute"), 4 + 6 + 7 + 9);
+  EXPECT_DOUBLE_EQ(dp.at("communication"), 2 + 3 + 5 + 8);
+  EXPECT_DOUBLE_EQ(dp.at("data"), 1);
+  EXPECT_EQ(dp.size(), 3u);
+  SuiteRun ddp = run_with("ddp", 2,
+                          {{"buffer_broadcast", 1},
+                           {"forward", 2},
+                           {"sync_bn", 3},
+                           {"backward_compute", 4},
+                           {"comm_exposed", 5}});
+  EXPECT_DOUBLE_EQ(phase_time_by_kind(ddp).at("communication"), 1 + 3 + 5);
+  EXPECT_DOUBLE_EQ(phase_time_by_kind(ddp).at("compute"), 6);
+  // The control: the record's kind decides, whatever the phase is called.
+  (*ddp.metrics->phases_median_ms)[1].kind = "wait";
+  const auto relabelled = phase_time_by_kind(ddp);
+  EXPECT_DOUBLE_EQ(relabelled.at("compute"), 4);
+  EXPECT_DOUBLE_EQ(relabelled.at("wait"), 2);
+}
+
+// The fixture's design rows, for runs made by hand.
+ddpb::reports::DesignInfo design_row(const std::string& name) {
+  static const auto record = ddpb::reports::SuiteRecord::from_json(make_suite());
+  return record.design_named(name);
+}
+
+// The bottleneck of DP's and DDP's runs (either may be null), as "<kind>" or, for a design's
+// communication, "communication of <design>".
+std::string bottleneck(const SuiteRun* dp, const SuiteRun* ddp, const std::string& device = "cuda",
+                       int cores = 0) {
+  const BottleneckInputs in{
+      {Contender{design_row("dp"), dp}, Contender{design_row("ddp"), ddp}}, 2, device, cores};
+  const auto b = ddpb::reports::find_bottleneck(in);
+  return b.kind == "communication" ? b.kind + " of " + b.in.design.name : b.kind;
 }
 
 TEST(Verdict, BottleneckRulesInOrder) {
-  using ddpb::reports::bottleneck_kind;
   const SuiteRun compute_dp = run_with("dp", 2, {{"forward", 5}, {"backward", 10}, {"reduce", 1}});
   const SuiteRun compute_ddp =
       run_with("ddp", 2, {{"forward", 5}, {"backward_compute", 10}, {"comm_exposed", 1}});
-  BottleneckInputs in{&compute_dp, &compute_ddp, 2, "cuda", 0};
-  EXPECT_EQ(bottleneck_kind(in), "compute");
+  EXPECT_EQ(bottleneck(&compute_dp, &compute_ddp), "compute");
   // Data: a fifth of the winner's step.
   const SuiteRun slow_data =
       run_with("ddp", 2, {{"data", 4}, {"forward", 5}, {"backward_compute", 10}});
-  EXPECT_EQ(bottleneck_kind({nullptr, &slow_data, 2, "cuda", 0}), "data");
-  EXPECT_EQ(bottleneck_kind({&compute_dp, &slow_data, 2, "cuda", 0}), "compute")
+  EXPECT_EQ(bottleneck(nullptr, &slow_data), "data");
+  EXPECT_EQ(bottleneck(&compute_dp, &slow_data), "compute")
       << "the rule looks at the faster design";
-  EXPECT_EQ(bottleneck_kind({nullptr, nullptr, 2, "cuda", 0}), "");
+  EXPECT_EQ(bottleneck(nullptr, nullptr), "");
   // DDP's exposed communication.
   const SuiteRun exposed =
       run_with("ddp", 2, {{"forward", 5}, {"backward_compute", 10}, {"comm_exposed", 6}});
-  EXPECT_EQ(bottleneck_kind({nullptr, &exposed, 2, "cuda", 0}), "ddp-exposed-comm");
+  EXPECT_EQ(bottleneck(nullptr, &exposed), "communication of ddp");
   // DP's device-0 traffic.
   const SuiteRun traffic =
       run_with("dp", 2, {{"replicate", 3}, {"forward", 5}, {"backward", 10}, {"reduce", 3}});
-  EXPECT_EQ(bottleneck_kind({&traffic, nullptr, 2, "cuda", 0}), "dp-device0-traffic");
+  EXPECT_EQ(bottleneck(&traffic, nullptr), "communication of dp");
+  // Both over the share: the faster design's communication is the one named.
+  EXPECT_EQ(bottleneck(&traffic, &exposed), "communication of dp");
   // The machine: as many CPU ranks as cores and nobody near linear scaling; not on GPUs,
   // and not when one design scales.
   const SuiteRun poor =
       run_with("ddp", 2, {{"forward", 5}, {"backward_compute", 10}, {"comm_exposed", 6}}, 0.5);
-  EXPECT_EQ(bottleneck_kind({nullptr, &poor, 2, "cpu", 2}), "machine");
-  EXPECT_EQ(bottleneck_kind({nullptr, &poor, 2, "cpu", 8}), "ddp-exposed-comm");
-  EXPECT_EQ(bottleneck_kind({nullptr, &poor, 2, "cuda", 2}), "ddp-exposed-comm");
+  EXPECT_EQ(bottleneck(nullptr, &poor, "cpu", 2), "machine");
+  EXPECT_EQ(bottleneck(nullptr, &poor, "cpu", 8), "communication of ddp");
+  EXPECT_EQ(bottleneck(nullptr, &poor, "cuda", 2), "communication of ddp");
+}
+
+// The cell of `row` under the column headed `column` in the verdict table.
+std::string cell(const ddpb::reports::ReportSection& v, size_t row, const std::string& column) {
+  const auto& t = v.tables.at(0).table;
+  const auto at = std::find(t.header.begin(), t.header.end(), column);
+  if (at == t.header.end()) return "no column " + column;
+  return t.rows.at(row).at(static_cast<size_t>(at - t.header.begin()));
 }
 
 TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
@@ -139,12 +172,19 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   EXPECT_EQ(t.rows[0][0], "mlp-small");
   EXPECT_EQ(t.rows[0][1], "2");
   EXPECT_EQ(t.rows[0][2], "DDP");  // the fixture's DDP scales at 0.91, DP at 0.5
-  EXPECT_EQ(t.rows[3][5], "did not run");
+  EXPECT_EQ(t.rows[0][3], "DP");   // the runner-up
+  EXPECT_EQ(cell(v, 3, "DDP step"), "did not run");
   EXPECT_EQ(t.rows[3][2], "-");
   // At w4 the default 25 MB beats the sweep's 1 and 0.25 MB.
-  EXPECT_EQ(t.rows[1][11].rfind("25 MB, the default", 0), 0u) << t.rows[1][11];
-  EXPECT_NE(t.rows[1][11].find("; auto chose 2.64 MB (13.0"), std::string::npos) << t.rows[1][11];
-  EXPECT_EQ(t.rows[0][11], "not swept");
+  const std::string cap = cell(v, 1, "DDP best bucket cap");
+  EXPECT_EQ(cap.rfind("25 MB, the default", 0), 0u) << cap;
+  EXPECT_NE(cap.find("; auto chose 2.64 MB (13.0"), std::string::npos) << cap;
+  EXPECT_EQ(cell(v, 0, "DDP best bucket cap"), "not swept");
+  // Columns by trait: memory for every design, overlap and buckets where they apply.
+  EXPECT_EQ(cell(v, 0, "DP memory").rfind("+", 0), 0u) << "device 0's premium";
+  EXPECT_NE(cell(v, 0, "DDP memory").find(" per rank"), std::string::npos);
+  EXPECT_EQ(std::count(t.header.begin(), t.header.end(), "DP overlap"), 0);
+  EXPECT_EQ(std::count(t.header.begin(), t.header.end(), "DP best bucket cap"), 0);
   // Per workload (Note [Verdict findings]): its bottleneck, the bucket blame of its DDP scaling
   // runs that succeeded (Note [Bucket blame]: the fixture's last rank holds each of them back),
   // then the critical path of DP and DDP at their largest world size (gpt-tiny's DDP at 2: its
@@ -161,7 +201,7 @@ TEST(Verdict, TableNamesTheFasterDesignPerWorldSize) {
   EXPECT_EQ(gpt[3].rfind("Critical path, gpt-tiny DDP at 2 ranks", 0), 0u) << gpt[3];
   EXPECT_EQ(mlp[1].rfind("mlp-small/ddp/w2: rank 1 holds back 90% of buckets", 0), 0u) << mlp[1];
   EXPECT_NE(mlp[2].find("its backward_compute is 11.8 ms slower"), std::string::npos) << mlp[2];
-  // Every explanation names three phase-group differences with their ms.
+  // Every explanation names three phase-kind differences, runner-up minus best, with their ms.
   size_t explained = 0;
   for (const auto& n : v.notes) explained += n.find("(DP - DDP = ") != std::string::npos;
   EXPECT_EQ(explained, 3u);
@@ -194,7 +234,7 @@ TEST(Verdict, QuickSuitesSayPlainlyThatTheyCannotRankInsideTheNoise) {
     const auto v = verdict_of(quick);
     EXPECT_TRUE(has_quick_note(quick)) << key;
     EXPECT_EQ(v.tables[0].table.rows[0][2], "cannot rank") << key;
-    EXPECT_NE(v.tables[0].table.rows[0][3].find("inside the noise"), std::string::npos);
+    EXPECT_NE(v.tables[0].table.rows[0][4].find("inside the noise"), std::string::npos);
     // A difference beyond the noise still ranks.
     EXPECT_EQ(v.tables[0].table.rows[1][2], "DDP") << key;
   }
@@ -382,9 +422,10 @@ TEST(Verdict, TheFirstScreenSaysPerWorkloadWhichDesignWinsHowFarFromItsBoundAndW
 // named, and not blamed on the machine.
 TEST(Verdict, AnInjectedFaultIsNotCalledLoadOnTheMachine) {
   json suite = make_suite();
-  auto& args = run_by_id(suite, "mlp-small/ddp/w4")["args"];
-  args.push_back("--inject-fault");
-  args.push_back("slow-backward=5:rank=3");
+  auto& run = run_by_id(suite, "mlp-small/ddp/w4");
+  run["args"].push_back("--inject-fault");
+  run["args"].push_back("slow-backward=5:rank=3");
+  run["config"]["inject_fault"] = "slow-backward=5:rank=3";
   const auto record = ddpb::reports::SuiteRecord::from_json(suite);
   const auto sentences = ddpb::reports::first_screen_sentences(record);
   ASSERT_EQ(sentences.size(), 1u);
@@ -401,9 +442,10 @@ TEST(Verdict, AnInjectedFaultIsNotCalledLoadOnTheMachine) {
   EXPECT_EQ(blamed, 1);
 }
 
+// "best | gap" of the verdict row of (w, n).
 std::string verdict_row_by(const ddpb::reports::ReportSection& v, const std::string& w, int n) {
   for (const auto& row : v.tables.at(0).table.rows)
-    if (row[0] == w && row[1] == std::to_string(n)) return row[2] + " | " + row[3];
+    if (row[0] == w && row[1] == std::to_string(n)) return row[2] + " | " + row[4];
   return "";
 }
 
@@ -444,6 +486,117 @@ TEST(Verdict, FactorsComeFromAlternatedRoundsWithTheirSpread) {
   sentences = ddpb::reports::first_screen_sentences(ddpb::reports::SuiteRecord::from_json(suite));
   EXPECT_NE(sentences.at(0).find("DDP is 1.20x faster than DP at 4 devices (one round, no spread)"),
             std::string::npos)
+      << sentences[0];
+}
+
+// Adds a third parallel design to the fixture suite: "toy-ddp", labelled ToyDDP, with DDP's
+// traits and phases, and its mlp-small scaling runs at 2 and 4 devices of the given median
+// steps (ms). Nothing in reports/ knows its name.
+void add_toy_design(json& suite, double w2_ms, double w4_ms) {
+  for (const json& d : json(suite["designs"])) {
+    if (d["name"] != "ddp") continue;
+    json toy = d;
+    toy["name"] = "toy-ddp";
+    toy["label"] = "ToyDDP";
+    suite["designs"].push_back(toy);
+  }
+  suite["suite"]["modes"].push_back("toy-ddp");
+  for (const auto& [n, median] : {std::pair{2, w2_ms}, std::pair{4, w4_ms}}) {
+    json r = ddpb::testing::make_run("mlp-small", "toy-ddp", n, "scaling");
+    r["metrics"] = ddpb::testing::make_metrics("toy-ddp", n, 32 * n * 1000.0 / median, median,
+                                               0.6 * median, 0.2 * median);
+    r["scaling"] = {{"baseline", "mlp-small/single/w1"}, {"weak_efficiency", 0.95}};
+    suite["runs"].push_back(r);
+  }
+}
+
+// Round k of the run `id` (group "rounds") with a median step of `median` ms.
+void add_round(json& suite, const std::string& id, int k, double median) {
+  json r = run_by_id(suite, id);
+  r["id"] = id + "/round-" + std::to_string(k);
+  r["group"] = "rounds";
+  r["variant"] = "round-" + std::to_string(k);
+  r["repeat"] = k;
+  r["metrics"]["step_time_ms"]["median"] = median;
+  suite["runs"].push_back(r);
+}
+
+// Note [The verdict's designs]: a design the report has never heard of gets its columns, its
+// place among the best, the runner-up and the gap, and its sentences, from its row alone.
+TEST(Verdict, AThirdDesignGetsItsColumnAndItsSentences) {
+  json suite = make_suite();
+  add_toy_design(suite, 30.0, 10.0);  // third at 2 devices, best at 4
+  run_by_id(suite, "mlp-small/ddp/w4")["metrics"]["step_time_ms"]["median"] = 12.0;
+  // ToyDDP's exposed communication is a quarter of its step at 4: the bottleneck there.
+  for (json& p : run_by_id(suite, "mlp-small/toy-ddp/w4")["metrics"]["phases_median_ms"]) {
+    if (p["phase"] == "comm_exposed") p["median_ms"] = 2.5;
+    if (p["phase"] == "backward_compute") p["median_ms"] = 4.5;
+  }
+  const auto record = ddpb::reports::SuiteRecord::from_json(suite);
+  const auto v = ddpb::reports::build_verdict(record);
+  const auto& t = v.tables.at(0).table;
+  EXPECT_NE(v.tables[0].caption.find("DP, DDP and ToyDDP"), std::string::npos)
+      << v.tables[0].caption;
+  // Its columns, by its traits (DDP's: per-rank memory, overlap, buckets).
+  for (const char* column : {"ToyDDP step", "ToyDDP samples/s", "ToyDDP memory", "ToyDDP overlap",
+                             "ToyDDP best bucket cap"})
+    EXPECT_EQ(std::count(t.header.begin(), t.header.end(), column), 1) << column;
+  ASSERT_EQ(t.rows.size(), 4u);
+  // mlp-small at 2: DDP best, DP the runner-up, ToyDDP third (its step in its column).
+  EXPECT_EQ(t.rows[0][2], "DDP");
+  EXPECT_EQ(t.rows[0][3], "DP");
+  EXPECT_EQ(cell(v, 0, "ToyDDP step").rfind("30", 0), 0u) << cell(v, 0, "ToyDDP step");
+  // mlp-small at 4: ToyDDP best, DDP the runner-up, the gap DDP's step over ToyDDP's.
+  EXPECT_EQ(t.rows[1][2], "ToyDDP");
+  EXPECT_EQ(t.rows[1][3], "DDP");
+  EXPECT_EQ(t.rows[1][4], "1.20x (20.0% apart, one round: no spread)");
+  EXPECT_NE(cell(v, 1, "ToyDDP memory").find(" per rank"), std::string::npos);
+  EXPECT_EQ(cell(v, 1, "ToyDDP best bucket cap"), "not swept") << "DDP's sweep is not ToyDDP's";
+  EXPECT_EQ(cell(v, 2, "ToyDDP step"), "did not run");  // gpt-tiny has no ToyDDP run
+  // The phase kinds behind the answer, runner-up minus best.
+  const auto why = std::find_if(v.notes.begin(), v.notes.end(), [](const std::string& n) {
+    return n.rfind("mlp-small at world size 4, ToyDDP faster than DDP: ", 0) == 0;
+  });
+  ASSERT_NE(why, v.notes.end());
+  EXPECT_NE(why->find("(DDP - ToyDDP = "), std::string::npos) << *why;
+  // The bottleneck, from its traits and its phases of kind communication.
+  const auto* mlp = group_of(v, "mlp-small");
+  ASSERT_NE(mlp, nullptr);
+  EXPECT_EQ(mlp->paragraphs.at(0).rfind("mlp-small at world size 4: ToyDDP's exposed "
+                                        "communication. Its comm_exposed takes 2.5",
+                                        0),
+            0u)
+      << mlp->paragraphs[0];
+  // The first screen names the best of three and the runner-up.
+  auto sentences = ddpb::reports::first_screen_sentences(record);
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_EQ(sentences[0].rfind("mlp-small: ToyDDP is the fastest of 3 designs at 4 devices, "
+                               "1.20x faster than the runner-up DDP (one round, no spread)",
+                               0),
+            0u)
+      << sentences[0];
+  // Over rounds, the factor is the runner-up's step over the best's in each.
+  for (const auto& [k, toy, ddp] : {std::tuple{1, 10.0, 13.0}, std::tuple{2, 10.0, 11.0}}) {
+    add_round(suite, "mlp-small/toy-ddp/w4", k, toy);
+    add_round(suite, "mlp-small/ddp/w4", k, ddp);
+    add_round(suite, "mlp-small/dp/w4", k, 30.0);
+  }
+  EXPECT_EQ(
+      verdict_row_by(ddpb::reports::build_verdict(ddpb::reports::SuiteRecord::from_json(suite)),
+                     "mlp-small", 4),
+      "ToyDDP | 1.20x (1.10-1.30x over 3 rounds)");
+  // A round that DDP wins makes the two tie, named in the record's order.
+  run_by_id(suite, "mlp-small/ddp/w4/round-2")["metrics"]["step_time_ms"]["median"] = 9.0;
+  const auto tied = ddpb::reports::SuiteRecord::from_json(suite);
+  EXPECT_EQ(verdict_row_by(ddpb::reports::build_verdict(tied), "mlp-small", 4),
+            "tie | DDP and ToyDDP, the rounds disagree: DDP's step over ToyDDP's 0.90-1.30 over 3 "
+            "rounds");
+  sentences = ddpb::reports::first_screen_sentences(tied);
+  ASSERT_EQ(sentences.size(), 1u);
+  EXPECT_EQ(sentences[0].rfind("mlp-small: DDP and ToyDDP tie for the best of 3 designs at 4 "
+                               "devices (the rounds disagree",
+                               0),
+            0u)
       << sentences[0];
 }
 
@@ -505,8 +658,8 @@ TEST(Verdict, TheVerdictAndTheRunsTableNameTheDataset) {
 TEST(Projection, OneDeviceIsNotUpToOneDevices) {
   json suite = make_suite();
   for (auto& w : suite["projection"]["workloads"]) {
-    w["ddp_max_devices_at_90pct"] = 1;
-    w["dp_max_devices"] = 1;
+    w["limits"]["ddp"]["max_devices_at_90pct"] = 1;
+    w["limits"]["dp"]["max_devices"] = 1;
   }
   const std::string html = ddpb::reports::render_html(suite);
   EXPECT_EQ(html.find("up to 1 devices"), std::string::npos);
@@ -558,10 +711,11 @@ TEST(Projection, FixtureMatchesTheSchemaAndMistakesDoNot) {
   bad["topology"].erase("intra");
   EXPECT_FALSE(ddpb::reports::validate_projection_record(bad).empty());
   json suite = make_suite();
-  suite["projection"]["workloads"][0]["points"][0]["ddp"].erase("step_ms");
+  suite["projection"]["workloads"][0]["points"][0]["designs"]["ddp"].erase("step_ms");
   const auto errors = ddpb::reports::validate_suite_record(suite);
   ASSERT_FALSE(errors.empty());
-  EXPECT_EQ(errors[0].path.rfind("/projection/workloads/0/points/0/ddp", 0), 0u) << errors[0].str();
+  EXPECT_EQ(errors[0].path.rfind("/projection/workloads/0/points/0/designs/ddp", 0), 0u)
+      << errors[0].str();
 }
 
 TEST(Projection, MissingProjectionSaysSo) {

@@ -104,6 +104,18 @@ TEST_F(BadInput, ResNetCheckpointOfAnotherShape) {
                      "'fc.weight' is f32[5, 512] on cpu:0, the model needs f32[10, 512]");
 }
 
+// Rank options and bucket options each ask their own trait of the design's row.
+TEST_F(BadInput, RankOptionsNeedRanksThatAreProcesses) {
+  expect_usage_error("--workload mlp-small --backend gloo",
+                     "--backend, --inject-fault and --rendezvous are for ranks that are processes: "
+                     "use --mode ddp");
+  expect_usage_error("--mode dp --world-size 2 --workload mlp-small --rendezvous file:///tmp/x",
+                     "are for ranks that are processes");
+  expect_usage_error("--mode dp --world-size 2 --workload mlp-small --accumulate 2",
+                     "need --mode ddp");
+  expect_usage_error("--mode fsdp --workload mlp-small", "--mode must be single, dp or ddp");
+}
+
 TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {
   expect_usage_error("--workload resnet-tiny --sync-bn", "need --mode ddp");
   expect_usage_error("--mode ddp --world-size 2 --workload mlp-small --sync-bn",

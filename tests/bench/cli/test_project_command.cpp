@@ -66,20 +66,21 @@ TEST_F(ProjectCommand, DeviceFlopsFromARunRecordPutsComputeAtThatRate) {
   const auto& w = p["workloads"][0];
   EXPECT_EQ(w["compute_rate"]["ddp"]["flops_per_s"].get<double>(), 4e14);
   ASSERT_EQ(w["points"][0]["devices"], 1);
-  EXPECT_EQ(w["points"][0]["ddp"]["efficiency"].get<double>(), 1.0);
-  for (const auto& pt : w["points"]) EXPECT_LE(pt["ddp"]["efficiency"].get<double>(), 1.0);
+  EXPECT_EQ(w["points"][0]["designs"]["ddp"]["efficiency"].get<double>(), 1.0);
+  for (const auto& pt : w["points"])
+    EXPECT_LE(pt["designs"]["ddp"]["efficiency"].get<double>(), 1.0);
   // mlp-small's 3.1M parameters a step at 400 TFLOP/s: compute is microseconds, not the CPU's
   // milliseconds.
   const auto record = load(record_);
-  EXPECT_LT(w["points"][0]["ddp"]["step_ms"].get<double>(),
+  EXPECT_LT(w["points"][0]["designs"]["ddp"]["step_ms"].get<double>(),
             record["summary"]["step_time_ms"]["median"].get<double>());
   // Twice the rate: less compute, so a shorter one-device step.
   const auto fast =
       run_cli("project " + record_ +
               " --devices 8 --topology nvlink+ib-ndr --device-flops 800e12 --json " + out);
   ASSERT_EQ(fast.code, 0) << fast.output;
-  EXPECT_LT(load(out)["workloads"][0]["points"][0]["ddp"]["step_ms"].get<double>(),
-            w["points"][0]["ddp"]["step_ms"].get<double>());
+  EXPECT_LT(load(out)["workloads"][0]["points"][0]["designs"]["ddp"]["step_ms"].get<double>(),
+            w["points"][0]["designs"]["ddp"]["step_ms"].get<double>());
 }
 
 TEST_F(ProjectCommand, ATopologyFileWithoutADeviceKeepsTheMeasuredTimes) {

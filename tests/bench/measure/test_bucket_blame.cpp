@@ -3,6 +3,7 @@
 
 #include "bench/measure/bucket_blame.h"
 #include "core/check.h"
+#include "core/step_phase.h"
 
 namespace ddpb::bench {
 namespace {
@@ -47,7 +48,7 @@ std::vector<reports::RankRecord> ranks_with_phases(int ranks, int slow_rank,
       if (r == slow_rank && phase == slow_phase) ms += extra;
       // Every other rank waits for the slow one after backward: never the slow rank's phase.
       if (r != slow_rank && std::string(phase) == "comm_exposed") ms += extra;
-      rec.phases_median_ms.push_back({phase, "compute", ms});
+      rec.phases_median_ms.push_back({phase, phase_kind_name(phase_kind_of(phase)), ms});
     }
     out.push_back(rec);
   }

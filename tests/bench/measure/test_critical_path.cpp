@@ -3,6 +3,7 @@
 // device 0's, and the Gantt lanes hold every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,6 @@
 
 namespace ddpb::bench {
 namespace {
-
 
 using reports::NamedValues;
 using reports::RunRecord;
@@ -58,7 +58,8 @@ RunRecord ddp_record() {
   r.steps[2].mode = mode;
   reports::RankRecord rank1;
   rank1.rank = 1;
-  rank1.phases_median_ms = {{"data", "data", 1}, {"forward", "compute", 8}, {"backward_compute", "compute", 13}};
+  rank1.phases_median_ms = {
+      {"data", "data", 1}, {"forward", "compute", 8}, {"backward_compute", "compute", 13}};
   r.ranks = std::vector<reports::RankRecord>{reports::RankRecord{}, rank1};
   return r;
 }
@@ -126,6 +127,34 @@ TEST(CriticalPath, NoLeadNoWaitAndTheWaitNeverExceedsTheExposedCommunication) {
   EXPECT_EQ(c->wait_ms, 0);
   EXPECT_NEAR(shares(*c), 25, 1e-9);
   EXPECT_FALSE(critical_path(RunRecord{}));
+}
+
+// The row decides where a wait shows and what kind a span is (Note [Designs in records]): a
+// design whose ranks are processes waits in its own last communication phase; a row without
+// one shows no wait and names no rank, rather than a wait it cannot place.
+TEST(CriticalPath, TheDesignsRowPlacesTheWaitAndKindsTheSpans) {
+  const std::vector<std::vector<std::vector<double>>> ready = {{{9, 18}, {9, 18}, {9, 18}},
+                                                               {{9, 18}, {9.5, 21}, {9, 18}}};
+  RunRecord r = ddp_record();
+  r.design.phases.erase(
+      std::remove_if(r.design.phases.begin(), r.design.phases.end(),
+                     [](const reports::DesignPhase& p) { return p.kind == "communication"; }),
+      r.design.phases.end());
+  auto c = critical_path(r, ready);
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->waited_for.has_value());
+  EXPECT_DOUBLE_EQ(c->wait_ms, 0);
+  EXPECT_NEAR(shares(*c), c->step_ms, 1e-9);
+  // A row that calls comm_exposed compute: its span and its share say so, and with no
+  // communication phase in the step there is again no wait to place.
+  r = ddp_record();
+  for (auto& p : r.design.phases)
+    if (p.phase == "comm_exposed") p.kind = "compute";
+  c = critical_path(r, ready);
+  ASSERT_TRUE(c);
+  EXPECT_DOUBLE_EQ(c->communication_ms, 0);
+  EXPECT_DOUBLE_EQ(c->compute_ms, 19.5 + 4);
+  EXPECT_FALSE(c->waited_for.has_value());
 }
 
 TEST(CriticalPath, ASlowDpReplicasExtraWorkIsDeviceZerosWait) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <variant>
 
 #include "bench/project/comm_fit.h"
 #include "bench/project/cost_model.h"
@@ -159,6 +160,9 @@ TEST(BucketPipeline, HandBuiltTimelines) {
   EXPECT_DOUBLE_EQ(r.exposed_ms, 0);
 }
 
+using testing::ddp_at;
+using testing::dp_at;
+
 ProjectionBasis basis() {
   return testing::toy_basis();
 }
@@ -174,30 +178,31 @@ Topology pcie4_links() {
 TEST(Projection, DdpStepIsComputePlusExposedPipeline) {
   const ProjectionBasis b = basis();
   Topology t = pcie4_links();
-  const DesignPoint one = project_ddp(b, t, 1, {});
+  const DesignPoint one = ddp_at(b, t, 1, {});
   EXPECT_DOUBLE_EQ(one.step_ms, 13);
   EXPECT_DOUBLE_EQ(one.comm_ms, 0);
   EXPECT_DOUBLE_EQ(one.efficiency, 1);
-  const DesignPoint four = project_ddp(b, t, 4, {});
+  const DesignPoint four = ddp_at(b, t, 4, {});
   const double c = allreduce_ms(25e6, 4, t);
-  const PipelineResult pipe = simulate_bucket_pipeline(b.ddp->buckets, {c, c}, 8);
+  const PipelineResult pipe = simulate_bucket_pipeline(
+      std::get<AllReduceInputs>(b.designs[testing::kDdp].inputs).buckets, {c, c}, 8);
   EXPECT_DOUBLE_EQ(four.exposed_ms, pipe.exposed_ms);
   EXPECT_DOUBLE_EQ(four.step_ms, 13 + pipe.exposed_ms);
   EXPECT_DOUBLE_EQ(four.efficiency, 13 / four.step_ms);
   EXPECT_DOUBLE_EQ(four.busbw_GBps, allreduce_busbw_GBps(50e6, 4, 2 * c));
   // Twice the batch doubles compute and ready times, not the bytes; the last bucket, ready
   // when backward ends, stays exposed whatever the batch.
-  const DesignPoint big = project_ddp(b, t, 4, {64, 0});
+  const DesignPoint big = ddp_at(b, t, 4, {64, 0});
   EXPECT_DOUBLE_EQ(big.step_ms, 2 * 12 + 1 + c);  // the optimizer does not grow with the batch
   EXPECT_DOUBLE_EQ(big.exposed_ms, c);
   // Devices sharing 2 compute slots: 4 devices compute twice as slowly.
   t.compute_slots = 2;
-  EXPECT_DOUBLE_EQ(project_ddp(b, t, 4, {}).step_ms - project_ddp(b, t, 4, {}).exposed_ms, 26);
+  EXPECT_DOUBLE_EQ(ddp_at(b, t, 4, {}).step_ms - ddp_at(b, t, 4, {}).exposed_ms, 26);
   // And 1.25x slower again when the slots slow each other down (Note [Compute contention]).
   t.compute_contention = 1.25;
-  EXPECT_DOUBLE_EQ(project_ddp(b, t, 4, {}).step_ms - project_ddp(b, t, 4, {}).exposed_ms,
+  EXPECT_DOUBLE_EQ(ddp_at(b, t, 4, {}).step_ms - ddp_at(b, t, 4, {}).exposed_ms,
                    12 * 2 * 1.25 + 1 * 2 * 1.25);
-  EXPECT_DOUBLE_EQ(project_ddp(b, t, 1, {}).step_ms, 13) << "one device has the machine alone";
+  EXPECT_DOUBLE_EQ(ddp_at(b, t, 1, {}).step_ms, 13) << "one device has the machine alone";
 }
 
 TEST(CostModel, ContentionGrowsWithTheBusySlots) {
@@ -215,17 +220,37 @@ TEST(CostModel, ContentionGrowsWithTheBusySlots) {
 TEST(Projection, DpTrafficGrowsWithDevicesAndStopsAtTheNode) {
   const ProjectionBasis b = basis();
   const Topology t = pcie4_links();
-  const auto two = project_dp(b, t, 2, {});
-  const auto eight = project_dp(b, t, 8, {});
+  const auto two = dp_at(b, t, 2, {});
+  const auto eight = dp_at(b, t, 8, {});
   ASSERT_TRUE(two && eight);
   const double per_device = 32 * 1e3 + 50e6 + 2 * 32 * 40 + 50e6;
   EXPECT_NEAR(two->comm_ms, 5 * 0.005 + per_device / 31.5e6, 1e-9);
   EXPECT_NEAR(eight->comm_ms, 7 * two->comm_ms, 1e-9);
-  EXPECT_FALSE(project_dp(b, t, 9, {}).has_value());
+  EXPECT_FALSE(dp_at(b, t, 9, {}).has_value());
   const auto w = project_workload(b, t, {2, 8}, {}, {});
   EXPECT_EQ(w.points.size(), 4u);  // 1, 2, 4, 8
-  EXPECT_TRUE(w.ddp_max_devices_at_90pct.has_value());
-  EXPECT_EQ(w.dp_max_devices, 8);
+  const auto* ddp = reports::find_named(w.limits, "ddp");
+  const auto* dp = reports::find_named(w.limits, "dp");
+  ASSERT_TRUE(ddp && dp);
+  EXPECT_TRUE(ddp->max_devices_at_90pct.has_value());
+  EXPECT_FALSE(ddp->max_devices.has_value()) << "the AllReduce model runs across nodes";
+  EXPECT_EQ(dp->max_devices, 8);
+  EXPECT_FALSE(dp->max_devices_at_90pct.has_value());
+}
+
+// Note [Gradient models]: a design that does not overlap backward, its gradients meeting in an
+// AllReduce, launches every bucket when backward ends, so all its communication is exposed.
+TEST(Projection, AnAllReduceDesignThatDoesNotOverlapWaitsForAllItsCommunication) {
+  ProjectionBasis b = basis();
+  b.designs[testing::kDdp].design.overlaps_backward = false;
+  const Topology t = pcie4_links();
+  const DesignPoint four = ddp_at(b, t, 4, {});
+  const double c = allreduce_ms(25e6, 4, t);
+  EXPECT_DOUBLE_EQ(four.exposed_ms, 2 * c);
+  EXPECT_DOUBLE_EQ(four.step_ms, 13 + 2 * c);
+  EXPECT_DOUBLE_EQ(four.comm_ms, 2 * c);
+  // Negative control: overlapping, the first bucket's AllReduce hides under backward.
+  EXPECT_LT(ddp_at(basis(), t, 4, {}).exposed_ms, four.exposed_ms);
 }
 }  // namespace
 }  // namespace ddpb::bench

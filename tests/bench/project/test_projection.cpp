@@ -1,11 +1,14 @@
 // The projection onto another device class (Note [Compute rate]), its efficiency (Note
-// [Projected efficiency]), the refusal without a rate, the one duration format, and DP's
-// projection marked unvalidated where its validation missed (Note [Validation tolerance]).
+// [Projected efficiency]), the refusal without a rate, the one duration format, DP's
+// projection marked unvalidated where its validation missed (Note [Validation tolerance]), and
+// designs keyed by name (Note [Designs keyed by name]): a third design of one collective
+// projected beside the others, labelled from its row, and the crossover (Note [Crossover]).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "bench/project/compute_rate.h"
 #include "bench/project/projection.h"
@@ -23,11 +26,15 @@ namespace projection_test {
 // (2.67 TFLOP/s), DP's replica 16 ms (2 TFLOP/s), on a device whose peak is 10 TFLOP/s.
 constexpr double kFlopsPerSample = 1e9, kMeasuredPeak = 1e13;
 
+using testing::ddp_at;
+using testing::dp_at;
+using testing::kDdp;
+
 // The toy workload with DP's replica at 16 ms and some data and loss time.
 ProjectionBasis basis() {
   ProjectionBasis b = testing::toy_basis();
-  b.ddp->data_ms = 0.5;
-  b.dp->replica_ms = 16, b.dp->loss_ms = 0.1;
+  testing::ddp_inputs(b).data_ms = 0.5;
+  testing::dp_inputs(b).replica_ms = 16, testing::dp_inputs(b).loss_ms = 0.1;
   b.single_step_ms.reset();
   b.train_flops_per_sample = kFlopsPerSample;
   b.precision = ops::MathMode::BF16;
@@ -65,7 +72,7 @@ TEST(ComputeRate, PresetsNameTheirDeviceAndItsDatasheetPeak) {
 TEST(ComputeRate, AnotherDeviceComputesAtItsPeakTimesTheMeasuredFraction) {
   const ProjectionBasis b = basis();
   const Topology t = topology_preset("nvlink+ib-ndr");
-  const ComputeRate r = ddp_compute_rate(b, t, {});
+  const ComputeRate r = design_compute_rate(b, b.designs[kDdp], t, {});
   const double achieved = 32 * kFlopsPerSample / 12e-3;
   ASSERT_TRUE(r.info.fraction && r.info.flops_per_s);
   EXPECT_NEAR(*r.info.fraction, achieved / kMeasuredPeak, 1e-12);
@@ -73,11 +80,12 @@ TEST(ComputeRate, AnotherDeviceComputesAtItsPeakTimesTheMeasuredFraction) {
   // The same fraction of a faster device: compute shrinks by the ratio of the peaks.
   const double c = kMeasuredPeak / h100_bf16();
   EXPECT_NEAR(r.scale, c, 1e-12);
-  const DesignPoint one = project_ddp(b, t, 1, {});
+  const DesignPoint one = ddp_at(b, t, 1, {});
   EXPECT_NEAR(one.step_ms, 0.5 + (4 + 8 + 1) * c, 1e-9);
   // Negative control: on the measured device class, the measured times stay.
-  EXPECT_DOUBLE_EQ(project_ddp(b, measured_class(), 1, {}).step_ms, 0.5 + 13);
-  EXPECT_EQ(ddp_compute_rate(b, measured_class(), {}).info.source, "as measured");
+  EXPECT_DOUBLE_EQ(ddp_at(b, measured_class(), 1, {}).step_ms, 0.5 + 13);
+  EXPECT_EQ(design_compute_rate(b, b.designs[kDdp], measured_class(), {}).info.source,
+            "as measured");
 }
 
 TEST(ComputeRate, DeviceFlopsPutsForwardAndBackwardAtThatRate) {
@@ -85,15 +93,15 @@ TEST(ComputeRate, DeviceFlopsPutsForwardAndBackwardAtThatRate) {
   b.measured_peak.reset();  // a run record alone: no peak, yet --device-flops works
   const Topology t = topology_preset("nvlink+ib-ndr");
   // 32 GFLOP at 3.2 TFLOP/s: 10 ms of forward and backward; the optimizer scales alike.
-  const DesignPoint one = project_ddp(b, t, 1, {0, 3.2e12});
+  const DesignPoint one = ddp_at(b, t, 1, {0, 3.2e12});
   EXPECT_NEAR(one.step_ms, 0.5 + 10 + 1 * 10.0 / 12, 1e-9);
   // Twice the rate, half the compute.
-  const DesignPoint fast = project_ddp(b, t, 1, {0, 6.4e12});
+  const DesignPoint fast = ddp_at(b, t, 1, {0, 6.4e12});
   EXPECT_NEAR(fast.step_ms - 0.5, (one.step_ms - 0.5) / 2, 1e-9);
-  const auto dp = project_dp(b, t, 1, {0, 3.2e12});
+  const auto dp = dp_at(b, t, 1, {0, 3.2e12});
   ASSERT_TRUE(dp.has_value());
   EXPECT_NEAR(dp->step_ms, 10 + (0.1 + 1) * 10.0 / 16, 1e-9) << "DP's replica at 10 ms";
-  const ComputeRate r = ddp_compute_rate(b, t, {0, 3.2e12});
+  const ComputeRate r = design_compute_rate(b, b.designs[kDdp], t, {0, 3.2e12});
   EXPECT_EQ(r.info.source, "--device-flops");
   EXPECT_DOUBLE_EQ(*r.info.flops_per_s, 3.2e12);
 }
@@ -101,7 +109,7 @@ TEST(ComputeRate, DeviceFlopsPutsForwardAndBackwardAtThatRate) {
 TEST(ComputeRate, AFractionAboveOneMeansTheMeasuredPeakWasLow) {
   ProjectionBasis b = basis();
   b.measured_peak = PeakRate{1e12, "a low peak"};  // the run reached 2.67 TFLOP/s
-  const ComputeRate r = ddp_compute_rate(b, topology_preset("nvlink"), {});
+  const ComputeRate r = design_compute_rate(b, b.designs[kDdp], topology_preset("nvlink"), {});
   EXPECT_DOUBLE_EQ(*r.info.fraction, 1);
   EXPECT_DOUBLE_EQ(*r.info.flops_per_s, h100_bf16()) << "never above the datasheet";
 }
@@ -141,22 +149,22 @@ TEST(ProjectedEfficiency, IsOneAtOneDeviceAndNeverAboveIt) {
          {topology_preset("nvlink+ib-ndr"), topology_preset("pcie4+25gbe"), measured_class()}) {
       const auto w = project_workload(b, t, {8, 64}, scale, {});
       ASSERT_EQ(w.points.front().devices, 1);
-      EXPECT_EQ(w.points.front().ddp->efficiency, 1.0) << t.name;
-      EXPECT_EQ(w.points.front().dp->efficiency, 1.0) << t.name;
+      EXPECT_EQ(w.points.front().design("ddp")->efficiency, 1.0) << t.name;
+      EXPECT_EQ(w.points.front().design("dp")->efficiency, 1.0) << t.name;
       for (const auto& p : w.points) {
-        EXPECT_LE(p.ddp->efficiency, 1.0) << t.name << " at " << p.devices;
-        if (p.dp) {
-          EXPECT_LE(p.dp->efficiency, 1.0) << t.name << " at " << p.devices;
+        EXPECT_LE(p.design("ddp")->efficiency, 1.0) << t.name << " at " << p.devices;
+        if (const auto* dp = p.design("dp")) {
+          EXPECT_LE(dp->efficiency, 1.0) << t.name << " at " << p.devices;
         }
       }
       // It is the design's own one-device step over its step at N.
-      const auto& last = w.points.back();
-      EXPECT_NEAR(last.ddp->efficiency, w.points.front().ddp->step_ms / last.ddp->step_ms, 1e-12);
+      const auto* last = w.points.back().design("ddp");
+      EXPECT_NEAR(last->efficiency, w.points.front().design("ddp")->step_ms / last->step_ms, 1e-12);
     }
   }
   // On a slow network DDP's 50 MB a step shows: efficiency well below 1 at 64 devices.
   const auto slow = project_workload(b, topology_preset("pcie4+25gbe"), {64}, {0, 4e14}, {});
-  EXPECT_LT(slow.points.back().ddp->efficiency, 0.5);
+  EXPECT_LT(slow.points.back().design("ddp")->efficiency, 0.5);
 }
 
 TEST(ProjectionRecordOut, CarriesTheRateAndMatchesTheSchema) {
@@ -167,22 +175,26 @@ TEST(ProjectionRecordOut, CarriesTheRateAndMatchesTheSchema) {
   const auto p = make_projection(source, topology_preset("nvlink+ib-ndr"), {8, 64}, {});
   ASSERT_TRUE(p.topology.device.has_value());
   EXPECT_EQ(p.topology.device->name, "H100 SXM");
-  ASSERT_TRUE(p.workloads[0].compute_rate && p.workloads[0].compute_rate->ddp);
+  ASSERT_TRUE(p.workloads[0].compute_rate &&
+              reports::find_named(*p.workloads[0].compute_rate, "ddp"));
+  EXPECT_EQ(p.designs, (std::vector<reports::DesignInfo>{testing::dp_row(), testing::ddp_row()}))
+      << "the rows of the designs it projects, in the basis's order";
   const nlohmann::json j = p.to_json();
   EXPECT_TRUE(reports::validate_projection_record(j).empty())
       << reports::format_errors(reports::validate_projection_record(j));
   EXPECT_EQ(reports::ProjectionRecord::from_json(j), p);
-  const std::string line = reports::compute_rate_line(p.workloads[0]);
+  const std::string line = reports::compute_rate_line(p, p.workloads[0]);
   EXPECT_NE(line.find("DDP compute at 263.8 TFLOP/s per device (NVIDIA H100 SXM"),
             std::string::npos)
       << line;
   EXPECT_NE(line.find("NVIDIA H100 SXM datasheet, dense bf16 (989.4"), std::string::npos) << line;
 }
 
-// One basis serves both designs, so the DP record read after the DDP one must describe the same
+// One basis serves every design, so the DP record read after the DDP one must describe the same
 // work; a DP run in another precision is refused rather than projected at DDP's rate.
 TEST(ComputeBasis, TheDesignsRecordsMustAgreeOnPrecisionAndFlops) {
   reports::RunRecord ddp_record, dp_record;
+  ddp_record.design = testing::ddp_row(), dp_record.design = testing::dp_row();
   ddp_record.config.precision = dp_record.config.precision = "bf16";
   ddp_record.workload.train_flops_per_sample = dp_record.workload.train_flops_per_sample = 1e9;
   ProjectionBasis b;
@@ -270,7 +282,7 @@ TEST(Validation, DpIsMarkedUnvalidatedWhereItMissedByMoreThanTheTolerance) {
   EXPECT_EQ(reports::ProjectionRecord::from_json(j), p) << "tolerance and workloads round-trip";
   EXPECT_TRUE(reports::unvalidated("embed", "dp", p.validation));
   EXPECT_FALSE(reports::unvalidated("embed", "ddp", p.validation));
-  EXPECT_NE(reports::unvalidated_line(p.workloads[0], p.validation)
+  EXPECT_NE(reports::unvalidated_line(p, p.workloads[0])
                 .find("DP's projection is unvalidated (its validation missed by more than ±15%: 2 "
                       "devices -51.0%)"),
             std::string::npos);
@@ -283,7 +295,100 @@ TEST(Validation, DpIsMarkedUnvalidatedWhereItMissedByMoreThanTheTolerance) {
   const auto fine = two_workloads(validation(-0.12));
   EXPECT_EQ(row_of(reports::build_projection_section(fine), "embed", 2).find("unvalidated"),
             std::string::npos);
-  EXPECT_EQ(reports::unvalidated_line(fine.workloads[0], fine.validation), "");
+  EXPECT_EQ(reports::unvalidated_line(fine, fine.workloads[0]), "");
+}
+
+// A third design whose gradients meet in an AllReduce, after backward (as the toy design of
+// tests/bench/designs does): the AllReduce model projects it beside DDP, under its own name.
+ProjectionBasis three_designs() {
+  ProjectionBasis b = basis();
+  DesignBasis toy = b.designs[kDdp];
+  toy.design.name = "toy-ddp", toy.design.label = "ToyDDP", toy.design.overlaps_backward = false;
+  toy.run = "toy/toy-ddp/w1";
+  b.designs.push_back(toy);
+  return b;
+}
+
+reports::ProjectionRecord projected(const ProjectionBasis& b, const Topology& t,
+                                    const std::vector<int>& devices) {
+  ProjectionSource source;
+  source.name = "results";
+  source.bases = {b};
+  source.measured = {{}};
+  return make_projection(source, t, devices, {});
+}
+
+TEST(DesignsKeyedByName, TwoDesignsOfOneCollectiveAreBothProjected) {
+  const auto p = projected(three_designs(), measured_class(), {2, 16});
+  ASSERT_EQ(p.designs.size(), 3u);
+  EXPECT_EQ(p.designs[2].label, "ToyDDP");
+  const auto& w = p.workloads[0];
+  for (const auto& point : w.points) {
+    const auto* ddp = point.design("ddp");
+    const auto* toy = point.design("toy-ddp");
+    ASSERT_TRUE(ddp && toy) << point.devices;
+    EXPECT_GE(toy->exposed_ms, ddp->exposed_ms) << "its AllReduces all wait for backward";
+    EXPECT_EQ(point.design("dp") != nullptr, point.devices <= 8) << "DP runs on one node";
+  }
+  for (const char* name : {"dp", "ddp", "toy-ddp"}) {
+    EXPECT_TRUE(reports::find_named(w.limits, name)) << name;
+    EXPECT_TRUE(reports::find_named(*w.compute_rate, name)) << name;
+    EXPECT_TRUE(reports::find_named(w.basis.designs, name)) << name;
+  }
+  EXPECT_TRUE(reports::find_named(w.limits, "toy-ddp")->max_devices_at_90pct.has_value());
+  const nlohmann::json j = p.to_json();
+  EXPECT_TRUE(reports::validate_projection_record(j).empty())
+      << reports::format_errors(reports::validate_projection_record(j));
+  EXPECT_EQ(reports::ProjectionRecord::from_json(j), p) << "read back equal, keys in any order";
+  EXPECT_TRUE(j["workloads"][0]["points"][1]["designs"].contains("toy-ddp")) << j.dump();
+  // The report: three columns a design, headed by its label; the communication a design
+  // overlapping backward waits for is "exposed", any other design's all of it.
+  const reports::ReportSection s = reports::build_projection_section(p);
+  EXPECT_EQ(s.tables[0].table.header,
+            (std::vector<std::string>{"workload", "devices", "DP step", "DP communication",
+                                      "DP efficiency", "DDP step", "DDP exposed", "DDP efficiency",
+                                      "ToyDDP step", "ToyDDP communication", "ToyDDP efficiency",
+                                      "faster"}));
+  EXPECT_NE(row_of(s, "toy", 16).find("| DDP (DP: one node only) |"), std::string::npos)
+      << row_of(s, "toy", 16);
+  EXPECT_NE(s.paragraphs[0].find("no crossover between DP, DDP and ToyDDP where they run"),
+            std::string::npos)
+      << s.paragraphs[0];
+  EXPECT_NE(s.paragraphs[0].find("ToyDDP "), std::string::npos) << "its limit, by its label";
+}
+
+// Note [Crossover]: DP, faster at 2 devices, falls behind DDP at 4 as device 0's traffic grows.
+// The record names the design; the table and the findings name its label.
+TEST(DesignsKeyedByName, TheCrossoverNamesTheDesignAndTheReportItsLabel) {
+  ProjectionBasis b = testing::toy_basis();
+  testing::dp_inputs(b).replica_ms = 8;
+  Topology t = topology_preset("pcie4");
+  t.device.reset();
+  const auto p = projected(b, t, {8});
+  const auto& c = p.workloads[0].crossover.value;
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->devices, 4);
+  EXPECT_EQ(c->faster, "ddp");
+  const reports::ReportSection s = reports::build_projection_section(p);
+  EXPECT_NE(s.paragraphs[0].find("toy: DDP becomes the faster design at 4 devices"),
+            std::string::npos)
+      << s.paragraphs[0];
+  EXPECT_TRUE(row_of(s, "toy", 2).ends_with("| DP | ")) << row_of(s, "toy", 2);
+  EXPECT_TRUE(row_of(s, "toy", 4).ends_with("| DDP | ")) << row_of(s, "toy", 4);
+}
+
+// A design that stops at its node hands the lead on without a crossover: DP, fastest on one
+// node, is absent at 16 devices, where DDP leads ToyDDP.
+TEST(DesignsKeyedByName, ADesignLeavingAtItsNodeIsNoCrossover) {
+  ProjectionBasis b = three_designs();
+  testing::dp_inputs(b).replica_ms = 1;
+  const auto p = projected(b, measured_class(), {16});
+  const auto& w = p.workloads[0];
+  ASSERT_EQ(w.points.back().devices, 16);
+  EXPECT_EQ(w.points.back().design("dp"), nullptr);
+  EXPECT_LT(w.points.back().design("ddp")->step_ms, w.points.back().design("toy-ddp")->step_ms);
+  EXPECT_LT(w.points[3].design("dp")->step_ms, w.points[3].design("ddp")->step_ms) << "at 8";
+  EXPECT_FALSE(w.crossover.value.has_value()) << w.crossover.value->devices;
 }
 
 }  // namespace projection_test

@@ -84,16 +84,20 @@ TEST(SuiteCorrectness, AWrongResultFailsAndARightOnePasses) {
 // (it differs by design), except DDP with --sync-bn.
 TEST(SuiteCorrectness, PerDeviceBatchNormIsSkippedWithTheReason) {
   auto run = [](const std::string& mode, std::vector<std::string> args) {
-    return nlohmann::json{{"id", "resnet-tiny/" + mode + "/w2"},
-                          {"mode", mode},
-                          {"status", "ok"},
-                          {"metrics", nlohmann::json::object()},
-                          {"workload", "resnet-tiny"},
-                          {"world_size", 2},
-                          {"global_batch", 64},
-                          {"variant", ""},
-                          {"args", args},
-                          {"params", "params/missing.safetensors"}};
+    return nlohmann::json{
+        {"id", "resnet-tiny/" + mode + "/w2"},
+        {"mode", mode},
+        {"status", "ok"},
+        {"metrics", nlohmann::json::object()},
+        {"workload", "resnet-tiny"},
+        {"world_size", 2},
+        {"global_batch", 64},
+        {"variant", ""},
+        {"args", args},
+        {"config",
+         {{"mode", mode},
+          {"sync_bn", std::find(args.begin(), args.end(), "--sync-bn") != args.end()}}},
+        {"params", "params/missing.safetensors"}};
   };
   nlohmann::json suite = {
       {"suite", nlohmann::json::object()},

@@ -17,6 +17,11 @@
 namespace ddpb::bench {
 namespace {
 
+// Whether the arguments a run's child is given hold `flag`.
+bool has_flag(const SuiteRun& r, const std::string& flag) {
+  return std::find(r.args.begin(), r.args.end(), flag) != r.args.end();
+}
+
 std::string usage_error(SuiteSpec& spec, const std::string& text, int gpus = 0) {
   try {
     apply_suite_text(spec, text, "my-suite.json");
@@ -309,18 +314,23 @@ TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
       << "mlp-small has no BatchNorm: sync_bn runs on resnet-tiny";
   for (const SuiteRun* r : flags) {
     ASSERT_TRUE(r->flag && r->repeat) << r->id;
+    // The record says which row it is and what the row does (Note [Design flags]).
+    const DesignFlag* row = find_design_flag(r->flag->name);
+    ASSERT_NE(row, nullptr) << r->id;
+    EXPECT_EQ(*r->flag, row->info()) << r->id;
+    EXPECT_FALSE(r->flag->mechanism.empty()) << r->id;
+    EXPECT_EQ(flag_of(*r), row);
     const int64_t g = r->workload == "mlp-small" ? 128 : 2 * spec.per_device_batch.at(r->workload);
-    if (*r->flag == reports::DdpFlag::NoSyncK4) {
-      EXPECT_EQ(r->arg("--accumulate"), "4");
+    if (r->flag->name == "no_sync_k4") {
+      EXPECT_EQ(r->run_config().accumulate, 4);
       EXPECT_EQ(r->global_batch, 32) << "a quarter of 128 per micro-step";
     } else {
       EXPECT_EQ(r->global_batch, g) << r->id;
     }
-    if (*r->flag == reports::DdpFlag::StaticGraph) EXPECT_TRUE(r->has_arg("--static-graph"));
-    if (*r->flag == reports::DdpFlag::CpuThreadsAll) EXPECT_TRUE(r->has_arg("--cpu-threads"));
-    if (*r->flag == reports::DdpFlag::SyncBatchNorm) EXPECT_TRUE(r->has_arg("--sync-bn"));
-    if (*r->flag == reports::DdpFlag::Default)
-      EXPECT_EQ(r->args.size(), runs.front().args.size() + 4);
+    if (r->flag->name == "static_graph") EXPECT_TRUE(has_flag(*r, "--static-graph"));
+    if (r->flag->name == "cpu_threads_all") EXPECT_TRUE(has_flag(*r, "--cpu-threads"));
+    if (r->flag->name == "sync_bn") EXPECT_TRUE(has_flag(*r, "--sync-bn"));
+    if (r->flag->is_default()) EXPECT_EQ(r->args.size(), runs.front().args.size() + 4);
   }
   // Without a BatchNorm workload, sync_bn is left out and broadcast_buffers_off stays.
   apply_suite_text(spec,
@@ -329,20 +339,54 @@ TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
                    "s.json");
   int sync_bn = 0, no_broadcast = 0;
   for (const auto& r : expand_suite(spec)) {
-    sync_bn += r.has_arg("--sync-bn");
-    no_broadcast += r.has_arg("--no-broadcast-buffers") && r.workload == "mlp-small";
+    sync_bn += has_flag(r, "--sync-bn");
+    no_broadcast += has_flag(r, "--no-broadcast-buffers") && r.workload == "mlp-small";
   }
   EXPECT_EQ(sync_bn, 0);
   EXPECT_EQ(no_broadcast, 2);
   SuiteSpec cpu = default_suite(DeviceType::CPU, 0, false);
   EXPECT_NE(usage_error(cpu, R"({"flags": ["default"]})").find("every pair's A run"),
             std::string::npos);
-  EXPECT_NE(usage_error(cpu, R"({"flags": ["jit"]})").find("flag \"jit\""), std::string::npos);
+  EXPECT_EQ(usage_error(cpu, R"({"flags": ["jit"]})"),
+            "my-suite.json: key \"flags\": flag \"jit\" is not " + design_flag_names());
+  EXPECT_NE(design_flag_names().find("default, find_unused_parameters, static_graph"),
+            std::string::npos);
   EXPECT_NE(usage_error(cpu, R"({"flags_workload": "gpt2-small"})").find("flags_workload"),
             std::string::npos);
   SuiteSpec cuda = default_suite(DeviceType::CUDA, 2, false);
-  EXPECT_NE(usage_error(cuda, R"({"flags": ["cpu_threads_all"]})", 2).find("cpu_threads_all"),
-            std::string::npos);
+  EXPECT_EQ(usage_error(cuda, R"({"flags": ["cpu_threads_all"]})", 2),
+            "suite: flag cpu_threads_all prices CPU devices' BLAS threads; this suite runs on "
+            "cuda");
+  // The spec names its flags by their rows' names, and reads them back.
+  SuiteSpec named = default_suite(DeviceType::CPU, 0, false);
+  apply_suite_text(named, R"({"flags": ["static_graph", "sync_bn"]})", "s.json");
+  EXPECT_EQ(named.to_json()["flags"], nlohmann::json({"static_graph", "sync_bn"}));
+  EXPECT_EQ(SuiteSpec::from_json(named.to_json()).flags, named.flags);
+}
+
+// Note [Design flags]: every row but the default applies to the bucketed design alone, and
+// says what it changes; the row traits the suite asks are on the rows that need them.
+TEST(SuiteSpec, FlagsAreRowsOfTheBucketedDesign) {
+  const reports::DesignInfo& ddp = design_named("ddp").info;
+  const reports::DesignInfo& dp = design_named("dp").info;
+  ASSERT_FALSE(design_flags().empty());
+  EXPECT_TRUE(design_flags().front().is_default());
+  EXPECT_EQ(&default_design_flag(), &design_flags().front());
+  for (const DesignFlag& f : design_flags()) {
+    EXPECT_NE(std::string(f.mechanism), "") << f.name;
+    EXPECT_TRUE(f.applies_to(ddp)) << f.name;
+    EXPECT_EQ(f.applies_to(dp), f.is_default()) << f.name << ": DP has no buckets";
+    EXPECT_EQ(find_design_flag(f.name), &f);
+  }
+  EXPECT_EQ(find_design_flag("jit"), nullptr);
+  EXPECT_TRUE(find_design_flag("sync_bn")->syncs_batch_norm);
+  EXPECT_TRUE(find_design_flag("broadcast_buffers_off")->prices_batch_norm);
+  EXPECT_FALSE(find_design_flag("broadcast_buffers_off")->syncs_batch_norm);
+  const FlagArgs k4 = find_design_flag("no_sync_k4")->args({128, 2, 3});
+  EXPECT_EQ(k4.args, (std::vector<std::string>{"--accumulate", "4"}));
+  EXPECT_EQ(k4.global_batch, 32);
+  EXPECT_EQ(find_design_flag("powersgd_hook")->args({128, 2, 1}).args.back(), "2")
+      << "PyTorch's minimum start";
 }
 
 // Issue 43: the loader group measured the suite's own JPEGs although "data" named the user's
@@ -355,7 +399,8 @@ TEST(SuiteSpec, TheLoaderGroupReadsTheUsersImagesWhenThereAreAny) {
     validate_suite(spec, 0);
     std::set<std::string> paths;
     for (const SuiteRun& r : expand_suite(spec)) {
-      if (r.group == reports::RunGroup::Loader) paths.insert(r.arg("--data").value_or("(none)"));
+      if (r.group == reports::RunGroup::Loader)
+        paths.insert(r.run_config().data.empty() ? "(none)" : r.run_config().data);
     }
     return paths;
   };
@@ -394,7 +439,7 @@ TEST(SuiteSpec, DataPutsWholeWorkloadsOnFiles) {
   int on_files = 0;
   for (const SuiteRun& r : expand_suite(spec)) {
     const bool files = r.workload == "gpt-tiny" && r.group != reports::RunGroup::Explicit;
-    EXPECT_EQ(r.arg("--data"), files ? std::optional<std::string>(absolute) : std::nullopt) << r.id;
+    EXPECT_EQ(r.run_config().data, files ? absolute : "") << r.id;
     on_files += files;
   }
   EXPECT_GE(on_files, 6) << "single, dp and ddp at 1 and 2, the reference at 2";
@@ -471,8 +516,7 @@ TEST(SuiteSpec, DesignRoundsAlternateTheParallelDesigns) {
     const bool first_of_pair = i % 2 == 0;
     const std::string first = round == 1 ? "ddp" : "dp";
     EXPECT_EQ(r.mode == first, first_of_pair) << r.id;
-    EXPECT_EQ(r.id, r.workload + "/" + r.mode + "/w2/round-" +
-                        std::to_string(round));
+    EXPECT_EQ(r.id, r.workload + "/" + r.mode + "/w2/round-" + std::to_string(round));
     EXPECT_EQ(r.global_batch, 2 * spec.per_device_batch.at(r.workload));
   }
   const auto count_rounds = [](const SuiteSpec& s) {

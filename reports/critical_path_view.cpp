@@ -126,17 +126,18 @@ ChartView build_critical_path_chart(const SuiteRecord& suite) {
   ChartView v{"chart-critical-path",
               "critical_path",
               "Critical path of the median step",
-              "Each rank's (DP: device's) intervals of the median step, and under them the chain "
-              "that ends at the step's end, coloured by phase in the step anatomy's colours, and "
-              "besides the phases: a bucket's collective, waiting for another rank or device, "
-              "and host time outside every phase. DDP's other ranks show their phase medians; "
-              "DP's replicas their work (Note [Critical path]).",
+              "A chart per parallel design: each rank's (or device's) intervals of the median "
+              "step, and under them the chain that ends at the step's end, coloured by phase in "
+              "the step anatomy's colours, and besides the phases: a bucket's collective, "
+              "waiting for another rank or device, and host time outside every phase. Ranks "
+              "that are processes show their phase medians; one process's devices their work "
+              "(Note [Critical path]).",
               {},
               ""};
   for (const auto& [w, designs] : runs_with_paths(suite))
     for (const DesignRun& d : designs) v.svgs.push_back(gantt(w, d));
   if (v.svgs.empty())
-    v.no_data = "no DP or DDP scaling run above one device has metrics.critical_path";
+    v.no_data = "no parallel design's scaling run above one device has metrics.critical_path";
   return v;
 }
 

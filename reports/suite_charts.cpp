@@ -128,7 +128,7 @@ ChartView scaling_chart(const SuiteRecord& suite) {
     }
   }
   if (chart.series.empty()) {
-    c.no_data = "no successful DP or DDP scaling run has scaling.weak_efficiency";
+    c.no_data = "no successful parallel design's scaling run has scaling.weak_efficiency";
     return c;
   }
   chart.series.push_back({"ideal", {{lo, 1.0}, {std::max(hi, lo + 1), 1.0}}, true});
@@ -190,13 +190,15 @@ ChartView phases_chart(const SuiteRecord& suite) {
     }
     c.svgs.push_back(svg::render_bar_chart(chart));
   }
-  if (c.svgs.empty()) c.no_data = "no successful DP or DDP scaling run has phases_median_ms";
+  if (c.svgs.empty())
+    c.no_data = "no successful parallel design's scaling run has phases_median_ms";
   return c;
 }
 
 ChartView buckets_chart(const SuiteRecord& suite) {
   ChartView c{"chart-buckets", "buckets", "DDP buckets in one step", "", {}, ""};
-  // The largest-world-size DDP scaling run of the first workload that has bucket timings.
+  // The largest-world-size scaling run of a design with buckets, of the first workload that
+  // has bucket timings; the heading names its design.
   const SuiteRun* pick = nullptr;
   for (const std::string& w : suite.workloads()) {
     for (const SuiteRun* r : select(suite, RunGroup::Scaling, w)) {
@@ -208,9 +210,10 @@ ChartView buckets_chart(const SuiteRecord& suite) {
     if (pick) break;
   }
   if (!pick) {
-    c.no_data = "no successful DDP scaling run has per-bucket timings";
+    c.no_data = "no successful scaling run of a design with buckets has per-bucket timings";
     return c;
   }
+  c.heading = suite.design_of(*pick).label + " buckets in one step";
   svg::Timeline t{pick->id + ": buckets of one measured step",
                   "ms from the start of the step",
                   {"ready → launch (in order)", "launch → start (queued)", "AllReduce"},

@@ -145,7 +145,10 @@ double time_gemms_ms(int devices) {
   for (int i = 0; i < kWarmup + kIters; ++i) {
     const auto secs = team.run([&](int r) {
       DeviceGuard guard(Device::cpu(r));
-      const auto& [a, b, c] = t[static_cast<size_t>(r)];
+      // Named references, not a structured binding: Clang 14 (the fuzz build) cannot capture
+      // one in the lambda.
+      const auto& tensors = t[static_cast<size_t>(r)];
+      const Tensor &a = tensors[0], &b = tensors[1], &c = tensors[2];
       return timed_seconds(Device::cpu(r), [&] {
         for (int k = 0; k < kGemms; ++k) ops::gemm(a, false, b, false, c);
       });

@@ -86,8 +86,9 @@ SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
     DDPB_USAGE_CHECK(named) << "--device must be cpu or cuda, got " << o.device;
     device = *named;
   }
-  SuiteSpec spec = default_suite(device, gpus, o.quick);
-  if (!o.file.empty()) apply_suite_text(spec, read_text(o.file), o.file);
+  SuiteSpec spec = o.file.empty()
+                       ? default_suite(device, gpus, o.quick)
+                       : suite_from_text(device, gpus, o.quick, read_text(o.file), o.file);
   if (o.with_pytorch) spec.with_pytorch = true;
   if (o.validate_projection) spec.validate_projection = true;
   if (spec.validate_projection &&

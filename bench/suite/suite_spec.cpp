@@ -526,6 +526,18 @@ void apply_suite_file(SuiteSpec& s, const nlohmann::json& j, const std::string& 
   }
 }
 
+SuiteSpec suite_from_text(DeviceType device, int gpus, bool quick, const std::string& text,
+                          const std::string& file) {
+  // The file's own "quick" chooses the defaults its other keys override, as --quick does; a
+  // text that is not JSON is refused by apply_suite_text below.
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const bool file_quick =
+      j.is_object() && j.contains("quick") && j["quick"].is_boolean() && j["quick"].get<bool>();
+  SuiteSpec spec = default_suite(device, gpus, quick || file_quick);
+  apply_suite_text(spec, text, file);
+  return spec;
+}
+
 void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::string& file) {
   DDPB_USAGE_CHECK(text.size() <= kMaxSuiteFileBytes)
       << file << ": " << text.size() << " bytes; a suite file is at most " << kMaxSuiteFileBytes;

@@ -153,6 +153,12 @@ void apply_suite_file(SuiteSpec& spec, const nlohmann::json& j, const std::strin
 // Parses suite-file text (size-limited) and applies it; the fuzz target's entry point.
 void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::string& file);
 
+// The suite a file describes on `device`: default_suite's, quick when `quick` (--quick) or
+// when the file says "quick": true (docs/suite-input.md: 4 steps, no flag ledger, one design
+// round, one bucket cap), then the file's keys over it.
+SuiteSpec suite_from_text(DeviceType device, int gpus, bool quick, const std::string& text,
+                          const std::string& file);
+
 // Suite files are small hand-written JSON; anything larger is a mistake or an attack.
 inline constexpr size_t kMaxSuiteFileBytes = size_t{1} << 20;
 

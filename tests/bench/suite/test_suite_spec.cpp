@@ -131,6 +131,25 @@ TEST(SuiteSpec, FileOverridesAnyPart) {
 
 // Named runs (key "runs") come after the matrix, with their own flags, and round-trip
 // through suite.json; a suite of named runs alone needs no matrix.
+// docs/suite-input.md: a file's "quick": true is --quick (4 steps, no flag ledger, one design
+// round, one bucket cap), with the file's other keys over it.
+TEST(SuiteSpec, AFilesQuickKeyStartsFromTheQuickDefaults) {
+  const SuiteSpec quick = suite_from_text(
+      DeviceType::CPU, 0, false, R"({"quick": true, "workloads": ["mlp-small"]})", "q.json");
+  EXPECT_TRUE(quick.quick);
+  EXPECT_EQ(quick.steps, 4);
+  EXPECT_TRUE(quick.flags.empty());
+  EXPECT_EQ(quick.design_rounds, 1);
+  EXPECT_EQ(quick.bucket_sweep_mb.size(), 1u);
+  EXPECT_EQ(quick.workloads, std::vector<std::string>{"mlp-small"});
+  const SuiteSpec steps =
+      suite_from_text(DeviceType::CPU, 0, false, R"({"quick": true, "steps": 7})", "q.json");
+  EXPECT_EQ(steps.steps, 7) << "the file's own keys win";
+  const SuiteSpec full = suite_from_text(DeviceType::CPU, 0, false, R"({"steps": 7})", "f.json");
+  EXPECT_FALSE(full.quick);
+  EXPECT_FALSE(full.flags.empty());
+}
+
 TEST(SuiteSpec, ExplicitRunsExpandAfterTheMatrixWithTheirOwnFlags) {
   SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   apply_suite_text(spec, R"({"workloads": ["mlp-small"], "world_sizes": [1], "runs": [

@@ -249,11 +249,12 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   fill_phases(stats, timer);
   stats.buckets = reducer_->last_records();
   const auto zero = reducer_->backward_start();
-  stats.backward_start_ns =
+  stats.clock_zero_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(zero.time_since_epoch()).count();
   if (!stats.buckets.empty()) {
-    stats.backward_end_ms = std::chrono::duration<double, std::milli>(backward_end - zero).count();
+    stats.compute_end_ms = std::chrono::duration<double, std::milli>(backward_end - zero).count();
   }
+  add_collectives(stats);
   return stats;
 }
 
@@ -295,6 +296,41 @@ float DistributedDataParallel::run_micro_steps(const std::function<MicroBatch()>
     loss_sum += loss.data().item();
   }
   return loss_sum / static_cast<float>(k);
+}
+
+// Every bucket's collectives (PowerSGD's P, Q and uncompressed ones are AllReduces too), which
+// synchronise the gradients, and SyncBatchNorm's, which do not; on the backward's clock.
+void DistributedDataParallel::add_collectives(DdpStepStats& stats) {
+  for (const BucketRecord& b : stats.buckets) {
+    const std::string index = std::to_string(b.index);
+    for (size_t k = 0; k < b.collectives.size(); ++k) {
+      const CollectiveRecord& c = b.collectives[k];
+      CollectiveTiming t;
+      t.op = "allreduce";
+      t.name = (c.name == "allreduce" ? c.name : "powersgd " + c.name) + " bucket " + index;
+      t.lane = "comm bucket " + index;
+      t.bytes = c.bytes;
+      // A bucket's communication is issued when the Reducer hands it to the hook: its first
+      // collective counts from there, the hook's compression included, as PyTorch's DDP
+      // logger starts its comm clock before the hook runs (span_overlap_ratio).
+      t.launch_ms = k == 0 ? b.launch_ms : c.launch_ms;
+      t.start_ms = c.start_ms > 0 ? c.start_ms : c.launch_ms;
+      t.complete_ms = c.complete_ms;
+      t.gradient = true;
+      t.group = static_cast<int64_t>(b.index);
+      stats.collectives.push_back(std::move(t));
+    }
+  }
+  for (const SyncBnRecord& r : stats.sync_bn) {
+    CollectiveTiming t;
+    t.op = r.op;
+    t.name = std::string("sync_bn ") + r.op;
+    t.lane = "comm sync_bn";
+    t.bytes = r.bytes;
+    t.launch_ms = t.start_ms = static_cast<double>(r.start_ns - stats.clock_zero_ns) / 1e6;
+    t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
+    stats.collectives.push_back(std::move(t));
+  }
 }
 
 // SyncBatchNorm's collectives run inside forward and backward: they become a phase of their

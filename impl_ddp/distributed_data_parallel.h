@@ -49,6 +49,7 @@
 #include "core/optim.h"
 #include "core/phase_timer.h"
 #include "core/step_phase.h"
+#include "core/step_stats.h"
 #include "impl_ddp/reducer.h"
 #include "impl_ddp/sync_batch_norm.h"
 
@@ -99,19 +100,15 @@ struct DdpStepOptions {
   std::function<void()> in_first_forward;
 };
 
-// What one step did, as DP's DpStepStats (impl_dp/data_parallel.h) says it for DP: the
-// phases (Note [One phase vocabulary]) and the raw timings of the communication. Derived
-// figures (communication time, overlap) are the harness's (bench/measure/metrics.h).
-struct DdpStepStats {
-  float loss = 0;                       // mean over the micro-steps
-  double step_ms = 0;                   // the phases added up (not the data loading between them)
-  std::vector<PhaseTime> phases;        // those that ran, in order
+// What one step did (Note [Step stats] in core/step_stats.h): the phases (Note [One phase
+// vocabulary]), every bucket's and SyncBatchNorm's collectives on the backward's clock
+// (clock_zero_ns: when backward began; compute_end_ms: when its compute ended), and what only
+// DDP has. Derived figures (communication time, overlap) are the harness's.
+struct DdpStepStats : StepStats {
   int64_t buffer_broadcast_bytes = -1;  // -1: no broadcast this step
   bool sync_batch_norm = false;
   std::vector<SyncBnRecord> sync_bn;  // SyncBatchNorm's collectives (inside forward/backward)
   std::vector<BucketRecord> buckets;  // the Reducer's records of this step's buckets
-  int64_t backward_start_ns = 0;      // steady clock: the zero of the bucket times
-  double backward_end_ms = 0;         // when backward compute ended, on that clock
 };
 
 class DistributedDataParallel {
@@ -183,6 +180,7 @@ class DistributedDataParallel {
   float run_micro_steps(const std::function<MicroBatch()>& next_batch, const LossFn& loss,
                         const DdpStepOptions& options, PhaseTimer& timer);
   void fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const;
+  static void add_collectives(DdpStepStats& stats);
   void verify_same_model() const;
   void broadcast_from_rank0() const;
   // Broadcasts `tensors` (one dtype) from `root` as one flat tensor.

@@ -270,10 +270,40 @@ void DataParallel::backward_replicas(StepState& st) {
   join_replicas(st.used);
 }
 
+// The phases run one after another on device 0's stream, so a transfer starts where the
+// phases before it end: from the step's host start, in device time. The reduce_add is the
+// gradient synchronisation; it starts when the backward compute has ended.
+void DataParallel::add_transfers(DpStepStats& stats, const PhaseTimer& timer) {
+  stats.clock_zero_ns = timer.host_start_ns(step_phase_name(kPhases[0]));
+  double at_ms = 0;
+  for (const PhaseTime& p : stats.phases) {
+    const auto transfer = [&](const char* op, int64_t bytes) {
+      CollectiveTiming t;
+      t.op = op;
+      t.name = step_phase_name(p.phase);
+      t.lane = "dp transfers";
+      t.bytes = bytes;
+      t.launch_ms = t.start_ms = at_ms;
+      t.complete_ms = at_ms + p.ms;
+      t.gradient = p.phase == Phase::Reduce;
+      stats.collectives.push_back(std::move(t));
+    };
+    if (p.phase == Phase::Scatter) transfer("scatter", stats.scatter_bytes);
+    if (p.phase == Phase::Replicate) transfer("broadcast", stats.replicate_bytes);
+    if (p.phase == Phase::Gather) transfer("gather", stats.gather_bytes);
+    if (p.phase == Phase::Reduce) {
+      stats.compute_end_ms = at_ms;
+      transfer("reduce", stats.reduce_bytes);
+    }
+    at_ms += p.ms;
+  }
+}
+
 void DataParallel::fill_timings(DpStepStats& stats, const StepState& st,
                                 const PhaseTimer& timer) const {
   for (StepPhase p : kPhases) stats.phases.push_back({p, timer.ms(step_phase_name(p))});
   stats.step_ms = timer.total_ms();
+  add_transfers(stats, timer);
   stats.devices.resize(devices_.size());
   for (size_t r = 0; r < st.used; ++r) {
     const PhaseTimer& t = st.replica[r];

@@ -44,6 +44,7 @@
 #include "core/optim.h"
 #include "core/phase_timer.h"
 #include "core/step_phase.h"
+#include "core/step_stats.h"
 #include "impl_dp/transport.h"
 #include "impl_dp/worker_pool.h"
 
@@ -77,10 +78,9 @@ struct DeviceStepStats {
   int64_t forward_start_ns = 0, forward_end_ns = 0, backward_start_ns = 0, backward_end_ns = 0;
 };
 
-struct DpStepStats {
-  float loss = 0;
-  double step_ms = 0;
-  std::vector<PhaseTime> phases;  // kPhases, in order
+// What one step did (Note [Step stats] in core/step_stats.h): kPhases in order, the four
+// transfers as collectives on device 0's stream laid end to end, and what only DP has.
+struct DpStepStats : StepStats {
   std::vector<DeviceStepStats> devices;
   int64_t scatter_bytes = 0;  // input rows sent to devices other than device 0
   int64_t replicate_bytes = 0, gather_bytes = 0, reduce_bytes = 0;
@@ -112,6 +112,7 @@ class DataParallel {
   int64_t gather_outputs(StepState& st);
   void backward_replicas(StepState& st);
   void fill_timings(DpStepStats& stats, const StepState& st, const PhaseTimer& timer) const;
+  static void add_transfers(DpStepStats& stats, const PhaseTimer& timer);
   void replicate(size_t used);
   void reduce_add(size_t used);
   // Makes the driver's streams on device 0 and on each replica's device wait for that

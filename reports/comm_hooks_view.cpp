@@ -27,7 +27,9 @@ const SuiteRun* fp32_run(const SuiteRecord& suite, const SuiteRun& hook_run) {
   return nullptr;
 }
 
+// The hook its configuration names; a hand-made record without one, from its variant.
 std::string hook_name(const SuiteRun& run) {
+  if (run.config) return run.config->comm_hook;
   const auto at = run.variant.rfind("-hook");
   return at == std::string::npos ? run.variant : run.variant.substr(0, at);
 }

@@ -326,9 +326,10 @@ struct CommRecord {
   static constexpr bool kRecord = true;
   std::string op;  // "allreduce" | "reduce"
   double comm_ms = 0, comm_exposed_ms = 0, overlap_ratio = 0;
-  std::optional<int64_t> bytes_per_step, buckets_step;  // DDP
-  std::optional<std::vector<BucketTiming>> buckets;     // DDP: the median step's
-  std::optional<double> bytes, algbw_GBps, busbw_GBps;  // DP: the reduce
+  std::optional<int64_t> bytes_per_step;                // median of the gradient collectives'
+  std::optional<int64_t> buckets_step;                  // a design with buckets: the median step
+  std::optional<std::vector<BucketTiming>> buckets;     // its buckets
+  std::optional<double> bytes, algbw_GBps, busbw_GBps;  // bytes_per_step over comm_ms
   BusBw busbw;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -401,10 +402,10 @@ struct OptimizerInfo {
 //
 // Note [Typed run configuration]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A run's configuration is read in one way: the suite gives each run its arguments and
-// parses them with the run command's own parser (bench/run/run_flags.h parse_run_flags),
-// whose RunConfig::to_json is this record; reports/ and the suite read the fields named
-// here, never the argument list.
+// A run's configuration is read in one way: the suite describes each run as a typed RunConfig
+// and writes its child's arguments from it (Note [One run field list] in
+// bench/run/run_fields.h); RunConfig::to_json is this record. reports/ and the suite read the
+// fields named here, never the argument list.
 struct RunConfigInfo {
   static constexpr bool kRecord = true;
   std::string mode;  // the design's name (Note [Designs in records])
@@ -419,7 +420,7 @@ struct RunConfigInfo {
   bool bucket_cap_auto = false;
   int64_t accumulate = 1;
   std::string comm_hook = "none";
-  bool sync_bn = false;
+  bool sync_bn = false, no_overlap = false;
   std::string inject_fault = {};
   std::string data = {}, data_format = {};  // --data; --data-format ("": detected)
   OpenFields extra;
@@ -431,7 +432,8 @@ struct RunConfigInfo {
     v("attention", s.attention), v("precision", s.precision), v("optimizer", s.optimizer);
     v("devices", s.devices), v("backend", s.backend), v("bucket_cap_mb", s.bucket_cap_mb);
     v("bucket_cap_auto", s.bucket_cap_auto), v("accumulate", s.accumulate);
-    v("comm_hook", s.comm_hook), v("sync_bn", s.sync_bn), v("inject_fault", s.inject_fault);
+    v("comm_hook", s.comm_hook), v("sync_bn", s.sync_bn), v("no_overlap", s.no_overlap);
+    v("inject_fault", s.inject_fault);
     v("data", s.data), v("data_format", s.data_format);
     v.rest(s.extra);
   }

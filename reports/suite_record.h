@@ -234,7 +234,7 @@ struct SuiteRun {
   std::optional<int64_t> global_batch;
   std::string variant;
   std::vector<std::string> args;  // after "ddpbench": "run", "--mode", ...
-  // The configuration `args` give, as the run command parses them (Note [Typed run
+  // The run's typed configuration, which `args` give the run command (Note [Typed run
   // configuration]); absent in a hand-made record, where run_config() reads the defaults.
   std::optional<RunConfigInfo> config;
   std::optional<RunStatus> status;

@@ -31,7 +31,11 @@ const StepRecord* median_step(const std::vector<const StepRecord*>& steps) {
   return best;
 }
 
-reports::CommRecord ddp_summary(const std::vector<const StepRecord*>& steps, int world_size) {
+// Medians over the measured steps of what each step's gradient collectives did
+// (bench/run/step_outcome.h), the same for every design: a design that does not overlap them
+// with backward (DP's reduce_add) has them all exposed.
+reports::CommRecord gradient_summary(const std::vector<const StepRecord*>& steps,
+                                     const std::string& name, Collective op, int world_size) {
   std::vector<double> comm, exposed, bytes;
   double comm_total = 0, exposed_total = 0;
   for (const StepRecord* s : steps) {
@@ -42,46 +46,28 @@ reports::CommRecord ddp_summary(const std::vector<const StepRecord*>& steps, int
     comm_total += comm.back();
     exposed_total += exposed.back();
   }
-  const StepRecord* one = median_step(steps);
-  std::vector<reports::BucketTiming> buckets =
-      one->mode->buckets.value_or(std::vector<reports::BucketTiming>{});
-  for (reports::BucketTiming& b : buckets) {
-    b.ready_to_launch_ms = b.launch_ms - b.ready_ms;
-    b.collective_ms = b.complete_ms - b.start_ms.value_or(b.launch_ms);
-  }
   reports::CommRecord c;
-  c.op = "allreduce";
+  c.op = name;  // the row's gradient_op, as the schema names it
   c.comm_ms = percentile(comm, 50);
   c.comm_exposed_ms = percentile(exposed, 50);
   // From totals over the measured steps, so one step without communication (or a noisy one)
   // does not dominate as it would in a median of ratios.
   c.overlap_ratio = overlap_ratio(comm_total, exposed_total);
-  c.buckets_step = one->step;
   c.bytes_per_step = static_cast<int64_t>(std::llround(percentile(bytes, 50)));
-  c.buckets = std::move(buckets);
-  c.busbw = busbw_record(Collective::AllReduce, world_size);
-  return c;
-}
-
-// DP's reduce runs after backward on device 0's stream: it is all exposed by design.
-reports::CommRecord dp_summary(const std::vector<const StepRecord*>& steps, int world_size) {
-  std::vector<double> reduce;
-  double bytes = 0;
-  for (const StepRecord* s : steps) {
-    reduce.push_back(reports::named_value(s->phases_ms, "reduce"));
-    if (s->mode->bytes)
-      bytes = static_cast<double>(reports::named_value(*s->mode->bytes, "reduce"));
+  c.bytes = static_cast<double>(*c.bytes_per_step);
+  c.algbw_GBps = algbw_GBps(*c.bytes, c.comm_ms);
+  c.busbw_GBps = *c.algbw_GBps * busbw_factor(op, world_size);
+  c.busbw = busbw_record(op, world_size);
+  const StepRecord* one = median_step(steps);
+  if (one->mode->buckets) {
+    std::vector<reports::BucketTiming> buckets = *one->mode->buckets;
+    for (reports::BucketTiming& b : buckets) {
+      b.ready_to_launch_ms = b.launch_ms - b.ready_ms;
+      b.collective_ms = b.complete_ms - b.start_ms.value_or(b.launch_ms);
+    }
+    c.buckets_step = one->step;
+    c.buckets = std::move(buckets);
   }
-  const double med = percentile(reduce, 50);
-  const double algbw = algbw_GBps(bytes, med);
-  reports::CommRecord c;
-  c.op = "reduce";
-  c.comm_ms = c.comm_exposed_ms = med;
-  c.overlap_ratio = 0.0;
-  c.bytes = bytes;
-  c.algbw_GBps = algbw;
-  c.busbw_GBps = algbw * busbw_factor(Collective::Reduce, world_size);
-  c.busbw = busbw_record(Collective::Reduce, world_size);
   return c;
 }
 
@@ -95,8 +81,8 @@ std::optional<reports::CommRecord> comm_summary(const reports::DesignInfo& desig
   for (const StepRecord* s : measured) {
     if (!s->mode) return std::nullopt;
   }
-  if (design.gradient_op == "allreduce") return ddp_summary(measured, world_size);
-  if (design.gradient_op == "reduce") return dp_summary(measured, world_size);
+  if (const auto op = enum_from_name<Collective>(design.gradient_op))
+    return gradient_summary(measured, design.gradient_op, *op, world_size);
   return std::nullopt;
 }
 

@@ -10,7 +10,7 @@
 namespace ddpb::bench {
 
 void BucketReadyLog::add(const ddp::DdpStepStats& stats, int64_t step_start_ns) {
-  const double zero_ms = static_cast<double>(stats.backward_start_ns - step_start_ns) / 1e6;
+  const double zero_ms = static_cast<double>(stats.clock_zero_ns - step_start_ns) / 1e6;
   std::vector<double> ready;
   ready.reserve(stats.buckets.size());
   for (const auto& b : stats.buckets) ready.push_back(zero_ms + b.ready_ms);

@@ -108,7 +108,10 @@ struct RunConfig {
   int64_t total_steps() const { return warmup + steps; }
   // Checks values that the parser cannot (throws UsageError).
   void validate() const;
+  // The record's "config", and back (Note [One run field list] in bench/run/run_fields.h);
+  // from_json leaves a field the JSON lacks at its default.
   nlohmann::json to_json() const;
+  static RunConfig from_json(const nlohmann::json& config);
   nlohmann::json powersgd_json() const;  // the --powersgd-* options
 };
 

@@ -20,6 +20,10 @@ void add_run_options(CLI::App& run, RunConfig& config);
 // run, Note [Typed run configuration]). Throws UsageError with the flag's one-line reason.
 RunConfig parse_run_flags(const std::vector<std::string>& args);
 
+// `flags` (without "run") parsed over `config`: the flags given replace its fields, the others
+// keep theirs (a suite variant's flags over the suite's run). Throws UsageError.
+void apply_run_flags(RunConfig& config, const std::vector<std::string>& flags);
+
 // parse_run_flags, validated as `ddpbench run` validates it (RunConfig::validate). Throws
 // UsageError with the flag's or the check's one-line reason.
 RunConfig parse_run_args(const std::vector<std::string>& args);

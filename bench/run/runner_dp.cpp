@@ -1,4 +1,5 @@
 // --mode dp: DataParallel over --world-size devices (impl_dp/).
+#include "bench/run/step_outcome.h"
 #include "bench/run/trainer.h"
 #include "core/check.h"
 #include "impl_dp/data_parallel.h"
@@ -35,11 +36,8 @@ class DpRunner final : public ModeRunner {
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     const Batch batch = next_batch();
     dp::DpStepStats s = dp_->step(batch.x, batch.y, optimizer);
-    StepOutcome out;
-    out.loss = s.loss;
-    out.step_ms = s.step_ms;
-    for (const PhaseTime& p : s.phases) out.phases_ms.emplace_back(step_phase_name(p.phase), p.ms);
-    reports::StepModeData mode;
+    StepOutcome out = step_outcome(s, static_cast<int>(dp_->devices().size()));
+    reports::StepModeData& mode = *out.mode;
     mode.devices.emplace();
     for (size_t r = 0; r < s.devices.size(); ++r) {
       const auto& d = s.devices[r];
@@ -68,7 +66,6 @@ class DpRunner final : public ModeRunner {
                                       {"buffers", s.buffer_bytes},
                                       {"input_per_sample", s.input_bytes_per_sample},
                                       {"output_per_sample", s.output_bytes_per_sample}};
-    out.mode = std::move(mode);
     return out;
   }
 

@@ -55,9 +55,10 @@ reports::PytorchResult run_pytorch(const SuiteRun& run, const SuiteSpec& spec,
   if (!*design.pytorch_peer) return skipped("PyTorch has no " + design.info.label + " to compare");
   if (design.pytorch_peer_needs_cuda && spec.device != DeviceType::CUDA)
     return skipped(std::string(design.pytorch_peer) + " needs CUDA devices");
-  if (run.variant == "bucket-auto") return skipped("PyTorch has no bucket-cap autotuner");
-  if (run.variant.find("hook") != std::string::npos || run.variant == "no-overlap")
-    return skipped("torch_reference.py has no " + run.variant + " option");
+  const reports::RunConfigInfo& config = run.run_config();
+  if (config.bucket_cap_auto) return skipped("PyTorch has no bucket-cap autotuner");
+  if (config.comm_hook != "none") return skipped("torch_reference.py has no --comm-hook option");
+  if (config.no_overlap) return skipped("torch_reference.py has no --no-overlap option");
   const std::string stem = run_file_stem(run.id);
   std::vector<std::string> argv = {python_exe(), torch_reference_script(), "--workloads-json",
                                    workload_table_file(dir)};

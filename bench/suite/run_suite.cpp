@@ -22,6 +22,8 @@
 #include "bench/project/suite_projection.h"
 #include "bench/run/designs.h"
 #include "bench/run/run_config.h"
+#include "bench/run/run_fields.h"
+#include "bench/run/run_flags.h"
 #include "bench/suite/child_process.h"
 #include "bench/suite/progress.h"
 #include "bench/suite/pytorch_peer.h"
@@ -212,7 +214,21 @@ void print_summary(const SuiteRecord& suite) {
 // (the suite block), refuses a suite.json whose runs or stored arguments differ from what the
 // matrix gives, naming the run, and accepts only the paths the suite itself would have written,
 // inside the folder (issue 25, D1, S3).
-void check_resumed_runs(const SuiteRecord& record, const SuiteSpec& spec, const std::string& path) {
+// Whether a resumed file's arguments give the run its matrix gives: the same text, or (written by
+// an earlier ddpbench, in another order or with defaults spelled out) the same configuration,
+// the command-line-only flags included.
+bool gives_the_same_run(const std::vector<std::string>& held,
+                        const std::vector<std::string>& want) {
+  if (held == want) return true;
+  try {
+    const RunConfig a = parse_run_flags(held), b = parse_run_flags(want);
+    return a.to_json() == b.to_json() && run_argv(a) == run_argv(b);
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+void check_resumed_runs(SuiteRecord& record, const SuiteSpec& spec, const std::string& path) {
   const std::vector<SuiteRun> expected = expand_suite(spec);
   const auto find = [](const std::vector<SuiteRun>& runs, const std::string& id) {
     const auto it =
@@ -224,15 +240,16 @@ void check_resumed_runs(const SuiteRecord& record, const SuiteSpec& spec, const 
         << path << ": run " << e.id
         << " of its matrix is missing: not a suite.json this suite wrote";
   }
-  for (const SuiteRun& r : record.runs) {
+  for (SuiteRun& r : record.runs) {
     const SuiteRun* e = find(expected, r.id);
     DDPB_USAGE_CHECK(e) << path << ": run " << reports::printable(r.id)
                         << " is not one of its matrix's runs: not a suite.json this suite wrote";
-    DDPB_USAGE_CHECK(r.args == e->args)
+    DDPB_USAGE_CHECK(gives_the_same_run(r.args, e->args))
         << path << ": run " << r.id << " holds arguments its matrix does not give ("
         << reports::printable(fmt::format("{}", fmt::join(r.args, " "))) << "; the matrix gives "
         << fmt::format("{}", fmt::join(e->args, " "))
         << "): a results folder is data, not a program (Note [A results folder is data])";
+    r.args = e->args;  // what runs is the matrix's text
     // The typed configuration the reports read is the one its arguments give (Note [Typed run
     // configuration]), not whatever the file says.
     const auto config_json = [](const SuiteRun& run) {

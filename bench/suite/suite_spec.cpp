@@ -11,6 +11,7 @@
 #include "bench/run/bucket_tuner.h"
 #include "bench/run/designs.h"
 #include "bench/run/run_config.h"
+#include "bench/run/run_fields.h"
 #include "bench/run/run_flags.h"
 #include "core/check.h"
 #include "core/ops.h"
@@ -723,45 +724,36 @@ class SuiteExpansion {
     r.status = reports::RunStatus::Pending;
     r.id = workload + "/" + mode_name + "/w" + std::to_string(n) +
            (variant.empty() ? "" : "/" + variant);
-    r.args = {"run",
-              "--mode",
-              mode_name,
-              "--workload",
-              workload,
-              "--device",
-              std::string(enum_name(s_.device)),
-              "--global-batch",
-              std::to_string(global_batch),
-              "--steps",
-              std::to_string(s_.steps),
-              "--warmup",
-              std::to_string(s_.warmup),
-              "--seed",
-              std::to_string(s_.seed),
-              "--precision",
-              std::string(enum_name(s_.precision)),
-              "--attention",
-              std::string(enum_name(s_.attention)),
-              "--quiet"};
+    // Note [Typed run configuration]: the run is a RunConfig, and its child's arguments are
+    // generated from it (Note [One run field list]).
+    RunConfig c;
+    c.mode = mode;
+    c.workload = workload;
+    c.device = enum_name(s_.device);
+    c.global_batch = global_batch;
+    c.steps = s_.steps;
+    c.warmup = s_.warmup;
+    c.seed = s_.seed;
+    c.precision = s_.precision;
+    c.attention = s_.attention;
+    c.quiet = true;
     const reports::DesignInfo& design = design_named(mode).info;
-    if (design.parallel) r.args.insert(r.args.end(), {"--world-size", std::to_string(n)});
-    if (design.processes_per_rank)
-      r.args.insert(r.args.end(), {"--timeout", fmt::format("{:g}", s_.timeout_s)});
-    // A variant's own --precision, --attention or --warmup replaces the suite's.
-    for (const char* flag : {"--precision", "--attention", "--warmup"}) {
-      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) continue;
-      const auto at = std::find(r.args.begin(), r.args.end(), flag);
-      r.args.erase(at, at + 2);
-    }
-    r.args.insert(r.args.end(), extra.begin(), extra.end());
+    if (design.parallel) c.world_size = n;
+    if (design.processes_per_rank) c.timeout_s = s_.timeout_s;
+    apply_run_flags(c, extra);  // a variant's own flags replace the suite's
     // The suite's files for the workload, unless the run names its own (the loader group) or is
     // a named run (its own "data" key says).
     if (const auto d = s_.data.find(workload);
-        d != s_.data.end() && group != RunGroup::Explicit &&
-        std::find(extra.begin(), extra.end(), "--data") == extra.end())
-      r.args.insert(r.args.end(), {"--data", d->second});
-    // Note [Typed run configuration]: what the child will understand, parsed by its parser.
-    r.config = reports::record_from_json<reports::RunConfigInfo>(parse_run_flags(r.args).to_json());
+        d != s_.data.end() && group != RunGroup::Explicit && c.data.empty())
+      c.data = d->second;
+    // What the suite chose is written out even where it is the run command's default: the
+    // child, and the PyTorch peer that takes the same arguments, rely on no default of theirs.
+    std::vector<std::string> pinned = {"--device", "--global-batch", "--steps",    "--warmup",
+                                       "--seed",   "--precision",    "--attention"};
+    if (design.parallel) pinned.emplace_back("--world-size");
+    if (design.processes_per_rank) pinned.emplace_back("--timeout");
+    r.args = run_argv(c, pinned);
+    r.config = reports::record_from_json<reports::RunConfigInfo>(c.to_json());
     runs_.push_back(std::move(r));
   }
 

@@ -22,9 +22,9 @@ SIDES = ["ddpbench", "pytorch"]
 
 
 def run_numbers(path):
-    """One run record's figures: the median step and, for DDP, the overlap figures."""
+    """One run record's figures: the median step and, where gradients are synchronised, the
+    overlap figures."""
     r = run_record.load(path)
-    # DDP steps carry the bucket timing (DP steps carry per-device busy times instead).
     modes = run_record.step_comm(r)
     out = {"step_ms": run_record.step_ms_median(r)}
     if modes:

@@ -85,6 +85,7 @@ def peak_bytes(record):
 
 
 def step_comm(record):
-    """The per-step communication figures of the measured DDP steps (DP steps have none)."""
+    """The per-step communication figures of the measured steps of a design that synchronises
+    gradients (DDP's buckets, DP's reduce; Note [Step stats])."""
     return [s["mode"] for s in measured_steps(record)
             if "overlap_ratio" in s.get("mode", {})]

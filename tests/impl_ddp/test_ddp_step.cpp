@@ -97,8 +97,21 @@ TEST(DdpStep, PhasesComeInOrderAndAddUpAndTheRanksAgree) {
     EXPECT_FALSE(s.sync_batch_norm);
     ASSERT_GE(s.buckets.size(), 2u) << "256-byte buckets over 8x16 and 16x3 weights";
     for (const BucketRecord& b : s.buckets) EXPECT_GE(b.complete_ms, b.launch_ms);
-    EXPECT_GT(s.backward_end_ms, 0.0);
-    EXPECT_GT(s.backward_start_ns, 0);
+    EXPECT_GT(s.compute_end_ms, 0.0);
+    EXPECT_GT(s.clock_zero_ns, 0);
+    // Note [Step stats]: every bucket's collectives are the step's gradient collectives.
+    int64_t gradient_bytes = 0, bucket_bytes = 0;
+    size_t gradient_collectives = 0;
+    for (const CollectiveTiming& c : s.collectives) {
+      EXPECT_TRUE(c.gradient) << c.name << ": no SyncBatchNorm here";
+      EXPECT_EQ(c.op, "allreduce");
+      EXPECT_GE(c.complete_ms, c.start_ms);
+      gradient_bytes += c.bytes;
+      ++gradient_collectives;
+    }
+    for (const BucketRecord& b : s.buckets) bucket_bytes += b.bytes;
+    EXPECT_EQ(gradient_collectives, s.buckets.size());
+    EXPECT_EQ(gradient_bytes, bucket_bytes);
     EXPECT_EQ(ranks[size_t(r)].batches, 1);
     EXPECT_EQ(ranks[size_t(r)].first_forward_calls, 1);
   }

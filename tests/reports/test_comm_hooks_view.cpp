@@ -28,6 +28,8 @@ json suite_with_hooks() {
   fp16["metrics"]["comm_bytes_per_step"] = 6318100;
   fp16["metrics"]["loss_per_step"] = {2.30, 2.20, 2.11};
   json powersgd = make_run("mlp-small", "ddp", 4, "comm_hook", "powersgd-hook");
+  powersgd["args"].insert(powersgd["args"].end(), {"--comm-hook", "powersgd"});
+  powersgd["config"]["comm_hook"] = "powersgd";
   powersgd["metrics"] = fp16["metrics"];
   powersgd["metrics"]["comm_bytes_per_step"] = 41040;
   powersgd["metrics"]["loss_per_step"] = {2.30, 2.25, 2.19};

@@ -8,24 +8,19 @@
 #include <string>
 #include <variant>
 
+#include "../../util/design_rows.h"
 #include "bench/project/projection.h"
+#include "reports/record_fields.h"
 
 namespace ddpb::bench::testing {
 
-// The designs' rows as bench/run/designs.cpp has them, with the traits the projection reads.
+// The designs' rows as records carry them (tests/util/design_rows.h).
 inline reports::DesignInfo dp_row() {
-  reports::DesignInfo d;
-  d.name = "dp", d.label = "DP", d.noun = "device", d.parallel = true;
-  d.gradient_op = "reduce";
-  return d;
+  return reports::record_from_json<reports::DesignInfo>(ddpb::testing::design_rows().at(1));
 }
 
 inline reports::DesignInfo ddp_row() {
-  reports::DesignInfo d;
-  d.name = "ddp", d.label = "DDP", d.noun = "rank", d.parallel = true;
-  d.processes_per_rank = d.has_buckets = d.overlaps_backward = true;
-  d.gradient_op = "allreduce";
-  return d;
+  return reports::record_from_json<reports::DesignInfo>(ddpb::testing::design_rows().at(2));
 }
 
 // Where the toy's designs are in ProjectionBasis::designs.

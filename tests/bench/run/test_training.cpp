@@ -58,6 +58,35 @@ TEST(Training, ResNetTinyLossFalls) {
   EXPECT_LT(last, 0.5 * first);
 }
 
+// Note [Step stats]: DP's reduce_add is its gradient communication, computed as DDP's is: the
+// record's step holds its bytes and time, all of it exposed (it starts when backward ends),
+// and the summary names the reduce with its bus bandwidth.
+TEST(Training, DpRecordsItsReduceAsExposedGradientCommunication) {
+  RunConfig c;
+  c.mode = "dp";
+  c.workload = "mlp-small";
+  c.world_size = 3;
+  c.global_batch = 24;
+  c.steps = 3;
+  c.warmup = 0;
+  c.quiet = true;
+  c.validate();
+  const nlohmann::json r = run_training(c).to_json();
+  for (const nlohmann::json& step : r["steps"]) {
+    const nlohmann::json& m = step["mode"];
+    EXPECT_EQ(m["comm_bytes"], m["bytes"]["reduce"]) << "two replicas' gradients to device 0";
+    EXPECT_GT(m["bytes"]["reduce"].get<int64_t>(), 0);
+    EXPECT_NEAR(m["comm_ms"].get<double>(), step["phases_ms"]["reduce"].get<double>(), 1e-6);
+    EXPECT_EQ(m["comm_exposed_ms"], m["comm_ms"]);
+    EXPECT_EQ(m["overlap_ratio"], 0.0);
+  }
+  const nlohmann::json& comm = r["summary"]["comm"];
+  EXPECT_EQ(comm["op"], "reduce");
+  EXPECT_EQ(comm["overlap_ratio"], 0.0);
+  EXPECT_EQ(comm["bytes_per_step"], r["steps"][0]["mode"]["bytes"]["reduce"]);
+  EXPECT_EQ(comm["busbw"]["op"], "reduce");
+}
+
 // --precision bf16 computes every GEMM (attention's included) on bf16-rounded operands. The
 // loss curve must follow fp32's to within bf16's precision, and must not be fp32's exactly
 // (which would mean the mode never reached the GEMMs).

@@ -547,6 +547,15 @@ TEST(Suite, ResumeRunsTheMatrixNotTheFolderAndRetriesFailedRuns) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("root:"), std::string::npos) << r.output;
+  // The same run written another way (an earlier ddpbench's order, a default spelled out) is
+  // the matrix's run: resumed, and the matrix's text takes its place.
+  r = resume_with([](nlohmann::json& s) {
+    auto& args = s["runs"][0]["args"];
+    args.insert(args.begin() + 1, {"--cpu-threads", "1", "--dp-broadcast-mb", "10"});
+    s["runs"][0]["status"] = "pending";
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(load(out + "/suite.json")["runs"][0]["args"], done["runs"][0]["args"]);
   // A failed run is retried; a folder of another commit and host is resumed with a warning.
   r = resume_with([](nlohmann::json& s) {
     s["runs"][0]["status"] = "failed";

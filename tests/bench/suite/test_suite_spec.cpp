@@ -349,6 +349,8 @@ TEST(SuiteSpec, FlagPairsAlternateAroundTheDefault) {
     if (r->flag->name == "static_graph") EXPECT_TRUE(has_flag(*r, "--static-graph"));
     if (r->flag->name == "cpu_threads_all") EXPECT_TRUE(has_flag(*r, "--cpu-threads"));
     if (r->flag->name == "sync_bn") EXPECT_TRUE(has_flag(*r, "--sync-bn"));
+    // The default row adds no flag: its arguments are the single run's and the design's
+    // --world-size and --timeout.
     if (r->flag->is_default()) EXPECT_EQ(r->args.size(), runs.front().args.size() + 4);
   }
   // Without a BatchNorm workload, sync_bn is left out and broadcast_buffers_off stays.

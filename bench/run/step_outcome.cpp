@@ -1,0 +1,60 @@
+#include "bench/run/step_outcome.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "bench/measure/metrics.h"
+
+namespace ddpb::bench {
+namespace {
+
+TraceSpan collective_span(const CollectiveTiming& c, int64_t zero_ns, int world_size) {
+  const double ms = c.complete_ms - c.start_ms;
+  nlohmann::json args = {{"bytes", c.bytes}, {"launch_ms", c.launch_ms}};
+  // nccl-tests' bus bandwidth, for the collectives it defines a factor for.
+  if (const auto op = enum_from_name<Collective>(c.op))
+    args["busbw_GBps"] =
+        algbw_GBps(static_cast<double>(c.bytes), ms) * busbw_factor(*op, world_size);
+  if (c.group >= 0) args["bucket"] = c.group;
+  return {c.name, c.lane, zero_ns + static_cast<int64_t>(c.start_ms * 1e6), ms, std::move(args)};
+}
+
+// The gradient collectives' communication figures.
+void add_comm_figures(const StepStats& s, reports::StepModeData& m) {
+  std::vector<Interval> busy;
+  int64_t bytes = 0;
+  double first_launch = std::numeric_limits<double>::infinity(), last_complete = 0;
+  for (const CollectiveTiming& c : s.collectives) {
+    if (!c.gradient) continue;
+    busy.emplace_back(c.start_ms, c.complete_ms);
+    bytes += c.bytes;
+    first_launch = std::min(first_launch, c.launch_ms);
+    last_complete = std::max(last_complete, c.complete_ms);
+  }
+  if (busy.empty()) return;
+  const CommTime ct = comm_time(std::move(busy), s.compute_end_ms);
+  m.comm_bytes = bytes;
+  m.comm_ms = ct.comm_ms;
+  m.comm_exposed_ms = ct.exposed_ms;
+  m.overlap_ratio = overlap_ratio(ct.comm_ms, ct.exposed_ms);
+  m.extra.value["backward_end_ms"] = s.compute_end_ms;
+  m.extra.value["span_overlap_ratio"] =
+      span_overlap_ratio(first_launch, last_complete, s.compute_end_ms);
+}
+
+}  // namespace
+
+StepOutcome step_outcome(const StepStats& s, int world_size) {
+  StepOutcome out;
+  out.loss = s.loss;
+  out.step_ms = s.step_ms;
+  for (const PhaseTime& p : s.phases) out.phases_ms.emplace_back(step_phase_name(p.phase), p.ms);
+  for (const CollectiveTiming& c : s.collectives)
+    out.spans.push_back(collective_span(c, s.clock_zero_ns, world_size));
+  out.mode.emplace();
+  add_comm_figures(s, *out.mode);
+  return out;
+}
+
+}  // namespace ddpb::bench

@@ -17,7 +17,7 @@ namespace ddpb {
 // transfer between devices or ranks the step made, each with its collective kind, bytes and
 // times on the step's clock (milliseconds since clock_zero_ns, the host's steady clock):
 //  - DDP: each bucket's collectives as the Reducer timed them (issued, started, completed),
-//    and SyncBatchNorm's (the buffer broadcast is its own phase, with its bytes);
+//    the buffer broadcast's and SyncBatchNorm's (host-timed);
 //  - DP: scatter, replicate, gather and reduce_add, which run one after another on device 0's
 //    stream; their device times laid end to end from the step's start place them.
 // Those that synchronise gradients (`gradient`) are the design's communication: the harness
@@ -26,10 +26,10 @@ namespace ddpb {
 // ended), the overlap, each collective's bus bandwidth and its trace span
 // (bench/run/step_outcome.h, bench/measure/comm_summary.h).
 struct CollectiveTiming {
-  std::string op;    // "allreduce", "reduce", "broadcast", "scatter", "gather", "allgather", ...
-  std::string name;  // what the trace shows: "allreduce bucket 3", "replicate"
-  std::string lane;  // the trace track: "comm bucket 3", "dp transfers"
-  int64_t bytes = 0;
+  std::string op;     // "allreduce", "reduce", "broadcast", "scatter", "gather", "allgather", ...
+  std::string name;   // what the trace shows: "allreduce bucket 3", "replicate"
+  std::string lane;   // the trace track: "comm bucket 3", "dp transfers"
+  int64_t bytes = 0;  // nccl-tests' size: an allgather's output, any other's input
   double launch_ms = 0;    // issued by the host
   double start_ms = 0;     // started on the communication thread or stream
   double complete_ms = 0;  // finished

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/phase_timer.h"
@@ -47,9 +48,16 @@ bool DistributedDataParallel::syncs_buffers() const {
 }
 
 int64_t DistributedDataParallel::sync_buffers() {
+  buffer_broadcasts_.clear();
   if (!syncs_buffers()) return 0;
-  broadcast_coalesced(f32_buffers_, buffer_source_);
-  broadcast_coalesced(i64_buffers_, buffer_source_);
+  for (const std::vector<Tensor>* buffers : {&f32_buffers_, &i64_buffers_}) {
+    if (buffers->empty()) continue;
+    int64_t bytes = 0;
+    for (const Tensor& t : *buffers) bytes += static_cast<int64_t>(t.nbytes());
+    const int64_t start_ns = steady_now_ns();
+    broadcast_coalesced(*buffers, buffer_source_);
+    buffer_broadcasts_.push_back({"broadcast", bytes, start_ns, steady_now_ns()});
+  }
   return buffer_bytes_;
 }
 
@@ -299,8 +307,9 @@ float DistributedDataParallel::run_micro_steps(const std::function<MicroBatch()>
 }
 
 // Every bucket's collectives (PowerSGD's P, Q and uncompressed ones are AllReduces too), which
-// synchronise the gradients, and SyncBatchNorm's, which do not; on the backward's clock.
-void DistributedDataParallel::add_collectives(DdpStepStats& stats) {
+// synchronise the gradients, and the buffer broadcast's and SyncBatchNorm's, which do not; on
+// the backward's clock (the broadcast comes before it: negative times).
+void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
   for (const BucketRecord& b : stats.buckets) {
     const std::string index = std::to_string(b.index);
     for (size_t k = 0; k < b.collectives.size(); ++k) {
@@ -321,12 +330,23 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) {
       stats.collectives.push_back(std::move(t));
     }
   }
+  for (const SyncBnRecord& r : buffer_broadcasts_) {
+    CollectiveTiming t;
+    t.op = r.op;
+    t.name = "buffer broadcast";
+    t.lane = "comm buffers";
+    t.bytes = r.bytes;
+    t.launch_ms = t.start_ms = static_cast<double>(r.start_ns - stats.clock_zero_ns) / 1e6;
+    t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
+    stats.collectives.push_back(std::move(t));
+  }
   for (const SyncBnRecord& r : stats.sync_bn) {
     CollectiveTiming t;
     t.op = r.op;
     t.name = std::string("sync_bn ") + r.op;
     t.lane = "comm sync_bn";
-    t.bytes = r.bytes;
+    // nccl-tests' size of an allgather is what it gathers: every rank's input.
+    t.bytes = std::string_view(r.op) == "allgather" ? r.bytes * pg_->size() : r.bytes;
     t.launch_ms = t.start_ms = static_cast<double>(r.start_ns - stats.clock_zero_ns) / 1e6;
     t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
     stats.collectives.push_back(std::move(t));

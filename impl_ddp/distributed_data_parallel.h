@@ -180,7 +180,7 @@ class DistributedDataParallel {
   float run_micro_steps(const std::function<MicroBatch()>& next_batch, const LossFn& loss,
                         const DdpStepOptions& options, PhaseTimer& timer);
   void fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const;
-  static void add_collectives(DdpStepStats& stats);
+  void add_collectives(DdpStepStats& stats) const;
   void verify_same_model() const;
   void broadcast_from_rank0() const;
   // Broadcasts `tensors` (one dtype) from `root` as one flat tensor.
@@ -197,6 +197,7 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::vector<Tensor> f32_buffers_, i64_buffers_;  // the module's buffers, by dtype
   int64_t buffer_bytes_ = 0;
+  std::vector<SyncBnRecord> buffer_broadcasts_;  // the last sync_buffers(), host-timed
   std::unique_ptr<ProcessGroupBatchNormSync> bn_sync_;
   bool sync_ = true;
   int buffer_source_ = 0;   // the rank whose buffers sync_buffers() broadcasts

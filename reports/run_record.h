@@ -111,6 +111,20 @@ struct DpDeviceStep {
 
 // steps[].mode: DP fills devices, bytes and unit_bytes; DDP rank, buckets and the comm
 // numbers (bench/run/ddp_record.cpp); the rest (SyncBatchNorm, span overlap) stays open.
+// One kind of collective in a step: how often it ran, its bytes, and its bytes on the wire
+// (bytes × nccl-tests' bus factor; docs/metrics.md "Bytes on the wire").
+struct OpTraffic {
+  static constexpr bool kRecord = true;
+  std::string op;
+  int64_t calls = 0, bytes = 0;
+  double bus_bytes = 0;
+  bool operator==(const OpTraffic&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("op", s.op), v("calls", s.calls), v("bytes", s.bytes), v("bus_bytes", s.bus_bytes);
+  }
+};
+
 struct StepModeData {
   static constexpr bool kRecord = true;
   std::optional<std::vector<DpDeviceStep>> devices;
@@ -120,13 +134,18 @@ struct StepModeData {
   std::optional<std::vector<BucketTiming>> buckets;
   std::optional<int64_t> comm_bytes;
   std::optional<double> comm_ms, comm_exposed_ms, overlap_ratio;
+  // Every collective of the step by op, their bytes on the wire, and the gradient
+  // collectives' share of them (Note [Step stats]).
+  std::optional<std::vector<OpTraffic>> by_op;
+  std::optional<double> bus_bytes, gradient_bus_bytes;
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("devices", s.devices), v("bytes", s.bytes), v("unit_bytes", s.unit_bytes);
     v("rank", s.rank), v("buckets", s.buckets), v("comm_bytes", s.comm_bytes);
     v("comm_ms", s.comm_ms), v("comm_exposed_ms", s.comm_exposed_ms);
-    v("overlap_ratio", s.overlap_ratio), v.rest(s.extra);
+    v("overlap_ratio", s.overlap_ratio), v("by_op", s.by_op), v("bus_bytes", s.bus_bytes);
+    v("gradient_bus_bytes", s.gradient_bus_bytes), v.rest(s.extra);
   }
 };
 
@@ -331,12 +350,21 @@ struct CommRecord {
   std::optional<std::vector<BucketTiming>> buckets;     // its buckets
   std::optional<double> bytes, algbw_GBps, busbw_GBps;  // bytes_per_step over comm_ms
   BusBw busbw;
+  // Bytes on the wire (docs/metrics.md): medians over the measured steps of every collective's
+  // and of the gradient collectives'; what the design promises for the latter; the median
+  // step's collectives by op.
+  std::optional<double> bus_bytes_per_step, gradient_bus_bytes_per_step;
+  std::optional<double> expected_gradient_bus_bytes;
+  std::optional<std::vector<OpTraffic>> by_op;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("op", s.op), v("comm_ms", s.comm_ms), v("comm_exposed_ms", s.comm_exposed_ms);
     v("overlap_ratio", s.overlap_ratio), v("bytes_per_step", s.bytes_per_step);
     v("buckets_step", s.buckets_step), v("buckets", s.buckets), v("bytes", s.bytes);
     v("algbw_GBps", s.algbw_GBps), v("busbw_GBps", s.busbw_GBps), v("busbw", s.busbw);
+    v("bus_bytes_per_step", s.bus_bytes_per_step);
+    v("gradient_bus_bytes_per_step", s.gradient_bus_bytes_per_step);
+    v("expected_gradient_bus_bytes", s.expected_gradient_bus_bytes), v("by_op", s.by_op);
   }
 };
 

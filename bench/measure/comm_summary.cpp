@@ -31,6 +31,20 @@ const StepRecord* median_step(const std::vector<const StepRecord*>& steps) {
   return best;
 }
 
+// Bytes on the wire: medians over the measured steps, and the median step's ops.
+void add_traffic(const std::vector<const StepRecord*>& steps, const StepRecord& one,
+                 reports::CommRecord& c) {
+  std::vector<double> bus, gradient_bus;
+  for (const StepRecord* s : steps) {
+    if (!s->mode->bus_bytes) return;  // a record of an earlier version
+    bus.push_back(*s->mode->bus_bytes);
+    gradient_bus.push_back(s->mode->gradient_bus_bytes.value_or(0));
+  }
+  c.bus_bytes_per_step = percentile(bus, 50);
+  c.gradient_bus_bytes_per_step = percentile(gradient_bus, 50);
+  c.by_op = one.mode->by_op;
+}
+
 // Medians over the measured steps of what each step's gradient collectives did
 // (bench/run/step_outcome.h), the same for every design: a design that does not overlap them
 // with backward (DP's reduce_add) has them all exposed.
@@ -59,6 +73,7 @@ reports::CommRecord gradient_summary(const std::vector<const StepRecord*>& steps
   c.busbw_GBps = *c.algbw_GBps * busbw_factor(op, world_size);
   c.busbw = busbw_record(op, world_size);
   const StepRecord* one = median_step(steps);
+  add_traffic(steps, *one, c);
   if (one->mode->buckets) {
     std::vector<reports::BucketTiming> buckets = *one->mode->buckets;
     for (reports::BucketTiming& b : buckets) {
@@ -75,14 +90,18 @@ reports::CommRecord gradient_summary(const std::vector<const StepRecord*>& steps
 
 std::optional<reports::CommRecord> comm_summary(const reports::DesignInfo& design,
                                                 const std::vector<StepRecord>& steps,
-                                                int world_size) {
+                                                int world_size,
+                                                std::optional<double> expected_gradient_bus_bytes) {
   const auto measured = measured_steps(steps);
   if (measured.empty() || design.gradient_op.empty()) return std::nullopt;
   for (const StepRecord* s : measured) {
     if (!s->mode) return std::nullopt;
   }
-  if (const auto op = enum_from_name<Collective>(design.gradient_op))
-    return gradient_summary(measured, design.gradient_op, *op, world_size);
+  if (const auto op = enum_from_name<Collective>(design.gradient_op)) {
+    reports::CommRecord c = gradient_summary(measured, design.gradient_op, *op, world_size);
+    c.expected_gradient_bus_bytes = expected_gradient_bus_bytes;
+    return c;
+  }
   return std::nullopt;
 }
 

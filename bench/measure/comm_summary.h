@@ -12,8 +12,10 @@ namespace ddpb::bench {
 // Only measured steps count. The design's gradient collective says which numbers its steps
 // carry: an AllReduce's buckets, or a reduce's bytes. Returns nullopt for a design without one
 // (single) and when a measured step carries no communication data.
-std::optional<reports::CommRecord> comm_summary(const reports::DesignInfo& design,
-                                                const std::vector<reports::StepRecord>& steps,
-                                                int world_size);
+// `expected_gradient_bus_bytes`: what the design promises its gradient collectives put on
+// the wire a step (its row, bench/run/designs.h), recorded beside the measured value.
+std::optional<reports::CommRecord> comm_summary(
+    const reports::DesignInfo& design, const std::vector<reports::StepRecord>& steps,
+    int world_size, std::optional<double> expected_gradient_bus_bytes = std::nullopt);
 
 }  // namespace ddpb::bench

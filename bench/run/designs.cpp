@@ -33,6 +33,10 @@ Design dp_row() {
   Design d;
   d.info = {.name = "dp", .label = "DP", .noun = "device", .parallel = true};
   d.info.gradient_op = "reduce";
+  // reduce_add: every other device's gradients to device 0, over its link.
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+    return gradient_bytes * (world - 1);
+  };
   d.info.phases = phases({StepPhase::Data, StepPhase::Scatter, StepPhase::Replicate,
                           StepPhase::Forward, StepPhase::Gather, StepPhase::Loss,
                           StepPhase::Backward, StepPhase::Reduce, StepPhase::Optimizer});
@@ -52,6 +56,10 @@ Design ddp_row() {
             .has_buckets = true,
             .overlaps_backward = true};
   d.info.gradient_op = "allreduce";
+  // Every bucket AllReduced once: 2(n-1)/n of the gradients (the ZeRO paper's 2Ψ).
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+    return gradient_bytes * 2.0 * (world - 1) / world;
+  };
   d.info.phases =
       phases({StepPhase::Data, StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
               StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer});

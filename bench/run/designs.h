@@ -34,6 +34,9 @@ struct Design {
   // whether that needs CUDA devices.
   const char* pytorch_peer = "";
   bool pytorch_peer_needs_cuda = false;
+  // The bytes its gradient collectives put on the wire a step (docs/metrics.md "Bytes on the
+  // wire"), for `gradient_bytes` of gradients over `world` ranks or devices; null: none.
+  double (*expected_gradient_bus_bytes)(double gradient_bytes, int world) = nullptr;
 };
 
 // Every row, in the order suites and reports list them (a deque: rows never move).

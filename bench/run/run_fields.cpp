@@ -222,7 +222,10 @@ RunField bucket_cap_field() {
   return f;
 }
 
-#define DDPB_FIELD(path) [](auto& c) -> auto& { return c.path; }
+#define DDPB_FIELD(path) \
+  [](auto& c) -> auto& { \
+    return c.path;       \
+  }
 
 // What the run trains, on what, for how long.
 void add_run_rows(std::vector<RunField>& rows) {
@@ -271,17 +274,18 @@ void add_ddp_rows(std::vector<RunField>& rows) {
   rows.push_back(real("--powersgd-min-compression-rate", "/powersgd/min_compression_rate",
                       DDPB_FIELD(powersgd.min_compression_rate), 0, 1e9,
                       "ddp powersgd: AllReduce a matrix uncompressed below this rate (default 2)"));
-  rows.push_back(real("--powersgd-epsilon", "/powersgd/epsilon", DDPB_FIELD(powersgd.epsilon), 0,
-                      1, "ddp powersgd: orthogonalisation epsilon (default 0)"));
+  rows.push_back(real("--powersgd-epsilon", "/powersgd/epsilon", DDPB_FIELD(powersgd.epsilon), 0, 1,
+                      "ddp powersgd: orthogonalisation epsilon (default 0)"));
   rows.push_back(toggle("--powersgd-no-error-feedback", "/powersgd/error_feedback",
                         DDPB_FIELD(powersgd.error_feedback), "ddp powersgd: no error feedback"));
   rows.push_back(toggle("--powersgd-no-warm-start", "/powersgd/warm_start",
-                        DDPB_FIELD(powersgd.warm_start), "ddp powersgd: a new random Q every step"));
+                        DDPB_FIELD(powersgd.warm_start),
+                        "ddp powersgd: a new random Q every step"));
   rows.push_back(toggle("--no-overlap", "/no_overlap", DDPB_FIELD(no_overlap),
                         "ddp: launch every bucket after backward"));
-  rows.push_back(
-      toggle("--no-broadcast-buffers", "/broadcast_buffers", DDPB_FIELD(broadcast_buffers),
-             "ddp: keep each rank's own buffers (default: rank 0's before every step)"));
+  rows.push_back(toggle("--no-broadcast-buffers", "/broadcast_buffers",
+                        DDPB_FIELD(broadcast_buffers),
+                        "ddp: keep each rank's own buffers (default: rank 0's before every step)"));
   rows.push_back(toggle("--sync-bn", "/sync_bn", DDPB_FIELD(sync_bn),
                         "ddp: BatchNorm as SyncBatchNorm (global batch statistics)"));
 }
@@ -308,17 +312,19 @@ void add_training_rows(std::vector<RunField>& rows) {
                          "warm-up steps before the measured ones"));
   rows.push_back(integer("--seed", "/seed", DDPB_FIELD(seed), 0, INT64_MAX,
                          "seed for initialisation, data and shuffling"));
-  rows.push_back(text("--optimizer", "/optimizer/name", DDPB_FIELD(optimizer.name), "sgd or adamw"));
+  rows.push_back(
+      text("--optimizer", "/optimizer/name", DDPB_FIELD(optimizer.name), "sgd or adamw"));
   rows.push_back(real("--lr", "/optimizer/lr", DDPB_FIELD(optimizer.lr), 0, 1e6, "learning rate",
                       LowerBound::Open));
-  rows.push_back(
-      real("--momentum", "/optimizer/momentum", DDPB_FIELD(optimizer.momentum), 0, 1, "SGD momentum"));
+  rows.push_back(real("--momentum", "/optimizer/momentum", DDPB_FIELD(optimizer.momentum), 0, 1,
+                      "SGD momentum"));
   rows.push_back(real("--weight-decay", "/optimizer/weight_decay",
                       DDPB_FIELD(optimizer.weight_decay), 0, 1e6, "weight decay"));
   using Member = float optim::OptimizerConfig::*;
-  for (const auto& adam : {std::pair<const char*, Member>{"/optimizer/beta1", &optim::OptimizerConfig::beta1},
-                           std::pair<const char*, Member>{"/optimizer/beta2", &optim::OptimizerConfig::beta2},
-                           std::pair<const char*, Member>{"/optimizer/eps", &optim::OptimizerConfig::eps}}) {
+  for (const auto& adam :
+       {std::pair<const char*, Member>{"/optimizer/beta1", &optim::OptimizerConfig::beta1},
+        std::pair<const char*, Member>{"/optimizer/beta2", &optim::OptimizerConfig::beta2},
+        std::pair<const char*, Member>{"/optimizer/eps", &optim::OptimizerConfig::eps}}) {
     const Member value = adam.second;
     rows.push_back(recorded(
         adam.first, [value](const RunConfig& c) { return json(as_written(c.optimizer.*value)); },
@@ -392,8 +398,8 @@ void add_output_rows(std::vector<RunField>& rows) {
   rows.push_back(text("--save-params", "/save_params", DDPB_FIELD(save_params),
                       "write the final parameters (safetensors) here"));
   rows.push_back(toggle("--quiet", "", DDPB_FIELD(quiet), "no per-step lines"));
-  rows.push_back(toggle("--verbose", "", DDPB_FIELD(verbose),
-                        "also print the resolved configuration (JSON)"));
+  rows.push_back(
+      toggle("--verbose", "", DDPB_FIELD(verbose), "also print the resolved configuration (JSON)"));
   rows.push_back(text("--trace", "/trace", DDPB_FIELD(trace),
                       "write a Chrome trace (Perfetto, chrome://tracing) here"));
   rows.push_back(text("--trace-steps", "/trace_steps", DDPB_FIELD(trace_steps),

@@ -9,15 +9,40 @@
 namespace ddpb::bench {
 namespace {
 
+// nccl-tests' bus factor of a collective; one it defines none for (DP's scatter and gather)
+// counts its bytes as they are: DP's transfers count what device 0's link moves.
+double bus_factor(const std::string& op, int world_size) {
+  const auto known = enum_from_name<Collective>(op);
+  return known ? busbw_factor(*known, world_size) : 1.0;
+}
+
 TraceSpan collective_span(const CollectiveTiming& c, int64_t zero_ns, int world_size) {
   const double ms = c.complete_ms - c.start_ms;
   nlohmann::json args = {{"bytes", c.bytes}, {"launch_ms", c.launch_ms}};
-  // nccl-tests' bus bandwidth, for the collectives it defines a factor for.
-  if (const auto op = enum_from_name<Collective>(c.op))
-    args["busbw_GBps"] =
-        algbw_GBps(static_cast<double>(c.bytes), ms) * busbw_factor(*op, world_size);
+  args["busbw_GBps"] = algbw_GBps(static_cast<double>(c.bytes), ms) * bus_factor(c.op, world_size);
   if (c.group >= 0) args["bucket"] = c.group;
   return {c.name, c.lane, zero_ns + static_cast<int64_t>(c.start_ms * 1e6), ms, std::move(args)};
+}
+
+// Every collective by op, in the order each op first ran, and the bytes on the wire.
+void add_traffic(const StepStats& s, int world_size, reports::StepModeData& m) {
+  if (s.collectives.empty()) return;
+  std::vector<reports::OpTraffic> by_op;
+  double bus = 0, gradient_bus = 0;
+  for (const CollectiveTiming& c : s.collectives) {
+    auto it = std::find_if(by_op.begin(), by_op.end(),
+                           [&](const reports::OpTraffic& t) { return t.op == c.op; });
+    if (it == by_op.end()) it = by_op.insert(by_op.end(), reports::OpTraffic{c.op, 0, 0, 0});
+    const double on_wire = static_cast<double>(c.bytes) * bus_factor(c.op, world_size);
+    ++it->calls;
+    it->bytes += c.bytes;
+    it->bus_bytes += on_wire;
+    bus += on_wire;
+    if (c.gradient) gradient_bus += on_wire;
+  }
+  m.by_op = std::move(by_op);
+  m.bus_bytes = bus;
+  m.gradient_bus_bytes = gradient_bus;
 }
 
 // The gradient collectives' communication figures.
@@ -54,6 +79,7 @@ StepOutcome step_outcome(const StepStats& s, int world_size) {
     out.spans.push_back(collective_span(c, s.clock_zero_ns, world_size));
   out.mode.emplace();
   add_comm_figures(s, *out.mode);
+  add_traffic(s, world_size, *out.mode);
   return out;
 }
 

@@ -11,7 +11,8 @@ namespace ddpb::bench {
 // bucket); and, when the step synchronised gradients, steps[].mode's communication figures:
 // comm_bytes, comm_ms (the union of the gradient collectives' busy intervals), comm_exposed_ms
 // (the part after compute ended), overlap_ratio, and in extra backward_end_ms (compute_end_ms)
-// and span_overlap_ratio (bench/measure/metrics.h).
+// and span_overlap_ratio (bench/measure/metrics.h); and every collective by op with its bytes
+// on the wire (by_op, bus_bytes, gradient_bus_bytes).
 StepOutcome step_outcome(const StepStats& stats, int world_size);
 
 }  // namespace ddpb::bench

@@ -336,13 +336,19 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
   return record;
 }
 
-void add_comm_summary(const RunConfig& config, const ModeRunner& runner,
-                      reports::RunRecord& record) {
+void add_comm_summary(const RunConfig& config, ModeRunner& runner, reports::RunRecord& record) {
   // One process's devices (DP's replicas), or the world of ranks that are processes.
   const reports::DesignInfo& design = design_of(config).info;
   const int comm_world = design.processes_per_rank ? runner.place().world_size
                                                    : static_cast<int>(runner.devices().size());
-  if (auto comm = comm_summary(design, record.steps, comm_world)) {
+  std::optional<double> expected;
+  if (const auto promise = design_of(config).expected_gradient_bus_bytes) {
+    double gradient_bytes = 0;
+    for (const auto& p : runner.model().parameters())
+      gradient_bytes += static_cast<double>(p.data().nbytes());
+    expected = promise(gradient_bytes, comm_world);
+  }
+  if (auto comm = comm_summary(design, record.steps, comm_world, expected)) {
     fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n", comm->op,
                comm->comm_ms, comm->comm_exposed_ms, comm->overlap_ratio);
     record.summary.comm = std::move(comm);

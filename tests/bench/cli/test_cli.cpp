@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "../../util/run_cli.h"
+#include "../../util/temp_dir.h"
 #include "workloads/model.h"
 #include "workloads/safetensors.h"
 
@@ -181,6 +183,52 @@ TEST(WorkloadsCommand, JsonListsEveryPresetWithWhatThePeersNeed) {
   EXPECT_EQ(gpt->at("n_head"), 4);
   EXPECT_EQ(gpt->at("batch").at("input"), nlohmann::json::array({8, 64}));
   EXPECT_EQ(gpt->at("batch").at("input_dtype"), "i32");
+}
+
+}  // namespace
+
+namespace {
+
+// docs/metrics.md "Bytes on the wire": every design's gradient collectives put on the wire
+// what it promises, from the record's parameter count alone: DP's reduce_add (n - 1) copies
+// of the gradients over device 0's link, DDP's AllReduce 2(n - 1)/n of them (the ZeRO
+// paper's 2Ψ); the record's expected value says the same. Every collective counts by op.
+TEST(BytesOnTheWire, EachDesignMovesWhatItPromises) {
+  ddpb::testing::TempDir dir("wire");
+  struct Case {
+    std::string args;
+    int world;
+    double factor;  // gradient bytes on the wire per gradient byte
+    std::vector<std::string> ops;
+  } cases[] = {
+      {"--mode dp --world-size 3 --global-batch 24",
+       3,
+       2.0,
+       {"scatter", "broadcast", "gather", "reduce"}},
+      {"--mode ddp --world-size 3 --global-batch 24 --bucket-cap-mb 4", 3, 4.0 / 3, {"allreduce"}},
+      {"--mode ddp --world-size 2 --global-batch 16", 2, 1.0, {"allreduce"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const std::string out = dir / "run.json";
+    const Result r =
+        run("run --workload mlp-small --steps 2 --warmup 1 --quiet " + c.args + " --out " + out);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const nlohmann::json record = nlohmann::json::parse(std::ifstream(out));
+    const double gradient_bytes = 4.0 * record["workload"]["parameters"].get<double>();
+    const nlohmann::json& comm = record["summary"]["comm"];
+    EXPECT_DOUBLE_EQ(comm["gradient_bus_bytes_per_step"].get<double>(), gradient_bytes * c.factor);
+    EXPECT_DOUBLE_EQ(comm["expected_gradient_bus_bytes"].get<double>(), gradient_bytes * c.factor);
+    std::vector<std::string> ops;
+    double bus = 0;
+    for (const nlohmann::json& op : comm["by_op"]) {
+      ops.push_back(op["op"]);
+      EXPECT_GE(op["calls"].get<int>(), 1);
+      bus += op["bus_bytes"].get<double>();
+    }
+    EXPECT_EQ(ops, c.ops);
+    EXPECT_DOUBLE_EQ(comm["bus_bytes_per_step"].get<double>(), bus);
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "comm/process_group_gloo.h"
 #include "core/device.h"
+#include "core/ops.h"
 
 #if defined(DDPB_HAVE_CUDA) && defined(DDPB_HAVE_NCCL)
 #include "comm/process_group_nccl.h"
@@ -16,12 +17,12 @@
 namespace ddpb::comm {
 namespace {
 
-// The Work of the default allreduce_coalesced: complete when every part is. Sequence, op and
+// The Work of the default coalesced collectives: complete when every part is. Sequence, op and
 // bytes describe the whole; the times span from the first part's start to the last end.
 class CoalescedWork final : public Work {
  public:
-  explicit CoalescedWork(std::vector<WorkPtr> parts) : parts_(std::move(parts)) {
-    op = "allreduce_coalesced";
+  CoalescedWork(std::vector<WorkPtr> parts, const char* name) : parts_(std::move(parts)) {
+    op = name;
     sequence = parts_.empty() ? -1 : parts_.front()->sequence;
     for (const WorkPtr& p : parts_) bytes += p->bytes;
   }
@@ -65,7 +66,42 @@ WorkPtr ProcessGroup::allreduce_coalesced(const std::vector<Tensor>& tensors) {
   std::vector<WorkPtr> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(allreduce(t));
-  return std::make_shared<CoalescedWork>(std::move(parts));
+  return std::make_shared<CoalescedWork>(std::move(parts), "allreduce_coalesced");
+}
+
+namespace {
+
+void check_pairs(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                 const char* what, int rank) {
+  DDPB_CHECK(outputs.size() == inputs.size()) << what << ": " << outputs.size() << " outputs for "
+                                              << inputs.size() << " inputs (rank " << rank << ")";
+}
+
+}  // namespace
+
+WorkPtr ProcessGroup::reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                                      const std::vector<Tensor>& inputs,
+                                                      ReduceOp op) {
+  check_pairs(outputs, inputs, "reduce_scatter_tensor_coalesced", rank_);
+  if (op == ReduceOp::Avg) divide_for_average(inputs, size_);
+  std::vector<WorkPtr> parts;
+  parts.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) parts.push_back(reduce_scatter(outputs[k], inputs[k]));
+  return std::make_shared<CoalescedWork>(std::move(parts), "reduce_scatter_tensor_coalesced");
+}
+
+WorkPtr ProcessGroup::allgather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                                      const std::vector<Tensor>& inputs) {
+  check_pairs(outputs, inputs, "allgather_into_tensor_coalesced", rank_);
+  std::vector<WorkPtr> parts;
+  parts.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) parts.push_back(allgather(outputs[k], inputs[k]));
+  return std::make_shared<CoalescedWork>(std::move(parts), "allgather_into_tensor_coalesced");
+}
+
+void divide_for_average(const std::vector<Tensor>& tensors, int size) {
+  if (size == 1) return;
+  for (const Tensor& t : tensors) ops::scale(t, 1.0f / static_cast<float>(size));
 }
 
 // Note [Process group store prefix]

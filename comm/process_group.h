@@ -61,6 +61,9 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
+// How reduce_scatter_tensor_coalesced combines the ranks' chunks (c10d's ReduceOp).
+enum class ReduceOp { Sum, Avg };
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -91,6 +94,18 @@ class ProcessGroup {
   // sequence number); NCCL launches them in one ncclGroupStart/End. An empty list issues
   // nothing and returns a completed Work with sequence -1.
   virtual WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors);
+  // PyTorch's reduce_scatter_tensor_coalesced (c10d Backend): reduce_scatter(outputs[k],
+  // inputs[k]) for every k, as one operation, with op Sum or Avg (the sum divided by size()).
+  // Avg divides each input in place first: the inputs are scratch (as DDP's buckets are).
+  // The default issues one reduce_scatter per pair; NCCL launches them in one group.
+  virtual WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                                  const std::vector<Tensor>& inputs,
+                                                  ReduceOp op = ReduceOp::Sum);
+  // PyTorch's allgather_into_tensor_coalesced: allgather(outputs[k], inputs[k]) for every k,
+  // as one operation (in place where an input is its rank's chunk of the output). The default
+  // issues one allgather per pair; NCCL launches them in one group.
+  virtual WorkPtr allgather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                                  const std::vector<Tensor>& inputs);
 
   // Note [Issue bursts]
   // A caller that issues many collectives back to back and only then waits for them (the
@@ -114,6 +129,10 @@ class ProcessGroup {
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
   int rank_, size_;
 };
+
+// ReduceOp::Avg where a backend has no average of its own: each tensor (f32) divided by `size`
+// in place, on the current stream, before the Sum.
+void divide_for_average(const std::vector<Tensor>& tensors, int size);
 
 // begin_burst() for the lifetime of the object (Note [Issue bursts]).
 class IssueBurst {

@@ -876,6 +876,100 @@ WorkPtr ProcessGroupNccl::allreduce_coalesced(const std::vector<Tensor>& tensors
       /*host_blocking_wait=*/false);
 }
 
+namespace {
+
+// One (send, receive, count) of a grouped reduce-scatter or all-gather; count per rank.
+struct GroupPart {
+  const void* in;
+  void* out;
+  size_t count;
+  ncclDataType_t type;
+};
+
+// Runs `call` for every part inside one ncclGroupStart/End: NCCL fuses them into one launch.
+// After a failure inside the group ncclGroupEnd must still be called; the first error wins.
+template <class Call>
+ncclResult_t grouped(const std::vector<GroupPart>& parts, Call call) {
+  if (parts.empty()) return ncclSuccess;
+  ncclResult_t first = ncclGroupStart();
+  if (first != ncclSuccess) return first;
+  for (const GroupPart& p : parts) {
+    const ncclResult_t r = call(p);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      first = r;
+      break;
+    }
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  return first != ncclSuccess ? first : end;
+}
+
+}  // namespace
+
+WorkPtr ProcessGroupNccl::reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                                          const std::vector<Tensor>& inputs,
+                                                          ReduceOp op) {
+  DDPB_CHECK(outputs.size() == inputs.size())
+      << "nccl reduce_scatter_tensor_coalesced: " << outputs.size() << " outputs for "
+      << inputs.size() << " inputs (rank " << rank_ << ")";
+  std::vector<GroupPart> parts;
+  std::vector<Tensor> touched;
+  int64_t bytes = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor &out = outputs[k], &in = inputs[k];
+    check_tensor(out, "reduce_scatter_tensor_coalesced", "output");
+    check_tensor(in, "reduce_scatter_tensor_coalesced", "input");
+    DDPB_CHECK(out.dtype() == in.dtype() && in.numel() == size_ * out.numel())
+        << "nccl reduce_scatter_tensor_coalesced: input " << k << " must hold " << size_
+        << " output-sized chunks; got " << in.describe() << " for " << out.describe();
+    if (out.numel() > 0)
+      parts.push_back(
+          {in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()), nccl_type(in.dtype())});
+    touched.push_back(out), touched.push_back(in);
+    bytes += static_cast<int64_t>(in.nbytes());
+  }
+  const ncclRedOp_t red = op == ReduceOp::Avg ? ncclAvg : ncclSum;
+  return launch(
+      "reduce_scatter_tensor_coalesced", bytes, touched,
+      [parts = std::move(parts), red](ncclComm_t comm, cudaStream_t stream) {
+        return grouped(parts, [&](const GroupPart& p) {
+          return ncclReduceScatter(p.in, p.out, p.count, p.type, red, comm, stream);
+        });
+      },
+      /*host_blocking_wait=*/false);
+}
+
+WorkPtr ProcessGroupNccl::allgather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                                          const std::vector<Tensor>& inputs) {
+  DDPB_CHECK(outputs.size() == inputs.size())
+      << "nccl allgather_into_tensor_coalesced: " << outputs.size() << " outputs for "
+      << inputs.size() << " inputs (rank " << rank_ << ")";
+  std::vector<GroupPart> parts;
+  std::vector<Tensor> touched;
+  int64_t bytes = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor &out = outputs[k], &in = inputs[k];
+    check_tensor(out, "allgather_into_tensor_coalesced", "output");
+    check_tensor(in, "allgather_into_tensor_coalesced", "input");
+    DDPB_CHECK(out.dtype() == in.dtype() && out.numel() == size_ * in.numel())
+        << "nccl allgather_into_tensor_coalesced: output " << k << " must hold " << size_
+        << " inputs; got " << out.describe() << " for " << in.describe();
+    if (in.numel() > 0)
+      parts.push_back(
+          {in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()), nccl_type(in.dtype())});
+    touched.push_back(out), touched.push_back(in);
+    bytes += static_cast<int64_t>(in.nbytes());
+  }
+  return launch(
+      "allgather_into_tensor_coalesced", bytes, touched,
+      [parts = std::move(parts)](ncclComm_t comm, cudaStream_t stream) {
+        return grouped(parts, [&](const GroupPart& p) {
+          return ncclAllGather(p.in, p.out, p.count, p.type, comm, stream);
+        });
+      },
+      /*host_blocking_wait=*/false);
+}
+
 // ---- Failure -----------------------------------------------------------------------------
 
 void ProcessGroupNccl::fail_pending_locked(const std::string& reason, bool timed_out) {

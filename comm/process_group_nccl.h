@@ -97,6 +97,10 @@ class ProcessGroupNccl final : public ProcessGroup {
   WorkPtr barrier() override;
   // One ncclGroupStart/End: a single launch, one sequence number, one Work.
   WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors) override;
+  WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                          const std::vector<Tensor>& inputs, ReduceOp op) override;
+  WorkPtr allgather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                          const std::vector<Tensor>& inputs) override;
 
  private:
   // Declared first, destroyed last: the allocator keeps its cache on out-of-memory while

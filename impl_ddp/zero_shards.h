@@ -20,10 +20,10 @@
 namespace ddpb::ddp {
 
 struct BucketShard {
-  int64_t numel = 0;        // the bucket's real elements
-  int64_t padded = 0;       // numel rounded up to a multiple of the world size
-  int64_t chunk = 0;        // padded / world size: every rank's chunk of a reduce-scatter
-  int64_t begin = 0;        // this rank's real elements: [begin, end) of the bucket
+  int64_t numel = 0;   // the bucket's real elements
+  int64_t padded = 0;  // numel rounded up to a multiple of the world size
+  int64_t chunk = 0;   // padded / world size: every rank's chunk of a reduce-scatter
+  int64_t begin = 0;   // this rank's real elements: [begin, end) of the bucket
   int64_t end = 0;
   int64_t size() const { return end - begin; }
 };

@@ -25,6 +25,7 @@
 #include "comm/process_group.h"
 #include "comm/tcp_store.h"
 #include "core/device.h"
+#include "core/ops.h"
 #include "core/tensor.h"
 #include "pg_test_util.h"
 #include "tests/util/error_of.h"
@@ -298,6 +299,54 @@ TEST_P(GlooWorld, EmptyTensorsCompleteWithoutCommunicating) {
     pg.allreduce(t)->wait();
     EXPECT_EQ(t.item(), float(triangle(n)));
   });
+}
+
+// PyTorch's reduce_scatter_tensor_coalesced and allgather_into_tensor_coalesced (what ZeRO
+// and FSDP shard with): each pair as its single op would, as one Work; Avg is the sum over
+// the ranks divided by their number. The all-gather of a reduce-scatter's chunks gives the
+// AllReduce back.
+TEST(GlooGroup, CoalescedReduceScatterAndAllgatherRoundTripToAnAllreduce) {
+  for (int n : {2, 3}) {
+    run_ranks(n, [&](int rank, ProcessGroup& pg) {
+      const Device d = Device::cpu(rank);
+      const std::vector<int64_t> chunks = {1, 7, 0, 1000};
+      std::vector<Tensor> inputs, outputs, gathered;
+      for (size_t k = 0; k < chunks.size(); ++k) {
+        const int64_t c = chunks[k];
+        inputs.push_back(Tensor::from_floats(ramp(rank, n * c, int64_t(k)), {n * c}, d));
+        outputs.push_back(Tensor::zeros({c}, DType::F32, d));
+        gathered.push_back(Tensor::zeros({n * c}, DType::F32, d));
+      }
+      WorkPtr w = pg.reduce_scatter_tensor_coalesced(outputs, inputs);
+      w->wait();
+      EXPECT_EQ(w->op, "reduce_scatter_tensor_coalesced");
+      EXPECT_EQ(w->bytes, n * (1 + 7 + 0 + 1000) * 4);
+      for (size_t k = 0; k < chunks.size(); ++k)
+        EXPECT_EQ(outputs[k].to_floats(), ramp_sum(n, chunks[k], rank * chunks[k] + int64_t(k)))
+            << "chunk " << k << " rank " << rank;
+      w = pg.allgather_into_tensor_coalesced(gathered, outputs);
+      w->wait();
+      EXPECT_EQ(w->op, "allgather_into_tensor_coalesced");
+      for (size_t k = 0; k < chunks.size(); ++k)
+        EXPECT_EQ(gathered[k].to_floats(), ramp_sum(n, n * chunks[k], int64_t(k))) << k;
+      // Avg: the sum over n ranks of n * x is n times the sum of x.
+      Tensor scaled = Tensor::from_floats(ramp(rank, 4 * n), {4 * n}, d);
+      ops::scale(scaled, static_cast<float>(n));
+      Tensor mean = Tensor::zeros({4}, DType::F32, d);
+      pg.reduce_scatter_tensor_coalesced({mean}, {scaled}, ReduceOp::Avg)->wait();
+      const std::vector<float> want = ramp_sum(n, 4, 4 * rank), got = mean.to_floats();
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << "rank " << rank << " element " << i;
+      // In place: each rank's input is its own chunk of the output.
+      Tensor flat = Tensor::zeros({3 * n}, DType::F32, d);
+      Tensor own = flat.flat_view(3 * rank, {3});
+      ops::fill(own, static_cast<float>(rank + 1));
+      pg.allgather_into_tensor_coalesced({flat}, {own})->wait();
+      std::vector<float> expected;
+      for (int r = 0; r < n; ++r) expected.insert(expected.end(), 3, static_cast<float>(r + 1));
+      EXPECT_EQ(flat.to_floats(), expected);
+    });
+  }
 }
 
 // The default allreduce_coalesced (ProcessGroup's): one allreduce per tensor, one Work.

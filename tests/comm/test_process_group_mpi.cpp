@@ -113,6 +113,15 @@ TEST_F(MpiGroup, AllgatherReduceScatterAndAlltoallMoveTheRightChunks) {
   const std::vector<float> all = ramp_sum(n, n * chunk);
   EXPECT_EQ(floats_of(mine),
             std::vector<float>(all.begin() + rank() * chunk, all.begin() + (rank() + 1) * chunk));
+  // The sharded designs' pair (ProcessGroup's defaults over MPI's own collectives): the
+  // all-gather of the reduce-scatter's chunks is the sum of the whole.
+  Tensor chunk_sum = Tensor::zeros({chunk}, DType::F32, Device::cpu());
+  Tensor gathered = Tensor::zeros({n * chunk}, DType::F32, Device::cpu());
+  group()
+      .reduce_scatter_tensor_coalesced({chunk_sum}, {tensor_of(ramp(rank(), n * chunk))})
+      ->wait();
+  group().allgather_into_tensor_coalesced({gathered}, {chunk_sum})->wait();
+  EXPECT_EQ(floats_of(gathered), all);
   // alltoall: chunk j of rank i's input holds 100 i + j; rank j's output chunk i gets it.
   std::vector<float> send(size_t(n * chunk));
   for (int j = 0; j < n; ++j) {

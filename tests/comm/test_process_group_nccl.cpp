@@ -240,6 +240,32 @@ void every_collective(int rank, ProcessGroup& pg) {
   EXPECT_EQ(values_of(parts[0]), ramp_sum(n, 5));
   EXPECT_EQ(values_of(parts[1]), ramp_sum(n, 1000, 3));
   EXPECT_EQ(values_of(parts[3]), ramp_sum(n, 3, 1));
+  // The sharded designs' pair: one group launch each; Avg is ncclAvg.
+  {
+    const int64_t k = 257;
+    std::vector<Tensor> ins = {gpu_tensor(ramp(rank, n * k), DType::F32, d),
+                               gpu_tensor(ramp(rank, n * 3, 1), DType::F32, d)};
+    std::vector<Tensor> outs = {Tensor::zeros({k}, DType::F32, d),
+                                Tensor::zeros({3}, DType::F32, d)};
+    WorkPtr rs = pg.reduce_scatter_tensor_coalesced(outs, ins);
+    rs->wait();
+    EXPECT_EQ(rs->op, "reduce_scatter_tensor_coalesced");
+    EXPECT_EQ(rs->sequence, expected_sequence++);
+    EXPECT_EQ(values_of(outs[0]), ramp_sum(n, k, rank * k));
+    EXPECT_EQ(values_of(outs[1]), ramp_sum(n, 3, rank * 3 + 1));
+    std::vector<Tensor> whole = {Tensor::zeros({n * k}, DType::F32, d),
+                                 Tensor::zeros({n * 3}, DType::F32, d)};
+    WorkPtr ag = pg.allgather_into_tensor_coalesced(whole, outs);
+    ag->wait();
+    EXPECT_EQ(ag->op, "allgather_into_tensor_coalesced");
+    EXPECT_EQ(ag->sequence, expected_sequence++);
+    EXPECT_EQ(values_of(whole[0]), ramp_sum(n, n * k));
+    Tensor avg = Tensor::zeros({k}, DType::F32, d);
+    pg.reduce_scatter_tensor_coalesced({avg}, {ins[0]}, ReduceOp::Avg)->wait();
+    ++expected_sequence;
+    const std::vector<float> sum = ramp_sum(n, k, rank * k), mean = values_of(avg);
+    for (size_t i = 0; i < sum.size(); ++i) EXPECT_NEAR(mean[i], sum[i] / n, 1e-5 * sum[i]);
+  }
   WorkPtr none = pg.allreduce_coalesced({});
   EXPECT_TRUE(none->is_completed());
   EXPECT_EQ(none->sequence, -1);

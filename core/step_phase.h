@@ -7,7 +7,7 @@
 //   single  data, forward, backward, optimizer
 //   DP      data, scatter, replicate, forward, gather, loss, backward, reduce, optimizer
 //   DDP     data, buffer_broadcast, forward, sync_bn, backward_compute, comm_exposed,
-//           optimizer
+//           optimizer; ZeRO (DDP's stages) then param_allgather
 //   single with --cuda-graph: data, graph (the whole replayed step)
 // "backward" is a design's whole backward; DDP splits its own into the compute
 // (backward_compute) and the communication left after it (comm_exposed), and takes
@@ -37,14 +37,16 @@ enum class StepPhase : uint8_t {
   Reduce,
   Optimizer,
   Graph,
+  ParamAllGather,
 };
-inline constexpr size_t kNumStepPhases = 14;
+inline constexpr size_t kNumStepPhases = 15;
 
 // The name records carry ("backward_compute").
 constexpr const char* step_phase_name(StepPhase p) {
   constexpr const char* kNames[kNumStepPhases] = {
-      "data", "scatter",  "replicate",        "buffer_broadcast", "forward", "sync_bn",   "gather",
-      "loss", "backward", "backward_compute", "comm_exposed",     "reduce",  "optimizer", "graph"};
+      "data",      "scatter", "replicate",      "buffer_broadcast", "forward",      "sync_bn",
+      "gather",    "loss",    "backward",       "backward_compute", "comm_exposed", "reduce",
+      "optimizer", "graph",   "param_allgather"};
   return kNames[static_cast<size_t>(p)];
 }
 
@@ -52,7 +54,8 @@ constexpr const char* step_phase_name(StepPhase p) {
 // What a phase spends its time on: the input pipeline (data), the model's arithmetic
 // (compute: forward, loss, backward, the optimizer step and a replayed CUDA graph of them) or
 // moving tensors between devices or ranks (communication: DP's scatter, replicate, gather and
-// reduce; DDP's buffer broadcast, SyncBatchNorm and exposed AllReduce). The critical path adds
+// reduce; DDP's buffer broadcast, SyncBatchNorm and exposed AllReduce; ZeRO's parameter
+// all-gather). The critical path adds
 // two kinds that no phase has: waiting for another rank (wait) and host time outside every
 // phase (host). Run records carry each phase's kind ("kind" beside "phase"), so that reports/
 // and the projection group phases from the record alone; this is the one grouping.

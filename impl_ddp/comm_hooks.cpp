@@ -8,6 +8,15 @@
 namespace ddpb::ddp {
 
 void BucketCommHook::issue(HookBucket& b, std::string name, const Tensor& payload) {
+  issue_with(b, std::move(name), payload, [&] { return pg_->allreduce(payload); });
+}
+
+void BucketCommHook::issue_reduce_scatter(HookBucket& b, const Tensor& out, const Tensor& in) {
+  issue_with(b, "reduce_scatter", in, [&] { return pg_->reduce_scatter(out, in); });
+}
+
+void BucketCommHook::issue_with(HookBucket& b, std::string name, const Tensor& payload,
+                                const std::function<comm::WorkPtr()>& start) {
   CollectiveRecord c;
   c.name = std::move(name);
   c.bytes = static_cast<int64_t>(payload.nbytes());
@@ -15,7 +24,7 @@ void BucketCommHook::issue(HookBucket& b, std::string name, const Tensor& payloa
   const std::string label = "ddp." + c.name + " bucket " + std::to_string(b.index);
   b.ranges.emplace_back(label, nvtx::Category::Comm, c.bytes);
   nvtx::Range range(label + " launch", nvtx::Category::Comm, c.bytes);
-  c.work = pg_->allreduce(payload);
+  c.work = start();
   comm::flight_recorder().tag(c.work->sequence, "bucket " + std::to_string(b.index) +
                                                     (c.name == "allreduce" ? "" : " " + c.name));
   b.record.bytes += c.bytes;
@@ -96,6 +105,23 @@ std::unique_ptr<BucketCommHook> make_comm_hook(CommHook hook, const PowerSgdOpti
   }
   DDPB_CHECK(false) << "unknown comm hook";
   return nullptr;
+}
+
+namespace {
+
+// Note [ZeRO in DDP] (impl_ddp/zero_optimizer.h): each rank receives only its chunk of the
+// bucket's sum (divided by the world size at copy-in), in the bucket's shard_out.
+class ReduceScatterHook final : public BucketCommHook {
+ public:
+  using BucketCommHook::BucketCommHook;
+  void launch(HookBucket& b) override { issue_reduce_scatter(b, b.shard_out, b.buffer); }
+};
+
+}  // namespace
+
+std::unique_ptr<BucketCommHook> make_reduce_scatter_hook(std::shared_ptr<comm::ProcessGroup> pg,
+                                                         std::function<double()> now_ms) {
+  return std::make_unique<ReduceScatterHook>(std::move(pg), std::move(now_ms));
 }
 
 }  // namespace ddpb::ddp

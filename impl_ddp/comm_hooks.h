@@ -83,6 +83,7 @@ struct BucketRecord {
 struct HookBucket {
   size_t index = 0;
   Tensor buffer;                   // flat f32: local gradients in, averaged gradients out
+  Tensor shard_out;                // ZeRO: this rank's chunk of the averaged bucket
   std::vector<Tensor> views;       // views[k]: parameter k of the bucket, in its shape
   std::vector<std::string> names;  // names[k]: its name
   BucketRecord record;
@@ -111,6 +112,8 @@ class BucketCommHook {
  protected:
   // Issues an AllReduce of `payload` as collective `name` of bucket b.
   void issue(HookBucket& b, std::string name, const Tensor& payload);
+  // Issues a reduce-scatter of bucket b's `in` into `out` (ZeRO).
+  void issue_reduce_scatter(HookBucket& b, const Tensor& out, const Tensor& in);
   // Waits for collective k of bucket b (Gloo: the host waits; NCCL: the current stream).
   void wait(HookBucket& b, size_t k);
   void wait_all(HookBucket& b);
@@ -119,6 +122,9 @@ class BucketCommHook {
   comm::ProcessGroup& pg() { return *pg_; }
 
  private:
+  void issue_with(HookBucket& b, std::string name, const Tensor& payload,
+                  const std::function<comm::WorkPtr()>& start);
+
   std::shared_ptr<comm::ProcessGroup> pg_;
   std::function<double()> now_ms_;
 };
@@ -126,5 +132,8 @@ class BucketCommHook {
 std::unique_ptr<BucketCommHook> make_comm_hook(CommHook hook, const PowerSgdOptions& powersgd,
                                                std::shared_ptr<comm::ProcessGroup> pg,
                                                std::function<double()> now_ms);
+// ZeRO's communication (Note [ZeRO in DDP]): a reduce-scatter of the bucket into shard_out.
+std::unique_ptr<BucketCommHook> make_reduce_scatter_hook(std::shared_ptr<comm::ProcessGroup> pg,
+                                                         std::function<double()> now_ms);
 
 }  // namespace ddpb::ddp

@@ -47,6 +47,14 @@ bool DistributedDataParallel::syncs_buffers() const {
          !(f32_buffers_.empty() && i64_buffers_.empty());
 }
 
+std::unique_ptr<optim::Optimizer> DistributedDataParallel::make_optimizer(
+    const optim::OptimizerConfig& config) {
+  if (options_.reducer.zero_stage == 0) return optim::make_optimizer(config, module_.parameters());
+  auto zero = std::make_unique<ZeroOptimizer>(*reducer_, pg_, config);
+  zero_ = zero.get();
+  return zero;
+}
+
 int64_t DistributedDataParallel::sync_buffers() {
   buffer_broadcasts_.clear();
   if (!syncs_buffers()) return 0;
@@ -248,6 +256,14 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   }
   timer.begin(step_phase_name(StepPhase::Optimizer));
   optimizer.step();
+  param_gathers_.clear();
+  if (zero_) {  // Note [ZeRO in DDP]: every rank's updated shard to every rank
+    DDPB_CHECK(&optimizer == zero_) << "a ZeRO step needs the optimizer make_optimizer made";
+    timer.begin(step_phase_name(StepPhase::ParamAllGather));
+    const int64_t start_ns = steady_now_ns();
+    zero_->gather_parameters();
+    param_gathers_.push_back({"allgather", zero_->gather_bytes(), start_ns, steady_now_ns()});
+  }
   timer.end();
   timer.synchronize();
   if (bn_sync_) {
@@ -315,8 +331,9 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
     for (size_t k = 0; k < b.collectives.size(); ++k) {
       const CollectiveRecord& c = b.collectives[k];
       CollectiveTiming t;
-      t.op = "allreduce";
-      t.name = (c.name == "allreduce" ? c.name : "powersgd " + c.name) + " bucket " + index;
+      const bool plain = c.name == "allreduce" || c.name == "reduce_scatter";
+      t.op = c.name == "reduce_scatter" ? "reduce_scatter" : "allreduce";
+      t.name = (plain ? c.name : "powersgd " + c.name) + " bucket " + index;
       t.lane = "comm bucket " + index;
       t.bytes = c.bytes;
       // A bucket's communication is issued when the Reducer hands it to the hook: its first
@@ -329,6 +346,17 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
       t.group = static_cast<int64_t>(b.index);
       stats.collectives.push_back(std::move(t));
     }
+  }
+  for (const SyncBnRecord& r : param_gathers_) {  // ZeRO's: after the optimizer, exposed
+    CollectiveTiming t;
+    t.op = r.op;
+    t.name = "param allgather";
+    t.lane = "comm param allgather";
+    t.bytes = r.bytes;
+    t.launch_ms = t.start_ms = static_cast<double>(r.start_ns - stats.clock_zero_ns) / 1e6;
+    t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
+    t.gradient = true;  // half of the design's synchronisation (the paper's 2Ψ)
+    stats.collectives.push_back(std::move(t));
   }
   for (const SyncBnRecord& r : buffer_broadcasts_) {
     CollectiveTiming t;
@@ -362,7 +390,8 @@ void DistributedDataParallel::fill_phases(DdpStepStats& stats, const PhaseTimer&
     (std::string_view(r.op) == "allgather" ? sync_forward_ms : sync_backward_ms) += ms;
   }
   for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
-                      StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer}) {
+                      StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer,
+                      StepPhase::ParamAllGather}) {
     const char* name = step_phase_name(p);
     if (p == StepPhase::SyncBn ? !stats.sync_batch_norm : !timer.has(name)) continue;
     double ms = timer.ms(name);

@@ -52,6 +52,7 @@
 #include "core/step_stats.h"
 #include "impl_ddp/reducer.h"
 #include "impl_ddp/sync_batch_norm.h"
+#include "impl_ddp/zero_optimizer.h"
 
 namespace ddpb::ddp {
 
@@ -122,6 +123,9 @@ class DistributedDataParallel {
                           std::shared_ptr<comm::ProcessGroup> pg, DdpOptions options);
 
   autograd::Var forward(const Tensor& x) const { return forward_(x); }
+  // The optimizer over what this rank steps: the module's parameters, or with a ZeRO stage its
+  // shard, whose parameters step() then all-gathers (Note [ZeRO in DDP]).
+  std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config);
   // Rank 0's buffers onto every rank (Note [DDP buffers]); a no-op without broadcast_buffers,
   // at world size 1 or for a module without buffers. Returns the bytes broadcast.
   int64_t sync_buffers();
@@ -198,6 +202,8 @@ class DistributedDataParallel {
   std::vector<Tensor> f32_buffers_, i64_buffers_;  // the module's buffers, by dtype
   int64_t buffer_bytes_ = 0;
   std::vector<SyncBnRecord> buffer_broadcasts_;  // the last sync_buffers(), host-timed
+  ZeroOptimizer* zero_ = nullptr;                // the optimizer make_optimizer made (ZeRO)
+  std::vector<SyncBnRecord> param_gathers_;      // the last step's all-gather (ZeRO)
   std::unique_ptr<ProcessGroupBatchNormSync> bn_sync_;
   bool sync_ = true;
   int buffer_source_ = 0;   // the rank whose buffers sync_buffers() broadcasts

@@ -19,6 +19,7 @@ namespace ddpb::ddp {
 struct Reducer::Bucket : HookBucket {
   std::vector<size_t> params;  // parameter indices, in bucket order
   std::vector<int64_t> offsets;
+  BucketShard shard;  // ZeRO: this rank's part (Note [ZeRO shards])
   size_t pending = 0;
   bool launched = false;
 };
@@ -27,7 +28,17 @@ Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::P
                  ReducerOptions options)
     : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
   DDPB_CHECK(!params_.empty()) << "DDP needs at least one parameter";
-  hook_ = make_comm_hook(options_.comm_hook, options_.powersgd, pg_, [this] { return now_ms(); });
+  DDPB_CHECK(options_.zero_stage >= 0 && options_.zero_stage <= 2)
+      << "ZeRO stage " << options_.zero_stage;
+  if (options_.zero_stage > 0) {
+    DDPB_USAGE_CHECK(options_.comm_hook == CommHook::None && !options_.grad_as_bucket_view)
+        << "ZeRO reduce-scatters the buckets itself: no comm hook, no gradients as bucket views";
+    hook_ = make_reduce_scatter_hook(pg_, [this] { return now_ms(); });
+    // Stage 1 reduces after backward, as DeepSpeed's stage 1 does; stage 2 overlaps.
+    if (options_.zero_stage == 1) options_.overlap = false;
+  } else {
+    hook_ = make_comm_hook(options_.comm_hook, options_.powersgd, pg_, [this] { return now_ms(); });
+  }
   for (const auto& p : params_) {  // Note [DDP bucket dtypes]
     DDPB_USAGE_CHECK(p.var.data().dtype() == DType::F32)
         << "DDP buckets are f32, but parameter " << p.name << " is " << p.var.data().describe();
@@ -57,7 +68,13 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
       total += params_[i].var.data().numel();
     }
     const Tensor& first = params_[bk.params.front()].var.data();
-    bk.buffer = Tensor::zeros({total}, DType::F32, first.device());
+    if (options_.zero_stage > 0) {  // Note [ZeRO shards]: padded, and this rank's chunk
+      bk.shard = shard_bucket(total, pg_->size(), pg_->rank());
+      bk.buffer = Tensor::zeros({bk.shard.padded}, DType::F32, first.device());
+      bk.shard_out = Tensor::zeros({bk.shard.chunk}, DType::F32, first.device());
+    } else {
+      bk.buffer = Tensor::zeros({total}, DType::F32, first.device());
+    }
     if (sanitizer::enabled()) sanitizer::set_name(bk.buffer, "bucket " + std::to_string(b));
     for (size_t k = 0; k < bk.params.size(); ++k) {
       size_t i = bk.params[k];
@@ -245,7 +262,12 @@ void Reducer::finalize_backward() {
       << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
   complete_buckets();
   const std::vector<bool> globally_used = globally_used_parameters();
-  if (!options_.grad_as_bucket_view) {
+  globally_used_ = globally_used;
+  if (options_.zero_stage > 0) {
+    // Note [ZeRO in DDP]: the buffer holds this rank's local gradients, not the average: only
+    // shard_out is reduced, and ZeRO's optimizer reads that.
+    for (auto& p : params_) p.var.set_grad(Tensor());
+  } else if (!options_.grad_as_bucket_view) {
     // The reduced gradient is handed over as the bucket view itself rather than copied into
     // .grad (a pass over every gradient byte saved per step). The bucket is written again
     // only when the next synchronising backward copies the new gradients in, by which time
@@ -263,8 +285,10 @@ void Reducer::finalize_backward() {
           .count();
 
   // Note [DDP bucket launch order]: not with find_unused_parameters, as in PyTorch, unless
-  // the graph is static (Note [DDP static graph]).
-  if (!rebuilt_ && (!options_.find_unused_parameters || options_.static_graph))
+  // the graph is static (Note [DDP static graph]); nor under ZeRO, whose shards follow the
+  // buckets (Note [ZeRO in DDP]).
+  if (!rebuilt_ && options_.zero_stage == 0 &&
+      (!options_.find_unused_parameters || options_.static_graph))
     rebuild_from_observed_order();
 }
 
@@ -367,6 +391,7 @@ void Reducer::rebuild_buckets() {
   build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes,
                                           bucket_order_));
   next_to_launch_ = 0;  // new buckets, none launched
+  ++layout_generation_;
   hook_->buckets_rebuilt();
 }
 
@@ -404,6 +429,13 @@ double Reducer::now_ms() const {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                    backward_start_)
       .count();
+}
+
+std::vector<ZeroBucketView> Reducer::zero_buckets() const {
+  std::vector<ZeroBucketView> out;
+  for (const Bucket& b : buckets_)
+    out.push_back({b.buffer, b.shard_out, b.shard, b.params, b.offsets});
+  return out;
 }
 
 nlohmann::json Reducer::layout() const {

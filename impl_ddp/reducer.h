@@ -64,6 +64,7 @@
 #include "core/nn.h"
 #include "impl_ddp/bucket_assignment.h"
 #include "impl_ddp/comm_hooks.h"
+#include "impl_ddp/zero_shards.h"
 
 namespace ddpb::ddp {
 
@@ -77,6 +78,16 @@ struct ReducerOptions {
   CommHook comm_hook = CommHook::None;          // --comm-hook
   PowerSgdOptions powersgd;                     // --powersgd-*, with --comm-hook powersgd
   bool check_finite = false;                    // --check-finite: NaN/Inf check per gradient
+  int zero_stage = 0;  // Note [ZeRO in DDP] (impl_ddp/zero_optimizer.h): 0 plain DDP, 1 or 2
+};
+
+// What ZeRO's optimizer sees of a bucket (Note [ZeRO in DDP]).
+struct ZeroBucketView {
+  Tensor buffer;     // padded to shard.padded: the gradients in, the parameters' all-gather
+  Tensor shard_out;  // this rank's chunk of the averaged gradients
+  BucketShard shard;
+  std::vector<size_t> params;    // parameter indices, in bucket order
+  std::vector<int64_t> offsets;  // each one's first element in the buffer
 };
 
 class Reducer {
@@ -124,6 +135,14 @@ class Reducer {
   void delay_next_backward(double ms) { backward_delay_ms_ = ms; }
   // The comm hook (for its --dump tensors).
   const BucketCommHook& comm_hook() const { return *hook_; }
+  // ZeRO (Note [ZeRO in DDP]): the buckets as its optimizer steps and gathers them, and a
+  // count that changes whenever the buckets are rebuilt.
+  std::vector<ZeroBucketView> zero_buckets() const;
+  int64_t layout_generation() const { return layout_generation_; }
+  // Which parameters some rank used in the last synchronising backward (all, without
+  // find_unused_parameters or a static graph): the others keep no gradient.
+  const std::vector<bool>& globally_used() const { return globally_used_; }
+  const std::vector<nn::NamedParameter>& params() const { return params_; }
   // When the last synchronising backward started (the zero of BucketRecord's times).
   std::chrono::steady_clock::time_point backward_start() const { return backward_start_; }
 
@@ -182,6 +201,8 @@ class Reducer {
   std::vector<BucketRecord> records_;
   int64_t records_zero_ns_ = 0;
   nlohmann::json initial_layout_;
+  int64_t layout_generation_ = 0;
+  std::vector<bool> globally_used_;
 };
 
 }  // namespace ddpb::ddp

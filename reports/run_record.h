@@ -446,7 +446,7 @@ struct RunConfigInfo {
   std::string devices = {}, backend = {};  // --devices; --backend ("": the device's default)
   double bucket_cap_mb = 25;
   bool bucket_cap_auto = false;
-  int64_t accumulate = 1;
+  int64_t accumulate = 1, zero_stage = 0;
   std::string comm_hook = "none";
   bool sync_bn = false, no_overlap = false;
   std::string inject_fault = {};
@@ -460,6 +460,7 @@ struct RunConfigInfo {
     v("attention", s.attention), v("precision", s.precision), v("optimizer", s.optimizer);
     v("devices", s.devices), v("backend", s.backend), v("bucket_cap_mb", s.bucket_cap_mb);
     v("bucket_cap_auto", s.bucket_cap_auto), v("accumulate", s.accumulate);
+    v("zero_stage", s.zero_stage);
     v("comm_hook", s.comm_hook), v("sync_bn", s.sync_bn), v("no_overlap", s.no_overlap);
     v("inject_fault", s.inject_fault);
     v("data", s.data), v("data_format", s.data_format);

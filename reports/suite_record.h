@@ -29,9 +29,10 @@ enum class RunGroup {
   Explicit,  // a run the suite file names itself (key "runs")
   Loader,    // the input pipeline on files (loader_workers)
   Flags,     // DDP's flags, each against the default in alternated runs (the cost ledger)
-  Rounds     // the parallel designs again at the largest world size, in alternated rounds
+  Rounds,    // the parallel designs again at the largest world size, in alternated rounds
+  Sharding   // DDP and its ZeRO stages on the sweep workload, in alternated rounds
 };
-constexpr NameTable<RunGroup, 11> enum_names(RunGroup) {
+constexpr NameTable<RunGroup, 12> enum_names(RunGroup) {
   return {{{"scaling", RunGroup::Scaling},
            {"reference", RunGroup::Reference},
            {"bucket_sweep", RunGroup::BucketSweep},
@@ -42,7 +43,8 @@ constexpr NameTable<RunGroup, 11> enum_names(RunGroup) {
            {"explicit", RunGroup::Explicit},
            {"loader", RunGroup::Loader},
            {"flags", RunGroup::Flags},
-           {"rounds", RunGroup::Rounds}}};
+           {"rounds", RunGroup::Rounds},
+           {"sharding", RunGroup::Sharding}}};
 }
 
 // What a run of group "flags" changes from its design's defaults: the flag's name (a row of
@@ -132,7 +134,8 @@ struct RunMetrics {
   std::optional<std::vector<PhaseMedian>> phases_median_ms;
   std::optional<double> comm_ms, comm_exposed_ms, overlap_ratio;
   std::optional<int64_t> comm_bytes_per_step;
-  std::optional<std::vector<double>> loss_per_step;  // warm-up steps included
+  std::optional<double> bus_bytes_per_step, gradient_bus_bytes_per_step;  // on the wire
+  std::optional<std::vector<double>> loss_per_step;                       // warm-up steps included
   std::optional<BucketAutotuneInfo> bucket_autotune;
   std::optional<std::vector<BucketTiming>> buckets;
   std::optional<BusBw> busbw;
@@ -154,6 +157,8 @@ struct RunMetrics {
     v("straggler_skew", s.straggler_skew), v("phases_median_ms", s.phases_median_ms);
     v("comm_ms", s.comm_ms), v("comm_exposed_ms", s.comm_exposed_ms);
     v("overlap_ratio", s.overlap_ratio), v("comm_bytes_per_step", s.comm_bytes_per_step);
+    v("bus_bytes_per_step", s.bus_bytes_per_step);
+    v("gradient_bus_bytes_per_step", s.gradient_bus_bytes_per_step);
     v("loss_per_step", s.loss_per_step), v("bucket_autotune", s.bucket_autotune);
     v("buckets", s.buckets), v("busbw", s.busbw);
     v("achieved_flops_per_s", s.achieved_flops_per_s), v("flop_fraction", s.flop_fraction);

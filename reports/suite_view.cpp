@@ -14,6 +14,7 @@
 #include "reports/projection_view.h"
 #include "reports/report_util.h"
 #include "reports/schema_validator.h"
+#include "reports/sharding_view.h"
 #include "reports/suite_charts.h"
 #include "reports/verdict.h"
 
@@ -314,6 +315,7 @@ SuiteView build_suite_view(const json& suite_json) {
   v.sections.push_back(build_projection_section(suite.projection));
   v.sections.push_back(build_comm_hooks_section(suite));
   v.sections.push_back(build_flag_ledger_section(suite));
+  v.sections.push_back(build_sharding_section(suite));
   v.sections.push_back(build_loader_section(suite));
   v.summary = summary_table(suite);
   v.charts = build_suite_charts(suite);

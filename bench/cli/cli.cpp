@@ -120,7 +120,7 @@ int launch_ranks(const RunConfig& config, int argc, char** argv) {
 }
 
 int run_command(RunConfig config, bool batch_given, int argc, char** argv) {
-  if (!batch_given) config.global_batch = default_global_batch(config.workload);
+  complete_run_flags(config, batch_given);
   config.validate();
   const std::string out = checked_output("--out", config.out);
   const std::string trace = checked_output("--trace", config.trace);

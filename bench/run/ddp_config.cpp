@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bench/measure/context.h"
+#include "bench/run/designs.h"
 #include "comm/flight_recorder.h"
 #include "comm/tcp_store.h"
 #include "core/check.h"
@@ -26,6 +27,7 @@ ddp::DdpOptions ddp_options(const RunConfig& config) {
   o.reducer.powersgd.seed = config.seed;
   o.reducer.powersgd.keep_random_q = !config.dump.empty();
   o.reducer.check_finite = config.check_finite;
+  o.reducer.zero_stage = design_of(config).zero_stage;
   o.broadcast_buffers = config.broadcast_buffers;
   o.sync_batch_norm = config.sync_bn;
   o.join = {config.uneven_join, config.join_divide_by_initial_world_size};

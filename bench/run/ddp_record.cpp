@@ -17,7 +17,10 @@ namespace {
 // step_outcome's); a span per host-timed hook compute.
 reports::BucketTiming bucket_record(const ddp::BucketRecord& r, int world_size, int64_t zero_ns,
                                     StepOutcome& out) {
-  const double factor = busbw_factor(Collective::AllReduce, world_size);
+  // ZeRO's buckets are reduce-scattered (Note [ZeRO in DDP]), every other's AllReduced.
+  const bool scattered = !r.collectives.empty() && r.collectives.front().name == "reduce_scatter";
+  const double factor =
+      busbw_factor(scattered ? Collective::ReduceScatter : Collective::AllReduce, world_size);
   std::vector<reports::BucketCollective> collectives;
   for (const auto& c : r.collectives) {
     const double start = c.start_ms > 0 ? c.start_ms : c.launch_ms;

@@ -70,8 +70,29 @@ Design ddp_row() {
   return d;
 }
 
+// ZeRO's stages are DDP with its buckets reduce-scattered and the optimizer over this rank's
+// shard (Note [ZeRO in DDP] in impl_ddp/zero_optimizer.h): DDP's runner, its own row.
+Design zero_row(int stage) {
+  Design d = ddp_row();
+  d.info.name = "zero" + std::to_string(stage);
+  d.info.label = "ZeRO-" + std::to_string(stage);
+  d.info.overlaps_backward = stage >= 2;  // stage 1 reduces after backward
+  d.info.shards_optimizer_state = true;
+  d.info.gradient_op = "reduce_scatter";
+  d.info.phases.push_back({step_phase_name(StepPhase::ParamAllGather),
+                           phase_kind_name(phase_kind(StepPhase::ParamAllGather))});
+  d.zero_stage = stage;
+  d.in_default_suite = false;
+  // A reduce-scatter and an all-gather of the (padded) gradients' size: the paper's 2Ψ.
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+    return gradient_bytes * 2.0 * (world - 1) / world;
+  };
+  d.pytorch_peer = "";  // ZeroRedundancyOptimizer is another scheme (issue 46, --zero-variant)
+  return d;
+}
+
 std::deque<Design>& table() {
-  static std::deque<Design> rows = {single_row(), dp_row(), ddp_row()};
+  static std::deque<Design> rows = {single_row(), dp_row(), ddp_row(), zero_row(1), zero_row(2)};
   return rows;
 }
 
@@ -94,10 +115,31 @@ std::string design_names(bool reports::DesignInfo::*trait) {
   return join_list(names, "or");
 }
 
-std::vector<std::string> design_names_in_order() {
+std::vector<std::string> design_names_in_order(bool default_suite) {
   std::vector<std::string> out;
-  for (const Design& d : table()) out.push_back(d.info.name);
+  for (const Design& d : table())
+    if (!default_suite || d.in_default_suite) out.push_back(d.info.name);
   return out;
+}
+
+void resolve_zero_stage(RunConfig& config) {
+  const Design& design = design_named(config.mode);
+  if (config.zero_stage == design.zero_stage) return;
+  if (config.zero_stage == 0) {  // the row says it
+    config.zero_stage = design.zero_stage;
+    return;
+  }
+  DDPB_USAGE_CHECK(design.zero_stage == 0)
+      << "--mode " << config.mode << " is ZeRO stage " << design.zero_stage << ", not --zero-stage "
+      << config.zero_stage;
+  for (const Design& d : table()) {
+    if (d.make_runner == design.make_runner && d.zero_stage == config.zero_stage) {
+      config.mode = d.info.name;
+      return;
+    }
+  }
+  throw UsageError("--zero-stage " + std::to_string(config.zero_stage) + " is a stage of " +
+                   "DDP, not of --mode " + config.mode);
 }
 
 void register_design(Design design) {

@@ -37,6 +37,10 @@ struct Design {
   // The bytes its gradient collectives put on the wire a step (docs/metrics.md "Bytes on the
   // wire"), for `gradient_bytes` of gradients over `world` ranks or devices; null: none.
   double (*expected_gradient_bus_bytes)(double gradient_bytes, int world) = nullptr;
+  // DDP's ZeRO stage (Note [ZeRO in DDP]): 0 for plain DDP and every other design.
+  int zero_stage = 0;
+  // Whether a suite without a "modes" key scales it; ZeRO's stages run in their own group.
+  bool in_default_suite = true;
 };
 
 // Every row, in the order suites and reports list them (a deque: rows never move).
@@ -54,8 +58,14 @@ inline const Design& design_of(const RunConfig& config) {
 // ddp", for messages.
 std::string design_names(bool reports::DesignInfo::*trait = nullptr);
 
-// Every row's name, in the table's order.
-std::vector<std::string> design_names_in_order();
+// Every row's name, in the table's order; `default_suite` only: the rows a suite without a
+// "modes" key scales.
+std::vector<std::string> design_names_in_order(bool default_suite = false);
+
+// --zero-stage and --mode agree (Note [ZeRO in DDP]): --mode ddp --zero-stage N becomes the
+// row of that stage, --mode zeroN sets zero_stage N; a usage error names the two flags when
+// they disagree or the design has no such stage.
+void resolve_zero_stage(RunConfig& config);
 
 // Adds a row (a test's toy design). A usage error if the name is taken.
 void register_design(Design design);

@@ -112,6 +112,23 @@ void validate_buckets(const RunConfig& c) {
   if (c.comm_hook == ddp::CommHook::PowerSGD) ddp::validate_powersgd_options(c.powersgd);
 }
 
+// What a ZeRO stage replaces or cannot keep (Note [ZeRO in DDP]), named with both flags.
+void validate_zero(const RunConfig& c) {
+  const std::string stage = "--zero-stage " + std::to_string(c.zero_stage);
+  DDPB_USAGE_CHECK(c.comm_hook == ddp::CommHook::None)
+      << "--comm-hook " << enum_name(c.comm_hook) << " compresses DDP's AllReduce, which " << stage
+      << " replaces with a reduce-scatter and an all-gather";
+  DDPB_USAGE_CHECK(!c.grad_as_bucket_view)
+      << "--grad-as-bucket-view keeps every averaged gradient in its bucket, but " << stage
+      << " averages only this rank's shard";
+  DDPB_USAGE_CHECK(!c.bucket_cap_auto)
+      << "--bucket-cap-mb auto rebuilds the buckets after the optimizer has stepped, which "
+      << stage << " cannot do without moving optimizer state between ranks";
+  DDPB_USAGE_CHECK(!c.uneven_join)
+      << "--uneven-inputs join would have a joined rank shadow the parameters' all-gather of "
+      << stage << ", which it does not yet";
+}
+
 // Inputs that would be silently ignored (issue 25, E7) are refused.
 void validate_no_ignored_inputs(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.trace_steps.empty() || !c.trace.empty())
@@ -217,6 +234,7 @@ void RunConfig::validate() const {
            "--mode "
         << design_names(&reports::DesignInfo::processes_per_rank);
   }
+  if (design_named(mode).zero_stage > 0) validate_zero(*this);
   if (design.has_buckets) {
     validate_buckets(*this);
   } else {

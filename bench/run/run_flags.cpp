@@ -1,5 +1,6 @@
 #include "bench/run/run_flags.h"
 
+#include "bench/run/designs.h"
 #include "bench/run/run_fields.h"
 #include "core/check.h"
 #include "workloads/model.h"
@@ -34,9 +35,14 @@ bool parse_into(RunConfig& config, const std::vector<std::string>& args, bool wo
 
 }  // namespace
 
+void complete_run_flags(RunConfig& config, bool batch_given) {
+  resolve_zero_stage(config);
+  if (!batch_given) config.global_batch = default_global_batch(config.workload);
+}
+
 RunConfig parse_run_flags(const std::vector<std::string>& args) {
   RunConfig config;
-  if (!parse_into(config, args, true)) config.global_batch = default_global_batch(config.workload);
+  complete_run_flags(config, parse_into(config, args, true));
   return config;
 }
 
@@ -44,6 +50,7 @@ void apply_run_flags(RunConfig& config, const std::vector<std::string>& flags) {
   std::vector<std::string> args = {"run"};
   args.insert(args.end(), flags.begin(), flags.end());
   parse_into(config, args, false);
+  complete_run_flags(config, true);
 }
 
 RunConfig parse_run_args(const std::vector<std::string>& args) {

@@ -44,6 +44,10 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   Model& model() override { return *model_; }
   std::vector<Device> devices() const override { return {device_}; }
   RankedRun* ranked() override { return this; }
+  // Note [The runner seam]: with a ZeRO stage, the optimizer over this rank's shard.
+  std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config) override {
+    return ddp_->make_optimizer(config);
+  }
   std::vector<std::pair<std::string, std::vector<NamedTensor>>> dump_extras() const override {
     return ddp_dump_extras(*ddp_);
   }

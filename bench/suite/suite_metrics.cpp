@@ -137,6 +137,8 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
     m.busbw = s.comm->busbw;
     m.buckets = s.comm->buckets;
     m.comm_bytes_per_step = s.comm->bytes_per_step;
+    m.bus_bytes_per_step = s.comm->bus_bytes_per_step;
+    m.gradient_bus_bytes_per_step = s.comm->gradient_bus_bytes_per_step;
     // DP's reduce: the bytes of its one collective a step (parameters x (devices - 1)).
     if (!m.comm_bytes_per_step && s.comm->bytes)
       m.comm_bytes_per_step = static_cast<int64_t>(*s.comm->bytes);

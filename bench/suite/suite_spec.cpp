@@ -209,6 +209,7 @@ nlohmann::json SuiteSpec::to_json() const {
           {"flags_workload", flags_workload},
           {"flags_repeats", flags_repeats},
           {"design_rounds", design_rounds},
+          {"sharding_rounds", sharding_rounds},
           {"bf16_workloads", bf16_workloads},
           {"precision", enum_name(precision)},
           {"attention", enum_name(attention)},
@@ -320,6 +321,7 @@ SuiteSpec default_suite(DeviceType device, int gpus, bool quick) {
     s.warmup = 1;
     s.flags.clear();  // 4 steps cannot tell a flag's cost from noise
     s.design_rounds = 1;
+    s.sharding_rounds = 0;
     s.bucket_sweep_mb.resize(1);
     if (device != DeviceType::CUDA) s.workloads = {"mlp-small", "gpt-tiny", "embed-tiny"};
   }
@@ -489,6 +491,7 @@ std::map<std::string, SuiteSetter> suite_file_setters(SuiteSpec& s, const std::s
       {"flags_workload", [&](const KeyReader& r) { s.flags_workload = r.string(); }},
       {"flags_repeats", [&](const KeyReader& r) { s.flags_repeats = r.integer(1, 100); }},
       {"design_rounds", [&](const KeyReader& r) { s.design_rounds = r.integer(1, 20); }},
+      {"sharding_rounds", [&](const KeyReader& r) { s.sharding_rounds = r.integer(0, 20); }},
       {"precision", [&](const KeyReader& r) { s.precision = r.named<ops::MathMode>("precision"); }},
       {"attention",
        [&](const KeyReader& r) { s.attention = r.named<ops::AttentionKind>("attention"); }},
@@ -667,6 +670,7 @@ class SuiteExpansion {
   std::vector<SuiteRun> runs() && {
     matrix();
     rounds();
+    sharding();
     precision();
     sweep();
     hooks();
@@ -797,6 +801,33 @@ class SuiteExpansion {
                fmt::format("round-{}", round), {});
           runs_.back().repeat = round;
         }
+      }
+    }
+  }
+
+  // Note [Sharding rounds]
+  // What sharding costs and saves is a ratio between designs on one workload, so it is
+  // measured as the design rounds are (Note [Design rounds]): the suite's design with buckets
+  // (DDP) and each of its ZeRO stages (the rows that are its stages, Note [ZeRO in DDP]) on the
+  // sweep workload at the largest world size, each round running every one of them once, in
+  // reverse order on odd rounds. They run whether or not "modes" names the stages.
+  void sharding() {
+    const int n = sweep_n();
+    const auto base = bucketed_mode();
+    if (n <= 1 || !base || s_.sweep_workload.empty()) return;
+    std::vector<std::string> order = {*base};
+    const Design& ddp = design_named(*base);
+    for (const Design& d : designs())
+      if (d.zero_stage > 0 && d.make_runner == ddp.make_runner) order.push_back(d.info.name);
+    if (order.size() < 2) return;
+    const std::string& w = s_.sweep_workload;
+    for (int64_t round = 0; round < s_.sharding_rounds; ++round) {
+      std::vector<std::string> this_round = order;
+      if (round % 2) std::reverse(this_round.begin(), this_round.end());
+      for (const std::string& mode : this_round) {
+        make(w, mode, n, n * s_.per_device_batch.at(w), RunGroup::Sharding,
+             fmt::format("sharding-r{}", round), {});
+        runs_.back().repeat = round;
       }
     }
   }

@@ -60,7 +60,8 @@ struct SuiteSpec {
   DeviceType device = DeviceType::CPU;
   bool quick = false;
   std::vector<std::string> workloads;
-  std::vector<std::string> modes = design_names_in_order();  // every row of the design table
+  // The rows of the design table it scales: by default every row but ZeRO's stages.
+  std::vector<std::string> modes = design_names_in_order(/*default_suite=*/true);
   std::vector<int> world_sizes = {1, 2};
   int64_t steps = 20;
   int64_t warmup = 3;
@@ -109,6 +110,9 @@ struct SuiteSpec {
   // alternated rounds at the largest world size: the matrix's own runs are round 0, group
   // "rounds" the others. 1: the matrix alone (the quick suites).
   int64_t design_rounds = 3;
+  // Note [Sharding rounds]: group "sharding", DDP and its ZeRO stages on the sweep workload at
+  // the largest world size, in this many alternated rounds; 0: none (the quick suites).
+  int64_t sharding_rounds = 3;
   // Group "loader": the image workload at world size 1 on an image folder, at each of these
   // loader worker counts (and, on CUDA, with and without --pin-memory). `loader_data` empty:
   // the user's folder for that workload in `data`, else an image folder the suite makes in its

@@ -133,6 +133,7 @@ inline json make_run(const std::string& workload, const std::string& mode, int w
         {"comm_hook", "none"},
         {"sync_bn", false},
         {"no_overlap", false},
+        {"zero_stage", 0},
         {"inject_fault", ""},
         {"data", ""},
         {"data_format", ""}}},

@@ -115,7 +115,8 @@ TEST_F(BadInput, RankOptionsNeedRanksThatAreProcesses) {
                      "are for ranks that are processes");
   expect_usage_error("--mode dp --world-size 2 --workload mlp-small --accumulate 2",
                      "need --mode ddp");
-  expect_usage_error("--mode fsdp --workload mlp-small", "--mode must be single, dp or ddp");
+  expect_usage_error("--mode fsdp --workload mlp-small",
+                     "--mode must be single, dp, ddp, zero1 or zero2");
 }
 
 TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {

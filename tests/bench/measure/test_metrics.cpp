@@ -166,7 +166,7 @@ TEST(NamedEnum, FlagParseErrorListsTheNames) {
     design_named("dpp");
     FAIL() << "dpp is not a mode";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--mode must be single, dp or ddp, got 'dpp'");
+    EXPECT_STREQ(e.what(), "--mode must be single, dp, ddp, zero1 or zero2, got 'dpp'");
   }
 }
 

@@ -42,6 +42,7 @@ const std::map<std::string, std::vector<std::string>>& examples() {
       {"--no-overlap", {}},
       {"--no-broadcast-buffers", {}},
       {"--sync-bn", {}},
+      {"--zero-stage", {"2"}},
       {"--cpu-threads", {"2"}},
       {"--timeout", {"12.5"}},
       {"--inject-fault", {"crash@rank=1,step=2"}},
@@ -91,7 +92,8 @@ const std::map<std::string, std::vector<std::string>>& examples() {
 RunConfig with_example(const RunField& f) {
   RunConfig c;
   c.workload = "mlp-small";
-  c.global_batch = 32;  // else the run command fills in the workload's
+  c.global_batch = 32;                             // else the run command fills in the workload's
+  if (f.name() == "--zero-stage") c.mode = "ddp";  // a stage of DDP
   std::vector<std::string> flags = {f.name()};
   const std::vector<std::string>& value = examples().at(f.name());
   flags.insert(flags.end(), value.begin(), value.end());

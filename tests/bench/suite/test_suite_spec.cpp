@@ -517,6 +517,25 @@ TEST(SuiteSpec, EveryKeyOfTheSuiteFileIsDocumented) {
   EXPECT_NE(suite_keys, run_keys);
 }
 
+// Note [Sharding rounds]: DDP and its ZeRO stages on the sweep workload at the largest world
+// size, alternated round by round; none in a quick suite.
+TEST(SuiteSpec, ShardingRoundsAlternateDdpAndItsZeroStages) {
+  const SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
+  ASSERT_EQ(spec.sharding_rounds, 3);
+  std::vector<std::string> order;
+  for (const SuiteRun& r : expand_suite(spec)) {
+    if (r.group != reports::RunGroup::Sharding) continue;
+    EXPECT_EQ(r.workload, spec.sweep_workload);
+    EXPECT_EQ(r.world_size, 2);
+    EXPECT_EQ(r.run_config().zero_stage, r.mode == "ddp" ? 0 : r.mode == "zero1" ? 1 : 2);
+    order.push_back(r.mode + "/" + std::to_string(r.repeat.value_or(-1)));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"ddp/0", "zero1/0", "zero2/0", "zero2/1", "zero1/1",
+                                             "ddp/1", "ddp/2", "zero1/2", "zero2/2"}));
+  for (const SuiteRun& r : expand_suite(default_suite(DeviceType::CPU, 0, true)))
+    EXPECT_NE(r.group, reports::RunGroup::Sharding) << r.id;
+}
+
 // Note [Design rounds]: DP and DDP again at the largest world size, round after round, each
 // round in the reverse order of the last; none in a quick suite or with one design.
 TEST(SuiteSpec, DesignRoundsAlternateTheParallelDesigns) {

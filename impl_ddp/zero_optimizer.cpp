@@ -1,0 +1,95 @@
+#include "impl_ddp/zero_optimizer.h"
+
+#include "core/check.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+
+namespace ddpb::ddp {
+namespace {
+
+std::vector<autograd::Var> model_params(const Reducer& reducer) {
+  std::vector<autograd::Var> out;
+  for (const nn::NamedParameter& p : reducer.params()) out.push_back(p.var);
+  return out;
+}
+
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(Reducer& reducer, std::shared_ptr<comm::ProcessGroup> pg,
+                             optim::OptimizerConfig config)
+    : optim::Optimizer(model_params(reducer)),
+      reducer_(reducer),
+      pg_(std::move(pg)),
+      config_(std::move(config)) {
+  optim::make_optimizer(config_, {});  // an unknown optimizer is refused now, not at step 1
+}
+
+// Each parameter's part of each bucket's shard becomes one segment: a view of its elements,
+// with the matching view of the bucket's reduced chunk as its gradient.
+void ZeroOptimizer::lay_out_shard() {
+  const std::vector<nn::NamedParameter>& params = reducer_.params();
+  segments_.clear(), segment_params_.clear(), segment_grads_.clear();
+  for (const ZeroBucketView& b : reducer_.zero_buckets()) {
+    std::vector<int64_t> numels;
+    for (size_t i : b.params) numels.push_back(params[i].var.data().numel());
+    for (const ShardSegment& s : shard_segments(b.params, numels, b.shard)) {
+      const Tensor& data = params[s.param].var.data();
+      segments_.emplace_back(data.flat_view(s.param_offset, {s.numel}), /*requires_grad=*/true);
+      segment_params_.push_back(s.param);
+      segment_grads_.push_back(b.shard_out.flat_view(s.bucket_offset - b.shard.begin, {s.numel}));
+    }
+  }
+  inner_ = optim::make_optimizer(config_, segments_);
+  generation_ = reducer_.layout_generation();
+}
+
+void ZeroOptimizer::step() {
+  if (!inner_) lay_out_shard();
+  DDPB_CHECK(generation_ == reducer_.layout_generation())
+      << "ZeRO: the buckets were rebuilt after the optimizer's first step, which would move "
+         "optimizer state between ranks";
+  // A parameter no rank used keeps no gradient, and the optimizer leaves it alone, as DDP's.
+  const std::vector<bool>& used = reducer_.globally_used();
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const bool has = used.empty() || used[segment_params_[k]];
+    segments_[k].set_grad(has ? segment_grads_[k] : Tensor());
+  }
+  inner_->step();
+}
+
+comm::WorkPtr ZeroOptimizer::gather_parameters() {
+  nvtx::Range range("ddp.zero.allgather", nvtx::Category::Comm, gather_bytes());
+  const std::vector<nn::NamedParameter>& params = reducer_.params();
+  const std::vector<ZeroBucketView> buckets = reducer_.zero_buckets();
+  std::vector<Tensor> outputs, inputs;
+  for (const ZeroBucketView& b : buckets) {
+    // This rank's updated elements into its chunk of the buffer, then the chunks to all.
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& data = params[b.params[k]].var.data();
+      const int64_t lo = std::max(b.offsets[k], b.shard.begin);
+      const int64_t hi = std::min(b.offsets[k] + data.numel(), b.shard.end);
+      if (lo < hi)
+        ops::copy(data.flat_view(lo - b.offsets[k], {hi - lo}), b.buffer.flat_view(lo, {hi - lo}));
+    }
+    outputs.push_back(b.buffer);
+    inputs.push_back(b.buffer.flat_view(pg_->rank() * b.shard.chunk, {b.shard.chunk}));
+  }
+  comm::WorkPtr work = pg_->allgather_into_tensor_coalesced(outputs, inputs);
+  work->wait();
+  for (const ZeroBucketView& b : buckets) {
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& data = params[b.params[k]].var.data();
+      ops::copy(b.buffer.flat_view(b.offsets[k], data.shape()), data);
+    }
+  }
+  return work;
+}
+
+int64_t ZeroOptimizer::gather_bytes() const {
+  int64_t bytes = 0;
+  for (const ZeroBucketView& b : reducer_.zero_buckets())
+    bytes += b.shard.padded * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
+}  // namespace ddpb::ddp

@@ -1,0 +1,102 @@
+// Note [ZeRO in DDP]: ZeRO stages 1 and 2 train exactly as plain DDP does, move the paper's
+// 2Ψ, and refuse what they cannot keep, naming both flags. Real ranks through the launcher.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "ddp_runs.h"
+
+namespace ddpb {
+namespace {
+
+using testing::CliResult;
+using testing::max_param_rel_diff;
+using testing::run_cli;
+using testing::TempDir;
+using testing::ddp_runs::record;
+using testing::ddp_runs::train;
+
+struct Case {
+  std::string name, args;
+};
+
+// The same final parameters as DDP within 1e-5 relative: SGD with momentum and AdamW, on
+// mlp, gpt and resnet (BatchNorm buffers), at 3 ranks (padded shards) and 2.
+TEST(Zero, BothStagesEndWithDdpsParameters) {
+  TempDir dir("zero_parity");
+  const std::vector<Case> cases = {
+      {"mlp_sgd", "--workload mlp-small --world-size 3 --global-batch 24"},
+      {"mlp_adamw",
+       "--workload mlp-small --world-size 2 --global-batch 16 --optimizer adamw --momentum 0.9"},
+      {"gpt", "--workload gpt-tiny --world-size 3 --global-batch 6"},
+      {"resnet", "--workload resnet-tiny --world-size 2 --global-batch 8 --bucket-cap-mb 0.05"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string args = c.args;
+    if (args.find("adamw") != std::string::npos) args.erase(args.find(" --momentum 0.9"));
+    const std::string ddp = train(dir, c.name + "_ddp", "--mode ddp " + args);
+    for (const char* stage : {"zero1", "zero2"}) {
+      const std::string zero =
+          train(dir, c.name + "_" + stage, std::string("--mode ") + stage + " " + args);
+      const double d = max_param_rel_diff(zero, ddp);
+      std::printf("%s %s vs ddp: max rel diff %.3g\n", c.name.c_str(), stage, d);
+      EXPECT_LE(d, 1e-5) << stage;
+      const nlohmann::json r = record(dir, c.name + "_" + stage);
+      EXPECT_EQ(r["config"]["mode"], stage);
+      EXPECT_EQ(r["config"]["zero_stage"], stage[4] - '0');
+      EXPECT_EQ(r["summary"]["comm"]["op"], "reduce_scatter") << "the stage ran as plain DDP";
+    }
+  }
+}
+
+// docs/metrics.md "Bytes on the wire": a reduce-scatter and an all-gather of the padded
+// buckets, 2(n-1)/n of the gradients to within the padding; the all-gather is its own phase.
+TEST(Zero, MovesThePapersTwoPsiAndGathersInItsOwnPhase) {
+  TempDir dir("zero_bytes");
+  train(dir, "z2",
+        "--mode ddp --zero-stage 2 --workload mlp-small --world-size 3 --global-batch 24");
+  const nlohmann::json r = record(dir, "z2");
+  EXPECT_EQ(r["config"]["mode"], "zero2") << "--mode ddp --zero-stage 2 is the row zero2";
+  const nlohmann::json& comm = r["summary"]["comm"];
+  EXPECT_EQ(comm["op"], "reduce_scatter");
+  const double gradients = 4.0 * r["workload"]["parameters"].get<double>();
+  const double measured = comm["gradient_bus_bytes_per_step"].get<double>();
+  EXPECT_DOUBLE_EQ(comm["expected_gradient_bus_bytes"].get<double>(), gradients * 4 / 3);
+  const int64_t buckets = static_cast<int64_t>(r["mode"]["details"]["buckets_rebuilt"].size());
+  EXPECT_GE(measured, gradients * 4 / 3);
+  EXPECT_LE(measured, gradients * 4 / 3 + 2.0 * buckets * 3 * 4) << "more than the padding";
+  std::vector<std::string> ops;
+  for (const nlohmann::json& op : comm["by_op"]) ops.push_back(op["op"]);
+  EXPECT_EQ(ops, (std::vector<std::string>{"reduce_scatter", "allgather"}));
+  bool gathered = false;
+  for (const nlohmann::json& p : r["summary"]["phases_median_ms"])
+    gathered = gathered || (p["phase"] == "param_allgather" && p["kind"] == "communication");
+  EXPECT_TRUE(gathered);
+}
+
+TEST(Zero, WhatAStageCannotKeepIsAUsageErrorNamingBothFlags) {
+  const std::string base = "run --workload mlp-small --steps 1 --world-size 2 ";
+  const struct {
+    std::string args, needle;
+  } cases[] = {
+      {"--mode zero1 --comm-hook fp16",
+       "--comm-hook fp16 compresses DDP's AllReduce, which "
+       "--zero-stage 1 replaces"},
+      {"--mode zero2 --grad-as-bucket-view", "--grad-as-bucket-view"},
+      {"--mode zero2 --bucket-cap-mb auto --warmup 8", "--bucket-cap-mb auto"},
+      {"--mode zero1 --zero-stage 2", "--mode zero1 is ZeRO stage 1, not --zero-stage 2"},
+      {"--mode dp --zero-stage 1", "--zero-stage 1 is a stage of DDP, not of --mode dp"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_cli(base + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace ddpb

@@ -1,0 +1,80 @@
+// The report's sharding section (reports/sharding_view.h): DDP against its ZeRO stages, medians
+// over the sharding rounds, and one sentence per stage.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "reports/html_report.h"
+#include "reports/schema_validator.h"
+#include "reports/sharding_view.h"
+#include "suite_fixture.h"
+#include "xml_check.h"
+
+namespace {
+
+using ddpb::testing::make_metrics;
+using ddpb::testing::make_run;
+using ddpb::testing::make_suite;
+using nlohmann::json;
+
+// Two rounds of DDP, ZeRO-1 and ZeRO-2 on mlp-small at 4 ranks: ZeRO-2 a little slower and
+// lighter, ZeRO-1 between them; the stages' rows beside DDP's in the record's designs.
+json suite_with_sharding() {
+  json suite = make_suite();
+  for (const auto& [name, label] : {std::pair{"zero1", "ZeRO-1"}, std::pair{"zero2", "ZeRO-2"}}) {
+    json row;
+    for (const json& d : suite["designs"])
+      if (d["name"] == "ddp") row = d;
+    row["name"] = name, row["label"] = label, row["gradient_op"] = "reduce_scatter";
+    row["shards_optimizer_state"] = true;
+    suite["designs"].push_back(row);
+  }
+  const struct {
+    const char* mode;
+    double step_ms, exposed_ms, bus, peak;
+  } designs[] = {{"ddp", 10.0, 1.0, 12.6e6, 100e6},
+                 {"zero1", 10.5, 2.0, 12.6e6, 70e6},
+                 {"zero2", 10.8, 1.5, 12.6e6, 60e6}};
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& d : designs) {
+      json r = make_run("mlp-small", d.mode, 4, "sharding", "sharding-r" + std::to_string(round));
+      r["repeat"] = round;
+      r["metrics"] = make_metrics("ddp", 4, 1000, d.step_ms + 0.2 * round, 3.0, d.exposed_ms);
+      r["metrics"]["gradient_bus_bytes_per_step"] = d.bus;
+      r["metrics"]["rank_peak_memory_bytes"] = {d.peak, d.peak - 1e6, d.peak - 2e6, d.peak - 3e6};
+      suite["runs"].push_back(r);
+    }
+  }
+  return suite;
+}
+
+TEST(ShardingView, EachStageBesideDdpWithItsTimeMemoryAndBytes) {
+  const json suite = suite_with_sharding();
+  EXPECT_TRUE(ddpb::reports::validate_suite_record(suite).empty());
+  const auto s = ddpb::reports::build_sharding_section(ddpb::reports::SuiteRecord::from_json(suite));
+  ASSERT_EQ(s.tables.size(), 1u);
+  const auto& rows = s.tables[0].table.rows;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0][1], "DDP");
+  EXPECT_EQ(rows[0][3], "1.000x");
+  EXPECT_EQ(rows[2][1], "ZeRO-2");
+  EXPECT_EQ(rows[2][2], "10.90") << "the median of 10.8 and 11.0";
+  EXPECT_EQ(rows[2][7], "2");
+  ASSERT_EQ(s.paragraphs.size(), 2u);
+  EXPECT_NE(s.paragraphs[1].find("ZeRO-2 steps in 1.08x DDP's time with 60.0% of its peak"),
+            std::string::npos)
+      << s.paragraphs[1];
+}
+
+TEST(ShardingView, InTheReportAndEmptyWithoutShardingRuns) {
+  const std::string html = ddpb::reports::render_html(suite_with_sharding());
+  EXPECT_EQ(ddpb::testing::xml_problem(html), "");
+  EXPECT_NE(html.find("<section id=\"sharding\">"), std::string::npos);
+  const auto s = ddpb::reports::build_sharding_section(
+      ddpb::reports::SuiteRecord::from_json(make_suite()));
+  EXPECT_TRUE(s.tables.empty());
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(s.notes[0].find("No sharding runs"), std::string::npos);
+}
+
+}  // namespace

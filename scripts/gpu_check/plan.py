@@ -54,6 +54,11 @@ def training_runs(selftest):
         ("ddp-powersgd-gloo", {"mode": "ddp", "world_size": 2, "devices": TWO_ON_GPU0,
                                "backend": "gloo", "comm_hook": "powersgd",
                                "powersgd_start_iter": 2}),
+        # ZeRO (Note [ZeRO in DDP]): NCCL's reduce-scatter and coalesced all-gather on the GPU,
+        # and two padded shards over Gloo on one GPU.
+        ("ddp-zero2-nccl", {"mode": "zero2", "world_size": 1, "backend": "nccl"}),
+        ("ddp-zero1-gloo", {"mode": "zero1", "world_size": 2, "devices": TWO_ON_GPU0,
+                            "backend": "gloo"}),
     ]
     for name, fields in out:
         fields.setdefault("workload", "mlp-small")

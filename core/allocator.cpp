@@ -90,10 +90,30 @@ void* CachingAllocator::allocate(size_t nbytes, uintptr_t pool) {
     ++stats_.num_backend_allocs;
     stats_.reserved_bytes += static_cast<int64_t>(size);
   }
-  live_[ptr] = {size, pool};
-  stats_.current_bytes += static_cast<int64_t>(size);
-  if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
+  const MemoryCategory category = current_memory_category();
+  live_[ptr] = {size, pool, category};
+  add_live(category, static_cast<int64_t>(size));
   return ptr;
+}
+
+// Under mutex_: the live bytes change, and a new peak remembers what each category held.
+void CachingAllocator::add_live(MemoryCategory category, int64_t bytes) {
+  stats_.current_bytes += bytes;
+  stats_.current_by_category[static_cast<size_t>(category)] += bytes;
+  if (stats_.current_bytes > stats_.peak_bytes) {
+    stats_.peak_bytes = stats_.current_bytes;
+    stats_.peak_by_category = stats_.current_by_category;
+  }
+}
+
+void CachingAllocator::set_category(void* ptr, MemoryCategory category) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end() || it->second.category == category) return;
+  const auto bytes = static_cast<int64_t>(it->second.size);
+  stats_.current_by_category[static_cast<size_t>(it->second.category)] -= bytes;
+  stats_.current_by_category[static_cast<size_t>(category)] += bytes;
+  it->second.category = category;
 }
 
 void CachingAllocator::free(void* ptr) {
@@ -102,6 +122,8 @@ void CachingAllocator::free(void* ptr) {
   auto it = live_.find(ptr);
   DDPB_CHECK(it != live_.end()) << "freeing a pointer this allocator does not own: " << ptr;
   stats_.current_bytes -= static_cast<int64_t>(it->second.size);
+  stats_.current_by_category[static_cast<size_t>(it->second.category)] -=
+      static_cast<int64_t>(it->second.size);
   cache_[it->second.pool][it->second.size].push_back(ptr);
   live_.erase(it);
 }
@@ -114,6 +136,7 @@ MemoryStats CachingAllocator::stats() const {
 void CachingAllocator::reset_peak() {
   std::lock_guard lock(mutex_);
   stats_.peak_bytes = stats_.current_bytes;
+  stats_.peak_by_category = stats_.current_by_category;
 }
 
 void CachingAllocator::empty_cache() {

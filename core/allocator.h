@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/memory_category.h"
 
 namespace ddpb {
 
@@ -31,6 +32,8 @@ struct MemoryStats {
   int64_t num_allocs = 0;      // allocate() calls
   int64_t num_cache_hits = 0;  // allocate() calls served from the cache
   int64_t num_backend_allocs = 0;
+  // Note [Memory categories]: live bytes by category now, and at the peak.
+  MemoryByCategory current_by_category{}, peak_by_category{};
 };
 
 // Raw memory source under the cache.
@@ -72,6 +75,9 @@ class CachingAllocator {
   void reset_peak();
   // Returns every cached (free) block to the backend.
   void empty_cache();
+  // Files the live block at `ptr` under `category` (Note [Memory categories]); a pointer
+  // this allocator does not hold is left alone.
+  void set_category(void* ptr, MemoryCategory category);
 
   static size_t round_size(size_t nbytes);
 
@@ -80,7 +86,9 @@ class CachingAllocator {
   struct BlockInfo {
     size_t size;
     uintptr_t pool;
+    MemoryCategory category;
   };
+  void add_live(MemoryCategory category, int64_t bytes);
   std::unique_ptr<MemoryBackend> backend_;
   mutable std::mutex mutex_;
   std::unordered_map<void*, BlockInfo> live_;

@@ -1,4 +1,5 @@
 #include "core/autograd.h"
+#include "core/memory_category.h"
 
 #include <atomic>
 #include <limits>
@@ -50,6 +51,7 @@ class AccumulateGrad final : public Node {
       const long owners = grad.storage().use_count() -
                           (capture_detail::held_by_capture(grad.storage().get()) ? 1 : 0);
       var->grad = in_destination || owners == 1 ? grad : grad.clone();
+      tag_memory(var->grad, MemoryCategory::Gradients);  // Note [Memory categories]
     } else {
       ops::axpy(1.0f, grad, var->grad);
     }

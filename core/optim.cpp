@@ -1,4 +1,5 @@
 #include "core/optim.h"
+#include "core/memory_category.h"
 
 #include "core/check.h"
 #include "core/nvtx.h"
@@ -26,6 +27,7 @@ SGD::SGD(std::vector<autograd::Var> params, float lr, float momentum, float weig
 
 void SGD::step() {
   nvtx::Range range("optimizer.sgd", nvtx::Category::Optimizer);
+  MemoryCategoryScope state(MemoryCategory::OptimizerState);  // the momentum buffers
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];
     if (!p.grad().defined()) continue;
@@ -51,6 +53,7 @@ AdamW::AdamW(std::vector<autograd::Var> params, float lr, float beta1, float bet
 
 void AdamW::step() {
   nvtx::Range range("optimizer.adamw", nvtx::Category::Optimizer);
+  MemoryCategoryScope state(MemoryCategory::OptimizerState);  // the two moments
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/memory_category.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/phase_timer.h"
@@ -72,6 +73,7 @@ int64_t DistributedDataParallel::sync_buffers() {
 void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors,
                                                   int root) const {
   if (tensors.empty()) return;
+  MemoryCategoryScope staging(MemoryCategory::Communication);  // the flat copy
   int64_t total = 0;
   for (const Tensor& t : tensors) total += t.numel();
   Tensor flat = Tensor::empty({total}, tensors.front().dtype(), device_);

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/check.h"
+#include "core/memory_category.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/stream_sanitizer.h"
@@ -56,6 +57,7 @@ Reducer::~Reducer() {
 }
 
 void Reducer::build_buckets(const BucketAssignment& assignment) {
+  MemoryCategoryScope gradients(MemoryCategory::Gradients);  // the buckets hold the gradients
   std::vector<Bucket> buckets(assignment.size());
   locators_.assign(params_.size(), {});
   for (size_t b = 0; b < assignment.size(); ++b) {
@@ -236,6 +238,7 @@ void Reducer::launch_ready_buckets() {
     Bucket& bk = buckets_[next_to_launch_];
     bk.launched = true;
     bk.record.launch_ms = now_ms();
+    MemoryCategoryScope staging(MemoryCategory::Communication);  // what a hook stages
     hook_->launch(bk);
     if (next_to_launch_ > 0) hook_->advance(buckets_[next_to_launch_ - 1]);
     ++next_to_launch_;
@@ -313,6 +316,7 @@ void Reducer::learn_static_graph() {
 
 // Note [Comm hook collective order]. Gloo: the host waits; NCCL: the current stream.
 void Reducer::complete_buckets() {
+  MemoryCategoryScope staging(MemoryCategory::Communication);  // what a hook stages
   hook_->advance(buckets_.back());
   for (auto& bk : buckets_) {
     hook_->finish(bk);

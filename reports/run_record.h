@@ -46,9 +46,12 @@ struct MemoryUse {
   std::string device;
   int64_t peak_bytes = 0;
   std::optional<int64_t> reserved_bytes;  // always in run records; optional in suite metrics
+  // What the peak held, by category (Note [Memory categories] in core/memory_category.h).
+  std::optional<NamedValues<int64_t>> by_category;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("device", s.device), v("peak_bytes", s.peak_bytes), v("reserved_bytes", s.reserved_bytes);
+    v("by_category", s.by_category);
   }
 };
 

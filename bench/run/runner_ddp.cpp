@@ -14,6 +14,7 @@
 #include "comm/rendezvous.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/memory_category.h"
 #include "impl_ddp/distributed_data_parallel.h"
 
 namespace ddpb::bench {
@@ -30,7 +31,10 @@ class DdpRunner final : public ModeRunner, public RankedRun {
         env_(process_.env()),
         device_(process_.device()) {
     DeviceGuard guard(device_);
-    model_ = make_model(spec, device_, config.seed);
+    {
+      MemoryCategoryScope parameters(MemoryCategory::Parameters);  // Note [Memory categories]
+      model_ = make_model(spec, device_, config.seed);
+    }
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
         *model_, [this](const Tensor& x) { return model_->forward(x); }, process_.take_group(),
         ddp_options(config));

@@ -2,6 +2,7 @@
 #include "bench/run/step_outcome.h"
 #include "bench/run/trainer.h"
 #include "core/check.h"
+#include "core/memory_category.h"
 #include "impl_dp/data_parallel.h"
 
 namespace ddpb::bench {
@@ -25,6 +26,8 @@ class DpRunner final : public ModeRunner {
       return static_cast<Model&>(m).forward(x);
     };
     replica.loss = [](const autograd::Var& out, const Tensor& y) { return model_loss(out, y); };
+    // Every replica's parameters (Note [Memory categories]).
+    MemoryCategoryScope parameters(MemoryCategory::Parameters);
     dp_ = std::make_unique<dp::DataParallel>(std::move(replica), devices, options);
     place_.data_device = Device::cpu();  // DP scatters from host memory
     place_.data = {1, 0, config.global_batch};

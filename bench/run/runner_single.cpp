@@ -1,5 +1,6 @@
 // --mode single: one device, the baseline.
 #include "bench/run/trainer.h"
+#include "core/memory_category.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/step_phase.h"
@@ -14,7 +15,10 @@ class SingleRunner final : public ModeRunner {
       : device_(parse_device(config.device)), graph_mode_(config.cuda_graph) {
     require_device(device_);
     DeviceGuard guard(device_);
-    model_ = make_model(spec, device_, config.seed);
+    {
+      MemoryCategoryScope parameters(MemoryCategory::Parameters);  // Note [Memory categories]
+      model_ = make_model(spec, device_, config.seed);
+    }
     place_.data_device = device_;
     place_.data = {1, 0, config.global_batch};
   }

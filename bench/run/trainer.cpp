@@ -45,7 +45,10 @@ std::vector<reports::MemoryUse> memory_record(const std::vector<Device>& devices
     if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;  // logical replicas
     seen.push_back(d);
     MemoryStats m = device_allocator(d).stats();
-    per_device.push_back({d.str(), m.peak_bytes, m.reserved_bytes});
+    reports::NamedValues<int64_t> by_category;
+    for (size_t c = 0; c < kNumMemoryCategories; ++c)
+      by_category.emplace_back(enum_name(static_cast<MemoryCategory>(c)), m.peak_by_category[c]);
+    per_device.push_back({d.str(), m.peak_bytes, m.reserved_bytes, std::move(by_category)});
   }
   return per_device;
 }
@@ -434,7 +437,15 @@ reports::RunRecord run_training(const RunConfig& config) {
     trace = std::make_unique<TraceWriter>(place.rank, first, last);
   }
   PartialTrace partial_trace(trace.get(), config, *runner);
-  StepLog log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
+  StepLog log;
+  {
+    // Note [Memory categories]: what the steps allocate unclaimed is activations.
+    struct StepsAllocateActivations {
+      StepsAllocateActivations() { set_default_memory_category(MemoryCategory::Activations); }
+      ~StepsAllocateActivations() { set_default_memory_category(MemoryCategory::Other); }
+    } activations;
+    log = train(config, *runner, *optimizer, loader, dump.get(), trace.get());
+  }
 
   reports::RunRecord record = make_record(config, *runner, log);
   add_comm_summary(config, *runner, record);

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 
 #include "test_util.h"
 
@@ -144,6 +145,49 @@ TEST(DeviceAllocator, TensorsReturnMemoryToTheirDevicePool) {
   EXPECT_EQ(a.stats().current_bytes, before.current_bytes);
   Tensor again = Tensor::empty({1000}, DType::F32, Device::cpu(3));
   EXPECT_GT(a.stats().num_cache_hits, before.num_cache_hits);
+}
+
+// Note [Memory categories]: each block is filed under the innermost scope of the thread that
+// allocated it (else the process default), a retag moves it, and a new peak remembers what each
+// category held then.
+TEST(CachingAllocator, MemoryByCategoryAtThePeak) {
+  int n = 0;
+  CachingAllocator a(std::make_unique<CountingMemory>(&n));
+  const auto at = [](const MemoryByCategory& m, MemoryCategory c) {
+    return m[static_cast<size_t>(c)];
+  };
+  void* params = nullptr;
+  {
+    MemoryCategoryScope scope(MemoryCategory::Parameters);
+    params = a.allocate(4096);
+    MemoryCategoryScope inner(MemoryCategory::OptimizerState);
+    void* state = a.allocate(8192);
+    EXPECT_EQ(at(a.stats().current_by_category, MemoryCategory::OptimizerState), 8192);
+    a.free(state);
+  }
+  EXPECT_EQ(current_memory_category(), MemoryCategory::Other) << "outside every scope";
+  set_default_memory_category(MemoryCategory::Activations);
+  void* act = nullptr;
+  std::thread([&] { act = a.allocate(2048); }).join();  // a thread in no scope: the default
+  set_default_memory_category(MemoryCategory::Other);
+  MemoryStats s = a.stats();
+  EXPECT_EQ(at(s.current_by_category, MemoryCategory::Parameters), 4096);
+  EXPECT_EQ(at(s.current_by_category, MemoryCategory::Activations), 2048);
+  EXPECT_EQ(at(s.peak_by_category, MemoryCategory::OptimizerState), 8192)
+      << "the peak (4096 + 8192) came while the state was live";
+  EXPECT_EQ(at(s.peak_by_category, MemoryCategory::Activations), 0);
+  a.set_category(act, MemoryCategory::Gradients);
+  s = a.stats();
+  EXPECT_EQ(at(s.current_by_category, MemoryCategory::Activations), 0);
+  EXPECT_EQ(at(s.current_by_category, MemoryCategory::Gradients), 2048);
+  a.reset_peak();
+  EXPECT_EQ(a.stats().peak_by_category, a.stats().current_by_category);
+  int64_t sum = 0;
+  for (int64_t b : a.stats().current_by_category) sum += b;
+  EXPECT_EQ(sum, a.stats().current_bytes);
+  a.free(params);
+  a.free(act);
+  EXPECT_EQ(a.stats().current_by_category, MemoryByCategory{});
 }
 
 }  // namespace

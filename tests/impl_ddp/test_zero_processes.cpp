@@ -78,6 +78,27 @@ TEST(Zero, MovesThePapersTwoPsiAndGathersInItsOwnPhase) {
   EXPECT_TRUE(gathered);
 }
 
+// Note [Memory categories]: each rank holds 1/N of DDP's optimizer state (AdamW's two moments,
+// 8Ψ in DDP) and DDP's parameters, at the peak of every rank.
+TEST(Zero, ARankHoldsItsShareOfTheOptimizerState) {
+  TempDir dir("zero_memory");
+  const std::string args =
+      " --workload mlp-small --world-size 2 --global-batch 16 --optimizer adamw";
+  train(dir, "ddp", "--mode ddp" + args, 3, 2, 1);
+  train(dir, "zero1", "--mode zero1" + args, 3, 2, 1);
+  const auto category = [&](const std::string& name, int rank, const char* key) {
+    const nlohmann::json r = record(dir, name);
+    return r["ranks"][rank]["memory"][0]["by_category"][key].get<double>();
+  };
+  const double psi = record(dir, "ddp")["workload"]["parameters"].get<double>();
+  for (int rank : {0, 1}) {
+    EXPECT_NEAR(category("ddp", rank, "optimizer_state"), 8 * psi, 0.05 * 8 * psi) << rank;
+    EXPECT_NEAR(category("zero1", rank, "optimizer_state"), 4 * psi, 0.1 * 4 * psi) << rank;
+    EXPECT_NEAR(category("ddp", rank, "parameters"), 4 * psi, 0.05 * 4 * psi) << rank;
+    EXPECT_NEAR(category("zero1", rank, "parameters"), 4 * psi, 0.05 * 4 * psi) << rank;
+  }
+}
+
 TEST(Zero, WhatAStageCannotKeepIsAUsageErrorNamingBothFlags) {
   const std::string base = "run --workload mlp-small --steps 1 --world-size 2 ";
   const struct {

@@ -51,7 +51,8 @@ json suite_with_sharding() {
 TEST(ShardingView, EachStageBesideDdpWithItsTimeMemoryAndBytes) {
   const json suite = suite_with_sharding();
   EXPECT_TRUE(ddpb::reports::validate_suite_record(suite).empty());
-  const auto s = ddpb::reports::build_sharding_section(ddpb::reports::SuiteRecord::from_json(suite));
+  const auto s =
+      ddpb::reports::build_sharding_section(ddpb::reports::SuiteRecord::from_json(suite));
   ASSERT_EQ(s.tables.size(), 1u);
   const auto& rows = s.tables[0].table.rows;
   ASSERT_EQ(rows.size(), 3u);
@@ -59,7 +60,7 @@ TEST(ShardingView, EachStageBesideDdpWithItsTimeMemoryAndBytes) {
   EXPECT_EQ(rows[0][3], "1.000x");
   EXPECT_EQ(rows[2][1], "ZeRO-2");
   EXPECT_EQ(rows[2][2], "10.90") << "the median of 10.8 and 11.0";
-  EXPECT_EQ(rows[2][7], "2");
+  EXPECT_EQ(rows[2][9], "2");
   ASSERT_EQ(s.paragraphs.size(), 2u);
   EXPECT_NE(s.paragraphs[1].find("ZeRO-2 steps in 1.08x DDP's time with 60.0% of its peak"),
             std::string::npos)
@@ -70,8 +71,8 @@ TEST(ShardingView, InTheReportAndEmptyWithoutShardingRuns) {
   const std::string html = ddpb::reports::render_html(suite_with_sharding());
   EXPECT_EQ(ddpb::testing::xml_problem(html), "");
   EXPECT_NE(html.find("<section id=\"sharding\">"), std::string::npos);
-  const auto s = ddpb::reports::build_sharding_section(
-      ddpb::reports::SuiteRecord::from_json(make_suite()));
+  const auto s =
+      ddpb::reports::build_sharding_section(ddpb::reports::SuiteRecord::from_json(make_suite()));
   EXPECT_TRUE(s.tables.empty());
   ASSERT_EQ(s.notes.size(), 1u);
   EXPECT_NE(s.notes[0].find("No sharding runs"), std::string::npos);

@@ -260,7 +260,7 @@ TEST(Suite, DesignRoundsFeedTheVerdict) {
   write_file(dir / "s.json", R"({"workloads": ["mlp-small"], "modes": ["dp", "ddp"],
       "world_sizes": [2], "steps": 10, "warmup": 1, "per_device_batch": {"mlp-small": 8},
       "bucket_sweep_mb": [], "bucket_autotune": false, "overlap_off": false, "comm_hooks": [],
-      "flags": [], "loader_workers": [], "design_rounds": 3})");
+      "flags": [], "loader_workers": [], "design_rounds": 3, "sharding_rounds": 0})");
   const std::string out = dir / "out";
   CliResult r = run_cli("suite " + (dir / "s.json") + " --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -460,7 +460,8 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
   write_file(dir / "s.json",
              R"({"workloads": ["mlp-small"], "world_sizes": [1, 2], "steps": 3, "warmup": 1,
       "per_device_batch": {"mlp-small": 16}, "bucket_sweep_mb": [], "bucket_autotune": false,
-      "comm_hooks": [], "overlap_off": true, "flags": [], "design_rounds": 1})");
+      "comm_hooks": [], "overlap_off": true, "flags": [], "design_rounds": 1,
+      "sharding_rounds": 1})");
   const std::string out = dir / "out";
   CliResult r = run_cli("suite " + (dir / "s.json") + " --with-pytorch --out " + out,
                         std::string("DDPBENCH_PYTHON=") + DDPB_TEST_PYTHON);
@@ -470,9 +471,10 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
     SCOPED_TRACE(run["id"].get<std::string>());
     ASSERT_TRUE(run.contains("pytorch"));
     const auto& p = run["pytorch"];
-    if (run["mode"] == "dp" || run["variant"] == "no-overlap" || run["variant"] == "bucket-auto") {
-      EXPECT_EQ(p["status"], "skipped")
-          << "PyTorch's DataParallel needs CUDA; no --no-overlap or bucket autotuner there";
+    if (run["mode"] == "dp" || run["variant"] == "no-overlap" || run["variant"] == "bucket-auto" ||
+        (run["group"] == "sharding" && run["mode"] != "ddp")) {
+      EXPECT_EQ(p["status"], "skipped") << "PyTorch's DataParallel needs CUDA; no --no-overlap, "
+                                           "bucket autotuner or ZeRO in DDP there";
       EXPECT_FALSE(p["error"].get<std::string>().empty());
       continue;
     }
@@ -485,6 +487,10 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
   std::ifstream html(out + "/report.html");
   const std::string page((std::istreambuf_iterator<char>(html)), {});
   EXPECT_NE(page.find("PyTorch"), std::string::npos);
+  // Note [Sharding rounds]: DDP and its ZeRO stages, side by side in their own section.
+  const size_t sharding = page.find("<section id=\"sharding\">");
+  ASSERT_NE(sharding, std::string::npos);
+  EXPECT_NE(page.find("ZeRO-2 steps in", sharding), std::string::npos);
 }
 
 // Issue 25, D3 / Note [Results folder lock]: a second suite on a folder in use refuses,

@@ -100,6 +100,9 @@ WorkPtr ProcessGroup::allgather_into_tensor_coalesced(const std::vector<Tensor>&
 }
 
 void divide_for_average(const std::vector<Tensor>& tensors, int size) {
+  for (const Tensor& t : tensors)  // all checked before any is divided
+    DDPB_CHECK(t.dtype() == DType::F32)
+        << "ReduceOp::Avg divides its inputs first, which needs f32, not " << t.describe();
   if (size == 1) return;
   for (const Tensor& t : tensors) ops::scale(t, 1.0f / static_cast<float>(size));
 }

@@ -27,6 +27,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn f
   DDPB_USAGE_CHECK(!options_.join.enable || !options_.sync_batch_norm)
       << "--uneven-inputs join does not combine with --sync-bn (SyncBatchNorm's collectives sit "
          "inside forward, which a rank without input cannot shadow)";
+  DDPB_USAGE_CHECK(!options_.join.enable || options_.reducer.zero_stage == 0)
+      << "--uneven-inputs join does not combine with a ZeRO stage (a joined rank would have to "
+         "shadow the parameters' all-gather too)";
   if (options_.sync_batch_norm) {
     bn_sync_ = std::make_unique<ProcessGroupBatchNormSync>(pg_);
     DDPB_USAGE_CHECK(convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
@@ -259,15 +262,23 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   timer.begin(step_phase_name(StepPhase::Optimizer));
   optimizer.step();
   param_gathers_.clear();
-  if (zero_) {  // Note [ZeRO in DDP]: every rank's updated shard to every rank
-    DDPB_CHECK(&optimizer == zero_) << "a ZeRO step needs the optimizer make_optimizer made";
+  comm::WorkPtr gathered;
+  if (options_.reducer.zero_stage > 0) {  // Note [ZeRO in DDP]: every rank's shard to all
+    DDPB_CHECK(zero_ && &optimizer == zero_)
+        << "a ZeRO step needs the optimizer DistributedDataParallel::make_optimizer made (the "
+           "reducer leaves the parameters no gradient: another optimizer would step nothing)";
     timer.begin(step_phase_name(StepPhase::ParamAllGather));
     const int64_t start_ns = steady_now_ns();
-    zero_->gather_parameters();
+    gathered = zero_->gather_parameters();
     param_gathers_.push_back({"allgather", zero_->gather_bytes(), start_ns, steady_now_ns()});
   }
   timer.end();
   timer.synchronize();
+  // The collective's own times once the stream caught up (NCCL's wait() only orders the
+  // stream; the host times above are its launch there).
+  if (gathered && gathered->is_completed() && gathered->end_ns != 0)
+    param_gathers_.back().start_ns = gathered->start_ns,
+    param_gathers_.back().end_ns = gathered->end_ns;
   if (bn_sync_) {
     stats.sync_batch_norm = true;
     stats.sync_bn = bn_sync_->take_records();

@@ -175,7 +175,9 @@ void Reducer::mark_variable_ready(size_t i) {
   ready_[i] = true;
   average_into_bucket(i, bk.views[k]);
   inspect_gradient(i, bk.views[k]);
-  if (!rebuilt_ && !options_.find_unused_parameters && !options_.static_graph)
+  // Kept for the one rebuild (none under ZeRO, Note [ZeRO in DDP]).
+  if (!rebuilt_ && options_.zero_stage == 0 && !options_.find_unused_parameters &&
+      !options_.static_graph)
     ready_order_.push_back(i);
   DDPB_CHECK(bk.pending > 0) << "bucket " << b << " has no pending parameter left for "
                              << params_[i].name;

@@ -84,12 +84,18 @@ struct WaitPlace {
 };
 
 // Ranks that are processes wait at the start of the last communication phase of their
-// design that the step has (DDP's comm_exposed: rank 0 waits for the late rank, then the last
-// collective runs); one process's devices at the end of backward (DP's join).
+// design before its optimizer step that the step has (DDP's comm_exposed: rank 0 waits for the
+// late rank, then the last gradient collective runs; ZeRO's all-gather after the optimizer
+// only follows it); one process's devices at the end of backward (DP's join).
 WaitPlace wait_place(const reports::DesignInfo& design, const StepRecord& step) {
   if (!design.processes_per_rank) return {StepPhase::Backward, false};
+  const auto has_optimizer = std::any_of(design.phases.begin(), design.phases.end(), [](auto& p) {
+    return step_phase_named(p.phase) == StepPhase::Optimizer;
+  });
+  bool before_optimizer = !has_optimizer;
   for (auto it = design.phases.rbegin(); it != design.phases.rend(); ++it) {
-    if (it->kind == phase_kind_name(PhaseKind::Communication) &&
+    if (step_phase_named(it->phase) == StepPhase::Optimizer) before_optimizer = true;
+    if (before_optimizer && it->kind == phase_kind_name(PhaseKind::Communication) &&
         reports::named_value(step.phases_ms, it->phase, -1.0) >= 0)
       return {step_phase_named(it->phase), true};
   }

@@ -282,6 +282,8 @@ reports::SuiteMatrix SuiteSpec::to_matrix() const {
 SuiteSpec SuiteSpec::from_json(const nlohmann::json& j) {
   SuiteSpec spec;
   spec.workloads.clear();
+  // A suite written before the sharding group ran none: resumed, it still runs none.
+  if (j.is_object() && !j.contains("sharding_rounds")) spec.sharding_rounds = 0;
   apply_suite_file(spec, j, "suite.json \"suite\" block");
   return spec;
 }
@@ -704,9 +706,11 @@ class SuiteExpansion {
       if (d.info.parallel && has_mode(d.info.name)) out.push_back(d.info.name);
     return out;
   }
+  // The design with buckets whose flags, sweep and hooks the suite prices: not a ZeRO stage,
+  // which refuses the hooks and reduce-scatters instead (Note [ZeRO in DDP]).
   std::optional<std::string> bucketed_mode() const {
     for (const Design& d : designs())
-      if (d.info.has_buckets && has_mode(d.info.name)) return d.info.name;
+      if (d.info.has_buckets && d.zero_stage == 0 && has_mode(d.info.name)) return d.info.name;
     return std::nullopt;
   }
   // The largest world size: where the sweep, the hooks and DDP in bf16 run.

@@ -42,6 +42,12 @@ json suite_with_sharding() {
       r["metrics"] = make_metrics("ddp", 4, 1000, d.step_ms + 0.2 * round, 3.0, d.exposed_ms);
       r["metrics"]["gradient_bus_bytes_per_step"] = d.bus;
       r["metrics"]["rank_peak_memory_bytes"] = {d.peak, d.peak - 1e6, d.peak - 2e6, d.peak - 3e6};
+      // Rank 0's peak by category: the stages hold a quarter of DDP's optimizer state.
+      const int64_t state = d.mode == std::string("ddp") ? 24 << 20 : 6 << 20;
+      r["metrics"]["memory"] = {
+          {{"device", "cpu:0"},
+           {"peak_bytes", int64_t(d.peak)},
+           {"by_category", {{"gradients", 12 << 20}, {"optimizer_state", state}}}}};
       suite["runs"].push_back(r);
     }
   }
@@ -60,6 +66,9 @@ TEST(ShardingView, EachStageBesideDdpWithItsTimeMemoryAndBytes) {
   EXPECT_EQ(rows[0][3], "1.000x");
   EXPECT_EQ(rows[2][1], "ZeRO-2");
   EXPECT_EQ(rows[2][2], "10.90") << "the median of 10.8 and 11.0";
+  EXPECT_EQ(rows[0][8], "24.0 MiB");
+  EXPECT_EQ(rows[2][7], "12.0 MiB");
+  EXPECT_EQ(rows[2][8], "6.0 MiB");
   EXPECT_EQ(rows[2][9], "2");
   ASSERT_EQ(s.paragraphs.size(), 2u);
   EXPECT_NE(s.paragraphs[1].find("ZeRO-2 steps in 1.08x DDP's time with 60.0% of its peak"),

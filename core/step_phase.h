@@ -7,7 +7,8 @@
 //   single  data, forward, backward, optimizer
 //   DP      data, scatter, replicate, forward, gather, loss, backward, reduce, optimizer
 //   DDP     data, buffer_broadcast, forward, sync_bn, backward_compute, comm_exposed,
-//           optimizer; ZeRO (DDP's stages) then param_allgather
+//           optimizer; ZeRO (DDP's stages) then param_allgather, PyTorch's variant of it
+//           param_broadcast
 //   single with --cuda-graph: data, graph (the whole replayed step)
 // "backward" is a design's whole backward; DDP splits its own into the compute
 // (backward_compute) and the communication left after it (comm_exposed), and takes
@@ -38,15 +39,16 @@ enum class StepPhase : uint8_t {
   Optimizer,
   Graph,
   ParamAllGather,
+  ParamBroadcast,
 };
-inline constexpr size_t kNumStepPhases = 15;
+inline constexpr size_t kNumStepPhases = 16;
 
 // The name records carry ("backward_compute").
 constexpr const char* step_phase_name(StepPhase p) {
   constexpr const char* kNames[kNumStepPhases] = {
-      "data",      "scatter", "replicate",      "buffer_broadcast", "forward",      "sync_bn",
-      "gather",    "loss",    "backward",       "backward_compute", "comm_exposed", "reduce",
-      "optimizer", "graph",   "param_allgather"};
+      "data",      "scatter", "replicate",       "buffer_broadcast", "forward",      "sync_bn",
+      "gather",    "loss",    "backward",        "backward_compute", "comm_exposed", "reduce",
+      "optimizer", "graph",   "param_allgather", "param_broadcast"};
   return kNames[static_cast<size_t>(p)];
 }
 

@@ -28,7 +28,7 @@ namespace ddpb {
 struct CollectiveTiming {
   std::string op;     // "allreduce", "reduce", "broadcast", "scatter", "gather", "allgather", ...
   std::string name;   // what the trace shows: "allreduce bucket 3", "replicate"
-  std::string lane;   // the trace track: "comm bucket 3", "dp transfers"
+  std::string lane;   // the trace track: "comm bucket 3", "dp reduce"
   int64_t bytes = 0;  // nccl-tests' size: an allgather's output, any other's input
   double launch_ms = 0;    // issued by the host
   double start_ms = 0;     // started on the communication thread or stream

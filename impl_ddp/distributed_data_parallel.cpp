@@ -27,7 +27,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn f
   DDPB_USAGE_CHECK(!options_.join.enable || !options_.sync_batch_norm)
       << "--uneven-inputs join does not combine with --sync-bn (SyncBatchNorm's collectives sit "
          "inside forward, which a rank without input cannot shadow)";
-  DDPB_USAGE_CHECK(!options_.join.enable || options_.reducer.zero_stage == 0)
+  DDPB_USAGE_CHECK(!options_.join.enable || !sharded())
       << "--uneven-inputs join does not combine with a ZeRO stage (a joined rank would have to "
          "shadow the parameters' all-gather too)";
   if (options_.sync_batch_norm) {
@@ -53,8 +53,11 @@ bool DistributedDataParallel::syncs_buffers() const {
 
 std::unique_ptr<optim::Optimizer> DistributedDataParallel::make_optimizer(
     const optim::OptimizerConfig& config) {
-  if (options_.reducer.zero_stage == 0) return optim::make_optimizer(config, module_.parameters());
-  auto zero = std::make_unique<ZeroOptimizer>(*reducer_, pg_, config);
+  if (!sharded()) return optim::make_optimizer(config, module_.parameters());
+  auto zero = std::make_unique<ZeroOptimizer>(*reducer_, pg_, config,
+                                              options_.zero_broadcast
+                                                  ? ZeroOptimizer::Scheme::AllReduceBroadcast
+                                                  : ZeroOptimizer::Scheme::ReduceScatter);
   zero_ = zero.get();
   return zero;
 }
@@ -263,14 +266,16 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   optimizer.step();
   param_gathers_.clear();
   comm::WorkPtr gathered;
-  if (options_.reducer.zero_stage > 0) {  // Note [ZeRO in DDP]: every rank's shard to all
+  if (sharded()) {  // Note [ZeRO in DDP]: every rank's shard to all
     DDPB_CHECK(zero_ && &optimizer == zero_)
         << "a ZeRO step needs the optimizer DistributedDataParallel::make_optimizer made (the "
            "reducer leaves the parameters no gradient: another optimizer would step nothing)";
-    timer.begin(step_phase_name(StepPhase::ParamAllGather));
+    timer.begin(step_phase_name(options_.zero_broadcast ? StepPhase::ParamBroadcast
+                                                        : StepPhase::ParamAllGather));
     const int64_t start_ns = steady_now_ns();
     gathered = zero_->gather_parameters();
-    param_gathers_.push_back({"allgather", zero_->gather_bytes(), start_ns, steady_now_ns()});
+    param_gathers_.push_back(
+        {zero_->gather_op(), zero_->gather_bytes(), start_ns, steady_now_ns()});
   }
   timer.end();
   timer.synchronize();
@@ -363,8 +368,8 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
   for (const SyncBnRecord& r : param_gathers_) {  // ZeRO's: after the optimizer, exposed
     CollectiveTiming t;
     t.op = r.op;
-    t.name = "param allgather";
-    t.lane = "comm param allgather";
+    t.name = std::string("param ") + r.op;
+    t.lane = std::string("comm param ") + r.op;
     t.bytes = r.bytes;
     t.launch_ms = t.start_ms = static_cast<double>(r.start_ns - stats.clock_zero_ns) / 1e6;
     t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
@@ -404,7 +409,7 @@ void DistributedDataParallel::fill_phases(DdpStepStats& stats, const PhaseTimer&
   }
   for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
                       StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer,
-                      StepPhase::ParamAllGather}) {
+                      StepPhase::ParamAllGather, StepPhase::ParamBroadcast}) {
     const char* name = step_phase_name(p);
     if (p == StepPhase::SyncBn ? !stats.sync_batch_norm : !timer.has(name)) continue;
     double ms = timer.ms(name);

@@ -86,6 +86,9 @@ struct DdpOptions {
   bool broadcast_buffers = true;  // false: --no-broadcast-buffers
   bool sync_batch_norm = false;   // --sync-bn: BatchNorm layers become SyncBatchNorm
   JoinOptions join;               // --uneven-inputs join (Note [DDP Join])
+  // --zero-variant pytorch (Note [ZeRO in DDP]): DDP's AllReduce, then each rank steps its
+  // shard and broadcasts it, as PyTorch's ZeroRedundancyOptimizer; reducer.zero_stage stays 0.
+  bool zero_broadcast = false;
 };
 
 // One micro-batch of a step: the input and its targets.
@@ -126,6 +129,8 @@ class DistributedDataParallel {
   // The optimizer over what this rank steps: the module's parameters, or with a ZeRO stage its
   // shard, whose parameters step() then all-gathers (Note [ZeRO in DDP]).
   std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config);
+  // Whether the optimizer is sharded over the ranks (a ZeRO stage or PyTorch's variant).
+  bool sharded() const { return options_.reducer.zero_stage > 0 || options_.zero_broadcast; }
   // Rank 0's buffers onto every rank (Note [DDP buffers]); a no-op without broadcast_buffers,
   // at world size 1 or for a module without buffers. Returns the bytes broadcast.
   int64_t sync_buffers();

@@ -439,8 +439,14 @@ double Reducer::now_ms() const {
 
 std::vector<ZeroBucketView> Reducer::zero_buckets() const {
   std::vector<ZeroBucketView> out;
-  for (const Bucket& b : buckets_)
-    out.push_back({b.buffer, b.shard_out, b.shard, b.params, b.offsets});
+  for (const Bucket& b : buckets_) {
+    // Plain DDP's buckets (PyTorch's ZeRO variant): the same shards, unpadded.
+    int64_t total = 0;
+    for (size_t i : b.params) total += params_[i].var.data().numel();
+    const BucketShard shard =
+        options_.zero_stage > 0 ? b.shard : shard_bucket(total, pg_->size(), pg_->rank());
+    out.push_back({b.buffer, b.shard_out, shard, b.params, b.offsets});
+  }
   return out;
 }
 

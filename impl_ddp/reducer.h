@@ -135,8 +135,9 @@ class Reducer {
   void delay_next_backward(double ms) { backward_delay_ms_ = ms; }
   // The comm hook (for its --dump tensors).
   const BucketCommHook& comm_hook() const { return *hook_; }
-  // ZeRO (Note [ZeRO in DDP]): the buckets as its optimizer steps and gathers them, and a
-  // count that changes whenever the buckets are rebuilt.
+  // ZeRO (Note [ZeRO in DDP]): the buckets as its optimizer steps and gathers them (without a
+  // ZeRO stage, unpadded shards of DDP's own buckets), and a count that changes whenever the
+  // buckets are rebuilt.
   std::vector<ZeroBucketView> zero_buckets() const;
   int64_t layout_generation() const { return layout_generation_; }
   // Which parameters some rank used in the last synchronising backward (all, without

@@ -22,6 +22,12 @@
 // size, against PyTorch's ZeroRedundancyOptimizer, which keeps DDP's AllReduce and then
 // broadcasts every shard (3Ψ).
 //
+// PyTorch's variant (`--zero-variant pytorch`, the row zero1-pytorch; PyTorch's
+// ZeroRedundancyOptimizer over DDP) keeps DDP's AllReduce: every rank has the whole averaged
+// gradient, steps only its shard of each bucket (the same shards, unpadded) and then
+// broadcasts it from its owner to the others: 2Ψ(n-1)/n for the AllReduce plus Ψ of broadcasts,
+// against the paper's 2Ψ(n-1)/n, on the same runtime.
+//
 // Element for element the update is DDP's: the same averaged gradient and the same elementwise
 // optimizer, so the parameters match plain DDP's to rounding. The shards follow the bucket
 // layout, so it must not change once the first iteration has reduced into it: DDP's rebuild
@@ -43,27 +49,36 @@ namespace ddpb::ddp {
 
 class ZeroOptimizer final : public optim::Optimizer {
  public:
+  // How the shards meet again after the step: the paper's reduce-scatter and all-gather, or
+  // PyTorch's AllReduce and broadcasts.
+  enum class Scheme { ReduceScatter, AllReduceBroadcast };
   ZeroOptimizer(Reducer& reducer, std::shared_ptr<comm::ProcessGroup> pg,
-                optim::OptimizerConfig config);
+                optim::OptimizerConfig config, Scheme scheme = Scheme::ReduceScatter);
 
   // Steps this rank's shard of every bucket (its parameters' elements, in place).
   void step() override;
-  // Collective: every rank's updated elements to every rank. Returns the all-gather's Work,
-  // completed (its times and bytes for the step's record).
+  // Collective: every rank's updated elements to every rank. Returns the all-gather's Work
+  // (the last broadcast's in PyTorch's scheme), waited for.
   comm::WorkPtr gather_parameters();
-  // The bytes of the parameters' all-gather (nccl-tests' size: the padded buckets).
+  // The bytes of the parameters' all-gather (nccl-tests' size: the padded buckets), or of the
+  // broadcasts (every parameter once).
   int64_t gather_bytes() const;
+  // The collective gather_parameters issues: "allgather" or "broadcast".
+  const char* gather_op() const;
 
  private:
   void lay_out_shard();
+  comm::WorkPtr broadcast_shards();
 
   Reducer& reducer_;
   std::shared_ptr<comm::ProcessGroup> pg_;
   optim::OptimizerConfig config_;
+  Scheme scheme_;
   int64_t generation_ = -1;  // the bucket layout the shard was laid out on
   std::vector<autograd::Var> segments_;
-  std::vector<size_t> segment_params_;  // each segment's parameter
-  std::vector<Tensor> segment_grads_;   // each segment's view of its bucket's shard_out
+  std::vector<size_t> segment_params_;    // each segment's parameter
+  std::vector<Tensor> segment_grads_;     // each segment's view of its bucket's shard_out
+  std::vector<int64_t> segment_offsets_;  // PyTorch's scheme: its first element in the parameter
   std::unique_ptr<optim::Optimizer> inner_;
 };
 

@@ -281,7 +281,8 @@ void DataParallel::add_transfers(DpStepStats& stats, const PhaseTimer& timer) {
       CollectiveTiming t;
       t.op = op;
       t.name = step_phase_name(p.phase);
-      t.lane = "dp transfers";
+      // A lane per transfer: back to back on one lane, their rounded ends could overlap.
+      t.lane = std::string("dp ") + step_phase_name(p.phase);
       t.bytes = bytes;
       t.launch_ms = t.start_ms = at_ms;
       t.complete_ms = at_ms + p.ms;

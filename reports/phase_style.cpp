@@ -8,7 +8,7 @@ namespace ddpb::reports {
 namespace {
 
 // Note [Phase colours]: the vocabulary's phases, then the non-phase spans.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kStyles = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 19> kStyles = {{
     {"data", "#edc948"},              // data: yellow
     {"scatter", "#ffbe7d"},           // communication
     {"replicate", "#f28e2b"},         // communication
@@ -24,11 +24,12 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kStyles 
     {"optimizer", "#499894"},         // compute
     {"graph", "#76b7b2"},             // compute: a replayed CUDA graph of the whole step
     {"param_allgather", "#c9a0dc"},   // communication: ZeRO's parameters after the optimizer
+    {"param_broadcast", "#9d7660"},   // communication: the same, PyTorch's broadcasts
     {kCollectiveSpan, "#9c755f"},     // not a phase
     {kWaitSpan, "#bab0ac"},           // not a phase
     {kHostSpan, "#79706e"},           // not a phase
 }};
-constexpr size_t kNumPhases = 15;
+constexpr size_t kNumPhases = 16;
 
 // Colours for names outside the table: none of them is in it.
 constexpr std::array<std::string_view, 4> kOthers = {"#b6992d", "#86bcb6", "#f1ce63", "#7b848f"};

@@ -27,7 +27,9 @@ ddp::DdpOptions ddp_options(const RunConfig& config) {
   o.reducer.powersgd.seed = config.seed;
   o.reducer.powersgd.keep_random_q = !config.dump.empty();
   o.reducer.check_finite = config.check_finite;
-  o.reducer.zero_stage = design_of(config).zero_stage;
+  const Design& design = design_of(config);
+  o.reducer.zero_stage = design.zero_broadcast ? 0 : design.zero_stage;  // Note [ZeRO in DDP]
+  o.zero_broadcast = design.zero_broadcast;
   o.broadcast_buffers = config.broadcast_buffers;
   o.sync_batch_norm = config.sync_bn;
   o.join = {config.uneven_join, config.join_divide_by_initial_world_size};

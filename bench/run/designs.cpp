@@ -91,8 +91,27 @@ Design zero_row(int stage) {
   return d;
 }
 
+// PyTorch's ZeRO-1: DDP's AllReduce, this rank's shard stepped, then broadcast from each owner
+// (ZeroRedundancyOptimizer), for the paper's scheme to be measured against on one runtime.
+Design zero_pytorch_row() {
+  Design d = zero_row(1);
+  d.info.name = "zero1-pytorch";
+  d.info.label = "ZeRO-1 (PyTorch's)";
+  d.info.overlaps_backward = true;  // DDP's overlapped AllReduce
+  d.info.gradient_op = "allreduce";
+  d.info.phases.back() = {step_phase_name(StepPhase::ParamBroadcast),
+                          phase_kind_name(phase_kind(StepPhase::ParamBroadcast))};
+  d.zero_broadcast = true;
+  // The AllReduce's 2(n-1)/n, and every parameter broadcast once from its owner.
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+    return gradient_bytes * (2.0 * (world - 1) / world + (world > 1 ? 1.0 : 0.0));
+  };
+  return d;
+}
+
 std::deque<Design>& table() {
-  static std::deque<Design> rows = {single_row(), dp_row(), ddp_row(), zero_row(1), zero_row(2)};
+  static std::deque<Design> rows = {single_row(), dp_row(),    ddp_row(),
+                                    zero_row(1),  zero_row(2), zero_pytorch_row()};
   return rows;
 }
 
@@ -124,22 +143,27 @@ std::vector<std::string> design_names_in_order(bool default_suite) {
 
 void resolve_zero_stage(RunConfig& config) {
   const Design& design = design_named(config.mode);
-  if (config.zero_stage == design.zero_stage) return;
-  if (config.zero_stage == 0) {  // the row says it
+  if (config.zero_stage == 0 && !config.zero_pytorch) {  // the row says it, or plain DDP
     config.zero_stage = design.zero_stage;
+    config.zero_pytorch = design.zero_broadcast;
     return;
   }
+  if (config.zero_stage == design.zero_stage && config.zero_pytorch == design.zero_broadcast)
+    return;
+  const std::string asked = "--zero-stage " + std::to_string(config.zero_stage) +
+                            (config.zero_pytorch ? " --zero-variant pytorch" : "");
   DDPB_USAGE_CHECK(design.zero_stage == 0)
-      << "--mode " << config.mode << " is ZeRO stage " << design.zero_stage << ", not --zero-stage "
-      << config.zero_stage;
+      << "--mode " << config.mode << " is ZeRO stage " << design.zero_stage
+      << (design.zero_broadcast ? " in PyTorch's variant" : "") << ", not " << asked;
   for (const Design& d : table()) {
-    if (d.make_runner == design.make_runner && d.zero_stage == config.zero_stage) {
+    if (d.make_runner == design.make_runner && d.zero_stage == config.zero_stage &&
+        d.zero_broadcast == config.zero_pytorch && d.zero_stage > 0) {
       config.mode = d.info.name;
       return;
     }
   }
-  throw UsageError("--zero-stage " + std::to_string(config.zero_stage) + " is a stage of " +
-                   "DDP, not of --mode " + config.mode);
+  throw UsageError(asked + " is not a stage of --mode " + config.mode +
+                   " (DDP has stages 1 and 2, and PyTorch's variant of stage 1)");
 }
 
 void register_design(Design design) {

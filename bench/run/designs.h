@@ -39,6 +39,9 @@ struct Design {
   double (*expected_gradient_bus_bytes)(double gradient_bytes, int world) = nullptr;
   // DDP's ZeRO stage (Note [ZeRO in DDP]): 0 for plain DDP and every other design.
   int zero_stage = 0;
+  // --zero-variant pytorch: the stage's optimizer over DDP's AllReduce, its shards broadcast
+  // (PyTorch's ZeroRedundancyOptimizer; Note [ZeRO in DDP]).
+  bool zero_broadcast = false;
   // Whether a suite without a "modes" key scales it; ZeRO's stages run in their own group.
   bool in_default_suite = true;
 };
@@ -62,9 +65,9 @@ std::string design_names(bool reports::DesignInfo::*trait = nullptr);
 // "modes" key scales.
 std::vector<std::string> design_names_in_order(bool default_suite = false);
 
-// --zero-stage and --mode agree (Note [ZeRO in DDP]): --mode ddp --zero-stage N becomes the
-// row of that stage, --mode zeroN sets zero_stage N; a usage error names the two flags when
-// they disagree or the design has no such stage.
+// --zero-stage, --zero-variant and --mode agree (Note [ZeRO in DDP]): --mode ddp --zero-stage
+// N [--zero-variant pytorch] becomes the row of that stage, --mode zeroN (zero1-pytorch) sets
+// the flags; a usage error names the flags when they disagree or the design has no such stage.
 void resolve_zero_stage(RunConfig& config);
 
 // Adds a row (a test's toy design). A usage error if the name is taken.

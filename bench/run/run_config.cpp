@@ -115,18 +115,19 @@ void validate_buckets(const RunConfig& c) {
 // What a ZeRO stage replaces or cannot keep (Note [ZeRO in DDP]), named with both flags.
 void validate_zero(const RunConfig& c) {
   const std::string stage = "--zero-stage " + std::to_string(c.zero_stage);
-  DDPB_USAGE_CHECK(c.comm_hook == ddp::CommHook::None)
-      << "--comm-hook " << enum_name(c.comm_hook) << " compresses DDP's AllReduce, which " << stage
-      << " replaces with a reduce-scatter and an all-gather";
-  DDPB_USAGE_CHECK(!c.grad_as_bucket_view)
-      << "--grad-as-bucket-view keeps every averaged gradient in its bucket, but " << stage
-      << " averages only this rank's shard";
   DDPB_USAGE_CHECK(!c.bucket_cap_auto)
       << "--bucket-cap-mb auto rebuilds the buckets after the optimizer has stepped, which "
       << stage << " cannot do without moving optimizer state between ranks";
   DDPB_USAGE_CHECK(!c.uneven_join)
       << "--uneven-inputs join would have a joined rank shadow the parameters' all-gather of "
       << stage << ", which it does not yet";
+  if (design_of(c).zero_broadcast) return;  // PyTorch's variant keeps DDP's AllReduce
+  DDPB_USAGE_CHECK(c.comm_hook == ddp::CommHook::None)
+      << "--comm-hook " << enum_name(c.comm_hook) << " compresses DDP's AllReduce, which " << stage
+      << " replaces with a reduce-scatter and an all-gather";
+  DDPB_USAGE_CHECK(!c.grad_as_bucket_view)
+      << "--grad-as-bucket-view keeps every averaged gradient in its bucket, but " << stage
+      << " averages only this rank's shard";
 }
 
 // Inputs that would be silently ignored (issue 25, E7) are refused.

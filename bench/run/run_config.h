@@ -57,8 +57,9 @@ struct RunConfig {
   bool check_finite = false;      // ddp: NaN/Inf check on every gradient before the AllReduce
   bool broadcast_buffers = true;  // ddp: rank 0's buffers to every rank before each step
   bool sync_bn = false;           // ddp: BatchNorm layers as SyncBatchNorm
-  int zero_stage = 0;   // ddp: --zero-stage, the rows zero1 and zero2 (Note [ZeRO in DDP])
-  int cpu_threads = 1;  // CPU devices: BLAS threads per device (core/cpu/cpu_backend.h)
+  int zero_stage = 0;         // ddp: --zero-stage, the rows zero1 and zero2 (Note [ZeRO in DDP])
+  bool zero_pytorch = false;  // ddp: --zero-variant pytorch, the row zero1-pytorch
+  int cpu_threads = 1;        // CPU devices: BLAS threads per device (core/cpu/cpu_backend.h)
   // ddp: flight-recorder dumps (default: ddpbench-flight-<port> under $XDG_RUNTIME_DIR, $TMPDIR
   // or /tmp; comm::default_flight_dir)
   std::string flight_dir;

@@ -292,6 +292,11 @@ void add_ddp_rows(std::vector<RunField>& rows) {
                          "ddp: ZeRO stage 1 (the optimizer state sharded, the gradients "
                          "reduce-scattered after backward) or 2 (reduce-scattered as backward "
                          "runs); the same as --mode zero1 or zero2; 0: plain DDP (default)"));
+  rows.push_back(choice("--zero-variant", "/zero_variant", DDPB_FIELD(zero_pytorch), "pytorch",
+                        "paper",
+                        "ddp --zero-stage 1: paper (the default: reduce-scatter, all-gather) or "
+                        "pytorch (AllReduce, then each shard broadcast, as PyTorch's "
+                        "ZeroRedundancyOptimizer; --mode zero1-pytorch)"));
 }
 
 // The devices' threads, the timeouts and the fault injector.

@@ -1,6 +1,7 @@
 #include "bench/run/step_outcome.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -21,7 +22,7 @@ TraceSpan collective_span(const CollectiveTiming& c, int64_t zero_ns, int world_
   nlohmann::json args = {{"bytes", c.bytes}, {"launch_ms", c.launch_ms}};
   args["busbw_GBps"] = algbw_GBps(static_cast<double>(c.bytes), ms) * bus_factor(c.op, world_size);
   if (c.group >= 0) args["bucket"] = c.group;
-  return {c.name, c.lane, zero_ns + static_cast<int64_t>(c.start_ms * 1e6), ms, std::move(args)};
+  return {c.name, c.lane, zero_ns + std::llround(c.start_ms * 1e6), ms, std::move(args)};
 }
 
 // Every collective by op, in the order each op first ran, and the bytes on the wire.

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -39,18 +40,38 @@ TEST(Zero, BothStagesEndWithDdpsParameters) {
     std::string args = c.args;
     if (args.find("adamw") != std::string::npos) args.erase(args.find(" --momentum 0.9"));
     const std::string ddp = train(dir, c.name + "_ddp", "--mode ddp " + args);
-    for (const char* stage : {"zero1", "zero2"}) {
-      const std::string zero =
-          train(dir, c.name + "_" + stage, std::string("--mode ") + stage + " " + args);
+    for (const std::string stage : {"zero1", "zero2", "zero1-pytorch"}) {
+      const std::string zero = train(dir, c.name + "_" + stage, "--mode " + stage + " " + args);
       const double d = max_param_rel_diff(zero, ddp);
-      std::printf("%s %s vs ddp: max rel diff %.3g\n", c.name.c_str(), stage, d);
+      std::printf("%s %s vs ddp: max rel diff %.3g\n", c.name.c_str(), stage.c_str(), d);
       EXPECT_LE(d, 1e-5) << stage;
       const nlohmann::json r = record(dir, c.name + "_" + stage);
       EXPECT_EQ(r["config"]["mode"], stage);
       EXPECT_EQ(r["config"]["zero_stage"], stage[4] - '0');
-      EXPECT_EQ(r["summary"]["comm"]["op"], "reduce_scatter") << "the stage ran as plain DDP";
+      const bool pytorch = stage == "zero1-pytorch";
+      EXPECT_EQ(r["config"]["zero_variant"], pytorch ? "pytorch" : "paper");
+      EXPECT_EQ(r["summary"]["comm"]["op"], pytorch ? "allreduce" : "reduce_scatter");
+      // The parameters after the optimizer: an all-gather, or PyTorch's broadcasts.
+      std::vector<std::string> ops;
+      for (const nlohmann::json& op : r["summary"]["comm"]["by_op"]) ops.push_back(op["op"]);
+      EXPECT_NE(std::find(ops.begin(), ops.end(), pytorch ? "broadcast" : "allgather"), ops.end())
+          << "the stage ran as plain DDP";
     }
   }
+}
+
+// PyTorch's variant moves half as much again: the AllReduce's 2Ψ(n-1)/n and Ψ of broadcasts.
+TEST(Zero, PyTorchsVariantAddsABroadcastOfEveryParameter) {
+  TempDir dir("zero_pytorch_bytes");
+  train(dir, "z",
+        "--mode ddp --zero-stage 1 --zero-variant pytorch --workload mlp-small --world-size 2 "
+        "--global-batch 16");
+  const nlohmann::json r = record(dir, "z");
+  EXPECT_EQ(r["config"]["mode"], "zero1-pytorch");
+  const double gradients = 4.0 * r["workload"]["parameters"].get<double>();
+  const nlohmann::json& comm = r["summary"]["comm"];
+  EXPECT_DOUBLE_EQ(comm["expected_gradient_bus_bytes"].get<double>(), 2 * gradients);
+  EXPECT_DOUBLE_EQ(comm["gradient_bus_bytes_per_step"].get<double>(), 2 * gradients);
 }
 
 // docs/metrics.md "Bytes on the wire": a reduce-scatter and an all-gather of the padded
@@ -110,7 +131,9 @@ TEST(Zero, WhatAStageCannotKeepIsAUsageErrorNamingBothFlags) {
       {"--mode zero2 --grad-as-bucket-view", "--grad-as-bucket-view"},
       {"--mode zero2 --bucket-cap-mb auto --warmup 8", "--bucket-cap-mb auto"},
       {"--mode zero1 --zero-stage 2", "--mode zero1 is ZeRO stage 1, not --zero-stage 2"},
-      {"--mode dp --zero-stage 1", "--zero-stage 1 is a stage of DDP, not of --mode dp"},
+      {"--mode dp --zero-stage 1", "--zero-stage 1 is not a stage of --mode dp"},
+      {"--mode ddp --zero-stage 2 --zero-variant pytorch",
+       "--zero-stage 2 --zero-variant pytorch is not a stage of --mode ddp"},
   };
   for (const auto& c : cases) {
     const CliResult r = run_cli(base + c.args);

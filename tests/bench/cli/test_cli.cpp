@@ -116,7 +116,7 @@ TEST_F(BadInput, RankOptionsNeedRanksThatAreProcesses) {
   expect_usage_error("--mode dp --world-size 2 --workload mlp-small --accumulate 2",
                      "need --mode ddp");
   expect_usage_error("--mode fsdp --workload mlp-small",
-                     "--mode must be single, dp, ddp, zero1 or zero2");
+                     "--mode must be single, dp, ddp, zero1, zero2 or zero1-pytorch");
 }
 
 TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {

@@ -55,7 +55,7 @@ TEST(Designs, ANameIsTakenOnceAndFitsARunId) {
     again.info.name = bad;
     EXPECT_THROW(bench::register_design(again), UsageError) << bad;
   }
-  EXPECT_EQ(bench::designs().size(), 5u);  // single, dp, ddp, zero1, zero2
+  EXPECT_EQ(bench::designs().size(), 6u);  // single, dp, ddp, zero1, zero2, zero1-pytorch
 }
 
 // docs/records.md "Versions": a version-1 results folder is refused by every command that

@@ -166,7 +166,8 @@ TEST(NamedEnum, FlagParseErrorListsTheNames) {
     design_named("dpp");
     FAIL() << "dpp is not a mode";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--mode must be single, dp, ddp, zero1 or zero2, got 'dpp'");
+    EXPECT_STREQ(e.what(),
+                 "--mode must be single, dp, ddp, zero1, zero2 or zero1-pytorch, got 'dpp'");
   }
 }
 

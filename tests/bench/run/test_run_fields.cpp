@@ -43,6 +43,7 @@ const std::map<std::string, std::vector<std::string>>& examples() {
       {"--no-broadcast-buffers", {}},
       {"--sync-bn", {}},
       {"--zero-stage", {"2"}},
+      {"--zero-variant", {"pytorch"}},
       {"--cpu-threads", {"2"}},
       {"--timeout", {"12.5"}},
       {"--inject-fault", {"crash@rank=1,step=2"}},
@@ -94,6 +95,7 @@ RunConfig with_example(const RunField& f) {
   c.workload = "mlp-small";
   c.global_batch = 32;                             // else the run command fills in the workload's
   if (f.name() == "--zero-stage") c.mode = "ddp";  // a stage of DDP
+  if (f.name() == "--zero-variant") c.mode = "ddp", c.zero_stage = 1;
   std::vector<std::string> flags = {f.name()};
   const std::vector<std::string>& value = examples().at(f.name());
   flags.insert(flags.end(), value.begin(), value.end());

@@ -527,11 +527,12 @@ TEST(SuiteSpec, ShardingRoundsAlternateDdpAndItsZeroStages) {
     if (r.group != reports::RunGroup::Sharding) continue;
     EXPECT_EQ(r.workload, spec.sweep_workload);
     EXPECT_EQ(r.world_size, 2);
-    EXPECT_EQ(r.run_config().zero_stage, r.mode == "ddp" ? 0 : r.mode == "zero1" ? 1 : 2);
+    EXPECT_EQ(r.run_config().zero_stage, r.mode == "ddp" ? 0 : r.mode == "zero2" ? 2 : 1);
     order.push_back(r.mode + "/" + std::to_string(r.repeat.value_or(-1)));
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"ddp/0", "zero1/0", "zero2/0", "zero2/1", "zero1/1",
-                                             "ddp/1", "ddp/2", "zero1/2", "zero2/2"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"ddp/0", "zero1/0", "zero2/0", "zero1-pytorch/0",
+                                             "zero1-pytorch/1", "zero2/1", "zero1/1", "ddp/1",
+                                             "ddp/2", "zero1/2", "zero2/2", "zero1-pytorch/2"}));
   for (const SuiteRun& r : expand_suite(default_suite(DeviceType::CPU, 0, true)))
     EXPECT_NE(r.group, reports::RunGroup::Sharding) << r.id;
 }

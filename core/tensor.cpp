@@ -86,7 +86,8 @@ Tensor Tensor::from_floats(const std::vector<float>& values, const Shape& shape,
   DDPB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape))
       << values.size() << " values for shape " << shape_str(shape);
   Tensor host = empty(shape, DType::F32, Device::cpu());
-  std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(float));
+  // An empty vector may hold no buffer at all (memcpy forbids null even for 0 bytes).
+  if (!values.empty()) std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(float));
   if (sanitizer::enabled()) sanitizer::on_host_access("from_floats", host, /*write=*/true);
   return device.is_cpu() && device.index == 0 ? host : host.to(device);
 }
@@ -96,7 +97,8 @@ Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape,
   DDPB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape))
       << values.size() << " values for shape " << shape_str(shape);
   Tensor host = empty(shape, DType::I32, Device::cpu());
-  std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(int32_t));
+  // An empty vector may hold no buffer at all (memcpy forbids null even for 0 bytes).
+  if (!values.empty()) std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(int32_t));
   if (sanitizer::enabled()) sanitizer::on_host_access("from_ints", host, /*write=*/true);
   return device.is_cpu() && device.index == 0 ? host : host.to(device);
 }

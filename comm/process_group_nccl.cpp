@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "core/clock.h"
@@ -904,34 +905,53 @@ ncclResult_t grouped(const std::vector<GroupPart>& parts, Call call) {
   return first != ncclSuccess ? first : end;
 }
 
+// The (send, receive, count) of each pair of a coalesced reduce-scatter (`scatter`: each input
+// holds `size` output-sized chunks) or all-gather (each output holds `size` inputs), the
+// tensors the Work keeps alive, and the bytes of its inputs. `check` checks one tensor.
+struct CoalescedPairs {
+  std::vector<GroupPart> parts;
+  std::vector<Tensor> touched;
+  int64_t bytes = 0;
+};
+CoalescedPairs coalesced_pairs(const char* op, const std::vector<Tensor>& outputs,
+                               const std::vector<Tensor>& inputs, bool scatter, int size, int rank,
+                               const std::function<void(const Tensor&, const char*)>& check) {
+  DDPB_CHECK(outputs.size() == inputs.size())
+      << "nccl " << op << ": " << outputs.size() << " outputs for " << inputs.size()
+      << " inputs (rank " << rank << ")";
+  CoalescedPairs out;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor &o = outputs[k], &in = inputs[k];
+    check(o, "output");
+    check(in, "input");
+    const Tensor& whole = scatter ? in : o;
+    const Tensor& chunk = scatter ? o : in;
+    DDPB_CHECK(o.dtype() == in.dtype() && whole.numel() == size * chunk.numel())
+        << "nccl " << op << ": pair " << k << " must hold " << size << " chunks in its "
+        << (scatter ? "input" : "output") << "; got " << in.describe() << " in, " << o.describe()
+        << " out";
+    if (chunk.numel() > 0)
+      out.parts.push_back(
+          {in.raw_data(), o.raw_data(), static_cast<size_t>(chunk.numel()), nccl_type(in.dtype())});
+    out.touched.push_back(o), out.touched.push_back(in);
+    out.bytes += static_cast<int64_t>(in.nbytes());
+  }
+  return out;
+}
+
 }  // namespace
 
 WorkPtr ProcessGroupNccl::reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
                                                           const std::vector<Tensor>& inputs,
                                                           ReduceOp op) {
-  DDPB_CHECK(outputs.size() == inputs.size())
-      << "nccl reduce_scatter_tensor_coalesced: " << outputs.size() << " outputs for "
-      << inputs.size() << " inputs (rank " << rank_ << ")";
-  std::vector<GroupPart> parts;
-  std::vector<Tensor> touched;
-  int64_t bytes = 0;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor &out = outputs[k], &in = inputs[k];
-    check_tensor(out, "reduce_scatter_tensor_coalesced", "output");
-    check_tensor(in, "reduce_scatter_tensor_coalesced", "input");
-    DDPB_CHECK(out.dtype() == in.dtype() && in.numel() == size_ * out.numel())
-        << "nccl reduce_scatter_tensor_coalesced: input " << k << " must hold " << size_
-        << " output-sized chunks; got " << in.describe() << " for " << out.describe();
-    if (out.numel() > 0)
-      parts.push_back(
-          {in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()), nccl_type(in.dtype())});
-    touched.push_back(out), touched.push_back(in);
-    bytes += static_cast<int64_t>(in.nbytes());
-  }
+  const char* name = "reduce_scatter_tensor_coalesced";
+  CoalescedPairs pairs =
+      coalesced_pairs(name, outputs, inputs, /*scatter=*/true, size_, rank_,
+                      [&](const Tensor& t, const char* what) { check_tensor(t, name, what); });
   const ncclRedOp_t red = op == ReduceOp::Avg ? ncclAvg : ncclSum;
   return launch(
-      "reduce_scatter_tensor_coalesced", bytes, touched,
-      [parts = std::move(parts), red](ncclComm_t comm, cudaStream_t stream) {
+      name, pairs.bytes, pairs.touched,
+      [parts = std::move(pairs.parts), red](ncclComm_t comm, cudaStream_t stream) {
         return grouped(parts, [&](const GroupPart& p) {
           return ncclReduceScatter(p.in, p.out, p.count, p.type, red, comm, stream);
         });
@@ -941,28 +961,13 @@ WorkPtr ProcessGroupNccl::reduce_scatter_tensor_coalesced(const std::vector<Tens
 
 WorkPtr ProcessGroupNccl::allgather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
                                                           const std::vector<Tensor>& inputs) {
-  DDPB_CHECK(outputs.size() == inputs.size())
-      << "nccl allgather_into_tensor_coalesced: " << outputs.size() << " outputs for "
-      << inputs.size() << " inputs (rank " << rank_ << ")";
-  std::vector<GroupPart> parts;
-  std::vector<Tensor> touched;
-  int64_t bytes = 0;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor &out = outputs[k], &in = inputs[k];
-    check_tensor(out, "allgather_into_tensor_coalesced", "output");
-    check_tensor(in, "allgather_into_tensor_coalesced", "input");
-    DDPB_CHECK(out.dtype() == in.dtype() && out.numel() == size_ * in.numel())
-        << "nccl allgather_into_tensor_coalesced: output " << k << " must hold " << size_
-        << " inputs; got " << out.describe() << " for " << in.describe();
-    if (in.numel() > 0)
-      parts.push_back(
-          {in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()), nccl_type(in.dtype())});
-    touched.push_back(out), touched.push_back(in);
-    bytes += static_cast<int64_t>(in.nbytes());
-  }
+  const char* name = "allgather_into_tensor_coalesced";
+  CoalescedPairs pairs =
+      coalesced_pairs(name, outputs, inputs, /*scatter=*/false, size_, rank_,
+                      [&](const Tensor& t, const char* what) { check_tensor(t, name, what); });
   return launch(
-      "allgather_into_tensor_coalesced", bytes, touched,
-      [parts = std::move(parts)](ncclComm_t comm, cudaStream_t stream) {
+      name, pairs.bytes, pairs.touched,
+      [parts = std::move(pairs.parts)](ncclComm_t comm, cudaStream_t stream) {
         return grouped(parts, [&](const GroupPart& p) {
           return ncclAllGather(p.in, p.out, p.count, p.type, comm, stream);
         });

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "comm/flight_recorder.h"
 #include "comm/host_sum.h"
@@ -229,9 +230,17 @@ void run_reduce_scatter(MPI_Comm comm, const Tensor& out, const Tensor& in) {
   const auto [type, op] = summation(out.dtype());
   DDPB_CHECK(out.numel() <= kMaxCount)
       << "mpi reduce_scatter of " << out.describe() << ": more than INT_MAX elements per rank";
-  check_mpi(MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), static_cast<int>(out.numel()),
-                                     type, op, comm),
+  // In place (the output is a chunk of the input, as ZeRO-1 reduces) MPI forbids, and its
+  // MPI_IN_PLACE puts the result at the start of the buffer: reduce into a copy instead.
+  const auto* lo = static_cast<const uint8_t*>(in.raw_data());
+  const auto* at = static_cast<const uint8_t*>(out.raw_data());
+  const bool aliased = at >= lo && at < lo + in.nbytes();
+  std::vector<uint8_t> staged(aliased ? out.nbytes() : 0);
+  void* result = aliased ? staged.data() : out.raw_data();
+  check_mpi(MPI_Reduce_scatter_block(in.raw_data(), result, static_cast<int>(out.numel()), type, op,
+                                     comm),
             "MPI_Reduce_scatter_block");
+  if (aliased) std::memcpy(out.raw_data(), staged.data(), staged.size());
 }
 
 // Byte-moving collectives: bytes as MPI_BYTE, in pieces of at most INT_MAX bytes per rank.

@@ -91,16 +91,23 @@ void* CachingAllocator::allocate(size_t nbytes, uintptr_t pool) {
     stats_.reserved_bytes += static_cast<int64_t>(size);
   }
   const MemoryCategory category = current_memory_category();
-  live_[ptr] = {size, pool, category};
-  add_live(category, static_cast<int64_t>(size));
+  const BlockInfo block{size, pool, category, nbytes};
+  live_[ptr] = block;
+  add_live(block, +1);
   return ptr;
 }
 
-// Under mutex_: the live bytes change, and a new peak remembers what each category held.
-void CachingAllocator::add_live(MemoryCategory category, int64_t bytes) {
-  stats_.current_bytes += bytes;
-  stats_.current_by_category[static_cast<size_t>(category)] += bytes;
-  if (stats_.current_bytes > stats_.peak_bytes) {
+// Under mutex_: a block comes (sign +1) or goes (-1), and a new peak remembers what each
+// category held. A category counts the bytes its tensors asked for; the rounding up to the
+// block's size is filed under other (Note [Memory categories]), so the categories still add
+// up to the live bytes.
+void CachingAllocator::add_live(const BlockInfo& block, int sign) {
+  const auto requested = static_cast<int64_t>(block.requested);
+  const auto rounding = static_cast<int64_t>(block.size) - requested;
+  stats_.current_bytes += sign * static_cast<int64_t>(block.size);
+  stats_.current_by_category[static_cast<size_t>(block.category)] += sign * requested;
+  stats_.current_by_category[static_cast<size_t>(MemoryCategory::Other)] += sign * rounding;
+  if (sign > 0 && stats_.current_bytes > stats_.peak_bytes) {
     stats_.peak_bytes = stats_.current_bytes;
     stats_.peak_by_category = stats_.current_by_category;
   }
@@ -110,7 +117,7 @@ void CachingAllocator::set_category(void* ptr, MemoryCategory category) {
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
   if (it == live_.end() || it->second.category == category) return;
-  const auto bytes = static_cast<int64_t>(it->second.size);
+  const auto bytes = static_cast<int64_t>(it->second.requested);
   stats_.current_by_category[static_cast<size_t>(it->second.category)] -= bytes;
   stats_.current_by_category[static_cast<size_t>(category)] += bytes;
   it->second.category = category;
@@ -121,9 +128,7 @@ void CachingAllocator::free(void* ptr) {
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
   DDPB_CHECK(it != live_.end()) << "freeing a pointer this allocator does not own: " << ptr;
-  stats_.current_bytes -= static_cast<int64_t>(it->second.size);
-  stats_.current_by_category[static_cast<size_t>(it->second.category)] -=
-      static_cast<int64_t>(it->second.size);
+  add_live(it->second, -1);
   cache_[it->second.pool][it->second.size].push_back(ptr);
   live_.erase(it);
 }

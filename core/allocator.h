@@ -87,8 +87,9 @@ class CachingAllocator {
     size_t size;
     uintptr_t pool;
     MemoryCategory category;
+    size_t requested;  // what was asked for; the rest of size is rounding, filed under other
   };
-  void add_live(MemoryCategory category, int64_t bytes);
+  void add_live(const BlockInfo& block, int sign);
   std::unique_ptr<MemoryBackend> backend_;
   mutable std::mutex mutex_;
   std::unordered_map<void*, BlockInfo> live_;

@@ -145,6 +145,13 @@ Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
   impl_->requires_grad = requires_grad;
 }
 
+void Var::set_data(Tensor data) const {
+  DDPB_CHECK(data.shape() == impl_->data.shape() && data.dtype() == impl_->data.dtype() &&
+             data.device() == impl_->data.device())
+      << "set_data: " << data.describe() << " cannot replace " << impl_->data.describe();
+  impl_->data = std::move(data);
+}
+
 Var Var::from_impl(std::shared_ptr<VarImpl> impl) {
   Var v;
   v.impl_ = std::move(impl);

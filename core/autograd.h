@@ -52,6 +52,14 @@ struct VarImpl {
 // copy. Otherwise gradient_buffer() allocates as usual and nothing changes. Either way the
 // destination is used for one backward only.
 
+// Note [Rebinding a parameter's storage]
+// A leaf's identity is its VarImpl, not its tensor: modules, optimizers, hooks and autograd's
+// accumulators all hold the Var, so storage swapped in with set_data() is what every later
+// forward, backward and step uses (ZeRO lays its parameters out in flat buckets this way, so
+// that the all-gather writes them in place). What kept the old Tensor itself (a view taken
+// earlier, an optimizer's segment) keeps the old storage: rebind first, then take views. The
+// gradient is untouched; it must keep the parameter's shape.
+
 // A tensor handle with autograd state. Copies share the same state (like torch.Tensor).
 class Var {
  public:
@@ -60,6 +68,9 @@ class Var {
 
   bool defined() const { return impl_ != nullptr; }
   const Tensor& data() const { return impl_->data; }
+  // Rebinds the variable to other storage of the same shape, dtype and device (Note
+  // [Rebinding a parameter's storage]); the caller copies the values.
+  void set_data(Tensor data) const;
   const Tensor& grad() const { return impl_->grad; }
   // Replaces the gradient tensor; DDP uses this to make gradients views into buckets.
   void set_grad(Tensor grad) const { impl_->grad = std::move(grad); }

@@ -14,7 +14,9 @@
 //  - communication: what a collective stages (a comm hook's compressed bucket, the buffer
 //    broadcast's flat copy);
 //  - activations: everything else a step allocates (the input batch included);
-//  - other: everything allocated outside a step.
+//  - other: everything allocated outside a step, and the allocator's rounding of every block
+//    (a category counts the bytes its tensors asked for; blocks round up to a quarter of a
+//    power of two), so that the categories add up to the live bytes.
 #pragma once
 
 #include <array>

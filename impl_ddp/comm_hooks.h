@@ -10,7 +10,8 @@
 // Note [Comm hook collective order]
 // Every rank must issue the same collectives in the same order (comm/process_group.h). The
 // Reducer calls, for buckets in index order: launch(b), then advance(b - 1); after the last
-// launch, advance(last); then finish() of every bucket in order, then end_iteration(). A hook
+// launch, advance(last); then finish() of every bucket in order, then end_iteration(). (ZeRO-2's
+// reduce-scatter hook is finished earlier, still in order: Note [ZeRO gradient release].) A hook
 // issues collectives only from these calls, and decides what to issue only from state that
 // is the same on every rank (the iteration count, the bucket layout, its options), never
 // from timing or from the values of local tensors.

@@ -20,7 +20,8 @@ namespace ddpb::ddp {
 struct Reducer::Bucket : HookBucket {
   std::vector<size_t> params;  // parameter indices, in bucket order
   std::vector<int64_t> offsets;
-  BucketShard shard;  // ZeRO: this rank's part (Note [ZeRO shards])
+  BucketShard shard;     // ZeRO: this rank's part (Note [ZeRO shards])
+  int64_t elements = 0;  // the buffer's: its parameters', padded under ZeRO
   size_t pending = 0;
   bool launched = false;
 };
@@ -69,25 +70,26 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
       bk.offsets.push_back(total);
       total += params_[i].var.data().numel();
     }
-    const Tensor& first = params_[bk.params.front()].var.data();
+    bk.elements = total;
     if (options_.zero_stage > 0) {  // Note [ZeRO shards]: padded, and this rank's chunk
       bk.shard = shard_bucket(total, pg_->size(), pg_->rank());
-      bk.buffer = Tensor::zeros({bk.shard.padded}, DType::F32, first.device());
-      bk.shard_out = Tensor::zeros({bk.shard.chunk}, DType::F32, first.device());
-    } else {
-      bk.buffer = Tensor::zeros({total}, DType::F32, first.device());
+      bk.elements = bk.shard.padded;
     }
-    if (sanitizer::enabled()) sanitizer::set_name(bk.buffer, "bucket " + std::to_string(b));
+    if (releases_buffers()) {  // Note [ZeRO gradient release]: only the shard stays
+      bk.shard_out = Tensor::zeros({bk.shard.chunk}, DType::F32,
+                                   params_[bk.params.front()].var.data().device());
+    } else {
+      allocate_buffer(bk);
+    }
     for (size_t k = 0; k < bk.params.size(); ++k) {
       size_t i = bk.params[k];
       const autograd::Var& v = params_[i].var;
-      bk.views.push_back(bk.buffer.flat_view(bk.offsets[k], v.shape()));
       bk.names.push_back(params_[i].name);
       locators_[i] = {b, k};
       if (options_.grad_as_bucket_view) {
         // The gradient lives in the bucket from now on: AccumulateGrad adds into the view.
-        if (v.grad().defined()) ops::copy(v.grad(), bk.views.back());
-        v.set_grad(bk.views.back());
+        if (v.grad().defined()) ops::copy(v.grad(), bk.views[k]);
+        v.set_grad(bk.views[k]);
       }
     }
     bk.record.index = b;
@@ -96,10 +98,51 @@ void Reducer::build_buckets(const BucketAssignment& assignment) {
   buckets_ = std::move(buckets);
 }
 
+// The bucket's flat buffer and its parameters' views into it. Stage 1 of ZeRO reduce-scatters
+// in place: its chunk of the buffer is its shard_out, so the reduced shard costs no memory.
+void Reducer::allocate_buffer(Bucket& bk) const {
+  MemoryCategoryScope gradients(MemoryCategory::Gradients);  // the buckets hold the gradients
+  const Device device = params_[bk.params.front()].var.data().device();
+  const int64_t used = bk.offsets.back() + params_[bk.params.back()].var.data().numel();
+  if (releases_buffers()) {
+    // Allocated by the bucket's first gradient, every one of whose slots is written before
+    // it launches (copied in or zeroed): only the padding needs zeros.
+    bk.buffer = Tensor::empty({bk.elements}, DType::F32, device);
+    if (bk.elements > used) ops::zero(bk.buffer.flat_view(used, {bk.elements - used}));
+  } else {
+    bk.buffer = Tensor::zeros({bk.elements}, DType::F32, device);
+  }
+  if (sanitizer::enabled()) sanitizer::set_name(bk.buffer, "bucket " + std::to_string(bk.index));
+  bk.views.clear();
+  for (size_t k = 0; k < bk.params.size(); ++k) {
+    bk.views.push_back(bk.buffer.flat_view(bk.offsets[k], params_[bk.params[k]].var.shape()));
+    // Note [ZeRO gradient release]: the bucket's gradients still to come go straight in.
+    if (releases_buffers() && sync_ && ready_.size() == params_.size() && !ready_[bk.params[k]])
+      params_[bk.params[k]].var.set_grad_destination(bk.views.back());
+  }
+  if (options_.zero_stage == 1)
+    bk.shard_out = bk.buffer.flat_view(pg_->rank() * bk.shard.chunk, {bk.shard.chunk});
+}
+
+// Finishes buckets [next_to_finish_, end) in order; under ZeRO-2 each gives its buffer back
+// (Note [ZeRO gradient release]).
+void Reducer::finish_buckets_before(size_t end) {
+  for (; next_to_finish_ < end; ++next_to_finish_) {
+    Bucket& bk = buckets_[next_to_finish_];
+    hook_->finish(bk);
+    bk.record.complete_ms = now_ms();  // replaced by the collectives' own end once known
+    if (releases_buffers()) {
+      bk.buffer = Tensor();
+      bk.views.clear();
+    }
+  }
+}
+
 // A synchronising iteration starts: every bucket pending, none launched, fresh records.
 void Reducer::reset_iteration() {
   backward_start_ = std::chrono::steady_clock::now();
   next_to_launch_ = 0;
+  next_to_finish_ = 0;
   for (auto& bk : buckets_) {
     bk.pending = bk.params.size();
     bk.launched = false;
@@ -123,8 +166,9 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   if (!sync_) return;
   reset_iteration();
   // Backward may compute each gradient straight into its bucket slot (Note [Gradient
-  // destinations]): then the copy into the bucket below is skipped.
-  for (size_t i = 0; i < params_.size(); ++i) {
+  // destinations]): then the copy into the bucket below is skipped. Not into a buffer that
+  // does not exist yet (Note [ZeRO gradient release]).
+  for (size_t i = 0; i < params_.size() && !releases_buffers(); ++i) {
     params_[i].var.set_grad_destination(buckets_[locators_[i].bucket].views[locators_[i].index]);
   }
   if (options_.static_graph && graph_known_) {
@@ -173,8 +217,12 @@ void Reducer::mark_variable_ready(size_t i) {
   DDPB_CHECK(!ready_[i]) << "parameter " << params_[i].name
                          << " became ready twice in one backward";
   ready_[i] = true;
+  if (!bk.buffer.defined()) allocate_buffer(bk);  // Note [ZeRO gradient release]
   average_into_bucket(i, bk.views[k]);
   inspect_gradient(i, bk.views[k]);
+  // Under ZeRO the bucket holds the gradient from here on and the parameter keeps none
+  // (Note [ZeRO in DDP]): freed now rather than after backward, it is not counted twice.
+  if (options_.zero_stage > 0) params_[i].var.set_grad(Tensor());
   // Kept for the one rebuild (none under ZeRO, Note [ZeRO in DDP]).
   if (!rebuilt_ && options_.zero_stage == 0 && !options_.find_unused_parameters &&
       !options_.static_graph)
@@ -244,6 +292,9 @@ void Reducer::launch_ready_buckets() {
     hook_->launch(bk);
     if (next_to_launch_ > 0) hook_->advance(buckets_[next_to_launch_ - 1]);
     ++next_to_launch_;
+    // Note [ZeRO gradient release]: at most kBucketsInFlight launched buffers are kept.
+    if (releases_buffers() && next_to_launch_ > kBucketsInFlight)
+      finish_buckets_before(next_to_launch_ - kBucketsInFlight);
   }
 }
 
@@ -266,6 +317,9 @@ void Reducer::finalize_backward() {
   DDPB_CHECK(next_to_launch_ == buckets_.size())
       << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
   complete_buckets();
+  // A destination backward did not use would keep a released buffer alive.
+  for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
+    params_[i].var.set_grad_destination(Tensor());
   const std::vector<bool> globally_used = globally_used_parameters();
   globally_used_ = globally_used;
   if (options_.zero_stage > 0) {
@@ -320,10 +374,7 @@ void Reducer::learn_static_graph() {
 void Reducer::complete_buckets() {
   MemoryCategoryScope staging(MemoryCategory::Communication);  // what a hook stages
   hook_->advance(buckets_.back());
-  for (auto& bk : buckets_) {
-    hook_->finish(bk);
-    bk.record.complete_ms = now_ms();  // replaced by the collectives' own end once known
-  }
+  finish_buckets_before(buckets_.size());
   hook_->end_iteration();
 }
 
@@ -351,6 +402,7 @@ void Reducer::join_shadow() {
   sync_ = true;
   reset_iteration();
   for (auto& bk : buckets_) {
+    if (!bk.buffer.defined()) allocate_buffer(bk);
     ops::zero(bk.buffer);
     bk.pending = 0;
   }
@@ -396,7 +448,7 @@ void Reducer::rebuild_buckets() {
     infos.push_back({p.var.data().numel(), p.var.data().dtype(), p.var.data().device()});
   build_buckets(compute_bucket_assignment(infos, options_.first_bucket_bytes, options_.bucket_bytes,
                                           bucket_order_));
-  next_to_launch_ = 0;  // new buckets, none launched
+  next_to_launch_ = next_to_finish_ = 0;  // new buckets, none launched
   ++layout_generation_;
   hook_->buckets_rebuilt();
 }
@@ -455,7 +507,8 @@ nlohmann::json Reducer::layout() const {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     nlohmann::json names = nlohmann::json::array();
     for (size_t i : buckets_[b].params) names.push_back(params_[i].name);
-    out.push_back({{"bucket", b}, {"bytes", buckets_[b].buffer.nbytes()}, {"params", names}});
+    const int64_t bytes = buckets_[b].elements * static_cast<int64_t>(sizeof(float));
+    out.push_back({{"bucket", b}, {"bytes", bytes}, {"params", names}});
   }
   return out;
 }

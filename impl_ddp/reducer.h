@@ -83,7 +83,7 @@ struct ReducerOptions {
 
 // What ZeRO's optimizer sees of a bucket (Note [ZeRO in DDP]).
 struct ZeroBucketView {
-  Tensor buffer;     // padded to shard.padded: the gradients in, the parameters' all-gather
+  Tensor buffer;     // padded to shard.padded: the gradients in (none between ZeRO-2's steps)
   Tensor shard_out;  // this rank's chunk of the averaged gradients
   BucketShard shard;
   std::vector<size_t> params;    // parameter indices, in bucket order
@@ -155,6 +155,12 @@ class Reducer {
   };
 
   void build_buckets(const BucketAssignment& assignment);
+  // Note [ZeRO gradient release]: stage 2 allocates a bucket's buffer at its first gradient
+  // and gives it back once its reduce-scatter is done.
+  bool releases_buffers() const { return options_.zero_stage == 2; }
+  static constexpr size_t kBucketsInFlight = 2;
+  void allocate_buffer(Bucket& bucket) const;
+  void finish_buckets_before(size_t end);
   void reset_iteration();
   void complete_buckets();
   std::vector<bool> globally_used_parameters();
@@ -184,6 +190,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<VariableLocator> locators_;
   size_t next_to_launch_ = 0;
+  size_t next_to_finish_ = 0;
   bool sync_ = true;
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;

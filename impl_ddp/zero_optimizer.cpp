@@ -1,6 +1,7 @@
 #include "impl_ddp/zero_optimizer.h"
 
 #include "core/check.h"
+#include "core/memory_category.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 
@@ -25,9 +26,30 @@ ZeroOptimizer::ZeroOptimizer(Reducer& reducer, std::shared_ptr<comm::ProcessGrou
   optim::make_optimizer(config_, {});  // an unknown optimizer is refused now, not at step 1
 }
 
+// Note [ZeRO in DDP]: every bucket's parameters in one flat padded buffer, laid out as the
+// bucket is, each parameter rebound to its view of it, so that the all-gather writes them in
+// place.
+void ZeroOptimizer::flatten_parameters() {
+  MemoryCategoryScope parameters(MemoryCategory::Parameters);
+  const std::vector<nn::NamedParameter>& params = reducer_.params();
+  flats_.clear();
+  for (const ZeroBucketView& b : reducer_.zero_buckets()) {
+    Tensor flat =
+        Tensor::zeros({b.shard.padded}, DType::F32, params[b.params.front()].var.data().device());
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const autograd::Var& v = params[b.params[k]].var;
+      Tensor view = flat.flat_view(b.offsets[k], v.shape());
+      ops::copy(v.data(), view);
+      v.set_data(std::move(view));
+    }
+    flats_.push_back(std::move(flat));
+  }
+}
+
 // Each parameter's part of each bucket's shard becomes one segment: a view of its elements,
 // with the matching view of the bucket's reduced chunk as its gradient.
 void ZeroOptimizer::lay_out_shard() {
+  if (scheme_ == Scheme::ReduceScatter) flatten_parameters();
   const std::vector<nn::NamedParameter>& params = reducer_.params();
   segments_.clear(), segment_params_.clear(), segment_grads_.clear(), segment_offsets_.clear();
   for (const ZeroBucketView& b : reducer_.zero_buckets()) {
@@ -94,36 +116,23 @@ comm::WorkPtr ZeroOptimizer::broadcast_shards() {
 comm::WorkPtr ZeroOptimizer::gather_parameters() {
   if (scheme_ == Scheme::AllReduceBroadcast) return broadcast_shards();
   nvtx::Range range("ddp.zero.allgather", nvtx::Category::Comm, gather_bytes());
-  const std::vector<nn::NamedParameter>& params = reducer_.params();
-  const std::vector<ZeroBucketView> buckets = reducer_.zero_buckets();
-  std::vector<Tensor> outputs, inputs;
-  for (const ZeroBucketView& b : buckets) {
-    // This rank's updated elements into its chunk of the buffer, then the chunks to all.
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& data = params[b.params[k]].var.data();
-      const int64_t lo = std::max(b.offsets[k], b.shard.begin);
-      const int64_t hi = std::min(b.offsets[k] + data.numel(), b.shard.end);
-      if (lo < hi)
-        ops::copy(data.flat_view(lo - b.offsets[k], {hi - lo}), b.buffer.flat_view(lo, {hi - lo}));
-    }
-    outputs.push_back(b.buffer);
-    inputs.push_back(b.buffer.flat_view(pg_->rank() * b.shard.chunk, {b.shard.chunk}));
+  DDPB_CHECK(!flats_.empty()) << "ZeRO: gather_parameters before the optimizer's first step";
+  // This rank's chunk of each flat buffer holds the elements it just stepped (Note [ZeRO in
+  // DDP]): the chunks to all, in place.
+  std::vector<Tensor> inputs;
+  for (const Tensor& flat : flats_) {
+    const int64_t chunk = flat.numel() / pg_->size();
+    inputs.push_back(flat.flat_view(pg_->rank() * chunk, {chunk}));
   }
-  comm::WorkPtr work = pg_->allgather_into_tensor_coalesced(outputs, inputs);
+  comm::WorkPtr work = pg_->allgather_into_tensor_coalesced(flats_, inputs);
   work->wait();
-  for (const ZeroBucketView& b : buckets) {
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& data = params[b.params[k]].var.data();
-      ops::copy(b.buffer.flat_view(b.offsets[k], data.shape()), data);
-    }
-  }
   return work;
 }
 
 int64_t ZeroOptimizer::gather_bytes() const {
   int64_t bytes = 0;
   for (const ZeroBucketView& b : reducer_.zero_buckets())
-    bytes += (scheme_ == Scheme::ReduceScatter ? b.shard.padded : b.buffer.numel()) *
+    bytes += (scheme_ == Scheme::ReduceScatter ? b.shard.padded : b.shard.numel) *
              static_cast<int64_t>(sizeof(float));
   return bytes;
 }

@@ -14,13 +14,33 @@
 // ZeroOptimizer then steps only the rank's shard: for every bucket, the segments of its
 // parameters inside the shard, each a view of the parameter's own elements whose gradient is
 // the matching view of shard_out. Its optimizer state (momentum, AdamW's moments) exists for
-// those elements only: 1/N of DDP's. gather_parameters() then writes each rank's updated
-// elements into its chunk of the bucket buffer (free once the reduce-scatter completed),
-// all-gathers every bucket in one coalesced call, in place, and copies the buffers back into
-// the parameters: every rank ends the step with the same full parameters, as in DDP. The
-// volume is the paper's 2Ψ: a reduce-scatter and an all-gather of the (padded) gradients'
-// size, against PyTorch's ZeroRedundancyOptimizer, which keeps DDP's AllReduce and then
-// broadcasts every shard (3Ψ).
+// those elements only: 1/N of DDP's. At its first step it lays the parameters out as the
+// buckets are, one flat padded buffer per bucket, each parameter rebound to its view of it
+// (Note [Rebinding a parameter's storage]); gather_parameters() then all-gathers every
+// bucket's buffer in one coalesced call, in place, each rank's chunk being the elements it
+// just stepped: every rank ends the step with the same full parameters, as in DDP, with no
+// copy and no second buffer. The volume is the paper's 2Ψ: a reduce-scatter and an
+// all-gather of the (padded) gradients' size, against PyTorch's ZeroRedundancyOptimizer,
+// which keeps DDP's AllReduce and then broadcasts every shard (3Ψ).
+//
+// Note [ZeRO gradient release]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// What each stage keeps of the gradients, per rank (fp32, Ψ parameters, N ranks):
+// - Stage 1 keeps every bucket's buffer (4Ψ, padded) and reduce-scatters it in place: its
+//   shard_out is its own chunk of the buffer.
+// - Stage 2 keeps only shard_out (4Ψ/N). A bucket's buffer is allocated when its first
+//   gradient arrives and given back as soon as its reduce-scatter is done; the caching
+//   allocator hands the same blocks to the next bucket, so the buckets reuse a few buffers.
+//   After launching bucket b the Reducer finishes every bucket before b - 1, so at most
+//   kBucketsInFlight launched buffers (and those being filled) exist at once. Backward
+//   waits there only when communication has fallen two buckets behind.
+// Either way a parameter's own gradient is dropped once it is in its bucket, so it is never
+// held twice. Stage 2's slots do not exist when backward starts, so a bucket's first gradient
+// is copied in; allocating the buffer then offers the slots of the bucket's other parameters
+// as their destinations (Note [Gradient destinations]), and they are computed straight in.
+// With few buckets (a model not much larger than --bucket-cap-mb) the buffers in flight are
+// most of the gradients, and stage 2 saves little over stage 1: the record's
+// ratio_by_category shows it (Note [Model-state memory]).
 //
 // PyTorch's variant (`--zero-variant pytorch`, the row zero1-pytorch; PyTorch's
 // ZeroRedundancyOptimizer over DDP) keeps DDP's AllReduce: every rank has the whole averaged
@@ -67,6 +87,7 @@ class ZeroOptimizer final : public optim::Optimizer {
   const char* gather_op() const;
 
  private:
+  void flatten_parameters();
   void lay_out_shard();
   comm::WorkPtr broadcast_shards();
 
@@ -74,7 +95,8 @@ class ZeroOptimizer final : public optim::Optimizer {
   std::shared_ptr<comm::ProcessGroup> pg_;
   optim::OptimizerConfig config_;
   Scheme scheme_;
-  int64_t generation_ = -1;  // the bucket layout the shard was laid out on
+  int64_t generation_ = -1;    // the bucket layout the shard was laid out on
+  std::vector<Tensor> flats_;  // per bucket, its parameters' storage (the paper's scheme)
   std::vector<autograd::Var> segments_;
   std::vector<size_t> segment_params_;    // each segment's parameter
   std::vector<Tensor> segment_grads_;     // each segment's view of its bucket's shard_out

@@ -44,10 +44,11 @@ struct DesignInfo {
   bool processes_per_rank = false;  // one process per rank, started by the launcher
   bool has_buckets = false;         // gradients travel in buckets (DDP's reducer and its flags)
   bool overlaps_backward = false;   // its gradient communication runs while backward does
-  // Each rank holds 1/world_size of the parameters, or of the optimizer state (ZeRO's
-  // stages): what a rank must hold (bench/run/run_config.cpp's capacity check) and its
-  // optimizer (ModeRunner::make_optimizer) follow them. No row shards anything yet.
+  // Each rank holds 1/world_size of the parameters, of the gradients (ZeRO-2) or of the
+  // optimizer state (ZeRO's stages): what a rank must hold (bench/run/run_config.cpp's
+  // capacity check) and the memory it promises (Note [Model-state memory]) follow them.
   bool shards_parameters = false;
+  bool shards_gradients = false;
   bool shards_optimizer_state = false;
   // The collective its gradients meet in ("allreduce", "reduce"); empty: none.
   std::string gradient_op = {};
@@ -58,6 +59,7 @@ struct DesignInfo {
     v("name", s.name), v("label", s.label), v("noun", s.noun), v("parallel", s.parallel);
     v("processes_per_rank", s.processes_per_rank), v("has_buckets", s.has_buckets);
     v("overlaps_backward", s.overlaps_backward), v("shards_parameters", s.shards_parameters);
+    v("shards_gradients", s.shards_gradients);
     v("shards_optimizer_state", s.shards_optimizer_state), v("gradient_op", s.gradient_op);
     v("phases", s.phases);
   }

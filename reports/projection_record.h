@@ -71,10 +71,30 @@ struct ProjectionScaleInfo {
   static constexpr bool kRecord = true;
   int64_t per_device_batch = 0;   // 0: as measured
   double target_flops_per_s = 0;  // --device-flops; 0: the topology's device (Note [Compute rate])
+  std::optional<double> device_memory_bytes = {};  // --device-memory
   bool operator==(const ProjectionScaleInfo&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("per_device_batch", s.per_device_batch), v("target_flops_per_s", s.target_flops_per_s);
+    v("device_memory_bytes", s.device_memory_bytes);
+  }
+};
+
+// The largest model of the workload's family one design fits on a device of
+// --device-memory bytes at `devices` (Note [Projected memory] in bench/project/projection.h).
+struct MemoryFit {
+  static constexpr bool kRecord = true;
+  int64_t devices = 1;
+  double bytes_per_parameter = 0;  // the peak per device over the parameter count, there
+  int64_t max_parameters = 0;
+  std::optional<std::string> largest_preset = {};  // the family's largest preset within it
+  std::optional<int64_t> largest_preset_parameters = {};
+  bool operator==(const MemoryFit&) const = default;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("devices", s.devices), v("bytes_per_parameter", s.bytes_per_parameter),
+        v("max_parameters", s.max_parameters), v("largest_preset", s.largest_preset),
+        v("largest_preset_parameters", s.largest_preset_parameters);
   }
 };
 
@@ -114,13 +134,15 @@ struct ProjectedDesign {
   static constexpr bool kRecord = true;
   double step_ms = 0, comm_ms = 0, exposed_ms = 0, overlap_ratio = 0, efficiency = 0,
          samples_per_s = 0;
-  std::optional<double> busbw_GBps;  // the AllReduce model's bus bandwidth
+  std::optional<double> busbw_GBps;         // the AllReduce model's bus bandwidth
+  std::optional<double> memory_bytes = {};  // peak per device (Note [Projected memory])
   bool operator==(const ProjectedDesign&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("step_ms", s.step_ms), v("comm_ms", s.comm_ms), v("exposed_ms", s.exposed_ms),
         v("overlap_ratio", s.overlap_ratio), v("efficiency", s.efficiency),
         v("samples_per_s", s.samples_per_s), v("busbw_GBps", s.busbw_GBps);
+    v("memory_bytes", s.memory_bytes);
   }
 };
 
@@ -231,14 +253,15 @@ struct ProjectedWorkload {
   std::vector<ProjectedPoint> points;
   std::vector<MeasuredPoint> measured;
   Nullable<Crossover> crossover;
-  NamedValues<DesignLimits> limits = {};     // by name
-  std::optional<ComputeRates> compute_rate;  // by name
+  NamedValues<DesignLimits> limits = {};            // by name
+  std::optional<ComputeRates> compute_rate;         // by name
+  std::optional<NamedValues<MemoryFit>> fits = {};  // by name; with --device-memory
   bool operator==(const ProjectedWorkload&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("workload", s.workload), v("basis", s.basis), v("points", s.points),
         v("measured", s.measured), v("crossover", s.crossover), v("limits", s.limits),
-        v("compute_rate", s.compute_rate);
+        v("compute_rate", s.compute_rate), v("fits", s.fits);
   }
 };
 

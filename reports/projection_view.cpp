@@ -287,6 +287,43 @@ std::string unvalidated_line(const ProjectionRecord& p, const ProjectedWorkload&
   return out;
 }
 
+namespace {
+
+// A parameter count in the unit that keeps it short: "470.5K", "124.4M", "2.1G".
+std::string format_parameters(double n) {
+  if (n >= 1e9) return fmt::format("{:.1f}G", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.1f}K", n / 1e3);
+  return fmt::format("{:.0f}", n);
+}
+
+}  // namespace
+
+std::string memory_fit_line(const ProjectionRecord& p, const ProjectedWorkload& w) {
+  std::vector<std::string> peaks, fits;
+  const ProjectedPoint* last = w.points.empty() ? nullptr : &w.points.back();
+  for (const DesignInfo& d : designs_shown(p)) {
+    const ProjectedDesign* at = last ? last->design(d.name) : nullptr;
+    if (at && at->memory_bytes)
+      peaks.push_back(fmt::format("{} {}", d.label, format_bytes(*at->memory_bytes)));
+    const MemoryFit* fit = w.fits ? find_named(*w.fits, d.name) : nullptr;
+    if (!fit) continue;
+    std::string f = fmt::format("{} fits {} parameters", d.label,
+                                format_parameters(static_cast<double>(fit->max_parameters)));
+    if (fit->largest_preset) f += " (largest preset: " + *fit->largest_preset + ")";
+    fits.push_back(std::move(f));
+  }
+  std::string out;
+  if (!peaks.empty())
+    out = fmt::format("{}: memory per device at {} devices: {}.", w.workload, last->devices,
+                      join_list(peaks));
+  if (!fits.empty() && p.scale.device_memory_bytes)
+    out += fmt::format("{}On a device of {} at {} devices, {}.", out.empty() ? "" : " ",
+                       format_bytes(*p.scale.device_memory_bytes), w.fits->front().second.devices,
+                       join_list(fits));
+  return out;
+}
+
 ReportSection build_projection_section(const std::optional<ProjectionRecord>& projection) {
   ReportSection s;
   s.id = "projection";
@@ -323,6 +360,8 @@ ReportSection build_projection_section(const std::optional<ProjectionRecord>& pr
     s.paragraphs.push_back(findings(*projection, w, designs));
     if (const std::string u = unvalidated_line(*projection, w); !u.empty())
       s.paragraphs.push_back(w.workload + ": " + u + ".");
+    if (std::string m = memory_fit_line(*projection, w); !m.empty())
+      s.paragraphs.push_back(std::move(m));
   }
   if (chart.svgs.empty()) chart.no_data = "the projection has no workloads";
   s.tables.push_back(std::move(t));

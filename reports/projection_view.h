@@ -35,6 +35,11 @@ std::string compute_rate_line(const ProjectionRecord& p, const ProjectedWorkload
 // tolerance ("DP's projection is unvalidated (its validation missed by more than ±15%: 2 devices
 // -51.0%)"), or "" when none did.
 std::string unvalidated_line(const ProjectionRecord& p, const ProjectedWorkload& w);
+// Note [Projected memory] (bench/project/projection.h): each design's projected peak per device
+// at the largest device count, and, with --device-memory, the largest model of the workload's
+// family it fits there ("... ZeRO-2 fits 2.1G parameters (largest preset: gpt-medium)"); ""
+// when the record has neither.
+std::string memory_fit_line(const ProjectionRecord& p, const ProjectedWorkload& w);
 bool unvalidated(const std::string& workload, const std::string& design,
                  const std::optional<ProjectionValidation>& validation);
 // The rows of the designs `p` projects, in its order; a design its workloads name that

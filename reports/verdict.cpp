@@ -11,6 +11,7 @@
 #include "reports/critical_path_view.h"
 #include "reports/loader_view.h"
 #include "reports/report_util.h"
+#include "reports/sharding_view.h"
 
 namespace ddpb::reports {
 namespace {
@@ -663,8 +664,9 @@ std::string bucket_blame_paragraph(const SuiteRun& run, const std::string& label
 // The verdict's prose is read per workload, the question a reader brings, so it is grouped
 // under a heading per workload in the suite's order (suite.workloads, then any other workload
 // a run names), and inside a group always in one order, from the answer to its evidence: the
-// bottleneck, the speed of light, then per run (in record order) input-bound, then bucket
-// blame, and last the critical path of each design. A workload with nothing to say has no
+// bottleneck, the speed of light, what each sharded design saves (reports/sharding_view.h),
+// then per run (in record order) input-bound, then bucket blame, and last the critical path
+// of each design. A workload with nothing to say has no
 // heading.
 std::vector<ParagraphGroup> findings_by_workload(const SuiteRecord& suite) {
   const std::string& device = suite.suite.device;
@@ -681,6 +683,7 @@ std::vector<ParagraphGroup> findings_by_workload(const SuiteRecord& suite) {
       add(bottleneck_paragraph(w, {designs, n, device, cores}));
       add(speed_of_light_paragraph(designs, w, n));
     }
+    for (std::string& p : sharding_sentences(suite, w)) add(std::move(p));
     for (const SuiteRun& run : suite.runs)
       if (run.workload == w) add(input_bound_paragraph(run, cores));
     for (const SuiteRun& run : suite.runs)

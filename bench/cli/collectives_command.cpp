@@ -167,7 +167,8 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   c->add_option("-i,--stepbytes", o.step_bytes, "add STEP bytes each step instead of -f");
   c->add_option("-o,--op", o.ops,
                 "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, sendrecv, "
-                "or a comma-separated list (default allreduce)");
+                "allgather_coalesced, reduce_scatter_coalesced (ZeRO's: the size in 4 tensors, "
+                "one call), or a comma-separated list (default allreduce)");
   c->add_option("-d,--datatype", o.dtype, "f32, bf16 or f16 (default f32)");
   add_int_flag(*c, "-n,--iters", o.sweep.iters, 1, 1'000'000, "timed iterations (default 20)");
   add_int_flag(*c, "-w,--warmup_iters", o.sweep.warmup, 0, 1'000'000,

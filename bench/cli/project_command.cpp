@@ -3,7 +3,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/project/suite_projection.h"
@@ -77,6 +80,8 @@ void print_projection(const reports::ProjectionRecord& p) {
     fmt::print("\n{}: {}\n", w.workload, reports::compute_rate_line(p, w));
     if (const std::string u = reports::unvalidated_line(p, w); !u.empty()) fmt::print("{}\n", u);
     print_points(w, designs);
+    if (const std::string fits = reports::memory_fit_line(p, w); !fits.empty())
+      fmt::print("{}\n", fits);
   }
 }
 
@@ -103,6 +108,9 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
                 "the projected device's sustained training FLOP/s, e.g. 400e12 (default: the "
                 "topology's device, its datasheet peak at the fraction the measured run reached "
                 "of its own)");
+  cmd->add_option("--device-memory", o.device_memory,
+                  "the projected device's memory, e.g. 80GiB: the largest model of each "
+                  "workload's family each design fits at the largest --devices");
   return cmd;
 }
 
@@ -112,10 +120,12 @@ int project_command(const ProjectOptions& o) {
   DDPB_USAGE_CHECK(report.empty() || report.ends_with(".html") || report.ends_with(".htm") ||
                    report.ends_with(".md"))
       << "-o " << o.report_out << ": the report is .html or .md";
+  const double device_memory =
+      o.device_memory.empty() ? 0.0 : parse_memory_size_flag("--device-memory", o.device_memory);
   const ProjectionSource source = load_projection_source(o.input);
   const Topology topo = resolve_topology(o.topology, source);
   const reports::ProjectionRecord p =
-      make_projection(source, topo, o.devices, {o.per_device_batch, o.target_flops});
+      make_projection(source, topo, o.devices, {o.per_device_batch, o.target_flops, device_memory});
   const nlohmann::json record = p.to_json();
   const auto errors = reports::validate_projection_record(record);
   DDPB_CHECK(errors.empty()) << "the projection does not match its schema: "

@@ -19,6 +19,7 @@ struct ProjectOptions {
   std::string report_out;
   int64_t per_device_batch = 0;
   double target_flops = 0;
+  std::string device_memory;  // --device-memory, e.g. "80GiB"; empty: not asked
 };
 
 CLI::App* add_project_command(CLI::App& app, ProjectOptions& o);

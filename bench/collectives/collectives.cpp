@@ -22,7 +22,8 @@ namespace ddpb::bench {
 
 namespace {
 
-// Allreduce and broadcast run in place (in == out); allgather and reduce_scatter do not.
+// Allreduce and broadcast run in place (in == out); allgather and reduce_scatter do not. The
+// coalesced ops cut both buffers into kCoalescedParts equal parts (coalesced_parts).
 struct Buffers {
   Tensor in, out;
 };
@@ -38,16 +39,39 @@ Buffers make_buffers(CollectiveOp op, int64_t count, int world, DType dtype, con
     return {t, t};
   }
   const int64_t chunk = count / world;
-  if (op == CollectiveOp::AllGather)
+  if (op == CollectiveOp::AllGather || op == CollectiveOp::AllGatherCoalesced)
     return {Tensor::zeros({chunk}, dtype, d), Tensor::zeros({count}, dtype, d)};
-  if (op == CollectiveOp::ReduceScatter)
+  if (op == CollectiveOp::ReduceScatter || op == CollectiveOp::ReduceScatterCoalesced)
     return {Tensor::zeros({count}, dtype, d), Tensor::zeros({chunk}, dtype, d)};
   return {Tensor::zeros({count}, dtype, d),
           Tensor::zeros({count}, dtype, d)};  // alltoall, sendrecv
 }
 
+// The coalesced ops' pairs: part k of the world-sized buffer and part k of the chunk-sized one.
+struct Parts {
+  std::vector<Tensor> whole, chunk;
+};
+Parts coalesced_parts(const Tensor& whole, const Tensor& chunk) {
+  Parts p;
+  const int64_t whole_part = whole.numel() / kCoalescedParts;
+  const int64_t chunk_part = chunk.numel() / kCoalescedParts;
+  for (int k = 0; k < kCoalescedParts; ++k) {
+    p.whole.push_back(whole.flat_view(k * whole_part, {whole_part}));
+    p.chunk.push_back(chunk.flat_view(k * chunk_part, {chunk_part}));
+  }
+  return p;
+}
+
 comm::WorkPtr issue(comm::ProcessGroup& pg, CollectiveOp op, const Buffers& b) {
   switch (op) {
+    case CollectiveOp::AllGatherCoalesced: {
+      const Parts p = coalesced_parts(b.out, b.in);
+      return pg.allgather_into_tensor_coalesced(p.whole, p.chunk);
+    }
+    case CollectiveOp::ReduceScatterCoalesced: {
+      const Parts p = coalesced_parts(b.in, b.out);
+      return pg.reduce_scatter_tensor_coalesced(p.chunk, p.whole);
+    }
     case CollectiveOp::AllReduce:
       return pg.allreduce(b.in);
     case CollectiveOp::AllGather:
@@ -103,6 +127,17 @@ float expected_value(CollectiveOp op, int rank, int world, int64_t i, int64_t ch
       return input_value(static_cast<int>(i / chunk), rank * chunk + i % chunk);
     case CollectiveOp::SendRecv:
       return input_value((rank + world - 1) % world, i);
+    case CollectiveOp::AllGatherCoalesced: {  // part k: every rank's part k of its input
+      const int64_t part = chunk * world / kCoalescedParts, piece = chunk / kCoalescedParts;
+      const int64_t k = i / part, j = i % part;
+      return input_value(static_cast<int>(j / piece), k * piece + j % piece);
+    }
+    case CollectiveOp::ReduceScatterCoalesced: {  // part k: this rank's piece of part k, summed
+      const int64_t piece = chunk / kCoalescedParts, part = piece * world;
+      const int64_t k = i / piece;
+      for (int r = 0; r < world; ++r) sum += input_value(r, k * part + rank * piece + i % piece);
+      return sum;
+    }
   }
   return 0;
 }
@@ -410,6 +445,8 @@ std::vector<int64_t> sweep_sizes(const CollectivesOptions& o) {
 int64_t collective_count(CollectiveOp op, int64_t size_bytes, int world, DType dtype) {
   int64_t count = size_bytes / static_cast<int64_t>(dtype_size(dtype));
   if (op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) count -= count % world;
+  if (op == CollectiveOp::AllGatherCoalesced || op == CollectiveOp::ReduceScatterCoalesced)
+    count -= count % (world * kCoalescedParts);
   return count;
 }
 

@@ -30,7 +30,8 @@ std::string header(const reports::CollectiveResult& first, bool per_iteration) {
 }
 
 std::string row(const reports::CollectiveResult& r, const reports::CollectivesConfigInfo& c) {
-  const bool reduces = r.op == "allreduce" || r.op == "reduce_scatter" || r.op == "reduce";
+  const bool reduces = r.op == "allreduce" || r.op == "reduce_scatter" || r.op == "reduce" ||
+                       r.op == "reduce_scatter_coalesced";
   std::string line = fmt::format(
       "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7.2f}  {:>6.2f}  {:>6.2f}  {:>5}", r.size_bytes,
       r.count, nccl_type_name(c.dtype), reduces ? "sum" : "none", r.root, r.time_us, r.algbw_GBps,

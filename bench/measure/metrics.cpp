@@ -54,6 +54,8 @@ double busbw_factor(Collective op, int n) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
     case Collective::AllToAll:
+    case Collective::AllGatherCoalesced:
+    case Collective::ReduceScatterCoalesced:
       return static_cast<double>(n - 1) / n;
     case Collective::Broadcast:
     case Collective::Reduce:
@@ -70,6 +72,8 @@ const char* busbw_formula(Collective op) {
     case Collective::AllGather:
     case Collective::ReduceScatter:
     case Collective::AllToAll:
+    case Collective::AllGatherCoalesced:
+    case Collective::ReduceScatterCoalesced:
       return "busbw = algbw * (n-1)/n";
     case Collective::Broadcast:
     case Collective::Reduce:
@@ -95,6 +99,10 @@ const char* collective_name(Collective op) {
       return "alltoall";
     case Collective::SendRecv:
       return "sendrecv";
+    case Collective::AllGatherCoalesced:
+      return "allgather_coalesced";
+    case Collective::ReduceScatterCoalesced:
+      return "reducescatter_coalesced";
   }
   return "unknown";
 }

@@ -44,18 +44,25 @@ enum class Collective {
   Broadcast,
   Reduce,
   AllToAll,
-  SendRecv
+  SendRecv,
+  // PyTorch's allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced (c10d's
+  // Backend): the size split into kCoalescedParts pairs of equal tensors, one call.
+  AllGatherCoalesced,
+  ReduceScatterCoalesced
 };
+inline constexpr int kCoalescedParts = 4;
 // The names `ddpbench collectives -o` takes and its record holds (collective_name() below is
 // the busbw record's older spelling, "reducescatter").
-constexpr NameTable<Collective, 7> enum_names(Collective) {
+constexpr NameTable<Collective, 9> enum_names(Collective) {
   return {{{"allreduce", Collective::AllReduce},
            {"allgather", Collective::AllGather},
            {"reduce_scatter", Collective::ReduceScatter},
            {"broadcast", Collective::Broadcast},
            {"reduce", Collective::Reduce},
            {"alltoall", Collective::AllToAll},
-           {"sendrecv", Collective::SendRecv}}};
+           {"sendrecv", Collective::SendRecv},
+           {"allgather_coalesced", Collective::AllGatherCoalesced},
+           {"reduce_scatter_coalesced", Collective::ReduceScatterCoalesced}}};
 }
 double busbw_factor(Collective op, int world_size);
 const char* busbw_formula(Collective op);

@@ -310,6 +310,39 @@ double allreduce_ms(double bytes, int devices, const Topology& topo, AllReduceAl
          ring_all_gather_ms(bytes, g, topo.intra);
 }
 
+namespace {
+
+// The nodes `devices` span, refusing a topology without the inter-node link they need.
+int nodes_for(int devices, const Topology& topo) {
+  const int nodes = topo.nodes(devices);
+  if (nodes > 1 && !topo.inter)
+    throw UsageError(fmt::format("topology {} holds {} devices; {} need an inter-node link",
+                                 topo.name, topo.node_size, devices));
+  return nodes;
+}
+
+}  // namespace
+
+double reduce_scatter_ms(double bytes, int devices, const Topology& topo) {
+  if (devices <= 1) return 0;
+  const int nodes = nodes_for(devices, topo);
+  if (nodes == 1) return ring_reduce_scatter_ms(bytes, devices, topo.intra);
+  const int g = std::min(devices, topo.node_size);
+  return ring_reduce_scatter_ms(bytes, g, topo.intra) +
+         ring_reduce_scatter_ms(bytes / g, nodes, *topo.inter);
+}
+
+double all_gather_ms(double bytes, int devices, const Topology& topo) {
+  return reduce_scatter_ms(bytes, devices, topo);  // the same steps, the other way round
+}
+
+double sharded_broadcast_ms(double bytes, int devices, const Topology& topo) {
+  if (devices <= 1) return 0;
+  const Link& link = nodes_for(devices, topo) > 1 ? *topo.inter : topo.intra;
+  return devices *
+         ((devices - 1) * link.alpha_us / 1e3 + bytes / devices / (link.bandwidth_GBps * 1e6));
+}
+
 double allreduce_busbw_GBps(double bytes, int p, double ms) {
   if (ms <= 0 || p <= 1) return 0;
   return bytes / (ms * 1e6) * 2.0 * (p - 1) / p;

@@ -101,6 +101,17 @@ enum class AllReduceAlgo { Ring, Tree, Best };
 double allreduce_ms(double bytes, int devices, const Topology& topo,
                     AllReduceAlgo algo = AllReduceAlgo::Best);
 
+// ReduceScatter (ZeRO's gradients) and AllGather (its parameters) of a `bytes` buffer over
+// `devices` on `topo`: a ring on the intra link in one node; across nodes hierarchical, a ring
+// in the node over the whole buffer, then one between nodes over each device's 1/node_size
+// (the AllGather in the other order, at the same cost). Throws as allreduce_ms.
+double reduce_scatter_ms(double bytes, int devices, const Topology& topo);
+double all_gather_ms(double bytes, int devices, const Topology& topo);
+// PyTorch's ZeroRedundancyOptimizer: every device broadcasts its 1/devices of `bytes` to the
+// others, one owner after another, each a pipelined chain (p-1)·α + share/β on the slowest
+// link the devices span: p(p-1)·α + bytes/β in all.
+double sharded_broadcast_ms(double bytes, int devices, const Topology& topo);
+
 // nccl-tests' bus bandwidth of an AllReduce that took `ms`: algbw · 2(p-1)/p.
 double allreduce_busbw_GBps(double bytes, int p, double ms);
 

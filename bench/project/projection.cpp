@@ -8,6 +8,8 @@
 #include <fmt/core.h>
 
 #include "core/check.h"
+#include "core/step_phase.h"
+#include "reports/memory_model.h"
 #include "reports/run_record.h"
 
 namespace ddpb::bench {
@@ -87,6 +89,7 @@ std::optional<GradientModel> gradient_model(const reports::DesignInfo& design) {
   // The collectives the models are of (Note [Gradient models]); a name of a collective, never
   // of a design.
   if (design.gradient_op == "allreduce") return GradientModel::BucketedAllReduce;
+  if (design.gradient_op == "reduce_scatter") return GradientModel::BucketedReduceScatter;
   if (design.gradient_op == "reduce") return GradientModel::DeviceZeroReduce;
   return std::nullopt;
 }
@@ -132,7 +135,27 @@ AllReduceInputs allreduce_inputs(const reports::RunRecord& record, const std::st
   in.optimizer_ms = phase_ms(record, "optimizer");
   for (const reports::BucketTiming& bk : *comm->buckets)
     in.buckets.push_back({bk.ready_ms, static_cast<double>(bk.bytes.value_or(0))});
+  // Note [Sharded steps]: what the optimizer stepped, and how the parameters meet again.
+  if (record.design.shards_optimizer_state)
+    in.optimizer_shards = std::max<int>(1, static_cast<int>(record.config.world_size));
+  if (record.design.phase_kind(step_phase_name(StepPhase::ParamAllGather)))
+    in.gather = ParameterGather::AllGather;
+  else if (record.design.phase_kind(step_phase_name(StepPhase::ParamBroadcast)))
+    in.gather = ParameterGather::Broadcast;
+  in.parameter_bytes = 4.0 * static_cast<double>(record.workload.parameters);
   return in;
+}
+
+// Note [Projected memory]: rank 0's peak and what its design promised, when the record says.
+std::optional<MemoryBasis> memory_basis(const reports::RunRecord& record) {
+  if (record.memory.empty()) return std::nullopt;
+  const reports::MemoryUse& m = record.memory.front();
+  if (!m.expected_by_category || !m.by_category) return std::nullopt;
+  return MemoryBasis{static_cast<double>(m.peak_bytes),
+                     static_cast<double>(reports::named_value(*m.by_category, "activations")),
+                     *m.expected_by_category,
+                     std::max(1, static_cast<int>(record.config.world_size)),
+                     record.workload.parameters};
 }
 
 ReduceInputs reduce_inputs(const reports::RunRecord& record, const std::string& label,
@@ -175,10 +198,11 @@ DesignBasis design_basis(const reports::RunRecord& record, const reports::Design
   d.world_size = static_cast<int>(record.config.world_size);
   d.per_device_batch = per_device_batch(record);
   d.step_ms = record.summary.step_time_ms.median;
-  if (*model == GradientModel::BucketedAllReduce)
-    d.inputs = allreduce_inputs(record, design.label, name);
-  else
+  if (*model == GradientModel::DeviceZeroReduce)
     d.inputs = reduce_inputs(record, design.label, name);
+  else
+    d.inputs = allreduce_inputs(record, design.label, name);
+  d.memory = memory_basis(record);
   return d;
 }
 
@@ -215,19 +239,34 @@ double compute_ms(const DesignBasis& d) {
   return std::get<ReduceInputs>(d.inputs).replica_ms;
 }
 
+// Note [Sharded steps]: the parameters' way back after a sharded optimizer's step.
+double gather_ms(const AllReduceInputs& in, int devices, const Topology& topo) {
+  switch (in.gather) {
+    case ParameterGather::AllGather:
+      return all_gather_ms(in.parameter_bytes, devices, topo);
+    case ParameterGather::Broadcast:
+      return sharded_broadcast_ms(in.parameter_bytes, devices, topo);
+    case ParameterGather::None:
+      break;
+  }
+  return 0;
+}
+
 DesignPoint project_allreduce(const ProjectionBasis& b, const DesignBasis& d,
                               const AllReduceInputs& in, const Topology& topo, int devices,
                               const ProjectionScale& scale) {
   const Scales s = scales_for(d.per_device_batch, design_compute_rate(b, d, topo, scale).scale,
                               topo, devices, scale);
   const double backward = in.backward_ms * s.compute();
+  const bool scatters = gradient_model(d.design) == GradientModel::BucketedReduceScatter;
   std::vector<BucketTiming> buckets = in.buckets;
   std::vector<double> collective;
   for (auto& bk : buckets) {
     // Note [Gradient models]: a design that does not overlap backward launches every bucket
     // once backward ends.
     bk.ready_ms = d.design.overlaps_backward ? bk.ready_ms * s.compute() : backward;
-    collective.push_back(allreduce_ms(bk.bytes, devices, topo));
+    collective.push_back(scatters ? reduce_scatter_ms(bk.bytes, devices, topo)
+                                  : allreduce_ms(bk.bytes, devices, topo));
   }
   const PipelineResult pipe = simulate_bucket_pipeline(buckets, collective, backward);
   DesignPoint p;
@@ -241,8 +280,13 @@ DesignPoint project_allreduce(const ProjectionBasis& b, const DesignBasis& d,
     // and all of them add to the step, slowed like compute by the sharing.
     p.comm_ms = p.exposed_ms = pipe.comm_ms * s.slots;
   }
+  // Note [Sharded steps]: the optimizer over this device's share, then the gather, exposed.
+  const double optimizer_share =
+      in.optimizer_shards > 1 ? static_cast<double>(in.optimizer_shards) / devices : 1.0;
+  const double gather = gather_ms(in, devices, topo) * (topo.comm_shares_compute ? s.slots : 1);
+  p.comm_ms += gather, p.exposed_ms += gather;
   p.step_ms = in.data_ms * s.batch + in.forward_ms * s.compute() + backward + p.exposed_ms +
-              in.optimizer_ms * s.device * s.slots;
+              in.optimizer_ms * optimizer_share * s.device * s.slots;
   finish_point(p, devices > 1 ? project_allreduce(b, d, in, topo, 1, scale).step_ms : p.step_ms,
                devices, projected_batch(d.per_device_batch, scale));
   return p;
@@ -288,9 +332,62 @@ ComputeRate design_compute_rate(const ProjectionBasis& b, const DesignBasis& d,
 std::optional<DesignPoint> project_design(const ProjectionBasis& b, const DesignBasis& d,
                                           const Topology& topo, int devices,
                                           const ProjectionScale& scale) {
+  std::optional<DesignPoint> p;
   if (const auto* in = std::get_if<AllReduceInputs>(&d.inputs))
-    return project_allreduce(b, d, *in, topo, devices, scale);
-  return project_reduce(b, d, std::get<ReduceInputs>(d.inputs), topo, devices, scale);
+    p = project_allreduce(b, d, *in, topo, devices, scale);
+  else
+    p = project_reduce(b, d, std::get<ReduceInputs>(d.inputs), topo, devices, scale);
+  if (p) p->memory_bytes = projected_memory(d, devices, scale);
+  return p;
+}
+
+namespace {
+
+// Note [Projected memory]: the measured peak split into the model state the design promised,
+// the activations at the projected per-device batch, and the rest.
+struct MemoryParts {
+  double model_state = 0, activations = 0, rest = 0;
+};
+
+MemoryParts memory_parts(const DesignBasis& d, const MemoryBasis& m, int devices,
+                         const ProjectionScale& scale) {
+  const double promised = static_cast<double>(reports::total_bytes(m.model_state));
+  const double batch = d.per_device_batch > 0
+                           ? static_cast<double>(projected_batch(d.per_device_batch, scale)) /
+                                 static_cast<double>(d.per_device_batch)
+                           : 1.0;
+  MemoryParts parts;
+  parts.model_state = static_cast<double>(reports::total_bytes(
+      reports::model_state_at_world(d.design, m.model_state, m.world_size, devices)));
+  parts.activations = m.activations_bytes * batch;
+  parts.rest = std::max(0.0, m.peak_bytes - promised - m.activations_bytes);
+  return parts;
+}
+
+}  // namespace
+
+std::optional<double> projected_memory(const DesignBasis& d, int devices,
+                                       const ProjectionScale& scale) {
+  if (!d.memory) return std::nullopt;
+  const MemoryParts parts = memory_parts(d, *d.memory, devices, scale);
+  return parts.model_state + parts.activations + parts.rest;
+}
+
+std::optional<reports::MemoryFit> memory_fit(const ProjectionBasis& b, const DesignBasis& d,
+                                             int devices, const ProjectionScale& scale) {
+  if (!d.memory || d.memory->parameters <= 0 || scale.device_memory_bytes <= 0) return std::nullopt;
+  const MemoryParts parts = memory_parts(d, *d.memory, devices, scale);
+  reports::MemoryFit fit;
+  fit.devices = devices;
+  fit.bytes_per_parameter = (parts.model_state + parts.activations + parts.rest) /
+                            static_cast<double>(d.memory->parameters);
+  fit.max_parameters = static_cast<int64_t>(scale.device_memory_bytes / fit.bytes_per_parameter);
+  for (const FamilyPreset& preset : b.family_presets) {
+    if (preset.parameters > fit.max_parameters) continue;
+    if (!fit.largest_preset_parameters || preset.parameters > *fit.largest_preset_parameters)
+      fit.largest_preset = preset.name, fit.largest_preset_parameters = preset.parameters;
+  }
+  return fit;
 }
 
 namespace {
@@ -299,7 +396,7 @@ reports::ProjectedDesign design_record(const DesignPoint& p) {
   return {p.step_ms,    p.comm_ms,
           p.exposed_ms, p.comm_ms > 0 ? 1 - p.exposed_ms / p.comm_ms : 0.0,
           p.efficiency, p.samples_per_s,
-          p.busbw_GBps};
+          p.busbw_GBps, p.memory_bytes};
 }
 
 std::vector<int> device_grid(const std::vector<int>& devices) {
@@ -410,6 +507,12 @@ reports::ProjectedWorkload project_workload(const ProjectionBasis& b, const Topo
   const int most = devices.empty() ? 1 : *std::max_element(devices.begin(), devices.end());
   for (const DesignBasis& d : b.designs)
     reports::put_named(out.limits, d.design.name, design_limits(b, d, topo, most, scale));
+  if (scale.device_memory_bytes > 0) {
+    reports::NamedValues<reports::MemoryFit> fits;
+    for (const DesignBasis& d : b.designs)
+      if (auto fit = memory_fit(b, d, most, scale)) reports::put_named(fits, d.design.name, *fit);
+    out.fits = std::move(fits);
+  }
   return out;
 }
 

@@ -33,13 +33,15 @@ namespace ddpb::bench {
 //     each AllReduced once ready while backward runs, or, for a design whose communication does
 //     not overlap backward (the trait overlaps_backward), all of them after it. It takes the
 //     run's phases and each bucket's ready time and bytes (summary.comm.buckets).
+//   * "reduce_scatter": the same bucket pipeline with each bucket reduce-scattered (ZeRO's
+//     stages), the optimizer over 1/N of the parameters (Note [Sharded steps]).
 //   * "reduce": the device-0 reduce model (Note [DP device-0 traffic]): one process on one
 //     node, device 0 scattering inputs and parameters and gathering outputs and gradients. It
 //     takes the run's phases and the bytes device 0 moves (steps[].mode.unit_bytes).
 // A design whose gradients meet in no collective (single) or in one without a model is not
 // projected. Results are keyed by the design's name (Note [Designs keyed by name]), so two
 // designs of one collective are both projected, each from its own runs.
-enum class GradientModel { BucketedAllReduce, DeviceZeroReduce };
+enum class GradientModel { BucketedAllReduce, BucketedReduceScatter, DeviceZeroReduce };
 
 // The model of `design`'s gradients; nullopt when the projection has none.
 std::optional<GradientModel> gradient_model(const reports::DesignInfo& design);
@@ -49,10 +51,40 @@ struct BucketTiming {
   double bytes = 0;
 };
 
-// What the bucketed AllReduce model takes from one measured run (its median step).
+// Note [Sharded steps]
+// ~~~~~~~~~~~~~~~~~~~~
+// A design that shards the optimizer state (the trait shards_optimizer_state) steps 1/N of the
+// parameters on each of N devices: its measured optimizer phase, of 1/world_size, is projected
+// at world_size/N of itself. Its parameters then meet again after the step, fully exposed: an
+// AllGather of the fp32 parameters (its phase param_allgather: ZeRO's scheme) or every owner's
+// broadcast of its share (param_broadcast: PyTorch's ZeroRedundancyOptimizer), costed by
+// cost_model.h on the topology, not measured.
+enum class ParameterGather { None, AllGather, Broadcast };
+
+// What the bucketed models take from one measured run (its median step).
 struct AllReduceInputs {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   std::vector<BucketTiming> buckets;
+  int optimizer_shards = 1;  // the measured optimizer stepped 1/optimizer_shards of them
+  ParameterGather gather = ParameterGather::None;
+  double parameter_bytes = 0;  // what the gather moves: the fp32 parameters
+};
+
+// Note [Projected memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A run's peak per device (rank 0's, over the measured steps) projected to N devices: its
+// model state replaced by what the design's formulas give at N (Note [Model-state memory] in
+// reports/memory_model.h), its activations scaled with the per-device batch, the rest (buffers,
+// the allocator's rounding) kept. The largest model that fits a device of M bytes at N devices
+// (--device-memory) scales the whole peak with the parameter count: the model state by the
+// formulas, everything else in proportion to the measured model's. Activations grow more
+// slowly than the parameters as a family grows wider, so the answer errs small.
+struct MemoryBasis {
+  double peak_bytes = 0;
+  double activations_bytes = 0;
+  reports::NamedValues<int64_t> model_state = {};  // promised at world_size
+  int world_size = 1;
+  int64_t parameters = 0;
 };
 
 // What the device-0 reduce model takes from one measured run.
@@ -70,6 +102,13 @@ struct DesignBasis {
   int64_t per_device_batch = 0;
   double step_ms = 0;                                  // measured median, for the report
   std::variant<AllReduceInputs, ReduceInputs> inputs;  // its model's (Note [Gradient models])
+  std::optional<MemoryBasis> memory = std::nullopt;    // absent: its record promises none
+};
+
+// A preset of the workload's family and its parameter count (the memory fit's candidates).
+struct FamilyPreset {
+  std::string name;
+  int64_t parameters = 0;
 };
 
 struct ProjectionBasis {
@@ -83,6 +122,7 @@ struct ProjectionBasis {
   std::optional<PeakRate> measured_peak;
   // The label of the design whose record read_compute_basis read first; nullopt: none yet.
   std::optional<std::string> compute_read_from;
+  std::vector<FamilyPreset> family_presets = {};  // Note [Projected memory]
 };
 
 // Reads a run record of `design` (`ddpbench run --out`; `name` names it in errors and in the
@@ -102,6 +142,9 @@ struct ProjectionScale {
   // --device-flops: the projected device's sustained training FLOP/s; 0: the topology's
   // device at the measured run's fraction of its peak (Note [Compute rate]).
   double target_flops_per_s = 0;
+  // --device-memory: the projected device's memory in bytes, for the largest model that fits
+  // (Note [Projected memory]); 0: not asked.
+  double device_memory_bytes = 0;
 };
 
 // The bucket pipeline (Note [Bucket pipeline]). `collective_ms[i]` is bucket i's AllReduce
@@ -122,7 +165,15 @@ struct DesignPoint {
   double efficiency = 0;  // weak scaling: step at one device / step (Note [Projected efficiency])
   double samples_per_s = 0;
   double busbw_GBps = 0;  // nccl-tests' bus bandwidth of the AllReduces; the reduce model: 0
+  std::optional<double> memory_bytes = {};  // peak per device (Note [Projected memory])
 };
+
+// Note [Projected memory]: `d`'s peak per device at `devices`, and the largest model of its
+// family that fits `scale.device_memory_bytes` there; nullopt without a memory basis.
+std::optional<double> projected_memory(const DesignBasis& d, int devices,
+                                       const ProjectionScale& scale);
+std::optional<reports::MemoryFit> memory_fit(const ProjectionBasis& b, const DesignBasis& d,
+                                             int devices, const ProjectionScale& scale);
 
 // The rate `d`'s compute is projected at on `topo`. Throws UsageError when `topo` names a device
 // whose rate cannot be known (Note [Compute rate]).

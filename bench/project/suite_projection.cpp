@@ -9,6 +9,7 @@
 #include "reports/json_io.h"
 #include "reports/run_record.h"
 #include "reports/schema_validator.h"
+#include "workloads/model.h"
 
 namespace fs = std::filesystem;
 
@@ -190,6 +191,19 @@ Topology resolve_topology(const std::string& spec, const ProjectionSource& sourc
   return topology_preset(spec);
 }
 
+// The presets of `workload`'s family, the memory fit's candidates (Note [Projected memory]);
+// none for a workload this build does not know.
+std::vector<FamilyPreset> family_presets(const std::string& workload) {
+  const std::vector<WorkloadSpec> presets = workload_presets();
+  const auto it = std::find_if(presets.begin(), presets.end(),
+                               [&](const WorkloadSpec& p) { return p.name == workload; });
+  std::vector<FamilyPreset> out;
+  if (it == presets.end()) return out;
+  for (const WorkloadSpec& p : presets)
+    if (p.family == it->family) out.push_back({p.name, estimated_parameter_count(p)});
+  return out;
+}
+
 reports::ProjectionRecord make_projection(const ProjectionSource& source, const Topology& topo,
                                           const std::vector<int>& devices,
                                           const ProjectionScale& scale) {
@@ -206,14 +220,17 @@ reports::ProjectionRecord make_projection(const ProjectionSource& source, const 
   out.topology = topo.to_record();
   out.devices.assign(devices.begin(), devices.end());
   out.scale = {scale.per_device_batch, scale.target_flops_per_s};
+  if (scale.device_memory_bytes > 0) out.scale.device_memory_bytes = scale.device_memory_bytes;
   out.validation = source.validation;
   for (const ProjectionBasis& b : source.bases) {
     for (const DesignBasis& d : b.designs)
       if (!reports::find_design(out.designs, d.design.name)) out.designs.push_back(d.design);
   }
-  for (size_t i = 0; i < source.bases.size(); ++i)
-    out.workloads.push_back(
-        project_workload(source.bases[i], topo, devices, scale, source.measured[i]));
+  for (size_t i = 0; i < source.bases.size(); ++i) {
+    ProjectionBasis b = source.bases[i];
+    b.family_presets = family_presets(b.workload);
+    out.workloads.push_back(project_workload(b, topo, devices, scale, source.measured[i]));
+  }
   return out;
 }
 

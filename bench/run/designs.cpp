@@ -78,6 +78,7 @@ Design zero_row(int stage) {
   d.info.label = "ZeRO-" + std::to_string(stage);
   d.info.overlaps_backward = stage >= 2;  // stage 1 reduces after backward
   d.info.shards_optimizer_state = true;
+  d.info.shards_gradients = stage >= 2;  // Note [ZeRO gradient release]
   d.info.gradient_op = "reduce_scatter";
   d.info.phases.push_back({step_phase_name(StepPhase::ParamAllGather),
                            phase_kind_name(phase_kind(StepPhase::ParamAllGather))});

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "core/check.h"
 
@@ -44,6 +45,29 @@ double parse_real_flag(const std::string& flag, const std::string& text, double 
 
 double as_written(float value) {
   return std::strtod(fmt::format("{}", value).c_str(), nullptr);
+}
+
+double parse_memory_size_flag(const std::string& flag, const std::string& text) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+      {"B", 1.0}};
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double scale = unit.empty() ? 1.0 : 0.0;
+  for (const auto& [name, bytes] : kUnits)
+    if (unit == name) scale = bytes;
+  DDPB_USAGE_CHECK(used > 0 && scale > 0 && std::isfinite(value) && value > 0 &&
+                   value * scale <= 1e18)
+      << flag << " " << text << ": give a size such as 80GiB, 141GB or 1073741824 (units B, KB, "
+      << "MB, GB, TB, KiB, MiB, GiB, TiB)";
+  return value * scale;
 }
 
 }  // namespace ddpb::bench

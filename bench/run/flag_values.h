@@ -22,6 +22,10 @@ int64_t parse_int_flag(const std::string& flag, const std::string& text, int64_t
 // Bounds are closed unless `lower` says Open (lo itself refused, as --lr's 0): the message
 // states the interval exactly as it is checked (issue 25, T1).
 enum class LowerBound { Closed, Open };
+// A memory size (--device-memory): a positive number with an optional unit, B, KB, MB, GB, TB
+// (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024); bytes without one.
+double parse_memory_size_flag(const std::string& flag, const std::string& text);
+
 double parse_real_flag(const std::string& flag, const std::string& text, double lo, double hi,
                        LowerBound lower = LowerBound::Closed);
 

@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "data/token_shards.h"
 #include "impl_ddp/powersgd_hook.h"
+#include "reports/memory_model.h"
 #include "workloads/family.h"
 #include "workloads/model.h"
 
@@ -31,18 +32,19 @@ std::string nearest_divisible(int64_t batch, int64_t ranks) {
 }
 
 // What one DDP rank (a process) or one DP replica (a thread) needs at least: the
-// parameters, their gradients, DDP's buckets and the optimizer state (SGD's momentum, AdamW's
-// two moments), each fp32, the parameters and the state divided among the ranks where the
-// design shards them, plus what the row says a process of it needs (a DDP rank's runtime,
-// BLAS and Gloo: about 150 MiB on CPU).
+// parameters, their gradients (twice: DDP's buckets and the gradient itself) and the
+// optimizer state, divided among the ranks where the design shards them (Note [Model-state
+// memory]), plus what the row says a process of it needs (a DDP rank's runtime, BLAS and
+// Gloo: about 150 MiB on CPU).
 int64_t estimated_bytes_per_device(const RunConfig& c) {
   const reports::DesignInfo& design = design_of(c).info;
   const int64_t params = estimated_parameter_count(find_workload(c.workload));
-  const int64_t shards = std::max(1, c.world_size);
-  const int64_t weights = design.shards_parameters ? params / shards : params;
-  const int64_t state =
-      (c.optimizer.name == "adamw" ? 2 : 1) * params / (design.shards_optimizer_state ? shards : 1);
-  return design_of(c).process_overhead_bytes + 4 * (weights + 2 * params + state);
+  // Momentum or not, SGD is priced with its buffer: the check errs towards refusing late.
+  const double state_bytes = c.optimizer.name == "adamw" ? 8.0 : 4.0;
+  const reports::NamedValues<int64_t> model_state =
+      reports::expected_model_state(design, params, std::max(1, c.world_size), state_bytes);
+  return design_of(c).process_overhead_bytes + reports::total_bytes(model_state) +
+         reports::named_value(model_state, "gradients");
 }
 
 // Refuses a CPU run this machine cannot hold: more logical devices than kMaxCpuDevices, or

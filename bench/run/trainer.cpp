@@ -31,6 +31,7 @@
 #include "data/dataloader.h"
 #include "data/transforms.h"
 #include "reports/json_io.h"
+#include "reports/memory_model.h"
 #include "reports/schema_validator.h"
 #include "workloads/family.h"
 #include "workloads/state_dict.h"
@@ -38,7 +39,21 @@
 namespace ddpb::bench {
 namespace {
 
-std::vector<reports::MemoryUse> memory_record(const std::vector<Device>& devices) {
+// Note [Model-state memory]: what the design promises a rank holds; DP's devices differ
+// (device 0 alone holds the optimizer state), so it promises nothing.
+std::optional<reports::NamedValues<int64_t>> promised_model_state(const RunConfig& config,
+                                                                  int64_t params) {
+  const reports::DesignInfo& design = design_of(config).info;
+  const auto state_bytes = reports::optimizer_state_bytes_per_parameter(config.optimizer.name,
+                                                                        config.optimizer.momentum);
+  if ((design.parallel && !design.processes_per_rank) || !state_bytes) return std::nullopt;
+  return reports::expected_model_state(design, params, std::max(1, config.world_size),
+                                       *state_bytes);
+}
+
+std::vector<reports::MemoryUse> memory_record(
+    const std::vector<Device>& devices,
+    const std::optional<reports::NamedValues<int64_t>>& promised) {
   std::vector<reports::MemoryUse> per_device;
   std::vector<Device> seen;
   for (const auto& d : devices) {
@@ -48,7 +63,12 @@ std::vector<reports::MemoryUse> memory_record(const std::vector<Device>& devices
     reports::NamedValues<int64_t> by_category;
     for (size_t c = 0; c < kNumMemoryCategories; ++c)
       by_category.emplace_back(enum_name(static_cast<MemoryCategory>(c)), m.peak_by_category[c]);
-    per_device.push_back({d.str(), m.peak_bytes, m.reserved_bytes, std::move(by_category)});
+    reports::MemoryUse use{d.str(), m.peak_bytes, m.reserved_bytes, std::move(by_category)};
+    if (promised) {
+      use.expected_by_category = *promised;
+      use.ratio_by_category = reports::measured_over_expected(*use.by_category, *promised);
+    }
+    per_device.push_back(std::move(use));
   }
   return per_device;
 }
@@ -247,6 +267,10 @@ StepLog train(const RunConfig& config, ModeRunner& runner, optim::Optimizer& opt
       if (ranked ? !ranked->another_step(have_input, step) : !have_input) break;
     }
     if (on_cuda && step == config.warmup + 1) nvtx::profiler_start();  // nsys capture range
+    // The measured steps' peak (docs/metrics.md "Memory by category"): the warm-up's one-time
+    // allocations (DDP's bucket rebuild, ZeRO's flat parameters) are left out.
+    if (step == config.warmup + 1 && config.warmup > 0)
+      for (const auto& d : runner.devices()) device_allocator(d).reset_peak();
     const int64_t step_start_ns = steady_now_ns();
     reports::LoaderStep cost;
     const StepOutcome out = run_step(runner, optimizer, loader, dump, step,
@@ -327,7 +351,7 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
   record.mode = {config.mode, device_list(runner), runner.describe()};
   record.workload = {spec.name, spec.family, n_params, model.tokens_per_sample(),
                      model.train_flops_per_sample()};
-  record.memory = memory_record(runner.devices());
+  record.memory = memory_record(runner.devices(), promised_model_state(config, n_params));
   const auto mfu =
       mfu_of_run(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
   record.summary =

@@ -280,9 +280,10 @@ def collectives(c, b, selftest, device):
         return c.not_run("collectives")
     out, log = os.path.join(c.work, "collectives.json"), os.path.join(c.work, "collectives.log")
     where = (["--device", "cpu", "--backend", "gloo", "-g", "2", "-e", "64K"] if selftest else
-             ["--device", device.split(":")[0], "--backend", "nccl", "-g", "1", "-e", "256M"])
+             ["--device", device.split(":")[0], "--backend", "nccl", "-g", "1", "-e", "64M"])
     r = c.run(b.argv(b.path("ddpbench"), "collectives", "-b", "1K", "-f", "4", "-c", "-n", "10",
-                     "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv", "-J", out,
+                     "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
+                     "allgather_coalesced,reduce_scatter_coalesced", "-J", out,
                      *where), t, log,
               env=b.env())
     if r.rc != 0 or not os.path.exists(out):
@@ -313,7 +314,8 @@ def collectives_mpi(c, b, selftest, device):
     where = (["--device", "cpu", "-g", "2", "-e", "64K"] if selftest else
              ["--device", device.split(":")[0], "-g", "1", "-e", "64M"])
     r = c.run(b.argv(b.path("ddpbench"), "collectives", "--backend", "mpi", "-b", "1K", "-f", "4",
-                     "-c", "-n", "10", "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv",
+                     "-c", "-n", "10", "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
+                     "allgather_coalesced,reduce_scatter_coalesced",
                      "-J", out, *where), t, log, env=b.env())
     if r.rc != 0 or not os.path.exists(out):
         return c.record("collectives-mpi", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)

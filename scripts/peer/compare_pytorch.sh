@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# ddpbench vs PyTorch 1.13 (CPU, gloo) on the same configurations: a ratio table.
+# ddpbench vs PyTorch (CPU, gloo) on the same configurations: a ratio table.
 #
 #   scripts/peer/compare_pytorch.sh [--bin DDPBENCH] [--pairs N] [--json FILE]
 #                                   [--steps S] [--warmup W] [--targets]
 #                                   [--workload W] [--batch B] [--configs LIST]
+#                                   [--python PY]
 #     --bin     default build/ci/bench/ddpbench (this script builds nothing)
 #     --pairs   alternated (ddpbench, pytorch) pairs per configuration, default 5
 #     --json    also write the table as JSON here
@@ -18,14 +19,25 @@
 #     --batch     per device, default 64 (32 suits resnet-tiny)
 #     --configs   only these configurations, comma-separated (e.g. ddp-w2-mpi); not with
 #                 --targets, which needs them all
-#   env: PYTHON (default /usr/bin/python3, Debian's PyTorch); RUN_TIMEOUT (s per run, default 300)
+#     --python    the interpreter of the PyTorch side (torch_reference.py) and of the table:
+#                 default $PYTHON, else /usr/bin/python3 (Debian's PyTorch 1.13); a PyTorch 2.x
+#                 from scripts/peer/setup_torch2.sh: --python "$(scripts/peer/setup_torch2.sh)"
+#   env: PYTHON (see --python); RUN_TIMEOUT (s per run, default 300)
 #
-# Configurations (SGD lr 0.01 momentum 0.9, one thread per process, B = --batch):
+# Configurations (SGD lr 0.01 momentum 0.9 unless said, one thread per process, B = --batch):
 #   single    --mode single, batch B
 #   ddp-w2    --mode ddp --world-size 2, gloo, global batch 2B (B per rank)
 #   ddp-w1    --mode ddp --world-size 1, gloo, batch B: what hooks + buckets cost over single
 #   ddp-w2-mpi  ddp-w2 over MPI for ddpbench (started through mpirun), Gloo for PyTorch; only
 #             where mpirun is installed
+#   zero1     ZeRO-1, AdamW lr 0.001 (the optimizer whose state ZeRO shards), gloo, 2 ranks, B
+#             per rank: ddpbench --mode ddp --zero-stage 1 (its default variant, paper:
+#             gradients reduce-scattered, each rank steps its shard, parameters all-gathered)
+#             against PyTorch's DDP + torch.distributed.optim.ZeroRedundancyOptimizer(AdamW)
+#             (AllReduce, each rank steps the parameters it owns, each broadcast from its
+#             owner; parameters_as_bucket_view and overlap_with_ddp off, the defaults; the
+#             --zero-stage 1 of torch_reference.py). The performance issue's target: ZeRO-1
+#             step <= 0.8x PyTorch's (mlp-small, 64 per rank)
 # Every pair runs both programs back to back, alternating which goes first, so that drift of
 # the machine (thermal, neighbours, other builds) hits both sides alike. Per run the number
 # taken is the record's summary.step_time_ms.median; the table shows the median over pairs of
@@ -51,6 +63,9 @@ only_configs=""
 steps=30
 warmup=5
 python="${PYTHON:-/usr/bin/python3}"
+need_value() {
+  if [[ $# -lt 2 || -z "$2" ]]; then echo "compare_pytorch: $1 needs a value" >&2; exit 2; fi
+}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -62,12 +77,17 @@ while [[ $# -gt 0 ]]; do
     --workload) workload="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
     --configs) only_configs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --python) need_value "$@"; python="$2"; shift 2 ;;
+    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
     *) echo "compare_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 if [[ ! -x "$bin" ]]; then
   echo "compare_pytorch: no ddpbench binary at '$bin' (build it first, or pass --bin)" >&2
+  exit 2
+fi
+if ! "$python" -c 'import torch' >/dev/null 2>&1; then
+  echo "compare_pytorch: '$python' cannot import torch (--python: the PyTorch side's interpreter)" >&2
   exit 2
 fi
 if ! [[ "$pairs" =~ ^[1-9][0-9]*$ ]]; then
@@ -83,18 +103,21 @@ if ! [[ "$batch" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 "$bin" workloads --json > "$tmp/workloads.json"  # the presets torch_reference.py builds
-common=(--workload "$workload" --steps "$steps" --warmup "$warmup" --optimizer sgd --lr 0.01
-        --momentum 0.9 --quiet)
+common=(--workload "$workload" --steps "$steps" --warmup "$warmup" --quiet)
+# The optimizer, per configuration (ddpbench refuses an option given twice).
+sgd="--optimizer sgd --lr 0.01 --momentum 0.9"
+adamw="--optimizer adamw --lr 0.001"
 declare -A cfg_args=(
-  [single]="--mode single --global-batch $batch"
-  [ddp-w2]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch))"
-  [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch $batch"
-  [ddp-w2-mpi]="--mode ddp --world-size 2 --backend mpi --global-batch $((2 * batch))"
-  [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --no-overlap"
-  [single-b256]="--mode single --global-batch 256"
-  [dp-w2-b256]="--mode dp --world-size 2 --global-batch 256"
+  [single]="--mode single --global-batch $batch $sgd"
+  [ddp-w2]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) $sgd"
+  [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch $batch $sgd"
+  [ddp-w2-mpi]="--mode ddp --world-size 2 --backend mpi --global-batch $((2 * batch)) $sgd"
+  [zero1]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --zero-stage 1 $adamw"
+  [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --no-overlap $sgd"
+  [single-b256]="--mode single --global-batch 256 $sgd"
+  [dp-w2-b256]="--mode dp --world-size 2 --global-batch 256 $sgd"
 )
-configs=(single ddp-w2 ddp-w1)
+configs=(single ddp-w2 ddp-w1 zero1)
 # ddpbench over MPI where mpirun is installed, against PyTorch over Gloo (Debian's torch has no
 # MPI backend, and Gloo is the best it offers on CPU).
 if command -v mpirun >/dev/null; then configs+=(ddp-w2-mpi); fi

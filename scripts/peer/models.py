@@ -187,13 +187,20 @@ def resnet_for(workload, classes):
     return ResNet(block, stages, num_classes=classes)
 
 
-def make_optimizer(cfg, params):
-    """torch.optim.SGD or AdamW from ddpbench's record config.optimizer."""
+def optimizer_spec(cfg):
+    """(torch.optim class, its keyword arguments) for ddpbench's record config.optimizer:
+    make_optimizer's, and what torch_reference.py hands ZeroRedundancyOptimizer."""
     name = cfg["name"]
     if name == "sgd":
-        return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg["momentum"], dampening=0.0,
-                               weight_decay=cfg["weight_decay"], nesterov=False)
+        return torch.optim.SGD, {"lr": cfg["lr"], "momentum": cfg["momentum"], "dampening": 0.0,
+                                 "weight_decay": cfg["weight_decay"], "nesterov": False}
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]),
-                                 eps=cfg["eps"], weight_decay=cfg["weight_decay"])
+        return torch.optim.AdamW, {"lr": cfg["lr"], "betas": (cfg["beta1"], cfg["beta2"]),
+                                   "eps": cfg["eps"], "weight_decay": cfg["weight_decay"]}
     raise ValueError(f"unknown optimizer '{name}' (expected sgd or adamw)")
+
+
+def make_optimizer(cfg, params):
+    """torch.optim.SGD or AdamW from ddpbench's record config.optimizer."""
+    cls, kwargs = optimizer_spec(cfg)
+    return cls(params, **kwargs)

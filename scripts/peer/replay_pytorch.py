@@ -4,8 +4,10 @@
     replay_pytorch.py DIR [--tolerance 1e-4] [--n-head H] [--write-final PATH] [--quiet]
 
 DIR holds what bench/run/run_dump.h writes: meta.json, init.safetensors, the batches
-(batches.safetensors, or batches.rank{r}.safetensors for DDP) and final.safetensors; any mode
-(single, dp, ddp), without --accumulate; runs that ended at --epochs; DDP with
+(batches.safetensors, or batches.rank{r}.safetensors for DDP and ZeRO) and final.safetensors;
+any mode (single, dp, ddp; the ZeRO rows zero1, zero2 and zero1-pytorch, which dump DDP's
+layout and are replayed as DDP: sharding the optimizer state, or the gradients, changes where
+the arithmetic runs, not its result), without --accumulate; runs that ended at --epochs; DDP with
 --uneven-inputs join (join_step_loss); DDP with --comm-hook powersgd through the float64
 reference in powersgd_reference.py, fed the dumped random Q (powersgd_q.safetensors). Each step is replayed as the mode ran it (step_loss):
 that matters for models with BatchNorm, whose statistics are per replica or per rank.
@@ -66,13 +68,29 @@ def as_input(t, family, dtype=torch.float32):
     return t.to(dtype) if family in ("mlp", "resnet") else t.long()
 
 
+def per_rank(cfg):
+    """Whether the run was DDP's processes, a rank each: --mode ddp, and the ZeRO rows (meta.json
+    says zero1, zero2 or zero1-pytorch, with zero_stage 1 or 2), which train as DDP does."""
+    mode = cfg.get("mode", "single")
+    return mode == "ddp" or mode.startswith("zero") or int(cfg.get("zero_stage", 0)) > 0
+
+
 def load_batches(d, cfg):
-    """The dumped batches, one dict per rank: DDP ranks write batches.rank{r}.safetensors,
-    single and DP runs one batches.safetensors with the global batches."""
-    if cfg.get("mode", "single") != "ddp":
+    """The dumped batches, one dict per rank: DDP ranks (ZeRO's too) write
+    batches.rank{r}.safetensors, single and DP runs one batches.safetensors with the global
+    batches."""
+    if not per_rank(cfg):
         return [safetensors_lite.load(os.path.join(d, "batches.safetensors"))[0]]
     return [safetensors_lite.load(os.path.join(d, f"batches.rank{r}.safetensors"))[0]
             for r in range(int(cfg["world_size"]))]
+
+
+def mode_label(cfg):
+    """The mode as the replay line names it: a ZeRO row says it is replayed as DDP."""
+    mode = cfg.get("mode", "single")
+    if mode != "ddp" and per_rank(cfg):
+        return f"{mode} (ZeRO stage {cfg.get('zero_stage', '?')}, replayed as ddp)"
+    return mode
 
 
 def cross_entropy(logits, y):
@@ -140,10 +158,11 @@ def step_loss(model, cfg, xs, ys):
         normalises with the statistics of every rank's batch, in rank order);
       dp: one forward per replica on torch.chunk's parts, logits gathered, one loss; only
         replica 0's buffer updates survive (Note [DP buffers]);
-      ddp: one forward per rank on its batch, the mean of the per-rank mean losses (DDP
-        averages the ranks' gradients); the dump is rank 0's, so are the buffers."""
+      ddp (and ZeRO, per_rank): one forward per rank on its batch, the mean of the per-rank
+        mean losses (DDP averages the ranks' gradients, ZeRO reduce-scatters the same average);
+        the dump is rank 0's, so are the buffers."""
     mode = cfg.get("mode", "single")
-    if mode == "single" or (mode == "ddp" and cfg.get("sync_bn", False)):
+    if mode == "single" or (per_rank(cfg) and cfg.get("sync_bn", False)):
         return cross_entropy(model(torch.cat(xs)), torch.cat(ys))
     if mode == "dp":
         devices = cfg.get("devices") or ""
@@ -307,7 +326,7 @@ def main():
             return 2
         powersgd = PowerSgdReference(cfg["powersgd"], len(batches), drawn_q)
     print(f"replay: {workload} ({family}, {sum(p.numel() for p in own.values())} parameters), "
-          f"{total_steps} steps, {cfg.get('mode', 'single')} batch {list(batches[0]['step1.x'].shape)} "
+          f"{total_steps} steps, {mode_label(cfg)} batch {list(batches[0]['step1.x'].shape)} "
           f"x {len(batches)}, optimizer {cfg['optimizer']['name']} "
           f"lr {cfg['optimizer']['lr']:g} momentum {cfg['optimizer']['momentum']:g} "
           f"weight_decay {cfg['optimizer']['weight_decay']:g}, torch {torch.__version__}")

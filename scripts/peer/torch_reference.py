@@ -4,7 +4,8 @@
     torch_reference.py --mode single|ddp|dp --workload mlp-small [--device cpu|cuda] [--world-size N]
         [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
         [--weight-decay] [--backend gloo|nccl] [--bucket-cap-mb 25] [--first-bucket-mb 1]
-        [--grad-as-bucket-view] [--seed] [--precision fp32|tf32|bf16[,...]]
+        [--grad-as-bucket-view] [--zero-stage 0|1 | --zero] [--zero-bucket-view]
+        [--seed] [--precision fp32|tf32|bf16[,...]]
         [--attention math|flash[,...]] [--threads N]
         [--workloads-json FILE | --ddpbench BIN] [--out FILE] [--quiet]
 
@@ -32,6 +33,18 @@ Modes:
           one GPU), torch.nn.parallel.DistributedDataParallel(bucket_cap_mb,
           gradient_as_bucket_view), each rank training on global_batch / world_size samples.
           Rank 0 writes the record.
+          With --zero (--zero-redundancy, or ddpbench's own --zero-stage 1): ZeRO-1, the same
+          DDP with torch.distributed.optim.ZeroRedundancyOptimizer(optimizer_class=SGD or
+          AdamW, parameters_as_bucket_view=--zero-bucket-view (default False),
+          overlap_with_ddp=False) in place of the optimizer: DDP's AllReduce in backward, each
+          rank steps the parameters it owns (PyTorch's partition: largest first, to the rank
+          with the fewest elements so far), then every rank broadcasts its own (one broadcast
+          per parameter, or per rank's bucket with --zero-bucket-view). ddpbench's counterpart
+          is --zero-stage 1 --zero-variant pytorch (the row zero1-pytorch); its default
+          variant, paper, reduce-scatters and all-gathers instead. The record says so:
+          config.zero_stage 1, config.zero_variant "pytorch", config.zero (the class and its
+          arguments), mode.details.zero (the partition's elements per rank, this rank's
+          optimizer state). PyTorch has no ZeRO-2 optimizer (--zero-stage 2 is refused).
   dp      torch.nn.DataParallel over GPUs 0..N-1 (--device cuda); on a CPU-only PyTorch it
           prints why and exits 2.
 
@@ -48,8 +61,19 @@ bench/run/runner_ddp.cpp, bench/run/trainer.cpp): data + forward + backward + op
 mode zero_grad runs inside the backward phase (as in ddpbench); in ddp mode it runs before
 the timed region (ddpbench's DDP runner does not time it either). zero_grad uses PyTorch 1.13's
 default (set_to_none=False), which was measured faster here than set_to_none=True
-(docs/performance.md). Times come from time.perf_counter (a steady clock); CPU work is
-synchronous, so no device synchronisation is needed.
+(docs/performance.md); a PyTorch 2.x runs its own default, set_to_none=True, and the record's
+config.zero_grad_set_to_none says which ran. Times come from time.perf_counter (a steady
+clock); CPU work is synchronous, so no device synchronisation is needed. With --zero, ZeroRedundancyOptimizer.step() is two phases, as
+ddpbench's ZeRO rows split theirs: "optimizer" (the local step on this rank's shard) and
+"param_broadcast" (kind communication: _sync_params, every rank's shard broadcast from its
+owner), timed by wrapping the instance's _sync_params, which step() calls in PyTorch 1.13 and
+2.x; where a PyTorch has no _sync_params the whole step is "optimizer".
+
+PyTorch 2.x applies the first bucket's cap (dist._DEFAULT_FIRST_BUCKET_BYTES) only when
+bucket_cap_mb is left at its default (None, 25 MiB); 1.13 always does. So at --bucket-cap-mb 25
+the script passes None on such a PyTorch, and the buckets match 1.13's; at another cap such a
+PyTorch makes the first bucket as large as the others (a note says so; the record's
+mode.details.bucket_sizes has the buckets PyTorch made).
 
 DDP communication (per step, under steps[].mode): PyTorch's own DDP logger, sampled every
 iteration (_set_ddp_runtime_logging_sample_rate(1)), read through
@@ -63,6 +87,8 @@ and asks the logger once more after the last step. Per step:
     overlap_ratio    = backward_compute_comm_overlap_time / backward_comm_time
 ddpbench's comm_ms is the union of the collectives' busy intervals instead of one span, so
 small differences in comm_ms are a matter of definition; the exposed part is defined alike.
+With --zero these figures are backward's AllReduce alone (DDP's logger knows nothing of the
+optimizer); ZeroRedundancyOptimizer's broadcasts are the phase param_broadcast.
 """
 import argparse
 import datetime
@@ -97,7 +123,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import openblas_threads, percentile, set_cuda_tf32, summarize  # noqa: E402
-from models import Embed, Gpt, Mlp, gpt2_init_, make_optimizer  # noqa: E402
+from models import Embed, Gpt, Mlp, gpt2_init_, make_optimizer, optimizer_spec  # noqa: E402
 import workload_table  # noqa: E402  (ddpbench's presets: ddpbench workloads --json)
 
 DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
@@ -185,6 +211,14 @@ def parse_args(argv):
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
     ap.add_argument("--first-bucket-mb", type=float, default=1.0)
     ap.add_argument("--grad-as-bucket-view", action="store_true")
+    ap.add_argument("--zero-stage", type=int, default=0,
+                    help="ddp: 1 is ZeRO-1, torch.distributed.optim.ZeroRedundancyOptimizer around "
+                         "the optimizer (ddpbench's flag; 0: plain DDP, the default)")
+    ap.add_argument("--zero", "--zero-redundancy", dest="zero_stage", action="store_const",
+                    const=1, default=0, help="ddp: the same as --zero-stage 1")
+    ap.add_argument("--zero-bucket-view", action="store_true",
+                    help="--zero: parameters_as_bucket_view=True (one broadcast per rank's "
+                         "bucket instead of one per parameter)")
     ap.add_argument("--global-batch", type=int, default=0, help="default: the workload's")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -232,6 +266,14 @@ def parse_args(argv):
         args.backend = "nccl" if args.device == "cuda" else "gloo"
     if args.mode == "single" and args.world_size != 1:
         ap.error("--mode single runs on one device: drop --world-size")
+    if args.zero_stage not in (0, 1):
+        ap.error(f"--zero-stage {args.zero_stage}: PyTorch's torch.distributed.optim has ZeRO-1 "
+                 "only (ZeroRedundancyOptimizer); ddpbench's stage 2 has no counterpart here")
+    if args.zero_stage and args.mode != "ddp":
+        ap.error("--zero (ZeroRedundancyOptimizer) shards over DDP's ranks: it needs --mode ddp")
+    if args.zero_bucket_view and not args.zero_stage:
+        ap.error("--zero-bucket-view is ZeroRedundancyOptimizer's parameters_as_bucket_view: "
+                 "it goes with --zero")
     if args.mode == "ddp" and args.global_batch % args.world_size:
         ap.error(f"--global-batch {args.global_batch} does not divide into --world-size "
                  f"{args.world_size} ranks")
@@ -247,8 +289,26 @@ def _choices(ap, flag, text, allowed):
     return values
 
 
+def zero_grad_sets_to_none():
+    """The default of Optimizer.zero_grad's set_to_none (1.13: False, 2.x: True): the one this
+    script's opt.zero_grad() runs (ZeroRedundancyOptimizer inherits it)."""
+    import inspect
+    return bool(inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default)
+
+
+def zero_json(args):
+    """What --zero builds, as the record's config.zero states it."""
+    cls, _ = optimizer_spec({"name": args.optimizer, "lr": args.lr, "momentum": args.momentum,
+                             "weight_decay": args.weight_decay, "beta1": args.beta1,
+                             "beta2": args.beta2, "eps": args.eps})
+    return {"implementation": "torch.distributed.optim.ZeroRedundancyOptimizer",
+            "optimizer_class": f"torch.optim.{cls.__name__}",
+            "parameters_as_bucket_view": args.zero_bucket_view, "overlap_with_ddp": False,
+            "process_group": "the default group (every rank)"}
+
+
 def config_json(args):
-    return {"mode": args.mode, "workload": args.workload, "device": args.device,
+    cfg = {"mode": args.mode, "workload": args.workload, "device": args.device,
             "world_size": args.world_size, "backend": args.backend if args.mode == "ddp" else "",
             "bucket_cap_mb": args.bucket_cap_mb, "first_bucket_mb": args.first_bucket_mb,
             "grad_as_bucket_view": args.grad_as_bucket_view, "global_batch": args.global_batch,
@@ -258,7 +318,45 @@ def config_json(args):
                           "beta2": args.beta2, "eps": args.eps, "nesterov": False,
                           "dampening": 0.0},
             "precision": args.precision, "attention": args.attention,
-            "zero_grad_set_to_none": False, "out": args.out}
+            "zero_grad_set_to_none": zero_grad_sets_to_none(), "out": args.out,
+            # ddpbench's names: ZeroRedundancyOptimizer is its --zero-variant pytorch.
+            "zero_stage": args.zero_stage, "zero_variant": "pytorch" if args.zero_stage else ""}
+    if args.zero_stage:
+        cfg["zero"] = zero_json(args)
+    return cfg
+
+
+def ddp_bucket_cap(args, rank):
+    """DDP's bucket_cap_mb: None for the 25 MiB default on a PyTorch whose default is None
+    (2.x), which applies the first bucket's cap only then; see the module's docstring."""
+    import inspect
+    default = inspect.signature(torch.nn.parallel.DistributedDataParallel.__init__)\
+        .parameters["bucket_cap_mb"].default
+    if default is not None:
+        return args.bucket_cap_mb
+    if args.bucket_cap_mb == 25.0:
+        return None
+    if rank == 0 and args.first_bucket_mb != args.bucket_cap_mb:
+        print(f"torch_reference: note: torch {torch.__version__} applies no first-bucket cap with "
+              f"a bucket_cap_mb other than its default, so --first-bucket-mb "
+              f"{args.first_bucket_mb:g} may not apply (mode.details.bucket_sizes has the buckets)",
+              file=sys.stderr)
+    return args.bucket_cap_mb
+
+
+def zero_details(args, opt):
+    """The record's mode.details.zero: the configuration, the partition (elements each rank
+    steps) and this rank's optimizer state. The partition comes from ZeroRedundancyOptimizer's
+    _partition_parameters (None where a PyTorch lacks it)."""
+    out = zero_json(args)
+    try:
+        out["partition_numel"] = [sum(p.numel() for g in groups for p in g["params"])
+                                  for groups in opt._partition_parameters()]
+    except (AttributeError, TypeError, KeyError):
+        out["partition_numel"] = None
+    out["local_state_bytes"] = sum(t.numel() * t.element_size() for st in opt.optim.state.values()
+                                   for t in st.values() if torch.is_tensor(t))
+    return out
 
 
 # ---- DDP launcher -------------------------------------------------------------------------
@@ -338,7 +436,8 @@ def run(args):
         # The first bucket's cap is a module-level knob in PyTorch 1.13 (read in DDP's ctor).
         dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 1024 * 1024)
         net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if cuda else None, bucket_cap_mb=args.bucket_cap_mb,
+            model, device_ids=[device.index] if cuda else None,
+            bucket_cap_mb=ddp_bucket_cap(args, rank),
             gradient_as_bucket_view=args.grad_as_bucket_view)
         net._set_ddp_runtime_logging_sample_rate(1)
     if args.mode == "single":
@@ -346,7 +445,14 @@ def run(args):
     opt_cfg = {"name": args.optimizer, "lr": args.lr, "momentum": args.momentum,
                "weight_decay": args.weight_decay, "beta1": args.beta1, "beta2": args.beta2,
                "eps": args.eps}
-    opt = make_optimizer(opt_cfg, list(net.parameters()))
+    if args.zero_stage:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt_class, opt_kwargs = optimizer_spec(opt_cfg)
+        opt = ZeroRedundancyOptimizer(list(net.parameters()), optimizer_class=opt_class,
+                                      parameters_as_bucket_view=args.zero_bucket_view,
+                                      overlap_with_ddp=False, **opt_kwargs)
+    else:
+        opt = make_optimizer(opt_cfg, list(net.parameters()))
 
     batch = args.global_batch // world
     gen = torch.Generator().manual_seed(args.seed * 1000003 + rank)
@@ -354,8 +460,10 @@ def run(args):
     order = torch.randperm(DATASET_BATCHES * batch, generator=gen)
     data_x, data_y, order = data_x.to(device), data_y.to(device), order.to(device)
     if rank == 0:
-        print(f"torch_reference: mode {args.mode}, workload {args.workload} ({n_params} parameters), "
-              f"world size {world}, batch {batch} per rank, torch {torch.__version__}",
+        zero = (f", ZeroRedundancyOptimizer({type(opt.optim).__name__}, parameters_as_bucket_view="
+                f"{args.zero_bucket_view})" if args.zero_stage else "")
+        print(f"torch_reference: mode {args.mode}{zero}, workload {args.workload} ({n_params} "
+              f"parameters), world size {world}, batch {batch} per rank, torch {torch.__version__}",
               file=sys.stderr)
 
     total = args.warmup + args.steps
@@ -364,7 +472,7 @@ def run(args):
     # CPU: a steady clock (the work is synchronous). CUDA: events on the current stream, read
     # after the step's last one completes, as ddpbench times GPU work.
     if cuda:
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
         marks = iter(())
 
         def clock():
@@ -373,6 +481,15 @@ def run(args):
             return e
     else:
         clock = time.perf_counter
+    # --zero: step() = the local step, then _sync_params (the broadcasts); a mark between them.
+    sync_marks = []
+    if args.zero_stage and hasattr(opt, "_sync_params"):
+        sync_params = opt._sync_params
+
+        def timed_sync_params():
+            sync_marks.append(clock())
+            sync_params()
+        opt._sync_params = timed_sync_params
     for k in range(1, total + 1):
         if ddp:
             opt.zero_grad()  # untimed, as in ddpbench's DDP runner
@@ -393,16 +510,19 @@ def run(args):
             opt.zero_grad()  # inside the backward phase, as in ddpbench's single runner
         loss.backward()  # DDP: returns after every bucket's allreduce is done
         t3 = clock()
-        opt.step()
+        sync_marks.clear()
+        opt.step()  # --zero: marks sync_marks between the local step and the broadcasts
         t4 = clock()
+        span = [t0, t1, t2, t3] + sync_marks[:1] + [t4]
         if cuda:
             t4.synchronize()
-            span = [0.0] + [events[0].elapsed_time(e) / 1e3 for e in events[1:]]
-            t0, t1, t2, t3, t4 = span
-        phases = {"data": (t1 - t0) * 1e3, "forward": (t2 - t1) * 1e3,
-                  "backward": (t3 - t2) * 1e3, "optimizer": (t4 - t3) * 1e3}
+            span = [0.0] + [t0.elapsed_time(e) / 1e3 for e in span[1:]]
+        names = ["data", "forward", "backward", "optimizer"]
+        if len(span) == 6:
+            names.append("param_broadcast")
+        phases = {n: (b - a) * 1e3 for n, a, b in zip(names, span, span[1:])}
         rec = {"step": k, "measured": k > args.warmup, "loss": loss.item(),
-               "time_ms": (t4 - t0) * 1e3, "phases_ms": phases}
+               "time_ms": (span[-1] - span[0]) * 1e3, "phases_ms": phases}
         steps.append(rec)
         if ddp:
             logs.append(net._get_ddp_logging_data())  # holds step k-1's numbers
@@ -441,13 +561,16 @@ def run(args):
                    "ddp_logging_overlap_ratio": (avg["avg_backward_compute_comm_overlap_time"]
                                                  / avg["avg_backward_comm_time"])
                    if avg.get("avg_backward_comm_time") else None}
+        if args.zero_stage:
+            details["zero"] = zero_details(args, opt)
 
     measured = [s for s in steps if s["measured"]]
     st = summarize([s["time_ms"] for s in measured])
     # Each phase with its kind, as ddpbench's records carry it (Note [Phase kinds]).
-    phase_med = [{"phase": p, "kind": "data" if p == "data" else "compute",
+    kinds = {"data": "data", "param_broadcast": "communication"}
+    phase_med = [{"phase": p, "kind": kinds.get(p, "compute"),
                   "median_ms": percentile([s["phases_ms"][p] for s in measured], 50)}
-                 for p in ("data", "forward", "backward", "optimizer")]
+                 for p in measured[0]["phases_ms"]]
     samples_per_s = args.global_batch * 1000.0 / st["median"] if st["median"] > 0 else 0.0
     summary = {"step_time_ms": st, "phases_median_ms": phase_med, "samples_per_s": samples_per_s,
                "tokens_per_s": samples_per_s * tokens_per_sample(spec),

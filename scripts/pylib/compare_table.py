@@ -15,8 +15,8 @@ import perf_targets
 import run_record
 
 # Those compare_pytorch.sh ran (all by default; ddp-w2-mpi where mpirun is installed; --configs
-# picks some) have records.
-CONFIGS = ["single", "ddp-w2", "ddp-w1", "ddp-w2-mpi"]
+# picks some) have records. zero1 trains with AdamW, the others with SGD.
+CONFIGS = ["single", "ddp-w2", "ddp-w1", "ddp-w2-mpi", "zero1"]
 SOLO_CONFIGS = ["ddp-w2-noovl", "single-b256", "dp-w2-b256"]  # ddpbench only
 SIDES = ["ddpbench", "pytorch"]
 
@@ -74,7 +74,10 @@ def targets_of(t, gloo_ratio):
     exposed = d2["exposed_ms"] / solo["ddp-w2-noovl"]["exposed_ms"]
     mpi = [row("cpu.ddp_mpi_vs_pytorch", c["ddp-w2-mpi"]["ratio"], f"{c['ddp-w2-mpi']['ratio']:.3f}")
            ] if "ddp-w2-mpi" in c else []
-    return mpi + [
+    zero1 = [row("cpu.zero1_vs_pytorch", c["zero1"]["ratio"],
+                 f"{c['zero1']['ratio']:.3f} ({c['zero1']['ddpbench']['step_ms']:.2f} / "
+                 f"{c['zero1']['pytorch']['step_ms']:.2f} ms)")] if "zero1" in c else []
+    return mpi + zero1 + [
         row("cpu.ddp_w2_vs_pytorch", r, f"{r:.3f}"),
         row("cpu.ddp_w1_overhead", over, f"{100 * over:.1f}%"),
         row("cpu.dp_w2_speedup", speed, f"{speed:.2f}x"),
@@ -89,8 +92,9 @@ def targets_of(t, gloo_ratio):
 
 
 def print_table(t):
-    print(f"{t['workload']}, SGD momentum 0.9, one thread per process, {t['pairs']} alternated "
-          f"pairs of {t['steps']} measured steps; median over pairs of each run's median")
+    adamw = " (zero1: AdamW)" if "zero1" in t["configs"] else ""
+    print(f"{t['workload']}, SGD momentum 0.9{adamw}, one thread per process, {t['pairs']} "
+          f"alternated pairs of {t['steps']} measured steps; median over pairs of each run's median")
     print(f"{'config':<8} {'ddpbench ms':>11} {'pytorch ms':>10} {'ratio':>6}   "
           f"{'overlap d/p':>11}   {'span-ovl d/p':>12}   {'comm ms d/p':>13}   "
           f"{'exposed ms d/p':>14}")

@@ -47,6 +47,8 @@ TARGETS = {
     "cpu.collectives_vs_raw": Target(
         "ddpbench collectives busbw / the bare library's, every size >= 64 KiB", ">=", 0.95),
     "cpu.ddp_mpi_vs_pytorch": Target("DDP 2 ranks over MPI step / PyTorch DDP over Gloo", "<=", 0.60),
+    "cpu.zero1_vs_pytorch": Target(
+        "ZeRO-1 step / PyTorch ZeroRedundancyOptimizer (AdamW)", "<=", 0.80),
     "cpu.bucket_auto_vs_best": Target("bucket autotune / best fixed bucket cap", "<=", 1.05),
     "cpu.powersgd_vs_fp32": Target("PowerSGD step / fp32 step", "<", 1.0),
     "cpu.loader_vs_pytorch": Target(

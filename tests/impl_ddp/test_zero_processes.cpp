@@ -99,24 +99,44 @@ TEST(Zero, MovesThePapersTwoPsiAndGathersInItsOwnPhase) {
   EXPECT_TRUE(gathered);
 }
 
-// Note [Memory categories]: each rank holds 1/N of DDP's optimizer state (AdamW's two moments,
-// 8Ψ in DDP) and DDP's parameters, at the peak of every rank.
-TEST(Zero, ARankHoldsItsShareOfTheOptimizerState) {
+// Note [Model-state memory]: each rank holds what its design's formula promises, at the peak
+// of the measured steps: DDP 16Ψ and ZeRO-1 8Ψ + 8Ψ/N exactly (AdamW, fp32). ZeRO-2 holds 4Ψ/N
+// of gradients plus the buckets in flight (Note [ZeRO gradient release]): with small buckets
+// less than ZeRO-1's full set, with buckets as large as the model no less, which the record's
+// ratio says.
+TEST(Zero, EveryStageHoldsWhatItsFormulaPromises) {
   TempDir dir("zero_memory");
-  const std::string args =
-      " --workload mlp-small --world-size 2 --global-batch 16 --optimizer adamw";
-  train(dir, "ddp", "--mode ddp" + args, 3, 2, 1);
-  train(dir, "zero1", "--mode zero1" + args, 3, 2, 1);
-  const auto category = [&](const std::string& name, int rank, const char* key) {
-    const nlohmann::json r = record(dir, name);
-    return r["ranks"][rank]["memory"][0]["by_category"][key].get<double>();
-  };
+  const std::string args = " --workload gpt-tiny --world-size 2 --optimizer adamw";
+  const std::string small_buckets = " --bucket-cap-mb 0.1 --first-bucket-mb 0.1";
+  train(dir, "ddp", "--mode ddp" + args, 3, 3, 1);
+  train(dir, "zero1", "--mode zero1" + args, 3, 3, 1);
+  train(dir, "zero2", "--mode zero2" + args + small_buckets, 3, 3, 1);
+  train(dir, "zero2_big", "--mode zero2" + args, 3, 3, 1);
   const double psi = record(dir, "ddp")["workload"]["parameters"].get<double>();
+  const auto memory = [&](const std::string& name, int rank) {
+    return record(dir, name)["ranks"][rank]["memory"][0];
+  };
+  const struct {
+    const char* name;
+    double parameters, gradients, optimizer_state;
+  } formulas[] = {{"ddp", 4, 4, 8}, {"zero1", 4, 4, 4}, {"zero2", 4, 2, 4}, {"zero2_big", 4, 2, 4}};
   for (int rank : {0, 1}) {
-    EXPECT_NEAR(category("ddp", rank, "optimizer_state"), 8 * psi, 0.05 * 8 * psi) << rank;
-    EXPECT_NEAR(category("zero1", rank, "optimizer_state"), 4 * psi, 0.1 * 4 * psi) << rank;
-    EXPECT_NEAR(category("ddp", rank, "parameters"), 4 * psi, 0.05 * 4 * psi) << rank;
-    EXPECT_NEAR(category("zero1", rank, "parameters"), 4 * psi, 0.05 * 4 * psi) << rank;
+    for (const auto& f : formulas) {
+      const nlohmann::json m = memory(f.name, rank);
+      SCOPED_TRACE(std::string(f.name) + " rank " + std::to_string(rank) + ": " + m.dump());
+      EXPECT_NEAR(m["expected_by_category"]["parameters"].get<double>(), f.parameters * psi, 1);
+      EXPECT_NEAR(m["expected_by_category"]["gradients"].get<double>(), f.gradients * psi, 1);
+      EXPECT_NEAR(m["expected_by_category"]["optimizer_state"].get<double>(),
+                  f.optimizer_state * psi, 1);
+      EXPECT_NEAR(m["ratio_by_category"]["parameters"].get<double>(), 1.0, 0.05);
+      EXPECT_NEAR(m["ratio_by_category"]["optimizer_state"].get<double>(), 1.0, 0.05);
+    }
+    EXPECT_NEAR(memory("ddp", rank)["ratio_by_category"]["model_state"].get<double>(), 1.0, 0.05);
+    EXPECT_NEAR(memory("zero1", rank)["ratio_by_category"]["model_state"].get<double>(), 1.0, 0.05);
+    const double zero1_gradients = memory("zero1", rank)["by_category"]["gradients"].get<double>();
+    EXPECT_LT(memory("zero2", rank)["by_category"]["gradients"].get<double>(),
+              0.95 * zero1_gradients);
+    EXPECT_GT(memory("zero2_big", rank)["ratio_by_category"]["gradients"].get<double>(), 1.4);
   }
 }
 

@@ -195,12 +195,14 @@ class CompareTable(unittest.TestCase):
         step_ms = {("ddpbench", "single"): 10, ("pytorch", "single"): 12,
                    ("ddpbench", "ddp-w2"): 14, ("pytorch", "ddp-w2"): 20,
                    ("ddpbench", "ddp-w1"): 10.2, ("pytorch", "ddp-w1"): 13,
+                   ("ddpbench", "zero1"): 15, ("pytorch", "zero1"): 20,
                    ("ddpbench", "ddp-w2-noovl"): 16, ("ddpbench", "single-b256"): 40,
                    ("ddpbench", "dp-w2-b256"): 25}
         with tempfile.TemporaryDirectory() as d:
             for (side, cfg), ms in step_ms.items():
                 mode = dict(ddp_mode, comm_exposed_ms=4.0 if cfg == "ddp-w2-noovl" else 1.0)
-                steps = [{"measured": True, "mode": mode, "loss": 1.0}] if "ddp" in cfg else []
+                steps = ([{"measured": True, "mode": mode, "loss": 1.0}]
+                         if "ddp" in cfg or cfg == "zero1" else [])
                 paths = [write_json(f"{d}/{side}.{cfg}.{i}.json", dict(record(ms + i), steps=steps))
                          for i in (-1, 0, 1)]
                 pathlib.Path(f"{d}/records.{side}.{cfg}").write_text("\n".join(paths) + "\n")
@@ -212,6 +214,9 @@ class CompareTable(unittest.TestCase):
         self.assertEqual(status["DP 2 devices speed-up over single, batch 256"], "met")
         self.assertEqual(status["exposed comm with overlap / --no-overlap"], "met")  # 0.25
         self.assertEqual(status["Gloo allreduce through the group / raw Gloo, 64 MiB"], "met")
+        self.assertAlmostEqual(t["configs"]["zero1"]["ratio"], 15 / 20)
+        zero1 = [r for r in t["targets"] if r["target"].startswith("ZeRO-1 step")]
+        self.assertEqual([(r["goal"], r["status"]) for r in zero1], [("<= 0.80", "met")])  # 0.75
 
     def test_only_the_configurations_that_ran(self):  # compare_pytorch.sh --configs ddp-w2-mpi
         mode = {"overlap_ratio": 0.9, "comm_ms": 9.0, "comm_exposed_ms": 1.0}

@@ -37,6 +37,7 @@ inline json design_rows() {
                 {"has_buckets", buckets},
                 {"overlaps_backward", buckets},
                 {"shards_parameters", false},
+                {"shards_gradients", false},
                 {"shards_optimizer_state", false},
                 {"gradient_op", op},
                 {"phases", std::move(phases)}};

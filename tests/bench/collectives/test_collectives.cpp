@@ -273,7 +273,8 @@ TEST(CollectivesCommand, EveryOpOnTwoGlooRanksIsRightAndTheRecordValidates) {
   const std::string out = dir / "c.json";
   const auto r = run_cli(
       "collectives -g 2 -b 1K -e 64K -f 4 "
-      "-o allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv -c -I -n 4 -w 1 "
+      "-o allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
+      "allgather_coalesced,reduce_scatter_coalesced -c -I -n 4 -w 1 "
       "-J " +
       out);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -284,21 +285,23 @@ TEST(CollectivesCommand, EveryOpOnTwoGlooRanksIsRightAndTheRecordValidates) {
   EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
   const auto rec = read(out);
   EXPECT_EQ(rec["kind"], "collectives");
-  ASSERT_EQ(rec["results"].size(), 28u) << "7 ops x 1K, 4K, 16K, 64K";
+  ASSERT_EQ(rec["results"].size(), 36u) << "9 ops x 1K, 4K, 16K, 64K";
   for (const auto& x : rec["results"]) {
     EXPECT_EQ(x["wrong"], 0) << x.dump();
     EXPECT_GT(x["time_us"].get<double>(), 0) << x.dump();
     EXPECT_TRUE(x.contains("p50_us") && x.contains("p99_us")) << x.dump();
     // nccl-tests' factors at 2 ranks: 2(n-1)/n = 1 for allreduce, 1 for broadcast, reduce and
-    // sendrecv, (n-1)/n = 1/2 for allgather, reduce_scatter and alltoall.
+    // sendrecv, (n-1)/n = 1/2 for allgather, reduce_scatter, alltoall and the coalesced ones.
     const std::string op = x["op"];
-    const double factor =
-        op == "allgather" || op == "reduce_scatter" || op == "alltoall" ? 0.5 : 1.0;
+    const double factor = op == "allgather" || op == "reduce_scatter" || op == "alltoall" ||
+                                  op.ends_with("_coalesced")
+                              ? 0.5
+                              : 1.0;
     EXPECT_NEAR(x["busbw_GBps"].get<double>(), factor * x["algbw_GBps"].get<double>(), 1e-9);
     EXPECT_NEAR(x["algbw_GBps"].get<double>(),
                 x["size_bytes"].get<double>() / x["time_us"].get<double>() / 1e3, 1e-9);
   }
-  ASSERT_EQ(rec["ops"].size(), 7u);
+  ASSERT_EQ(rec["ops"].size(), 9u);
   // Note [Clock offset for arrivals]: two ranks of one host read one clock, so the skew is
   // exact (and shown, not "<X").
   ASSERT_EQ(rec["clock"]["uncertainty_us"], nlohmann::json::array({0.0, 0.0}))
@@ -374,14 +377,14 @@ TEST(CollectivesCommand, EveryOpOnTwoMpiRanksIsRightAndTheRecordValidates) {
   const std::string out = dir / "c.json";
   const auto r = run_cli(
       "collectives --backend mpi -g 2 -b 1K -e 64K -f 8 "
-      "-o allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv -c -I -n 3 -w 1 "
-      "--timeout 60 -J " +
+      "-o allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
+      "allgather_coalesced,reduce_scatter_coalesced -c -I -n 3 -w 1 --timeout 60 -J " +
       out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("through mpirun"), std::string::npos) << r.output;
   const auto rec = read(out);
   EXPECT_EQ(rec["config"]["backend"], "mpi");
-  ASSERT_EQ(rec["results"].size(), 21u) << "7 ops x 1K, 8K, 64K";
+  ASSERT_EQ(rec["results"].size(), 27u) << "9 ops x 1K, 8K, 64K";
   for (const auto& x : rec["results"]) {
     EXPECT_EQ(x["wrong"], 0) << x.dump();
     EXPECT_GT(x["time_us"].get<double>(), 0) << x.dump();
@@ -405,17 +408,19 @@ TEST(CollectivesCommand, HalfPrecisionSumsAreCheckedOnThreeRanks) {
 }
 
 TEST(CollectivesCommand, RootedAndPairwiseExchangesAreRightOnThreeRanks) {
-  // reduce to rank 0, alltoall's personalised chunks and the ring's sendrecv: each result
-  // differs from every other rank's, so a chunk from the wrong peer is counted.
-  const auto r =
-      run_cli("collectives -g 3 -b 120 -e 12K -f 10 -o reduce,alltoall,sendrecv -c -n 3 -w 1");
+  // reduce to rank 0, alltoall's personalised chunks, the ring's sendrecv and the coalesced
+  // ops' parts (ZeRO's collectives): each result differs from every other rank's, so a chunk
+  // from the wrong peer or the wrong part is counted.
+  const auto r = run_cli(
+      "collectives -g 3 -b 120 -e 12K -f 10 "
+      "-o reduce,alltoall,sendrecv,allgather_coalesced,reduce_scatter_coalesced -c -n 3 -w 1");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
   size_t ok = 0;
   for (size_t at = r.output.find("Out of bounds values : 0 OK"); at != std::string::npos;
        at = r.output.find("Out of bounds values : 0 OK", at + 1))
     ++ok;
-  EXPECT_EQ(ok, 3u) << r.output;
+  EXPECT_EQ(ok, 5u) << r.output;
 }
 
 // Under torchrun's, mpirun's and srun's environment each process is one rank: two started by

@@ -48,6 +48,25 @@ TEST(CostModel, ReduceScatterAndAllGatherAreHalfARing) {
   }
 }
 
+// ZeRO's collectives on a topology: a ring in one node; across nodes a ring in the node over
+// the whole buffer and one between nodes over each device's 1/node_size. PyTorch's ZeRO-1
+// broadcasts every owner's share in turn: p(p-1)·α + n/β on the slowest link.
+TEST(CostModel, ShardedCollectivesOnATopology) {
+  const Topology t = topology_preset("nvlink+ib-ndr");
+  const double n = 1e8;
+  EXPECT_EQ(reduce_scatter_ms(n, 1, t), 0);
+  EXPECT_NEAR(reduce_scatter_ms(n, 8, t), ring_reduce_scatter_ms(n, 8, t.intra), 1e-12);
+  EXPECT_NEAR(all_gather_ms(n, 8, t), ring_all_gather_ms(n, 8, t.intra), 1e-12);
+  EXPECT_NEAR(reduce_scatter_ms(n, 64, t),
+              ring_reduce_scatter_ms(n, 8, t.intra) + ring_reduce_scatter_ms(n / 8, 8, *t.inter),
+              1e-12);
+  EXPECT_NEAR(sharded_broadcast_ms(n, 4, t),
+              4 * 3 * t.intra.alpha_us / 1e3 + n / (t.intra.bandwidth_GBps * 1e6), 1e-12);
+  EXPECT_NEAR(sharded_broadcast_ms(n, 16, t),
+              16 * 15 * t.inter->alpha_us / 1e3 + n / (t.inter->bandwidth_GBps * 1e6), 1e-9);
+  EXPECT_THROW(reduce_scatter_ms(n, 16, topology_preset("nvlink")), UsageError);
+}
+
 TEST(CostModel, HierarchicalAllReduceCrossesNodesWithItsShare) {
   Topology t = topology_preset("nvlink+ib-ndr");
   ASSERT_EQ(t.node_size, 8);

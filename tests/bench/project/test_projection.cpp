@@ -13,6 +13,7 @@
 #include "bench/project/compute_rate.h"
 #include "bench/project/projection.h"
 #include "bench/project/suite_projection.h"
+#include "bench/run/flag_values.h"
 #include "core/check.h"
 #include "reports/projection_view.h"
 #include "reports/schema_validator.h"
@@ -389,6 +390,82 @@ TEST(DesignsKeyedByName, ADesignLeavingAtItsNodeIsNoCrossover) {
   EXPECT_LT(w.points.back().design("ddp")->step_ms, w.points.back().design("toy-ddp")->step_ms);
   EXPECT_LT(w.points[3].design("dp")->step_ms, w.points[3].design("ddp")->step_ms) << "at 8";
   EXPECT_FALSE(w.crossover.value.has_value()) << w.crossover.value->devices;
+}
+
+// Note [Sharded steps]: ZeRO's row (gradient_op reduce_scatter, the optimizer state sharded,
+// the parameters all-gathered after the step), calibrated on the toy's DDP run as if measured
+// at 2 devices: its buckets reduce-scattered after backward, its optimizer over 2/N of the
+// measured one, then the gather, all of it exposed. PyTorch's variant keeps the AllReduce and
+// broadcasts every share.
+TEST(ShardedSteps, ZeroReduceScattersStepsItsShareAndGathersTheParameters) {
+  ProjectionBasis b = basis();
+  DesignBasis zero = b.designs[kDdp];
+  zero.design.name = "zero1", zero.design.label = "ZeRO-1";
+  zero.design.gradient_op = "reduce_scatter";
+  zero.design.overlaps_backward = false;
+  zero.design.shards_optimizer_state = true;
+  auto& in = std::get<AllReduceInputs>(zero.inputs);
+  in.optimizer_shards = 2, in.gather = ParameterGather::AllGather, in.parameter_bytes = 50e6;
+  const Topology t = measured_class();
+  const DesignPoint at8 = project_design(b, zero, t, 8, {}).value();
+  const double gather = all_gather_ms(50e6, 8, t);
+  EXPECT_NEAR(at8.comm_ms, 2 * reduce_scatter_ms(25e6, 8, t) + gather, 1e-9);
+  EXPECT_NEAR(at8.exposed_ms, at8.comm_ms, 1e-9) << "after backward, then after the optimizer";
+  const double compute = in.forward_ms + in.backward_ms;  // the measured class: unscaled
+  EXPECT_NEAR(at8.step_ms, in.data_ms + compute + at8.exposed_ms + in.optimizer_ms * 2 / 8, 1e-9);
+  // PyTorch's ZeroRedundancyOptimizer: DDP's overlapped AllReduce, then the broadcasts.
+  DesignBasis pytorch = b.designs[kDdp];
+  pytorch.design.name = "zero1-pytorch";
+  pytorch.design.shards_optimizer_state = true;
+  auto& pin = std::get<AllReduceInputs>(pytorch.inputs);
+  pin.optimizer_shards = 2, pin.gather = ParameterGather::Broadcast, pin.parameter_bytes = 50e6;
+  const DesignPoint ddp8 = ddp_at(b, t, 8, {});
+  const DesignPoint pt8 = project_design(b, pytorch, t, 8, {}).value();
+  EXPECT_NEAR(pt8.comm_ms, ddp8.comm_ms + sharded_broadcast_ms(50e6, 8, t), 1e-9);
+  EXPECT_NEAR(pt8.step_ms - ddp8.step_ms,
+              sharded_broadcast_ms(50e6, 8, t) - in.optimizer_ms * (1 - 2.0 / 8), 1e-9);
+}
+
+// Note [Projected memory]: ZeRO-2 measured at 2 devices (Ψ = 1e6, AdamW: 4Ψ + 2Ψ + 4Ψ of model
+// state in a 100 MB peak with 10 MB of activations) at 8 devices holds 4Ψ + 0.5Ψ + 1Ψ, the
+// rest as measured; at twice the per-device batch twice the activations. On a 1 GB device the
+// family's largest preset within 1e9 / 95.5 parameters fits.
+TEST(ProjectedMemory, ModelStateMovesByTheFormulasAndTheFitNamesAPreset) {
+  ProjectionBasis b = basis();
+  DesignBasis& d = b.designs[kDdp];
+  d.design.shards_gradients = d.design.shards_optimizer_state = true;
+  d.memory =
+      MemoryBasis{100e6,
+                  10e6,
+                  {{"parameters", 4000000}, {"gradients", 2000000}, {"optimizer_state", 4000000}},
+                  2,
+                  1000000};
+  EXPECT_NEAR(*projected_memory(d, 8, {}), 95.5e6, 1);
+  EXPECT_NEAR(*projected_memory(d, 2, {}), 100e6, 1) << "as measured";
+  EXPECT_NEAR(*projected_memory(d, 8, {64, 0, 0}), 105.5e6, 1) << "per-device batch 32 -> 64";
+  EXPECT_FALSE(projected_memory(b.designs[0], 8, {})) << "a record without a promise";
+  b.family_presets = {{"toy-small", 1000000}, {"toy-big", 10000000}, {"toy-huge", 100000000}};
+  const auto fit = memory_fit(b, d, 8, {0, 0, 1e9});
+  ASSERT_TRUE(fit);
+  EXPECT_NEAR(fit->bytes_per_parameter, 95.5, 1e-9);
+  EXPECT_EQ(fit->max_parameters, static_cast<int64_t>(1e9 / 95.5));
+  EXPECT_EQ(fit->largest_preset, "toy-big");
+  const auto p = make_projection(
+      ProjectionSource{.name = "toy", .bases = {b}, .measured = {{}}, .device = "cuda"},
+      measured_class(), {8}, {0, 0, 1e9});
+  EXPECT_TRUE(reports::validate_projection_record(p.to_json()).empty())
+      << reports::format_errors(reports::validate_projection_record(p.to_json()));
+  const std::string line = reports::memory_fit_line(p, p.workloads[0]);
+  EXPECT_NE(line.find("memory per device at 8 devices: "), std::string::npos) << line;
+  EXPECT_NE(line.find("DDP fits 10.5M parameters"), std::string::npos) << line;
+}
+
+TEST(DeviceMemoryFlag, SizesWithUnitsAndOneLineRefusals) {
+  EXPECT_EQ(parse_memory_size_flag("--device-memory", "80GiB"), 80.0 * (1 << 30));
+  EXPECT_EQ(parse_memory_size_flag("--device-memory", "141GB"), 141e9);
+  EXPECT_EQ(parse_memory_size_flag("--device-memory", "1048576"), 1048576.0);
+  for (const char* bad : {"", "80 GiB", "80gib", "-1GB", "0", "GiB", "1e30TB", "nan"})
+    EXPECT_THROW(parse_memory_size_flag("--device-memory", bad), UsageError) << bad;
 }
 
 }  // namespace projection_test

@@ -227,6 +227,25 @@ TEST_F(ReplayTest, MlpSmallDdpStaticGraphMatchesTheFloat64Reference) {
                          "--mode ddp --world-size 2 --static-graph", 3});
 }
 
+// ZeRO shards the optimizer state (stage 2 the gradients too), but every rank's update is
+// DDP's (Note [ZeRO in DDP]): scripts/peer/replay_pytorch.py replays the dump as DDP. AdamW,
+// the state ZeRO shards, against the float64 reference, for both stage-1 schemes and stage 2.
+TEST_F(ReplayTest, MlpSmallZeroMatchesTheFloat64DdpReference) {
+  for (const char* zero :
+       {"--zero-stage 1", "--zero-stage 2", "--zero-stage 1 --zero-variant pytorch"}) {
+    SCOPED_TRACE(zero);
+    expect_replay_matches({"mlp-small", "adamw", 32, 0.001, 0.0, 0.1, "float64",
+                           std::string("--mode ddp --world-size 2 ") + zero, 3});
+  }
+}
+
+// Stage 2 on three ranks (shards that end in padding), SGD with momentum, in small buckets
+// (Note [ZeRO gradient release]: buffers given back and allocated again every step).
+TEST_F(ReplayTest, MlpSmallZero2OnThreeRanksMatchesPyTorch) {
+  expect_replay_matches({"mlp-small", "sgd", 48, 0.01, 0.9, 0.01, "float32",
+                         "--mode ddp --world-size 3 --zero-stage 2 --bucket-cap-mb 1", 3});
+}
+
 // DDP over MPI (--backend mpi: ddpbench starts its ranks through mpirun) against the float64
 // replay.
 TEST_F(ReplayTest, MlpSmallDdpOverMpiMatchesTheFloat64Reference) {

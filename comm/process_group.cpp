@@ -122,28 +122,30 @@ static std::shared_ptr<Store> group_store(const std::shared_ptr<Store>& store, i
 namespace {
 
 std::shared_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& store, int rank,
-                                              int size, const ProcessGroupOptions& options) {
+                                              int size, const ProcessGroupOptions& options,
+                                              bool prefixed = false) {
 #if defined(DDPB_HAVE_CUDA) && defined(DDPB_HAVE_NCCL)
   if (!options.device.is_cuda()) {
     throw UsageError("NCCL backend needs CUDA GPUs; use --backend gloo (rank " +
                      std::to_string(rank) + " was given " + options.device.str() + ")");
   }
   require_device(options.device);
-  return std::make_shared<ProcessGroupNccl>(group_store(store, rank), rank, size, options);
+  return std::make_shared<ProcessGroupNccl>(prefixed ? store : group_store(store, rank), rank, size,
+                                            options);
 #else
-  (void)store, (void)rank, (void)size, (void)options;
+  (void)store, (void)rank, (void)size, (void)options, (void)prefixed;
   throw UsageError(
       "NCCL backend needs CUDA GPUs; use --backend gloo (this build has no CUDA/NCCL)");
 #endif
 }
 
-std::shared_ptr<ProcessGroup> make_mpi_group(int rank, int size,
-                                             const ProcessGroupOptions& options) {
+std::shared_ptr<ProcessGroup> make_mpi_group(int rank, int size, const ProcessGroupOptions& options,
+                                             const std::vector<int>& members = {}) {
 #if defined(DDPB_HAVE_MPI)
   require_device(options.device);
-  return std::make_shared<ProcessGroupMpi>(rank, size, options);
+  return std::make_shared<ProcessGroupMpi>(rank, size, options, members);
 #else
-  (void)rank, (void)size, (void)options;
+  (void)rank, (void)size, (void)options, (void)members;
   throw UsageError("--backend mpi: this build has no MPI (install libopenmpi-dev and rebuild)");
 #endif
 }
@@ -174,6 +176,37 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
   if (options.backend == CommBackend::Mpi) return make_mpi_group(rank, size, options);
   require_device(options.device);
   return std::make_shared<ProcessGroupGloo>(group_store(store, rank), rank, size, options);
+}
+
+// Note [Sub-groups].
+std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
+                                        int world_size, const std::vector<int>& ranks,
+                                        const ProcessGroupOptions& options) {
+  DDPB_USAGE_CHECK(!ranks.empty()) << "new_group: no ranks";
+  std::vector<bool> seen(static_cast<size_t>(std::max(world_size, 0)), false);
+  int position = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    DDPB_USAGE_CHECK(r >= 0 && r < world_size && !seen[static_cast<size_t>(r)])
+        << "new_group: rank " << r << " is " << (r >= 0 && r < world_size ? "repeated" : "not")
+        << " in a world of " << world_size;
+    seen[static_cast<size_t>(r)] = true;
+    if (r == world_rank) position = static_cast<int>(i);
+  }
+  const int size = static_cast<int>(ranks.size());
+  if (options.backend == CommBackend::Mpi) {
+#if defined(DDPB_HAVE_MPI)
+    if (position < 0) ProcessGroupMpi::split_without_me();
+#endif
+    return position < 0 ? nullptr : make_mpi_group(position, size, options, ranks);
+  }
+  DDPB_CHECK(store != nullptr) << "new_group(rank " << world_rank << ") needs a store";
+  std::shared_ptr<Store> prefixed = group_store(store, world_rank);  // counted by every rank
+  if (position < 0) return nullptr;
+  if (options.backend == CommBackend::Nccl)
+    return make_nccl_group(prefixed, position, size, options, true);
+  require_device(options.device);
+  return std::make_shared<ProcessGroupGloo>(prefixed, position, size, options);
 }
 
 }  // namespace ddpb::comm

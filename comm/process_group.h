@@ -167,4 +167,19 @@ struct ProcessGroupOptions {
 std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                  const ProcessGroupOptions& options);
 
+// Note [Sub-groups]
+// ~~~~~~~~~~~~~~~~~
+// PyTorch's dist.new_group(ranks): a group of some of the world's ranks, as the hybrid designs
+// need (a shard group inside a node, a replicate group across nodes). Every rank of the world
+// calls it, in the same order as its other groups, with the same `ranks` (distinct world
+// ranks): a member gets a group in which it is rank i where ranks[i] is its world rank, the
+// others nullptr. Gloo and NCCL meet under the group's own store prefix (Note [Process group
+// store prefix], counted by every world rank so that later groups stay in step); MPI splits
+// MPI_COMM_WORLD, which every world rank takes part in. The same call with every rank makes a
+// second queue over the same store: its collectives never wait behind the first group's.
+// UsageError for ranks out of the world, repeated or empty.
+std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
+                                        int world_size, const std::vector<int>& ranks,
+                                        const ProcessGroupOptions& options);
+
 }  // namespace ddpb::comm

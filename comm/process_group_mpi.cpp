@@ -22,6 +22,8 @@
 #include "comm/flight_recorder.h"
 #include "comm/host_sum.h"
 #include "core/clock.h"
+#include "core/ops.h"
+#include "core/stream.h"
 
 namespace ddpb::comm {
 namespace {
@@ -129,21 +131,28 @@ struct ProcessGroupMpi::Mpi {
   std::thread watchdog;
 };
 
-ProcessGroupMpi::ProcessGroupMpi(int rank, int size, const ProcessGroupOptions& options)
+ProcessGroupMpi::ProcessGroupMpi(int rank, int size, const ProcessGroupOptions& options,
+                                 const std::vector<int>& members)
     : HostProcessGroup(rank, size, options, "mpi"), mpi_(std::make_unique<Mpi>()) {
   MpiProcess& process = mpi_process();
   int world_rank = -1, world_size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  DDPB_USAGE_CHECK(world_rank == rank && world_size == size)
+  const bool whole = members.empty();
+  DDPB_USAGE_CHECK(whole ? world_rank == rank && world_size == size
+                         : static_cast<int>(members.size()) == size &&
+                               members[static_cast<size_t>(rank)] == world_rank)
       << "the MPI backend needs its ranks started by one MPI launcher (mpirun or srun): this "
          "process is rank "
       << world_rank << " of " << world_size << " in MPI_COMM_WORLD, but rank " << rank << " of "
-      << size << " of the job";
+      << size << (whole ? " of the job" : " of a sub-group");
   {
     std::unique_lock<std::mutex> lock(process.serialize, std::defer_lock);
     if (process.serialized()) lock.lock();
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_->comm), "MPI_Comm_dup");
+    if (whole)
+      check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_->comm), "MPI_Comm_dup");
+    else  // ordered by the position in `members`
+      check_mpi(MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &mpi_->comm), "MPI_Comm_split");
     MPI_Comm_set_errhandler(mpi_->comm, MPI_ERRORS_RETURN);
   }
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
@@ -151,6 +160,14 @@ ProcessGroupMpi::ProcessGroupMpi(int rank, int size, const ProcessGroupOptions& 
 #endif
   start_thread();
   mpi_->watchdog = std::thread([this] { watch(); });
+}
+
+void ProcessGroupMpi::split_without_me() {
+  MpiProcess& process = mpi_process();
+  std::unique_lock<std::mutex> lock(process.serialize, std::defer_lock);
+  if (process.serialized()) lock.lock();
+  MPI_Comm none = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, MPI_UNDEFINED, 0, &none), "MPI_Comm_split");
 }
 
 // The communication thread stops first, while the watchdog still watches: a collective that
@@ -231,16 +248,18 @@ void run_reduce_scatter(MPI_Comm comm, const Tensor& out, const Tensor& in) {
   DDPB_CHECK(out.numel() <= kMaxCount)
       << "mpi reduce_scatter of " << out.describe() << ": more than INT_MAX elements per rank";
   // In place (the output is a chunk of the input, as ZeRO-1 reduces) MPI forbids, and its
-  // MPI_IN_PLACE puts the result at the start of the buffer: reduce into a copy instead.
+  // MPI_IN_PLACE puts the result at the start of the buffer: reduce into a copy instead, on
+  // the output's device (a CUDA-aware MPI takes device pointers), copied back before return.
   const auto* lo = static_cast<const uint8_t*>(in.raw_data());
   const auto* at = static_cast<const uint8_t*>(out.raw_data());
   const bool aliased = at >= lo && at < lo + in.nbytes();
-  std::vector<uint8_t> staged(aliased ? out.nbytes() : 0);
-  void* result = aliased ? staged.data() : out.raw_data();
-  check_mpi(MPI_Reduce_scatter_block(in.raw_data(), result, static_cast<int>(out.numel()), type, op,
-                                     comm),
+  const Tensor result = aliased ? Tensor::empty(out.shape(), out.dtype(), out.device()) : out;
+  check_mpi(MPI_Reduce_scatter_block(in.raw_data(), result.raw_data(),
+                                     static_cast<int>(out.numel()), type, op, comm),
             "MPI_Reduce_scatter_block");
-  if (aliased) std::memcpy(out.raw_data(), staged.data(), staged.size());
+  if (!aliased) return;
+  ops::copy(result, out);
+  current_stream(out.device()).synchronize();
 }
 
 // Byte-moving collectives: bytes as MPI_BYTE, in pieces of at most INT_MAX bytes per rank.

@@ -39,8 +39,14 @@ namespace ddpb::comm {
 class ProcessGroupMpi final : public HostProcessGroup {
  public:
   // `rank` and `size` must be this process's in MPI_COMM_WORLD (UsageError otherwise: the
-  // ranks were not started by one MPI launcher).
-  ProcessGroupMpi(int rank, int size, const ProcessGroupOptions& options);
+  // ranks were not started by one MPI launcher). With `members` (world ranks, this process's
+  // among them) the group is theirs: a communicator split from MPI_COMM_WORLD, `rank` this
+  // process's position in `members`. MPI_Comm_split is collective over the world: the ranks
+  // outside call split_without_me() at the same point.
+  ProcessGroupMpi(int rank, int size, const ProcessGroupOptions& options,
+                  const std::vector<int>& members = {});
+  // A world rank's part in a sub-group it is not in (see the constructor).
+  static void split_without_me();
   ~ProcessGroupMpi() override;
 
   std::string backend() const override { return "mpi"; }

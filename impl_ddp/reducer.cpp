@@ -36,8 +36,6 @@ Reducer::Reducer(std::vector<nn::NamedParameter> params, std::shared_ptr<comm::P
     DDPB_USAGE_CHECK(options_.comm_hook == CommHook::None && !options_.grad_as_bucket_view)
         << "ZeRO reduce-scatters the buckets itself: no comm hook, no gradients as bucket views";
     hook_ = make_reduce_scatter_hook(pg_, [this] { return now_ms(); });
-    // Stage 1 reduces after backward, as DeepSpeed's stage 1 does; stage 2 overlaps.
-    if (options_.zero_stage == 1) options_.overlap = false;
   } else {
     hook_ = make_comm_hook(options_.comm_hook, options_.powersgd, pg_, [this] { return now_ms(); });
   }
@@ -171,6 +169,8 @@ void Reducer::prepare_for_backward(const autograd::Var& output, bool sync) {
   for (size_t i = 0; i < params_.size() && !releases_buffers(); ++i) {
     params_[i].var.set_grad_destination(buckets_[locators_[i].bucket].views[locators_[i].index]);
   }
+  // Note [ZeRO gradient release]: the first bucket backward fills, ready for its gradients.
+  if (releases_buffers() && !buckets_.front().buffer.defined()) allocate_buffer(buckets_.front());
   if (options_.static_graph && graph_known_) {
     // Note [DDP static graph]: no search; the first iteration said which are unused.
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -279,6 +279,9 @@ void Reducer::inspect_gradient(size_t i, const Tensor& view) {
 
 void Reducer::mark_bucket_ready(size_t b) {
   buckets_[b].record.ready_ms = now_ms();
+  // Note [ZeRO gradient release]: the next bucket, ready for its gradients before they come.
+  if (releases_buffers() && b + 1 < buckets_.size() && !buckets_[b + 1].buffer.defined())
+    allocate_buffer(buckets_[b + 1]);
   if (options_.overlap) launch_ready_buckets();
 }
 
@@ -408,7 +411,9 @@ void Reducer::join_shadow() {
   }
   launch_ready_buckets();  // in index order, the peers' order (Note [DDP bucket launch order])
   complete_buckets();
-  globally_used_parameters();  // its zeros in the peers' used-map sum
+  for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
+    params_[i].var.set_grad_destination(Tensor());  // none backward used
+  globally_used_parameters();                       // its zeros in the peers' used-map sum
   records_.clear();
 }
 

@@ -6,10 +6,11 @@
 // With ReducerOptions::zero_stage > 0 the Reducer pads every bucket to a multiple of the world
 // size (Note [ZeRO shards]) and reduce-scatters it instead of AllReducing it: each rank
 // receives only its chunk of the averaged gradients (the buckets are divided by the world size
-// at copy-in, as for the AllReduce), in the bucket's shard_out. Stage 1 reduce-scatters after
-// backward, as DeepSpeed's stage 1 does; stage 2 as each bucket becomes ready, overlapped with
-// backward as DDP overlaps its AllReduce. The parameters keep no gradient after it (the bucket
-// holds the local ones; only the shard is averaged).
+// at copy-in, as for the AllReduce), in the bucket's shard_out. Both stages reduce-scatter
+// each bucket as it becomes ready, overlapped with backward as DDP overlaps its AllReduce
+// (DeepSpeed's overlap_comm; --no-overlap waits for backward to end); they differ in what
+// they keep of the gradients (Note [ZeRO gradient release]). The parameters keep no gradient
+// after it (the bucket holds the local ones; only the shard is averaged).
 //
 // ZeroOptimizer then steps only the rank's shard: for every bucket, the segments of its
 // parameters inside the shard, each a view of the parameter's own elements whose gradient is
@@ -33,11 +34,19 @@
 //   allocator hands the same blocks to the next bucket, so the buckets reuse a few buffers.
 //   After launching bucket b the Reducer finishes every bucket before b - 1, so at most
 //   kBucketsInFlight launched buffers (and those being filled) exist at once. Backward
-//   waits there only when communication has fallen two buckets behind.
+//   waits there only when communication has fallen two buckets behind. That bound is the
+//   host backends' (Gloo, MPI), whose finish waits on the host; NCCL's finish only orders the
+//   compute stream after the reduce-scatter, so reuse is safe, but the group holds each
+//   buffer until its collective ends on the GPU, and a host running ahead keeps more alive.
+//   Under gradient accumulation (no_sync) the micro-steps' full gradients accumulate in
+//   .grad, as in DDP, until the synchronising step copies them in and drops them: the
+//   4Ψ/N holds for that step's end, not for the micro-steps'.
 // Either way a parameter's own gradient is dropped once it is in its bucket, so it is never
-// held twice. Stage 2's slots do not exist when backward starts, so a bucket's first gradient
-// is copied in; allocating the buffer then offers the slots of the bucket's other parameters
-// as their destinations (Note [Gradient destinations]), and they are computed straight in.
+// held twice. Stage 2 allocates the first bucket's buffer when backward starts and bucket
+// b + 1's when bucket b is ready (backward fills them roughly in index order), so that their
+// slots are offered as destinations (Note [Gradient destinations]) before their gradients
+// come and backward computes them straight in; a gradient that comes earlier allocates its
+// bucket then, is copied in, and its bucket's later gradients go straight in.
 // With few buckets (a model not much larger than --bucket-cap-mb) the buffers in flight are
 // most of the gradients, and stage 2 saves little over stage 1: the record's
 // ratio_by_category shows it (Note [Model-state memory]).

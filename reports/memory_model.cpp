@@ -40,8 +40,8 @@ NamedValues<int64_t> expected_model_state(const DesignInfo& design, int64_t para
   for (const ModelStateCategory& c : kModelStateCategories) {
     const double per_parameter =
         c.bytes_per_parameter < 0 ? optimizer_bytes_per_parameter : c.bytes_per_parameter;
-    const double bytes = per_parameter * static_cast<double>(params) /
-                         (design.*c.sharded ? shards : 1.0);
+    const double bytes =
+        per_parameter * static_cast<double>(params) / (design.*c.sharded ? shards : 1.0);
     out.emplace_back(c.name, std::llround(bytes));
   }
   return out;
@@ -54,9 +54,8 @@ NamedValues<int64_t> model_state_at_world(const DesignInfo& design,
   for (const auto& [name, bytes] : expected) {
     const ModelStateCategory* c = model_state_category(name);
     const bool sharded = c && design.*c->sharded && to_world > 0;
-    out.emplace_back(name, sharded ? std::llround(static_cast<double>(bytes) * from_world /
-                                                  to_world)
-                                   : bytes);
+    out.emplace_back(
+        name, sharded ? std::llround(static_cast<double>(bytes) * from_world / to_world) : bytes);
   }
   return out;
 }

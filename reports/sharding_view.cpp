@@ -96,6 +96,9 @@ std::string sentence(const std::string& workload, const DesignCost& base,
                      const DesignInfo& base_design, const DesignCost& c, const DesignInfo& design) {
   const double base_step = base.median_of(base.step_ms),
                base_peak = base.median_of(base.peak_bytes);
+  if (base_peak <= 0)  // an older record without memory
+    return fmt::format("{}: {} steps in {:.2f}x {}'s time.", printable(workload), design.label,
+                       base_step > 0 ? c.median_of(c.step_ms) / base_step : 0.0, base_design.label);
   // "saves 41.0% of memory" or "uses 12.0% more memory".
   const std::string memory = saving(base_peak, c.median_of(c.peak_bytes));
   std::string out =

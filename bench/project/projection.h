@@ -65,7 +65,9 @@ enum class ParameterGather { None, AllGather, Broadcast };
 struct AllReduceInputs {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   std::vector<BucketTiming> buckets;
-  int optimizer_shards = 1;  // the measured optimizer stepped 1/optimizer_shards of them
+  // Note [Sharded steps]: the measured optimizer stepped 1/optimizer_shards of the parameters
+  // (the run's world size); 0: the design does not shard its optimizer.
+  int optimizer_shards = 0;
   ParameterGather gather = ParameterGather::None;
   double parameter_bytes = 0;  // what the gather moves: the fp32 parameters
 };

@@ -76,7 +76,6 @@ Design zero_row(int stage) {
   Design d = ddp_row();
   d.info.name = "zero" + std::to_string(stage);
   d.info.label = "ZeRO-" + std::to_string(stage);
-  d.info.overlaps_backward = stage >= 2;  // stage 1 reduces after backward
   d.info.shards_optimizer_state = true;
   d.info.shards_gradients = stage >= 2;  // Note [ZeRO gradient release]
   d.info.gradient_op = "reduce_scatter";

@@ -73,6 +73,26 @@ TEST_F(MpiGroup, AllreduceSumsExactlyInEveryDtype) {
   EXPECT_EQ(i.data<int64_t>()[0], size() * (int64_t{1} << 40));
 }
 
+// Note [Sub-groups]: the last and the first rank, in that order, split from MPI_COMM_WORLD;
+// a rank between them (at -np 3) takes part in the split and gets no group.
+TEST_F(MpiGroup, ASubGroupIsSplitFromTheWorldInTheOrderGiven) {
+  ProcessGroupOptions o;
+  o.backend = CommBackend::Mpi;
+  o.device = Device::cpu();
+  o.timeout = std::chrono::seconds(60);
+  const std::shared_ptr<ProcessGroup> ends = new_group(nullptr, rank(), size(), {size() - 1, 0}, o);
+  if (rank() != 0 && rank() != size() - 1) {
+    EXPECT_EQ(ends, nullptr);
+    return;
+  }
+  ASSERT_NE(ends, nullptr);
+  EXPECT_EQ(ends->size(), 2);
+  EXPECT_EQ(ends->rank(), rank() == 0 ? 1 : 0);
+  Tensor t = tensor_of({static_cast<float>(rank() + 1)});
+  ends->allreduce(t)->wait();
+  EXPECT_EQ(floats_of(t), (std::vector<float>{static_cast<float>(1 + size())}));
+}
+
 TEST_F(MpiGroup, ManyAsyncAllreducesCompleteInIssueOrder) {
   std::vector<Tensor> ts;
   std::vector<WorkPtr> works;

@@ -60,6 +60,31 @@ TEST(Zero, BothStagesEndWithDdpsParameters) {
   }
 }
 
+// DDP's flags keep their meaning under both stages (Note [ZeRO in DDP]): gradient
+// accumulation (no_sync), a static graph, unused parameters (mlp-skip's branch, skipped in
+// some steps), SyncBatchNorm and reducing after backward each end where DDP with the same
+// flag ends.
+TEST(Zero, DdpsFlagsKeepTheirMeaningUnderBothStages) {
+  TempDir dir("zero_flags");
+  const std::vector<Case> cases = {
+      {"accumulate", "--workload mlp-small --global-batch 16 --accumulate 2"},
+      {"static", "--workload mlp-small --global-batch 16 --static-graph"},
+      {"unused", "--workload mlp-skip --global-batch 16 --find-unused-params"},
+      {"sync_bn", "--workload resnet-tiny --global-batch 8 --sync-bn --bucket-cap-mb 0.05"},
+      {"no_overlap", "--workload mlp-small --global-batch 16 --no-overlap"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string args = c.args + " --world-size 2";
+    const std::string ddp = train(dir, c.name + "_ddp", "--mode ddp " + args, 3, 4);
+    for (const std::string stage : {"zero1", "zero2"}) {
+      const std::string zero =
+          train(dir, c.name + "_" + stage, "--mode " + stage + " " + args, 3, 4);
+      EXPECT_LE(max_param_rel_diff(zero, ddp), 1e-5) << stage;
+    }
+  }
+}
+
 // PyTorch's variant moves half as much again: the AllReduce's 2Ψ(n-1)/n and Ψ of broadcasts.
 TEST(Zero, PyTorchsVariantAddsABroadcastOfEveryParameter) {
   TempDir dir("zero_pytorch_bytes");
@@ -102,8 +127,8 @@ TEST(Zero, MovesThePapersTwoPsiAndGathersInItsOwnPhase) {
 // Note [Model-state memory]: each rank holds what its design's formula promises, at the peak
 // of the measured steps: DDP 16Ψ and ZeRO-1 8Ψ + 8Ψ/N exactly (AdamW, fp32). ZeRO-2 holds 4Ψ/N
 // of gradients plus the buckets in flight (Note [ZeRO gradient release]): with small buckets
-// less than ZeRO-1's full set, with buckets as large as the model no less, which the record's
-// ratio says.
+// a few of them, with buckets as large as the model all of them, which the record's ratio
+// says.
 TEST(Zero, EveryStageHoldsWhatItsFormulaPromises) {
   TempDir dir("zero_memory");
   const std::string args = " --workload gpt-tiny --world-size 2 --optimizer adamw";
@@ -133,9 +158,16 @@ TEST(Zero, EveryStageHoldsWhatItsFormulaPromises) {
     }
     EXPECT_NEAR(memory("ddp", rank)["ratio_by_category"]["model_state"].get<double>(), 1.0, 0.05);
     EXPECT_NEAR(memory("zero1", rank)["ratio_by_category"]["model_state"].get<double>(), 1.0, 0.05);
-    const double zero1_gradients = memory("zero1", rank)["by_category"]["gradients"].get<double>();
-    EXPECT_LT(memory("zero2", rank)["by_category"]["gradients"].get<double>(),
-              0.95 * zero1_gradients);
+    // Note [ZeRO gradient release]: besides its shard, ZeRO-2 holds at most the two launched
+    // buckets, the one filling, the next one ready for it, and one early gradient on its way
+    // in: five of its largest buckets however many it has.
+    const nlohmann::json zero2 = record(dir, "zero2");
+    double largest = 0;
+    for (const nlohmann::json& b : zero2["summary"]["comm"]["buckets"])
+      largest = std::max(largest, b["bytes"].get<double>());
+    ASSERT_GT(zero2["summary"]["comm"]["buckets"].size(), 5u);
+    EXPECT_LE(memory("zero2", rank)["by_category"]["gradients"].get<double>(),
+              2 * psi + 5 * largest);
     EXPECT_GT(memory("zero2_big", rank)["ratio_by_category"]["gradients"].get<double>(), 1.4);
   }
 }

@@ -57,7 +57,7 @@ TEST(MemoryModel, RatiosPerCategoryAndForTheirSum) {
   const NamedValues<double> ratio = measured_over_expected(measured, expected);
   EXPECT_DOUBLE_EQ(named_value(ratio, "parameters"), 1.0);
   EXPECT_DOUBLE_EQ(named_value(ratio, "gradients"), 1.5);
-  EXPECT_DOUBLE_EQ(named_value(ratio, "model_state"), 1.25);  // activations are no part of it
+  EXPECT_DOUBLE_EQ(named_value(ratio, "model_state"), 1.25);     // activations are no part of it
   EXPECT_EQ(named_value(ratio, "optimizer_state", -1.0), -1.0);  // nothing expected: no ratio
 }
 

@@ -413,6 +413,13 @@ TEST(ShardedSteps, ZeroReduceScattersStepsItsShareAndGathersTheParameters) {
   EXPECT_NEAR(at8.exposed_ms, at8.comm_ms, 1e-9) << "after backward, then after the optimizer";
   const double compute = in.forward_ms + in.backward_ms;  // the measured class: unscaled
   EXPECT_NEAR(at8.step_ms, in.data_ms + compute + at8.exposed_ms + in.optimizer_ms * 2 / 8, 1e-9);
+  // nccl-tests' reduce-scatter factor, (p-1)/p, over the buckets' collectives.
+  EXPECT_NEAR(at8.busbw_GBps, 50e6 / (2 * reduce_scatter_ms(25e6, 8, t) * 1e6) * 7 / 8, 1e-9);
+  // Measured at one device, the optimizer stepped everything: 1/8 of it at 8.
+  in.optimizer_shards = 1;
+  const DesignPoint from_one = project_design(b, zero, t, 8, {}).value();
+  EXPECT_NEAR(at8.step_ms - from_one.step_ms, in.optimizer_ms * (2.0 / 8 - 1.0 / 8), 1e-9);
+  in.optimizer_shards = 2;
   // PyTorch's ZeroRedundancyOptimizer: DDP's overlapped AllReduce, then the broadcasts.
   DesignBasis pytorch = b.designs[kDdp];
   pytorch.design.name = "zero1-pytorch";

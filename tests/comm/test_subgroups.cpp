@@ -1,0 +1,103 @@
+// Note [Sub-groups] (comm/process_group.h): groups of some of the world's ranks, met through
+// the world's store, as the hybrid designs need, and a second queue over the same store. Gloo
+// here, ranks as threads; MPI's split in test_process_group_mpi.cpp.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "base/rank_team.h"
+#include "comm/hash_store.h"
+#include "comm/process_group.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace ddpb::comm {
+namespace {
+
+constexpr std::chrono::seconds kTimeout{20};
+
+ProcessGroupOptions gloo_on(int rank) {
+  ProcessGroupOptions o;
+  o.backend = CommBackend::Gloo;
+  o.device = Device::cpu(rank);
+  o.timeout = kTimeout;
+  return o;
+}
+
+std::shared_ptr<HashStore> world_store() {
+  auto store = std::make_shared<HashStore>();
+  store->set_timeout(kTimeout);
+  return store;
+}
+
+// Four ranks as two nodes of two: each rank sums within its node (the shard group), then
+// across the nodes (the replicate group), and ends with the world's sum. A rank outside a
+// group gets none; inside, its rank is its place in the list.
+TEST(SubGroups, AShardGroupInsideANodeAndAReplicateGroupAcross) {
+  auto store = world_store();
+  RankTeam team(4);
+  team.run_void([&](int r) {
+    const ProcessGroupOptions o = gloo_on(r);
+    DeviceGuard guard(o.device);
+    // Every rank creates every group, in one order (Note [Process group store prefix]).
+    const std::shared_ptr<ProcessGroup> shard[2] = {new_group(store, r, 4, {0, 1}, o),
+                                                    new_group(store, r, 4, {2, 3}, o)};
+    const std::shared_ptr<ProcessGroup> replicate[2] = {new_group(store, r, 4, {2, 0}, o),
+                                                        new_group(store, r, 4, {1, 3}, o)};
+    ProcessGroup& node = *shard[r / 2];
+    ProcessGroup& across = *replicate[r % 2];
+    EXPECT_EQ(shard[1 - r / 2], nullptr);
+    EXPECT_EQ(replicate[1 - r % 2], nullptr);
+    EXPECT_EQ(node.size(), 2);
+    EXPECT_EQ(node.rank(), r % 2);
+    EXPECT_EQ(across.rank(), r == 2 || r == 1 ? 0 : 1) << "its place in {2, 0} or {1, 3}";
+    Tensor t = Tensor::from_floats({static_cast<float>(r + 1)}, {1}, o.device);
+    node.allreduce(t)->wait();
+    EXPECT_EQ(t.item(), r < 2 ? 3.0f : 7.0f);
+    across.allreduce(t)->wait();
+    EXPECT_EQ(t.item(), 10.0f);
+  });
+}
+
+// A second group of every rank is a second queue: rank 1 issues its part of a reduce-scatter
+// on the first only after an all-gather on the second, which rank 0 issued after its own
+// reduce-scatter. On one queue rank 0's all-gather would wait behind its reduce-scatter,
+// which waits for rank 1, which waits in the all-gather: they would time out.
+TEST(SubGroups, AnAllGatherOnASecondQueueDoesNotWaitBehindAReduceScatter) {
+  auto store = world_store();
+  RankTeam team(2);
+  team.run_void([&](int r) {
+    const ProcessGroupOptions o = gloo_on(r);
+    DeviceGuard guard(o.device);
+    const std::shared_ptr<ProcessGroup> gradients = new_group(store, r, 2, {0, 1}, o);
+    const std::shared_ptr<ProcessGroup> parameters = new_group(store, r, 2, {0, 1}, o);
+    const float base = static_cast<float>(r + 1);
+    Tensor in = Tensor::from_floats({base, 2 * base, 3 * base, 4 * base}, {4}, o.device);
+    Tensor out = Tensor::zeros({2}, DType::F32, o.device);
+    Tensor mine = Tensor::from_floats({base}, {1}, o.device);
+    Tensor all = Tensor::zeros({2}, DType::F32, o.device);
+    WorkPtr scatter;
+    if (r == 0) scatter = gradients->reduce_scatter(out, in);
+    parameters->allgather(all, mine)->wait();
+    EXPECT_EQ(all.to_floats(), (std::vector<float>{1, 2}));
+    if (r == 1) scatter = gradients->reduce_scatter(out, in);
+    scatter->wait();
+    EXPECT_EQ(out.to_floats(), r == 0 ? (std::vector<float>{3, 6}) : (std::vector<float>{9, 12}));
+  });
+}
+
+TEST(SubGroups, RanksOutsideTheWorldOrRepeatedAreRefused) {
+  auto store = world_store();
+  const ProcessGroupOptions o = gloo_on(0);
+  EXPECT_THROW(new_group(store, 0, 2, {}, o), UsageError);
+  EXPECT_THROW(new_group(store, 0, 2, {0, 0}, o), UsageError);
+  EXPECT_THROW(new_group(store, 0, 2, {0, 2}, o), UsageError);
+  EXPECT_THROW(new_group(store, 0, 2, {-1}, o), UsageError);
+  EXPECT_EQ(new_group(store, 0, 2, {1}, o), nullptr) << "rank 0 is not in {1}";
+}
+
+}  // namespace
+}  // namespace ddpb::comm

@@ -27,9 +27,6 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn f
   DDPB_USAGE_CHECK(!options_.join.enable || !options_.sync_batch_norm)
       << "--uneven-inputs join does not combine with --sync-bn (SyncBatchNorm's collectives sit "
          "inside forward, which a rank without input cannot shadow)";
-  DDPB_USAGE_CHECK(!options_.join.enable || !sharded())
-      << "--uneven-inputs join does not combine with a ZeRO stage (a joined rank would have to "
-         "shadow the parameters' all-gather too)";
   if (options_.sync_batch_norm) {
     bn_sync_ = std::make_unique<ProcessGroupBatchNormSync>(pg_);
     DDPB_USAGE_CHECK(convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
@@ -213,6 +210,15 @@ bool DistributedDataParallel::join_shadow() {
   if (std::find(active.begin(), active.end(), true) == active.end()) return false;
   if (syncs_buffers()) sync_buffers();  // its part in the broadcast; its buffers are replaced
   reducer_->join_shadow();
+  if (sharded()) {
+    // Note [DDP Join]: under ZeRO the joined rank still owns its shard, which the active
+    // ranks' step must move: it steps it with what the shadowed collectives brought it (the
+    // active ranks' average), then takes its part in the parameters' gather.
+    DDPB_CHECK(zero_ != nullptr) << "a ZeRO rank joined before its optimizer's first step";
+    if (options_.zero_broadcast) reducer_->hand_over_gradients();  // the AllReduced buckets
+    zero_->step();
+    zero_->gather_parameters();
+  }
   return true;
 }
 

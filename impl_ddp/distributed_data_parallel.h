@@ -65,7 +65,10 @@ namespace ddpb::ddp {
 //  - A rank with input runs its step; a rank without one shadows the step's collectives
 //    (join_shadow): the buffer broadcast, and zeros for each bucket's collectives in bucket
 //    order (Note [Join shadow] in impl_ddp/reducer.h), so that the active ranks' collectives
-//    complete. Its parameters and optimizer stay as they were.
+//    complete. Its parameters and optimizer stay as they were, except under a ZeRO stage
+//    (Note [ZeRO in DDP]): there it owns a shard the active ranks cannot step, so it steps its
+//    shard with the gradients its shadowed collectives brought (the active ranks' average, as
+//    PyTorch's ZeroRedundancyOptimizer's join hook does) and takes its part in the gather.
 //  - Buffers come from the highest active rank (PyTorch's authoritative rank), not rank 0,
 //    which may have joined.
 //  - divide_by_initial_world_size (the default): gradients are divided by the world size

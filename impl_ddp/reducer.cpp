@@ -323,22 +323,13 @@ void Reducer::finalize_backward() {
   // A destination backward did not use would keep a released buffer alive.
   for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
     params_[i].var.set_grad_destination(Tensor());
-  const std::vector<bool> globally_used = globally_used_parameters();
-  globally_used_ = globally_used;
+  globally_used_ = globally_used_parameters();
   if (options_.zero_stage > 0) {
     // Note [ZeRO in DDP]: the buffer holds this rank's local gradients, not the average: only
     // shard_out is reduced, and ZeRO's optimizer reads that.
     for (auto& p : params_) p.var.set_grad(Tensor());
   } else if (!options_.grad_as_bucket_view) {
-    // The reduced gradient is handed over as the bucket view itself rather than copied into
-    // .grad (a pass over every gradient byte saved per step). The bucket is written again
-    // only when the next synchronising backward copies the new gradients in, by which time
-    // the optimizer has used these; the trainer's zero_grad(set_to_none) detaches them first,
-    // and a gradient that still is the view is scaled in place there.
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (!globally_used[i]) continue;
-      params_[i].var.set_grad(buckets_[locators_[i].bucket].views[locators_[i].index]);
-    }
+    hand_over_gradients();
   }
   records_.clear();
   for (auto& bk : buckets_) records_.push_back(bk.record);
@@ -399,7 +390,9 @@ std::vector<bool> Reducer::globally_used_parameters() {
 }
 
 void Reducer::join_shadow() {
-  DDPB_CHECK(rebuilt_ || (options_.find_unused_parameters && !options_.static_graph))
+  // ZeRO never rebuilds (Note [ZeRO in DDP]): its buckets are the same on every rank already.
+  DDPB_CHECK(rebuilt_ || options_.zero_stage > 0 ||
+             (options_.find_unused_parameters && !options_.static_graph))
       << "a rank joined before DDP's first iteration rebuilt its buckets: every rank needs at "
          "least one batch";
   sync_ = true;
@@ -413,8 +406,20 @@ void Reducer::join_shadow() {
   complete_buckets();
   for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
     params_[i].var.set_grad_destination(Tensor());  // none backward used
-  globally_used_parameters();                       // its zeros in the peers' used-map sum
+  globally_used_ = globally_used_parameters();      // its zeros in the peers' used-map sum
   records_.clear();
+}
+
+// The reduced gradient is handed over as the bucket view itself rather than copied into .grad
+// (a pass over every gradient byte saved per step). The bucket is written again only when the
+// next synchronising backward copies the new gradients in, by which time the optimizer has
+// used these; the trainer's zero_grad(set_to_none) detaches them first, and a gradient that
+// still is the view is scaled in place there.
+void Reducer::hand_over_gradients() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!globally_used_.empty() && !globally_used_[i]) continue;
+    params_[i].var.set_grad(buckets_[locators_[i].bucket].views[locators_[i].index]);
+  }
 }
 
 void Reducer::set_average_over(int ranks) {

@@ -109,6 +109,10 @@ class Reducer {
   // gradient synchronisation: zeros in every bucket, launched and completed in order through
   // the comm hook, and its zeros in the used-map sum. Collective. Its gradients are untouched.
   void join_shadow();
+  // Each globally used parameter's .grad becomes its slot of its bucket, the reduced gradient
+  // (as finalize_backward leaves it without grad_as_bucket_view; not under ZeRO, whose
+  // buckets hold no average). PyTorch's ZeRO variant's joined rank steps with them.
+  void hand_over_gradients();
   // Divide gradients by `ranks` instead of the world size (0: the world size again): DDP's
   // Join without divide_by_initial_world_size averages over the ranks still active.
   void set_average_over(int ranks);

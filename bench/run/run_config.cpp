@@ -120,9 +120,6 @@ void validate_zero(const RunConfig& c) {
   DDPB_USAGE_CHECK(!c.bucket_cap_auto)
       << "--bucket-cap-mb auto rebuilds the buckets after the optimizer has stepped, which "
       << stage << " cannot do without moving optimizer state between ranks";
-  DDPB_USAGE_CHECK(!c.uneven_join)
-      << "--uneven-inputs join would have a joined rank shadow the parameters' all-gather of "
-      << stage << ", which it does not yet";
   if (design_of(c).zero_broadcast) return;  // PyTorch's variant keeps DDP's AllReduce
   DDPB_USAGE_CHECK(c.comm_hook == ddp::CommHook::None)
       << "--comm-hook " << enum_name(c.comm_hook) << " compresses DDP's AllReduce, which " << stage

@@ -1,5 +1,7 @@
 #include "reports/json_io.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -43,7 +45,34 @@ nlohmann::json read_json(const std::string& path, size_t max_bytes) {
   return parse_report_text(text, path);
 }
 
+size_t json_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxJsonDepth) break;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 nlohmann::json parse_report_text(const std::string& text, const std::string& name) {
+  if (json_depth(text) > kMaxJsonDepth)  // Note [JSON depth]
+    throw ReportError(name + " nests arrays and objects more than " +
+                      std::to_string(kMaxJsonDepth) +
+                      " levels deep; a ddpbench record is a few levels deep");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

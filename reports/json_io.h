@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,17 @@ void write_text_atomic(const std::string& path, const std::string& text);
 void write_json_atomic(const std::string& path, const nlohmann::json& value);
 // Parses `path`, rejecting files over `max_bytes`; throws ReportError naming the file.
 nlohmann::json read_json(const std::string& path, size_t max_bytes = size_t{1} << 30);
+// Note [JSON depth]
+// ~~~~~~~~~~~~~~~~~
+// A ddpbench record or suite file nests arrays and objects a few levels deep; the renderers,
+// compare and --resume walk them recursively, so a file nested thousands deep would exhaust
+// the stack (a SIGSEGV, not an error). Every user-named JSON is therefore measured before it
+// is parsed, and one deeper than kMaxJsonDepth is refused in one line.
+inline constexpr size_t kMaxJsonDepth = 100;
+// The deepest nesting of arrays and objects in `text` (strings skipped; JSON's syntax is the
+// parser's to judge), counting no further than kMaxJsonDepth + 1.
+size_t json_depth(std::string_view text);
+
 // Parses report text held in memory (read_json's parser); throws ReportError naming `name`.
 nlohmann::json parse_report_text(const std::string& text, const std::string& name);
 

@@ -444,7 +444,10 @@ std::vector<int64_t> sweep_sizes(const CollectivesOptions& o) {
 
 int64_t collective_count(CollectiveOp op, int64_t size_bytes, int world, DType dtype) {
   int64_t count = size_bytes / static_cast<int64_t>(dtype_size(dtype));
-  if (op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) count -= count % world;
+  // Every rank's chunk the same size, as nccl-tests rounds them (alltoall too: issue 48's P5).
+  if (op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter ||
+      op == CollectiveOp::AllToAll)
+    count -= count % world;
   if (op == CollectiveOp::AllGatherCoalesced || op == CollectiveOp::ReduceScatterCoalesced)
     count -= count % (world * kCoalescedParts);
   return count;

@@ -15,6 +15,7 @@
 #include "bench/run/run_flags.h"
 #include "core/check.h"
 #include "core/ops.h"
+#include "reports/json_io.h"
 #include "workloads/family.h"
 #include "workloads/model.h"
 
@@ -536,7 +537,9 @@ SuiteSpec suite_from_text(DeviceType device, int gpus, bool quick, const std::st
                           const std::string& file) {
   // The file's own "quick" chooses the defaults its other keys override, as --quick does; a
   // text that is not JSON is refused by apply_suite_text below.
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = reports::json_depth(text) <= reports::kMaxJsonDepth
+                               ? nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false)
+                               : nlohmann::json();  // refused in one line below
   const bool file_quick =
       j.is_object() && j.contains("quick") && j["quick"].is_boolean() && j["quick"].get<bool>();
   SuiteSpec spec = default_suite(device, gpus, quick || file_quick);
@@ -547,6 +550,9 @@ SuiteSpec suite_from_text(DeviceType device, int gpus, bool quick, const std::st
 void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::string& file) {
   DDPB_USAGE_CHECK(text.size() <= kMaxSuiteFileBytes)
       << file << ": " << text.size() << " bytes; a suite file is at most " << kMaxSuiteFileBytes;
+  DDPB_USAGE_CHECK(reports::json_depth(text) <= reports::kMaxJsonDepth)  // Note [JSON depth]
+      << file << ": nests arrays and objects more than " << reports::kMaxJsonDepth
+      << " levels deep; a suite file is a few levels deep";
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   DDPB_USAGE_CHECK(!j.is_discarded()) << file << ": not valid JSON";
   apply_suite_file(spec, j, file);

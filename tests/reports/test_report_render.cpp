@@ -130,6 +130,14 @@ TEST(SuiteFile, TruncatedMalformedAndInvalidFilesNameTheFileAndTheProblem) {
         Case{"malformed.json", "{\"kind\": \"suite\",, }", {"not valid JSON"}},
         Case{"empty.json", "", {"not valid JSON"}},
         Case{"array.json", "[1, 2]", {"neither a run nor a suite record"}},
+        // Note [JSON depth]: 20,000 levels once passed `validate` and then crashed the renderers.
+        Case{"deep.json",
+             std::string(20000, '[') + std::string(20000, ']'),
+             {"nests arrays and objects more than 100 levels deep"}},
+        Case{"deep_in_a_record.json",
+             R"({"kind": "suite", "schema_version": 2, "x": )" + std::string(150, '{') +
+                 std::string(150, '}') + "}",
+             {"more than 100 levels deep"}},
         Case{"invalid.json",
              R"({"kind": "suite", "schema_version": 2})",
              {"suite-record schema", "missing required key 'designs'"}},

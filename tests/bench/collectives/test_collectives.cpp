@@ -407,6 +407,16 @@ TEST(CollectivesCommand, HalfPrecisionSumsAreCheckedOnThreeRanks) {
   }
 }
 
+// Issue 48's P5: alltoall's size rounded to the rank count, as allgather's is, so that the
+// defaults (8 B up) work at 3 and 4 ranks.
+TEST(CollectivesCommand, AlltoallSizesAreRoundedToTheRankCount) {
+  for (const char* ranks : {"3", "4"}) {
+    const auto r = run_cli(std::string("collectives -o alltoall -e 1K -c -n 2 -w 0 -g ") + ranks);
+    EXPECT_EQ(r.code, 0) << ranks << "\n" << r.output;
+    EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+  }
+}
+
 TEST(CollectivesCommand, RootedAndPairwiseExchangesAreRightOnThreeRanks) {
   // reduce to rank 0, alltoall's personalised chunks, the ring's sendrecv and the coalesced
   // ops' parts (ZeRO's collectives): each result differs from every other rank's, so a chunk

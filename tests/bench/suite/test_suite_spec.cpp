@@ -577,4 +577,17 @@ TEST(SuiteSpec, DesignRoundsAlternateTheParallelDesigns) {
 }
 
 }  // namespace
+// Note [JSON depth]: a suite file nested thousands deep is refused in one line before it is
+// parsed (the report and --resume walk it recursively).
+TEST(SuiteSpec, ASuiteFileNestedTooDeepIsAUsageError) {
+  SuiteSpec spec = default_suite(DeviceType::CPU, 0, true);
+  const std::string deep =
+      R"({"workloads": )" + std::string(20000, '[') + std::string(20000, ']') + "}";
+  const std::string msg = usage_error(spec, deep);
+  EXPECT_NE(msg.find("my-suite.json: nests arrays and objects more than 100 levels deep"),
+            std::string::npos)
+      << msg;
+  EXPECT_THROW(suite_from_text(DeviceType::CPU, 0, true, deep, "deep.json"), UsageError);
+}
+
 }  // namespace ddpb::bench

@@ -36,6 +36,19 @@ std::optional<RankEnv> detect_rank_env() {
       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
       {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
   };
+  // Issue 48, P7: torchrun's variables left in the environment of ranks that mpirun starts
+  // (or the other way round) once made every rank "rank 3 of 5" by the first scheme, and the
+  // world waited out its timeout. Two launchers' variables that disagree are a usage error
+  // naming both. (Slurm's stay out of it: an mpirun inside an allocation inherits the batch
+  // step's, which describe the allocation, not this rank.)
+  const auto torchrun_rank = env_int("RANK"), torchrun_size = env_int("WORLD_SIZE");
+  const auto mpi_rank = env_int("OMPI_COMM_WORLD_RANK"), mpi_size = env_int("OMPI_COMM_WORLD_SIZE");
+  DDPB_USAGE_CHECK(!(torchrun_rank && torchrun_size && mpi_rank && mpi_size) ||
+                   (*torchrun_rank == *mpi_rank && *torchrun_size == *mpi_size))
+      << "RANK=" << *torchrun_rank << " WORLD_SIZE=" << *torchrun_size
+      << " (torchrun's variables) and OMPI_COMM_WORLD_RANK=" << *mpi_rank
+      << " OMPI_COMM_WORLD_SIZE=" << *mpi_size
+      << " (mpirun's) disagree: start ddpbench's ranks with one launcher, or unset the other's";
   for (const auto& s : schemes) {
     auto rank = env_int(s.rank);
     auto size = env_int(s.size);

@@ -56,14 +56,17 @@ std::string checked_output(const std::string& flag, const std::string& path) {
 }
 
 // Two outputs named for one file would leave only the last one written (issue 25, D2): refused
-// before any work. Paths are compared after links are followed and made absolute.
+// before any work. Paths are compared made absolute first, then with links followed:
+// weakly_canonical leaves a relative path to a file not there yet relative ("x.json"), which
+// would never equal "./x.json" made canonical (issue 48, P8).
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
   std::vector<std::pair<std::string, std::string>> seen;  // (absolute path, flag)
   for (const auto& [flag, path] : outputs) {
     if (path.empty()) continue;
     std::error_code ec;
-    std::string key = std::filesystem::weakly_canonical(path, ec).string();
-    if (ec) key = std::filesystem::absolute(path).lexically_normal().string();
+    const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    std::string key = std::filesystem::weakly_canonical(absolute, ec).string();
+    if (ec) key = absolute.lexically_normal().string();
     for (const auto& [other_key, other_flag] : seen) {
       DDPB_USAGE_CHECK(other_key != key) << other_flag << " and " << flag << " name the same file ("
                                          << path << "): one would overwrite the other";

@@ -96,6 +96,13 @@ TEST(OutputTargets, TheSameFileForTwoOutputsIsRefusedBeforeAnyWork) {
   expect_usage(kRun + "--trace " + (dir / "link.json") + " --save-params " + x,
                "name the same file");
   EXPECT_FALSE(fs::exists(x)) << "a refused run wrote " << x;
+  // Issue 48, P8: relative names of a file not there yet, run in its folder ("x.json" and
+  // "./x.json"), once both written, one over the other.
+  const auto r =
+      run_cli(kRun + "--out x.json --trace ./x.json", "cd '" + dir.path().string() + "' &&");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--out and --trace name the same file"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(x)) << "a refused run wrote " << x;
 }
 
 TEST(OutputTargets, ASymlinkIsFollowedAndKept) {
@@ -170,6 +177,11 @@ TEST(NumericFlags, LauncherEnvironmentAndDeviceIndicesAreRanged) {
   expect_env_usage("RANK=0 WORLD_SIZE=2 LOCAL_RANK=-3 MASTER_PORT=29511",
                    "LOCAL_RANK=-3 (torchrun): a local rank must be from 0 to 1");
   expect_env_usage("RANK=1 WORLD_SIZE=2 LOCAL_RANK=500 MASTER_PORT=29511", "LOCAL_RANK=500");
+  // Issue 48, P7: two launchers' variables that disagree.
+  expect_env_usage(
+      "RANK=3 WORLD_SIZE=5 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=5 MASTER_PORT=29511",
+      "RANK=3 WORLD_SIZE=5 (torchrun's variables) and OMPI_COMM_WORLD_RANK=1 "
+      "OMPI_COMM_WORLD_SIZE=5 (mpirun's) disagree");
   expect_usage(kRun + "--device cpu:64", "the index must be an integer from 0 to 63");
   expect_usage(kRun + "--mode dp --devices cpu:0,cpu:99", "from 0 to 63");
 }

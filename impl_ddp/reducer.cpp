@@ -320,17 +320,11 @@ void Reducer::finalize_backward() {
   DDPB_CHECK(next_to_launch_ == buckets_.size())
       << "only " << next_to_launch_ << " of " << buckets_.size() << " buckets launched";
   complete_buckets();
-  // A destination backward did not use would keep a released buffer alive.
-  for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
-    params_[i].var.set_grad_destination(Tensor());
+  drop_unused_destinations();
   globally_used_ = globally_used_parameters();
-  if (options_.zero_stage > 0) {
-    // Note [ZeRO in DDP]: the buffer holds this rank's local gradients, not the average: only
-    // shard_out is reduced, and ZeRO's optimizer reads that.
-    for (auto& p : params_) p.var.set_grad(Tensor());
-  } else if (!options_.grad_as_bucket_view) {
-    hand_over_gradients();
-  }
+  // Under ZeRO the parameters keep no gradient (mark_variable_ready dropped each one: the
+  // bucket holds the local gradients, and only shard_out is averaged; Note [ZeRO in DDP]).
+  if (options_.zero_stage == 0 && !options_.grad_as_bucket_view) hand_over_gradients();
   records_.clear();
   for (auto& bk : buckets_) records_.push_back(bk.record);
   records_zero_ns_ =
@@ -404,10 +398,16 @@ void Reducer::join_shadow() {
   }
   launch_ready_buckets();  // in index order, the peers' order (Note [DDP bucket launch order])
   complete_buckets();
-  for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
-    params_[i].var.set_grad_destination(Tensor());  // none backward used
-  globally_used_ = globally_used_parameters();      // its zeros in the peers' used-map sum
+  drop_unused_destinations();
+  globally_used_ = globally_used_parameters();  // its zeros in the peers' used-map sum
   records_.clear();
+}
+
+// Note [ZeRO gradient release]: a destination backward did not use would keep a released
+// buffer alive.
+void Reducer::drop_unused_destinations() {
+  for (size_t i = 0; i < params_.size() && releases_buffers(); ++i)
+    params_[i].var.set_grad_destination(Tensor());
 }
 
 // The reduced gradient is handed over as the bucket view itself rather than copied into .grad

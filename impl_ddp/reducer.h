@@ -165,6 +165,7 @@ class Reducer {
   static constexpr size_t kBucketsInFlight = 2;
   void allocate_buffer(Bucket& bucket) const;
   void finish_buckets_before(size_t end);
+  void drop_unused_destinations();
   void reset_iteration();
   void complete_buckets();
   std::vector<bool> globally_used_parameters();

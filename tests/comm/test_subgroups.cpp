@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,39 +28,44 @@ ProcessGroupOptions gloo_on(int rank) {
   return o;
 }
 
-std::shared_ptr<HashStore> world_store() {
+// Runs fn(rank, its options) on `size` thread-ranks at once, each under its device's guard,
+// all meeting through one store.
+void on_every_rank(int size, const std::function<void(const std::shared_ptr<HashStore>&, int,
+                                                      const ProcessGroupOptions&)>& fn) {
   auto store = std::make_shared<HashStore>();
   store->set_timeout(kTimeout);
-  return store;
+  RankTeam team(size);
+  team.run_void([&](int r) {
+    const ProcessGroupOptions o = gloo_on(r);
+    DeviceGuard guard(o.device);
+    fn(store, r, o);
+  });
 }
 
 // Four ranks as two nodes of two: each rank sums within its node (the shard group), then
 // across the nodes (the replicate group), and ends with the world's sum. A rank outside a
 // group gets none; inside, its rank is its place in the list.
 TEST(SubGroups, AShardGroupInsideANodeAndAReplicateGroupAcross) {
-  auto store = world_store();
-  RankTeam team(4);
-  team.run_void([&](int r) {
-    const ProcessGroupOptions o = gloo_on(r);
-    DeviceGuard guard(o.device);
-    // Every rank creates every group, in one order (Note [Process group store prefix]).
-    const std::shared_ptr<ProcessGroup> shard[2] = {new_group(store, r, 4, {0, 1}, o),
-                                                    new_group(store, r, 4, {2, 3}, o)};
-    const std::shared_ptr<ProcessGroup> replicate[2] = {new_group(store, r, 4, {2, 0}, o),
-                                                        new_group(store, r, 4, {1, 3}, o)};
-    ProcessGroup& node = *shard[r / 2];
-    ProcessGroup& across = *replicate[r % 2];
-    EXPECT_EQ(shard[1 - r / 2], nullptr);
-    EXPECT_EQ(replicate[1 - r % 2], nullptr);
-    EXPECT_EQ(node.size(), 2);
-    EXPECT_EQ(node.rank(), r % 2);
-    EXPECT_EQ(across.rank(), r == 2 || r == 1 ? 0 : 1) << "its place in {2, 0} or {1, 3}";
-    Tensor t = Tensor::from_floats({static_cast<float>(r + 1)}, {1}, o.device);
-    node.allreduce(t)->wait();
-    EXPECT_EQ(t.item(), r < 2 ? 3.0f : 7.0f);
-    across.allreduce(t)->wait();
-    EXPECT_EQ(t.item(), 10.0f);
-  });
+  on_every_rank(
+      4, [](const std::shared_ptr<HashStore>& store, int r, const ProcessGroupOptions& o) {
+        // Every rank creates every group, in one order (Note [Process group store prefix]).
+        const std::shared_ptr<ProcessGroup> shard[2] = {new_group(store, r, 4, {0, 1}, o),
+                                                        new_group(store, r, 4, {2, 3}, o)};
+        const std::shared_ptr<ProcessGroup> replicate[2] = {new_group(store, r, 4, {2, 0}, o),
+                                                            new_group(store, r, 4, {1, 3}, o)};
+        ProcessGroup& node = *shard[r / 2];
+        ProcessGroup& across = *replicate[r % 2];
+        EXPECT_EQ(shard[1 - r / 2], nullptr);
+        EXPECT_EQ(replicate[1 - r % 2], nullptr);
+        EXPECT_EQ(node.size(), 2);
+        EXPECT_EQ(node.rank(), r % 2);
+        EXPECT_EQ(across.rank(), r == 2 || r == 1 ? 0 : 1) << "its place in {2, 0} or {1, 3}";
+        Tensor t = Tensor::from_floats({static_cast<float>(r + 1)}, {1}, o.device);
+        node.allreduce(t)->wait();
+        EXPECT_EQ(t.item(), r < 2 ? 3.0f : 7.0f);
+        across.allreduce(t)->wait();
+        EXPECT_EQ(t.item(), 10.0f);
+      });
 }
 
 // A second group of every rank is a second queue: rank 1 issues its part of a reduce-scatter
@@ -67,11 +73,8 @@ TEST(SubGroups, AShardGroupInsideANodeAndAReplicateGroupAcross) {
 // reduce-scatter. On one queue rank 0's all-gather would wait behind its reduce-scatter,
 // which waits for rank 1, which waits in the all-gather: they would time out.
 TEST(SubGroups, AnAllGatherOnASecondQueueDoesNotWaitBehindAReduceScatter) {
-  auto store = world_store();
-  RankTeam team(2);
-  team.run_void([&](int r) {
-    const ProcessGroupOptions o = gloo_on(r);
-    DeviceGuard guard(o.device);
+  on_every_rank(2, [](const std::shared_ptr<HashStore>& store, int r,
+                      const ProcessGroupOptions& o) {
     const std::shared_ptr<ProcessGroup> gradients = new_group(store, r, 2, {0, 1}, o);
     const std::shared_ptr<ProcessGroup> parameters = new_group(store, r, 2, {0, 1}, o);
     const float base = static_cast<float>(r + 1);
@@ -90,7 +93,7 @@ TEST(SubGroups, AnAllGatherOnASecondQueueDoesNotWaitBehindAReduceScatter) {
 }
 
 TEST(SubGroups, RanksOutsideTheWorldOrRepeatedAreRefused) {
-  auto store = world_store();
+  auto store = std::make_shared<HashStore>();
   const ProcessGroupOptions o = gloo_on(0);
   EXPECT_THROW(new_group(store, 0, 2, {}, o), UsageError);
   EXPECT_THROW(new_group(store, 0, 2, {0, 0}, o), UsageError);

@@ -57,6 +57,8 @@ std::vector<std::string> rank_environment(const LaunchSpec& spec, int rank, int 
   std::vector<std::pair<std::string, std::string>> vars{
       {"RANK", std::to_string(spec.first_rank() + rank)},
       {"LOCAL_RANK", std::to_string(rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(spec.local_ranks())},
+      {"GROUP_RANK", std::to_string(spec.node_rank)},
       {"WORLD_SIZE", std::to_string(spec.world_size)},
       {"MASTER_ADDR", spec.master_addr},
       {"MASTER_PORT", std::to_string(port)},
@@ -350,6 +352,7 @@ void check_nodes(const LaunchSpec& spec) {
 }  // namespace
 
 std::string launch_banner(const LaunchSpec& spec) {
+  check_nodes(spec);  // a banner that promises a launch comes after the flags are checked
   if (spec.nnodes > 1) {
     return fmt::format("ddpbench launcher: node {} of {}: starting {} of {} ranks, store at {}:{}",
                        spec.node_rank, spec.nnodes, spec.local_ranks(), spec.world_size,

@@ -41,6 +41,7 @@ struct LaunchSpec {
 
 // The launcher's first line for a job on this node: "ddpbench launcher: starting 2 ranks", and
 // through mpirun why, or on one node of several which ranks and where the store is.
+// Throws UsageError for a node layout launch_local would refuse, so no banner precedes it.
 std::string launch_banner(const LaunchSpec& spec);
 
 struct LaunchResult {

@@ -195,6 +195,13 @@ LaunchResult launch_mpirun(const LaunchSpec& spec, int port, const std::string& 
                                                         {"MASTER_PORT", std::to_string(port)},
                                                         {"DDPBENCH_STORE_TOKEN", token},
                                                         {"DDPBENCH_FLIGHT_DIR", spec.flight_dir}};
+  // Which interface each rank binds to (Note [Choosing this host's address]), passed on as set:
+  // mpirun starts ranks with its own environment on other hosts.
+  for (const char* name : {"DDPBENCH_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      vars.emplace_back(name, value);
+    }
+  }
   // Open MPI refuses to run as root unless told twice; a container's root is the usual case.
   if (::geteuid() == 0) {
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");

@@ -29,12 +29,13 @@ std::string env_str(const char* name, const std::string& fallback) {
 
 std::optional<RankEnv> detect_rank_env() {
   struct Scheme {
-    const char *rank, *size, *local, *source;
+    const char *rank, *size, *local, *local_size, *source;
   };
   const Scheme schemes[] = {
-      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE", "mpirun"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "", "slurm"},
   };
   // Issue 48, P7: torchrun's variables left in the environment of ranks that mpirun starts
   // (or the other way round) once made every rank "rank 3 of 5" by the first scheme, and the
@@ -57,6 +58,12 @@ std::optional<RankEnv> detect_rank_env() {
     e.rank = *rank;
     e.world_size = *size;
     e.local_rank = env_int(s.local).value_or(0);
+    // Node blocks of ranks only where the launcher places them so (torchrun and ddpbench's own:
+    // node r holds ranks r*k .. r*k+k-1); mpirun's mapping may interleave them.
+    if (s.source == std::string("torchrun")) {
+      const int local = env_int(s.local_size).value_or(0);
+      if (local > 0 && local <= *size && *size % local == 0) e.local_world_size = local;
+    }
     e.source = s.source;
     if (e.source == std::string("torchrun") && env_str("DDPBENCH_LAUNCHER", "") == "ddpbench")
       e.source = "ddpbench";

@@ -21,6 +21,9 @@ struct RankEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  // Ranks a node holds where nodes hold consecutive blocks of ranks (torchrun's and ddpbench's
+  // LOCAL_WORLD_SIZE), else 0: unknown.
+  int local_world_size = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::string token;

@@ -1,11 +1,14 @@
 #include "comm/rendezvous.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <string_view>
 #include <thread>
 
 #include "base/open_files.h"
 #include "comm/file_store.h"
+#include "comm/local_address.h"
+#include "comm/peer_probe.h"
 #include "comm/tcp_store.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -97,16 +100,57 @@ std::string compare_fingerprints(const Fingerprint& mine, const Fingerprint& the
 
 constexpr const char* kFingerprintKey = "ddpbench/fingerprint/";
 
+// "node 1 (ranks 2, 3)" for the ranks in `missing` (ascending), by node where nodes hold
+// blocks of local_world_size ranks, else "ranks 2, 3".
+std::string name_missing(const std::vector<int>& missing, int local_world_size) {
+  const auto list = [](const std::vector<int>& ranks) {
+    std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+    return out;
+  };
+  if (local_world_size <= 0) return list(missing);
+  std::string out;
+  for (size_t i = 0; i < missing.size();) {
+    const int node = missing[i] / local_world_size;
+    std::vector<int> ranks;
+    for (; i < missing.size() && missing[i] / local_world_size == node; ++i) {
+      ranks.push_back(missing[i]);
+    }
+    out += (out.empty() ? "" : "; ") + ("node " + std::to_string(node)) + " (" + list(ranks) + ")";
+  }
+  return out;
+}
+
+// Rank 0, when a rank's fingerprint did not come in time: who never arrived, named by node
+// (issue 48, P29: "TCPStore get('ddpbench/fingerprint/1') timed out" named a store key).
+[[noreturn]] void throw_not_arrived(Store& store, const RankEnv& env, const StoreTimeout& e) {
+  std::vector<int> missing;
+  for (int r = 1; r < env.world_size; ++r) {
+    if (!store.check({kFingerprintKey + std::to_string(r)})) missing.push_back(r);
+  }
+  throw CommTimeout(
+      name_missing(missing, env.local_world_size) + " never arrived at the rendezvous on " +
+      env.master_addr + ":" + std::to_string(env.master_port) +
+      ": its launcher did not start, or cannot reach that address (" + e.what() + ")");
+}
+
 // Note [Configuration fingerprint].
-void check_fingerprints(Store& store, int rank, int world_size, const Fingerprint& mine) {
+void check_fingerprints(Store& store, const RankEnv& env, const Fingerprint& mine) {
   if (mine.empty()) return;
+  const int rank = env.rank, world_size = env.world_size;
   const std::string key = kFingerprintKey;
   store.set_string(key + std::to_string(rank), fingerprint_text(mine));
   if (rank == 0) {
     std::string verdict;
-    for (int r = 1; r < world_size && verdict.empty(); ++r)
-      verdict = compare_fingerprints(
-          mine, parse_fingerprint(store.get_string(key + std::to_string(r))), r);
+    for (int r = 1; r < world_size && verdict.empty(); ++r) {
+      std::string theirs;
+      try {
+        theirs = store.get_string(key + std::to_string(r));
+      } catch (const StoreTimeout& e) {
+        throw_not_arrived(store, env, e);
+      }
+      verdict = compare_fingerprints(mine, parse_fingerprint(theirs), r);
+    }
     store.set_string(key + "verdict", verdict.empty() ? "ok" : verdict);
     // Rank 0 serves the store: on a mismatch it stays until the others have read the verdict
     // (or a few seconds passed), so that they fail with it rather than a lost connection.
@@ -154,15 +198,23 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   r.env = env;
   r.store = rendezvous_store(env, options);
   r.store->set_timeout(deadline.left("the store"));
-  check_fingerprints(*r.store, env.rank, env.world_size, options.fingerprint);
+  check_fingerprints(*r.store, env, options.fingerprint);
   ProcessGroupOptions pg;
   pg.backend =
       options.backend.value_or(options.device.is_cuda() ? CommBackend::Nccl : CommBackend::Gloo);
   pg.device = options.device;
   pg.timeout = options.timeout;
   pg.connect_timeout = deadline.left("the configuration check");
-  pg.hostname = env.master_addr;
+  const LocalAddress bind = choose_local_address(env.master_addr);
+  pg.hostname = bind.address;
+  r.host = host_name();
+  r.bind_address = bind.address;
+  if (options.verbose) {
+    std::fprintf(stderr, "ddpbench: rank %d on host %s binds its process group to %s (%s)\n",
+                 env.rank, r.host.c_str(), bind.address.c_str(), bind.why.c_str());
+  }
   r.group = make_process_group(r.store, env.rank, env.world_size, pg);
+  register_host(r.store, env, r.host, r.bind_address);
   r.store->set_timeout(deadline.left("the process group"));
   const ClockOffset clock = measure_clock_offset(*r.store, env.rank, env.world_size);
   r.clock_offset_ns = clock.offset_ns;

@@ -34,6 +34,7 @@ struct RendezvousOptions {
   std::string init_method = "env://";
   // What every rank must agree on (Note [Configuration fingerprint]): named values, in order.
   std::vector<std::pair<std::string, std::string>> fingerprint;
+  bool verbose = false;  // say which address the process group binds to, and why
 };
 
 // Note [Rendezvous deadline]
@@ -71,6 +72,9 @@ struct Rendezvous {
   // The true offset lies within clock_offset_ns ± this: half the exchange's round trip (Note
   // [Clock offset through the store]). Zero on rank 0.
   int64_t clock_uncertainty_ns = 0;
+  std::string host;  // this host's name
+  std::string
+      bind_address;  // where the process group listens (Note [Choosing this host's address])
 };
 
 // Throws UsageError for a bad environment, Error when a peer does not arrive within the

@@ -113,4 +113,27 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string rank_name(const std::optional<std::vector<HostRecord>>& hosts, int64_t rank) {
+  std::string name = "rank " + std::to_string(rank);
+  if (!hosts || hosts->size() < 2) return name;
+  for (const HostRecord& h : *hosts) {
+    if (std::find(h.ranks.begin(), h.ranks.end(), rank) != h.ranks.end()) {
+      return name + " on host " + printable(h.name);
+    }
+  }
+  return name;
+}
+
+std::string rank_name(const std::vector<RankRecord>& ranks, int64_t rank) {
+  std::string name = "rank " + std::to_string(rank);
+  const auto differs = [&](const RankRecord& r) { return r.host != ranks.front().host; };
+  const auto it =
+      std::find_if(ranks.begin(), ranks.end(), [&](const RankRecord& r) { return r.rank == rank; });
+  if (ranks.empty() || it == ranks.end() || !it->host ||
+      std::none_of(ranks.begin(), ranks.end(), differs)) {
+    return name;
+  }
+  return name + " on host " + printable(*it->host);
+}
+
 }  // namespace ddpb::reports

@@ -42,6 +42,12 @@ std::string safe_dump(const nlohmann::json& value);
 // kept as it is.
 std::string printable(std::string_view text);
 
+// "rank 3", or "rank 3 on host b" once `hosts` holds more than one (Note [Hosts in records]).
+// The host's name passes through printable: it came from another machine.
+std::string rank_name(const std::optional<std::vector<HostRecord>>& hosts, int64_t rank);
+// The same from the merged ranks[] (their host fields).
+std::string rank_name(const std::vector<RankRecord>& ranks, int64_t rank);
+
 // Table formats. Every one returns "-" for nullopt so a missing value reads as missing.
 // 4 significant digits without exponent for everyday sizes: 5000, 123.4, 1.235, 0.01234.
 std::string format_number(std::optional<double> v);

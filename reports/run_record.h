@@ -256,9 +256,10 @@ struct StragglerRecord {
   static constexpr bool kRecord = true;
   int64_t rank = 0;
   double compute_ms = 0, skew = 0;
+  std::optional<std::string> host;  // the rank's host, where the record names hosts
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("rank", s.rank), v("compute_ms", s.compute_ms), v("skew", s.skew);
+    v("rank", s.rank), v("compute_ms", s.compute_ms), v("skew", s.skew), v("host", s.host);
   }
 };
 
@@ -528,11 +529,30 @@ struct RankRecord {
   StepTimeStats step_time_ms;
   std::vector<PhaseMedian> phases_median_ms;
   std::vector<MemoryUse> memory;
+  std::optional<std::string> host = {};  // its host's name (Note [Hosts in records])
+  std::optional<int64_t> node = {};      // its host's index in hosts[]
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("rank", s.rank), v("device", s.device), v("compute_ms", s.compute_ms);
     v("step_time_ms", s.step_time_ms), v("phases_median_ms", s.phases_median_ms);
-    v("memory", s.memory);
+    v("memory", s.memory), v("host", s.host), v("node", s.node);
+  }
+};
+
+// Note [Hosts in records]
+// A DDP run's ranks[] name each rank's host (its hostname, as the rank saw it) and node, and
+// hosts[] lists the hosts in the order their first rank appears, which is the node order of
+// ddpbench's launcher and torchrun (node r holds ranks r*k .. r*k+k-1). A node is a host, so
+// it is found the same way under mpirun and srun, whose node indices differ by launcher. Text
+// that names a rank adds its host once a run spans more than one (reports::rank_name).
+struct HostRecord {
+  static constexpr bool kRecord = true;
+  std::string name;
+  int64_t node = 0;
+  std::vector<int64_t> ranks;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("node", s.node), v("ranks", s.ranks);
   }
 };
 
@@ -550,6 +570,7 @@ struct RunRecord {
   std::vector<MemoryUse> memory;
   std::optional<std::vector<ConvPlanInfo>> conv_plans;
   std::optional<std::vector<RankRecord>> ranks;  // DDP rank 0's record
+  std::optional<std::vector<HostRecord>> hosts;  // with ranks[] (Note [Hosts in records])
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);
@@ -557,6 +578,7 @@ struct RunRecord {
     v("design", s.design), v("mode", s.mode);
     v("workload", s.workload), v("steps", s.steps), v("summary", s.summary);
     v("memory", s.memory), v("conv_plans", s.conv_plans), v("ranks", s.ranks);
+    v("hosts", s.hosts);
   }
 
   nlohmann::json to_json() const { return record_to_json(*this); }

@@ -148,6 +148,7 @@ struct RunMetrics {
   std::optional<BucketBlame> bucket_blame;                   // DDP, world size > 1
   std::optional<SpeedOfLight> speed_of_light;                // with a GEMM peak and a comm fit
   std::optional<CriticalPath> critical_path;                 // DP and DDP
+  std::optional<std::vector<HostRecord>> hosts;              // Note [Hosts in records]
   OpenFields extra;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -165,6 +166,7 @@ struct RunMetrics {
     v("devices", s.devices), v("peak_memory_bytes", s.peak_memory_bytes);
     v("rank_peak_memory_bytes", s.rank_peak_memory_bytes), v("memory", s.memory);
     v("bucket_blame", s.bucket_blame), v("speed_of_light", s.speed_of_light);
+    v("hosts", s.hosts);
     v("critical_path", s.critical_path), v.rest(s.extra);
   }
 };

@@ -598,10 +598,10 @@ std::string input_bound_paragraph(const SuiteRun& run, int cores) {
   const double step = median_ms(run), wait = *worst;
   if (step <= 0 || wait / step < kInputShare) return "";
   return fmt::format(
-      "{} is input-bound on rank {}: it waits {} for its next batch in its {} step ({}); with "
+      "{} is input-bound on {}: it waits {} for its next batch in its {} step ({}); with "
       "input free the step would take {}.{}",
-      printable(run.id), worst - waits.begin(), ms(wait), ms(step), format_percent(wait / step),
-      ms(step - wait), input_advice(run, cores));
+      printable(run.id), rank_name(run.metrics->hosts, worst - waits.begin()), ms(wait), ms(step),
+      format_percent(wait / step), ms(step - wait), input_advice(run, cores));
 }
 
 // Note [Speed of light]: per workload at its largest world size, how much of its bound each
@@ -846,7 +846,9 @@ std::string blame_clauses(const Comparison& c) {
   for (const Contender* d : {&c.best, &c.runner_up}) {
     const auto blame = metric(d->run, &RunMetrics::bucket_blame);
     if (!blame || !blame->holder) continue;
-    out += fmt::format("; rank {} holds {}'s buckets back", *blame->holder, d->design.label);
+    out +=
+        fmt::format("; {} holds {}'s buckets back",
+                    rank_name(metric(d->run, &RunMetrics::hosts), *blame->holder), d->design.label);
     if (const std::string load = outside_load(*d->run, d->design.label); !load.empty()) {
       out += ": " + load;
       // The factor was measured with that load on the runner-up's side.

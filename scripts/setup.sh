@@ -15,6 +15,7 @@ packages=(
   openmpi-bin  # tests/scripts/cluster_scripts_test.sh runs scripts/cluster/mpirun_ddp.sh
   libopenmpi-dev  # comm/ProcessGroupMpi: the MPI backend
   libturbojpeg0-dev  # data/: JPEG decoding of image folders
+  iproute2 util-linux  # scripts/cluster/netns_cluster.sh: emulated hosts (ip netns, tc, unshare)
 )
 
 missing=()

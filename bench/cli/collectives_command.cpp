@@ -78,6 +78,10 @@ void resolve(CollectivesCommandOptions& o) {
 int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
   comm::LaunchSpec spec;
   spec.world_size = o.world_size;
+  spec.nnodes = o.nnodes;
+  spec.node_rank = o.node_rank;
+  spec.master_addr = o.master_addr;
+  spec.master_port = o.master_port;
   spec.args.assign(argv, argv + argc);
   spec.via_mpirun = o.backend == comm::CommBackend::Mpi;
   fmt::print("{}\n", comm::launch_banner(spec));
@@ -185,7 +189,14 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   add_enum_flag(*c, "--backend", o.backend, "collective library");
   c->add_option("--device", o.device, "cpu or cuda (default cpu)");
   add_int_flag(*c, "-g,--world-size", o.world_size, 1, kMaxWorldSize,
-               "ranks to start without a launcher (default 2)");
+               "ranks to start without a launcher (default 2), on every node together");
+  add_int_flag(*c, "--nnodes", o.nnodes, 1, kMaxWorldSize, "nodes in the job (default 1)");
+  add_int_flag(*c, "--node-rank", o.node_rank, 0, kMaxWorldSize - 1,
+               "this node's index (its ranks are node-rank * world/nnodes + k)");
+  c->add_option("--master-addr", o.master_addr,
+                "rank 0's address, where the store listens (default 127.0.0.1)");
+  add_int_flag(*c, "--master-port", o.master_port, 1, 65535,
+               "the store's port (required with --nnodes > 1)");
   add_real_flag(*c, "--timeout", o.timeout_s, 0, 86400, "seconds (default 300)", LowerBound::Open);
   return c;
 }

@@ -19,6 +19,9 @@ struct CollectivesCommandOptions {
   std::optional<comm::CommBackend> backend;                    // default: nccl on cuda, gloo on cpu
   std::string device = "cpu";
   int world_size = 2;
+  int nnodes = 1, node_rank = 0;  // as run's: this launcher is one node of a job
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
   double timeout_s = 300;
   std::string json_out;  // -J
 };

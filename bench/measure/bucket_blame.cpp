@@ -1,5 +1,7 @@
 #include "bench/measure/bucket_blame.h"
 
+#include "reports/report_util.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -94,7 +96,8 @@ bool dominates(const std::vector<reports::RankBlame>& per_rank, const reports::R
   });
 }
 
-std::string finding(const reports::BucketBlame& b) {
+std::string finding(const reports::BucketBlame& b, const std::vector<reports::RankRecord>& ranks) {
+  const auto name = [&](int64_t r) { return reports::rank_name(ranks, r); };
   const auto most = std::max_element(
       b.per_rank.begin(), b.per_rank.end(),
       [](const auto& x, const auto& y) { return x.held_fraction < y.held_fraction; });
@@ -109,18 +112,18 @@ std::string finding(const reports::BucketBlame& b) {
       return fmt::format("no rank holds buckets back beyond the noise ({:.2f} ms)", b.noise_ms);
     if (!dominates(b.per_rank, *most)) {
       return fmt::format(
-          "no rank holds the step back: the ranks take turns being last (rank {} held {:.0f}% of "
+          "no rank holds the step back: the ranks take turns being last ({} held {:.0f}% of "
           "buckets back, not {:.0f} times any other rank's share)",
-          most->rank, 100 * most->held_fraction, kHolderDominance);
+          name(most->rank), 100 * most->held_fraction, kHolderDominance);
     }
     return fmt::format(
-        "no rank holds the step back: the most, rank {}, held {:.0f}% of buckets back by a "
+        "no rank holds the step back: the most, {}, held {:.0f}% of buckets back by a "
         "median {:.2f} ms, under the {:.2f} ms the steps' own jitter allows",
-        most->rank, 100 * most->held_fraction, most->delay_ms_median, b.holder_threshold_ms);
+        name(most->rank), 100 * most->held_fraction, most->delay_ms_median, b.holder_threshold_ms);
   }
   const reports::RankBlame& h = b.per_rank[static_cast<size_t>(*b.holder)];
-  std::string s = fmt::format("rank {} holds back {:.0f}% of buckets by a median {:.1f} ms", h.rank,
-                              100 * h.held_fraction, h.delay_ms_median);
+  std::string s = fmt::format("{} holds back {:.0f}% of buckets by a median {:.1f} ms",
+                              name(h.rank), 100 * h.held_fraction, h.delay_ms_median);
   if (b.holder_phase) {
     return s + fmt::format(": its {} is {:.1f} ms slower than the other ranks'", *b.holder_phase,
                            *b.holder_phase_excess_ms);
@@ -181,7 +184,7 @@ reports::BucketBlame bucket_blame(const ReadyTimes& ready_ms,
     out.holder = most->rank;
     attribute_phase(ranks, most->rank, out);
   }
-  out.finding = finding(out);
+  out.finding = finding(out, ranks);
   return out;
 }
 

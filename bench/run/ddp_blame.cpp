@@ -6,6 +6,7 @@
 #include "bench/measure/critical_path.h"
 #include "core/check.h"
 #include "reports/json_io.h"
+#include "reports/report_util.h"
 
 namespace ddpb::bench {
 
@@ -39,9 +40,8 @@ void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord
   record.summary.critical_path = critical_path(record, ready);
   fmt::print("ddp: bucket blame: {}\n", record.summary.bucket_blame->finding);
   if (const auto& c = record.summary.critical_path; c && c->waited_for) {
-    fmt::print(
-        "ddp: critical path: rank 0 waits {:.1f} of the median step's {:.1f} ms for rank {}\n",
-        c->wait_ms, c->step_ms, *c->waited_for);
+    fmt::print("ddp: critical path: rank 0 waits {:.1f} of the median step's {:.1f} ms for {}\n",
+               c->wait_ms, c->step_ms, reports::rank_name(record.hosts, *c->waited_for));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "reports/json_io.h"
+#include "reports/report_util.h"
 
 namespace ddpb::bench {
 
@@ -36,6 +38,7 @@ RankProcess::RankProcess(const RunConfig& config) {
   store_ = std::move(joined.store);
   group_ = std::move(joined.group);
   clock_offset_ns_ = joined.clock_offset_ns;
+  host_ = joined.host;
 }
 
 std::shared_ptr<comm::ProcessGroup> RankProcess::take_group() {
@@ -60,13 +63,36 @@ std::vector<nlohmann::json> RankProcess::gather(std::string_view what,
   return all;
 }
 
+namespace {
+
+// The hosts of `ranks` in the order their first rank appears; sets each rank's node (Note
+// [Hosts in records]).
+std::vector<reports::HostRecord> hosts_of(std::vector<reports::RankRecord>& ranks) {
+  std::vector<reports::HostRecord> hosts;
+  for (reports::RankRecord& r : ranks) {
+    const std::string name = r.host.value_or("");
+    auto it =
+        std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.name == name; });
+    if (it == hosts.end()) {
+      hosts.push_back({name, static_cast<int64_t>(hosts.size()), {}});
+      it = hosts.end() - 1;
+    }
+    it->ranks.push_back(r.rank);
+    r.node = it->node;
+  }
+  return hosts;
+}
+
+}  // namespace
+
 reports::RunRecord RankProcess::merge_records(reports::RunRecord record) const {
-  const reports::RankRecord mine{rank(),
-                                 device_.str(),
-                                 compute_time_ms(record.summary.phases_median_ms),
-                                 record.summary.step_time_ms,
-                                 record.summary.phases_median_ms,
-                                 record.memory};
+  reports::RankRecord mine{rank(),
+                           device_.str(),
+                           compute_time_ms(record.summary.phases_median_ms),
+                           record.summary.step_time_ms,
+                           record.summary.phases_median_ms,
+                           record.memory};
+  mine.host = host_;
   const std::vector<nlohmann::json> all = gather("record", reports::record_to_json(mine));
   if (rank() != 0) return record;
   std::vector<reports::RankRecord> ranks;
@@ -75,12 +101,13 @@ reports::RunRecord RankProcess::merge_records(reports::RunRecord record) const {
     ranks.push_back(reports::record_from_json<reports::RankRecord>(r));
     compute_ms.push_back(ranks.back().compute_ms);
   }
+  record.hosts = hosts_of(ranks);
   const StragglerSummary skew = straggler_summary(compute_ms);
   std::vector<reports::StragglerRecord> stragglers;
   for (const Straggler& s : skew.stragglers) {
-    stragglers.push_back({s.rank, s.compute_ms, s.skew});
-    fmt::print("straggler: rank {} computes {:.2f} ms a step, {:.2f}x the fastest rank\n", s.rank,
-               s.compute_ms, s.skew);
+    stragglers.push_back({s.rank, s.compute_ms, s.skew, ranks[static_cast<size_t>(s.rank)].host});
+    fmt::print("straggler: {} computes {:.2f} ms a step, {:.2f}x the fastest rank\n",
+               reports::rank_name(record.hosts, s.rank), s.compute_ms, s.skew);
   }
   record.ranks = std::move(ranks);
   record.summary.straggler_skew = skew.skew;
@@ -180,6 +207,7 @@ comm::RendezvousOptions rendezvous_options(const RunConfig& config, const comm::
   o.job_identity = job_identity(config, env);
   o.init_method = config.rendezvous;
   o.fingerprint = training_fingerprint(config, env);
+  o.verbose = config.verbose;
   return o;
 }
 

@@ -48,6 +48,7 @@ class RankProcess {
   const Device& device() const { return device_; }
   comm::Store& store() const { return *store_; }
   int64_t clock_offset_ns() const { return clock_offset_ns_; }
+  const std::string& host() const { return host_; }
   // The process group of the job; once.
   std::shared_ptr<comm::ProcessGroup> take_group();
   // Where the rank stands: its share of every global batch, its device, its dump file.
@@ -70,6 +71,7 @@ class RankProcess {
   std::shared_ptr<comm::Store> store_;
   std::shared_ptr<comm::ProcessGroup> group_;
   int64_t clock_offset_ns_ = 0;
+  std::string host_;  // this host's name (records name hosts, issue 45)
 };
 
 // --devices' entry for this rank, or --device's type at the local rank's index.

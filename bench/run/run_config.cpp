@@ -51,15 +51,22 @@ int64_t estimated_bytes_per_device(const RunConfig& c) {
 // more memory than it has (10000 ranks once forked until the machine ran out).
 void check_cpu_capacity(const RunConfig& c) {
   if (c.device.rfind("cpu", 0) != 0 || !c.devices.empty()) return;
-  DDPB_USAGE_CHECK(c.world_size <= kMaxCpuDevices)
-      << "--world-size " << c.world_size << " asks for more logical CPU devices than the limit of "
-      << kMaxCpuDevices << " (this machine has " << std::thread::hardware_concurrency()
-      << " cores)";
-  const int64_t need = estimated_bytes_per_device(c) * c.world_size;
+  // Issue 45: a node of a multi-node job holds its own share of the ranks, not the world.
+  const int here =
+      c.nnodes > 1 && c.world_size % c.nnodes == 0 ? c.world_size / c.nnodes : c.world_size;
+  const std::string ranks = c.nnodes > 1 ? fmt::format(
+                                               "{} ranks on this node (--world-size {} over "
+                                               "--nnodes {})",
+                                               here, c.world_size, c.nnodes)
+                                         : fmt::format("--world-size {}", c.world_size);
+  DDPB_USAGE_CHECK(here <= kMaxCpuDevices)
+      << ranks << " asks for more logical CPU devices than the limit of " << kMaxCpuDevices
+      << " (this machine has " << std::thread::hardware_concurrency() << " cores)";
+  const int64_t need = estimated_bytes_per_device(c) * here;
   const MemoryLimits limits = read_memory_limits();
   const int64_t have = limits.available.value_or(0);
   DDPB_USAGE_CHECK(have == 0 || need <= have)
-      << "--world-size " << c.world_size << " of " << c.workload << " needs about " << (need >> 20)
+      << ranks << " of " << c.workload << " needs about " << (need >> 20)
       << " MiB, but this machine has " << (have >> 20) << " MiB available";
   // A process limit (ulimit -v, -d) too small for one process of the run: a rank that is a
   // process holds one device, single and DP all of theirs; each process maps what this one

@@ -178,6 +178,7 @@ reports::RunMetrics run_metrics(const RunRecord& record, double peak) {
     waits.push_back(data_of(s.phases_median_ms));
   }
   m.per_rank_data_wait_ms = waits;
+  m.hosts = record.hosts;
   return m;
 }
 

@@ -21,7 +21,12 @@ run_flags=("$@")
 if [[ ${#run_flags[@]} -eq 0 ]]; then
   run_flags=(--device cuda --workload gpt2-small --global-batch $((8 * np)) --steps 50 --warmup 5)
 fi
+# The interface each rank binds to, where set, goes to every host (mpirun passes only what -x names).
+pass_env=()
+for v in DDPBENCH_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME; do
+  [[ -n ${!v:-} ]] && pass_env+=(-x "$v")
+done
 # shellcheck disable=SC2086  # MPIRUN_FLAGS is a list of options
-mpirun -np "$np" --hostfile "$hostfile" ${MPIRUN_FLAGS:-} \
+mpirun -np "$np" --hostfile "$hostfile" ${MPIRUN_FLAGS:-} "${pass_env[@]}" \
   -x MASTER_ADDR -x MASTER_PORT -x DDPBENCH_STORE_TOKEN -x NCCL_DEBUG \
   "$BIN" run --mode ddp --world-size "$np" "${run_flags[@]}"

@@ -2,6 +2,7 @@
 // including the merged ranks[] and summary.straggler_skew only rank 0 adds, and reads back
 // through reports::RunRecord unchanged.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -23,6 +24,16 @@ TEST(DdpRecord, Validates) {
   EXPECT_NO_THROW(ddpb::reports::validate_report_file(out));
   nlohmann::json rec = ddpb::reports::read_json(out);
   EXPECT_EQ(rec["ranks"].size(), 2u);
+  // One host (Note [Hosts in records]): both ranks on it, node 0.
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
+  const std::string host = name;
+  EXPECT_EQ(rec["hosts"],
+            nlohmann::json::parse(R"([{"name": ")" + host + R"(", "node": 0, "ranks": [0, 1]}])"));
+  for (const auto& rank : rec["ranks"]) {
+    EXPECT_EQ(rank["host"], host);
+    EXPECT_EQ(rank["node"], 0);
+  }
   EXPECT_TRUE(rec["summary"].contains("straggler_skew"));
   EXPECT_TRUE(rec["steps"][0]["mode"].contains("buckets"));
   // The typed record names or keeps every field rank 0 wrote.

@@ -210,6 +210,16 @@ TEST(WorldSize, ImpossibleCpuRequestsAreRefusedUpFront) {
   expect_usage(kRun + "--mode dp --world-size 65", "more logical CPU devices than the limit");
   expect_usage(kRun + "--mode ddp --world-size 1000", "more logical CPU devices than the limit");
   expect_usage(kRun + "--mode ddp --world-size 10000", "--world-size must be an integer");
+  // A node of a multi-node job holds its share (issue 45): 128 ranks over 64 nodes are 2 here,
+  // and the run goes on to ask for the token every node shares.
+  expect_usage(kRun +
+                   "--mode ddp --world-size 128 --global-batch 128 --nnodes 64 --master-port "
+                   "29555",
+               "needs DDPBENCH_STORE_TOKEN");
+  expect_usage(kRun +
+                   "--mode ddp --world-size 256 --global-batch 256 --nnodes 2 --master-port "
+                   "29555",
+               "128 ranks on this node (--world-size 256 over --nnodes 2) asks for more logical");
 }
 
 TEST(NonFinite, InitFromWithANanIsRefusedNamingTheTensor) {

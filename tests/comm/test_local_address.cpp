@@ -1,0 +1,95 @@
+// comm/local_address.h (Note [Choosing this host's address]) and the rendezvous naming the
+// nodes that never arrived (issue 48, P29).
+#include "comm/local_address.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "../util/temp_dir.h"
+#include "comm/rendezvous.h"
+#include "core/check.h"
+
+namespace ddpb::comm {
+namespace {
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(LocalAddress, TheRouteToALoopbackMasterIsLoopback) {
+  const LocalAddress a = choose_local_address("127.0.0.1");
+  EXPECT_EQ(a.address, "127.0.0.1");
+  EXPECT_NE(a.why.find("route to MASTER_ADDR 127.0.0.1"), std::string::npos) << a.why;
+  // A name resolves first.
+  EXPECT_EQ(choose_local_address("localhost").address, "127.0.0.1");
+}
+
+TEST(LocalAddress, AnInterfaceVariableWinsAndAListBindsToItsFirst) {
+  {
+    ScopedEnv gloo("GLOO_SOCKET_IFNAME", "lo");
+    const LocalAddress a = choose_local_address("192.0.2.1");
+    EXPECT_EQ(a.address, "127.0.0.1");
+    EXPECT_EQ(a.why, "GLOO_SOCKET_IFNAME=lo");
+  }
+  ScopedEnv ours("DDPBENCH_SOCKET_IFNAME", "lo,eth7");
+  ScopedEnv gloo("GLOO_SOCKET_IFNAME", "no-such-if");  // ours is read first
+  const LocalAddress a = choose_local_address("192.0.2.1");
+  EXPECT_EQ(a.address, "127.0.0.1");
+  EXPECT_NE(a.why.find("the first"), std::string::npos) << a.why;
+}
+
+TEST(LocalAddress, AMissingInterfaceIsAUsageErrorNamingTheOnesThereAre) {
+  ScopedEnv gloo("GLOO_SOCKET_IFNAME", "eth-nope");
+  try {
+    choose_local_address("127.0.0.1");
+    ADD_FAILURE() << "a missing interface is refused";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("GLOO_SOCKET_IFNAME='eth-nope'"), std::string::npos) << what;
+    EXPECT_NE(what.find("lo (127.0.0.1)"), std::string::npos) << what;
+  }
+}
+
+TEST(LocalAddress, TheInterfaceListHasLoopback) {
+  bool lo = false;
+  for (const InterfaceAddress& i : interface_addresses()) lo = lo || i.address == "127.0.0.1";
+  EXPECT_TRUE(lo);
+  EXPECT_FALSE(host_name().empty());
+}
+
+// Rank 0 alone of 4, nodes of 2 ranks: it names both nodes' missing ranks, not a store key.
+TEST(Rendezvous, RanksThatNeverArriveAreNamedByNode) {
+  testing::TempDir dir("never_arrived");
+  RankEnv env;
+  env.world_size = 4;
+  env.local_world_size = 2;
+  env.master_addr = "10.0.0.1";
+  env.master_port = 29999;
+  RendezvousOptions options;
+  options.device = Device::cpu(0);
+  options.timeout = std::chrono::milliseconds(500);
+  options.job_identity = "never-arrived";
+  options.init_method = "file://" + (dir / "store");
+  options.fingerprint = {{"lr", "0.1"}};
+  try {
+    init_process_group(env, options);
+    ADD_FAILURE() << "a world missing ranks cannot meet";
+  } catch (const CommTimeout& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("node 0 (rank 1); node 1 (ranks 2, 3) never arrived at the rendezvous on "
+                        "10.0.0.1:29999"),
+              0u)
+        << what;
+  }
+}
+
+}  // namespace
+}  // namespace ddpb::comm

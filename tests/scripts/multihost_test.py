@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""ddpbench across emulated hosts: network namespaces with their own hostnames, joined by a
+bridge, links shaped with tc tbf (scripts/cluster/netns_cluster.sh).
+
+  tests/scripts/multihost_test.py BUILD_DIR CASE     (exit 77: skipped, no namespaces here)
+
+CASE is one of: ddp, collectives, faults, mpi. Every case makes its own cluster under a
+prefix of its own, removes it on any exit, and fails if a process is left on any host.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "scripts" / "cluster" / "netns_cluster.sh"
+TOKEN = "multihost-test-token-0123456789"
+PORT = 29410
+
+
+class Cluster:
+    """N hosts under a prefix of their own; `down` on exit."""
+
+    def __init__(self, n, rate="1gbit", node_size=1):
+        self.prefix = f"mh{os.getpid() % 100000}"
+        self.env = dict(os.environ, DDPB_CLUSTER_PREFIX=self.prefix)
+        self.n, self.rate, self.node_size = n, rate, node_size
+
+    def __enter__(self):
+        self.cluster("up", str(self.n), "--rate", self.rate, "--node-size", str(self.node_size))
+        self.addresses = [self.cluster("addr", f"h{i}").strip() for i in range(self.n)]
+        return self
+
+    def __exit__(self, *exc):
+        left = {h: self.pids(h) for h in range(self.n)}
+        self.cluster("down")
+        left = {h: p for h, p in left.items() if p}
+        if exc[0] is None and left:
+            raise AssertionError(f"processes left running on hosts: {left}")
+
+    def cluster(self, *args):
+        return subprocess.run([str(CLUSTER), *args], env=self.env, check=True,
+                              capture_output=True, text=True).stdout
+
+    def pids(self, host):
+        out = subprocess.run(["ip", "netns", "pids", f"{self.prefix}h{host}"],
+                             capture_output=True, text=True).stdout
+        return out.split()
+
+    def start(self, host, argv, log, env=None):
+        """Starts argv on `host` with its output in `log`; returns the Popen."""
+        return subprocess.Popen([str(CLUSTER), "run", f"h{host}", *argv],
+                                env=dict(self.env, **(env or {})), stdout=open(log, "w"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill_host(self, host):
+        for pid in self.pids(host):
+            subprocess.run(["kill", "-9", pid], capture_output=True)
+
+    def link(self, host, state):
+        self.cluster("link", f"h{host}", state)
+
+
+def wait_all(procs, limit_s):
+    """Each process's exit code, failing the test if any outlives limit_s."""
+    deadline = time.monotonic() + limit_s
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                os.killpg(q.pid, 9)
+            raise AssertionError(f"a host's launcher outlived {limit_s} s")
+    return codes
+
+
+def read(path):
+    return pathlib.Path(path).read_text(errors="replace")
+
+
+def same_params(a, b):
+    sys.path.insert(0, str(ROOT / "scripts" / "peer"))
+    import safetensors_lite
+    x, _ = safetensors_lite.load(str(a))
+    y, _ = safetensors_lite.load(str(b))
+    assert sorted(x) == sorted(y), (sorted(x), sorted(y))
+    bad = [k for k in x if not bool((x[k] == y[k]).all())]
+    assert not bad, f"parameters differ: {bad}"
+
+
+class Case:
+    def __init__(self, build, tmp):
+        self.bin = str(pathlib.Path(build).resolve() / "bench" / "ddpbench")
+        self.tmp = pathlib.Path(tmp)
+
+    def train_flags(self, world, extra=(), quiet=True):
+        return ["run", "--mode", "ddp", "--device", "cpu", "--workload", "mlp-small",
+                "--world-size", str(world), "--global-batch", "16", "--warmup", "0",
+                "--seed", "5", *(["--quiet"] if quiet else []), *extra]
+
+    def on_hosts(self, c, argv_of, limit_s, env=None, hosts=None):
+        """Starts argv_of(node) on each host (all by default); returns (codes, logs)."""
+        hosts = range(c.n) if hosts is None else hosts
+        logs = [self.tmp / f"{c.prefix}-h{h}-{time.monotonic_ns()}.log" for h in hosts]
+        procs = [c.start(h, argv_of(h), log, env) for h, log in zip(hosts, logs)]
+        return wait_all(procs, limit_s), [read(log) for log in logs]
+
+    def node_flags(self, c, node, port=PORT):
+        return ["--nnodes", str(c.n), "--node-rank", str(node), "--master-addr", c.addresses[0],
+                "--master-port", str(port)]
+
+    # --- ddp: multi-host equals one host, bit for bit ---------------------------------------
+    def ddp(self):
+        for hosts, per_host in ((2, 1), (2, 2)):
+            world = hosts * per_host
+            own = self.tmp / f"own{world}.safetensors"
+            subprocess.run([self.bin, *self.train_flags(world, ["--save-params", str(own),
+                                                                  "--timeout", "60", "--steps", "3"])],
+                           check=True, capture_output=True)
+            with Cluster(hosts, node_size=per_host) as c:
+                out = self.tmp / f"mh{world}.json"
+                params = self.tmp / f"mh{world}.safetensors"
+                codes, logs = self.on_hosts(c, lambda h: [
+                    self.bin, *self.train_flags(world, ["--timeout", "60", "--verbose", "--steps", "3"]),
+                    *self.node_flags(c, h), "--out", str(out), "--save-params", str(params)],
+                    120, env={"DDPBENCH_STORE_TOKEN": TOKEN})
+                assert codes == [0] * hosts, (codes, logs)
+                same_params(own, params)
+                record = json.loads(read(out))
+                names = [h["name"] for h in record["hosts"]]
+                assert names == [f"{c.prefix}h{i}" for i in range(hosts)], record["hosts"]
+                assert [r["node"] for r in record["ranks"]] == [
+                    r // per_host for r in range(world)], record["ranks"]
+                # Each rank's process group listens on its own host's address.
+                for h in range(hosts):
+                    assert f"binds its process group to {c.addresses[h]}" in logs[h], logs[h]
+            print(f"PASS: {hosts} hosts x {per_host} ranks equal one host's {world} ranks")
+
+    # --- collectives across hosts at the shaped rate ------------------------------------------
+    def collectives(self):
+        with Cluster(2, rate="200mbit") as c:
+            out = self.tmp / "coll.json"
+            codes, logs = self.on_hosts(c, lambda h: [
+                self.bin, "collectives", "-g", "2", "-b", "4M", "-e", "8M", "-n", "4", "-w", "1",
+                "--timeout", "60", *self.node_flags(c, h), "-J", str(out)],
+                120, env={"DDPBENCH_STORE_TOKEN": TOKEN})
+            assert codes == [0, 0], (codes, logs)
+            busbw = json.loads(read(out))["ops"][0]["avg_busbw_GBps"]
+            rate = 200e6 / 8 / 1e9
+            # tbf holds about 95% of its rate here; the link, not the CPU, sets the pace.
+            assert 0.80 * rate <= busbw <= 1.02 * rate, (busbw, rate)
+            print(f"PASS: allreduce busbw {busbw * 8e3:.0f} Mbit/s on a 200 Mbit/s link")
+
+    # --- mpirun across hosts, through the cluster's launch agent -----------------------------
+    def mpi(self):
+        if not shutil.which("mpirun"):
+            print("SKIPPED: no mpirun (apt install openmpi-bin)")
+            sys.exit(77)
+        own = self.tmp / "own2.safetensors"
+        subprocess.run([self.bin, *self.train_flags(2, ["--save-params", str(own), "--timeout",
+                                                         "60", "--steps", "3"])],
+                       check=True, capture_output=True)
+        with Cluster(2) as c:
+            hostfile = self.tmp / "hostfile"
+            hostfile.write_text("".join(f"{a} slots=1\n" for a in c.addresses))
+            for backend in ("gloo", "mpi"):
+                params = self.tmp / f"mpirun-{backend}.safetensors"
+                env = {"DDPBENCH_BIN": self.bin, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                       "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                       "OMPI_MCA_plm_rsh_agent": f"{CLUSTER} rsh"}
+                run_flags = ["--device", "cpu", "--workload", "mlp-small", "--global-batch", "16",
+                             "--warmup", "0", "--seed", "5", "--quiet", "--timeout", "60",
+                             "--steps", "3"]
+                codes, logs = self.on_hosts(c, lambda h: [
+                    str(ROOT / "scripts" / "cluster" / "mpirun_ddp.sh"), str(hostfile), "2",
+                    "--backend", backend, *run_flags, "--save-params", str(params)],
+                    120, env=env, hosts=[0])
+                assert codes == [0], logs
+                same_params(own, params)
+                print(f"PASS: mpirun across 2 hosts, {backend} backend, equals one host's run")
+
+    # --- faults: each detected within --timeout, named, nothing left behind -------------------
+    def faults(self):
+        timeout = 8
+        flags = lambda c, h, port, steps="3": [  # noqa: E731
+            self.bin, *self.train_flags(2, ["--timeout", str(timeout), "--steps", steps], quiet=False),
+            *self.node_flags(c, h, port)]
+        env = {"DDPBENCH_STORE_TOKEN": TOKEN}
+        with Cluster(2) as c:
+            # A host that never arrives.
+            start = time.monotonic()
+            codes, logs = self.on_hosts(c, lambda h: flags(c, h, PORT), 3 * timeout, env, [0])
+            took = time.monotonic() - start
+            assert codes[0] != 0 and took < 2.5 * timeout, (codes, took, logs)
+            assert "node 1" in logs[0] and "never arrived" in logs[0], logs[0]
+            print(f"PASS: a host that never arrives is named in {took:.1f} s")
+
+            # A wrong token from another host.
+            procs = [c.start(0, flags(c, 0, PORT + 1), self.tmp / "tok0.log", env),
+                     c.start(1, flags(c, 1, PORT + 1), self.tmp / "tok1.log",
+                             {"DDPBENCH_STORE_TOKEN": "another-job-token-0123456789"})]
+            codes = wait_all(procs, 3 * timeout)
+            assert codes[1] != 0 and codes[0] != 0, codes
+            assert "token" in read(self.tmp / "tok1.log"), read(self.tmp / "tok1.log")
+            print("PASS: a wrong token from another host is refused")
+
+            # A host killed mid-run, and a link taken down mid-run.
+            for what, port in (("killed", PORT + 2), ("cut off", PORT + 3)):
+                procs = [c.start(h, flags(c, h, port, steps="400"), self.tmp / f"{port}-{h}.log",
+                                 env) for h in range(2)]
+                self.wait_for_steps(self.tmp / f"{port}-0.log")
+                start = time.monotonic()
+                if what == "killed":
+                    c.kill_host(1)
+                else:
+                    c.link(1, "down")
+                codes = wait_all(procs, 4 * timeout)
+                took = time.monotonic() - start
+                log = read(self.tmp / f"{port}-0.log")
+                if what == "cut off":
+                    c.link(1, "up")
+                assert codes[0] != 0 and took < 3 * timeout, (codes, took, log)
+                assert "rank 1" in log, log
+                print(f"PASS: a host {what} mid-run: node 0 failed in {took:.1f} s naming rank 1")
+                print("\n".join(l for l in log.splitlines() if "step " not in l))
+
+    def wait_for_steps(self, log, limit_s=60):
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if log.exists() and "step " in read(log):
+                time.sleep(1.0)
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"no step began: {read(log) if log.exists() else 'no log'}")
+
+
+def main():
+    build, case = sys.argv[1], sys.argv[2]
+    why = subprocess.run([str(CLUSTER), "check"], capture_output=True, text=True)
+    if why.returncode != 0:
+        print(f"SKIPPED: cannot make network namespaces here: {why.stdout.strip()}")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        getattr(Case(build, tmp), case)()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -95,7 +95,8 @@ std::vector<InterfaceAddress> interface_addresses() {
   for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
     if ((i->ifa_flags & IFF_UP) == 0) continue;
-    out.push_back({i->ifa_name, dotted(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr)});
+    out.push_back(
+        {i->ifa_name, dotted(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr)});
   }
   ::freeifaddrs(list);
   return out;
@@ -107,10 +108,13 @@ std::string host_name() {
   return name;
 }
 
-LocalAddress choose_local_address(const std::string& master_addr) {
+LocalAddress choose_local_address(const std::string& master_addr, bool spans_hosts) {
   if (auto chosen = from_interface_variable()) return *chosen;
   if (const auto peer = resolve_ipv4(master_addr)) {
-    if (const auto source = route_source(*peer)) {
+    const auto source = route_source(*peer);
+    // Loopback reaches no other host: across hosts (file:// with MASTER_ADDR unset) ask the
+    // hostname instead.
+    if (source && !(spans_hosts && source->starts_with("127."))) {
       return {*source, "the route to MASTER_ADDR " + master_addr};
     }
   }
@@ -118,7 +122,8 @@ LocalAddress choose_local_address(const std::string& master_addr) {
   if (const auto own = name.empty() ? std::nullopt : resolve_ipv4(name)) {
     if (is_local(dotted(*own))) return {dotted(*own), "the hostname " + name};
   }
-  return {"127.0.0.1", "loopback: no route to MASTER_ADDR " + master_addr + " and no hostname"};
+  return {"127.0.0.1", "loopback: neither the route to MASTER_ADDR " + master_addr +
+                           " nor the hostname '" + name + "' gave another address of this host"};
 }
 
 }  // namespace ddpb::comm

@@ -18,16 +18,21 @@ namespace ddpb::comm {
 //     on each; ddpbench binds to one, the first, and says so.
 //  2. The address this host would send from to reach MASTER_ADDR: a connected UDP socket
 //     sends nothing, yet the kernel picks its source address by the routing table. On rank 0's
-//     host, and on one host, that is MASTER_ADDR itself or loopback.
+//     host, and on one host, that is MASTER_ADDR itself or loopback. Loopback is passed over
+//     when the job is known to span hosts (file:// across hosts, MASTER_ADDR unset).
 //  3. The hostname, when it resolves to an address of this host.
 //  4. Loopback: one host only.
+// Only Gloo binds to the choice; NCCL and MPI choose their own interfaces (NCCL_SOCKET_IFNAME,
+// Open MPI's btl_tcp_if_include), and the choice there only names this host's address for
+// Note [Unreachable hosts].
 struct LocalAddress {
   std::string address;  // dotted IPv4
   std::string why;      // how it was chosen, for --verbose and the record
 };
 
-// Throws UsageError for an interface variable naming a missing interface.
-LocalAddress choose_local_address(const std::string& master_addr);
+// Throws UsageError for an interface variable naming a missing interface. `spans_hosts`: the
+// job's ranks are known to live on more than one host.
+LocalAddress choose_local_address(const std::string& master_addr, bool spans_hosts = false);
 
 // This host's interfaces with an IPv4 address: "name address" pairs, loopback included.
 struct InterfaceAddress {

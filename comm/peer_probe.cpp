@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -33,26 +34,24 @@ struct PeerHost {
   std::vector<int> ranks;
 };
 
-// Address -> host, from every rank's key; nullopt when the store does not answer.
-std::optional<std::map<std::string, PeerHost>> read_hosts(const Registered& r) {
+// Address -> host, from every rank's key. Throws StoreTimeout when the store does not answer,
+// another error when it refuses (rank 0's process is gone, its host is not).
+std::map<std::string, PeerHost> read_hosts(const Registered& r) {
   std::map<std::string, PeerHost> hosts;
-  try {
-    for (int rank = 0; rank < r.env.world_size; ++rank) {
-      const std::string text = r.store->get_string(kHostKey + std::to_string(rank));
-      const size_t space = text.rfind(' ');
-      if (space == std::string::npos) continue;
-      PeerHost& h = hosts[text.substr(space + 1)];
-      h.name = text.substr(0, space);
-      h.ranks.push_back(rank);
-    }
-  } catch (const std::exception&) {
-    return std::nullopt;
+  for (int rank = 0; rank < r.env.world_size; ++rank) {
+    const std::string text = r.store->get_string(kHostKey + std::to_string(rank));
+    const size_t space = text.rfind(' ');
+    if (space == std::string::npos || space + 1 == text.size()) continue;
+    PeerHost& h = hosts[text.substr(space + 1)];
+    h.name = text.substr(0, space);
+    h.ranks.push_back(rank);
   }
   return hosts;
 }
 
-// Starts a non-blocking connect to address:port; -1 when it failed at once for a reason
-// other than being refused (a refusal is an answer).
+// Starts a non-blocking connect to address:port. Returns the socket to wait on, or -1 when
+// there is nothing to wait for: `*answered` then says whether the host refused at once (an
+// answer) or the connect failed for another reason (no route, a firewall: none).
 int start_knock(const std::string& address, int port, bool* answered) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
@@ -60,8 +59,10 @@ int start_knock(const std::string& address, int port, bool* answered) {
   if (::inet_pton(AF_INET, address.c_str(), &to.sin_addr) != 1) return -1;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 || errno == ECONNREFUSED) {
-    *answered = true;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 || errno != EINPROGRESS) {
+    *answered = errno == ECONNREFUSED || errno == 0;
+    ::close(fd);
+    return -1;
   }
   return fd;
 }
@@ -71,25 +72,31 @@ std::vector<std::string> silent(const std::vector<std::string>& addresses, int p
                                 std::chrono::milliseconds budget) {
   std::vector<pollfd> fds;
   std::vector<bool> answered(addresses.size(), false);
+  size_t pending = 0;
   for (size_t i = 0; i < addresses.size(); ++i) {
     bool now = false;
+    errno = 0;
     fds.push_back({start_knock(addresses[i], port, &now), POLLOUT, 0});
     answered[i] = now;
+    pending += fds.back().fd >= 0;
   }
   const auto until = std::chrono::steady_clock::now() + budget;
-  for (;;) {
+  while (pending > 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0)
-      break;
+    if (left.count() <= 0) break;
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       int err = 0;
       socklen_t len = sizeof(err);
       ::getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err == 0 || err == ECONNREFUSED) answered[i] = true;
+      answered[i] = err == 0 || err == ECONNREFUSED;
       ::close(fds[i].fd);
       fds[i].fd = -1;
+      --pending;
     }
   }
   std::vector<std::string> out;
@@ -98,6 +105,21 @@ std::vector<std::string> silent(const std::vector<std::string>& addresses, int p
     if (!answered[i]) out.push_back(addresses[i]);
   }
   return out;
+}
+
+// MASTER_ADDR as a dotted IPv4 address, or nullopt.
+std::optional<std::string> master_ipv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, text,
+              sizeof(text));
+  ::freeaddrinfo(found);
+  return std::string(text);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -122,22 +144,38 @@ std::string probe_hosts(std::chrono::milliseconds budget) {
     r = g_registered;
   }
   r.store = r.weak_store.lock();
-  if (!r.store || r.env.world_size < 2) return "";
-  r.store->set_timeout(budget);  // the run is failing: no other use of the store waits on it
-  const auto hosts = read_hosts(r);
-  if (!hosts) {
-    return "; the store on " + r.env.master_addr + ":" + std::to_string(r.env.master_port) +
-           " does not answer from host " + r.host + " either: this host is cut off from rank 0's";
+  if (!r.store || r.env.world_size < 2 || r.address.empty()) return "";
+  const auto timeout = r.store->timeout();
+  r.store->set_timeout(budget);
+  std::map<std::string, PeerHost> hosts;
+  bool store_failed = false;
+  try {
+    hosts = read_hosts(r);
+  } catch (const std::exception&) {
+    store_failed = true;
+  }
+  r.store->set_timeout(timeout);
+  if (store_failed) {
+    // Which of the two: knock on rank 0's host itself.
+    const std::string store =
+        "; the store on " + r.env.master_addr + ":" + std::to_string(r.env.master_port);
+    const auto master = master_ipv4(r.env.master_addr);
+    if (master && !silent({*master}, r.env.master_port, budget).empty()) {
+      return store + " does not answer from host " + r.host +
+             " either: this host seems cut off from rank 0's";
+    }
+    return store + " no longer serves: rank 0's process is gone";
   }
   std::vector<std::string> others;
-  for (const auto& [address, h] : *hosts) {
+  for (const auto& [address, h] : hosts) {
     if (address != r.address) others.push_back(address);
   }
   std::string out;
   for (const std::string& address : silent(others, r.env.master_port, budget)) {
-    const PeerHost& h = hosts->at(address);
+    const PeerHost& h = hosts.at(address);
     out += "; host " + h.name + " (" + address + ": " + rank_list(h.ranks) +
-           ") does not answer from host " + r.host + ": its link is down or it is gone";
+           ") does not answer a connection from host " + r.host + " within " +
+           std::to_string(budget.count()) + " ms: its link may be down, or the host gone";
   }
   return out;
 }

@@ -128,10 +128,24 @@ std::string name_missing(const std::vector<int>& missing, int local_world_size) 
   for (int r = 1; r < env.world_size; ++r) {
     if (!store.check({kFingerprintKey + std::to_string(r)})) missing.push_back(r);
   }
+  if (missing.empty()) throw CommTimeout(std::string("the rendezvous timed out: ") + e.what());
   throw CommTimeout(
-      name_missing(missing, env.local_world_size) + " never arrived at the rendezvous on " +
-      env.master_addr + ":" + std::to_string(env.master_port) +
+      name_missing(missing, env.local_world_size) + " never arrived at the rendezvous" +
+      (env.master_port > 0 ? " on " + env.master_addr + ":" + std::to_string(env.master_port)
+                           : std::string()) +
       ": its launcher did not start, or cannot reach that address (" + e.what() + ")");
+}
+
+// Where this rank's process group listens (Gloo: `strict`, a wrong interface is an error), or
+// for other backends this host's address for Note [Unreachable hosts], "" when there is none.
+LocalAddress this_hosts_address(const RankEnv& env, bool strict) {
+  const bool spans_hosts = env.local_world_size > 0 && env.local_world_size < env.world_size;
+  if (strict) return choose_local_address(env.master_addr, spans_hosts);
+  try {
+    return choose_local_address(env.master_addr, spans_hosts);
+  } catch (const UsageError&) {
+    return {};
+  }
 }
 
 // Note [Configuration fingerprint].
@@ -196,25 +210,26 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   const Deadline deadline(options.timeout);
   Rendezvous r;
   r.env = env;
-  r.store = rendezvous_store(env, options);
-  r.store->set_timeout(deadline.left("the store"));
-  check_fingerprints(*r.store, env, options.fingerprint);
   ProcessGroupOptions pg;
   pg.backend =
       options.backend.value_or(options.device.is_cuda() ? CommBackend::Nccl : CommBackend::Gloo);
-  pg.device = options.device;
-  pg.timeout = options.timeout;
-  pg.connect_timeout = deadline.left("the configuration check");
-  const LocalAddress bind = choose_local_address(env.master_addr);
-  pg.hostname = bind.address;
+  // Chosen before the store, so that a wrong interface fails this rank before the others wait.
+  const LocalAddress bind = this_hosts_address(env, pg.backend == CommBackend::Gloo);
   r.host = host_name();
   r.bind_address = bind.address;
-  if (options.verbose) {
+  if (options.verbose && pg.backend == CommBackend::Gloo) {
     std::fprintf(stderr, "ddpbench: rank %d on host %s binds its process group to %s (%s)\n",
                  env.rank, r.host.c_str(), bind.address.c_str(), bind.why.c_str());
   }
+  r.store = rendezvous_store(env, options);
+  r.store->set_timeout(deadline.left("the store"));
+  check_fingerprints(*r.store, env, options.fingerprint);
+  pg.device = options.device;
+  pg.timeout = options.timeout;
+  pg.connect_timeout = deadline.left("the configuration check");
+  pg.hostname = bind.address;
   r.group = make_process_group(r.store, env.rank, env.world_size, pg);
-  register_host(r.store, env, r.host, r.bind_address);
+  if (!r.bind_address.empty()) register_host(r.store, env, r.host, r.bind_address);
   r.store->set_timeout(deadline.left("the process group"));
   const ClockOffset clock = measure_clock_offset(*r.store, env.rank, env.world_size);
   r.clock_offset_ns = clock.offset_ns;

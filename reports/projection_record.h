@@ -56,6 +56,7 @@ struct TopologyInfo {
   int64_t compute_slots = 0;
   bool comm_shares_compute = false;
   std::optional<double> compute_contention;
+  bool one_ring = false;  // Note [One ring across nodes] (bench/project/cost_model.h)
   std::optional<TopologyDeviceInfo> device;  // absent: the measured device computes
   bool operator==(const TopologyInfo&) const = default;
   template <class S, class V>
@@ -63,7 +64,8 @@ struct TopologyInfo {
     v("name", s.name), v("source", s.source), v("node_size", s.node_size), v("intra", s.intra),
         v("inter", s.inter), v("copy", s.copy), v("reduce_add", s.reduce_add),
         v("compute_slots", s.compute_slots), v("comm_shares_compute", s.comm_shares_compute),
-        v("compute_contention", s.compute_contention), v("device", s.device);
+        v("compute_contention", s.compute_contention), v("one_ring", s.one_ring),
+        v("device", s.device);
   }
 };
 

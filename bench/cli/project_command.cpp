@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/project/comm_fit.h"
 #include "bench/project/suite_projection.h"
 #include "bench/run/cli_flags.h"
 #include "core/check.h"
@@ -108,6 +109,10 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
                 "the projected device's sustained training FLOP/s, e.g. 400e12 (default: the "
                 "topology's device, its datasheet peak at the fraction the measured run reached "
                 "of its own)");
+  cmd->add_option("--inter", o.inter,
+                  "a collectives record measured across hosts, one rank a host: the network "
+                  "between nodes is fitted on it (needs --node-size)");
+  add_int_flag(*cmd, "--node-size", o.node_size, 1, 1 << 16, "devices a node holds, with --inter");
   cmd->add_option("--device-memory", o.device_memory,
                   "the projected device's memory, e.g. 80GiB: the largest model of each "
                   "workload's family each design fits at the largest --devices");
@@ -123,7 +128,19 @@ int project_command(const ProjectOptions& o) {
   const double device_memory =
       o.device_memory.empty() ? 0.0 : parse_memory_size_flag("--device-memory", o.device_memory);
   const ProjectionSource source = load_projection_source(o.input);
-  const Topology topo = resolve_topology(o.topology, source);
+  DDPB_USAGE_CHECK(o.inter.empty() == (o.node_size == 0))
+      << "--inter and --node-size go together: the sweep gives the link, --node-size the "
+         "devices each node holds";
+  Topology topo = resolve_topology(o.topology, source);
+  if (!o.inter.empty()) {
+    DDPB_USAGE_CHECK(std::filesystem::is_regular_file(o.inter))
+        << "--inter " << o.inter << ": no such file";
+    const nlohmann::json sweep = reports::read_json(o.inter);
+    DDPB_USAGE_CHECK(sweep.is_object() && sweep.value("kind", "") == "collectives")
+        << "--inter " << o.inter << ": not a collectives record (ddpbench collectives -J)";
+    topo = with_inter_link(std::move(topo), reports::CollectivesRecord::from_json(sweep), o.inter,
+                           o.node_size);
+  }
   const reports::ProjectionRecord p =
       make_projection(source, topo, o.devices, {o.per_device_batch, o.target_flops, device_memory});
   const nlohmann::json record = p.to_json();

@@ -20,6 +20,9 @@ struct ProjectOptions {
   int64_t per_device_batch = 0;
   double target_flops = 0;
   std::string device_memory;  // --device-memory, e.g. "80GiB"; empty: not asked
+  std::string
+      inter;  // --inter: a collectives record across hosts (Note [Inter-node link from a sweep])
+  int node_size = 0;  // --node-size, with --inter
 };
 
 CLI::App* add_project_command(CLI::App& app, ProjectOptions& o);

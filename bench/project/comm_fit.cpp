@@ -1,5 +1,7 @@
 #include "bench/project/comm_fit.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -253,7 +255,40 @@ Topology measured_topology(const CommFit& fit, int compute_slots) {
   t.reduce_add = fit.reduce_add;
   t.compute_slots = compute_slots;
   t.comm_shares_compute = fit.backend == "gloo" && fit.device == "cpu";
+  t.one_ring = fit.backend == "gloo";
   t.compute_contention = fit.compute_contention;
+  return t;
+}
+
+std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record) {
+  std::vector<FitPoint> points;
+  for (const reports::CollectiveResult& r : record.results) {
+    if (r.op == "allreduce" && r.time_us > 0) {
+      points.push_back({static_cast<int>(record.config.world_size),
+                        static_cast<double>(r.size_bytes), r.time_us / 1e3});
+    }
+  }
+  return points;
+}
+
+Topology with_inter_link(Topology t, const reports::CollectivesRecord& sweep,
+                         const std::string& what, int node_size) {
+  const std::vector<FitPoint> points = allreduce_points(sweep);
+  DDPB_USAGE_CHECK(sweep.config.world_size >= 2)
+      << "--inter " << what << ": a sweep of one rank crossed no link";
+  DDPB_USAGE_CHECK(points.size() >= 2)
+      << "--inter " << what << ": the record has " << points.size()
+      << " AllReduce sizes; the fit needs two or more (ddpbench collectives -o allreduce)";
+  const Link node = fit_ring_allreduce(points);
+  t.node_size = node_size;
+  t.inter = Link{node.alpha_us, node.bandwidth_GBps / node_size};
+  t.one_ring = sweep.config.backend == "gloo";
+  t.name += "+inter";
+  t.source += fmt::format(
+      "; between nodes of {}: {} AllReduce fitted on {} ({} ranks, one a host): {:.1f} us, "
+      "{:.4g} GB/s a node",
+      node_size, sweep.config.backend, what, sweep.config.world_size, node.alpha_us,
+      node.bandwidth_GBps);
   return t;
 }
 

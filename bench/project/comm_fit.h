@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/project/cost_model.h"
+#include "reports/collectives_record.h"
 
 namespace ddpb::bench {
 
@@ -53,5 +54,18 @@ CommFit measure_comm_fit(const std::string& backend, const std::string& device,
 // The measured topology: one node as large as needed, its devices sharing `compute_slots`
 // compute units (CPU cores, or GPUs under logical ranks; 0 = one each).
 Topology measured_topology(const CommFit& fit, int compute_slots);
+
+// The AllReduce rows of a collectives record as fit points at its world size.
+std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record);
+
+// Note [Inter-node link from a sweep]
+// `project --inter FILE --node-size K`: the network between nodes, fitted on a collectives
+// record measured across hosts with one rank per host (each rank has its host's whole link),
+// replaces `topology`'s inter-node link, and K devices make a node. The fit is the ring
+// AllReduce's α and β, as for the measured link; β is a node's, so each of its K devices gets
+// β/K (Note [Topology]). A Gloo sweep also makes the topology one ring (Note [One ring across
+// nodes]). Throws UsageError for a record with fewer than two AllReduce sizes or of one rank.
+Topology with_inter_link(Topology topology, const reports::CollectivesRecord& sweep,
+                         const std::string& what, int node_size);
 
 }  // namespace ddpb::bench

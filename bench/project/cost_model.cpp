@@ -195,6 +195,7 @@ reports::TopologyInfo Topology::to_record() const {
           compute_slots,
           comm_shares_compute,
           compute_contention,
+          one_ring,
           device ? std::optional(reports::TopologyDeviceInfo{device->name, device->peak_flops_per_s,
                                                              device->source})
                  : std::nullopt};
@@ -251,6 +252,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& what) {
   if (j.contains("compute_contention")) {
     t.compute_contention = ranged_number(j, "compute_contention", 1, kMaxContention, what);
   }
+  if (j.contains("one_ring")) {
+    if (!j["one_ring"].is_boolean()) throw UsageError(what + ": 'one_ring' must be true or false");
+    t.one_ring = j["one_ring"].get<bool>();
+  }
   if (j.contains("comm_shares_compute")) {
     if (!j["comm_shares_compute"].is_boolean())
       throw UsageError(what + ": 'comm_shares_compute' must be true or false");
@@ -305,6 +310,12 @@ double allreduce_ms(double bytes, int devices, const Topology& topo, AllReduceAl
     throw UsageError(fmt::format("topology {} holds {} devices; {} need an inter-node link",
                                  topo.name, topo.node_size, devices));
   const int g = std::min(devices, topo.node_size);
+  if (topo.one_ring) {
+    // Note [One ring across nodes]: every hop waits for the slowest, a node's whole link.
+    const Link nic{std::max(topo.intra.alpha_us, topo.inter->alpha_us),
+                   std::min(topo.intra.bandwidth_GBps, topo.inter->bandwidth_GBps * g)};
+    return ring_allreduce_ms(bytes, devices, nic);
+  }
   return ring_reduce_scatter_ms(bytes, g, topo.intra) +
          flat_allreduce_ms(bytes / g, nodes, *topo.inter, algo) +
          ring_all_gather_ms(bytes, g, topo.intra);

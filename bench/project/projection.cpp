@@ -286,8 +286,10 @@ DesignPoint project_allreduce(const ProjectionBasis& b, const DesignBasis& d,
   p.comm_ms += gather, p.exposed_ms += gather;
   if (topo.comm_shares_compute && topo.compute_slots > 0 && devices >= topo.compute_slots) {
     // Note [Topology]: no unit is free for the collectives, so they take turns with compute
-    // and all of them add to the step, slowed like compute by the sharing.
-    p.comm_ms = p.exposed_ms = (pipe.comm_ms + gather) * s.slots;
+    // and all of them add to the step, slowed like compute by the sharing; unless they cross
+    // nodes, where the network link, not the shared units, sets their pace.
+    const double slowed = topo.nodes(devices) > 1 ? 1.0 : s.slots;
+    p.comm_ms = p.exposed_ms = (pipe.comm_ms + gather) * slowed;
   }
   p.step_ms = in.data_ms * s.batch + in.forward_ms * s.compute() + backward + p.exposed_ms +
               in.optimizer_ms * optimizer_share * s.device * s.slots;

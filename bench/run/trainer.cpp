@@ -207,13 +207,14 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
     // group (which can take a while): the launcher names the rank whose failure it heard
     // first. A run of one process says it once, in main's error line.
     if (runner.place().world_size > 1) {
-      // A timeout across hosts also says which hosts no longer answer (Note [Unreachable hosts]).
-      const bool timed_out = dynamic_cast<const comm::CommTimeout*>(&e) != nullptr;
-      const std::string what = e.what() + (timed_out ? comm::probe_hosts() : std::string());
       std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.place().rank,
-                   static_cast<long>(step), what.c_str());
+                   static_cast<long>(step), e.what());
       std::fflush(stderr);
-      if (timed_out) throw comm::CommTimeout(what);
+      // A timeout across hosts also says which hosts no longer answer (Note [Unreachable hosts]).
+      const std::string probe = dynamic_cast<const comm::CommTimeout*>(&e) != nullptr
+                                    ? comm::probe_hosts()
+                                    : std::string();
+      if (!probe.empty()) throw comm::CommTimeout(e.what() + probe);
     }
     throw;
   }

@@ -117,11 +117,7 @@ std::vector<FitPoint> suite_allreduce_points(const reports::SuiteRecord& suite,
     if (c.backend != backend || c.status != "ok" || !c.record) continue;
     const auto rec = reports::CollectivesRecord::from_json(
         reports::read_json((fs::path(dir) / *c.record).string()));
-    for (const reports::CollectiveResult& r : rec.results) {
-      if (r.op == "allreduce" && r.time_us > 0)
-        points.push_back({static_cast<int>(rec.config.world_size),
-                          static_cast<double>(r.size_bytes), r.time_us / 1e3});
-    }
+    for (const FitPoint& p : allreduce_points(rec)) points.push_back(p);
   }
   return points;
 }

@@ -26,7 +26,7 @@
 #
 # Needs root and iproute2. `up` checks both and says which is missing (exit 2); a failure
 # half-way through `up` removes what it made.
-set -euo pipefail
+set -Eeuo pipefail  # -E: the ERR trap of `up` also fires inside the functions it calls
 
 prefix=${DDPB_CLUSTER_PREFIX:-ddpb}
 state_dir=${DDPB_CLUSTER_STATE:-/run/ddpbench-cluster}
@@ -59,10 +59,23 @@ namespace_of() {
 
 hosts_list() { ls /run/netns 2>/dev/null | grep -E "^${prefix}h[0-9]+$" | sort -V || true; }
 
-shape() {  # shape DEV RATE [NETNS]: tbf with a burst of 10 ms at RATE, at least 64 KiB
+# tbf's bucket: 2 ms at RATE, at least 32 KiB. A real link has no bucket, and every byte the
+# bucket lets through at once after an idle gap is a byte that crossed for free: with a 256 KiB
+# bucket at 200 Mbit/s, DDP's two gpt-tiny buckets arrived 20% sooner than the rate allows
+# (each refilled during the compute before it). Below about 2 ms the timer, not the rate,
+# sets the pace (32 KiB at 1 Gbit/s held 72% of the rate).
+burst_bytes() {
+  local rate=$1 n=${1%%[kmg]bit} scale=1
+  case $rate in *kbit) scale=1000 ;; *mbit) scale=1000000 ;; *gbit) scale=1000000000 ;; esac
+  local bytes=$((n * scale / 4000))
+  echo $((bytes > 32768 ? bytes : 32768))
+}
+
+shape() {  # shape DEV RATE [NETNS]: tbf at RATE, a bucket of burst_bytes, 50 ms of queue
   local dev=$1 rate=$2 ns=${3:-}
   local run=(); [[ -n $ns ]] && run=(ip netns exec "$ns")
-  "${run[@]}" tc qdisc replace dev "$dev" root tbf rate "$rate" burst 256kb latency 50ms
+  "${run[@]}" tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$(burst_bytes "$rate")" \
+    latency 50ms
 }
 
 cmd_down() {
@@ -152,8 +165,8 @@ cmd_with() {
   while [[ $# -gt 0 && $1 != -- ]]; do up_args+=("$1"); shift; done
   [[ $# -ge 2 ]] || usage_error "with needs: N [up flags] -- CMD..."
   shift
+  cmd_up "${up_args[@]}" >/dev/null  # a failed up cleans up after itself, and nothing else
   trap 'cmd_down' EXIT INT TERM
-  cmd_up "${up_args[@]}" >/dev/null
   DDPB_CLUSTER_HOSTS=$state/hosts "$@"
 }
 

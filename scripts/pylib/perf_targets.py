@@ -55,6 +55,11 @@ TARGETS = {
         "image loader images/s / PyTorch DataLoader's, same workers", ">=", 1.5),
     "cpu.real_vs_synthetic_step": Target(
         "step on an image folder / synthetic step, loader not the bottleneck", "<=", 1.05),
+    # scripts/cluster/validate_projection.sh: the projection against runs across emulated hosts
+    "cpu.projection_hosts_median": Target(
+        "median |error| of the projected step across emulated hosts", "<=", 0.10, True),
+    "cpu.projection_hosts_max": Target(
+        "largest |error| of the projected step across emulated hosts", "<=", 0.25, True),
     # GPU (scripts/gpu_check_summary.py)
     "gpu.gemm_vs_cublas": Target("GEMM step time vs cuBLAS", ">=", 0.85),
     "gpu.gpt2_vs_eager": Target("gpt2-small step vs PyTorch eager", "<=", 0.8),

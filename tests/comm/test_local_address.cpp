@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "../util/temp_dir.h"
@@ -14,17 +16,22 @@
 namespace ddpb::comm {
 namespace {
 
-// Sets an environment variable for one scope.
+// Sets an environment variable (nullptr: unsets it) for one scope, then restores it.
 class ScopedEnv {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
 
  private:
   const char* name_;
+  std::optional<std::string> old_;
 };
 
 TEST(LocalAddress, TheRouteToALoopbackMasterIsLoopback) {
+  ScopedEnv ours("DDPBENCH_SOCKET_IFNAME", nullptr), gloo("GLOO_SOCKET_IFNAME", nullptr);
   const LocalAddress a = choose_local_address("127.0.0.1");
   EXPECT_EQ(a.address, "127.0.0.1");
   EXPECT_NE(a.why.find("route to MASTER_ADDR 127.0.0.1"), std::string::npos) << a.why;
@@ -34,6 +41,7 @@ TEST(LocalAddress, TheRouteToALoopbackMasterIsLoopback) {
 
 TEST(LocalAddress, AnInterfaceVariableWinsAndAListBindsToItsFirst) {
   {
+    ScopedEnv none("DDPBENCH_SOCKET_IFNAME", nullptr);
     ScopedEnv gloo("GLOO_SOCKET_IFNAME", "lo");
     const LocalAddress a = choose_local_address("192.0.2.1");
     EXPECT_EQ(a.address, "127.0.0.1");
@@ -47,6 +55,7 @@ TEST(LocalAddress, AnInterfaceVariableWinsAndAListBindsToItsFirst) {
 }
 
 TEST(LocalAddress, AMissingInterfaceIsAUsageErrorNamingTheOnesThereAre) {
+  ScopedEnv none("DDPBENCH_SOCKET_IFNAME", nullptr);
   ScopedEnv gloo("GLOO_SOCKET_IFNAME", "eth-nope");
   try {
     choose_local_address("127.0.0.1");

@@ -4,11 +4,10 @@ bridge, links shaped with tc tbf (scripts/cluster/netns_cluster.sh).
 
   tests/scripts/multihost_test.py BUILD_DIR CASE     (exit 77: skipped, no namespaces here)
 
-CASE is one of: ddp, collectives, faults, mpi. Every case makes its own cluster under a
+CASE is one of: ddp, collectives, faults, mpi, projection. Every case makes its own cluster under a
 prefix of its own, removes it on any exit, and fails if a process is left on any host.
 """
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -17,66 +16,10 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLUSTER = ROOT / "scripts" / "cluster" / "netns_cluster.sh"
+sys.path.insert(0, str(ROOT / "scripts" / "pylib"))
+from netns import CLUSTER, Cluster, wait_all, why_not  # noqa: E402
 TOKEN = "multihost-test-token-0123456789"
 PORT = 29410
-
-
-class Cluster:
-    """N hosts under a prefix of their own; `down` on exit."""
-
-    def __init__(self, n, rate="1gbit", node_size=1):
-        self.prefix = f"mh{os.getpid() % 100000}"
-        self.env = dict(os.environ, DDPB_CLUSTER_PREFIX=self.prefix)
-        self.n, self.rate, self.node_size = n, rate, node_size
-
-    def __enter__(self):
-        self.cluster("up", str(self.n), "--rate", self.rate, "--node-size", str(self.node_size))
-        self.addresses = [self.cluster("addr", f"h{i}").strip() for i in range(self.n)]
-        return self
-
-    def __exit__(self, *exc):
-        left = {h: self.pids(h) for h in range(self.n)}
-        self.cluster("down")
-        left = {h: p for h, p in left.items() if p}
-        if exc[0] is None and left:
-            raise AssertionError(f"processes left running on hosts: {left}")
-
-    def cluster(self, *args):
-        return subprocess.run([str(CLUSTER), *args], env=self.env, check=True,
-                              capture_output=True, text=True).stdout
-
-    def pids(self, host):
-        out = subprocess.run(["ip", "netns", "pids", f"{self.prefix}h{host}"],
-                             capture_output=True, text=True).stdout
-        return out.split()
-
-    def start(self, host, argv, log, env=None):
-        """Starts argv on `host` with its output in `log`; returns the Popen."""
-        return subprocess.Popen([str(CLUSTER), "run", f"h{host}", *argv],
-                                env=dict(self.env, **(env or {})), stdout=open(log, "w"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill_host(self, host):
-        for pid in self.pids(host):
-            subprocess.run(["kill", "-9", pid], capture_output=True)
-
-    def link(self, host, state):
-        self.cluster("link", f"h{host}", state)
-
-
-def wait_all(procs, limit_s):
-    """Each process's exit code, failing the test if any outlives limit_s."""
-    deadline = time.monotonic() + limit_s
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(0.1, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                os.killpg(q.pid, 9)
-            raise AssertionError(f"a host's launcher outlived {limit_s} s")
-    return codes
 
 
 def read(path):
@@ -111,8 +54,7 @@ class Case:
         return wait_all(procs, limit_s), [read(log) for log in logs]
 
     def node_flags(self, c, node, port=PORT):
-        return ["--nnodes", str(c.n), "--node-rank", str(node), "--master-addr", c.addresses[0],
-                "--master-port", str(port)]
+        return c.node_flags(node, port)
 
     # --- ddp: multi-host equals one host, bit for bit ---------------------------------------
     def ddp(self):
@@ -153,7 +95,7 @@ class Case:
             busbw = json.loads(read(out))["ops"][0]["avg_busbw_GBps"]
             rate = 200e6 / 8 / 1e9
             # tbf holds about 95% of its rate here; the link, not the CPU, sets the pace.
-            assert 0.80 * rate <= busbw <= 1.02 * rate, (busbw, rate)
+            assert 0.80 * rate <= busbw <= 1.05 * rate, (busbw, rate)
             print(f"PASS: allreduce busbw {busbw * 8e3:.0f} Mbit/s on a 200 Mbit/s link")
 
     # --- mpirun across hosts, through the cluster's launch agent -----------------------------
@@ -183,6 +125,21 @@ class Case:
                 assert codes == [0], logs
                 same_params(own, params)
                 print(f"PASS: mpirun across 2 hosts, {backend} backend, equals one host's run")
+
+    # --- the projection's validation script, small: it runs and reports every case ----------
+    def projection(self):
+        table = self.tmp / "table.json"
+        out = subprocess.run(
+            [str(ROOT / "scripts" / "cluster" / "validate_projection.sh"), "--bin", self.bin,
+             "--rates", "1gbit", "--layouts", "2x2", "--workloads", "mlp-small", "--steps", "5",
+             "--out", str(table)], capture_output=True, text=True, timeout=280)
+        assert out.returncode == 0, out.stdout + out.stderr
+        rows = json.loads(read(table))
+        assert [(r["workload"], r["rate"], r["layout"]) for r in rows] == [
+            ("mlp-small", "1gbit", "2x2")], rows
+        assert rows[0]["measured_ms"] > 0 and rows[0]["projected_ms"] > 0, rows
+        assert out.stdout.splitlines()[-1].startswith("median absolute error of the step: "), out
+        print(out.stdout)
 
     # --- faults: each detected within --timeout, named, nothing left behind -------------------
     def faults(self):
@@ -226,6 +183,9 @@ class Case:
                     c.link(1, "up")
                 assert codes[0] != 0 and took < 3 * timeout, (codes, took, log)
                 assert "rank 1" in log, log
+                if what == "cut off":  # Note [Unreachable hosts]: the probe names the host
+                    said = f"host {c.prefix}h1 ({c.addresses[1]}: rank 1) does not answer"
+                    assert said in log, log
                 print(f"PASS: a host {what} mid-run: node 0 failed in {took:.1f} s naming rank 1")
                 print("\n".join(l for l in log.splitlines() if "step " not in l))
 
@@ -241,9 +201,9 @@ class Case:
 
 def main():
     build, case = sys.argv[1], sys.argv[2]
-    why = subprocess.run([str(CLUSTER), "check"], capture_output=True, text=True)
-    if why.returncode != 0:
-        print(f"SKIPPED: cannot make network namespaces here: {why.stdout.strip()}")
+    why = why_not()
+    if why:
+        print(f"SKIPPED: cannot make network namespaces here: {why}")
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         getattr(Case(build, tmp), case)()

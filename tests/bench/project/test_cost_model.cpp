@@ -83,6 +83,57 @@ TEST(CostModel, HierarchicalAllReduceCrossesNodesWithItsShare) {
   EXPECT_THROW(allreduce_ms(n, 16, topology_preset("nvlink")), UsageError);
 }
 
+// Note [One ring across nodes]: Gloo's one ring over every rank moves 2(p-1)/p of the bytes
+// through a node's whole link; for 2 nodes of 2 that is 1.5x the hierarchical model's bytes.
+TEST(CostModel, OneRingAcrossNodesRunsAtTheNodesWholeLink) {
+  Topology t;
+  t.name = "emulated";
+  t.node_size = 2;
+  t.intra = Link{1.0, 100.0};
+  t.inter = Link{20.0, 0.5};  // per device: the node's link is 1 GB/s
+  const double n = 1e8;
+  const Link node_link{20.0, 1.0};
+  EXPECT_DOUBLE_EQ(t.inter->bandwidth_GBps * t.node_size, node_link.bandwidth_GBps);
+  const double hierarchical = allreduce_ms(n, 4, t, AllReduceAlgo::Ring);
+  t.one_ring = true;
+  EXPECT_NEAR(allreduce_ms(n, 4, t), ring_allreduce_ms(n, 4, node_link), 1e-12);
+  EXPECT_NEAR(allreduce_ms(n, 4, t) / hierarchical, 1.5, 0.02);  // intra hops add a little
+  // One node has no network hop: the ring is the node's own.
+  Topology hierarchy = t;
+  hierarchy.one_ring = false;
+  EXPECT_NEAR(allreduce_ms(n, 2, t), allreduce_ms(n, 2, hierarchy), 1e-12);
+  EXPECT_TRUE(topology_from_json(t.to_json(), "t.json").one_ring);
+}
+
+// Note [Inter-node link from a sweep]: a sweep across hosts, one rank each, gives the network
+// between nodes; each of a node's K devices gets 1/K of it.
+TEST(CommFit, AnInterNodeLinkIsFittedOnASweepAcrossHosts) {
+  reports::CollectivesRecord sweep;
+  sweep.config.world_size = 2;
+  sweep.config.backend = "gloo";
+  for (double n : {262144.0, 1048576.0, 4194304.0, 16777216.0}) {
+    reports::CollectiveResult r;
+    r.op = "allreduce";
+    r.size_bytes = static_cast<int64_t>(n);
+    r.time_us = 1e3 * ring_allreduce_ms(n, 2, Link{50.0, 0.025});  // 200 Mbit/s
+    sweep.results.push_back(r);
+    r.op = "allgather";  // other ops are not the AllReduce's points
+    r.time_us = 1;
+    sweep.results.push_back(r);
+  }
+  const Topology t = with_inter_link(topology_preset("pcie4"), sweep, "sweep.json", 4);
+  EXPECT_EQ(t.node_size, 4);
+  EXPECT_NEAR(t.inter->alpha_us, 50.0, 1e-6);
+  EXPECT_NEAR(t.inter->bandwidth_GBps, 0.025 / 4, 1e-9);
+  EXPECT_TRUE(t.one_ring);
+  EXPECT_NE(t.source.find("sweep.json"), std::string::npos) << t.source;
+  sweep.config.world_size = 1;
+  EXPECT_THROW(with_inter_link(topology_preset("pcie4"), sweep, "one.json", 4), UsageError);
+  sweep.config.world_size = 2;
+  sweep.results.resize(2);  // one AllReduce size
+  EXPECT_THROW(with_inter_link(topology_preset("pcie4"), sweep, "short.json", 4), UsageError);
+}
+
 TEST(CostModel, PresetsAndTheirErrors) {
   for (const auto& name : topology_preset_names()) {
     const Topology t = topology_preset(name);

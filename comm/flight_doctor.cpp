@@ -1,11 +1,13 @@
 #include "comm/flight_doctor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -81,13 +83,26 @@ struct Progress {
   std::map<int64_t, nlohmann::json> by_seq;  // every entry, by sequence number
   nlohmann::json step;                       // "progress": step, phase, in_phase_s
   nlohmann::json signal;                     // "signal": name, sender_pid, from_parent
+  std::string host;                          // "host", hostname characters only
 };
+
+// A dump's host name, reduced to what a hostname may hold: the dump is untrusted, and the name
+// reaches a terminal.
+std::string host_of(const nlohmann::json& doc) {
+  if (!doc.contains("host") || !doc["host"].is_string()) return "";
+  std::string host = doc["host"].get<std::string>().substr(0, 253);
+  for (char& c : host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '?';
+  }
+  return host;
+}
 
 Progress progress_of(const nlohmann::json& doc) {
   Progress p;
   p.reason = doc.value("reason", "");
   if (doc.contains("progress") && doc["progress"].is_object()) p.step = doc["progress"];
   if (doc.contains("signal") && doc["signal"].is_object()) p.signal = doc["signal"];
+  p.host = host_of(doc);
   for (const auto& e : doc["entries"]) {
     const int64_t seq = e["seq"].get<int64_t>();
     p.by_seq[seq] = e;
@@ -192,10 +207,18 @@ std::string waiting_text(const std::map<int64_t, Progress>& progress, int64_t be
 
 // The verdict lines, given each dumped rank's progress.
 void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progress) {
+  std::set<std::string> hosts;
+  for (const auto& [r, p] : progress) hosts.insert(p.host);
+  // "rank 3", or "rank 3 on host b" once the dumps span hosts (Note [Flight dumps across hosts]).
+  const auto who = [&](int64_t r) {
+    const std::string& host = progress.at(r).host;
+    return "rank " + std::to_string(r) +
+           (hosts.size() > 1 && !host.empty() ? " on host " + host : std::string());
+  };
   if (const auto mismatch = find_mismatch(progress)) d.verdicts.push_back(*mismatch);
   for (const auto& [r, p] : progress) {
     if (!signalled_from_outside(p)) continue;
-    d.verdicts.push_back("rank " + std::to_string(r) + " was stopped by " +
+    d.verdicts.push_back(who(r) + " was stopped by " +
                          p.signal.value("name", std::string("a signal")) + " from pid " +
                          std::to_string(p.signal.value("sender_pid", int64_t{0})) +
                          " (not its launcher) after issuing collectives up to #" +
@@ -212,7 +235,7 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
                        std::to_string(max_issued) + "); none is behind";
     for (const auto& [r, p] : progress) {
       if (p.stuck.is_null()) continue;
-      line += "; rank " + std::to_string(r) + " did not complete " + describe(p.stuck);
+      line += "; " + who(r) + " did not complete " + describe(p.stuck);
       break;
     }
     d.verdicts.push_back(line);
@@ -235,9 +258,9 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   for (int64_t r : d.behind) {
     const Progress& p = progress.at(r);
     if (signalled_from_outside(p)) continue;  // said above
-    d.verdicts.push_back(
-        "rank " + std::to_string(r) + " is behind: it issued collectives only up to #" +
-        std::to_string(p.issued) + where_it_stood(p) + waiting_text(progress, p.issued));
+    d.verdicts.push_back(who(r) + " is behind: it issued collectives only up to #" +
+                         std::to_string(p.issued) + where_it_stood(p) +
+                         waiting_text(progress, p.issued));
   }
 }
 

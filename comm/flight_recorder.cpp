@@ -1,5 +1,7 @@
 #include "comm/flight_recorder.h"
 
+#include "comm/local_address.h"
+
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -47,7 +49,9 @@ struct Identity {
   int rank = 0;
   int world_size = 1;
   std::string dir;
-  std::string job;  // flight_job_id of the store token: the launcher reads only its job's dumps
+  std::string job;   // flight_job_id of the store token: the launcher reads only its job's dumps
+  std::string host;  // this host's name, in every dump (Note [Flight dumps across hosts])
+  std::function<void(int, const std::string&)> ship;  // set_flight_dump_shipper
 };
 Identity& identity() {
   static auto* id = new Identity();  // leaked: used from signal paths at exit
@@ -204,6 +208,31 @@ void set_flight_identity(int rank, int world_size, std::string dump_dir, std::st
   id.world_size = world_size;
   id.dir = std::move(dump_dir);
   id.job = std::move(job);
+  id.host = host_name();
+}
+
+void set_flight_dump_shipper(std::function<void(int rank, const std::string& dump)> ship) {
+  Identity& id = identity();
+  std::lock_guard lock(id.mutex);
+  id.ship = std::move(ship);
+}
+
+std::string write_flight_dump(int rank, const std::string& text) noexcept {
+  try {
+    const std::string dir = flight_dump_dir();
+    if (dir.empty() || !make_flight_dir(dir)) return "";
+    const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
+    write_file_atomic(path, text, "flight-recorder dump of rank " + std::to_string(rank));
+    return path;
+  } catch (...) {
+    return "";
+  }
+}
+
+std::string flight_dump_dir() {
+  Identity& id = identity();
+  std::lock_guard lock(id.mutex);
+  return id.dir;
 }
 
 namespace {
@@ -219,22 +248,26 @@ nlohmann::json progress_json() {
 }  // namespace
 
 std::string dump_flight_recorder(const std::string& reason,
-                                 const std::optional<SignalSource>& signal) noexcept {
+                                 const std::optional<SignalSource>& signal, bool ship) noexcept {
   try {
     Identity& id = identity();
     int rank, world;
-    std::string dir, job;
+    std::string dir, job, host;
+    std::function<void(int, const std::string&)> shipper;
     {
       std::lock_guard lock(id.mutex);
       rank = id.rank;
       world = id.world_size;
       dir = id.dir;
       job = id.job;
+      host = id.host;
+      if (ship) shipper = id.ship;
     }
     if (dir.empty() || !make_flight_dir(dir)) return "";
     nlohmann::json doc = {{"rank", rank},
                           {"world_size", world},
                           {"pid", ::getpid()},
+                          {"host", host},
                           {"job", job},
                           {"reason", reason},
                           {"dumped_ns", steady_now_ns()},
@@ -246,10 +279,11 @@ std::string dump_flight_recorder(const std::string& reason,
                        {"from_parent", signal->sender_pid == ::getppid()}};
     }
     const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
+    const std::string text =
+        doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     // Note [Atomic file writes]: the doctor never reads half a dump.
-    write_file_atomic(path,
-                      doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                      "flight-recorder dump");
+    write_file_atomic(path, text, "flight-recorder dump");
+    if (shipper) shipper(rank, text);
     return path;
   } catch (...) {
     return "";
@@ -283,7 +317,7 @@ std::atomic<pid_t> g_term_sender{0};
 // fault in this very thread. Writing JSON here is not async-signal-safe, but the alternative is
 // losing the one record that explains the crash.
 void dump_on_crash(int sig) {
-  dump_flight_recorder(std::string("signal ") + strsignal(sig));
+  dump_flight_recorder(std::string("signal ") + strsignal(sig), std::nullopt, /*ship=*/false);
 }
 
 void on_term(int, siginfo_t* info, void*) {

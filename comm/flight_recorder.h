@@ -90,8 +90,26 @@ struct SignalSource {
 // Writes DIR/rank<r>.json with `reason`, the job, where the step stood (its phase and how long
 // it has been in it) and, for a signal, who sent it; returns the path, or "" when no dump dir
 // is set or the write failed (never throws).
+// `ship`: also hand the dump to the shipper (set_flight_dump_shipper); not from a crash handler.
 std::string dump_flight_recorder(const std::string& reason,
-                                 const std::optional<SignalSource>& signal = std::nullopt) noexcept;
+                                 const std::optional<SignalSource>& signal = std::nullopt,
+                                 bool ship = true) noexcept;
+
+// Note [Flight dumps across hosts]
+// Each host's launcher judges the dumps in its own folder, and the ranks of other hosts dump
+// into theirs: node 0 alone could say "rank 3 is behind" only of its own ranks, and would call
+// every other rank "left no dump". So a rank whose host is not rank 0's also ships each dump
+// (not a crash's: that runs in a signal handler) to rank 0's store, through a connection of
+// its own; rank 0, when its run fails, waits a few seconds for the other hosts' dumps and
+// writes them into its folder, where node 0's launcher reads them with its own. Every dump
+// names its host, and the doctor names a rank's host once the dumps span more than one.
+// comm/peer_probe.h sets the shipper up at rendezvous and collects on rank 0.
+void set_flight_dump_shipper(std::function<void(int rank, const std::string& dump)> ship);
+// Where this rank's dumps go ("" when nowhere).
+std::string flight_dump_dir();
+// Writes another rank's dump `text` as DIR/rank<r>.json (the folder made as for this rank's
+// own); returns the path, or "" when there is no folder or the write failed. Never throws.
+std::string write_flight_dump(int rank, const std::string& text) noexcept;
 // Work to do when SIGTERM ends the process, after the dump and before the process dies (a
 // failed run's partial trace): run from the dump thread, while other threads may still run.
 // Returns an id for remove_termination_hook.

@@ -1,5 +1,8 @@
 #include "comm/peer_probe.h"
 
+#include "comm/flight_recorder.h"
+#include "comm/tcp_store.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -8,16 +11,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace ddpb::comm {
 namespace {
 
 constexpr const char* kHostKey = "ddpbench/host/";
+constexpr const char* kFlightKey = "ddpbench/flight/";
 
 struct Registered {
   std::weak_ptr<Store> weak_store;  // never kept alive past the run by this registry
@@ -28,6 +34,7 @@ struct Registered {
 
 std::mutex g_mutex;
 Registered g_registered;
+std::vector<std::string> g_silent;  // the addresses probe_hosts found silent: nothing to await
 
 struct PeerHost {
   std::string name;
@@ -131,10 +138,62 @@ std::string rank_list(const std::vector<int>& ranks) {
 }  // namespace
 
 void register_host(std::shared_ptr<Store> store, const RankEnv& env, const std::string& host,
-                   const std::string& address) {
+                   const std::string& address, const std::string& job_identity, bool tcp_store) {
   store->set_string(kHostKey + std::to_string(env.rank), host + " " + address);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_registered = {store, nullptr, env, host, address};
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_registered = {store, nullptr, env, host, address};
+  }
+  if (env.rank == 0 || !tcp_store) return;
+  // Note [Flight dumps across hosts]: only a rank whose dumps node 0 cannot read ships them.
+  const std::string host0 = store->get_string(std::string(kHostKey) + "0");
+  if (host0 == host + " " + address) return;
+  set_flight_dump_shipper([rank = env.rank, job_identity](int, const std::string& dump) {
+    try {
+      // A connection of its own: the run's store may be gone, or busy in the failing thread.
+      auto client = make_store_from_env(rank, std::chrono::seconds(2), job_identity);
+      client->set_string(kFlightKey + std::to_string(rank), dump);
+    } catch (const std::exception&) {
+      // Rank 0's store is gone or out of reach: node 0 says this rank left no dump.
+    }
+  });
+}
+
+int collect_flight_dumps(std::chrono::milliseconds budget) {
+  Registered r;
+  std::vector<std::string> quiet;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    r = g_registered;
+    quiet = g_silent;
+  }
+  r.store = r.weak_store.lock();
+  if (!r.store || r.env.rank != 0 || r.env.world_size < 2 || flight_dump_dir().empty()) return 0;
+  int written = 0;
+  try {
+    std::vector<int> remote;
+    for (const auto& [address, h] : read_hosts(r)) {
+      const bool answers = std::find(quiet.begin(), quiet.end(), address) == quiet.end();
+      if (address != r.address && answers) {
+        remote.insert(remote.end(), h.ranks.begin(), h.ranks.end());
+      }
+    }
+    const auto until = std::chrono::steady_clock::now() + budget;
+    std::vector<bool> done(remote.size(), false);
+    for (size_t left = remote.size(); left > 0;) {
+      for (size_t i = 0; i < remote.size(); ++i) {
+        const std::string key = kFlightKey + std::to_string(remote[i]);
+        if (done[i] || !r.store->check({key})) continue;
+        written += !write_flight_dump(remote[i], r.store->get_string(key)).empty();
+        done[i] = true;
+        --left;
+      }
+      if (left == 0 || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception&) {
+  }
+  return written;
 }
 
 std::string probe_hosts(std::chrono::milliseconds budget) {
@@ -171,7 +230,12 @@ std::string probe_hosts(std::chrono::milliseconds budget) {
     if (address != r.address) others.push_back(address);
   }
   std::string out;
-  for (const std::string& address : silent(others, r.env.master_port, budget)) {
+  const std::vector<std::string> quiet = silent(others, r.env.master_port, budget);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_silent = quiet;
+  }
+  for (const std::string& address : quiet) {
     const PeerHost& h = hosts.at(address);
     out += "; host " + h.name + " (" + address + ": " + rank_list(h.ranks) +
            ") does not answer a connection from host " + r.host + " within " +

@@ -23,10 +23,19 @@ namespace ddpb::comm {
 // the store can take the budget plus the TCPStore's reply grace, so the rank says its failure
 // first and the probe's finding after it.
 
-// Publishes this rank's host and bind address, and keeps the store for probe_hosts. Called
-// once by init_process_group.
+// Publishes this rank's host and bind address, and keeps the store for probe_hosts. On a
+// rank whose host is not rank 0's, with a TCPStore (`job_identity` its handshake token where
+// DDPBENCH_STORE_TOKEN is unset), it also ships its flight dumps there (Note [Flight dumps
+// across hosts]). Called once by init_process_group.
 void register_host(std::shared_ptr<Store> store, const RankEnv& env, const std::string& host,
-                   const std::string& address);
+                   const std::string& address, const std::string& job_identity = "",
+                   bool tcp_store = false);
+
+// Rank 0 of a job across hosts: waits up to `budget` for the flight dumps of the ranks on
+// other hosts (not of those probe_hosts found silent) and writes those that came into its own
+// dump folder. Returns how many; 0 on
+// one host, on other ranks, or without a dump folder. Never throws.
+int collect_flight_dumps(std::chrono::milliseconds budget = std::chrono::milliseconds(3000));
 
 // "; host b (10.0.0.2: ranks 2, 3) does not answer a connection from host a within 1000 ms:
 // ...", or "" when every host answers, the job has one host, or none was registered. The

@@ -229,7 +229,10 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   pg.connect_timeout = deadline.left("the configuration check");
   pg.hostname = bind.address;
   r.group = make_process_group(r.store, env.rank, env.world_size, pg);
-  if (!r.bind_address.empty()) register_host(r.store, env, r.host, r.bind_address);
+  if (!r.bind_address.empty()) {
+    register_host(r.store, env, r.host, r.bind_address, options.job_identity,
+                  options.init_method == kEnvMethod);
+  }
   r.store->set_timeout(deadline.left("the process group"));
   const ClockOffset clock = measure_clock_offset(*r.store, env.rank, env.world_size);
   r.clock_offset_ns = clock.offset_ns;

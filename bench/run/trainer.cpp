@@ -214,6 +214,9 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
       const std::string probe = dynamic_cast<const comm::CommTimeout*>(&e) != nullptr
                                     ? comm::probe_hosts()
                                     : std::string();
+      // Rank 0 keeps the store up until the other hosts' dumps came (Note [Flight dumps
+      // across hosts]).
+      if (runner.place().rank == 0) comm::collect_flight_dumps();
       if (!probe.empty()) throw comm::CommTimeout(e.what() + probe);
     }
     throw;

@@ -195,5 +195,27 @@ TEST(FlightDoctor, DumpsOfAnotherJobAreIgnored) {
   EXPECT_THROW(diagnose_flight_dir(d.str(), "a third job"), UsageError);
 }
 
+// Note [Flight dumps across hosts]: once the dumps span hosts, the rank behind is named with
+// its host; a host name from a dump reaches the terminal as hostname characters only.
+TEST(FlightDoctor, TheRankBehindIsNamedWithItsHostAcrossHosts) {
+  DumpFolder d;
+  const auto write_pair = [&](const std::string& host0, const std::string& host1) {
+    d.write(0, {{"reason", "timeout"}, {"host", host0}},
+            {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+    d.write(1, {{"reason", "watchdog"}, {"host", host1}}, {entry(1, "allreduce", 64, "completed")});
+  };
+  write_pair("node-a", "node-b");
+  EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front(),
+            "rank 1 on host node-b is behind: it issued collectives only up to #1, while other "
+            "ranks wait in #2 allreduce, 64 bytes f32");
+  write_pair("node-a", "node-a");  // one host: no host to name
+  EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front().find("rank 1 is behind"), 0u);
+  write_pair("node-a", "b\x1b[2J\nddpbench: all good");
+  EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front().find(
+                "rank 1 on host b??2J?ddpbench??all?good is behind"),
+            0u)
+      << diagnose_flight_dir(d.str()).verdicts.front();
+}
+
 }  // namespace
 }  // namespace ddpb::comm

@@ -91,6 +91,24 @@ struct CollectiveOpSummary {
   }
 };
 
+// One level of a hierarchical sweep (`collectives --node-size K`): the same sweep on the
+// groups of one level at once, the table of the group holding world rank 0.
+//  - "intra": each node's K ranks (one group per node);
+//  - "inter": the ranks of one local index across the nodes (K groups, sharing each node's
+//    link as a design's per-device traffic between nodes does).
+struct CollectivesLevel {
+  static constexpr bool kRecord = true;
+  std::string level;
+  int64_t ranks = 0, groups = 0;  // ranks of a group, and groups run at once
+  std::vector<CollectiveResult> results;
+  std::vector<CollectiveOpSummary> ops;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("level", s.level), v("ranks", s.ranks), v("groups", s.groups), v("results", s.results);
+    v("ops", s.ops);
+  }
+};
+
 struct CollectivesRecord {
   static constexpr bool kRecord = true;
   int64_t schema_version = kSchemaVersion;
@@ -100,11 +118,12 @@ struct CollectivesRecord {
   std::vector<CollectiveResult> results;
   std::vector<CollectiveOpSummary> ops;
   std::optional<CollectivesClock> clock;  // optional, so that records written without it read
+  std::optional<std::vector<CollectivesLevel>> levels;  // --node-size
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("schema_version", s.schema_version), v("implementation", s.implementation);
     v("kind", s.kind), v("context", s.context), v("config", s.config);
-    v("results", s.results), v("ops", s.ops), v("clock", s.clock);
+    v("results", s.results), v("ops", s.ops), v("clock", s.clock), v("levels", s.levels);
   }
 
   nlohmann::json to_json() const { return record_to_json(*this); }

@@ -56,7 +56,9 @@ struct TopologyInfo {
   int64_t compute_slots = 0;
   bool comm_shares_compute = false;
   std::optional<double> compute_contention;
-  bool one_ring = false;  // Note [One ring across nodes] (bench/project/cost_model.h)
+  // Note [One ring across nodes] (bench/project/cost_model.h): present, and true, only for a
+  // topology of one ring, so that records written before it read back unchanged.
+  std::optional<bool> one_ring = {};
   std::optional<TopologyDeviceInfo> device;  // absent: the measured device computes
   bool operator==(const TopologyInfo&) const = default;
   template <class S, class V>

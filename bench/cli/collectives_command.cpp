@@ -75,7 +75,16 @@ void resolve(CollectivesCommandOptions& o) {
   sweep_sizes(o.sweep);  // an empty or endless sweep is refused before any rank starts
 }
 
+// --node-size K must cut the world into nodes of K, two at least.
+void check_node_size(int node_size, int world_size) {
+  DDPB_USAGE_CHECK(node_size == 0 ||
+                   (node_size >= 2 && node_size < world_size && world_size % node_size == 0))
+      << "--node-size " << node_size << " must divide the world of " << world_size
+      << " ranks into two or more nodes of two or more ranks";
+}
+
 int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
+  check_node_size(o.node_size, o.world_size);
   comm::LaunchSpec spec;
   spec.world_size = o.world_size;
   spec.nnodes = o.nnodes;
@@ -118,15 +127,26 @@ reports::CollectivesRecord make_record(const CollectivesCommandOptions& o, const
 // Rank 0: the tables, then -J.
 void report(const CollectivesCommandOptions& o, const comm::RankEnv& env,
             const std::string& backend, std::vector<reports::CollectiveResult> results,
-            reports::CollectivesClock clock) {
+            reports::CollectivesClock clock, const std::vector<reports::CollectivesLevel>& levels) {
   reports::CollectivesRecord rec = make_record(o, env, backend, std::move(results));
   rec.clock = std::move(clock);
+  if (!levels.empty()) rec.levels = levels;
   fmt::print("# ddpbench collectives: {} ranks on {}, {} backend, {}, {} iterations ({} warm-up)\n",
              env.world_size, o.device, backend, rec.config.dtype, o.sweep.iters, o.sweep.warmup);
   fmt::print("{}", one_rank_note(env.world_size));
   for (const reports::CollectiveOpSummary& s : rec.ops) {
     fmt::print("#\n# {}: {}\n", s.op, s.busbw.formula);
     fmt::print("{}", collectives_table(rec.results, s, rec.config));
+  }
+  for (const reports::CollectivesLevel& l : levels) {
+    reports::CollectivesConfigInfo config = rec.config;
+    config.world_size = l.ranks;
+    for (const reports::CollectiveOpSummary& s : l.ops) {
+      fmt::print("#\n# {} {}: {} ranks a group, {} groups at once{}\n",
+                 l.level == "intra" ? "within a node" : "between nodes", s.op, l.ranks, l.groups,
+                 l.level == "inter" && l.groups > 1 ? " sharing each node's link" : "");
+      fmt::print("{}", collectives_table(l.results, s, config));
+    }
   }
   std::fflush(stdout);
   if (o.json_out.empty()) return;
@@ -137,8 +157,54 @@ void report(const CollectivesCommandOptions& o, const comm::RankEnv& env,
   reports::write_json_atomic(o.json_out, j);
 }
 
+// Note [Hierarchical sweep]
+// `--node-size K` sweeps twice more, as nccl-tests users do by hand with NCCL_P2P/NET
+// settings: within a node (each node's K ranks, every node at once) and between nodes (the
+// ranks of one local index, K groups at once, so that a node's link is shared by K rings as
+// a design's traffic between nodes shares it: per-device bandwidth, Note [Topology]). Every
+// rank makes every group, in one order (Note [Sub-groups]); each level's store keys live
+// under a prefix of their own. Rank 0 is in the first group of each level and reports it.
+std::vector<reports::CollectivesLevel> sweep_levels(const CollectivesCommandOptions& o,
+                                                    const comm::RankEnv& env,
+                                                    comm::Rendezvous& joined,
+                                                    const Device& device) {
+  const int k = o.node_size, nodes = env.world_size / k;
+  comm::ProcessGroupOptions pg;
+  pg.backend =
+      o.backend.value_or(device.is_cuda() ? comm::CommBackend::Nccl : comm::CommBackend::Gloo);
+  pg.device = device;
+  pg.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  pg.hostname = joined.bind_address.empty() ? pg.hostname : joined.bind_address;
+  std::vector<reports::CollectivesLevel> levels;
+  for (const bool intra : {true, false}) {
+    std::shared_ptr<comm::ProcessGroup> mine;
+    const int groups = intra ? nodes : k, size = intra ? k : nodes;
+    for (int g = 0; g < groups; ++g) {
+      std::vector<int> ranks;
+      for (int i = 0; i < size; ++i) ranks.push_back(intra ? g * k + i : i * k + g);
+      if (auto made = comm::new_group(joined.store, env.rank, env.world_size, ranks, pg)) {
+        mine = std::move(made);
+      }
+    }
+    const std::string level = intra ? "intra" : "inter";
+    const int group = intra ? env.rank / k : env.rank % k;
+    auto store = std::make_shared<comm::PrefixStore>(
+        "ddpbench/levels/" + level + "/" + std::to_string(group) + "/", joined.store);
+    reports::CollectivesClock unused;
+    auto results = run_collectives(*mine, *store, device, o.sweep,
+                                   {joined.clock_offset_ns, joined.clock_uncertainty_ns}, &unused);
+    joined.group->barrier()->wait();  // one level at a time over the whole world
+    reports::CollectivesLevel l{level, size, groups, {}, {}};
+    l.ops = summarize_collectives(results, size);
+    l.results = std::move(results);
+    levels.push_back(std::move(l));
+  }
+  return levels;
+}
+
 int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, int argc,
                 char** argv) {
+  check_node_size(o.node_size, env.world_size);
   const Device device{o.device == "cuda" ? DeviceType::CUDA : DeviceType::CPU, env.local_rank};
   require_device(device);
   DeviceGuard guard(device);
@@ -154,7 +220,9 @@ int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, in
   reports::CollectivesClock clock;
   auto results = run_collectives(*joined.group, *joined.store, device, o.sweep,
                                  {joined.clock_offset_ns, joined.clock_uncertainty_ns}, &clock);
-  if (env.rank == 0) report(o, env, backend, std::move(results), std::move(clock));
+  std::vector<reports::CollectivesLevel> levels;
+  if (o.node_size > 0) levels = sweep_levels(o, env, joined, device);
+  if (env.rank == 0) report(o, env, backend, std::move(results), std::move(clock), levels);
   joined.group->barrier()->wait();  // rank 0 serves the store: the others leave after it read
   return 0;
 }
@@ -197,6 +265,9 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
                 "rank 0's address, where the store listens (default 127.0.0.1)");
   add_int_flag(*c, "--master-port", o.master_port, 1, 65535,
                "the store's port (required with --nnodes > 1)");
+  add_int_flag(*c, "--node-size", o.node_size, 1, kMaxWorldSize,
+               "also sweep within each node of this many ranks and between the nodes "
+               "(Note [Hierarchical sweep]); it must divide the world size");
   add_real_flag(*c, "--timeout", o.timeout_s, 0, 86400, "seconds (default 300)", LowerBound::Open);
   return c;
 }

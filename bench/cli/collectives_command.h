@@ -22,6 +22,7 @@ struct CollectivesCommandOptions {
   int nnodes = 1, node_rank = 0;  // as run's: this launcher is one node of a job
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  int node_size = 0;  // --node-size: also the sweeps within and between nodes; 0: none
   double timeout_s = 300;
   std::string json_out;  // -J
 };

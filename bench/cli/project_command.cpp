@@ -110,9 +110,11 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
                 "topology's device, its datasheet peak at the fraction the measured run reached "
                 "of its own)");
   cmd->add_option("--inter", o.inter,
-                  "a collectives record measured across hosts, one rank a host: the network "
-                  "between nodes is fitted on it (needs --node-size)");
-  add_int_flag(*cmd, "--node-size", o.node_size, 1, 1 << 16, "devices a node holds, with --inter");
+                  "a collectives record measured across hosts: the network between nodes is "
+                  "fitted on it (with --node-size K for a sweep of one rank a host; a "
+                  "collectives --node-size sweep gives both links)");
+  add_int_flag(*cmd, "--node-size", o.node_size, 1, 1 << 16,
+               "devices a node holds, with --inter (default: the sweep's own)");
   cmd->add_option("--device-memory", o.device_memory,
                   "the projected device's memory, e.g. 80GiB: the largest model of each "
                   "workload's family each design fits at the largest --devices");
@@ -128,9 +130,8 @@ int project_command(const ProjectOptions& o) {
   const double device_memory =
       o.device_memory.empty() ? 0.0 : parse_memory_size_flag("--device-memory", o.device_memory);
   const ProjectionSource source = load_projection_source(o.input);
-  DDPB_USAGE_CHECK(o.inter.empty() == (o.node_size == 0))
-      << "--inter and --node-size go together: the sweep gives the link, --node-size the "
-         "devices each node holds";
+  DDPB_USAGE_CHECK(!o.inter.empty() || o.node_size == 0)
+      << "--node-size goes with --inter: the sweep gives the link between nodes";
   Topology topo = resolve_topology(o.topology, source);
   if (!o.inter.empty()) {
     DDPB_USAGE_CHECK(std::filesystem::is_regular_file(o.inter))

@@ -260,35 +260,74 @@ Topology measured_topology(const CommFit& fit, int compute_slots) {
   return t;
 }
 
-std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record) {
+namespace {
+
+std::vector<FitPoint> allreduce_points_of(const std::vector<reports::CollectiveResult>& results,
+                                          int64_t ranks) {
   std::vector<FitPoint> points;
-  for (const reports::CollectiveResult& r : record.results) {
+  for (const reports::CollectiveResult& r : results) {
     if (r.op == "allreduce" && r.time_us > 0) {
-      points.push_back({static_cast<int>(record.config.world_size),
-                        static_cast<double>(r.size_bytes), r.time_us / 1e3});
+      points.push_back(
+          {static_cast<int>(ranks), static_cast<double>(r.size_bytes), r.time_us / 1e3});
     }
   }
   return points;
 }
 
+Link fit_level(const std::vector<FitPoint>& points, int64_t ranks, const std::string& what,
+               const std::string& level) {
+  DDPB_USAGE_CHECK(ranks >= 2) << "--inter " << what << ": " << level
+                               << " sweep of one rank a group crossed no link";
+  DDPB_USAGE_CHECK(points.size() >= 2)
+      << "--inter " << what << ": the " << level << " sweep has " << points.size()
+      << " AllReduce sizes; the fit needs two or more (ddpbench collectives -o allreduce)";
+  return fit_ring_allreduce(points);
+}
+
+const reports::CollectivesLevel* level_named(const reports::CollectivesRecord& r,
+                                             const std::string& name) {
+  if (!r.levels) return nullptr;
+  for (const reports::CollectivesLevel& l : *r.levels) {
+    if (l.level == name) return &l;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record) {
+  return allreduce_points_of(record.results, record.config.world_size);
+}
+
 Topology with_inter_link(Topology t, const reports::CollectivesRecord& sweep,
                          const std::string& what, int node_size) {
-  const std::vector<FitPoint> points = allreduce_points(sweep);
-  DDPB_USAGE_CHECK(sweep.config.world_size >= 2)
-      << "--inter " << what << ": a sweep of one rank crossed no link";
-  DDPB_USAGE_CHECK(points.size() >= 2)
-      << "--inter " << what << ": the record has " << points.size()
-      << " AllReduce sizes; the fit needs two or more (ddpbench collectives -o allreduce)";
-  const Link node = fit_ring_allreduce(points);
-  t.node_size = node_size;
-  t.inter = Link{node.alpha_us, node.bandwidth_GBps / node_size};
+  const reports::CollectivesLevel* inter = level_named(sweep, "inter");
+  const reports::CollectivesLevel* intra = level_named(sweep, "intra");
+  if (inter && intra) {
+    // Note [Inter-node link from a sweep]: both links of a hierarchical sweep, per device.
+    DDPB_USAGE_CHECK(node_size == 0 || node_size == intra->ranks)
+        << "--node-size " << node_size << " but " << what << " was swept with nodes of "
+        << intra->ranks << " ranks";
+    t.node_size = static_cast<int>(intra->ranks);
+    t.intra = fit_level(allreduce_points_of(intra->results, intra->ranks), intra->ranks, what,
+                        "within-node");
+    t.inter = fit_level(allreduce_points_of(inter->results, inter->ranks), inter->ranks, what,
+                        "between-node");
+  } else {
+    DDPB_USAGE_CHECK(node_size > 0)
+        << "--inter " << what << " was swept without --node-size: give --node-size";
+    const Link node = fit_level(allreduce_points(sweep), sweep.config.world_size, what, "the");
+    t.node_size = node_size;
+    t.inter = Link{node.alpha_us, node.bandwidth_GBps / node_size};
+  }
   t.one_ring = sweep.config.backend == "gloo";
   t.name += "+inter";
   t.source += fmt::format(
-      "; between nodes of {}: {} AllReduce fitted on {} ({} ranks, one a host): {:.1f} us, "
-      "{:.4g} GB/s a node",
-      node_size, sweep.config.backend, what, sweep.config.world_size, node.alpha_us,
-      node.bandwidth_GBps);
+      "; nodes of {}, {} AllReduce fitted on {}: between nodes {:.1f} us, {:.4g} GB/s a device{}",
+      t.node_size, sweep.config.backend, what, t.inter->alpha_us, t.inter->bandwidth_GBps,
+      intra
+          ? fmt::format("; within {:.1f} us, {:.4g} GB/s", t.intra.alpha_us, t.intra.bandwidth_GBps)
+          : std::string());
   return t;
 }
 

@@ -59,12 +59,17 @@ Topology measured_topology(const CommFit& fit, int compute_slots);
 std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record);
 
 // Note [Inter-node link from a sweep]
-// `project --inter FILE --node-size K`: the network between nodes, fitted on a collectives
-// record measured across hosts with one rank per host (each rank has its host's whole link),
-// replaces `topology`'s inter-node link, and K devices make a node. The fit is the ring
-// AllReduce's α and β, as for the measured link; β is a node's, so each of its K devices gets
-// β/K (Note [Topology]). A Gloo sweep also makes the topology one ring (Note [One ring across
-// nodes]). Throws UsageError for a record with fewer than two AllReduce sizes or of one rank.
+// `project --inter FILE [--node-size K]`: the network between nodes, fitted on a collectives
+// record measured across hosts, replaces `topology`'s inter-node link, and K devices make a
+// node. The fit is the ring AllReduce's α and β, as for the measured link.
+//  - A sweep with one rank a host (no --node-size when it ran): each rank had its host's
+//    whole link, so each of a node's K devices gets β/K (Note [Topology]); K must be given.
+//  - A hierarchical sweep (`collectives --node-size K`, Note [Hierarchical sweep]): its
+//    between-node level ran K rings at once, so its β is already a device's, and its
+//    within-node level gives the intra-node link too: the two-level topology, K from the
+//    record (a different --node-size is a usage error).
+// A Gloo sweep also makes the topology one ring (Note [One ring across nodes]). Throws
+// UsageError for a level of one rank or with fewer than two AllReduce sizes.
 Topology with_inter_link(Topology topology, const reports::CollectivesRecord& sweep,
                          const std::string& what, int node_size);
 

@@ -195,7 +195,7 @@ reports::TopologyInfo Topology::to_record() const {
           compute_slots,
           comm_shares_compute,
           compute_contention,
-          one_ring,
+          one_ring ? std::optional(true) : std::nullopt,
           device ? std::optional(reports::TopologyDeviceInfo{device->name, device->peak_flops_per_s,
                                                              device->source})
                  : std::nullopt};

@@ -2,13 +2,15 @@
 each measured and projected, side by side.
 
 For each workload, one DDP run of 2 ranks on this host is the projection's basis. For each
-link rate, a collectives sweep across 2 hosts (one rank a host) fits the link between nodes
-(`ddpbench project --inter`, Note [Inter-node link from a sweep]). For each layout (hosts x
-ranks a host) the run is then measured across the hosts and projected from the basis; the
-table gives both steps and the error, and the last line the median absolute error.
+link rate and layout (hosts x ranks a host), a collectives sweep across the hosts fits the
+links (`ddpbench project --inter`, Note [Inter-node link from a sweep]): one rank a host (each
+with its host's whole link, what Gloo's one ring needs), or with --hierarchical the
+hierarchical sweep, which gives the link within a node too. The run is then
+measured across the hosts and projected from the basis; the table gives both steps and the
+error, and the last lines the targets and the median absolute error.
 
   scripts/cluster/validate_projection.sh [--bin PATH] [--rates 1gbit,200mbit]
-      [--layouts 2x1,2x2] [--workloads mlp-small,gpt-tiny] [--steps 12] [--out FILE.json]
+      [--layouts 2x1,2x2] [--workloads mlp-small,gpt-tiny] [--steps 20] [--out FILE.json]
 """
 import argparse
 import json
@@ -63,11 +65,15 @@ class Validation:
             sys.exit(f"validate_projection: {what} failed {codes}:\n" +
                      "\n".join(log.read_text()[-1500:] for log in logs))
 
-    def sweep(self, c, rate):
-        out = self.tmp / f"sweep-{rate}.json"
+    def sweep(self, c, rate, per_host):
+        """One rank a host; with --hierarchical and several ranks a host, the hierarchical
+        sweep (Note [Hierarchical sweep]), whose two levels give both links."""
+        out = self.tmp / f"sweep-{rate}-{per_host}.json"
+        layout = ["-g", str(c.n)] if per_host == 1 or not self.a.hierarchical else [
+            "-g", str(c.n * per_host), "--node-size", str(per_host)]
         self.on_hosts(c, lambda h, port: [
-            self.a.bin, "collectives", "-g", str(c.n), "-b", "512K", "-e", "32M", "-f", "2",
-            "-n", "8", "-w", "2", "--timeout", "120", *c.node_flags(h, port), "-J", str(out)],
+            self.a.bin, "collectives", *layout, "-b", "512K", "-e", "32M", "-f", "2",
+            "-n", "8", "-w", "2", "--timeout", "300", *c.node_flags(h, port), "-J", str(out)],
             f"the sweep at {rate}")
         return out
 
@@ -81,8 +87,10 @@ class Validation:
 
     def projected(self, basis, sweep, hosts, per_host, tag):
         out = self.tmp / f"projected-{tag}.json"
+        hierarchical = per_host > 1 and self.a.hierarchical  # then the sweep's own node size
+        node_size = [] if hierarchical else ["--node-size", str(per_host)]
         run([self.a.bin, "project", str(basis), "--devices", str(hosts * per_host), "--inter",
-             str(sweep), "--node-size", str(per_host), "--json", str(out)], f"the projection {tag}")
+             str(sweep), *node_size, "--json", str(out)], f"the projection {tag}")
         points = json.loads(out.read_text())["workloads"][0]["points"]
         point = next(p for p in points if p["devices"] == hosts * per_host)
         return point["designs"]["ddp"]
@@ -93,7 +101,7 @@ class Validation:
         for rate in self.a.rates:
             for hosts, per_host in self.a.layouts:
                 with Cluster(hosts, rate=rate, node_size=per_host, tag="v") as c:
-                    sweep = self.sweep(c, rate)
+                    sweep = self.sweep(c, rate, per_host)
                     for w in self.a.workloads:
                         tag = f"{w}-{rate}-{hosts}x{per_host}"
                         summary = self.measured(c, w, per_host, tag)
@@ -120,6 +128,9 @@ def parse_args(argv):
     p.add_argument("--workloads", default="mlp-small,gpt-tiny")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", help="write the table as JSON here")
+    p.add_argument("--hierarchical", action="store_true",
+                   help="fit layouts of several ranks a host on the hierarchical sweep "
+                        "(collectives --node-size) rather than on one rank a host")
     a = p.parse_args(argv)
     a.rates = a.rates.split(",")
     a.workloads = a.workloads.split(",")

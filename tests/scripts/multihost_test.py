@@ -97,6 +97,25 @@ class Case:
             # tbf holds about 95% of its rate here; the link, not the CPU, sets the pace.
             assert 0.80 * rate <= busbw <= 1.05 * rate, (busbw, rate)
             print(f"PASS: allreduce busbw {busbw * 8e3:.0f} Mbit/s on a 200 Mbit/s link")
+        # Note [Hierarchical sweep]: 2 hosts of 2 ranks; between nodes two rings share a link.
+        with Cluster(2, rate="200mbit", node_size=2) as c:
+            out = self.tmp / "levels.json"
+            codes, logs = self.on_hosts(c, lambda h: [
+                self.bin, "collectives", "-g", "4", "--node-size", "2", "-b", "4M", "-e", "8M",
+                "-n", "3", "-w", "1", "--timeout", "60", *self.node_flags(c, h), "-J", str(out)],
+                180, env={"DDPBENCH_STORE_TOKEN": TOKEN})
+            assert codes == [0, 0], (codes, logs)
+            levels = {l["level"]: l for l in json.loads(read(out))["levels"]}
+            assert (levels["intra"]["ranks"], levels["intra"]["groups"]) == (2, 2), levels
+            assert (levels["inter"]["ranks"], levels["inter"]["groups"]) == (2, 2), levels
+            inter = levels["inter"]["ops"][0]["avg_busbw_GBps"]
+            intra = levels["intra"]["ops"][0]["avg_busbw_GBps"]
+            rate = 200e6 / 8 / 1e9
+            assert 0.35 * rate <= inter <= 0.55 * rate, (inter, rate)
+            assert intra > 4 * rate, (intra, rate)  # loopback within a host
+            assert "between nodes allreduce" in logs[0], logs[0]
+            print(f"PASS: between nodes {inter * 8e3:.0f} Mbit/s a ring (two share the link), "
+                  f"within {intra * 8e3:.0f} Mbit/s")
 
     # --- mpirun across hosts, through the cluster's launch agent -----------------------------
     def mpi(self):

@@ -134,6 +134,35 @@ TEST(CommFit, AnInterNodeLinkIsFittedOnASweepAcrossHosts) {
   EXPECT_THROW(with_inter_link(topology_preset("pcie4"), sweep, "short.json", 4), UsageError);
 }
 
+// A hierarchical sweep (collectives --node-size) gives both links, each already a device's.
+TEST(CommFit, AHierarchicalSweepGivesBothLinksOfATwoLevelTopology) {
+  const auto level = [](const std::string& name, int64_t ranks, int64_t groups, const Link& l) {
+    reports::CollectivesLevel out{name, ranks, groups, {}, {}};
+    for (double n : {262144.0, 4194304.0, 16777216.0}) {
+      reports::CollectiveResult r;
+      r.op = "allreduce";
+      r.size_bytes = static_cast<int64_t>(n);
+      r.time_us = 1e3 * ring_allreduce_ms(n, static_cast<int>(ranks), l);
+      out.results.push_back(r);
+    }
+    return out;
+  };
+  reports::CollectivesRecord sweep;
+  sweep.config.world_size = 8;
+  sweep.config.backend = "nccl";
+  sweep.levels = {level("intra", 4, 2, Link{5.0, 100.0}), level("inter", 2, 4, Link{30.0, 6.25})};
+  const Topology t = with_inter_link(topology_preset("pcie4"), sweep, "levels.json", 0);
+  EXPECT_EQ(t.node_size, 4);
+  EXPECT_NEAR(t.intra.alpha_us, 5.0, 1e-6);
+  EXPECT_NEAR(t.intra.bandwidth_GBps, 100.0, 1e-6);
+  EXPECT_NEAR(t.inter->alpha_us, 30.0, 1e-6);
+  EXPECT_NEAR(t.inter->bandwidth_GBps, 6.25, 1e-6);  // not divided again: 4 rings shared it
+  EXPECT_FALSE(t.one_ring);                          // NCCL's is the hierarchy
+  EXPECT_THROW(with_inter_link(topology_preset("pcie4"), sweep, "levels.json", 8), UsageError);
+  sweep.levels.reset();  // a flat sweep needs --node-size
+  EXPECT_THROW(with_inter_link(topology_preset("pcie4"), sweep, "flat.json", 0), UsageError);
+}
+
 TEST(CostModel, PresetsAndTheirErrors) {
   for (const auto& name : topology_preset_names()) {
     const Topology t = topology_preset(name);

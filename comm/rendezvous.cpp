@@ -123,17 +123,57 @@ std::string name_missing(const std::vector<int>& missing, int local_world_size) 
 
 // Rank 0, when a rank's fingerprint did not come in time: who never arrived, named by node
 // (issue 48, P29: "TCPStore get('ddpbench/fingerprint/1') timed out" named a store key).
+// Note [Who joined]
+// Ranks started by separate launchers can claim the same rank (two nodes given one
+// --node-rank) or disagree on the world (--world-size 4 on one node, 2 on another); both once
+// ended in a timeout on a store key (issue 48, P10). Each rank that reaches the store counts
+// itself under its rank, so the second claimant of a rank fails at once naming it, and writes
+// who it is under a ticket of its own, so rank 0, when someone never arrives, can say who came
+// instead. The fingerprint compares the rest, once every rank is there.
+constexpr const char* kJoinKey = "ddpbench/join/";
+
+std::string who_joins(const RankEnv& env) {
+  return "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+         " on host " + host_name();
+}
+
+void register_join(Store& store, const RankEnv& env) {
+  const int64_t ticket = store.add(std::string(kJoinKey) + "count", 1);
+  store.set_string(kJoinKey + std::to_string(ticket), who_joins(env));
+  const int64_t claims = store.add(kJoinKey + ("rank/" + std::to_string(env.rank)), 1);
+  DDPB_USAGE_CHECK(claims == 1)
+      << "rank " << env.rank << " joined the job twice (" << who_joins(env)
+      << " came second): two launchers gave out the same ranks; give every node its own "
+         "--node-rank and the same --world-size and --nnodes";
+}
+
+// The ranks that joined with another world size than `env`'s, as "; rank 1 of 2 on host b
+// joined with another world size", or "".
+std::string other_worlds(Store& store, const RankEnv& env) {
+  std::string out;
+  const int64_t joined = store.add(std::string(kJoinKey) + "count", 0);
+  const std::string mine = " of " + std::to_string(env.world_size) + " on host ";
+  for (int64_t t = 1; t <= std::min<int64_t>(joined, 64); ++t) {
+    const std::string who = store.get_string(kJoinKey + std::to_string(t));
+    if (who.find(mine) == std::string::npos) out += "; " + who + " joined with another world size";
+  }
+  return out;
+}
+
 [[noreturn]] void throw_not_arrived(Store& store, const RankEnv& env, const StoreTimeout& e) {
   std::vector<int> missing;
   for (int r = 1; r < env.world_size; ++r) {
     if (!store.check({kFingerprintKey + std::to_string(r)})) missing.push_back(r);
   }
   if (missing.empty()) throw CommTimeout(std::string("the rendezvous timed out: ") + e.what());
+  const std::string others = other_worlds(store, env);
   throw CommTimeout(
       name_missing(missing, env.local_world_size) + " never arrived at the rendezvous" +
       (env.master_port > 0 ? " on " + env.master_addr + ":" + std::to_string(env.master_port)
                            : std::string()) +
-      ": its launcher did not start, or cannot reach that address (" + e.what() + ")");
+      (others.empty() ? ": its launcher did not start, or cannot reach that address (" +
+                            std::string(e.what()) + ")"
+                      : others + ": every node needs the same --world-size and --nnodes"));
 }
 
 // Where this rank's process group listens (Gloo: `strict`, a wrong interface is an error), or
@@ -223,6 +263,7 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   }
   r.store = rendezvous_store(env, options);
   r.store->set_timeout(deadline.left("the store"));
+  register_join(*r.store, env);
   check_fingerprints(*r.store, env, options.fingerprint);
   pg.device = options.device;
   pg.timeout = options.timeout;

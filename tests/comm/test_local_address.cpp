@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "../util/temp_dir.h"
 #include "comm/rendezvous.h"
@@ -98,6 +99,41 @@ TEST(Rendezvous, RanksThatNeverArriveAreNamedByNode) {
               0u)
         << what;
   }
+}
+
+// Note [Who joined] (issue 48, P10): a rank claimed twice fails at once naming the rank, and
+// rank 0 names who came with another world size instead of the missing node.
+TEST(Rendezvous, ARankClaimedTwiceAndAnotherWorldSizeAreNamed) {
+  testing::TempDir dir("claimed_twice");
+  const auto join = [&](int rank, int world, std::string* error) {
+    RankEnv env;
+    env.rank = rank;
+    env.world_size = world;
+    RendezvousOptions options;
+    options.device = Device::cpu(0);
+    options.timeout = std::chrono::milliseconds(1500);
+    options.job_identity = "claimed-twice";
+    options.init_method = "file://" + (dir / "store");
+    options.fingerprint = {{"lr", "0.1"}};
+    try {
+      init_process_group(env, options);
+    } catch (const std::exception& e) {
+      *error = e.what();
+    }
+  };
+  std::string first, second, zero;
+  std::thread r0([&] { join(0, 3, &zero); });
+  std::thread a([&] { join(1, 3, &first); });
+  // The second claimant comes well after the first and long before rank 0 gives up on rank 2.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  join(1, 2, &second);
+  a.join();
+  r0.join();
+  EXPECT_NE(second.find("rank 1 joined the job twice (rank 1 of 2 on host"), std::string::npos)
+      << second;
+  EXPECT_NE(zero.find("rank 2 never arrived at the rendezvous; rank 1 of 2 on host"),
+            std::string::npos)
+      << zero;
 }
 
 }  // namespace

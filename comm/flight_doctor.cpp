@@ -86,6 +86,17 @@ struct Progress {
   std::string host;                          // "host", hostname characters only
 };
 
+// Text from a dump as it may reach a terminal: printable ASCII, at most 200 characters (the
+// dumps are untrusted, and since Note [Flight dumps across hosts] some came over the network;
+// issue 48, P21).
+std::string text_of(const nlohmann::json& v) {
+  std::string t = v.get<std::string>().substr(0, 200);
+  for (char& c : t) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return t;
+}
+
 // A dump's host name, reduced to what a hostname may hold: the dump is untrusted, and the name
 // reaches a terminal.
 std::string host_of(const nlohmann::json& doc) {
@@ -125,16 +136,16 @@ int64_t dtype_bytes(const std::string& dtype) {
 
 // "allreduce f32[1024]": the op and the tensor it carries.
 std::string op_shape(const nlohmann::json& e) {
-  const std::string dtype = e["dtype"].get<std::string>();
-  return e["op"].get<std::string>() + " " + dtype + "[" +
+  const std::string dtype = text_of(e["dtype"]);
+  return text_of(e["op"]) + " " + dtype + "[" +
          std::to_string(e["bytes"].get<int64_t>() / dtype_bytes(dtype)) + "]";
 }
 
 std::string describe(const nlohmann::json& e) {
   std::ostringstream s;
-  s << "#" << e["seq"].get<int64_t>() << " " << e["op"].get<std::string>();
-  if (!e["tag"].get<std::string>().empty()) s << " (" << e["tag"].get<std::string>() << ")";
-  s << ", " << e["bytes"].get<int64_t>() << " bytes " << e["dtype"].get<std::string>();
+  s << "#" << e["seq"].get<int64_t>() << " " << text_of(e["op"]);
+  if (!e["tag"].get<std::string>().empty()) s << " (" << text_of(e["tag"]) << ")";
+  s << ", " << e["bytes"].get<int64_t>() << " bytes " << text_of(e["dtype"]);
   return s.str();
 }
 
@@ -144,7 +155,7 @@ std::string where_it_stood(const Progress& p) {
       p.step["phase"].get<std::string>().empty())
     return "";
   std::ostringstream s;
-  s << " and was in phase " << p.step["phase"].get<std::string>();
+  s << " and was in phase " << text_of(p.step["phase"]);
   if (p.step.contains("step") && p.step["step"].is_number_integer())
     s << " of step " << p.step["step"].get<int64_t>();
   if (p.step.contains("in_phase_s") && p.step["in_phase_s"].is_number())
@@ -219,7 +230,7 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   for (const auto& [r, p] : progress) {
     if (!signalled_from_outside(p)) continue;
     d.verdicts.push_back(who(r) + " was stopped by " +
-                         p.signal.value("name", std::string("a signal")) + " from pid " +
+                         text_of(p.signal.value("name", std::string("a signal"))) + " from pid " +
                          std::to_string(p.signal.value("sender_pid", int64_t{0})) +
                          " (not its launcher) after issuing collectives up to #" +
                          std::to_string(p.issued) + where_it_stood(p));
@@ -289,8 +300,7 @@ FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& j
   for (const auto& [r, p] : progress) {
     out << "  rank " << r << ": issued up to #" << p.issued << ", completed up to #" << p.completed;
     if (!p.stuck.is_null())
-      out << ", waiting in " << describe(p.stuck) << " [" << p.stuck["state"].get<std::string>()
-          << "]";
+      out << ", waiting in " << describe(p.stuck) << " [" << text_of(p.stuck["state"]) << "]";
     if (const std::string at = where_it_stood(p); !at.empty()) out << ";" << at.substr(4);
     out << "; dumped on " << p.reason << "\n";
   }

@@ -103,6 +103,7 @@ void FlightRecorder::finished(int64_t sequence, bool failed, int64_t end_ns) {
   if (Entry* e = slot(sequence)) {
     if (e->state == State::Enqueued || e->state == State::Started) --in_flight_;
     e->state = failed ? State::Failed : State::Completed;
+    failed_ += failed;
     e->end_ns = end_ns;
   }
 }
@@ -115,6 +116,11 @@ void FlightRecorder::tag(int64_t sequence, const std::string& tag) {
 bool FlightRecorder::any_in_flight() const {
   std::lock_guard lock(mutex_);
   return in_flight_ > 0;
+}
+
+bool FlightRecorder::collective_trouble() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_ > 0 || failed_ > 0;
 }
 
 nlohmann::json FlightRecorder::to_json() const {
@@ -336,7 +342,8 @@ void on_usr1(int) {
 void serve_dump_requests() {
   for (;;) {
     if (::sem_wait(&g_requests) != 0) continue;  // EINTR
-    if (g_usr1.exchange(0)) dump_flight_recorder("SIGUSR1 (on request)");
+    // Not shipped: rank 0 takes the first dump it finds as the rank's last word.
+    if (g_usr1.exchange(0)) dump_flight_recorder("SIGUSR1 (on request)", std::nullopt, false);
     if (g_term.exchange(0)) {
       const pid_t sender = g_term_sender.load();
       dump_flight_recorder(

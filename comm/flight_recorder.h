@@ -42,6 +42,8 @@ class FlightRecorder {
   nlohmann::json to_json() const;  // entries oldest first
   // Whether a collective was issued and has not finished (Note [Step watchdog]).
   bool any_in_flight() const;
+  // Whether a collective failed or has not finished: the others are in trouble too.
+  bool collective_trouble() const;
 
  private:
   // Two cache lines: the issuing thread writes one entry per collective, and the ring is too
@@ -59,6 +61,7 @@ class FlightRecorder {
   std::vector<Entry> ring_;
   int64_t newest_ = -1;
   int64_t in_flight_ = 0;  // entries enqueued or started
+  int64_t failed_ = 0;     // entries that finished failed
 };
 
 // The process-wide recorder of this rank's groups, and where dumps go.

@@ -1,6 +1,7 @@
 #include "comm/peer_probe.h"
 
 #include "comm/flight_recorder.h"
+#include "comm/local_address.h"
 #include "comm/tcp_store.h"
 
 #include <arpa/inet.h>
@@ -30,6 +31,7 @@ struct Registered {
   std::shared_ptr<Store> store;     // probe_hosts' own reference while it runs
   RankEnv env;
   std::string host, address;
+  bool tcp_store = false;  // other hosts ship dumps only through a TCPStore
 };
 
 std::mutex g_mutex;
@@ -129,6 +131,16 @@ std::optional<std::string> master_ipv4(const std::string& host) {
   return std::string(text);
 }
 
+// Whether `host` (MASTER_ADDR) names this host: loopback, or one of its interfaces' addresses.
+bool on_this_host(const std::string& host) {
+  const auto address = master_ipv4(host);
+  if (!address || address->starts_with("127.")) return true;  // unresolvable: nothing to ship to
+  for (const InterfaceAddress& i : interface_addresses()) {
+    if (i.address == *address) return true;
+  }
+  return false;
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -142,16 +154,26 @@ void register_host(std::shared_ptr<Store> store, const RankEnv& env, const std::
   store->set_string(kHostKey + std::to_string(env.rank), host + " " + address);
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_registered = {store, nullptr, env, host, address};
+    g_registered = {store, nullptr, env, host, address, tcp_store};
   }
-  if (env.rank == 0 || !tcp_store) return;
-  // Note [Flight dumps across hosts]: only a rank whose dumps node 0 cannot read ships them.
-  const std::string host0 = store->get_string(std::string(kHostKey) + "0");
-  if (host0 == host + " " + address) return;
+  if (!tcp_store) return;
+  if (env.rank == 0) {
+    // Stopped by its launcher (another rank of node 0 failed first), rank 0 still keeps the
+    // store up for the other hosts' dumps, within the launcher's grace. Once a process.
+    static std::once_flag hooked;
+    std::call_once(hooked, [] {
+      add_termination_hook([] { collect_flight_dumps(std::chrono::milliseconds(2000)); });
+    });
+    return;
+  }
+  // Note [Flight dumps across hosts]: only a rank whose dumps node 0 cannot read ships them:
+  // one on a host where rank 0's store address is not local.
+  if (on_this_host(env.master_addr)) return;
   set_flight_dump_shipper([rank = env.rank, job_identity](int, const std::string& dump) {
     try {
-      // A connection of its own: the run's store may be gone, or busy in the failing thread.
-      auto client = make_store_from_env(rank, std::chrono::seconds(2), job_identity);
+      // A connection of its own, briefly: the run's store may be gone, or busy in the failing
+      // thread, and a rank whose rank 0 is gone must not wait long to exit.
+      auto client = make_store_from_env(rank, std::chrono::milliseconds(500), job_identity);
       client->set_string(kFlightKey + std::to_string(rank), dump);
     } catch (const std::exception&) {
       // Rank 0's store is gone or out of reach: node 0 says this rank left no dump.
@@ -168,8 +190,13 @@ int collect_flight_dumps(std::chrono::milliseconds budget) {
     quiet = g_silent;
   }
   r.store = r.weak_store.lock();
-  if (!r.store || r.env.rank != 0 || r.env.world_size < 2 || flight_dump_dir().empty()) return 0;
+  if (!r.store || !r.tcp_store || r.env.rank != 0 || r.env.world_size < 2 ||
+      flight_dump_dir().empty()) {
+    return 0;
+  }
   int written = 0;
+  const auto timeout = r.store->timeout();
+  r.store->set_timeout(budget);  // a rank that never registered costs the budget, not --timeout
   try {
     std::vector<int> remote;
     for (const auto& [address, h] : read_hosts(r)) {
@@ -193,6 +220,7 @@ int collect_flight_dumps(std::chrono::milliseconds budget) {
     }
   } catch (const std::exception&) {
   }
+  r.store->set_timeout(timeout);
   return written;
 }
 

@@ -85,6 +85,7 @@ void check_node_size(int node_size, int world_size) {
 
 int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
   check_node_size(o.node_size, o.world_size);
+  check_every_op_measured(o.sweep, o.world_size);
   comm::LaunchSpec spec;
   spec.world_size = o.world_size;
   spec.nnodes = o.nnodes;
@@ -194,6 +195,11 @@ std::vector<reports::CollectivesLevel> sweep_levels(const CollectivesCommandOpti
     auto results = run_collectives(*mine, *store, device, o.sweep,
                                    {joined.clock_offset_ns, joined.clock_uncertainty_ns}, &unused);
     joined.group->barrier()->wait();  // one level at a time over the whole world
+    // Rank 0 reports its groups: 0..K-1 within a node, 0, K, 2K... between nodes. Their last
+    // ranks are the world's.
+    for (reports::CollectiveResult& r : results) {
+      if (r.last_rank && !intra) r.last_rank = *r.last_rank * k;
+    }
     reports::CollectivesLevel l{level, size, groups, {}, {}};
     l.ops = summarize_collectives(results, size);
     l.results = std::move(results);
@@ -205,6 +211,12 @@ std::vector<reports::CollectivesLevel> sweep_levels(const CollectivesCommandOpti
 int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, int argc,
                 char** argv) {
   check_node_size(o.node_size, env.world_size);
+  // Across hosts a node must be a host: ranks r*K .. r*K+K-1 (Note [Hierarchical sweep]).
+  DDPB_USAGE_CHECK(o.node_size == 0 || env.local_world_size == 0 ||
+                   env.local_world_size == env.world_size || o.node_size == env.local_world_size)
+      << "--node-size " << o.node_size << " but each node of this job holds "
+      << env.local_world_size << " ranks";
+  check_every_op_measured(o.sweep, env.world_size);
   const Device device{o.device == "cuda" ? DeviceType::CUDA : DeviceType::CPU, env.local_rank};
   require_device(device);
   DeviceGuard guard(device);

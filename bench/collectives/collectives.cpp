@@ -453,6 +453,27 @@ int64_t collective_count(CollectiveOp op, int64_t size_bytes, int world, DType d
   return count;
 }
 
+void check_every_op_measured(const CollectivesOptions& o, int world) {
+  const std::vector<int64_t> sizes = sweep_sizes(o);
+  const auto element = static_cast<int64_t>(dtype_size(o.dtype));
+  for (const CollectiveOp op : o.ops) {
+    const bool some = std::any_of(sizes.begin(), sizes.end(), [&](int64_t size) {
+      return collective_count(op, size, world, o.dtype) > 0;
+    });
+    int64_t least = element;
+    while (collective_count(op, least, world, o.dtype) == 0) least += element;
+    std::string listed;
+    for (size_t i = 0; i < sizes.size() && i < 4; ++i) {
+      listed += (i ? ", " : "") + std::to_string(sizes[i]);
+    }
+    DDPB_USAGE_CHECK(some) << "collectives: no size of the sweep (" << listed
+                           << (sizes.size() > 4 ? ", ..." : "") << " bytes) holds what "
+                           << collectives_busbw(op, world).op << " of " << dtype_name(o.dtype)
+                           << " moves at " << world << " ranks: it needs a size of at least "
+                           << least << " bytes";
+  }
+}
+
 std::vector<reports::CollectiveResult> run_collectives(comm::ProcessGroup& pg, comm::Store& store,
                                                        const Device& device,
                                                        const CollectivesOptions& o,

@@ -108,6 +108,10 @@ std::vector<int64_t> sweep_sizes(const CollectivesOptions& o);
 // rounded down to a multiple of `world` for allgather and reduce_scatter; 0: nothing to run.
 int64_t collective_count(CollectiveOp op, int64_t size_bytes, int world, DType dtype);
 
+// Throws UsageError when some op of the sweep would measure no size at `world` ranks (issue 48,
+// P25: -b 1 -e 3 holds no f32, and wrote an empty table with exit 0).
+void check_every_op_measured(const CollectivesOptions& o, int world);
+
 // Collective over `pg` and `store`: the sweep of every op. Rank 0 returns every result, in op
 // then size order; the others return nothing.
 // `rendezvous` is this rank's offset onto rank 0's clock from the rendezvous, refined first

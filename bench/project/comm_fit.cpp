@@ -316,7 +316,7 @@ Topology with_inter_link(Topology t, const reports::CollectivesRecord& sweep,
   } else {
     DDPB_USAGE_CHECK(node_size > 0)
         << "--inter " << what << " was swept without --node-size: give --node-size";
-    const Link node = fit_level(allreduce_points(sweep), sweep.config.world_size, what, "the");
+    const Link node = fit_level(allreduce_points(sweep), sweep.config.world_size, what, "flat");
     t.node_size = node_size;
     t.inter = Link{node.alpha_us, node.bandwidth_GBps / node_size};
   }

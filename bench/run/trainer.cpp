@@ -216,7 +216,10 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
                                     : std::string();
       // Rank 0 keeps the store up until the other hosts' dumps came (Note [Flight dumps
       // across hosts]).
-      if (runner.place().rank == 0) comm::collect_flight_dumps();
+      // Only after a collective failed or hung: then the other hosts dump too.
+      if (runner.place().rank == 0 && comm::flight_recorder().collective_trouble()) {
+        comm::collect_flight_dumps();
+      }
       if (!probe.empty()) throw comm::CommTimeout(e.what() + probe);
     }
     throw;

@@ -210,6 +210,14 @@ TEST(FlightDoctor, TheRankBehindIsNamedWithItsHostAcrossHosts) {
             "ranks wait in #2 allreduce, 64 bytes f32");
   write_pair("node-a", "node-a");  // one host: no host to name
   EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front().find("rank 1 is behind"), 0u);
+  // Op, tag and phase from a dump reach the terminal as printable ASCII only (issue 48, P21).
+  d.write(0, {{"reason", "timeout"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "all\x1b[2Jreduce", 64, "started")});
+  d.write(1, {{"reason", "w"}, {"progress", {{"step", 2}, {"phase", "fwd\nddpbench: ok"}}}},
+          {entry(1, "allreduce", 64, "completed")});
+  const std::string said = diagnose_flight_dir(d.str()).verdicts.front();
+  EXPECT_NE(said.find("phase fwd?ddpbench: ok of step 2"), std::string::npos) << said;
+  EXPECT_NE(said.find("#2 all?[2Jreduce"), std::string::npos) << said;
   write_pair("node-a", "b\x1b[2J\nddpbench: all good");
   EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front().find(
                 "rank 1 on host b??2J?ddpbench??all?good is behind"),

@@ -187,17 +187,25 @@ class Case:
 
             # A rank that hangs on the other host: node 0's launcher reads its dump, shipped
             # through the store into node 0's own folder (Note [Flight dumps across hosts]).
-            dirs = [self.tmp / f"flight-h{h}" for h in range(2)]
-            procs = [c.start(h, flags(c, h, PORT + 4) + ["--inject-fault", "hang@rank=1,step=3",
-                                                          "--flight-dir", str(dirs[h])],
-                             self.tmp / f"hang{h}.log", env) for h in range(2)]
-            codes = wait_all(procs, 4 * timeout)
-            log = read(self.tmp / "hang0.log")
-            assert codes[0] != 0, (codes, log)
-            assert (dirs[0] / "rank1.json").exists(), (list(dirs[0].iterdir()), log)
-            said = f"rank 1 on host {c.prefix}h1 is behind"
-            assert said in log, log
-            print(f"PASS: node 0 names the rank behind on the other host: '{said}'")
+            # With two ranks a host, node 0's launcher stops rank 0 as its other rank fails:
+            # rank 0 still collects, in its SIGTERM hook.
+            for per_host, port in ((1, PORT + 4), (2, PORT + 5)):
+                world, hung = 2 * per_host, per_host  # the first rank of host 1
+                dirs = [self.tmp / f"flight{per_host}-h{h}" for h in range(2)]
+                procs = [c.start(h, [
+                    self.bin, *self.train_flags(world, ["--timeout", str(timeout), "--steps", "3"],
+                                                quiet=False),
+                    *self.node_flags(c, h, port), "--inject-fault", f"hang@rank={hung},step=3",
+                    "--flight-dir", str(dirs[h])], self.tmp / f"hang{per_host}-{h}.log", env)
+                    for h in range(2)]
+                codes = wait_all(procs, 4 * timeout)
+                log = read(self.tmp / f"hang{per_host}-0.log")
+                assert codes[0] != 0, (codes, log)
+                assert (dirs[0] / f"rank{hung}.json").exists(), (list(dirs[0].iterdir()), log)
+                said = f"rank {hung} on host {c.prefix}h1 is behind"
+                assert said in log, log
+                print(f"PASS: {per_host} a host: node 0 names the rank behind on the other host: "
+                      f"'{said}'")
 
             # A host killed mid-run, and a link taken down mid-run.
             for what, port in (("killed", PORT + 2), ("cut off", PORT + 3)):

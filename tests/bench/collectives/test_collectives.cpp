@@ -417,6 +417,23 @@ TEST(CollectivesCommand, AlltoallSizesAreRoundedToTheRankCount) {
   }
 }
 
+// Issue 48's P25: a sweep that measures nothing for some op is a usage error before any rank
+// starts, naming the op and the size it needs (it once printed an empty table, exit 0).
+TEST(CollectivesCommand, ASweepWithNoSizeAnOpCanMoveIsAUsageError) {
+  const auto tiny = run_cli("collectives -b 1 -e 3");
+  EXPECT_EQ(tiny.code, 2) << tiny.output;
+  EXPECT_NE(tiny.output.find("allreduce of f32 moves at 2 ranks: it needs a size of at least 4"),
+            std::string::npos)
+      << tiny.output;
+  EXPECT_EQ(tiny.output.find("starting"), std::string::npos) << "no rank starts\n" << tiny.output;
+  const auto coalesced = run_cli("collectives -g 3 -b 8 -e 32 -o allreduce,allgather_coalesced");
+  EXPECT_EQ(coalesced.code, 2) << coalesced.output;
+  EXPECT_NE(coalesced.output.find("allgather_coalesced of f32 moves at 3 ranks: it needs a size "
+                                  "of at least 48 bytes"),
+            std::string::npos)
+      << coalesced.output;
+}
+
 TEST(CollectivesCommand, RootedAndPairwiseExchangesAreRightOnThreeRanks) {
   // reduce to rank 0, alltoall's personalised chunks, the ring's sendrecv and the coalesced
   // ops' parts (ZeRO's collectives): each result differs from every other rank's, so a chunk

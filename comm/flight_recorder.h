@@ -101,11 +101,13 @@ std::string dump_flight_recorder(const std::string& reason,
 // Note [Flight dumps across hosts]
 // Each host's launcher judges the dumps in its own folder, and the ranks of other hosts dump
 // into theirs: node 0 alone could say "rank 3 is behind" only of its own ranks, and would call
-// every other rank "left no dump". So a rank whose host is not rank 0's also ships each dump
-// (not a crash's: that runs in a signal handler) to rank 0's store, through a connection of
-// its own; rank 0, when its run fails, waits a few seconds for the other hosts' dumps and
-// writes them into its folder, where node 0's launcher reads them with its own. Every dump
-// names its host, and the doctor names a rank's host once the dumps span more than one.
+// every other rank "left no dump". So a rank on a host where MASTER_ADDR is not a local address
+// also ships each dump (not a crash's, which runs in a signal handler, nor SIGUSR1's, which
+// is no last word) to rank 0's store, through a connection of its own tried for half a second;
+// rank 0, when a collective of its run failed or hung, waits up to 3 s for the other hosts'
+// dumps (2 s when its launcher stops it with SIGTERM) and writes them into its folder, where
+// node 0's launcher reads them with its own. Every dump names its host, and the doctor names a
+// rank's host once the dumps span more than one.
 // comm/peer_probe.h sets the shipper up at rendezvous and collects on rank 0.
 void set_flight_dump_shipper(std::function<void(int rank, const std::string& dump)> ship);
 // Where this rank's dumps go ("" when nowhere).

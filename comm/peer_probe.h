@@ -23,10 +23,11 @@ namespace ddpb::comm {
 // the store can take the budget plus the TCPStore's reply grace, so the rank says its failure
 // first and the probe's finding after it.
 
-// Publishes this rank's host and bind address, and keeps the store for probe_hosts. On a
-// rank whose host is not rank 0's, with a TCPStore (`job_identity` its handshake token where
-// DDPBENCH_STORE_TOKEN is unset), it also ships its flight dumps there (Note [Flight dumps
-// across hosts]). Called once by init_process_group.
+// Publishes this rank's host and bind address, and keeps the store for probe_hosts. With a
+// TCPStore (`job_identity` its handshake token where DDPBENCH_STORE_TOKEN is unset), a rank
+// on a host where MASTER_ADDR is not local ships its flight dumps there, and rank 0 collects
+// them also when SIGTERM stops it (Note [Flight dumps across hosts]). Called once by
+// init_process_group.
 void register_host(std::shared_ptr<Store> store, const RankEnv& env, const std::string& host,
                    const std::string& address, const std::string& job_identity = "",
                    bool tcp_store = false);

@@ -33,6 +33,7 @@
 #include "comm/rank_env.h"
 #include "core/check.h"
 #include "reports/json_io.h"
+#include "reports/report_util.h"
 #include "workloads/family.h"
 #include "workloads/model.h"
 
@@ -199,10 +200,10 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ddpbench: error: " << e.what() << " (see --help)\n";
+    std::cerr << "ddpbench: error: " << reports::printable(e.what()) << " (see --help)\n";
     return kExitUsage;
   } catch (const UsageError& e) {  // a flag's value out of range (bench/run/cli_flags.h)
-    std::cerr << "ddpbench: error: " << e.what() << "\n";
+    std::cerr << "ddpbench: error: " << reports::printable(e.what()) << "\n";
     return kExitUsage;
   }
   return std::nullopt;
@@ -289,14 +290,16 @@ int ddpbench_main(int argc, char** argv) {
       return 0;
     }
   } catch (const UsageError& e) {
-    std::cerr << "ddpbench: error: " << e.what() << "\n";
+    // Messages quote files, records and flags: control and bidirectional characters escaped
+    // (issue 48, P21), so no input can forge a line or hide one.
+    std::cerr << "ddpbench: error: " << reports::printable(e.what()) << "\n";
     return kExitUsage;
   } catch (const std::bad_alloc&) {
     std::cerr << "ddpbench: failed: out of memory (std::bad_alloc): "
               << read_memory_limits().describe() << "\n";
     return kExitRuntime;
   } catch (const std::exception& e) {
-    std::cerr << "ddpbench: failed: " << e.what() << "\n";
+    std::cerr << "ddpbench: failed: " << reports::printable(e.what()) << "\n";
     return kExitRuntime;
   }
   return kExitUsage;

@@ -16,6 +16,7 @@
 #include "reports/html_report.h"
 #include "reports/json_io.h"
 #include "reports/projection_view.h"
+#include "reports/report_util.h"
 #include "reports/schema_validator.h"
 
 namespace ddpb::bench {
@@ -74,8 +75,10 @@ void print_points(const reports::ProjectedWorkload& w,
 
 void print_projection(const reports::ProjectionRecord& p) {
   const auto& device = p.topology.device;
-  fmt::print("topology {}{}: {}\n", p.topology.name,
-             device ? " (devices: " + device->name + ")" : std::string(), p.topology.source);
+  // A topology file's name and source reach the terminal escaped (issue 48, P21).
+  fmt::print("topology {}{}: {}\n", reports::printable(p.topology.name),
+             device ? " (devices: " + reports::printable(device->name) + ")" : std::string(),
+             reports::printable(p.topology.source));
   const std::vector<reports::DesignInfo> designs = reports::designs_shown(p);
   for (const auto& w : p.workloads) {
     fmt::print("\n{}: {}\n", w.workload, reports::compute_rate_line(p, w));

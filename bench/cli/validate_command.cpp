@@ -19,7 +19,7 @@ int validate_command(const std::vector<std::string>& files) {
     try {
       doc = reports::read_json(file);
     } catch (const reports::ReportError& e) {
-      std::cerr << e.what() << "\n";  // already names the file
+      std::cerr << reports::printable(e.what()) << "\n";  // already names the file
       ++invalid;
       continue;
     }
@@ -31,7 +31,7 @@ int validate_command(const std::vector<std::string>& files) {
     try {
       reports::check_schema_version(doc, file);  // docs/records.md "Versions": one line
     } catch (const reports::ReportError& e) {
-      std::cerr << e.what() << "\n";
+      std::cerr << reports::printable(e.what()) << "\n";
       ++invalid;
       continue;
     }
@@ -46,7 +46,7 @@ int validate_command(const std::vector<std::string>& files) {
       errors = reports::validate_collectives_record(doc);
     } else {
       // Streamed piece by piece: GCC 12 warns (-Wrestrict) on "'" + string + "'".
-      std::cerr << file << ": not a ddpbench record: its \"kind\" is ";
+      std::cerr << reports::printable(file) << ": not a ddpbench record: its \"kind\" is ";
       if (kind.empty()) {
         std::cerr << "missing";
       } else {
@@ -57,11 +57,14 @@ int validate_command(const std::vector<std::string>& files) {
       continue;
     }
     if (errors.empty()) {
-      fmt::print("{}: valid\n", file);
+      fmt::print("{}: valid\n", reports::printable(file));
       continue;
     }
     ++invalid;
-    for (const auto& e : errors) std::cerr << file << ": " << e.str() << "\n";
+    // A record's values reach the terminal: control and bidirectional characters escaped.
+    for (const auto& e : errors) {
+      std::cerr << reports::printable(file) << ": " << reports::printable(e.str()) << "\n";
+    }
   }
   std::cout.flush();
   return invalid == 0 ? 0 : 1;

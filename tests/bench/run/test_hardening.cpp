@@ -374,5 +374,23 @@ TEST(Crash, ASegfaultIsOneLineAndTheSignal) {
   EXPECT_NE(r.output.find("rc=139"), std::string::npos) << r.output;
 }
 
+// Issue 48, P21: text from files reaches the terminal with control and bidirectional
+// characters escaped: U+202E in a record's value, ESC in a malformed file's error, a
+// topology's name. No file can forge a line or reorder one.
+TEST(UntrustedText, ReachesTheTerminalEscaped) {
+  TempDir dir("untrusted_text");
+  const std::string record = dir / "bidi.json", topology = dir / "topo.json";
+  std::ofstream(record) << "{\"kind\": \"run\", \"schema_version\": 2, "
+                           "\"implementation\": \"ddpbench\xe2\x80\xae evil\"}";
+  const auto v = run_cli("validate " + record);
+  EXPECT_EQ(v.code, 1) << v.output;
+  EXPECT_NE(v.output.find("\"ddpbench\\u202e evil\""), std::string::npos) << v.output;
+  EXPECT_EQ(v.output.find("\xe2\x80\xae"), std::string::npos) << v.output;
+  std::ofstream(topology) << "{\"name\": \"n\x1b[2J\nddpbench: all good\"}";
+  const auto bad = run_cli("project " + record + " --devices 2 --topology " + topology);
+  EXPECT_EQ(bad.output.find('\x1b'), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("\nddpbench: all good"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace ddpb

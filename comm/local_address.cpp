@@ -102,6 +102,11 @@ std::vector<InterfaceAddress> interface_addresses() {
   return out;
 }
 
+std::optional<std::string> ipv4_of(const std::string& host) {
+  const auto a = resolve_ipv4(host);
+  return a ? std::optional(dotted(*a)) : std::nullopt;
+}
+
 std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "";

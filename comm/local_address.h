@@ -2,6 +2,7 @@
 // PyTorch's Gloo backend does, with a route lookup in between.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct InterfaceAddress {
   std::string address;
 };
 std::vector<InterfaceAddress> interface_addresses();
+
+// `host` (a name or a dotted address) as a dotted IPv4 address, or nullopt.
+std::optional<std::string> ipv4_of(const std::string& host);
 
 // The host's name (gethostname), or "" when it has none.
 std::string host_name();

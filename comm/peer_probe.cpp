@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -116,24 +115,9 @@ std::vector<std::string> silent(const std::vector<std::string>& addresses, int p
   return out;
 }
 
-// MASTER_ADDR as a dotted IPv4 address, or nullopt.
-std::optional<std::string> master_ipv4(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-    return std::nullopt;
-  }
-  char text[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, text,
-              sizeof(text));
-  ::freeaddrinfo(found);
-  return std::string(text);
-}
-
 // Whether `host` (MASTER_ADDR) names this host: loopback, or one of its interfaces' addresses.
 bool on_this_host(const std::string& host) {
-  const auto address = master_ipv4(host);
+  const auto address = ipv4_of(host);
   if (!address || address->starts_with("127.")) return true;  // unresolvable: nothing to ship to
   for (const InterfaceAddress& i : interface_addresses()) {
     if (i.address == *address) return true;
@@ -246,7 +230,7 @@ std::string probe_hosts(std::chrono::milliseconds budget) {
     // Which of the two: knock on rank 0's host itself.
     const std::string store =
         "; the store on " + r.env.master_addr + ":" + std::to_string(r.env.master_port);
-    const auto master = master_ipv4(r.env.master_addr);
+    const auto master = ipv4_of(r.env.master_addr);
     if (master && !silent({*master}, r.env.master_port, budget).empty()) {
       return store + " does not answer from host " + r.host +
              " either: this host seems cut off from rank 0's";

@@ -75,6 +75,18 @@ TEST(LocalAddress, TheInterfaceListHasLoopback) {
   EXPECT_FALSE(host_name().empty());
 }
 
+// A rendezvous through a file store in `dir` that needs every rank's fingerprint.
+RendezvousOptions file_rendezvous(const testing::TempDir& dir, const std::string& job,
+                                  std::chrono::milliseconds timeout) {
+  RendezvousOptions options;
+  options.device = Device::cpu(0);
+  options.timeout = timeout;
+  options.job_identity = job;
+  options.init_method = "file://" + (dir / "store");
+  options.fingerprint = {{"lr", "0.1"}};
+  return options;
+}
+
 // Rank 0 alone of 4, nodes of 2 ranks: it names both nodes' missing ranks, not a store key.
 TEST(Rendezvous, RanksThatNeverArriveAreNamedByNode) {
   testing::TempDir dir("never_arrived");
@@ -83,12 +95,8 @@ TEST(Rendezvous, RanksThatNeverArriveAreNamedByNode) {
   env.local_world_size = 2;
   env.master_addr = "10.0.0.1";
   env.master_port = 29999;
-  RendezvousOptions options;
-  options.device = Device::cpu(0);
-  options.timeout = std::chrono::milliseconds(500);
-  options.job_identity = "never-arrived";
-  options.init_method = "file://" + (dir / "store");
-  options.fingerprint = {{"lr", "0.1"}};
+  const RendezvousOptions options =
+      file_rendezvous(dir, "never-arrived", std::chrono::milliseconds(500));
   try {
     init_process_group(env, options);
     ADD_FAILURE() << "a world missing ranks cannot meet";
@@ -109,14 +117,9 @@ TEST(Rendezvous, ARankClaimedTwiceAndAnotherWorldSizeAreNamed) {
     RankEnv env;
     env.rank = rank;
     env.world_size = world;
-    RendezvousOptions options;
-    options.device = Device::cpu(0);
-    options.timeout = std::chrono::milliseconds(1500);
-    options.job_identity = "claimed-twice";
-    options.init_method = "file://" + (dir / "store");
-    options.fingerprint = {{"lr", "0.1"}};
     try {
-      init_process_group(env, options);
+      init_process_group(env,
+                         file_rendezvous(dir, "claimed-twice", std::chrono::milliseconds(1500)));
     } catch (const std::exception& e) {
       *error = e.what();
     }

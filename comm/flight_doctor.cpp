@@ -44,7 +44,16 @@ std::string read_dump(const std::string& path) {
   return {};
 }
 
-Dumps read_dumps(const std::string& dir, const std::string& job, int64_t& other_jobs) {
+// Note [Dumps of an earlier job]
+// The folder of a port outlives its job, and a job across hosts shares one token
+// (DDPBENCH_STORE_TOKEN) with every job before it on those hosts: a rank<r>.json left by an
+// earlier job with that token reads as this job's. Had rank 1 of the earlier job dumped and
+// this job's rank 1 died without a dump, the doctor would see every rank present and none
+// behind. So the launcher also passes the time it started: a dump written before that is
+// another job's, whatever its token. (The files written here are dated by this host's clock,
+// rank 0's collected ones too, so no clock of another host enters.)
+Dumps read_dumps(const std::string& dir, const std::string& job,
+                 std::filesystem::file_time_type written_since, int64_t& other_jobs) {
   Dumps dumps;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -60,8 +69,10 @@ Dumps read_dumps(const std::string& dir, const std::string& job, int64_t& other_
             << entry.path().string() << " holds a malformed entry: "
             << e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 200);
       }
-      if (!job.empty() && doc.value("job", std::string()) != job) {
-        ++other_jobs;  // an earlier job's dump on the same port (issue 25, M1)
+      std::error_code time_ec;
+      const bool earlier = entry.last_write_time(time_ec) < written_since || time_ec;
+      if ((!job.empty() && doc.value("job", std::string()) != job) || earlier) {
+        ++other_jobs;  // an earlier job's dump on the same port (Note [Dumps of an earlier job])
         continue;
       }
       dumps[rank] = std::move(doc);
@@ -82,8 +93,8 @@ struct Progress {
   std::string reason;
   std::map<int64_t, nlohmann::json> by_seq;  // every entry, by sequence number
   nlohmann::json step;                       // "progress": step, phase, in_phase_s
-  nlohmann::json signal;                     // "signal": name, sender_pid, from_parent
-  std::string host;                          // "host", hostname characters only
+  nlohmann::json signal;  // "signal": name, sender_pid, from_parent, launcher_died
+  std::string host;       // "host", hostname characters only
 };
 
 // Text from a dump as it may reach a terminal: printable ASCII, at most 200 characters (the
@@ -170,6 +181,20 @@ bool signalled_from_outside(const Progress& p) {
          p.signal["from_parent"].is_boolean() && !p.signal["from_parent"].get<bool>();
 }
 
+// A rank whose launcher died (killed with its host, or by the OOM killer): the kernel's
+// SIGTERM on the launcher's death (PR_SET_PDEATHSIG) stopped it, not its launcher's choice.
+bool launcher_died(const Progress& p) {
+  return p.signal.is_object() && p.signal.contains("launcher_died") &&
+         p.signal["launcher_died"].is_boolean() && p.signal["launcher_died"].get<bool>();
+}
+
+// The signal's sender pid as the dump claims it; "?" when absent or not a number.
+std::string sender_of(const Progress& p) {
+  if (!p.signal.is_object() || !p.signal.contains("sender_pid")) return "?";
+  const nlohmann::json& pid = p.signal["sender_pid"];
+  return pid.is_number_integer() ? std::to_string(pid.get<int64_t>()) : "?";
+}
+
 std::string ranks_text(const std::pair<int64_t, int64_t>& run) {
   return run.first == run.second
              ? "rank " + std::to_string(run.first)
@@ -228,13 +253,19 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   };
   if (const auto mismatch = find_mismatch(progress)) d.verdicts.push_back(*mismatch);
   for (const auto& [r, p] : progress) {
-    if (!signalled_from_outside(p)) continue;
-    d.verdicts.push_back(who(r) + " was stopped by " +
-                         text_of(p.signal.value("name", std::string("a signal"))) + " from pid " +
-                         std::to_string(p.signal.value("sender_pid", int64_t{0})) +
-                         " (not its launcher) after issuing collectives up to #" +
-                         std::to_string(p.issued) + where_it_stood(p));
+    const std::string sender = sender_of(p);
+    if (signalled_from_outside(p)) {
+      d.verdicts.push_back(who(r) + " was stopped by " +
+                           text_of(p.signal.value("name", std::string("a signal"))) + " from pid " +
+                           sender + " (not its launcher) after issuing collectives up to #" +
+                           std::to_string(p.issued) + where_it_stood(p));
+    } else if (launcher_died(p)) {
+      d.verdicts.push_back(who(r) + " was stopped as its launcher (pid " + sender +
+                           ") died, after issuing collectives up to #" + std::to_string(p.issued) +
+                           where_it_stood(p));
+    }
   }
+  d.culprit_named = !d.verdicts.empty();
   int64_t max_issued = -1;
   for (const auto& [r, p] : progress) max_issued = std::max(max_issued, p.issued);
   for (const auto& [r, p] : progress) {
@@ -261,6 +292,7 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   }
   const std::string waited =
       first_stuck ? ", while other ranks wait in " + describe(*first_stuck) : "";
+  d.culprit_named = true;
   for (const auto& run : d.missing) {
     const bool one = run.first == run.second;
     d.verdicts.push_back(ranks_text(run) + (one ? " is behind: it" : " are behind: they") +
@@ -268,7 +300,7 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   }
   for (int64_t r : d.behind) {
     const Progress& p = progress.at(r);
-    if (signalled_from_outside(p)) continue;  // said above
+    if (signalled_from_outside(p) || launcher_died(p)) continue;  // said above
     d.verdicts.push_back(who(r) + " is behind: it issued collectives only up to #" +
                          std::to_string(p.issued) + where_it_stood(p) +
                          waiting_text(progress, p.issued));
@@ -277,9 +309,10 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
 
 }  // namespace
 
-FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& job) {
+FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& job,
+                                    std::filesystem::file_time_type written_since) {
   FlightDiagnosis d;
-  const Dumps dumps = read_dumps(dir, job, d.other_jobs);
+  const Dumps dumps = read_dumps(dir, job, written_since, d.other_jobs);
   d.world = dumps.begin()->second.value("world_size", int64_t{1});
   DDPB_USAGE_CHECK(d.world >= 1 && d.world <= (int64_t{1} << 31) && dumps.begin()->first >= 0 &&
                    dumps.rbegin()->first < d.world)

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,20 +21,26 @@ namespace ddpb::comm {
 
 struct FlightDiagnosis {
   int64_t world = 0;
-  int64_t other_jobs = 0;           // dumps of another job in the folder, ignored
+  int64_t other_jobs = 0;           // dumps of another job, or older than it, ignored
   bool collective_trouble = false;  // some rank has a collective it did not complete
+  // The first verdict names a culprit: a mismatch, a rank stopped from outside or by its
+  // launcher's death, or a rank behind (not "none is behind").
+  bool culprit_named = false;
   std::vector<std::pair<int64_t, int64_t>> missing;  // [first, last] runs without a dump
   std::vector<int64_t> behind;                       // dumped ranks that issued fewer
   std::vector<std::string> verdicts;                 // one line each
   std::string report;                                // everything, as `doctor` prints it
 };
 
-// Reads every rank<r>.json in `dir` (only those of `job`, a flight_job_id, when given); throws
+// Reads every rank<r>.json in `dir` (only those of `job`, a flight_job_id, when given, and
+// only those written since `written_since`); throws
 // UsageError when there is none or one is malformed. The verdicts, most telling first: a
 // collective mismatch (two ranks issued different collectives at one sequence number), a rank
-// stopped by a signal from outside its launcher, then the ranks behind (the fewest collectives
-// issued, or no dump), with the phase each was in.
-FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& job = "");
+// stopped by a signal from outside its launcher or by its launcher's death, then the ranks behind
+// (the fewest collectives issued, or no dump), with the phase each was in.
+FlightDiagnosis diagnose_flight_dir(
+    const std::string& dir, const std::string& job = "",
+    std::filesystem::file_time_type written_since = std::filesystem::file_time_type::min());
 // The report text of diagnose_flight_dir.
 std::string diagnose_flight_dumps(const std::string& dir);
 

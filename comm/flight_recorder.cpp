@@ -51,6 +51,10 @@ struct Identity {
   std::string dir;
   std::string job;   // flight_job_id of the store token: the launcher reads only its job's dumps
   std::string host;  // this host's name, in every dump (Note [Flight dumps across hosts])
+  // The launcher that started this rank: getppid() at set_flight_identity. Once the launcher
+  // dies, getppid() names the reaper, and the SIGTERM its death sends (PR_SET_PDEATHSIG)
+  // still carries the launcher's pid.
+  int launcher_pid = 0;
   std::function<void(int, const std::string&)> ship;  // set_flight_dump_shipper
 };
 Identity& identity() {
@@ -215,6 +219,7 @@ void set_flight_identity(int rank, int world_size, std::string dump_dir, std::st
   id.dir = std::move(dump_dir);
   id.job = std::move(job);
   id.host = host_name();
+  id.launcher_pid = static_cast<int>(::getppid());
 }
 
 void set_flight_dump_shipper(std::function<void(int rank, const std::string& dump)> ship) {
@@ -259,6 +264,7 @@ std::string dump_flight_recorder(const std::string& reason,
     Identity& id = identity();
     int rank, world;
     std::string dir, job, host;
+    int launcher = 0;
     std::function<void(int, const std::string&)> shipper;
     {
       std::lock_guard lock(id.mutex);
@@ -267,6 +273,7 @@ std::string dump_flight_recorder(const std::string& reason,
       dir = id.dir;
       job = id.job;
       host = id.host;
+      launcher = id.launcher_pid;
       if (ship) shipper = id.ship;
     }
     if (dir.empty() || !make_flight_dir(dir)) return "";
@@ -280,9 +287,11 @@ std::string dump_flight_recorder(const std::string& reason,
                           {"progress", progress_json()},
                           {"entries", flight_recorder().to_json()}};
     if (signal) {
+      const bool from_launcher = signal->sender_pid == launcher && launcher > 1;
       doc["signal"] = {{"name", signal->name},
                        {"sender_pid", signal->sender_pid},
-                       {"from_parent", signal->sender_pid == ::getppid()}};
+                       {"from_parent", from_launcher},
+                       {"launcher_died", from_launcher && ::getppid() != launcher}};
     }
     const std::string path = dir + "/rank" + std::to_string(rank) + ".json";
     const std::string text =

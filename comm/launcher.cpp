@@ -370,6 +370,9 @@ LaunchResult launch_local(const LaunchSpec& given) {
   LaunchSpec spec = given;
   const int port = spec.master_port > 0 ? spec.master_port : find_free_port(spec.master_addr);
   const std::string token = launch_token(spec);
+  // File times come from the kernel's coarse clock, up to a tick (at most 10 ms) behind.
+  const auto started =
+      std::filesystem::file_time_type::clock::now() - std::chrono::milliseconds(50);
   if (spec.flight_dir.empty()) {
     std::string note;
     spec.flight_dir = resolve_flight_dir(port, &note);
@@ -382,6 +385,7 @@ LaunchResult launch_local(const LaunchSpec& given) {
     result.master_port = port;
     result.flight_dir = spec.flight_dir;
     result.job = flight_job_id(token);
+    result.started = started;
     return result;
   }
   std::vector<Child> children(static_cast<size_t>(spec.local_ranks()));
@@ -408,6 +412,7 @@ LaunchResult launch_local(const LaunchSpec& given) {
   result.master_port = port;
   result.flight_dir = spec.flight_dir;
   result.job = flight_job_id(token);
+  result.started = started;
   return result;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct LaunchResult {
   bool own_failure = false;
   std::string flight_dir;  // where this job's ranks dump
   std::string job;         // comm::flight_job_id of the job's store token
+  // When the launcher began, less the file clock's grain: dumps older than this are an
+  // earlier job's (Note [Dumps of an earlier job] in comm/flight_doctor.cpp).
+  std::filesystem::file_time_type started = std::filesystem::file_time_type::min();
 };
 
 LaunchResult launch_local(const LaunchSpec& spec);

@@ -87,15 +87,14 @@ void explain_failure(const comm::LaunchResult& r, const std::string& dir) {
   comm::FlightDiagnosis d;
   try {
     if (r.own_failure) throw UsageError("the failed rank said why");
-    d = comm::diagnose_flight_dir(dir, r.job);
+    d = comm::diagnose_flight_dir(dir, r.job, r.started);
     if (!d.collective_trouble) throw UsageError("no collective failed or hung");
   } catch (const std::exception&) {
     std::cerr << "ddpbench launcher: " << r.failure << "\n";
     return;
   }
-  const bool someone_behind = !d.missing.empty() || !d.behind.empty();
-  if (someone_behind) std::cerr << "ddpbench launcher: " << d.verdicts.front() << "\n";
-  std::cerr << "ddpbench launcher: " << (someone_behind ? "then " : "") << r.failure << "\n";
+  if (d.culprit_named) std::cerr << "ddpbench launcher: " << d.verdicts.front() << "\n";
+  std::cerr << "ddpbench launcher: " << (d.culprit_named ? "then " : "") << r.failure << "\n";
   std::cerr << "ddpbench launcher: flight-recorder dumps in " << dir << ": `ddpbench doctor " << dir
             << "` explains\n";
 }

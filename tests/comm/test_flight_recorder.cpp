@@ -179,6 +179,40 @@ TEST(FlightDoctor, ARankStoppedFromOutsideIsNamedAsSignalled) {
             "step 5 for 3.0 s, while other ranks wait in #2 allreduce, 64 bytes f32");
 }
 
+// A host killed with its processes: the launcher dies first, and the kernel's SIGTERM on its
+// death (PR_SET_PDEATHSIG, sent in the launcher's name) stops the rank, which dumps. It issued
+// as many collectives as its peers, so only the launcher's death explains the failure.
+TEST(FlightDoctor, ARankWhoseLauncherDiedIsNamedAsTheCulprit) {
+  DumpFolder d;
+  d.write(0, {{"reason", "gloo allreduce failed"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "failed")});
+  d.write(1,
+          {{"reason", "signal SIGTERM from pid 7985"},
+           {"signal",
+            {{"name", "SIGTERM"},
+             {"sender_pid", 7985},
+             {"from_parent", true},
+             {"launcher_died", true}}},
+           {"progress", {{"step", 12}, {"phase", "comm_exposed"}, {"in_phase_s", 0.1}}}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  EXPECT_TRUE(diag.culprit_named);
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_EQ(diag.verdicts.front(),
+            "rank 1 was stopped as its launcher (pid 7985) died, after issuing collectives up to "
+            "#2 and was in phase comm_exposed of step 12 for 0.1 s");
+  // Its launcher alive, the same dump is a casualty's: no culprit.
+  d.write(1,
+          {{"reason", "signal SIGTERM from pid 7985"},
+           {"signal",
+            {{"name", "SIGTERM"},
+             {"sender_pid", 7985},
+             {"from_parent", true},
+             {"launcher_died", false}}}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  EXPECT_FALSE(diagnose_flight_dir(d.str()).culprit_named);
+}
+
 // Issue 25, M1: the folder of a port outlives its job; the launcher reads only its job's dumps.
 TEST(FlightDoctor, DumpsOfAnotherJobAreIgnored) {
   DumpFolder d;
@@ -193,6 +227,28 @@ TEST(FlightDoctor, DumpsOfAnotherJobAreIgnored) {
             "rank 1 is behind: it left no dump, while other ranks wait in #2 allreduce, 64 bytes "
             "f32");
   EXPECT_THROW(diagnose_flight_dir(d.str(), "a third job"), UsageError);
+}
+
+// Note [Dumps of an earlier job]: jobs across hosts share a token, so a dump that an earlier job
+// left on the same port reads as this job's; the launcher's start time tells them apart. Rank 1
+// of the earlier job dumped; this job's rank 1 died without one.
+TEST(FlightDoctor, ADumpOlderThanTheLaunchIsAnEarlierJobs) {
+  DumpFolder d;
+  d.write(1, {{"reason", "signal SIGTERM"}, {"job", "shared"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "completed")});
+  const auto launched = std::filesystem::file_time_type::clock::now();
+  std::filesystem::last_write_time(d.str() + "/rank1.json", launched - std::chrono::seconds(30));
+  d.write(0, {{"reason", "timeout"}, {"job", "shared"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  // Without the launch time the earlier dump hides the rank that died.
+  EXPECT_TRUE(diagnose_flight_dir(d.str(), "shared").missing.empty());
+  const FlightDiagnosis diag =
+      diagnose_flight_dir(d.str(), "shared", launched - std::chrono::milliseconds(50));
+  EXPECT_EQ(diag.other_jobs, 1);
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_EQ(diag.verdicts.front(),
+            "rank 1 is behind: it left no dump, while other ranks wait in #2 allreduce, 64 bytes "
+            "f32");
 }
 
 // Note [Flight dumps across hosts]: once the dumps span hosts, the rank behind is named with

@@ -288,6 +288,12 @@ double ring_all_gather_ms(double bytes, int p, const Link& link) {
 
 namespace {
 
+// Note [One ring across nodes]: every hop waits for the slowest, a node's whole link.
+Link one_ring_link(const Topology& topo, int g) {
+  return Link{std::max(topo.intra.alpha_us, topo.inter->alpha_us),
+              std::min(topo.intra.bandwidth_GBps, topo.inter->bandwidth_GBps * g)};
+}
+
 double flat_allreduce_ms(double bytes, int p, const Link& link, AllReduceAlgo algo) {
   switch (algo) {
     case AllReduceAlgo::Ring:
@@ -310,12 +316,7 @@ double allreduce_ms(double bytes, int devices, const Topology& topo, AllReduceAl
     throw UsageError(fmt::format("topology {} holds {} devices; {} need an inter-node link",
                                  topo.name, topo.node_size, devices));
   const int g = std::min(devices, topo.node_size);
-  if (topo.one_ring) {
-    // Note [One ring across nodes]: every hop waits for the slowest, a node's whole link.
-    const Link nic{std::max(topo.intra.alpha_us, topo.inter->alpha_us),
-                   std::min(topo.intra.bandwidth_GBps, topo.inter->bandwidth_GBps * g)};
-    return ring_allreduce_ms(bytes, devices, nic);
-  }
+  if (topo.one_ring) return ring_allreduce_ms(bytes, devices, one_ring_link(topo, g));
   return ring_reduce_scatter_ms(bytes, g, topo.intra) +
          flat_allreduce_ms(bytes / g, nodes, *topo.inter, algo) +
          ring_all_gather_ms(bytes, g, topo.intra);
@@ -339,6 +340,7 @@ double reduce_scatter_ms(double bytes, int devices, const Topology& topo) {
   const int nodes = nodes_for(devices, topo);
   if (nodes == 1) return ring_reduce_scatter_ms(bytes, devices, topo.intra);
   const int g = std::min(devices, topo.node_size);
+  if (topo.one_ring) return ring_reduce_scatter_ms(bytes, devices, one_ring_link(topo, g));
   return ring_reduce_scatter_ms(bytes, g, topo.intra) +
          ring_reduce_scatter_ms(bytes / g, nodes, *topo.inter);
 }

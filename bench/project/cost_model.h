@@ -55,12 +55,14 @@ struct Topology {
   int compute_slots = 0;
   bool comm_shares_compute = false;
   // Note [One ring across nodes]: Gloo's allreduce is one ring over every rank (ranks in
-  // order, so a node's devices are neighbours): the hops between nodes carry what every hop
-  // does, 2(p-1)/p of the bytes, each at its node's whole network link (inter's per-device
-  // bandwidth times node_size). The hierarchical model (reduce-scatter in the node, allreduce
-  // of 1/g across nodes, all-gather in the node) is NCCL's and moves only 2(n-1)/n of the
-  // bytes through a node's link: for 2 nodes of 2 ranks, 1.5x fewer than Gloo moves. True for
-  // a topology of Gloo ranks (the measured one on CPU, and any with --inter fitted on Gloo).
+  // order, so a node's devices are neighbours), and so are ddpbench's reduce-scatter and
+  // allgather over Gloo (comm/process_group_gloo.cpp): the hops between nodes carry what every
+  // hop does, 2(p-1)/p of the bytes for an AllReduce and (p-1)/p for the other two, each at
+  // its node's whole network link (inter's per-device bandwidth times node_size). The hierarchical
+  // model (reduce-scatter in the node, allreduce of 1/g across nodes, all-gather in the node) is
+  // NCCL's and moves only 2(n-1)/n of the bytes through a node's link: for 2 nodes of 2 ranks, 1.5x
+  // fewer than Gloo moves. True for a topology of Gloo ranks (the measured one on CPU, and any with
+  // --inter fitted on Gloo).
   bool one_ring = false;
   // How much slower a device computes with every compute slot busy than alone (>= 1; Note
   // [Compute contention] in comm_fit.cpp); with k of the slots busy, 1 + (c-1)(k-1)/(slots-1).

@@ -1,7 +1,8 @@
 """The projection against real links: emulated clusters (scripts/cluster/netns_cluster.sh),
 each measured and projected, side by side.
 
-For each workload, one DDP run of 2 ranks on this host is the projection's basis. For each
+For each workload and design (DDP, and ZeRO's stages: --modes), one run of 2 ranks on this
+host is the projection's basis. For each
 link rate and layout (hosts x ranks a host), a collectives sweep across the hosts fits the
 links (`ddpbench project --inter`, Note [Inter-node link from a sweep]): one rank a host (each
 with its host's whole link, what Gloo's one ring needs), or with --hierarchical the
@@ -10,7 +11,8 @@ measured across the hosts and projected from the basis; the table gives both ste
 error, and the last lines the targets and the median absolute error.
 
   scripts/cluster/validate_projection.sh [--bin PATH] [--rates 1gbit,200mbit]
-      [--layouts 2x1,2x2] [--workloads mlp-small,gpt-tiny] [--steps 20] [--out FILE.json]
+      [--layouts 2x1,2x2] [--workloads mlp-small,gpt-tiny] [--modes ddp] [--steps 20]
+      [--out FILE.json]
 """
 import argparse
 import json
@@ -44,15 +46,16 @@ class Validation:
         self.a, self.tmp = args, pathlib.Path(tmp)
         self.port = 29460
 
-    def train(self, workload, world):
-        return ["run", "--mode", "ddp", "--device", "cpu", "--workload", workload,
+    def train(self, workload, world, mode):
+        return ["run", "--mode", mode, "--device", "cpu", "--workload", workload,
                 "--world-size", str(world), "--global-batch", str(8 * world),
                 "--steps", str(self.a.steps), "--warmup", "3", "--seed", "1", "--quiet",
                 "--timeout", "120"]
 
-    def basis(self, workload):
-        out = self.tmp / f"basis-{workload}.json"
-        run([self.a.bin, *self.train(workload, 2), "--out", str(out)], f"the basis of {workload}")
+    def basis(self, workload, mode):
+        out = self.tmp / f"basis-{workload}-{mode}.json"
+        run([self.a.bin, *self.train(workload, 2, mode), "--out", str(out)],
+            f"the basis of {workload} {mode}")
         return out
 
     def on_hosts(self, c, argv_of, what):
@@ -77,15 +80,16 @@ class Validation:
             f"the sweep at {rate}")
         return out
 
-    def measured(self, c, workload, per_host, tag):
+    def measured(self, c, workload, mode, per_host, tag):
         out = self.tmp / f"measured-{tag}.json"
         world = c.n * per_host
         self.on_hosts(c, lambda h, port: [
-            self.a.bin, *self.train(workload, world), *c.node_flags(h, port), "--out", str(out)],
+            self.a.bin, *self.train(workload, world, mode), *c.node_flags(h, port), "--out",
+            str(out)],
             f"{workload} on {tag}")
         return json.loads(out.read_text())["summary"]
 
-    def projected(self, basis, sweep, hosts, per_host, tag):
+    def projected(self, basis, mode, sweep, hosts, per_host, tag):
         out = self.tmp / f"projected-{tag}.json"
         hierarchical = per_host > 1 and self.a.hierarchical  # then the sweep's own node size
         node_size = [] if hierarchical else ["--node-size", str(per_host)]
@@ -93,27 +97,28 @@ class Validation:
              str(sweep), *node_size, "--json", str(out)], f"the projection {tag}")
         points = json.loads(out.read_text())["workloads"][0]["points"]
         point = next(p for p in points if p["devices"] == hosts * per_host)
-        return point["designs"]["ddp"]
+        return point["designs"][mode]
 
     def cases(self):
-        bases = {w: self.basis(w) for w in self.a.workloads}
+        bases = {(w, m): self.basis(w, m) for w in self.a.workloads for m in self.a.modes}
         rows = []
         for rate in self.a.rates:
             for hosts, per_host in self.a.layouts:
                 with Cluster(hosts, rate=rate, node_size=per_host, tag="v") as c:
                     sweep = self.sweep(c, rate, per_host)
-                    for w in self.a.workloads:
-                        tag = f"{w}-{rate}-{hosts}x{per_host}"
-                        summary = self.measured(c, w, per_host, tag)
-                        point = self.projected(bases[w], sweep, hosts, per_host, tag)
+                    for w, m in bases:
+                        tag = f"{w}-{m}-{rate}-{hosts}x{per_host}"
+                        summary = self.measured(c, w, m, per_host, tag)
+                        point = self.projected(bases[(w, m)], m, sweep, hosts, per_host, tag)
                         meas = summary["step_time_ms"]["median"]
                         proj = point["step_ms"]
-                        rows.append({"workload": w, "rate": rate, "layout": f"{hosts}x{per_host}",
+                        rows.append({"workload": w, "mode": m, "rate": rate,
+                                     "layout": f"{hosts}x{per_host}",
                                      "measured_ms": meas, "projected_ms": proj,
                                      "error": (proj - meas) / meas,
                                      "measured_exposed_ms": exposed_ms(summary),
                                      "projected_exposed_ms": point["exposed_ms"]})
-                        print(f"{w:10} {rate:>8} {hosts}x{per_host}  measured {meas:9.1f} ms "
+                        print(f"{w:10} {m:6} {rate:>8} {hosts}x{per_host}  measured {meas:9.1f} ms "
                               f"(exposed {rows[-1]['measured_exposed_ms']:7.1f})  projected "
                               f"{proj:9.1f} ms (exposed {point['exposed_ms']:7.1f})  error "
                               f"{100 * rows[-1]['error']:+6.1f}%", flush=True)
@@ -126,6 +131,7 @@ def parse_args(argv):
     p.add_argument("--rates", default="1gbit,200mbit")
     p.add_argument("--layouts", default="2x1,2x2")
     p.add_argument("--workloads", default="mlp-small,gpt-tiny")
+    p.add_argument("--modes", default="ddp", help="designs, such as ddp,zero1,zero2")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--hierarchical", action="store_true",
@@ -134,6 +140,7 @@ def parse_args(argv):
     a = p.parse_args(argv)
     a.rates = a.rates.split(",")
     a.workloads = a.workloads.split(",")
+    a.modes = a.modes.split(",")
     try:
         a.layouts = [tuple(int(x) for x in s.split("x")) for s in a.layouts.split(",")]
     except ValueError:

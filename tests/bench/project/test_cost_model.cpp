@@ -103,6 +103,10 @@ TEST(CostModel, OneRingAcrossNodesRunsAtTheNodesWholeLink) {
   hierarchy.one_ring = false;
   EXPECT_NEAR(allreduce_ms(n, 2, t), allreduce_ms(n, 2, hierarchy), 1e-12);
   EXPECT_TRUE(topology_from_json(t.to_json(), "t.json").one_ring);
+  // ZeRO's reduce-scatter and allgather over Gloo are one ring too: (p-1)/p of the bytes a hop.
+  EXPECT_NEAR(reduce_scatter_ms(n, 4, t), ring_reduce_scatter_ms(n, 4, node_link), 1e-12);
+  EXPECT_NEAR(all_gather_ms(n, 4, t), ring_reduce_scatter_ms(n, 4, node_link), 1e-12);
+  EXPECT_NEAR(reduce_scatter_ms(n, 4, t) / reduce_scatter_ms(n, 4, hierarchy), 1.5, 0.02);
 }
 
 // Note [Inter-node link from a sweep]: a sweep across hosts, one rank each, gives the network

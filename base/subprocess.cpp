@@ -46,7 +46,9 @@ std::vector<char*> pointers_of(const std::vector<std::string>& strings) {
     if (::dup2(spec.output_fd, STDOUT_FILENO) < 0 || ::dup2(spec.output_fd, STDERR_FILENO) < 0)
       give_up(error_fd);
   }
-  if (spec.stdin_from_dev_null) {
+  if (spec.stdin_fd >= 0) {
+    if (::dup2(spec.stdin_fd, STDIN_FILENO) < 0) give_up(error_fd);
+  } else if (spec.stdin_from_dev_null) {
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull < 0 || ::dup2(devnull, STDIN_FILENO) < 0) give_up(error_fd);
   }

@@ -36,6 +36,7 @@ struct SpawnSpec {
   std::string cwd;                                // empty: ours
   int output_fd = -1;                             // the child's stdout and stderr; -1: ours
   bool stdin_from_dev_null = false;
+  int stdin_fd = -1;  // the child's stdin (a pipe's read end); -1: ours, or /dev/null above
   // A process group of its own (set in the parent as well, so that killpg works at once).
   bool own_process_group = false;
   // SIGINT, SIGTERM and SIGPIPE back to their defaults: an ignored signal stays ignored

@@ -121,8 +121,6 @@ std::string name_missing(const std::vector<int>& missing, int local_world_size) 
   return out;
 }
 
-// Rank 0, when a rank's fingerprint did not come in time: who never arrived, named by node
-// (issue 48, P29: "TCPStore get('ddpbench/fingerprint/1') timed out" named a store key).
 // Note [Who joined]
 // Ranks started by separate launchers can claim the same rank (two nodes given one
 // --node-rank) or disagree on the world (--world-size 4 on one node, 2 on another); both once
@@ -160,13 +158,20 @@ std::string other_worlds(Store& store, const RankEnv& env) {
   return out;
 }
 
+// Any rank, when a fingerprint or the verdict did not come in time: who never arrived, named
+// by node (issue 48, P29: "TCPStore get('ddpbench/fingerprint/1') timed out" named a key).
 [[noreturn]] void throw_not_arrived(Store& store, const RankEnv& env, const StoreTimeout& e) {
   std::vector<int> missing;
-  for (int r = 1; r < env.world_size; ++r) {
-    if (!store.check({kFingerprintKey + std::to_string(r)})) missing.push_back(r);
+  std::string others;
+  try {
+    for (int r = 1; r < env.world_size; ++r) {
+      if (!store.check({kFingerprintKey + std::to_string(r)})) missing.push_back(r);
+    }
+    if (!missing.empty()) others = other_worlds(store, env);
+  } catch (const std::exception&) {
+    missing.clear();  // rank 0's store went away meanwhile: the timeout is all there is to say
   }
   if (missing.empty()) throw CommTimeout(std::string("the rendezvous timed out: ") + e.what());
-  const std::string others = other_worlds(store, env);
   throw CommTimeout(
       name_missing(missing, env.local_world_size) + " never arrived at the rendezvous" +
       (env.master_port > 0 ? " on " + env.master_addr + ":" + std::to_string(env.master_port)
@@ -216,7 +221,14 @@ void check_fingerprints(Store& store, const RankEnv& env, const Fingerprint& min
     DDPB_USAGE_CHECK(verdict.empty()) << verdict;
     return;
   }
-  const std::string verdict = store.get_string(key + "verdict");
+  // Rank 0 gives no verdict while a rank is missing: this rank names who, as rank 0 does
+  // (a rank of node 0 waits here while node 1 never starts).
+  std::string verdict;
+  try {
+    verdict = store.get_string(key + "verdict");
+  } catch (const StoreTimeout& e) {
+    throw_not_arrived(store, env, e);
+  }
   store.add(key + "seen", 1);
   DDPB_USAGE_CHECK(verdict == "ok") << verdict;
 }

@@ -330,14 +330,29 @@ struct SuiteCollectives {
   static constexpr bool kRecord = true;
   std::string backend;
   int64_t world_size = 0, max_bytes = 0;
+  // A sweep across the suite's hosts (Note [Runs across hosts]): its nodes, and the ranks of
+  // each, which its hierarchical sweep measures within and between (Note [Hierarchical sweep]).
+  std::optional<int64_t> nnodes, node_size;
   std::string status;  // "ok" or "failed"
   std::optional<std::string> record, log, error;
   std::optional<double> avg_busbw_GBps;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("backend", s.backend), v("world_size", s.world_size), v("max_bytes", s.max_bytes);
+    v("nnodes", s.nnodes), v("node_size", s.node_size);
     v("status", s.status), v("record", s.record), v("log", s.log), v("error", s.error);
     v("avg_busbw_GBps", s.avg_busbw_GBps);
+  }
+};
+
+// A host of a suite across hosts (bench/suite/suite_hosts.h, Note [Runs across hosts]).
+struct SuiteHostInfo {
+  static constexpr bool kRecord = true;
+  std::string name, address;
+  int64_t slots = 1;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name), v("address", s.address), v("slots", s.slots);
   }
 };
 
@@ -354,6 +369,10 @@ struct SuiteRecord {
   std::optional<nlohmann::json> comm_fit;      // bench/project/comm_fit.h's CommFit::to_json
   std::optional<ProjectionRecord> projection;  // reports/schema/projection.schema.json
   std::optional<std::vector<SuiteCollectives>> collectives;
+  // `suite --hosts`: the hosts its runs spread over, the first this suite's own, and the
+  // command that started the others; absent: every run on one machine.
+  std::optional<std::vector<SuiteHostInfo>> hosts;
+  std::optional<std::string> launch;
   std::vector<SuiteRun> runs;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -361,7 +380,8 @@ struct SuiteRecord {
     v("kind", s.kind), v("complete", s.complete), v("context", s.context);
     v("suite", s.suite), v("designs", s.designs), v("gemm_peak", s.gemm_peak);
     v("comm_fit", s.comm_fit);
-    v("projection", s.projection), v("collectives", s.collectives), v("runs", s.runs);
+    v("projection", s.projection), v("collectives", s.collectives), v("hosts", s.hosts);
+    v("launch", s.launch), v("runs", s.runs);
   }
 
   nlohmann::json to_json() const { return record_to_json(*this); }

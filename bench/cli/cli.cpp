@@ -168,6 +168,12 @@ CLI::App* add_suite_command(CLI::App& app, SuiteOptions& o) {
                   "add world size 3 (CPU; oversubscribed on 2 cores) and report how well the "
                   "projection predicts world sizes 2 and 3 from world size 1");
   suite->add_option("--resume", o.resume, "finish the interrupted suite in this folder");
+  suite->add_option("--hosts", o.hosts,
+                    "FILE: spread the runs whose ranks are processes over these hosts, a line "
+                    "each: NAME [ADDRESS] [slots=K]; the first is this machine");
+  suite->add_option("--launch", o.launch,
+                    "how --hosts starts a node on a host, {host} its name, given one shell line "
+                    "(default: ssh -o BatchMode=yes {host})");
   return suite;
 }
 

@@ -30,6 +30,7 @@ ChildResult run_child(const ChildSpec& spec) {
   SpawnSpec child;
   child.argv = spec.argv;
   child.cwd = spec.cwd;
+  child.env = spec.env;
   child.output_fd = log_fd;
   child.stdin_from_dev_null = true;
   child.own_process_group = true;  // so that a DDP run and all its ranks are killed together
@@ -95,6 +96,7 @@ std::string failure_line(const std::string& path) {
     }
   }
   std::string out = reason.empty() ? last : reason;
+  out.erase(0, out.find_first_not_of(" \t"));  // a launcher's quoted tail is indented
   if (out.size() > 400) out = out.substr(0, 397) + "...";
   return out.empty() ? "(no output)" : out;
 }

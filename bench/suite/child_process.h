@@ -24,6 +24,7 @@ struct ChildSpec {
   double timeout_s = 0;  // 0: no limit
   const std::atomic<bool>* stop = nullptr;
   std::function<void()> tick;  // called about 5 times a second while the child runs
+  const std::vector<std::string>* env = nullptr;  // "K=V" entries; nullptr: ours
 };
 
 // Throws ddpb::Error when the child cannot be started (fork failure, unwritable log).

@@ -31,6 +31,7 @@
 #include "bench/suite/speed_of_light.h"
 #include "bench/suite/suite_checks.h"
 #include "bench/suite/suite_collectives.h"
+#include "bench/suite/suite_hosts.h"
 #include "bench/suite/suite_metrics.h"
 #include "bench/suite/suite_spec.h"
 #include "core/check.h"
@@ -81,6 +82,31 @@ std::string read_text(const std::string& path) {
   return {};
 }
 
+// Every run whose ranks are processes fits the hosts (Note [Runs across hosts]).
+// Designs without a process per rank (DP) stay on this host, with its GPUs; MPI's launcher
+// starts one host's ranks only.
+void check_placements(const SuiteSpec& spec, int gpus) {
+  if (spec.hosts.empty()) return;
+  for (const SuiteRun& run : expand_suite(spec)) {
+    const int world = static_cast<int>(run.world_size);
+    if (!design_named(run.mode).info.processes_per_rank) {
+      DDPB_USAGE_CHECK(spec.device != DeviceType::CUDA || world <= gpus)
+          << run.id << " runs on this host alone (its ranks are not processes): it needs " << world
+          << " GPUs, this host has " << gpus;
+      continue;
+    }
+    DDPB_USAGE_CHECK(spec.hosts.nodes_for(world) == 1 || run.run_config().backend != "mpi")
+        << run.id << ": --backend mpi runs on one host (its launcher is mpirun on this host); "
+        << "across hosts use scripts/cluster/mpirun_ddp.sh";
+  }
+}
+
+// The GPUs a suite's world sizes may use: this host's, or with --hosts all hosts' slots.
+int suite_gpus(const SuiteSpec& spec, int gpus) {
+  if (spec.hosts.empty()) return gpus;
+  return std::max(gpus, spec.hosts.hosts.front().slots * static_cast<int>(spec.hosts.hosts.size()));
+}
+
 SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
   DeviceType device = gpus > 0 ? DeviceType::CUDA : DeviceType::CPU;
   if (!o.device.empty()) {
@@ -104,8 +130,11 @@ SuiteSpec resolve_spec(const SuiteOptions& o, int gpus) {
         << "--max-world-size must be positive, got " << o.max_world_size;
     std::erase_if(spec.world_sizes, [&](int n) { return n > o.max_world_size; });
   }
-  validate_suite(spec, gpus);
+  DDPB_USAGE_CHECK(!o.hosts.empty() || o.launch.empty()) << "--launch needs --hosts FILE";
+  if (!o.hosts.empty()) spec.hosts = read_suite_hosts(o.hosts, o.launch);
+  validate_suite(spec, suite_gpus(spec, gpus));
   check_suite_runs(spec);
+  check_placements(spec, gpus);
   return spec;
 }
 
@@ -153,7 +182,12 @@ void run_one(SuiteRun& run, const SuiteSpec& spec, const std::string& dir, doubl
                [&] { progress.tick(); }};
   // A stale result from an interrupted attempt must not pass for this one.
   fs::remove(fs::path(dir) / record);
-  const ChildResult r = run_child(cs);
+  const int nodes = design_named(run.mode).info.processes_per_rank
+                        ? spec.hosts.nodes_for(static_cast<int>(run.world_size))
+                        : 1;
+  std::vector<NodeOutcome> others;
+  const ChildResult r =
+      nodes > 1 ? run_across_hosts(cs, spec.hosts, nodes, spec.timeout_s, &others) : run_child(cs);
   run.duration_s = r.seconds;
   run.exit_code = r.exit_code;
   run.log = "logs/" + stem + ".log";
@@ -171,6 +205,19 @@ void run_one(SuiteRun& run, const SuiteSpec& spec, const std::string& dir, doubl
                     ? fmt::format("timed out after {:.0f} s and was killed; last output: {}",
                                   r.seconds, failure_line(cs.log_path))
                     : failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code);
+  }
+  // A node on another host that failed says why too (its log is next to node 0's).
+  for (size_t k = 0; k < others.size(); ++k) {
+    if (others[k].exit_code == 0) continue;
+    const std::string said =
+        fmt::format("node {} on host {}: {} (exit code {})", k + 1, others[k].host,
+                    failure_line(others[k].log), others[k].exit_code);
+    if (run.ok()) {
+      run.status = RunStatus::Failed;
+      run.error = said;
+    } else {
+      run.error = run.error.value_or("") + "; " + said;
+    }
   }
   if (spec.with_pytorch && run.ok()) run.pytorch = run_pytorch(run, spec, dir, &g_stop);
 }
@@ -305,10 +352,10 @@ std::vector<reports::DesignInfo> designs_of(const std::vector<SuiteRun>& runs) {
 // The suite record of --resume DIR, with its matrix checked against this machine.
 SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
   DDPB_USAGE_CHECK(o.file.empty() && o.out.empty() && o.device.empty() && o.max_world_size == -1 &&
-                   !o.quick && !o.validate_projection)
+                   !o.quick && !o.validate_projection && o.hosts.empty() && o.launch.empty())
       << "--resume takes the matrix from " << o.resume
-      << "/suite.json: drop SUITE.json, --out, --device, --max-world-size, --quick and "
-         "--validate-projection";
+      << "/suite.json: drop SUITE.json, --out, --device, --max-world-size, --quick, "
+         "--validate-projection, --hosts and --launch";
   const std::string path = (fs::path(o.resume) / "suite.json").string();
   DDPB_USAGE_CHECK(fs::exists(path)) << "--resume " << o.resume << ": no suite.json there";
   nlohmann::json suite;
@@ -323,9 +370,11 @@ SuiteRecord resume_suite(const SuiteOptions& o, int gpus, SuiteSpec& spec) {
       << path << " is not a ddpbench suite record";
   spec = SuiteSpec::from_json(suite["suite"]);
   if (o.with_pytorch) spec.with_pytorch = true;
-  validate_suite(spec, gpus);
-  check_suite_runs(spec);
   SuiteRecord record = SuiteRecord::from_json(suite);
+  if (record.hosts) spec.hosts = hosts_from_record(*record.hosts, record.launch.value_or(""), path);
+  validate_suite(spec, suite_gpus(spec, gpus));
+  check_suite_runs(spec);
+  check_placements(spec, gpus);
   check_resumed_runs(record, spec, path);
   warn_if_written_elsewhere(record.context, o.resume);
   const auto failed = std::count_if(record.runs.begin(), record.runs.end(), [](const SuiteRun& r) {
@@ -371,6 +420,10 @@ SuiteRecord new_suite(const SuiteSpec& spec, const std::string& dir) {
   suite.suite = spec.to_matrix();
   suite.designs = designs_of(suite.runs);
   suite.gemm_peak = reports::record_from_json<reports::GemmPeakInfo>(peak);
+  if (!spec.hosts.empty()) {
+    suite.hosts = host_infos(spec.hosts);
+    suite.launch = spec.hosts.launch;
+  }
   return suite;
 }
 
@@ -452,6 +505,17 @@ SuiteVerdict settle(SuiteRecord& suite) {
   return v;
 }
 
+// comm_fit.two_level: the links of a suite across hosts, as the projection uses them.
+nlohmann::json two_level_json(const Topology& t) {
+  const auto link = [](const Link& l) {
+    return nlohmann::json{{"alpha_us", l.alpha_us}, {"bandwidth_GBps", l.bandwidth_GBps}};
+  };
+  return {{"node_size", t.node_size},
+          {"within_node", link(t.intra)},
+          {"between_nodes", link(*t.inter)},
+          {"source", t.source}};
+}
+
 // The suite's projection of its own results, with the validation against its runs
 // (docs/metrics.md, "Projection"). A projection that cannot be made (no DP or DDP run
 // succeeded) is reported and left out; it never fails the suite.
@@ -467,9 +531,14 @@ void add_projection(SuiteRecord& suite, const SuiteSpec& spec, const std::string
                                          suite_allreduce_points(suite, dir, backend));
     suite.comm_fit = fit.to_json();
     source.fit = fit;
+    // Across hosts, two links: within a node and between nodes (Note [Runs across hosts]).
+    const Topology measured = suite_two_level(measured_topology(fit, slots), suite, dir, backend);
+    if (measured.inter) (*suite.comm_fit)["two_level"] = two_level_json(measured);
     reports::ProjectionRecord p = make_projection(
-        source, resolve_topology(spec.projection_topology, source), spec.projection_devices, {});
-    const Topology measured = measured_topology(fit, measured_compute_slots(source));
+        source,
+        spec.projection_topology == "measured" ? measured
+                                               : resolve_topology(spec.projection_topology, source),
+        spec.projection_devices, {});
     p.validation = validate_projection(suite, dir, measured);
     if (spec.device == DeviceType::CPU && source.cpu_cores > 0 &&
         *std::max_element(spec.world_sizes.begin(), spec.world_sizes.end()) > source.cpu_cores)

@@ -16,6 +16,8 @@ struct SuiteOptions {
   bool with_pytorch = false;
   bool validate_projection = false;  // add world size 3 and check the projection against it
   std::string resume;                // results folder of an interrupted suite
+  std::string hosts;                 // --hosts FILE (Note [Runs across hosts])
+  std::string launch;                // --launch CMD, with {host}; empty: ssh
 };
 
 // Returns the process exit code: 0 when every run succeeded and computed the right thing,

@@ -9,6 +9,7 @@
 #include "base/subprocess.h"
 #include "bench/run/designs.h"
 #include "bench/suite/child_process.h"
+#include "bench/suite/suite_hosts.h"
 #include "reports/collectives_record.h"
 #include "reports/json_io.h"
 
@@ -56,8 +57,22 @@ reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, i
                            "-J",
                            *c.record});
   fs::create_directories(fs::path(dir) / "collectives");
-  const ChildResult r =
-      run_child({argv, dir, (fs::path(dir) / *c.log).string(), 2 * spec.timeout_s + 60, stop, {}});
+  // Across hosts, as the runs of this world size are placed; with more than a rank a host,
+  // hierarchical: within and between nodes apart (the two-level fit of add_projection).
+  // MPI's launcher starts one host's ranks: its sweep stays here.
+  const int nodes = backend == "mpi" ? 1 : spec.hosts.nodes_for(world);
+  if (nodes > 1) {
+    c.nnodes = nodes;
+    c.node_size = world / nodes;
+    if (*c.node_size > 1) argv.insert(argv.end(), {"--node-size", std::to_string(*c.node_size)});
+    argv.insert(argv.end(), {"--timeout", fmt::format("{:.0f}", spec.timeout_s)});
+  }
+  const ChildSpec child{argv, dir, (fs::path(dir) / *c.log).string(), 2 * spec.timeout_s + 60,
+                        stop, {}};
+  std::vector<NodeOutcome> others;
+  const ChildResult r = nodes > 1
+                            ? run_across_hosts(child, spec.hosts, nodes, spec.timeout_s, &others)
+                            : run_child(child);
   if (r.exit_code == 0 && fs::exists(fs::path(dir) / *c.record)) {
     const auto rec = reports::CollectivesRecord::from_json(
         reports::read_json((fs::path(dir) / *c.record).string()));
@@ -67,6 +82,13 @@ reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, i
     c.status = "failed";
     c.error = failure_line((fs::path(dir) / *c.log).string()) +
               fmt::format(" (exit code {})", r.exit_code);
+  }
+  for (size_t k = 0; k < others.size(); ++k) {
+    if (others[k].exit_code == 0) continue;
+    c.status = "failed";
+    c.error = (c.error ? *c.error + "; " : std::string()) +
+              fmt::format("node {} on host {}: {} (exit code {})", k + 1, others[k].host,
+                          failure_line(others[k].log), others[k].exit_code);
   }
   return c;
 }
@@ -114,12 +136,25 @@ std::vector<FitPoint> suite_allreduce_points(const reports::SuiteRecord& suite,
   std::vector<FitPoint> points;
   if (!suite.collectives) return points;
   for (const reports::SuiteCollectives& c : *suite.collectives) {
-    if (c.backend != backend || c.status != "ok" || !c.record) continue;
+    if (c.backend != backend || c.status != "ok" || !c.record || c.nnodes.value_or(1) > 1) continue;
     const auto rec = reports::CollectivesRecord::from_json(
         reports::read_json((fs::path(dir) / *c.record).string()));
     for (const FitPoint& p : allreduce_points(rec)) points.push_back(p);
   }
   return points;
+}
+
+Topology suite_two_level(Topology measured, const reports::SuiteRecord& suite,
+                         const std::string& dir, const std::string& backend) {
+  if (!suite.collectives) return measured;
+  for (const reports::SuiteCollectives& c : *suite.collectives) {
+    if (c.backend != backend || c.status != "ok" || !c.record || c.nnodes.value_or(1) < 2) continue;
+    const auto rec = reports::CollectivesRecord::from_json(
+        reports::read_json((fs::path(dir) / *c.record).string()));
+    return with_inter_link(std::move(measured), rec, *c.record,
+                           static_cast<int>(c.node_size.value_or(1)));
+  }
+  return measured;
 }
 
 }  // namespace ddpb::bench

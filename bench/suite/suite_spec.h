@@ -15,6 +15,7 @@
 #include "bench/run/designs.h"
 #include "bench/run/run_config.h"
 #include "bench/suite/design_flags.h"
+#include "bench/suite/suite_hosts.h"
 #include "core/device.h"
 #include "core/ops.h"
 #include "impl_ddp/comm_hooks.h"
@@ -96,6 +97,9 @@ struct SuiteSpec {
   double correctness_threshold = 1e-2;       // fp32 paths
   double hook_correctness_threshold = 5e-2;  // with an fp16/bf16 comm hook (lossy by design)
   std::vector<ExplicitRun> runs;             // after the matrix, in this order
+  // `suite --hosts` (Note [Runs across hosts]): not a suite-file key; suite.json keeps it
+  // beside the matrix ("hosts", "launch"), for --resume.
+  SuiteHosts hosts;
   // Group "flags" (the cost ledger, reports/flag_ledger.h): rows of the flag table
   // (bench/suite/design_flags.h, Note [Design flags]), each on the suite's first design with
   // the flag's trait (DDP's reducer flags: the first with buckets) at the largest world size on

@@ -109,6 +109,30 @@ TEST(Rendezvous, RanksThatNeverArriveAreNamedByNode) {
   }
 }
 
+// Node 0 whole (ranks 0 and 1), node 1 never started: rank 1, waiting for rank 0's verdict,
+// names the missing node too, not the verdict's store key.
+TEST(Rendezvous, ARankWaitingForTheVerdictNamesTheMissingNode) {
+  testing::TempDir dir("verdict_never_came");
+  std::string said[2];
+  const auto join = [&](int rank) {
+    RankEnv env;
+    env.rank = rank;
+    env.world_size = 4;
+    env.local_world_size = 2;
+    try {
+      init_process_group(env, file_rendezvous(dir, "verdict", std::chrono::milliseconds(700)));
+    } catch (const CommTimeout& e) {
+      said[rank] = e.what();
+    }
+  };
+  std::thread zero([&] { join(0); });
+  join(1);
+  zero.join();
+  for (const std::string& what : said) {
+    EXPECT_EQ(what.find("node 1 (ranks 2, 3) never arrived at the rendezvous"), 0u) << what;
+  }
+}
+
 // Note [Who joined] (issue 48, P10): a rank claimed twice fails at once naming the rank, and
 // rank 0 names who came with another world size instead of the missing node.
 TEST(Rendezvous, ARankClaimedTwiceAndAnotherWorldSizeAreNamed) {

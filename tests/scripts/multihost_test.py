@@ -4,7 +4,7 @@ bridge, links shaped with tc tbf (scripts/cluster/netns_cluster.sh).
 
   tests/scripts/multihost_test.py BUILD_DIR CASE     (exit 77: skipped, no namespaces here)
 
-CASE is one of: ddp, collectives, faults, mpi, projection. Every case makes its own cluster under a
+CASE is one of: ddp, collectives, faults, mpi, projection, suite. Every case makes its own cluster under a
 prefix of its own, removes it on any exit, and fails if a process is left on any host.
 """
 import json
@@ -159,6 +159,59 @@ class Case:
         assert rows[0]["measured_ms"] > 0 and rows[0]["projected_ms"] > 0, rows
         assert out.stdout.splitlines()[-1].startswith("median absolute error of the step: "), out
         print(out.stdout)
+
+    # --- suite --hosts: runs spread by slot, a two-level fit, a node that cannot start ------
+    def suite(self):
+        spec = {"quick": True, "workloads": ["mlp-small"], "modes": ["single", "ddp"],
+                "world_sizes": [1, 2, 4], "steps": 3, "warmup": 1, "timeout_s": 60,
+                "bucket_sweep_mb": [], "bucket_autotune": False, "overlap_off": False,
+                "comm_hooks": []}
+        suite_file = self.tmp / "suite.json"
+        suite_file.write_text(json.dumps(spec))
+        with Cluster(2, rate="1gbit", node_size=2) as c:
+            hosts = self.tmp / "hosts"
+            hosts.write_text(c.cluster("hosts"))
+            launch = f"{CLUSTER} rsh {{host}}"
+            out = self.tmp / "suite-out"
+            codes, logs = self.on_hosts(c, lambda h: [
+                self.bin, "suite", str(suite_file), "--out", str(out), "--hosts", str(hosts),
+                "--launch", launch], 400, hosts=[0])
+            assert codes == [0], logs
+            suite = json.loads(read(out / "suite.json"))
+            names = [f"{c.prefix}h{i}" for i in range(2)]
+            assert [h["name"] for h in suite["hosts"]] == names, suite["hosts"]
+            runs = {r["id"]: r for r in suite["runs"]}
+            # Note [Runs across hosts]: 2 ranks fill the first host's 2 slots; 4 take both.
+            for world, spans in ((2, names[:1]), (4, names)):
+                run = runs[f"mlp-small/ddp/w{world}"]
+                assert run["status"] == "ok" and run["correctness"]["passed"], run
+                record = json.loads(read(out / run["record"]))
+                assert [h["name"] for h in record.get("hosts", [{"name": names[0]}])] == spans, \
+                    record.get("hosts")
+            assert (out / "logs" / "mlp-small_ddp_w4-node1.log").exists()
+            sweep = suite["collectives"][0]
+            assert (sweep["status"], sweep["nnodes"], sweep["node_size"]) == ("ok", 2, 2), sweep
+            two = suite["comm_fit"]["two_level"]
+            assert two["node_size"] == 2, two
+            assert two["between_nodes"]["bandwidth_GBps"] < two["within_node"]["bandwidth_GBps"], two
+            checked = {r["run"]: r["error"] for r in suite["projection"]["validation"]["runs"]}
+            assert set(checked) == {"mlp-small/ddp/w2", "mlp-small/ddp/w4"}, checked
+            print(f"PASS: a suite across 2 hosts of 2 slots; projection errors {checked}")
+
+            # A node whose launch command fails: the run fails naming that node's host.
+            spec.update({"modes": ["ddp"], "world_sizes": [4], "timeout_s": 8})
+            suite_file.write_text(json.dumps(spec))
+            out = self.tmp / "suite-bad"
+            codes, logs = self.on_hosts(c, lambda h: [
+                self.bin, "suite", str(suite_file), "--out", str(out), "--hosts", str(hosts),
+                "--launch", "false {host}"], 200, hosts=[0])
+            assert codes == [1], (codes, logs)
+            run = {r["id"]: r for r in json.loads(read(out / "suite.json"))["runs"]}[
+                "mlp-small/ddp/w4"]
+            assert run["status"] == "failed", run
+            assert "never arrived" in run["error"] and f"node 1 on host {names[1]}" in run["error"], \
+                run["error"]
+            print(f"PASS: a node that cannot start: {run['error'][:200]}")
 
     # --- faults: each detected within --timeout, named, nothing left behind -------------------
     def faults(self):

@@ -596,6 +596,8 @@ TEST(Suite, UsageErrorsExitTwoWithOneLine) {
   // exist, are refused before any run (they used to run the suite and fail late).
   write_file(dir / "topo.json", R"({"projection_topology": "infiniband"})");
   write_file(dir / "huge.json", R"({"world_sizes": [1, 1024]})");
+  write_file(dir / "far.hosts", "far 192.0.2.1\n");
+  write_file(dir / "odd.hosts", "here 127.0.0.1\n");  // one slot, one host: 2 ranks cannot fit
   struct Case {
     std::string args, expect;
   } cases[] = {
@@ -612,6 +614,14 @@ TEST(Suite, UsageErrorsExitTwoWithOneLine) {
        "suite: \"projection_topology\": unknown topology preset 'infiniband'"},
       {"suite " + (dir / "huge.json") + " --out " + (dir / "g"),
        "/w1024: --world-size 1024 asks for more logical CPU devices than the limit"},
+      // Note [Runs across hosts]: checked before anything runs.
+      {"suite --quick --launch 'ssh {host}' --out " + (dir / "h"), "--launch needs --hosts FILE"},
+      {"suite --quick --hosts " + (dir / "no-hosts") + " --out " + (dir / "i"),
+       "--hosts: cannot read"},
+      {"suite --quick --hosts " + (dir / "far.hosts") + " --out " + (dir / "j"),
+       "the first host, far (192.0.2.1), is not this machine"},
+      {"suite --quick --hosts " + (dir / "odd.hosts") + " --out " + (dir / "k"),
+       "world size 2 does not spread evenly"},
   };
   for (const auto& c : cases) {
     CliResult r = run_cli(c.args);

@@ -17,6 +17,7 @@ namespace ddpb {
 namespace {
 
 std::atomic<bool> g_reader_gone{false};
+std::atomic<int> g_stdout_error{0};  // the errno of a failed write other than EPIPE
 std::atomic<bool> g_installed{false};
 
 // The cookie stream's write: everything to fd 1, or nothing once its reader is gone. Always
@@ -30,7 +31,11 @@ ssize_t write_or_drop(void*, const char* buf, size_t size) {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
-      g_reader_gone.store(true);  // EPIPE, or any other error: the output is lost from here
+      // EPIPE, or any other error: the output is lost from here. Only a reader that left is
+      // expected (`| head`); any other error fails the command at exit (issue 48, P20).
+      if (n < 0 && errno != EPIPE) g_stdout_error.store(errno);
+      if (n == 0) g_stdout_error.store(EIO);
+      g_reader_gone.store(true);
     }
   }
   return static_cast<ssize_t>(size);
@@ -129,6 +134,10 @@ void install_process_guards() {
   std::setvbuf(stderr, nullptr, _IOLBF, 1 << 14);
   std::set_terminate(on_terminate);
   install_crash_handler();
+}
+
+int stdout_write_error() {
+  return g_stdout_error.load();
 }
 
 bool stdout_reader_gone() {

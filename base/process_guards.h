@@ -29,6 +29,9 @@ void install_process_guards();
 
 // Whether stdout's reader has gone (its writes are now dropped).
 bool stdout_reader_gone();
+// The errno of a stdout write that failed other than by its reader leaving (EPIPE): a full
+// disk, /dev/full, an I/O error; 0 when there was none.
+int stdout_write_error();
 
 // The crash handler alone (install_process_guards installs it too); idempotent. `hook` runs in
 // the handler after the line is written (best effort: it may do what a handler should not).

@@ -175,18 +175,30 @@ bool make_flight_dir(const std::string& dir) {
 
 }  // namespace
 
-std::string default_flight_dir(int master_port) {
-  const char* base = std::getenv("XDG_RUNTIME_DIR");
-  if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");
-  if (base == nullptr || *base == '\0') base = "/tmp";
-  return std::string(base) + "/ddpbench-flight-" + std::to_string(master_port);
+std::string default_flight_dir(int master_port, std::string* skipped) {
+  std::string base = "/tmp";
+  for (const char* name : {"XDG_RUNTIME_DIR", "TMPDIR"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    struct stat st {};
+    if (::stat(value, &st) == 0 && S_ISDIR(st.st_mode)) {
+      base = value;
+      break;
+    }
+    // Issue 48, P17: a variable naming no folder once meant no dumps at all, and no word.
+    if (skipped && skipped->empty())
+      *skipped = std::string(name) + "=" + value + " is no directory";
+  }
+  return base + "/ddpbench-flight-" + std::to_string(master_port);
 }
 
 std::string resolve_flight_dir(int master_port, std::string* note) {
   if (const char* given = std::getenv("DDPBENCH_FLIGHT_DIR"); given != nullptr && *given != '\0')
     return given;  // the launcher's choice for its ranks
-  const std::string dir = default_flight_dir(master_port);
+  std::string skipped;
+  const std::string dir = default_flight_dir(master_port, &skipped);
   const std::string why = unsafe_flight_dir(dir);
+  if (note && !skipped.empty()) *note = skipped + ": flight-recorder dumps go to " + dir;
   if (why.empty()) return dir;
   // Someone else's folder where ours would be (issue 25, S1): refusing to write there is right,
   // refusing to run is not. A private folder of our own instead, unique to this job.
@@ -204,6 +216,14 @@ void check_flight_dir(const std::string& dir) {
   const std::string why = unsafe_flight_dir(dir);
   DDPB_USAGE_CHECK(why.empty()) << "the flight-recorder directory " << dir << " " << why
                                 << ": refusing to write dumps there (choose one with --flight-dir)";
+  // Dumps make only the folder itself (Note above make_flight_dir): one whose parent is
+  // missing would take no dump, silently (issue 48, P17).
+  struct stat st {};
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  DDPB_USAGE_CHECK(::lstat(dir.c_str(), &st) == 0 || parent.empty() ||
+                   (::stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+      << "the flight-recorder directory " << dir << " cannot be made: " << parent
+      << " is no directory (choose one with --flight-dir)";
 }
 
 std::string flight_job_id(const std::string& store_token) {

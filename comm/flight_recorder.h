@@ -73,8 +73,9 @@ std::string flight_job_id(const std::string& store_token);
 void set_flight_identity(int rank, int world_size, std::string dump_dir, std::string job = "");
 
 // The default dump directory of the job whose store listens on `master_port`:
-// ddpbench-flight-<port> under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp.
-std::string default_flight_dir(int master_port);
+// ddpbench-flight-<port> under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp, each only where it
+// is a directory; `skipped` says which variable named none ("TMPDIR=/x is no directory").
+std::string default_flight_dir(int master_port, std::string* skipped = nullptr);
 // Where this job's dumps go when --flight-dir is not given: $DDPBENCH_FLIGHT_DIR (set by the
 // launcher for its ranks), else default_flight_dir(master_port) when it is ours or missing,
 // else a private folder made for this job next to it (mkdtemp), with `note` saying so.
@@ -82,7 +83,7 @@ std::string default_flight_dir(int master_port);
 std::string resolve_flight_dir(int master_port, std::string* note = nullptr);
 // The dump directory must be this user's own directory: a symbolic link, a non-directory or
 // a directory owned by another user there (planted in a shared /tmp) is a UsageError. A
-// missing one is fine; dumps create it with mode 0700.
+// missing one is fine where its parent is a directory; dumps create it with mode 0700.
 void check_flight_dir(const std::string& dir);
 // Who stopped a rank with a signal.
 struct SignalSource {

@@ -373,6 +373,7 @@ LaunchResult launch_local(const LaunchSpec& given) {
   // File times come from the kernel's coarse clock, up to a tick (at most 10 ms) behind.
   const auto started =
       std::filesystem::file_time_type::clock::now() - std::chrono::milliseconds(50);
+  if (!spec.flight_dir.empty()) check_flight_dir(spec.flight_dir);  // before any rank starts
   if (spec.flight_dir.empty()) {
     std::string note;
     spec.flight_dir = resolve_flight_dir(port, &note);

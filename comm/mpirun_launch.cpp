@@ -176,8 +176,17 @@ std::string find_on_path(const std::string& program) {
   size_t start = 0;
   while (start <= dirs.size()) {
     const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string candidate = dirs.substr(start, end - start) + "/" + program;
-    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    const std::string dir = dirs.substr(start, end - start);
+    const std::string candidate = dir + "/" + program;
+    if (end > start && ::access(candidate.c_str(), X_OK) == 0) {
+      // Open MPI takes its install prefix from the folder mpirun ran from: /bin, a link to
+      // usr/bin where /usr is merged, gave "/" and an abort (issue 48, P33). So the folder's
+      // real path; the program's own name stays (alternatives links choose by it).
+      char* real = ::realpath(dir.c_str(), nullptr);
+      const std::string found = real != nullptr ? std::string(real) + "/" + program : candidate;
+      std::free(real);
+      return found;
+    }
     start = end + 1;
   }
   return "";

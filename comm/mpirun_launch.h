@@ -19,7 +19,8 @@ namespace ddpb::comm {
 // themselves: scripts/cluster/).
 LaunchResult launch_mpirun(const LaunchSpec& spec, int port, const std::string& token);
 
-// The absolute path of `program` on $PATH, or "" when it is not there.
+// The absolute path of `program` on $PATH, in the real path of its folder ("/bin/mpirun" is
+// "/usr/bin/mpirun" where /bin links to usr/bin), or "" when it is not there.
 std::string find_on_path(const std::string& program);
 
 }  // namespace ddpb::comm

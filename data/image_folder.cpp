@@ -1,10 +1,16 @@
 #include "data/image_folder.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "base/input_file.h"
+#include "base/printable.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "data/jpeg.h"
@@ -36,22 +42,40 @@ bool is_other_image(const std::string& ext) {
   return false;
 }
 
-// Every folder under `dir` (itself included, symbolic links followed), as os.walk finds them.
-void folders_under(const fs::path& dir, std::vector<std::string>& out) {
+// Every folder under `dir` (itself included, symbolic links followed), as os.walk finds them,
+// except a link back to a folder above it (the same device and inode as one on its path),
+// which is listed in `loops` instead: two such links in a class folder once made the walk
+// exponential, and it never ended (issue 48, P13). A link to a folder elsewhere is walked,
+// as torchvision's os.walk(followlinks=True) walks it.
+using FolderId = std::pair<dev_t, ino_t>;
+void folders_under(const fs::path& dir, std::vector<std::string>& out, std::vector<FolderId>& above,
+                   std::vector<std::string>& loops) {
+  struct stat st {};
+  DDPB_USAGE_CHECK(::stat(dir.c_str(), &st) == 0)
+      << "cannot read " << dir.string() << ": " << std::strerror(errno);
+  const FolderId id{st.st_dev, st.st_ino};
+  if (std::find(above.begin(), above.end(), id) != above.end()) {
+    loops.push_back(dir.string());
+    return;
+  }
+  above.push_back(id);
   out.push_back(dir.string());
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_directory(ec)) folders_under(e.path(), out);
+    if (e.is_directory(ec)) folders_under(e.path(), out, above, loops);
   }
   DDPB_USAGE_CHECK(!ec) << "cannot list " << dir.string() << ": " << ec.message();
+  above.pop_back();
 }
 
 // The JPEGs under `dir` in the order of torchvision's make_dataset: `sorted(os.walk(dir))`
 // (the folders as path strings, in code-point order, which is UTF-8's byte order), and each
 // folder's file names sorted.
-void walk_sorted(const fs::path& dir, int32_t label, std::vector<ImageFile>& out) {
+void walk_sorted(const fs::path& dir, int32_t label, std::vector<ImageFile>& out,
+                 std::vector<std::string>& loops) {
   std::vector<std::string> folders;
-  folders_under(dir, folders);
+  std::vector<FolderId> above;
+  folders_under(dir, folders, above, loops);
   std::sort(folders.begin(), folders.end());
   for (const std::string& folder : folders) {
     std::vector<std::string> names;
@@ -88,7 +112,8 @@ ImageFolderIndex scan_image_folder(const std::string& root) {
   std::sort(index.classes.begin(), index.classes.end());
   for (size_t c = 0; c < index.classes.size(); ++c) {
     const size_t before = index.files.size();
-    walk_sorted(fs::path(root) / index.classes[c], static_cast<int32_t>(c), index.files);
+    walk_sorted(fs::path(root) / index.classes[c], static_cast<int32_t>(c), index.files,
+                index.skipped_loops);
     DDPB_USAGE_CHECK(index.files.size() > before)
         << (fs::path(root) / index.classes[c]).string() << ": a class folder with no JPEG image";
   }
@@ -102,6 +127,13 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, int out, int max
   DDPB_USAGE_CHECK(static_cast<int>(index_.classes.size()) <= max_classes)
       << root << ": " << index_.classes.size() << " classes, but the model classifies "
       << max_classes;
+  if (!index_.skipped_loops.empty()) {
+    std::fprintf(stderr,
+                 "ddpbench: %s: did not walk %zu symbolic link(s) back to a folder above them, "
+                 "such as %s\n",
+                 printable(root).c_str(), index_.skipped_loops.size(),
+                 printable(index_.skipped_loops.front()).c_str());
+  }
 }
 
 DataFiles ImageFolderDataset::data_files() const {

@@ -26,6 +26,8 @@ struct ImageFile {
 struct ImageFolderIndex {
   std::vector<std::string> classes;
   std::vector<ImageFile> files;
+  // Symbolic links back to a folder above them, not walked (issue 48, P13).
+  std::vector<std::string> skipped_loops;
 };
 ImageFolderIndex scan_image_folder(const std::string& root);
 

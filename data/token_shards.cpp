@@ -36,7 +36,9 @@ TokenShardDataset::Shard open_shard(const std::string& path) {
         << path << ": bad llm.c header: version " << version << " (only " << kLlmcVersion
         << ", uint16 tokens, is known)";
     const int64_t held = (static_cast<int64_t>(f.size()) - kLlmcHeaderBytes) / 2;
-    DDPB_USAGE_CHECK(count >= 0 && count <= held && (f.size() - kLlmcHeaderBytes) % 2 == 0)
+    // As llm.c's loader, any mismatch is refused: fewer claimed would leave the rest unread
+    // without a word (issue 48, P26), more would read past the file.
+    DDPB_USAGE_CHECK(count == held && (f.size() - kLlmcHeaderBytes) % 2 == 0)
         << path << ": bad llm.c header: it claims " << count << " tokens, the file holds " << held
         << (((f.size() - kLlmcHeaderBytes) % 2) ? " and an odd byte" : "");
     s.header_bytes = kLlmcHeaderBytes;

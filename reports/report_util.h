@@ -36,10 +36,9 @@ std::optional<double> median(std::vector<double> values);
 // Compact JSON text that never throws (invalid UTF-8 in a string built in memory is replaced).
 std::string safe_dump(const nlohmann::json& value);
 
-// Record text made safe for a terminal and for Markdown (issue 25, S2): every control
-// character (C0, DEL, and C1 as UTF-8) becomes visible as \xNN or \u00NN, so that a run id
-// from an untrusted suite.json cannot clear a screen or move the cursor. Every other byte is
-// kept as it is.
+// Record text made safe for a terminal and for Markdown (issue 25, S2): base/printable.h's
+// ddpb::printable, so that a run id from an untrusted suite.json cannot clear a screen, move
+// the cursor or reorder a line.
 std::string printable(std::string_view text);
 
 // "rank 3", or "rank 3 on host b" once `hosts` holds more than one (Note [Hosts in records]).

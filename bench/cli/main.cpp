@@ -1,10 +1,32 @@
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 
+#include "base/process_guards.h"
 #include "bench/cli/cli.h"
 #include "comm/process_group_mpi.h"
 
+namespace {
+
+// Issue 48, P20: output that never reached its file (a full disk, /dev/full) is a failure of
+// the command, said in one line, not an exit 0 over an empty file.
+// A reader that left (`| head`) is not an error (Note [Output that outlives its reader]).
+int check_stdout(int code) {
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  int err = flushed ? 0 : errno;
+  if (ddpb::stdout_write_error() != 0) err = ddpb::stdout_write_error();
+  if (flushed && err == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  std::fprintf(stderr, "ddpbench: error: writing the standard output failed%s%s\n",
+               err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
+  return code != 0 ? code : 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  const int code = ddpb::bench::ddpbench_main(argc, argv);
+  const int code = check_stdout(ddpb::bench::ddpbench_main(argc, argv));
   // A rank of an MPI job that fails ends the job: its peers may be blocked in a collective
   // that MPI, having no timeout, would never end (returns at once when MPI is not in use).
   if (code != 0) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "base/printable.h"
 #include "bench/measure/comm_summary.h"
 #include "bench/measure/context.h"
 #include "bench/measure/critical_path.h"
@@ -207,8 +208,9 @@ StepOutcome run_step(ModeRunner& runner, optim::Optimizer& optimizer, DataLoader
     // group (which can take a while): the launcher names the rank whose failure it heard
     // first. A run of one process says it once, in main's error line.
     if (runner.place().world_size > 1) {
+      // The message may quote a dataset's file name: escaped (issue 48, P21).
       std::fprintf(stderr, "ddpbench: rank %d failed at step %ld: %s\n", runner.place().rank,
-                   static_cast<long>(step), e.what());
+                   static_cast<long>(step), printable(e.what()).c_str());
       std::fflush(stderr);
       // A timeout across hosts also says which hosts no longer answer (Note [Unreachable hosts]).
       const std::string probe = dynamic_cast<const comm::CommTimeout*>(&e) != nullptr

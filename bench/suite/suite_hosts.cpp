@@ -21,6 +21,7 @@
 #include "base/subprocess.h"
 #include "comm/launcher.h"
 #include "comm/local_address.h"
+#include "comm/mpirun_launch.h"
 #include "core/check.h"
 
 extern char** environ;
@@ -49,11 +50,10 @@ SuiteHost parse_host_line(const std::string& line, const std::string& where) {
   for (std::string w; words >> w;) {
     if (w.rfind("slots=", 0) == 0) {
       const std::string n = w.substr(6);
-      DDPB_USAGE_CHECK(!slots_given && !n.empty() && n.size() <= 4 &&
-                       std::all_of(n.begin(), n.end(),
-                                   [](unsigned char c) { return std::isdigit(c) != 0; }) &&
-                       std::stoi(n) >= 1 &&
-                       std::stoi(n) <= kMaxSlots)
+      DDPB_USAGE_CHECK(
+          !slots_given && !n.empty() && n.size() <= 4 &&
+          std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) &&
+          std::stoi(n) >= 1 && std::stoi(n) <= kMaxSlots)
           << where << ": slots must be given once, from 1 to " << kMaxSlots << ", got '" << w
           << "'";
       h.slots = std::stoi(n);
@@ -76,8 +76,7 @@ void check_first_host_is_here(const SuiteHost& first, const std::string& what) {
   for (const comm::InterfaceAddress& a : comm::interface_addresses()) {
     if (a.address == first.address) return;
   }
-  DDPB_USAGE_FAIL() << what << ": the first host, " << first.name << " ("
-                    << first.address
+  DDPB_USAGE_FAIL() << what << ": the first host, " << first.name << " (" << first.address
                     << "), is not this machine: run the suite on it (it holds the results "
                        "folder and node 0 of every run)";
 }
@@ -92,13 +91,7 @@ std::vector<std::string> launch_words(const std::string& launch, const std::stri
   }
   DDPB_USAGE_CHECK(!words.empty()) << "--launch is empty";
   if (words[0].find('/') == std::string::npos) {
-    const char* path = std::getenv("PATH");
-    std::istringstream dirs(path ? path : "/usr/bin:/bin");
-    std::string found;
-    for (std::string d; found.empty() && std::getline(dirs, d, ':');) {
-      const std::string candidate = (d.empty() ? "." : d) + "/" + words[0];
-      if (::access(candidate.c_str(), X_OK) == 0) found = candidate;
-    }
+    const std::string found = comm::find_on_path(words[0]);
     DDPB_USAGE_CHECK(!found.empty()) << "--launch: '" << words[0] << "' is not on PATH";
     words[0] = found;
   }
@@ -131,9 +124,8 @@ std::string node_line(const std::string& cwd, const std::vector<std::string>& ar
 
 std::vector<std::string> with_node_flags(std::vector<std::string> argv, int nnodes, int node,
                                          const std::string& address, int port) {
-  argv.insert(argv.end(), {"--nnodes", std::to_string(nnodes), "--node-rank",
-                           std::to_string(node), "--master-addr", address, "--master-port",
-                           std::to_string(port)});
+  argv.insert(argv.end(), {"--nnodes", std::to_string(nnodes), "--node-rank", std::to_string(node),
+                           "--master-addr", address, "--master-port", std::to_string(port)});
   return argv;
 }
 
@@ -306,11 +298,10 @@ ChildResult run_across_hosts(ChildSpec node0, const SuiteHosts& hosts, int nnode
   ChildResult result;
   try {
     for (int node = 1; node < nnodes; ++node) {
-      const std::string log = node0.log_path.substr(0, node0.log_path.rfind(".log")) +
-                              fmt::format("-node{}.log", node);
-      remotes.push_back(start_remote(hosts, node,
-                                     with_node_flags(argv, nnodes, node, address, port),
-                                     node0.cwd, token, log));
+      const std::string log =
+          node0.log_path.substr(0, node0.log_path.rfind(".log")) + fmt::format("-node{}.log", node);
+      remotes.push_back(start_remote(
+          hosts, node, with_node_flags(argv, nnodes, node, address, port), node0.cwd, token, log));
     }
     node0.argv = with_node_flags(argv, nnodes, 0, address, port);
     node0.env = &env;

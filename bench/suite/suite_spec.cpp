@@ -47,6 +47,8 @@ struct KeyReader {
     if (!value.is_string()) fail("expected a string");
     auto s = value.get<std::string>();
     if (s.size() > 256) fail("string longer than 256 characters");
+    // Issue 48, P31: a C string stops at a NUL, so what follows would be dropped unseen.
+    if (s.find('\0') != std::string::npos) fail("a string holds a NUL character (\\u0000)");
     return s;
   }
   int64_t integer(int64_t lo, int64_t hi) const {
@@ -96,9 +98,20 @@ struct KeyReader {
     if (!(v >= lo && v <= hi)) fail(fmt::format("{} is outside [{}, {}]", v, lo, hi));
     return v;
   }
+  // Issue 48, P19: an entry listed twice would run twice under one id, and one record would
+  // be lost; every list of a suite file refuses it.
   const nlohmann::json& list() const {
     if (!value.is_array()) fail("expected a list");
     if (value.size() > kMaxListLength) fail(fmt::format("more than {} entries", kMaxListLength));
+    for (size_t i = 0; i < value.size(); ++i) {
+      for (size_t k = 0; k < i; ++k) {
+        if (value[i] == value[k])
+          fail(fmt::format("{} is listed twice",
+                           value[i]
+                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                               .substr(0, 80)));
+      }
+    }
     return value;
   }
   std::vector<std::string> strings() const {
@@ -553,8 +566,27 @@ void apply_suite_text(SuiteSpec& spec, const std::string& text, const std::strin
   DDPB_USAGE_CHECK(reports::json_depth(text) <= reports::kMaxJsonDepth)  // Note [JSON depth]
       << file << ": nests arrays and objects more than " << reports::kMaxJsonDepth
       << " levels deep; a suite file is a few levels deep";
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Issue 48, P31: JSON leaves a repeated key to the reader (nlohmann keeps the last), and a
+  // NUL byte is no JSON: both are refused rather than read one way silently.
+  const size_t nul = text.find('\0');
+  DDPB_USAGE_CHECK(nul == std::string::npos)
+      << file << ": a NUL byte at offset " << nul << "; a suite file is JSON text";
+  std::vector<std::set<std::string>> keys;  // the keys of each object being read
+  std::string repeated;
+  const auto note_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second && repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(text, note_keys, /*allow_exceptions=*/false);
   DDPB_USAGE_CHECK(!j.is_discarded()) << file << ": not valid JSON";
+  DDPB_USAGE_CHECK(repeated.empty())
+      << file << ": key \"" << repeated.substr(0, 80)
+      << "\" appears twice in one object (JSON leaves which one counts to the reader)";
   apply_suite_file(spec, j, file);
 }
 

@@ -85,6 +85,11 @@ TEST(FlightDir, PlantedDirectoriesAreRefused) {
   ::setenv("TMPDIR", base.c_str(), 1);
   ::unsetenv("XDG_RUNTIME_DIR");
   EXPECT_EQ(default_flight_dir(1234), base.string() + "/ddpbench-flight-1234");
+  // Issue 48, P17: a TMPDIR that is no directory is passed over, and said.
+  ::setenv("TMPDIR", (base / "missing").c_str(), 1);
+  std::string skipped;
+  EXPECT_EQ(default_flight_dir(1234, &skipped), "/tmp/ddpbench-flight-1234");
+  EXPECT_EQ(skipped, "TMPDIR=" + (base / "missing").string() + " is no directory");
   if (old_tmpdir) {
     ::setenv("TMPDIR", saved.c_str(), 1);
   } else {
@@ -99,10 +104,12 @@ TEST(FlightDir, NoFolderAboveTheDumpFolderIsCreated) {
   const auto missing =
       std::filesystem::temp_directory_path() / ("ddpb_no_parent_" + std::to_string(::getpid()));
   std::filesystem::remove_all(missing);
-  set_flight_identity(0, 1, (missing / "below" / "ddpbench-flight-1").string());
-  EXPECT_EQ(dump_flight_recorder("test"), "");
-  EXPECT_FALSE(std::filesystem::exists(missing)) << "the dump created " << missing;
+  // Issue 48, P17: refused at start, where the dumps would silently not be written.
+  EXPECT_THROW(set_flight_identity(0, 1, (missing / "below" / "ddpbench-flight-1").string()),
+               UsageError);
+  EXPECT_FALSE(std::filesystem::exists(missing)) << "the check created " << missing;
   std::filesystem::create_directories(missing / "below");
+  set_flight_identity(0, 1, (missing / "below" / "ddpbench-flight-1").string());
   const std::string path = dump_flight_recorder("test");
   EXPECT_EQ(path, (missing / "below" / "ddpbench-flight-1" / "rank0.json").string());
   set_flight_identity(0, 1, "");

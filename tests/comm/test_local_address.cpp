@@ -1,11 +1,14 @@
 // comm/local_address.h (Note [Choosing this host's address]) and the rendezvous naming the
 // nodes that never arrived (issue 48, P29).
 #include "comm/local_address.h"
+#include "comm/mpirun_launch.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -161,6 +164,21 @@ TEST(Rendezvous, ARankClaimedTwiceAndAnotherWorldSizeAreNamed) {
   EXPECT_NE(zero.find("rank 2 never arrived at the rendezvous; rank 1 of 2 on host"),
             std::string::npos)
       << zero;
+}
+
+// Issue 48, P33: mpirun found through a folder that links elsewhere (/bin -> usr/bin) is named
+// by the folder's real path, where Open MPI finds its prefix.
+TEST(FindOnPath, AProgramIsNamedInItsFoldersRealPath) {
+  testing::TempDir dir("find_on_path");
+  std::filesystem::create_directories(dir / "usr/bin");
+  std::filesystem::create_directory_symlink("usr/bin", dir / "bin");
+  { std::ofstream(dir / "usr/bin/fake-mpirun") << "#!/bin/sh\n"; }
+  std::filesystem::permissions(dir / "usr/bin/fake-mpirun", std::filesystem::perms::owner_all);
+  const std::string search = (dir / "nothing") + ":" + (dir / "bin") + ":/usr/bin";
+  ScopedEnv path("PATH", search.c_str());
+  const std::string real = std::filesystem::canonical(dir / "usr/bin").string();
+  EXPECT_EQ(find_on_path("fake-mpirun"), real + "/fake-mpirun");
+  EXPECT_EQ(find_on_path("no-such-program-ddpb"), "");
 }
 
 }  // namespace

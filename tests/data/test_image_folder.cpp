@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -67,6 +68,28 @@ TEST(ImageFolder, ClassesAreSortedFoldersAndFilesAreSortedWalks) {
                                              "a/sub/deep/k.jpg", "b/x.jpg"}));
   EXPECT_EQ(index.files.back().label, 1);
   EXPECT_GT(index.files.front().bytes, 0);
+}
+
+// Issue 48, P13: links back to a folder above made the walk exponential; they are skipped and
+// listed, while a link to a folder elsewhere is walked as os.walk(followlinks=True) walks it.
+TEST(ImageFolder, SymbolicLinkLoopsAreSkippedAndNamed) {
+  TempDir dir("imagefolder_loops"), elsewhere("imagefolder_elsewhere");
+  fs::create_directories(dir / "cat/x");
+  write_jpeg(dir / "cat/x/1.jpg", 40, 30);
+  write_jpeg(elsewhere / "2.jpg", 40, 30);
+  fs::create_directory_symlink("..", dir / "cat/x/up");
+  fs::create_directory_symlink(elsewhere.path(), dir / "cat/x/other");
+  fs::create_directories(dir / "dog");
+  write_jpeg(dir / "dog/3.jpg", 40, 30);
+  fs::create_directory_symlink("../dog", dir / "dog/self");  // dog/self is dog itself
+  const ImageFolderIndex index = scan_image_folder(dir.str());
+  const auto below = [&](const std::string& path) { return path.substr(dir.str().size() + 1); };
+  std::vector<std::string> names, loops;
+  for (const ImageFile& f : index.files) names.push_back(below(f.path));
+  for (const std::string& l : index.skipped_loops) loops.push_back(below(l));
+  std::sort(loops.begin(), loops.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"cat/x/1.jpg", "cat/x/other/2.jpg", "dog/3.jpg"}));
+  EXPECT_EQ(loops, (std::vector<std::string>{"cat/x/up", "dog/self"}));
 }
 
 // Issue 26: an empty folder, a class folder without images, an image that is not a JPEG, and

@@ -96,6 +96,18 @@ TEST(TokenShards, BadFilesAreNamedWithTheReason) {
               TokenShardDataset(dir / "short.bin", 4, 100);
             }).find("it claims 1000 tokens, the file holds 0"),
             std::string::npos);
+  // Issue 48, P26: one that claims fewer than it holds (llm.c refuses any mismatch).
+  header[2] = 2;
+  {
+    std::ofstream f(dir / "long.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    const std::vector<uint16_t> tokens = ramp(6, 50);
+    f.write(reinterpret_cast<const char*>(tokens.data()), 12);
+  }
+  EXPECT_NE(error_of<UsageError>([&] {
+              TokenShardDataset(dir / "long.bin", 4, 100);
+            }).find("it claims 2 tokens, the file holds 6"),
+            std::string::npos);
   // Too short for one window, and an empty folder.
   write_token_shard(dir / "tiny.bin", ramp(4, 100), false);
   EXPECT_NE(error_of<UsageError>([&] {

@@ -363,6 +363,18 @@ TEST(Memory, UnderAnyAddressSpaceLimitARunEndsWithOneLineNeverAnAbortOrAHang) {
   }
 }
 
+// Issue 48, P20: a command whose output cannot be written (a full disk; here /dev/full) fails
+// in one line instead of exiting 0 over an empty file.
+TEST(Output, AFullStandardOutputIsAFailure) {
+  for (const char* command : {"workloads --json", "env", "--help"}) {  // stdio, stdio, iostream
+    const auto r = run_cli(std::string(command) + " 2>&1 >/dev/full; echo rc=$?; true", "");
+    EXPECT_NE(r.output.find("ddpbench: error: writing the standard output failed"),
+              std::string::npos)
+        << command << ": " << r.output;
+    EXPECT_NE(r.output.find("rc=1"), std::string::npos) << command << ": " << r.output;
+  }
+}
+
 // A crash (here a SIGSEGV sent from outside, as a library's bad access would raise it) says so
 // on one line and still dies of the signal, as its launcher expects of a crash.
 TEST(Crash, ASegfaultIsOneLineAndTheSignal) {

@@ -63,8 +63,9 @@ TEST(SuiteHosts, AHostsFileReadsAsNetnsClusterPrintsIt) {
   EXPECT_THROW(h.nodes_for(3), UsageError);  // 2 hosts of 1 and 2 ranks: not even
   EXPECT_THROW(h.nodes_for(6), UsageError);  // 3 hosts needed
   // The fewest hosts with as many ranks each: 10 ranks on hosts of 4 slots take 5 of 2.
-  HostsFile five("a 127.0.0.1 slots=4\nb 127.0.0.2 slots=4\nc 127.0.0.3 slots=4\n"
-                 "d 127.0.0.4 slots=4\ne 127.0.0.5 slots=4\n");
+  HostsFile five(
+      "a 127.0.0.1 slots=4\nb 127.0.0.2 slots=4\nc 127.0.0.3 slots=4\n"
+      "d 127.0.0.4 slots=4\ne 127.0.0.5 slots=4\n");
   const SuiteHosts wide = read_suite_hosts(five.str(), "");
   EXPECT_EQ(wide.nodes_for(10), 5);
   EXPECT_EQ(wide.nodes_for(8), 2);

@@ -286,6 +286,14 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
        "key \"precision\": precision \"fp16\" is not fp32, tf32 or bf16"},
       {R"({"attention": "sparse"})",
        "key \"attention\": attention \"sparse\" is not math or flash"},
+      // Issue 48, P19: every list refuses a repeat (it would repeat a run id and lose a record).
+      {R"({"flags": ["static_graph", "static_graph"]})",
+       "key \"flags\": \"static_graph\" is listed twice"},
+      {R"({"comm_hooks": ["fp16", "fp16"]})", "key \"comm_hooks\": \"fp16\" is listed twice"},
+      {R"({"projection_devices": [8, 8.0]})", "key \"projection_devices\": 8.0 is listed twice"},
+      // P31: a repeated key, and NUL in a string.
+      {R"({"steps": 3, "steps": 30})", "key \"steps\" appears twice in one object"},
+      {R"({"name": "a\u0000b"})", "key \"name\": a string holds a NUL character"},
   };
   for (const auto& c : cases) {
     SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
@@ -296,6 +304,9 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
   SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   EXPECT_NE(usage_error(spec, std::string(2 << 20, ' ')).find("at most"), std::string::npos)
       << "size limit";
+  EXPECT_NE(usage_error(spec, std::string("{\"steps\": 3}\0{\"steps\": 4}", 25))
+                .find("a NUL byte at offset 12"),
+            std::string::npos);
 }
 
 TEST(SuiteSpec, QuickIsShort) {

@@ -206,6 +206,7 @@ class Supervisor {
     if (g_stop_signal != 0 && !terminating_) {
       // Ctrl-C or SIGTERM to the launcher: pass SIGTERM on to every rank, then SIGKILL.
       result_.exit_code = 128 + g_stop_signal;
+      result_.interrupted = true;
       result_.failure = std::string("interrupted by ") + strsignal(g_stop_signal) +
                         ": every rank was told to stop";
       stop_all();
@@ -403,6 +404,7 @@ LaunchResult launch_local(const LaunchSpec& given) {
     LaunchResult result;
     result.master_port = port;
     result.exit_code = 128 + g_stop_signal;
+    result.interrupted = true;
     result.failure =
         std::string("interrupted by ") + strsignal(g_stop_signal) + " before any rank started";
     return result;

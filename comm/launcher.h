@@ -54,6 +54,9 @@ struct LaunchResult {
   // Whether the failed rank reported a failure of its own, not the loss of a peer (Note [The
   // first failure wins]): then its message is the diagnosis, not the flight recorder's.
   bool own_failure = false;
+  // Ctrl-C or SIGTERM stopped the launcher: the ranks' dumps then say who was where when it
+  // came, and nobody is to blame (issue 48, P16).
+  bool interrupted = false;
   std::string flight_dir;  // where this job's ranks dump
   std::string job;         // comm::flight_job_id of the job's store token
   // When the launcher began, less the file clock's grain: dumps older than this are an

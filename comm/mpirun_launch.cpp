@@ -87,6 +87,7 @@ class MpirunJob {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return r;
     if (g_stop_signal != 0) {
       r.exit_code = 128 + g_stop_signal;
+      r.interrupted = true;
       r.failure = std::string("interrupted by ") + strsignal(g_stop_signal) +
                   ": mpirun was told to stop every rank";
       return r;

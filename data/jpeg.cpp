@@ -2,7 +2,9 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "core/check.h"
 #include "data/dataset.h"
@@ -62,6 +64,31 @@ JpegScale jpeg_scale_for(int crop_w, int crop_h, int out_w, int out_h) {
   return best;
 }
 
+// Note [CMYK JPEGs]
+// ImageNet holds a few dozen CMYK JPEGs (Photoshop's, with an Adobe marker, some YCCK-coded);
+// libjpeg-turbo will not turn them into RGB, and torchvision reads them through Pillow. So
+// they decode to CMYK (libjpeg turns YCCK into CMYK) and become RGB as Pillow makes them:
+// its JPEG reader takes the samples as Adobe's inverted CMYK ("CMYK;I"), and its conversion
+// to RGB is, with k' = 255 - K, R = k' - C·k'/255 (rounded as its MULDIV255), likewise G and B.
+namespace {
+
+void cmyk_to_rgb_as_pillow(const std::vector<uint8_t>& cmyk, std::vector<uint8_t>& rgb) {
+  const auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (size_t p = 0, n = cmyk.size() / 4; p < n; ++p) {
+    const int nk = cmyk[4 * p + 3];  // 255 - (255 - raw K): the inverted sample is k' itself
+    for (int c = 0; c < 3; ++c) {
+      const int ink = 255 - cmyk[4 * p + static_cast<size_t>(c)];
+      rgb[3 * p + static_cast<size_t>(c)] =
+          static_cast<uint8_t>(std::clamp(nk - muldiv255(ink, nk), 0, 255));
+    }
+  }
+}
+
+}  // namespace
+
 RgbImage decode_jpeg(const uint8_t* data, size_t size, JpegScale scale, const std::string& name) {
   const JpegSize full = jpeg_size(data, size, name);
   RgbImage img;
@@ -69,11 +96,18 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, JpegScale scale, const st
   img.height = scale.apply(full.height);
   img.rgb.resize(static_cast<size_t>(img.width) * img.height * 3);
   tjhandle h = decompressor();
-  if (tjDecompress2(h, data, static_cast<unsigned long>(size), img.rgb.data(), img.width,
-                    img.width * 3, img.height, TJPF_RGB, TJFLAG_STOPONWARNING) != 0) {
+  int w = 0, ht = 0, subsamp = 0, colorspace = 0;
+  tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &w, &ht, &subsamp, &colorspace);
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;  // Note [CMYK JPEGs]
+  std::vector<uint8_t> four;
+  if (cmyk) four.resize(static_cast<size_t>(img.width) * img.height * 4);
+  if (tjDecompress2(h, data, static_cast<unsigned long>(size), cmyk ? four.data() : img.rgb.data(),
+                    img.width, img.width * (cmyk ? 4 : 3), img.height, cmyk ? TJPF_CMYK : TJPF_RGB,
+                    TJFLAG_STOPONWARNING) != 0) {
     bad(name, h,
         tjGetErrorCode(h) == TJERR_WARNING ? "a truncated or damaged JPEG" : "a corrupt JPEG");
   }
+  if (cmyk) cmyk_to_rgb_as_pillow(four, img.rgb);
   return img;
 }
 

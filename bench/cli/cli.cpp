@@ -87,6 +87,7 @@ void explain_failure(const comm::LaunchResult& r, const std::string& dir) {
   comm::FlightDiagnosis d;
   try {
     if (r.own_failure) throw UsageError("the failed rank said why");
+    if (r.interrupted) throw UsageError("an interrupt is no rank's fault");
     d = comm::diagnose_flight_dir(dir, r.job, r.started);
     if (!d.collective_trouble) throw UsageError("no collective failed or hung");
   } catch (const std::exception&) {

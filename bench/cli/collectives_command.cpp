@@ -2,10 +2,12 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cctype>
 #include <iostream>
 
 #include "base/atomic_file.h"
+#include "base/memory_limits.h"
 #include "bench/measure/context.h"
 #include "bench/run/cli_flags.h"
 #include "bench/run/run_config.h"
@@ -83,9 +85,39 @@ void check_node_size(int node_size, int world_size) {
       << " ranks into two or more nodes of two or more ranks";
 }
 
+// The host memory one rank of the sweep takes at its largest size: an input and an output
+// buffer (an allgather's output is the size), and with -c the expected values as floats
+// beside a copy, plus the process itself.
+int64_t sweep_bytes_per_rank(const CollectivesCommandOptions& o) {
+  const int64_t buffers = 2 * o.sweep.max_bytes;
+  const auto elements = o.sweep.max_bytes / static_cast<int64_t>(dtype_size(o.sweep.dtype));
+  const int64_t check = o.sweep.check ? 2 * elements * 4 : 0;
+  return buffers + check + (int64_t{64} << 20);
+}
+
+// Issue 48, P4: `-b 16G -e 16G` started its ranks, and the OOM killer ended one after 54 s,
+// with other processes at risk. As `run` does, the ranks of this node must fit before any
+// starts, and each rank within the process limit (ulimit -v). CUDA buffers live on the GPU.
+void check_sweep_memory(const CollectivesCommandOptions& o, int ranks_here) {
+  if (o.device != "cpu") return;
+  const int64_t per_rank = sweep_bytes_per_rank(o);
+  const MemoryLimits limits = read_memory_limits();
+  const int64_t have = limits.available.value_or(0);
+  DDPB_USAGE_CHECK(have == 0 || per_rank * ranks_here <= have)
+      << ranks_here << " rank(s) of this sweep up to -e " << o.max_bytes << " need about "
+      << ((per_rank * ranks_here) >> 20) << " MiB, but this machine has " << (have >> 20)
+      << " MiB available (lower -e)";
+  const auto limit = limits.process_limit();
+  DDPB_USAGE_CHECK(!limit || limits.mapped + per_rank <= *limit)
+      << "each rank of this sweep up to -e " << o.max_bytes << " needs about "
+      << ((limits.mapped + per_rank) >> 20) << " MiB of address space, above the "
+      << limits.describe() << " (lower -e)";
+}
+
 int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
   check_node_size(o.node_size, o.world_size);
   check_every_op_measured(o.sweep, o.world_size);
+  check_sweep_memory(o, o.world_size / std::max(o.nnodes, 1));
   comm::LaunchSpec spec;
   spec.world_size = o.world_size;
   spec.nnodes = o.nnodes;
@@ -208,15 +240,45 @@ std::vector<reports::CollectivesLevel> sweep_levels(const CollectivesCommandOpti
   return levels;
 }
 
+// What every rank of a sweep must agree on (Note [Configuration fingerprint]): ranks started
+// with other flags (another node's command line) once timed out or died in a Gloo enforce
+// (issue 48, P14); now rank 0 names the first flag that differs.
+std::vector<std::pair<std::string, std::string>> sweep_fingerprint(
+    const CollectivesCommandOptions& o, int world) {
+  const CollectivesOptions& s = o.sweep;
+  return {{"WORLD_SIZE", std::to_string(world)},
+          {"ddpbench version", ddpbench_version()},
+          {"git commit", git_commit()},
+          {"-o", o.ops},
+          {"-b", std::to_string(s.min_bytes)},
+          {"-e", std::to_string(s.max_bytes)},
+          {"-f", fmt::format("{}", s.step_factor)},
+          {"-i", std::to_string(s.step_bytes)},
+          {"-d", o.dtype},
+          {"-n", std::to_string(s.iters)},
+          {"-w", std::to_string(s.warmup)},
+          {"-c", s.check ? "1" : "0"},
+          {"-I", s.per_iteration ? "on" : "off"},
+          {"--device", o.device},
+          {"--backend", o.backend ? std::string(enum_name(*o.backend)) : "default"},
+          {"--node-size", std::to_string(o.node_size)}};
+}
+
 int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, int argc,
                 char** argv) {
   check_node_size(o.node_size, env.world_size);
+  // Issue 48, P24: -g under another launcher (mpirun -np 2 ... -g 4) said nothing.
+  DDPB_USAGE_CHECK(!o.world_size_given || o.world_size == env.world_size)
+      << "-g " << o.world_size << " but the launcher started " << env.world_size
+      << " ranks: under a launcher its rank count is the world (drop -g)";
   // Across hosts a node must be a host: ranks r*K .. r*K+K-1 (Note [Hierarchical sweep]).
   DDPB_USAGE_CHECK(o.node_size == 0 || env.local_world_size == 0 ||
                    env.local_world_size == env.world_size || o.node_size == env.local_world_size)
       << "--node-size " << o.node_size << " but each node of this job holds "
       << env.local_world_size << " ranks";
   check_every_op_measured(o.sweep, env.world_size);
+  // Under another launcher: this rank's share of what is left (its peers start at once).
+  check_sweep_memory(o, env.local_world_size > 0 ? env.local_world_size : 1);
   const Device device{o.device == "cuda" ? DeviceType::CUDA : DeviceType::CPU, env.local_rank};
   require_device(device);
   DeviceGuard guard(device);
@@ -227,6 +289,7 @@ int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, in
   std::string identity = "collectives|" + std::to_string(env.master_port);
   for (int i = 1; i < argc; ++i) identity += std::string("|") + argv[i];
   ro.job_identity = fmt::format("{:016x}", hash_name(identity.c_str()));
+  ro.fingerprint = sweep_fingerprint(o, env.world_size);
   comm::Rendezvous joined = comm::init_process_group(env, ro);
   const std::string backend = joined.group->backend();
   reports::CollectivesClock clock;
@@ -248,7 +311,8 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   c->add_option("-e,--maxbytes", o.max_bytes, "largest size in bytes (default 32M)");
   add_real_flag(*c, "-f,--stepfactor", o.sweep.step_factor, 1, 1024,
                 "multiply the size by F each step (default 2)", LowerBound::Open);
-  c->add_option("-i,--stepbytes", o.step_bytes, "add STEP bytes each step instead of -f");
+  c->add_option("-i,--stepbytes", o.step_bytes, "add STEP bytes each step instead of -f")
+      ->excludes("-f");  // issue 48, P24: both given, -f was silently ignored
   c->add_option("-o,--op", o.ops,
                 "allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, sendrecv, "
                 "allgather_coalesced, reduce_scatter_coalesced (ZeRO's: the size in 4 tensors, "
@@ -265,11 +329,15 @@ CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
       ->type_name("[0|1]");
   c->add_flag("-I,--per-iteration", o.sweep.per_iteration,
               "time every iteration alone: p50 and p99 columns");
-  c->add_option("-J,--json", o.json_out, "write the results as a collectives record");
+  c->add_option("-J,--json", o.json_out, "write the results as a collectives record")
+      ->check([](const std::string& path) {
+        return path.empty() ? std::string("an empty file name") : std::string();  // P24
+      });
   add_enum_flag(*c, "--backend", o.backend, "collective library");
   c->add_option("--device", o.device, "cpu or cuda (default cpu)");
   add_int_flag(*c, "-g,--world-size", o.world_size, 1, kMaxWorldSize,
-               "ranks to start without a launcher (default 2), on every node together");
+               "ranks to start without a launcher (default 2), on every node together")
+      ->each([&o](const std::string&) { o.world_size_given = true; });
   add_int_flag(*c, "--nnodes", o.nnodes, 1, kMaxWorldSize, "nodes in the job (default 1)");
   add_int_flag(*c, "--node-rank", o.node_rank, 0, kMaxWorldSize - 1,
                "this node's index (its ranks are node-rank * world/nnodes + k)");

@@ -19,6 +19,8 @@ struct CollectivesCommandOptions {
   std::optional<comm::CommBackend> backend;                    // default: nccl on cuda, gloo on cpu
   std::string device = "cpu";
   int world_size = 2;
+  bool world_size_given =
+      false;  // -g on the command line (a launcher's world wins, and must agree)
   int nnodes = 1, node_rank = 0;  // as run's: this launcher is one node of a job
   std::string master_addr = "127.0.0.1";
   int master_port = 0;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +69,21 @@ TEST(ImageFolder, ClassesAreSortedFoldersAndFilesAreSortedWalks) {
                                              "a/sub/deep/k.jpg", "b/x.jpg"}));
   EXPECT_EQ(index.files.back().label, 1);
   EXPECT_GT(index.files.front().bytes, 0);
+}
+
+// Issue 48, P12: CMYK JPEGs (ImageNet has a few dozen) were refused as corrupt; torchvision reads
+// them through Pillow. They decode as Pillow decodes them (Note [CMYK JPEGs]).
+TEST(ImageFolder, CmykJpegsDecodeAsPillowDoes) {
+  const auto bytes = [](const std::string& name) {
+    std::ifstream in(std::string(DDPB_DATA_FIXTURES) + "/" + name, std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::vector<uint8_t> jpeg = bytes("cmyk_adobe.jpg"), pillow = bytes("cmyk_adobe.pil.rgb");
+  ASSERT_EQ(pillow.size(), 12u * 10 * 3);
+  const RgbImage img = decode_jpeg(jpeg.data(), jpeg.size(), {1, 1}, "cmyk_adobe.jpg");
+  ASSERT_EQ(img.width, 12);
+  ASSERT_EQ(img.height, 10);
+  EXPECT_EQ(img.rgb, pillow);
 }
 
 // Issue 48, P13: links back to a folder above made the walk exponential; they are skipped and

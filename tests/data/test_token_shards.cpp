@@ -138,6 +138,25 @@ TEST(TokenShards, BadFilesAreNamedWithTheReason) {
 
 // Issue 43: a nanoGPT folder trained on val.bin too (4734 windows = 4261 train + 473 val). Its
 // train split is read unless val is asked for, and what was read and left out is said.
+// Issue 48, P11: a shard truncated while a run reads it killed the run with SIGBUS, naming no
+// file. The window is read, not touched through the mapping: the error names the file.
+TEST(TokenShards, AShardTruncatedWhileReadIsNamed) {
+  TempDir dir("token_truncated");
+  write_token_shard(dir / "train.bin", ramp(4096 * 8 + 1, 50), true);
+  TokenShardDataset d(dir / "train.bin", 8, 100);
+  std::vector<int32_t> x(8), y(8);
+  d.fill(4000, 0, x.data(), y.data());
+  std::filesystem::resize_file(dir / "train.bin", 1024 + 2 * 4096);  // the first pages remain
+  d.fill(1, 0, x.data(), y.data());
+  EXPECT_EQ(x[0], 8);
+  const std::string said = error_of<BadSampleError>([&] { d.fill(4000, 0, x.data(), y.data()); });
+  EXPECT_NE(said.find(dir / "train.bin" +
+                      ": sample 4000's tokens at bytes 65024..65042 are past the file's end now"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("it changed while the run read it"), std::string::npos) << said;
+}
+
 TEST(TokenShards, ANanoGptFolderReadsItsTrainSplitOrTheValOneOnAsk) {
   TempDir dir("token_split");
   write_nanogpt_folder(dir);

@@ -483,9 +483,36 @@ TEST(CollectivesCommand, RunsAsTheRanksOfTorchrunMpirunAndSlurm) {
   }
 }
 
+// Issue 48, P14: ranks started with other flags (another node's command line) are compared at
+// start, and the first flag that differs is named; P24: -g under a launcher that started
+// another number of ranks is refused.
+TEST(CollectivesCommand, RanksStartedWithOtherFlagsAreNamed) {
+  TempDir dir("collectives_mismatch");
+  const auto env = [](int rank) {
+    return "DDPBENCH_STORE_TOKEN=mismatch-test-token-0123456789 MASTER_ADDR=127.0.0.1 "
+           "MASTER_PORT=29627 WORLD_SIZE=2 RANK=" +
+           std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank);
+  };
+  const std::string log1 = dir / "rank1.log";
+  const std::string cmd1 = "(" + env(1) + " " + std::string(DDPBENCH_BIN) +
+                           " collectives -b 1K -e 4K -n 4 -w 0 --timeout 20 > " + log1 + " 2>&1) &";
+  ASSERT_EQ(std::system(cmd1.c_str()), 0);
+  const auto r0 = run_cli("collectives -b 1K -e 4K -n 3 -w 0 --timeout 20", env(0));
+  EXPECT_EQ(r0.code, 2) << r0.output;
+  EXPECT_NE(r0.output.find("-n"), std::string::npos) << r0.output;
+  EXPECT_NE(r0.output.find("rank 1"), std::string::npos) << r0.output;
+  const auto g = run_cli("collectives -g 4 -b 1K -e 4K",
+                         "MASTER_ADDR=127.0.0.1 MASTER_PORT=29629 "
+                         "WORLD_SIZE=1 RANK=0 LOCAL_RANK=0");
+  EXPECT_EQ(g.code, 2) << g.output;
+  EXPECT_NE(g.output.find("-g 4 but the launcher started 1 ranks"), std::string::npos) << g.output;
+}
+
 TEST(CollectivesCommand, BadFlagsAreOneLineUsageErrorsBeforeAnyRankStarts) {
   for (const char* flags : {"-b 1K -e 8", "-o allreduce,nope", "-f 1", "-b 12Q", "-d f64", "-n 0",
-                            "--device tpu", "-J /nonexistent-dir/x.json"}) {
+                            "--device tpu", "-J /nonexistent-dir/x.json", "-J ''", "-i 1K -f 4",
+                            // Issue 48, P4: more than this machine's memory, refused up front.
+                            "-g 64 -b 16G -e 16G"}) {
     const auto r = run_cli(std::string("collectives ") + flags);
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.output;
     EXPECT_EQ(r.output.find("launcher: starting"), std::string::npos) << flags << r.output;

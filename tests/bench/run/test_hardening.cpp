@@ -363,6 +363,23 @@ TEST(Memory, UnderAnyAddressSpaceLimitARunEndsWithOneLineNeverAnAbortOrAHang) {
   }
 }
 
+// Issue 48, P16: SIGTERM to the launcher of a DDP run was first reported as "rank N is
+// behind", read from the dumps its own stop made. An interrupt is said as one.
+TEST(Interrupt, SigtermToTheLauncherIsNoRanksFault) {
+  testing::TempDir dir("interrupt");
+  const auto r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --steps 100000 --warmup 0 --flight-dir " +
+          (dir / "flight") + " > " + (dir / "out.log") +
+          " 2>&1 & pid=$!; for i in $(seq 100); do grep -q 'step ' " + (dir / "out.log") +
+          " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo rc=$?; cat " +
+          (dir / "out.log"),
+      "");
+  EXPECT_NE(r.output.find("rc=143"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ddpbench launcher: interrupted by Terminated"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("is behind"), std::string::npos) << r.output;
+}
+
 // Issue 48, P20: a command whose output cannot be written (a full disk; here /dev/full) fails
 // in one line instead of exiting 0 over an empty file.
 TEST(Output, AFullStandardOutputIsAFailure) {

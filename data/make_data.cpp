@@ -1,8 +1,12 @@
 #include "data/make_data.h"
 
 #include <fmt/core.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -21,16 +25,52 @@ namespace fs = std::filesystem;
 constexpr uint64_t kImageStream = 0x1A6E'0DA7ull;
 
 // The output folder: created, its parent must exist, and it must not hold files already.
-void make_out_folder(const std::string& out) {
-  DDPB_USAGE_CHECK(!out.empty()) << "data make: give --out DIR";
-  const fs::path parent = fs::absolute(out).parent_path();
-  DDPB_USAGE_CHECK(fs::is_directory(parent))
-      << "--out " << out << ": the folder " << parent.string() << " does not exist";
-  std::error_code ec;
-  fs::create_directory(out, ec);
-  DDPB_USAGE_CHECK(!ec) << "--out " << out << ": " << ec.message();
-  DDPB_USAGE_CHECK(fs::is_empty(out, ec)) << "--out " << out << " is not empty";
-}
+// Note [A dataset appears whole]
+// A `data make` that fails half-way (a full disk, Ctrl-C) once left a partial dataset at
+// --out, which --data then accepted (issue 48, P27). The files are written into a staging
+// folder next to it (OUT.partial-XXXXXX) and renamed to OUT only once every file is there; a
+// failure removes the staging folder, and OUT is as it was (missing, or an empty folder).
+class StagedFolder {
+ public:
+  explicit StagedFolder(const std::string& out) : out_(out) {
+    DDPB_USAGE_CHECK(!out.empty()) << "data make: give --out DIR";
+    const fs::path parent = fs::absolute(out).parent_path();
+    DDPB_USAGE_CHECK(fs::is_directory(parent))
+        << "--out " << out << ": the folder " << parent.string() << " does not exist";
+    std::error_code ec;
+    DDPB_USAGE_CHECK(!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+        << "--out " << out << " is not empty";
+    std::string pattern = fs::absolute(out).lexically_normal().string();
+    while (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
+    pattern += ".partial-XXXXXX";
+    DDPB_USAGE_CHECK(::mkdtemp(pattern.data()) != nullptr)
+        << "--out " << out << ": cannot make " << pattern << ": " << std::strerror(errno);
+    staging_ = pattern;
+    const mode_t mask = ::umask(0);  // mkdtemp's 0700, made what mkdir would have made
+    ::umask(mask);
+    ::chmod(staging_.c_str(), 0777 & ~mask);
+  }
+  ~StagedFolder() {
+    if (staging_.empty()) return;
+    std::error_code ignored;
+    fs::remove_all(staging_, ignored);
+  }
+  StagedFolder(const StagedFolder&) = delete;
+  StagedFolder& operator=(const StagedFolder&) = delete;
+  const std::string& path() const { return staging_; }
+  // Every file is written: OUT becomes the dataset (an empty OUT is replaced).
+  void commit() {
+    std::error_code ec;
+    if (fs::exists(out_, ec)) fs::remove(out_, ec);  // empty, checked above
+    fs::rename(staging_, out_, ec);
+    DDPB_CHECK(!ec) << "data make: cannot rename " << staging_ << " to " << out_ << ": "
+                    << ec.message();
+    staging_.clear();
+  }
+
+ private:
+  std::string out_, staging_;
+};
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
   try {
@@ -81,7 +121,7 @@ std::string make_token_data(const TokenDataSpec& spec) {
       << "data make tokens: need --tokens >= 2, --shards >= 1 and --vocab from 2 to 65536";
   DDPB_USAGE_CHECK(spec.llmc || spec.shards == 1)
       << "data make tokens: nanoGPT's format is one train.bin (--shards 1)";
-  make_out_folder(spec.out);
+  StagedFolder out(spec.out);  // Note [A dataset appears whole]
   // One long walk of the chain, cut into shards.
   const MarkovTokenDataset chain(1, 1, spec.vocab, spec.seed);
   std::vector<uint16_t> walk(static_cast<size_t>(spec.tokens));
@@ -102,8 +142,9 @@ std::string make_token_data(const TokenDataSpec& spec) {
     const int64_t first = s * per, last = s + 1 == spec.shards ? spec.tokens : first + per;
     const std::vector<uint16_t> part(walk.begin() + first, walk.begin() + last);
     const std::string name = spec.llmc ? fmt::format("shard_{:06d}.bin", s) : "train.bin";
-    write_token_shard((fs::path(spec.out) / name).string(), part, spec.llmc);
+    write_token_shard((fs::path(out.path()) / name).string(), part, spec.llmc);
   }
+  out.commit();
   return fmt::format("{} tokens (vocabulary {}) in {} {} shard(s) in {}", spec.tokens, spec.vocab,
                      spec.shards, spec.llmc ? "llm.c" : "nanoGPT", spec.out);
 }
@@ -114,10 +155,10 @@ std::string make_image_data(const ImageDataSpec& spec) {
                    spec.quality <= 100)
       << "data make imagefolder: need --classes >= 1, --images-per-class >= 1, sides from 8 to "
          "8192 (min <= max) and --quality from 1 to 100";
-  make_out_folder(spec.out);
+  StagedFolder out(spec.out);  // Note [A dataset appears whole]
   int64_t bytes = 0;
   for (int c = 0; c < spec.classes; ++c) {
-    const fs::path dir = fs::path(spec.out) / fmt::format("class_{:03d}", c);
+    const fs::path dir = fs::path(out.path()) / fmt::format("class_{:03d}", c);
     fs::create_directory(dir);
     for (int i = 0; i < spec.images_per_class; ++i) {
       const std::vector<uint8_t> jpeg = encode_jpeg(class_image(spec, c, i), spec.quality);
@@ -125,6 +166,7 @@ std::string make_image_data(const ImageDataSpec& spec) {
       write_bytes(dir / fmt::format("img_{:05d}.jpg", i), jpeg);
     }
   }
+  out.commit();
   const int64_t n = static_cast<int64_t>(spec.classes) * spec.images_per_class;
   return fmt::format("{} JPEGs in {} classes, {:.0f} KB each on average, in {}", n, spec.classes,
                      bytes / 1e3 / n, spec.out);

@@ -43,6 +43,26 @@ void make_data(const std::string& args) {
 
 const std::string kQuiet = " --warmup 0 --quiet";
 
+// Issue 48, P27: a `data make` that failed half-way left a partial dataset, which --data then
+// accepted. Here the shard's write fails (ulimit -f): nothing is left at --out, nor beside it,
+// and an --out that was an empty folder stays one.
+TEST(RealData, ADataMakeThatFailsLeavesNoDataset) {
+  TempDir dir("make_fails");
+  for (const std::string& out : {dir / "tokens", dir / "empty"}) {
+    if (out == dir / "empty") fs::create_directory(out);
+    const auto r = run_cli("data make tokens --tokens 2000000 --out " + out + " 2>&1; echo rc=$?",
+                           "ulimit -f 64;");
+    EXPECT_NE(r.output.find("rc=1"), std::string::npos) << r.output;
+    EXPECT_EQ(fs::exists(out), out == dir / "empty") << r.output;
+    if (out == dir / "empty") EXPECT_TRUE(fs::is_empty(out));
+  }
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir.path())) left.push_back(e.path().string());
+  EXPECT_EQ(left, (std::vector<std::string>{dir / "empty"}));
+  make_data("tokens --tokens 4096 --out " + (dir / "empty"));  // an empty folder is filled
+  EXPECT_FALSE(fs::is_empty(dir / "empty"));
+}
+
 TEST(RealData, GptTrainsOnLlmcAndNanoGptShardsAndTheRecordSaysSo) {
   TempDir dir("real_tokens");
   for (const std::string format : {"llmc", "nanogpt"}) {

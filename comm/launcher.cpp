@@ -21,6 +21,7 @@
 #include "comm/flight_recorder.h"
 #include "comm/launcher_ranks.h"
 #include "comm/mpirun_launch.h"
+#include "comm/tcp_store.h"
 #include "core/check.h"
 
 namespace ddpb::comm {
@@ -303,7 +304,10 @@ namespace {
 // [Launcher nodes]); else a random one.
 std::string launch_token(const LaunchSpec& spec) {
   const char* given = std::getenv("DDPBENCH_STORE_TOKEN");
-  if (given != nullptr && *given != '\0') return given;
+  if (given != nullptr && *given != '\0') {
+    check_store_token(given);
+    return given;
+  }
   DDPB_USAGE_CHECK(spec.nnodes == 1)
       << "--nnodes " << spec.nnodes
       << " needs DDPBENCH_STORE_TOKEN set to the same secret on every node";

@@ -244,9 +244,18 @@ void TCPStore::wait(const std::vector<std::string>& keys) {
   }
 }
 
+void check_store_token(const std::string& token) {
+  DDPB_USAGE_CHECK(token.size() >= kMinTokenBytes)
+      << "DDPBENCH_STORE_TOKEN has " << token.size() << " characters; a store's token needs "
+      << kMinTokenBytes << " at least, or guessing it is quick (Note [Wrong tokens])";
+}
+
 std::string store_token_from_env(const std::string& job_identity) {
   const char* token = std::getenv("DDPBENCH_STORE_TOKEN");
-  if (token != nullptr && *token != '\0') return token;
+  if (token != nullptr && *token != '\0') {
+    check_store_token(token);
+    return token;
+  }
   const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
   if (run_id != nullptr && *run_id != '\0') return "run:" + std::string(run_id);
   return job_identity.empty() ? "" : "job:" + job_identity;

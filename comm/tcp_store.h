@@ -90,6 +90,10 @@ class TCPStore final : public Store {
 // A rank of another job is refused at the handshake. Rank 0 warns that the store is not
 // authenticated.
 std::string store_token_from_env(const std::string& job_identity);
+// A token a user gives (DDPBENCH_STORE_TOKEN) has at least kMinTokenBytes characters: a short
+// one is a UsageError (issue 48, P34; Note [Wrong tokens] in comm/tcp_store_server.h).
+inline constexpr size_t kMinTokenBytes = 16;
+void check_store_token(const std::string& token);
 std::shared_ptr<Store> make_store_from_env(int rank, Duration timeout,
                                            const std::string& job_identity = "");
 

@@ -1,6 +1,8 @@
 #include "comm/tcp_store_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@ constexpr int kMaxAcceptsPerRound = 64;
 
 struct TCPStoreServer::Conn {
   net::Fd fd;
+  uint32_t peer = 0;  // IPv4 address, host order (0: not IPv4)
   bool authed = false;
   bool closed = false;  // removed at the end of this round
   net::Deadline handshake_deadline;
@@ -80,6 +83,7 @@ bool TCPStoreServer::serve_once() {
   fds.push_back({wake_read_.get(), POLLIN, 0});
   fds.push_back({listen_fd_.get(), short(now >= accept_paused_until_ ? POLLIN : 0), 0});
   if (now < accept_paused_until_) next = std::min(next, accept_paused_until_);
+  if (refused_ > 0) next = std::min(next, next_log_);  // say the refusals within a second
   for (const auto& c : conns_) {
     short events = 0;
     // A parked client sends nothing until answered, so only watch for it hanging up.
@@ -116,6 +120,7 @@ bool TCPStoreServer::serve_once() {
     if (!c->authed && now >= c->handshake_deadline) c->closed = true;
   }
   wake_waiters();
+  log_refusals(now);
   std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) { return c->closed; });
   return true;
 }
@@ -140,7 +145,10 @@ bool TCPStoreServer::evict_oldest_unauthenticated() {
 
 void TCPStoreServer::accept_new() {
   for (int i = 0; i < kMaxAcceptsPerRound; ++i) {
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in from{};
+    socklen_t from_len = sizeof(from);
+    int fd = ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&from), &from_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -149,6 +157,8 @@ void TCPStoreServer::accept_new() {
       return;  // EAGAIN: no more pending connections
     }
     net::Fd conn_fd(fd);
+    const uint32_t peer = from.sin_family == AF_INET ? ntohl(from.sin_addr.s_addr) : 0;
+    if (peer != 0 && shut_out(peer, net::Clock::now())) continue;  // Note [Wrong tokens]
     if (open_connections() >= tcp::kMaxConnections && !evict_oldest_unauthenticated()) {
       uint8_t busy = static_cast<uint8_t>(Status::Busy);
       (void)!::send(fd, &busy, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -157,6 +167,7 @@ void TCPStoreServer::accept_new() {
     net::set_nodelay(fd);
     auto c = std::make_unique<Conn>();
     c->fd = std::move(conn_fd);
+    c->peer = peer;
     c->handshake_deadline = net::Clock::now() + kHandshakeTimeout;
     conns_.push_back(std::move(c));
   }
@@ -215,11 +226,49 @@ bool TCPStoreServer::handle_handshake(Conn& c) {
   if (!tcp::token_matches(token_, hs.token)) {
     reply_handshake(c, Status::BadToken);
     c.closed = true;
+    if (c.peer != 0) note_wrong_token(c.peer, net::Clock::now());
     return false;
   }
+  offenders_.erase(c.peer);
   c.authed = true;
   reply_handshake(c, Status::Ok);
   return true;
+}
+
+bool TCPStoreServer::shut_out(uint32_t address, net::Deadline now) {
+  const auto it = offenders_.find(address);
+  if (it == offenders_.end() || now >= it->second.shut_until) return false;
+  ++refused_;
+  last_refused_ = address;
+  return true;
+}
+
+void TCPStoreServer::note_wrong_token(uint32_t address, net::Deadline now) {
+  if (offenders_.size() >= 4096) {  // bounded: forget those no longer shut out
+    std::erase_if(offenders_, [&](const auto& o) { return now >= o.second.shut_until; });
+    if (offenders_.size() >= 4096) offenders_.clear();
+  }
+  Offender& o = offenders_[address];
+  ++o.failures;
+  if (o.failures >= 3) {
+    const auto wait = std::chrono::milliseconds(int64_t{10} << std::min(o.failures - 3, 7));
+    o.shut_until = now + std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(1));
+  }
+  ++refused_;
+  last_refused_ = address;
+}
+
+void TCPStoreServer::log_refusals(net::Deadline now) {
+  if (refused_ == 0 || now < next_log_) return;
+  char from[INET_ADDRSTRLEN] = "?";
+  const in_addr a{htonl(last_refused_)};
+  ::inet_ntop(AF_INET, &a, from, sizeof(from));
+  std::fprintf(stderr,
+               "ddpbench TCPStore server: refused %lld connection(s) with a wrong token, or from "
+               "an address shut out for one, the last from %s (Note [Wrong tokens])\n",
+               static_cast<long long>(refused_), from);
+  refused_ = 0;
+  next_log_ = now + std::chrono::seconds(1);
 }
 
 bool TCPStoreServer::handle_request(Conn& c) {

@@ -163,7 +163,7 @@ TEST(TCPStore, EnvStoreBindsMasterAddrAndAllInterfacesOnlyWhenAsked) {
     const uint16_t port = free_port();
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    ::setenv("DDPBENCH_STORE_TOKEN", "bind-test", 1);
+    ::setenv("DDPBENCH_STORE_TOKEN", "bind-test-token-0123456789", 1);
     if (all) ::setenv("DDPBENCH_STORE_BIND_ALL", "1", 1);
     auto store = make_store_from_env(/*rank=*/0, kTestTimeout, "");
     ::unsetenv("DDPBENCH_STORE_BIND_ALL");
@@ -180,6 +180,34 @@ TEST(TCPStore, EnvStoreBindsMasterAddrAndAllInterfacesOnlyWhenAsked) {
   ::unsetenv("MASTER_ADDR");
   ::unsetenv("MASTER_PORT");
   ::unsetenv("DDPBENCH_STORE_TOKEN");
+}
+
+// Issue 48, P34 and Note [Wrong tokens]: the store answered about 10,000 wrong-token handshakes
+// a second. An address that keeps failing is shut out, doubling up to a second, so a second
+// of guessing gets only a handful of answers; the right token from it still gets in.
+TEST(TCPStore, RepeatedWrongTokensFromOneAddressAreSlowedDown) {
+  auto server = make_server();
+  int answered = 0, shut = 0;
+  const auto t0 = Clock::now();
+  while (ms_since(t0) < 1000) {
+    const int fd = raw_connect("127.0.0.1", server->port());
+    ASSERT_GE(fd, 0);
+    const Bytes hs = handshake("guess-" + std::to_string(answered + shut));
+    ::send(fd, hs.data(), hs.size(), MSG_NOSIGNAL);
+    uint8_t status = 0;
+    const ssize_t r = ::recv(fd, &status, 1, 0);
+    ::close(fd);
+    if (r == 1 && status == uint8_t(tcp::Status::BadToken)) {
+      ++answered;
+    } else {
+      ++shut;
+    }
+  }
+  EXPECT_LE(answered, 12) << shut << " shut out";
+  EXPECT_GT(shut, 0);
+  auto good = make_client(server->port(), std::chrono::seconds(5));  // retries past the shutout
+  good->set("k", Bytes{1});
+  EXPECT_EQ(good->get("k"), Bytes{1});
 }
 
 TEST(TCPStore, WrongTokenIsRejectedAndTheServerCarriesOn) {
@@ -353,7 +381,7 @@ TEST(TCPStore, MakeStoreFromEnv) {
   const std::string port = std::to_string(free_port());
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", port.c_str(), 1);
-  ::setenv("DDPBENCH_STORE_TOKEN", "env-token", 1);
+  ::setenv("DDPBENCH_STORE_TOKEN", "env-token-0123456789", 1);
   {
     auto rank0 = make_store_from_env(0, 5000ms);
     auto rank1 = make_store_from_env(1, 5000ms);

@@ -228,7 +228,7 @@ void expect_configuration_mismatch(const std::string& flags0, const std::string&
                                    const std::string& line, int port) {
   TempDir dir("ddp_mismatch");
   std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-                    " WORLD_SIZE=2 DDPBENCH_STORE_TOKEN=mismatch-test";
+                    " WORLD_SIZE=2 DDPBENCH_STORE_TOKEN=mismatch-test-0123456789";
   std::string args =
       " --mode ddp --world-size 2 --global-batch 8 --steps 20 --warmup 0 "
       "--quiet --timeout 20 ";
@@ -328,11 +328,12 @@ TEST(DdpExternalLaunchers, TwoNodesOfOneRankEachEqualOneLauncher) {
       "--warmup 0 --seed 4 --quiet --timeout 30";
   const std::string nodes = " --nnodes 2 --master-addr 127.0.0.1 --master-port " + port;
   const std::string log1 = dir / "node1.log";
-  const std::string cmd1 = "(DDPBENCH_STORE_TOKEN=two-nodes " + std::string(DDPBENCH_BIN) + " " +
-                           job + nodes + " --node-rank 1 > " + log1 + " 2>&1) &";
+  const std::string cmd1 = "(DDPBENCH_STORE_TOKEN=two-nodes-token-0123456789 " +
+                           std::string(DDPBENCH_BIN) + " " + job + nodes + " --node-rank 1 > " +
+                           log1 + " 2>&1) &";
   ASSERT_EQ(std::system(cmd1.c_str()), 0);
   CliResult r0 = run_cli(job + nodes + " --node-rank 0 --save-params " + (dir / "nodes.st"),
-                         "DDPBENCH_STORE_TOKEN=two-nodes");
+                         "DDPBENCH_STORE_TOKEN=two-nodes-token-0123456789");
   ASSERT_EQ(r0.code, 0) << r0.output;
   EXPECT_NE(r0.output.find("node 0 of 2: starting 1 of 2 ranks"), std::string::npos) << r0.output;
   EXPECT_NE(r0.output.find("[rank 0]"), std::string::npos) << r0.output;
@@ -348,9 +349,15 @@ TEST(DdpExternalLaunchers, TwoNodesOfOneRankEachEqualOneLauncher) {
   EXPECT_EQ(no_token.code, 2) << no_token.output;
   EXPECT_NE(no_token.output.find("needs DDPBENCH_STORE_TOKEN"), std::string::npos)
       << no_token.output;
-  CliResult no_port = run_cli(job + " --nnodes 2 --node-rank 0", "DDPBENCH_STORE_TOKEN=x");
+  CliResult no_port =
+      run_cli(job + " --nnodes 2 --node-rank 0", "DDPBENCH_STORE_TOKEN=no-port-token-0123456789");
   EXPECT_EQ(no_port.code, 2) << no_port.output;
   EXPECT_NE(no_port.output.find("needs --master-port"), std::string::npos) << no_port.output;
+  // Issue 48, P34: a short token is guessed quickly; refused before any rank starts.
+  CliResult short_token = run_cli(job + nodes + " --node-rank 0", "DDPBENCH_STORE_TOKEN=x");
+  EXPECT_EQ(short_token.code, 2) << short_token.output;
+  EXPECT_NE(short_token.output.find("DDPBENCH_STORE_TOKEN has 1 characters"), std::string::npos)
+      << short_token.output;
 }
 
 // --rendezvous file://PATH: the ranks meet through a FileStore instead of the TCPStore, train
@@ -745,7 +752,7 @@ TEST(DdpLauncher, ATakenMasterPortIsNamed) {
       "run --mode ddp --world-size 2 --nnodes 2 --node-rank 0 "
       "--master-port " +
           port + " --workload mlp-small --steps 1 --quiet",
-      "DDPBENCH_STORE_TOKEN=taken-port");
+      "DDPBENCH_STORE_TOKEN=taken-port-token-0123456789");
   ::close(fd);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--master-port " + port +

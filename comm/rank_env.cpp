@@ -1,5 +1,9 @@
 #include "comm/rank_env.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -85,6 +89,27 @@ std::optional<RankEnv> detect_rank_env() {
     return e;
   }
   return std::nullopt;
+}
+
+namespace {
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+}  // namespace
+
+bool follow_launcher(const RankEnv& env) {
+  const bool real =
+      (env.source == "mpirun" && (env_set("PMIX_RANK") || env_set("OMPI_MCA_ess_base_jobid"))) ||
+      (env.source == "slurm" && env_set("SLURM_JOB_ID") && env_set("SLURM_STEP_ID")) ||
+      (env.source == "torchrun" && env_set("TORCHELASTIC_RUN_ID"));
+  if (!real) return false;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  DDPB_CHECK(::getppid() != 1) << "rank " << env.rank << "'s launcher (" << env.source
+                               << ") is gone: this rank was left to init before it started";
+  return true;
 }
 
 }  // namespace ddpb::comm

@@ -35,4 +35,16 @@ struct RankEnv {
 // kMaxEnvWorldSize, a local rank outside [0, world size), missing port).
 std::optional<RankEnv> detect_rank_env();
 
+// Note [Ranks die with their launcher]
+// ddpbench's own launcher starts its ranks with a parent-death signal (base/subprocess.h).
+// Ranks that mpirun, srun or torchrun started outlived a killed launcher until their
+// rendezvous deadline, 300 s by default (issue 48, P6). A rank whose launcher is one of those,
+// for real (the variables only they set: PMIX_RANK or OMPI_MCA_ess_base_jobid, SLURM_JOB_ID
+// with SLURM_STEP_ID, TORCHELASTIC_RUN_ID), asks for SIGTERM when its parent dies, and its
+// flight recorder then dumps that its launcher died. A rank whose parent is already gone at
+// start (re-parented to init) exits at once. A process given the variables by hand (a test,
+// a script's background job) is left alone: its parent may be a shell that has already left.
+// Returns whether this rank follows its launcher so; throws Error when the launcher is gone.
+bool follow_launcher(const RankEnv& env);
+
 }  // namespace ddpb::comm

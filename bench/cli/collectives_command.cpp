@@ -266,6 +266,7 @@ std::vector<std::pair<std::string, std::string>> sweep_fingerprint(
 
 int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, int argc,
                 char** argv) {
+  comm::follow_launcher(env);  // Note [Ranks die with their launcher]
   check_node_size(o.node_size, env.world_size);
   // Issue 48, P24: -g under another launcher (mpirun -np 2 ... -g 4) said nothing.
   DDPB_USAGE_CHECK(!o.world_size_given || o.world_size == env.world_size)

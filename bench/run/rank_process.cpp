@@ -30,6 +30,7 @@ RankProcess::RankProcess(const RunConfig& config) {
   comm::set_flight_identity(env_.rank, env_.world_size, default_flight_dir(config, env_),
                             flight_job(config, env_));
   comm::install_flight_recorder_signal_handlers();
+  comm::follow_launcher(env_);  // Note [Ranks die with their launcher]: after the handlers
   device_ = rank_device(config, env_);
   require_device(device_);
   DeviceGuard guard(device_);

@@ -75,6 +75,30 @@ TEST(DdpMpi, ACrashEndsTheJobAndIsNamed) {
   EXPECT_LT(secs, 30.0);
 }
 
+// Issue 48, P6: ranks an outside mpirun started outlived it when it was killed (here they would
+// train on: Gloo needs no mpirun). Note [Ranks die with their launcher]: within seconds.
+TEST(DdpMpi, RanksOfAKilledOutsideMpirunEndWithinSeconds) {
+  TempDir dir("ddp_mpi_orphans");
+  const std::string log = dir / "job.log";
+  const CliResult r = run_cli(
+      "env > /dev/null; OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "MASTER_ADDR=127.0.0.1 MASTER_PORT=29631 "
+      "DDPBENCH_STORE_TOKEN=orphan-test-token-0123456789 mpirun -np 2 --oversubscribe "
+      "-x MASTER_ADDR -x MASTER_PORT -x DDPBENCH_STORE_TOKEN " +
+          std::string(DDPBENCH_BIN) +
+          " run --mode ddp --world-size 2 --workload mlp-small --steps 100000 --warmup 0 "
+          "--seed 424242 --flight-dir " +
+          (dir / "flight") + " > " + log +
+          " 2>&1 & mp=$!; for i in $(seq 150); do grep -q 'step ' " + log +
+          " && break; sleep 0.1; done; kill -9 $mp; sleep 4; "
+          // Ranks only: a shell's command line holds the seed too.
+          "echo left=$(pgrep -f '^[^ ]*/ddpbench run .*seed 424242' | wc -l); "
+          "pkill -9 -f '^[^ ]*/ddpbench run .*seed 424242'; true",
+      "");
+  EXPECT_NE(r.output.find("left=0"), std::string::npos) << r.output << read_file_bytes(log);
+  EXPECT_NE(read_file_bytes(log).find("step "), std::string::npos) << read_file_bytes(log);
+}
+
 TEST(DdpMpi, ARankNotStartedByAnMpiLauncherIsAUsageError) {
   // Two ranks started by ddpbench's own launcher's environment (torchrun's variables), not by
   // mpirun: MPI_COMM_WORLD is each process alone.

@@ -197,19 +197,21 @@ class Supervisor {
   void round() {
     read_output();
     const int failed = reap();
-    if (failed >= 0 && !terminating_) {
-      // Stop the others at once: a collective they are in will never complete. Who is to
-      // blame is decided once everyone has gone (see name_the_cause).
-      failure_seen_ = true;
-      stop_sent_ = g_round_time;
-      stop_all();
-    }
+    // An interrupt first: a rank that fails in the same round (of the signal it also got) is
+    // no cause (issue 48, P16).
     if (g_stop_signal != 0 && !terminating_) {
       // Ctrl-C or SIGTERM to the launcher: pass SIGTERM on to every rank, then SIGKILL.
       result_.exit_code = 128 + g_stop_signal;
       result_.interrupted = true;
       result_.failure = std::string("interrupted by ") + strsignal(g_stop_signal) +
                         ": every rank was told to stop";
+      stop_all();
+    }
+    if (failed >= 0 && !terminating_) {
+      // Stop the others at once: a collective they are in will never complete. Who is to
+      // blame is decided once everyone has gone (see name_the_cause).
+      failure_seen_ = true;
+      stop_sent_ = g_round_time;
       stop_all();
     }
     if (terminating_ && std::chrono::steady_clock::now() > kill_deadline_) {

@@ -41,10 +41,11 @@ std::optional<RankEnv> detect_rank_env();
 // rendezvous deadline, 300 s by default (issue 48, P6). A rank whose launcher is one of those,
 // for real (the variables only they set: PMIX_RANK or OMPI_MCA_ess_base_jobid, SLURM_JOB_ID
 // with SLURM_STEP_ID, TORCHELASTIC_RUN_ID), asks for SIGTERM when its parent dies, and its
-// flight recorder then dumps that its launcher died. A rank whose parent is already gone at
-// start (re-parented to init) exits at once. A process given the variables by hand (a test,
-// a script's background job) is left alone: its parent may be a shell that has already left.
-// Returns whether this rank follows its launcher so; throws Error when the launcher is gone.
+// flight recorder then dumps that its launcher died. (A launcher that died before this call is
+// not seen: a parent of PID 1 may be the launcher itself, as in a container whose command is
+// torchrun.) A process given the variables by hand (a test, a script's background job) is left
+// alone: its parent may be a shell that has already left. Returns whether this rank follows
+// its launcher so.
 bool follow_launcher(const RankEnv& env);
 
 }  // namespace ddpb::comm

@@ -28,9 +28,26 @@ constexpr std::chrono::hours kMaxWait{24};
 constexpr int kMaxAcceptsPerRound = 64;
 }  // namespace
 
+namespace {
+
+// An accepted peer's address as bytes: 4 for IPv4, 16 for IPv6, "" for anything else.
+std::string address_key(const sockaddr_storage& from) {
+  if (from.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(from).sin_addr;
+    return std::string(reinterpret_cast<const char*>(&a), sizeof(a));
+  }
+  if (from.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(from).sin6_addr;
+    return std::string(reinterpret_cast<const char*>(&a), sizeof(a));
+  }
+  return "";
+}
+
+}  // namespace
+
 struct TCPStoreServer::Conn {
   net::Fd fd;
-  uint32_t peer = 0;  // IPv4 address, host order (0: not IPv4)
+  std::string peer;  // the address's bytes (IPv4 or IPv6), for Note [Wrong tokens]
   bool authed = false;
   bool closed = false;  // removed at the end of this round
   net::Deadline handshake_deadline;
@@ -145,7 +162,7 @@ bool TCPStoreServer::evict_oldest_unauthenticated() {
 
 void TCPStoreServer::accept_new() {
   for (int i = 0; i < kMaxAcceptsPerRound; ++i) {
-    sockaddr_in from{};
+    sockaddr_storage from{};
     socklen_t from_len = sizeof(from);
     int fd = ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&from), &from_len,
                        SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -157,8 +174,8 @@ void TCPStoreServer::accept_new() {
       return;  // EAGAIN: no more pending connections
     }
     net::Fd conn_fd(fd);
-    const uint32_t peer = from.sin_family == AF_INET ? ntohl(from.sin_addr.s_addr) : 0;
-    if (peer != 0 && shut_out(peer, net::Clock::now())) continue;  // Note [Wrong tokens]
+    const std::string peer = address_key(from);
+    if (shut_out(peer, net::Clock::now())) continue;  // Note [Wrong tokens]
     if (open_connections() >= tcp::kMaxConnections && !evict_oldest_unauthenticated()) {
       uint8_t busy = static_cast<uint8_t>(Status::Busy);
       (void)!::send(fd, &busy, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -223,10 +240,15 @@ bool TCPStoreServer::handle_handshake(Conn& c) {
     return false;
   }
   c.in_pos += hs.frame_bytes;
+  // Connections opened before the address was shut out get no answer either.
+  if (shut_out(c.peer, net::Clock::now())) {
+    c.closed = true;
+    return false;
+  }
   if (!tcp::token_matches(token_, hs.token)) {
     reply_handshake(c, Status::BadToken);
     c.closed = true;
-    if (c.peer != 0) note_wrong_token(c.peer, net::Clock::now());
+    note_wrong_token(c.peer, net::Clock::now());
     return false;
   }
   offenders_.erase(c.peer);
@@ -235,7 +257,8 @@ bool TCPStoreServer::handle_handshake(Conn& c) {
   return true;
 }
 
-bool TCPStoreServer::shut_out(uint32_t address, net::Deadline now) {
+bool TCPStoreServer::shut_out(const std::string& address, net::Deadline now) {
+  if (address.empty()) return false;
   const auto it = offenders_.find(address);
   if (it == offenders_.end() || now >= it->second.shut_until) return false;
   ++refused_;
@@ -243,13 +266,14 @@ bool TCPStoreServer::shut_out(uint32_t address, net::Deadline now) {
   return true;
 }
 
-void TCPStoreServer::note_wrong_token(uint32_t address, net::Deadline now) {
+void TCPStoreServer::note_wrong_token(const std::string& address, net::Deadline now) {
+  if (address.empty()) return;
   if (offenders_.size() >= 4096) {  // bounded: forget those no longer shut out
     std::erase_if(offenders_, [&](const auto& o) { return now >= o.second.shut_until; });
     if (offenders_.size() >= 4096) offenders_.clear();
   }
   Offender& o = offenders_[address];
-  ++o.failures;
+  o.failures = std::min(o.failures + 1, 64);
   if (o.failures >= 3) {
     const auto wait = std::chrono::milliseconds(int64_t{10} << std::min(o.failures - 3, 7));
     o.shut_until = now + std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(1));
@@ -260,9 +284,9 @@ void TCPStoreServer::note_wrong_token(uint32_t address, net::Deadline now) {
 
 void TCPStoreServer::log_refusals(net::Deadline now) {
   if (refused_ == 0 || now < next_log_) return;
-  char from[INET_ADDRSTRLEN] = "?";
-  const in_addr a{htonl(last_refused_)};
-  ::inet_ntop(AF_INET, &a, from, sizeof(from));
+  char from[INET6_ADDRSTRLEN] = "?";
+  ::inet_ntop(last_refused_.size() == 4 ? AF_INET : AF_INET6, last_refused_.data(), from,
+              sizeof(from));
   std::fprintf(stderr,
                "ddpbench TCPStore server: refused %lld connection(s) with a wrong token, or from "
                "an address shut out for one, the last from %s (Note [Wrong tokens])\n",

@@ -14,10 +14,12 @@
 // lets a guesser try tokens as fast as the link allows (issue 48, P34). An address whose
 // handshakes keep failing is shut out for a while: from its third failure in a row, each
 // failure closes its next connections at once for 10 ms, doubling up to a second, so it gets
-// at most about one try a second. A right token from it ends that. A rank on the same host
-// as a guesser is shut out too, but only delayed: its client retries within its timeout. The
-// refusals are said on stderr (rank 0's, so its launcher's output) at most once a second.
-// Tokens shorter than kMinTokenBytes are refused where they are read (tcp_store.h).
+// at most about one try a second; connections it opened before are closed unanswered too. A
+// right token from it ends that. A rank on the same host as a guesser is shut out with it: a
+// brief guesser only delays it (its client retries within its timeout), one that keeps
+// guessing can keep it out, as anything on that host could harm the job anyway. The refusals are
+// said on stderr (rank 0's, so its launcher's output) at most once a second. Tokens shorter than
+// kMinTokenBytes are refused where they are read (tcp_store.h).
 //
 // Thread-safety: the server state is owned by its thread; the object's public methods only
 // read immutable fields. The destructor stops the thread and closes every connection.
@@ -81,14 +83,14 @@ class TCPStoreServer {
     int failures = 0;
     net::Deadline shut_until;
   };
-  bool shut_out(uint32_t address, net::Deadline now);
-  void note_wrong_token(uint32_t address, net::Deadline now);
+  bool shut_out(const std::string& address, net::Deadline now);
+  void note_wrong_token(const std::string& address, net::Deadline now);
   void log_refusals(net::Deadline now);
 
   std::string token_;
-  std::unordered_map<uint32_t, Offender> offenders_;  // by IPv4 address
-  int64_t refused_ = 0;                               // since the last log line
-  uint32_t last_refused_ = 0;
+  std::unordered_map<std::string, Offender> offenders_;  // by address bytes
+  int64_t refused_ = 0;                                  // since the last log line
+  std::string last_refused_;
   net::Deadline next_log_;
   net::Fd listen_fd_;
   uint16_t port_ = 0;

@@ -1,8 +1,8 @@
 #include "data/make_data.h"
 
 #include <fmt/core.h>
-#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -26,29 +26,34 @@ constexpr uint64_t kImageStream = 0x1A6E'0DA7ull;
 
 // The output folder: created, its parent must exist, and it must not hold files already.
 // Note [A dataset appears whole]
-// A `data make` that fails half-way (a full disk, Ctrl-C) once left a partial dataset at
+// A `data make` that fails half-way (a full disk, an error) once left a partial dataset at
 // --out, which --data then accepted (issue 48, P27). The files are written into a staging
-// folder next to it (OUT.partial-XXXXXX) and renamed to OUT only once every file is there; a
-// failure removes the staging folder, and OUT is as it was (missing, or an empty folder).
+// folder, ".partial-<pid>-<n>", and appear at OUT only once every file is there: where OUT
+// exists (an empty folder, perhaps a mount point or a link to one) the staging folder is made
+// inside it and its entries move up at the end; where OUT does not exist, the staging folder
+// is made beside it and renamed to OUT. Both stay on OUT's file system. A failure removes the
+// staging folder and leaves OUT as it was. (A process killed outright leaves the staging
+// folder, whose name says what it is.)
 class StagedFolder {
  public:
   explicit StagedFolder(const std::string& out) : out_(out) {
     DDPB_USAGE_CHECK(!out.empty()) << "data make: give --out DIR";
-    const fs::path parent = fs::absolute(out).parent_path();
-    DDPB_USAGE_CHECK(fs::is_directory(parent))
-        << "--out " << out << ": the folder " << parent.string() << " does not exist";
     std::error_code ec;
-    DDPB_USAGE_CHECK(!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    const fs::path target = fs::weakly_canonical(fs::absolute(out), ec);
+    DDPB_USAGE_CHECK(!ec && target.has_parent_path() && fs::is_directory(target.parent_path()))
+        << "--out " << out << ": the folder " << fs::absolute(out).parent_path().string()
+        << " does not exist";
+    inside_ = fs::exists(target, ec);
+    DDPB_USAGE_CHECK(!inside_ || (fs::is_directory(target, ec) && fs::is_empty(target, ec)))
         << "--out " << out << " is not empty";
-    std::string pattern = fs::absolute(out).lexically_normal().string();
-    while (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
-    pattern += ".partial-XXXXXX";
-    DDPB_USAGE_CHECK(::mkdtemp(pattern.data()) != nullptr)
-        << "--out " << out << ": cannot make " << pattern << ": " << std::strerror(errno);
-    staging_ = pattern;
-    const mode_t mask = ::umask(0);  // mkdtemp's 0700, made what mkdir would have made
-    ::umask(mask);
-    ::chmod(staging_.c_str(), 0777 & ~mask);
+    static int made = 0;
+    const std::string name =
+        ".partial-" + std::to_string(::getpid()) + "-" + std::to_string(made++);
+    staging_ = inside_ ? target / name : target.parent_path() / (target.filename().string() + name);
+    target_ = target;
+    // mkdir, not mkdtemp: the dataset gets the mode any folder made here gets (the umask's).
+    DDPB_USAGE_CHECK(::mkdir(staging_.c_str(), 0777) == 0)
+        << "--out " << out << ": cannot make " << staging_.string() << ": " << std::strerror(errno);
   }
   ~StagedFolder() {
     if (staging_.empty()) return;
@@ -57,19 +62,28 @@ class StagedFolder {
   }
   StagedFolder(const StagedFolder&) = delete;
   StagedFolder& operator=(const StagedFolder&) = delete;
-  const std::string& path() const { return staging_; }
-  // Every file is written: OUT becomes the dataset (an empty OUT is replaced).
+  std::string path() const { return staging_.string(); }
+  // Every file is written: they appear at OUT.
   void commit() {
     std::error_code ec;
-    if (fs::exists(out_, ec)) fs::remove(out_, ec);  // empty, checked above
-    fs::rename(staging_, out_, ec);
-    DDPB_CHECK(!ec) << "data make: cannot rename " << staging_ << " to " << out_ << ": "
-                    << ec.message();
+    if (inside_) {
+      for (const auto& e : fs::directory_iterator(staging_, ec)) {
+        fs::rename(e.path(), target_ / e.path().filename(), ec);
+        if (ec) break;
+      }
+      if (!ec) fs::remove(staging_, ec);
+    } else {
+      fs::rename(staging_, target_, ec);
+    }
+    DDPB_CHECK(!ec) << "data make: cannot move the dataset from " << staging_.string() << " to "
+                    << out_ << ": " << ec.message();
     staging_.clear();
   }
 
  private:
-  std::string out_, staging_;
+  std::string out_;
+  fs::path target_, staging_;
+  bool inside_ = false;  // OUT exists: the staging folder is inside it
 };
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {

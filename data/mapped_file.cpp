@@ -1,5 +1,6 @@
 #include "data/mapped_file.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,33 +31,40 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     const int err = errno;
-    if (p == MAP_FAILED) ::close(fd);
+    ::close(fd);
     DDPB_USAGE_CHECK(p != MAP_FAILED) << "cannot map " << path << ": " << std::strerror(err);
     data_ = static_cast<const uint8_t*>(p);
+  } else {
+    ::close(fd);
   }
-  fd_ = fd;  // kept for read_at
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)),
-      fd_(std::exchange(other.fd_, -1)) {}
+      size_(std::exchange(other.size_, 0)) {}
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
-  if (fd_ >= 0) ::close(fd_);
 }
 
 size_t MappedFile::read_at(size_t offset, size_t n, void* dst) const {
+  // Opened for each read: a dataset of a thousand shards (llm.c's fineweb) would otherwise
+  // hold a descriptor per shard in every rank, past the usual `ulimit -n` of 1024.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(path_ + ": cannot open it again to read: " + std::strerror(errno));
   size_t done = 0;
+  int err = 0;
   while (done < n) {
     const ssize_t got =
-        ::pread(fd_, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(offset + done));
+        ::pread(fd, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
+    if (got < 0) err = errno;
     if (got <= 0) break;
     done += static_cast<size_t>(got);
   }
+  ::close(fd);
+  if (err != 0) throw Error(path_ + ": cannot read it: " + std::strerror(err));
   return done;
 }
 

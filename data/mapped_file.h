@@ -22,8 +22,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
-  // Copies up to `n` bytes at `offset` from the file itself (pread); returns how many came,
-  // fewer where the file now ends sooner. Note [Reading a file that can change]: a mapped page
+  // Copies up to `n` bytes at `offset` from the file itself (opened again, pread); returns
+  // how many came, fewer where the file now ends sooner; throws Error naming the file when it
+  // can no longer be opened or read. Note [Reading a file that can change]: a mapped page
   // past a truncated file's end raises SIGBUS, and kills the process naming no file.
   size_t read_at(size_t offset, size_t n, void* dst) const;
 
@@ -31,7 +32,6 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  int fd_ = -1;
 };
 
 }  // namespace ddpb

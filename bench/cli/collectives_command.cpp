@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <iostream>
 
 #include "base/atomic_file.h"
@@ -112,6 +113,20 @@ void check_sweep_memory(const CollectivesCommandOptions& o, int ranks_here) {
       << "each rank of this sweep up to -e " << o.max_bytes << " needs about "
       << ((limits.mapped + per_rank) >> 20) << " MiB of address space, above the "
       << limits.describe() << " (lower -e)";
+}
+
+// The ranks a launcher started on this host: its LOCAL_WORLD_SIZE, else mpirun's or Slurm's
+// count of them ("2(x3)" reads as 2), else this one.
+int ranks_on_this_host(const comm::RankEnv& env) {
+  if (env.local_world_size > 0) return env.local_world_size;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    int n = 0;
+    for (; v != nullptr && std::isdigit(static_cast<unsigned char>(*v)) && n < kMaxWorldSize; ++v)
+      n = 10 * n + (*v - '0');
+    if (n >= 1 && n <= kMaxWorldSize) return n;
+  }
+  return 1;
 }
 
 int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
@@ -278,8 +293,8 @@ int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, in
       << "--node-size " << o.node_size << " but each node of this job holds "
       << env.local_world_size << " ranks";
   check_every_op_measured(o.sweep, env.world_size);
-  // Under another launcher: this rank's share of what is left (its peers start at once).
-  check_sweep_memory(o, env.local_world_size > 0 ? env.local_world_size : 1);
+  // Under another launcher: the ranks of this host start at once.
+  check_sweep_memory(o, ranks_on_this_host(env));
   const Device device{o.device == "cuda" ? DeviceType::CUDA : DeviceType::CPU, env.local_rank};
   require_device(device);
   DeviceGuard guard(device);

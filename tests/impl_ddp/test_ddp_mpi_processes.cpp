@@ -90,7 +90,9 @@ TEST(DdpMpi, RanksOfAKilledOutsideMpirunEndWithinSeconds) {
           "--seed 424242 --flight-dir " +
           (dir / "flight") + " > " + log +
           " 2>&1 & mp=$!; for i in $(seq 150); do grep -q 'step ' " + log +
-          " && break; sleep 0.1; done; kill -9 $mp; sleep 4; "
+          " && break; sleep 0.1; done; kill -9 $mp; "
+          "for i in $(seq 100); do pgrep -f '^[^ ]*/ddpbench run .*seed 424242' >/dev/null || "
+          "break; sleep 0.1; done; "
           // Ranks only: a shell's command line holds the seed too.
           "echo left=$(pgrep -f '^[^ ]*/ddpbench run .*seed 424242' | wc -l); "
           "pkill -9 -f '^[^ ]*/ddpbench run .*seed 424242'; true",

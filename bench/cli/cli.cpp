@@ -272,6 +272,14 @@ int ddpbench_main(int argc, char** argv) {
       // The bucket autotuner searches during the warm-up: unless told, it gets the steps it needs.
       if (config.bucket_cap_auto && run->count("--warmup") == 0)
         config.warmup = std::max<int64_t>(config.warmup, BucketCapTuner::kStepsNeeded);
+      // Issue 48, P24: a --world-size given under another launcher must agree with it (its
+      // default of 1 gives way to the launcher's world).
+      if (run->count("--world-size") > 0) {
+        const auto env = comm::detect_rank_env();
+        DDPB_USAGE_CHECK(!env || env->world_size == config.world_size)
+            << "--world-size " << config.world_size << " but the launcher started "
+            << env->world_size << " ranks: under a launcher its rank count is the world";
+      }
       return run_command(config, run->count("--global-batch") > 0, argc, argv);
     }
     if (workloads->parsed()) return list_workloads(workloads_json);

@@ -101,6 +101,17 @@ TEST(DdpMpi, RanksOfAKilledOutsideMpirunEndWithinSeconds) {
   EXPECT_NE(read_file_bytes(log).find("step "), std::string::npos) << read_file_bytes(log);
 }
 
+// Issue 48, P24: `--world-size 1` under `mpirun -np 2` was silently the launcher's 2.
+TEST(DdpMpi, AWorldSizeGivenUnderALauncherMustAgreeWithIt) {
+  const CliResult r =
+      run_cli("run --mode ddp --world-size 1 --workload mlp-small --steps 1 --quiet",
+              "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 "
+              "MASTER_ADDR=127.0.0.1 MASTER_PORT=29639");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--world-size 1 but the launcher started 2 ranks"), std::string::npos)
+      << r.output;
+}
+
 TEST(DdpMpi, ARankNotStartedByAnMpiLauncherIsAUsageError) {
   // Two ranks started by ddpbench's own launcher's environment (torchrun's variables), not by
   // mpirun: MPI_COMM_WORLD is each process alone.

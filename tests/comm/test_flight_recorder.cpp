@@ -193,15 +193,19 @@ TEST(FlightDoctor, ARankWhoseLauncherDiedIsNamedAsTheCulprit) {
   DumpFolder d;
   d.write(0, {{"reason", "gloo allreduce failed"}},
           {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "failed")});
-  d.write(1,
-          {{"reason", "signal SIGTERM from pid 7985"},
-           {"signal",
-            {{"name", "SIGTERM"},
-             {"sender_pid", 7985},
-             {"from_parent", true},
-             {"launcher_died", true}}},
-           {"progress", {{"step", 12}, {"phase", "comm_exposed"}, {"in_phase_s", 0.1}}}},
-          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  // Rank 1 stopped by its launcher's SIGTERM, the launcher dead or not.
+  const auto stopped = [&](bool launcher_died) {
+    d.write(1,
+            {{"reason", "signal SIGTERM from pid 7985"},
+             {"signal",
+              {{"name", "SIGTERM"},
+               {"sender_pid", 7985},
+               {"from_parent", true},
+               {"launcher_died", launcher_died}}},
+             {"progress", {{"step", 12}, {"phase", "comm_exposed"}, {"in_phase_s", 0.1}}}},
+            {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  };
+  stopped(true);
   const FlightDiagnosis diag = diagnose_flight_dir(d.str());
   EXPECT_TRUE(diag.culprit_named);
   ASSERT_FALSE(diag.verdicts.empty());
@@ -209,14 +213,7 @@ TEST(FlightDoctor, ARankWhoseLauncherDiedIsNamedAsTheCulprit) {
             "rank 1 was stopped as its launcher (pid 7985) died, after issuing collectives up to "
             "#2 and was in phase comm_exposed of step 12 for 0.1 s");
   // Its launcher alive, the same dump is a casualty's: no culprit.
-  d.write(1,
-          {{"reason", "signal SIGTERM from pid 7985"},
-           {"signal",
-            {{"name", "SIGTERM"},
-             {"sender_pid", 7985},
-             {"from_parent", true},
-             {"launcher_died", false}}}},
-          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 64, "started")});
+  stopped(false);
   EXPECT_FALSE(diagnose_flight_dir(d.str()).culprit_named);
 }
 

@@ -1,13 +1,13 @@
 // `suite --hosts`: the hosts file, how runs spread over hosts, and how nodes start
 // (Note [Runs across hosts]). Across emulated hosts: tests/scripts/multihost_test.py suite.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
+#include "../../util/error_of.h"
+#include "../../util/temp_dir.h"
 #include "bench/suite/suite_hosts.h"
 #include "core/check.h"
 
@@ -16,36 +16,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A hosts file in a folder of the test's own (tests/util/temp_dir.h).
 class HostsFile {
  public:
-  explicit HostsFile(const std::string& text)
-      : path_(fs::temp_directory_path() /
-              ("ddpb-hosts-" + std::to_string(::getpid()) + "-" + std::to_string(count_++))) {
-    std::ofstream(path_) << text;
+  explicit HostsFile(const std::string& text) : dir_("suite_hosts") {
+    std::ofstream(dir_ / "hosts") << text;
   }
-  ~HostsFile() { fs::remove(path_); }
-  std::string str() const { return path_.string(); }
+  std::string str() const { return dir_ / "hosts"; }
 
  private:
-  static inline int count_ = 0;
-  fs::path path_;
+  testing::TempDir dir_;
 };
 
 std::string usage_error_of(const std::string& text, const std::string& launch = "") {
   HostsFile f(text);
-  try {
-    read_suite_hosts(f.str(), launch);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return testing::error_of<UsageError>([&] { read_suite_hosts(f.str(), launch); });
 }
 
 TEST(SuiteHosts, AHostsFileReadsAsNetnsClusterPrintsIt) {
@@ -101,8 +86,8 @@ TEST(SuiteHosts, ABadHostsFileIsAUsageErrorNamingTheLine) {
 TEST(SuiteHosts, NodesStartWithTheirFlagsAndTheTokenOffTheCommandLine) {
   HostsFile f("here 127.0.0.1\nthere 127.0.0.1\n");
   const SuiteHosts h = read_suite_hosts(f.str(), "env DDPB_TEST_HOST={host} sh -c");
-  const fs::path dir = fs::temp_directory_path() / ("ddpb-nodes-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir nodes("suite_nodes");
+  const fs::path dir = nodes.path();
   ChildSpec node0;
   node0.argv = {"/bin/sh", "-c",
                 "echo flags: \"$@\"; echo token=$DDPBENCH_STORE_TOKEN; echo host=$DDPB_TEST_HOST",
@@ -117,7 +102,8 @@ TEST(SuiteHosts, NodesStartWithTheirFlagsAndTheTokenOffTheCommandLine) {
   EXPECT_EQ(others[0].exit_code, 0);
   EXPECT_EQ(others[0].host, "there");
   EXPECT_EQ(others[0].log, (dir / "run-node1.log").string());
-  const std::string zero = read_all(node0.log_path), one = read_all(others[0].log);
+  const std::string zero = testing::read_file_bytes(node0.log_path),
+                    one = testing::read_file_bytes(others[0].log);
   EXPECT_NE(zero.find("flags: --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port"),
             std::string::npos)
       << zero;
@@ -131,7 +117,6 @@ TEST(SuiteHosts, NodesStartWithTheirFlagsAndTheTokenOffTheCommandLine) {
   };
   EXPECT_EQ(token(zero).size(), 32u) << zero;
   EXPECT_EQ(token(zero), token(one));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "comm/flight_recorder.h"
+#include "comm/host_staging.h"
 #include "core/clock.h"
-#include "core/ops.h"
 #include "core/stream_sanitizer.h"
 
 namespace ddpb::comm {
@@ -530,31 +530,18 @@ void HostProcessGroup::sanitize_collective(const Stream& stream, const Request& 
   sanitizer::on_op(stream, collective_name(request.name), reads, writes);
 }
 
-// CUDA operands: one stream and two synchronizations per collective. The host collective
-// needs the bytes on the host before it starts, and completing the Work only after the H2D
-// copies means no copy is still reading or writing the tensors once the group lets go of them.
+// CUDA operands, for a backend that reads host memory: through page-locked copies on the
+// comm stream (Note [Staging buffers]), which are back in their pool, and the tensors written,
+// when this returns.
 void HostProcessGroup::run_staged(const Request& request, const Event& ready, int64_t sequence) {
-  StreamGuard guard(comm_stream_);
   comm_stream_->wait(ready);
   const Operands& operands = request.operands;
-  std::array<Tensor, Operands::kMax> pinned;
-  HostTensors host;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    const Tensor& t = operands.tensor(i);
-    if (!t.device().is_cuda()) {
-      host.push_back(t);
-      continue;
-    }
-    pinned[i] = Tensor::empty_pinned(t.shape(), t.dtype());
-    if (operands.read(i)) ops::copy(t, pinned[i]);
-    host.push_back(pinned[i]);
-  }
-  comm_stream_->synchronize();
-  run_host(request.collective, host, sequence);
-  for (size_t i = 0; i < operands.size(); ++i) {
-    const Tensor& t = operands.tensor(i);
-    if (operands.write(i) && t.device().is_cuda()) ops::copy(host[i], t);
-  }
+  std::array<StagedOperand, Operands::kMax> staged;
+  for (size_t i = 0; i < operands.size(); ++i)
+    staged[i] = {&operands.tensor(i), operands.read(i), operands.write(i)};
+  run_staged_on_host(
+      comm_stream_, std::span(staged.data(), operands.size()),
+      [&](const HostTensors& host) { run_host(request.collective, host, sequence); });
 }
 
 void HostProcessGroup::execute(PendingOp& op) {
@@ -593,7 +580,6 @@ Outcome HostProcessGroup::run_collective(const Request& request, const Event& re
       outcome.done = Event::create(device_);
       outcome.done.record(*comm_stream_);
     }
-    if (staged) comm_stream_->synchronize();
   } catch (...) {
     record_failure(request, sequence, outcome);
   }

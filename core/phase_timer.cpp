@@ -1,11 +1,12 @@
 #include "core/phase_timer.h"
 
+#include <cmath>
+
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/progress.h"
 
 namespace ddpb {
-namespace {}  // namespace
 
 void PhaseTimer::begin(const std::string& phase) {
   progress::note_phase(phase);  // Note [Step watchdog]
@@ -60,6 +61,15 @@ int64_t PhaseTimer::host_start_ns(const std::string& phase) const {
 int64_t PhaseTimer::host_end_ns(const std::string& phase) const {
   for (auto it = intervals_.rbegin(); it != intervals_.rend(); ++it) {
     if (it->phase == phase) return it->stop_ns;
+  }
+  return 0;
+}
+
+int64_t PhaseTimer::device_end_ns(const std::string& phase) const {
+  for (auto it = intervals_.rbegin(); it != intervals_.rend(); ++it) {
+    if (it->phase != phase) continue;
+    const Interval& first = intervals_.front();
+    return first.start_ns + std::llround(first.start.elapsed_ms(it->stop) * 1e6);
   }
   return 0;
 }

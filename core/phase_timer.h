@@ -37,6 +37,11 @@ class PhaseTimer {
   // Host steady-clock times (ns) when `phase` was first begun and last ended; 0 if never.
   int64_t host_start_ns(const std::string& phase) const;
   int64_t host_end_ns(const std::string& phase) const;
+  // When `phase` last ended on the stream, on the host's steady clock (ns; 0 if never): the
+  // first begin()'s host time plus the stream's time from there. The stream must be idle at
+  // the first begin() (a step timed after the last one synchronized), so that its event ran
+  // when the host recorded it. Needs synchronize().
+  int64_t device_end_ns(const std::string& phase) const;
 
  private:
   struct Interval {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "core/stream.h"
 
@@ -53,6 +54,9 @@ struct State {
   std::vector<std::vector<uint64_t>> clocks{1};  // by stream id; 0 is the host
   std::vector<std::string> names{"'host'"};      // "'name' (device)" for the others
   std::unordered_map<const Storage*, StorageHistory> storages;
+  // A race found where nothing can throw (a release in a destructor), thrown by the next
+  // op, host access or host synchronisation that the sanitizer sees.
+  std::string pending_race;
 };
 
 State& state() {
@@ -99,6 +103,35 @@ std::string describe(const State& s, const Access& a) {
       << describe(s, then) << (then_wrote ? " wrote" : " read")
       << " it with no event wait or synchronize ordering the two (DDPB_STREAM_SANITIZER)";
   throw StreamRaceError(out.str());
+}
+
+void throw_pending(State& s) {
+  if (s.pending_race.empty()) return;
+  throw StreamRaceError(std::exchange(s.pending_race, {}));
+}
+
+// A page-locked block goes back to a pool that hands it to the next host caller at once
+// (Note [Staging buffers], comm/host_staging.h), so every stream that used it must be
+// ordered before the host that releases it. "" when they are.
+std::string unordered_release(const State& s, const Storage& storage, const StorageHistory& h) {
+  const std::vector<uint64_t>& host = s.clocks[kHost];
+  const Access* late = nullptr;
+  bool wrote = false;
+  if (h.written && h.last_write.stream != kHost && !ordered(h.last_write, host)) {
+    late = &h.last_write;
+    wrote = true;
+  }
+  for (const Access& r : h.reads) {
+    if (late == nullptr && r.stream != kHost && !ordered(r, host)) late = &r;
+  }
+  if (late == nullptr) return "";
+  std::ostringstream out;
+  out << "stream-order race on a page-locked block of " << storage.nbytes() << " bytes";
+  if (!h.name.empty()) out << " ('" << h.name << "')";
+  out << ": the host released it to the pool while " << describe(s, *late)
+      << (wrote ? " writes" : " reads")
+      << " it, with no synchronize ordering the two (DDPB_STREAM_SANITIZER)";
+  return out.str();
 }
 
 // Checks one access against the storage's history, then records it. Caller holds the mutex.
@@ -153,6 +186,7 @@ void record_op(const Stream& stream, const char* op, const Range& reads, const R
     log_capture(s, stream, reads, writes);
     return;
   }
+  throw_pending(s);
   std::vector<uint64_t>* clock = nullptr;
   const Access now = tick(s, stream, op, clock);
   for (const Tensor* t : reads) {
@@ -176,6 +210,7 @@ void set_enabled(bool on) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (on) {
+    s.pending_race.clear();
     s.storages.clear();
     s.captures.clear();
     for (auto& c : s.clocks) c.clear();
@@ -197,6 +232,7 @@ void on_host_access(const char* what, const Tensor& t, bool write) {
   if (!t.defined()) return;
   State& s = state();
   std::lock_guard lock(s.mutex);
+  throw_pending(s);
   auto& host = s.clocks[kHost];
   if (host.empty()) host.resize(1, 0);  // room for its own entry
   const Access now{kHost, ++host[kHost], what};
@@ -226,6 +262,7 @@ void on_host_wait(const EventImpl& event) {
 void on_host_sync(const Stream& stream) {
   State& s = state();
   std::lock_guard lock(s.mutex);
+  throw_pending(s);
   const std::vector<uint64_t> clock = clock_of(s, stream);
   merge(s.clocks[kHost], clock);
 }
@@ -274,7 +311,11 @@ void set_name(const Tensor& t, std::string name) {
 void forget(const Storage* storage) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  s.storages.erase(storage);
+  auto it = s.storages.find(storage);
+  if (it == s.storages.end()) return;
+  if (storage->pinned() && s.pending_race.empty())
+    s.pending_race = unordered_release(s, *storage, it->second);
+  s.storages.erase(it);
 }
 
 }  // namespace ddpb::sanitizer

@@ -92,7 +92,10 @@ void take_capture(const Stream& stream, std::vector<Tensor>* reads, std::vector<
 
 // Names `t`'s storage in race reports ("fc1.weight", "grad of fc1.weight", "bucket 0").
 void set_name(const Tensor& t, std::string name);
-// Storage destruction: its history goes with it.
+// Storage destruction: its history goes with it. A page-locked block released while a
+// stream may still use it (nothing ordered that stream's last access before the host) is a
+// race, thrown by the next op, host access or stream synchronize the sanitizer sees, since
+// a destructor cannot throw.
 void forget(const Storage* storage);
 
 }  // namespace ddpb::sanitizer

@@ -13,6 +13,8 @@
 
 #ifdef DDPB_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "core/cuda/conv_engines.h"
 #endif
 #ifdef DDPB_HAVE_NCCL
 #include <nccl.h>
@@ -91,6 +93,7 @@ void fill_cuda(SystemInfo& info) {
     }
   }
   cudaGetLastError();  // clear any sticky "no device" error left by the queries
+  info.cudnn_version = gpu::cudnn_version_string();
 #else
   (void)info;
 #endif
@@ -162,6 +165,7 @@ nlohmann::json to_json(const SystemInfo& info) {
           {"cuda_runtime_version", info.cuda_runtime_version},
           {"cuda_driver_version", info.cuda_driver_version},
           {"nccl_version", info.nccl_version},
+          {"cudnn_version", info.cudnn_version},
           {"gpus", gpus},
           {"peer_access", peer},
           {"peer_access_enabled", info.peer_access_enabled}};

@@ -28,6 +28,7 @@ struct SystemInfo {
   std::string cuda_runtime_version;  // "13.0"; "" when not compiled in
   std::string cuda_driver_version;   // "" without a usable driver
   std::string nccl_version;          // "2.28.3"; "" when not compiled in
+  std::string cudnn_version;         // "9.10.1"; "" without CUDA or libcudnn.so.9
   std::vector<GpuInfo> gpus;
   // peer_access[i][j]: GPU i can access GPU j's memory directly (cudaDeviceCanAccessPeer).
   std::vector<std::vector<bool>> peer_access;

@@ -243,6 +243,15 @@ int64_t DistributedDataParallel::join_finish() {
   return shadowed;
 }
 
+namespace {
+// The mean of one-element losses; the first read waits for the device.
+float mean_of_items(const std::vector<Tensor>& losses) {
+  float sum = 0;
+  for (const Tensor& l : losses) sum += l.item();
+  return losses.empty() ? 0.0f : sum / static_cast<float>(losses.size());
+}
+}  // namespace
+
 DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& next_batch,
                                            const LossFn& loss, optim::Optimizer& optimizer,
                                            const DdpStepOptions& options) {
@@ -262,8 +271,11 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
     stats.buffer_broadcast_bytes = sync_buffers();
     timer.end();
   }
-  stats.loss = run_micro_steps(next_batch, loss, options, timer);  // leaves comm_exposed begun
-  const auto backward_end = std::chrono::steady_clock::now();
+  // Note [The loss is read last]: reading a loss waits for the device to finish the step
+  // so far. Read after the backward, it held the host until the backward's kernels had run,
+  // and the gradient sync and the optimizer were issued only then; read after the
+  // optimizer, the host issues the whole step while the device computes.
+  const std::vector<Tensor> losses = run_micro_steps(next_batch, loss, options, timer);
   {
     nvtx::Range r("ddp.finalize", nvtx::Category::Comm);
     finish_gradient_sync();
@@ -285,6 +297,7 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   }
   timer.end();
   timer.synchronize();
+  stats.loss = mean_of_items(losses);
   // The collective's own times once the stream caught up (NCCL's wait() only orders the
   // stream; the host times above are its launch there).
   if (gathered && gathered->is_completed() && gathered->end_ns != 0)
@@ -299,16 +312,17 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   const auto zero = reducer_->backward_start();
   stats.clock_zero_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(zero.time_since_epoch()).count();
-  if (!stats.buckets.empty()) {
-    stats.compute_end_ms = std::chrono::duration<double, std::milli>(backward_end - zero).count();
+  if (!stats.buckets.empty()) {  // when the device ended the backward, not when it was issued
+    const int64_t end_ns = timer.device_end_ns(step_phase_name(StepPhase::BackwardCompute));
+    stats.compute_end_ms = static_cast<double>(end_ns - stats.clock_zero_ns) / 1e6;
   }
   add_collectives(stats);
   return stats;
 }
 
-float DistributedDataParallel::run_micro_steps(const std::function<MicroBatch()>& next_batch,
-                                               const LossFn& loss_fn, const DdpStepOptions& options,
-                                               PhaseTimer& timer) {
+std::vector<Tensor> DistributedDataParallel::run_micro_steps(
+    const std::function<MicroBatch()>& next_batch, const LossFn& loss_fn,
+    const DdpStepOptions& options, PhaseTimer& timer) {
   const int64_t k = options.accumulate;
   Tensor scale;
   if (k > 1) {
@@ -316,7 +330,7 @@ float DistributedDataParallel::run_micro_steps(const std::function<MicroBatch()>
     scale = Tensor::empty({1}, DType::F32, device_);
     ops::fill(scale, 1.0f / static_cast<float>(k));
   }
-  float loss_sum = 0;
+  std::vector<Tensor> losses;
   for (int64_t j = 0; j < k; ++j) {
     const MicroBatch batch = next_batch();
     timer.begin(step_phase_name(StepPhase::Forward));
@@ -341,9 +355,9 @@ float DistributedDataParallel::run_micro_steps(const std::function<MicroBatch()>
     } else {
       timer.begin(step_phase_name(StepPhase::CommExposed));
     }
-    loss_sum += loss.data().item();
+    losses.push_back(loss.data());
   }
-  return loss_sum / static_cast<float>(k);
+  return losses;
 }
 
 // Every bucket's collectives (PowerSGD's P, Q and uncompressed ones are AllReduces too), which

@@ -188,9 +188,11 @@ class DistributedDataParallel {
   ProcessGroupBatchNormSync* batch_norm_sync() const { return bn_sync_.get(); }
 
  private:
-  // The micro-steps of step(); returns the mean loss, with "comm_exposed" left begun.
-  float run_micro_steps(const std::function<MicroBatch()>& next_batch, const LossFn& loss,
-                        const DdpStepOptions& options, PhaseTimer& timer);
+  // The micro-steps of step(); returns their losses, unread (Note [The loss is read last]),
+  // with "comm_exposed" left begun.
+  std::vector<Tensor> run_micro_steps(const std::function<MicroBatch()>& next_batch,
+                                      const LossFn& loss, const DdpStepOptions& options,
+                                      PhaseTimer& timer);
   void fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const;
   void add_collectives(DdpStepStats& stats) const;
   void verify_same_model() const;

@@ -67,6 +67,10 @@ int env_command() {
   fmt::print("gloo:     compiled in: yes, version {}\n", comm::gloo_version());
   fmt::print("nccl:     compiled in: {}, version {}\n", yes_no(kNcclCompiled),
              or_none(info.nccl_version));
+  fmt::print("cudnn:    {}\n",
+             info.cudnn_version.empty()
+                 ? std::string("libcudnn.so.9 not found (convolutions on CUDA need it)")
+                 : "version " + info.cudnn_version + " (opened at the first convolution)");
   fmt::print("\nAvailable devices and backends:\n");
   fmt::print("    {} CPU (oneDNN, OpenBLAS)\n", mark(true));
   fmt::print("    {} Gloo\n", mark(true));

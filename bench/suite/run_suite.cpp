@@ -156,7 +156,7 @@ void read_run_record(SuiteRun& run, const std::string& dir, const std::string& r
                                  << reports::format_errors(problems);
     run.status = RunStatus::Ok;
     run.record = record;
-    run.params = params;
+    if (fs::exists(fs::path(dir) / params)) run.params = params;  // needs_parameters
     if (fs::exists(fs::path(dir) / trace)) run.trace = trace;
     run.metrics = run_metrics(reports::RunRecord::from_json(rec), peak);
   } catch (const std::exception& e) {
@@ -165,15 +165,17 @@ void read_run_record(SuiteRun& run, const std::string& dir, const std::string& r
   }
 }
 
+// `save_params`: whether a correctness check compares its final parameters (needs_parameters).
 void run_one(SuiteRun& run, const SuiteSpec& spec, const std::string& dir, double peak,
-             Progress& progress) {
+             bool save_params, Progress& progress) {
   const std::string stem = run_file_stem(run.id);
   const std::string record = "runs/" + stem + ".json", trace = "traces/" + stem + ".json",
                     params = "params/" + stem + ".safetensors";
   // Started as the suite was, through the bundled loader too (gpu_check.sh).
   std::vector<std::string> argv = self_command();
   argv.insert(argv.end(), run.args.begin(), run.args.end());
-  argv.insert(argv.end(), {"--out", record, "--trace", trace, "--save-params", params});
+  argv.insert(argv.end(), {"--out", record, "--trace", trace});
+  if (save_params) argv.insert(argv.end(), {"--save-params", params});
   ChildSpec cs{argv,
                dir,
                (fs::path(dir) / "logs" / (stem + ".log")).string(),
@@ -472,7 +474,7 @@ void run_pending(SuiteRecord& suite, const SuiteSpec& spec, const std::string& d
     if (g_stop) break;
     if (!to_run(run)) continue;
     progress.start(run.id);
-    run_one(run, spec, dir, peak, progress);
+    run_one(run, spec, dir, peak, needs_parameters(suite, run), progress);
     derive_scaling(suite);
     derive_correctness(suite, dir);
     write_suite(suite, dir);

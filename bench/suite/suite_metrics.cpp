@@ -218,6 +218,26 @@ void derive_scaling(SuiteRecord& suite) {
   }
 }
 
+namespace {
+// The id of the single-device run that `run`'s final parameters are compared with: none for
+// a run of the reference design itself or one whose correctness is skipped by design.
+std::optional<std::string> correctness_reference(const SuiteRecord& suite, const SuiteRun& run) {
+  if (!suite.design_of(run).parallel || correctness_skip_reason(run)) return std::nullopt;
+  // --accumulate K: a step is K micro-batches of the global batch, one of K times as many.
+  const int64_t k = std::max<int64_t>(1, run.run_config().accumulate);
+  const int64_t samples_per_step = run.global_batch.value_or(0) * k;
+  return run.world_size == 1 ? reference_id(suite, run.workload)
+                             : reference_id(suite, run.workload, samples_per_step);
+}
+}  // namespace
+
+bool needs_parameters(const SuiteRecord& suite, const SuiteRun& run) {
+  if (correctness_reference(suite, run)) return true;
+  return std::any_of(suite.runs.begin(), suite.runs.end(), [&](const SuiteRun& other) {
+    return correctness_reference(suite, other) == run.id;
+  });
+}
+
 void derive_correctness(SuiteRecord& suite, const std::string& dir) {
   for (SuiteRun& run : suite.runs) {
     if (!suite.design_of(run).parallel || !run.measured()) continue;
@@ -226,12 +246,7 @@ void derive_correctness(SuiteRecord& suite, const std::string& dir) {
       run.correctness = reports::CorrectnessInfo::skipped_because(*why);
       continue;
     }
-    // --accumulate K: a step is K micro-batches of the global batch, one of K times as many.
-    const int64_t k = std::max<int64_t>(1, run.run_config().accumulate);
-    const int64_t samples_per_step = run.global_batch.value_or(0) * k;
-    const std::string ref_id = run.world_size == 1
-                                   ? reference_id(suite, run.workload)
-                                   : reference_id(suite, run.workload, samples_per_step);
+    const std::string ref_id = *correctness_reference(suite, run);
     const SuiteRun* ref = suite.find_run(ref_id);
     if (!ref) {
       run.correctness = reports::CorrectnessInfo::skipped_because(

@@ -17,6 +17,11 @@ reports::RunMetrics run_metrics(const reports::RunRecord& record, double peak_fl
 // Fills runs[].scaling of every ok run of group "scaling" from the suite's other runs.
 void derive_scaling(reports::SuiteRecord& suite);
 
+// Whether `run` must save its final parameters (--save-params): a parallel run whose
+// correctness is compared, or the single-device run it is compared with. The others save
+// none (gpt2-small's are 0.5 GB a run).
+bool needs_parameters(const reports::SuiteRecord& suite, const reports::SuiteRun& run);
+
 // Fills runs[].correctness of every ok dp/ddp run whose reference finished, comparing the
 // final parameters under `dir`/params. Runs that already have a verdict are left alone.
 void derive_correctness(reports::SuiteRecord& suite, const std::string& dir);

@@ -25,6 +25,23 @@
 
 namespace ddpb::gpu {
 
+// cudnnGetVersion()'s number as "major.minor.patch" (cuDNN 9: major * 10000 + minor * 100 +
+// patch).
+inline std::string format_cudnn_version(size_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
+         std::to_string(v % 100);
+}
+// The cuDNN that convolutions would use (libcudnn.so.9, opened here if no convolution has
+// yet): its version, or "" when it cannot be opened. CUDA builds (core/cuda/cuda_conv.cpp).
+std::string cudnn_version_string();
+
+// An error from a convolution's cuDNN calls, naming the convolution (`shape`, as its plan's
+// log line writes it): `what` as it is when it names the shape already.
+inline std::string with_conv_shape(const std::string& what, const std::string& shape) {
+  if (what.find(shape) != std::string::npos) return what;
+  return what + " (in the convolution " + shape + ")";
+}
+
 // Past this a configuration's workspace is demoted (Note [cuDNN engine choice]).
 constexpr int64_t kConvWorkspaceBound = int64_t{256} << 20;
 

@@ -85,6 +85,17 @@ const Cudnn& cudnn() {
   return api;
 }
 
+}  // namespace
+
+std::string cudnn_version_string() {
+  void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_GLOBAL);  // as cudnn() opens it
+  if (lib == nullptr) return "";
+  const auto get = reinterpret_cast<size_t (*)()>(dlsym(lib, "cudnnGetVersion"));
+  return get != nullptr ? format_cudnn_version(get()) : "";
+}
+
+namespace {
+
 #define CUDNN_CALL(expr)                                                                    \
   do {                                                                                      \
     const cudnnStatus_t status_ = (expr);                                                   \
@@ -445,16 +456,11 @@ int64_t alignment_of(std::initializer_list<const void*> ptrs) {
   return 16;
 }
 
-}  // namespace
-
-void run_convolution(ConvDirection direction, const ConvDims& d, const float* x, const float* w,
-                     const float* y, int device, cudaStream_t stream) {
-  ConvKey key{device,
-              direction,
-              {d.n, d.c, d.h, d.w, d.k, d.r, d.stride, d.padding},
-              d.nhwc,
-              alignment_of({x, w, y}),
-              ops::math_mode() != ops::MathMode::FP32};
+// One convolution with its plan (made on first use per thread and shape).
+void convolve(const ConvKey& key, const ConvDims& d, const float* x, const float* w, const float* y,
+              cudaStream_t stream) {
+  const ConvDirection direction = key.direction;
+  const int device = key.device;
   thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> plans;
   auto& plan = plans[key];
   if (!plan) plan = make_plan(key);
@@ -486,6 +492,28 @@ void run_convolution(ConvDirection direction, const ConvDims& d, const float* x,
   CUDNN_CALL(cudnn().execute(plan->handle, plan->plan->get(), pack.get()));
   if (d.nhwc && direction == ConvDirection::BackwardFilter) {
     launch_nhwc_to_nchw(w_krsc.data<float>(), const_cast<float*>(w), filter, stream);
+  }
+}
+
+}  // namespace
+
+void run_convolution(ConvDirection direction, const ConvDims& d, const float* x, const float* w,
+                     const float* y, int device, cudaStream_t stream) {
+  const ConvKey key{device,
+                    direction,
+                    {d.n, d.c, d.h, d.w, d.k, d.r, d.stride, d.padding},
+                    d.nhwc,
+                    alignment_of({x, w, y}),
+                    ops::math_mode() != ops::MathMode::FP32};
+  // Every error names the convolution, and keeps its type (a CUDA error, out of memory).
+  try {
+    convolve(key, d, x, w, y, stream);
+  } catch (const CudaError& e) {
+    throw CudaError(with_conv_shape(e.what(), describe_shape(key)));
+  } catch (const UsageError& e) {
+    throw UsageError(with_conv_shape(e.what(), describe_shape(key)));
+  } catch (const Error& e) {
+    throw Error(with_conv_shape(e.what(), describe_shape(key)));
   }
 }
 

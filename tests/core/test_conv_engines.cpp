@@ -73,5 +73,19 @@ TEST(ConvEngines, DescriptionNamesTheEngineItsListAndItsNotes) {
   EXPECT_EQ(describe_engine(e), "engine 12 (heuristics fallback; tensor cores, runtime-compiled)");
 }
 
+TEST(ConvErrors, NameTheConvolutionOnce) {
+  const std::string shape = "forward N,C,H,W 8,3,32,32 K 16 R 3 stride 1 padding 1, nchw";
+  EXPECT_EQ(with_conv_shape("cudnnBackendExecute failed: CUDNN_STATUS_BAD_PARAM (2000)", shape),
+            "cudnnBackendExecute failed: CUDNN_STATUS_BAD_PARAM (2000) (in the convolution " +
+                shape + ")");
+  const std::string named = "cuDNN has no engine for the convolution " + shape + ": none";
+  EXPECT_EQ(with_conv_shape(named, shape), named);
+}
+
+TEST(CudnnVersion, NumbersReadAsCudnn9WritesThem) {
+  EXPECT_EQ(format_cudnn_version(91001), "9.10.1");
+  EXPECT_EQ(format_cudnn_version(90300), "9.3.0");
+}
+
 }  // namespace
 }  // namespace ddpb::gpu

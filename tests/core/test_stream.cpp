@@ -4,7 +4,9 @@
 
 #include "core/allocator.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/ops.h"
+#include "core/phase_timer.h"
 #include "core/stream.h"
 #include "test_util.h"
 
@@ -114,6 +116,32 @@ TEST(StreamCapture, ExecutorStreamsRefuseAndNestedCapturesFail) {
   s.begin_capture();
   EXPECT_THROW(s.begin_capture(), Error);
   s.end_capture();
+}
+
+}  // namespace
+}  // namespace ddpb
+
+namespace ddpb {
+namespace {
+
+// PhaseTimer::device_end_ns: when a phase's work finished on the stream, on the host clock,
+// against host_end_ns, when the host finished issuing it (DDP's compute end, Note [The loss is
+// read last]).
+TEST(PhaseTimer, DeviceEndIsWhenTheStreamFinishedNotWhenTheHostIssued) {
+  auto stream = make_stream(Device::cpu(), "timed", StreamKind::Executor);
+  PhaseTimer timer(*stream);
+  timer.begin("forward");
+  timer.begin("backward");
+  stream->enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(40)); });
+  timer.begin("optimizer");
+  timer.end();
+  const int64_t issued_ns = timer.host_end_ns("backward");
+  timer.synchronize();
+  const int64_t ran_ns = timer.device_end_ns("backward");
+  EXPECT_GE(ran_ns - timer.host_start_ns("forward"), 40'000'000);
+  EXPECT_GE(ran_ns - issued_ns, 30'000'000) << "the host issued the sleep at once";
+  EXPECT_LE(ran_ns, steady_now_ns());
+  EXPECT_EQ(timer.device_end_ns("never"), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/hash_store.h"
+#include "comm/host_staging.h"
 #include "comm/process_group.h"
 #include "core/ops.h"
 #include "core/stream.h"
@@ -232,6 +233,60 @@ TEST_F(StreamSanitizer, OffRecordsNothing) {
   producer->synchronize();
   Tensor out = Tensor::empty({8}, DType::F32, Device::cpu());
   EXPECT_NO_THROW(ops::scale_copy(t, out, 1.0f));
+}
+
+// Note [Staging buffers]: a page-locked block released while a stream still reads it goes
+// back to a pool that hands it to the next host caller at once. The release is reported at
+// the next host access (a destructor cannot throw).
+TEST_F(StreamSanitizer, ReleasingAPageLockedBlockAStreamStillReadsIsARace) {
+  auto comm = make_stream(Device::cpu(), "comm", StreamKind::Inline);
+  Tensor out = Tensor::empty({16}, DType::F32, Device::cpu());
+  {
+    Tensor staging = Tensor::empty_pinned({16}, DType::F32);
+    sanitizer::set_name(staging, "staging");
+    StreamGuard guard(comm);
+    ops::copy(staging, out);
+  }
+  expect_race([&] { out.to_floats(); }, {"page-locked", "'staging'", "released", "'comm'"});
+  EXPECT_NO_THROW(ones(4).to_floats());  // reported once
+}
+
+TEST_F(StreamSanitizer, APageLockedBlockReleasedAfterASynchronizeIsOrdered) {
+  auto comm = make_stream(Device::cpu(), "comm", StreamKind::Inline);
+  Tensor out = Tensor::empty({16}, DType::F32, Device::cpu());
+  {
+    Tensor staging = Tensor::empty_pinned({16}, DType::F32);
+    StreamGuard guard(comm);
+    ops::copy(staging, out);
+    comm->synchronize();
+  }
+  EXPECT_NO_THROW(out.to_floats());
+}
+
+// The staged path of Gloo and MPI on CUDA tensors, run on CPU tensors staged the same way: it
+// copies in, runs the host collective, copies back and releases its page-locked buffers only
+// once the copies back are done.
+TEST_F(StreamSanitizer, AStagedHostCollectiveReleasesItsBuffersInStreamOrder) {
+  auto comm = make_stream(Device::cpu(), "ddpb-gloo", StreamKind::Executor);
+  Tensor input = ones(8), output = Tensor::zeros({8}, DType::F32, Device::cpu());
+  Event ready = Event::create(Device::cpu());  // the caller orders the stream (as the group does)
+  ready.record(current_stream(Device::cpu()));
+  comm->wait(ready);
+  const comm::StagedOperand operands[] = {{&output, false, true}, {&input, true, false}};
+  const auto stage_all = [](const Tensor&) { return true; };
+  comm::run_staged_on_host(
+      comm, operands,
+      [](const comm::HostTensors& host) {
+        EXPECT_TRUE(host[0].storage()->pinned());
+        EXPECT_TRUE(host[1].storage()->pinned());
+        const float* in = host[1].data<float>();
+        float* out = host[0].data<float>();
+        for (int i = 0; i < 8; ++i) out[i] = 2 * in[i] + static_cast<float>(i);
+      },
+      +stage_all);
+  std::vector<float> got;
+  ASSERT_NO_THROW(got = output.to_floats());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], 2.0f + static_cast<float>(i));
 }
 
 }  // namespace

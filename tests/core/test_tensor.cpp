@@ -280,6 +280,10 @@ TEST(SystemInfo, PeerAccessEnabledIsRecordedAndIgnoresCpuDevices) {
   ASSERT_TRUE(j.contains("peer_access_enabled")) << j.dump();
   EXPECT_TRUE(j["peer_access_enabled"].is_array());
   if (cuda_device_count() == 0) EXPECT_TRUE(j["peer_access_enabled"].empty());
+  // The cuDNN the convolutions would open (issue 49): "9.x.y" where libcudnn.so.9 is found.
+  ASSERT_TRUE(j.contains("cudnn_version")) << j.dump();
+  const std::string cudnn = j["cudnn_version"].get<std::string>();
+  if (!cudnn.empty()) EXPECT_TRUE(cudnn.starts_with("9.")) << cudnn;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "core/check.h"
 #include "core/device.h"
+#include "core/ops.h"
 #include "data/synthetic.h"
 
 namespace ddpb {
@@ -95,6 +96,67 @@ TEST(DataLoader, CudaBatchesMatchTheHostBatches) {
                  << ", cuda_device_count()=0";
   }
   expect_batches_in_order(Device::cuda(0));
+}
+
+// Page-locked staging with asynchronous copies (--pin-memory), from the caller's thread and
+// from workers: the same batches, in order.
+TEST(DataLoader, CudaPinnedBatchesMatchTheHostBatches) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: cuda_device_count()=0";
+  for (int workers : {0, 1, 3}) {
+    SCOPED_TRACE(::testing::Message() << workers << " workers");
+    expect_batches_in_order(Device::cuda(0), {.num_workers = workers, .pin_memory = true});
+  }
+}
+
+// Image bytes as a loader ships them with --normalize-on-device: u8 [3, 5, 7] per sample, a
+// function of (index, epoch).
+class ByteImages final : public Dataset {
+ public:
+  int64_t size() const override { return 24; }
+  Shape x_shape() const override { return {3, 5, 7}; }
+  DType x_dtype() const override { return DType::U8; }
+  Shape y_shape() const override { return {}; }
+  void fill(int64_t index, int64_t epoch, void* x, int32_t* y) const override {
+    auto* bytes = static_cast<uint8_t*>(x);
+    for (int64_t i = 0; i < 3 * 5 * 7; ++i)
+      bytes[i] = static_cast<uint8_t>((index * 37 + epoch * 11 + i * 7) % 256);
+    *y = static_cast<int32_t>(index % 4);
+  }
+};
+
+// u8 batches through the loader (page-locked staging with `pin` on CUDA) and the normalize
+// kernel on `device` give what the host gives for the same bytes.
+void expect_normalized_batches(const Device& device, bool pin) {
+  const std::vector<float> mean{0.485f, 0.456f, 0.406f}, stddev{0.229f, 0.224f, 0.225f};
+  auto data = std::make_shared<ByteImages>();
+  DistributedSampler sampler(24, 1, 0, /*shuffle=*/true, 3, /*drop_last=*/false);
+  auto want = expected_batches(sampler, 6, 6);
+  DataLoader loader(data, sampler, 6, device, {.num_workers = 2, .pin_memory = pin});
+  for (const auto& [epoch, indices] : want) {
+    Batch got = loader.next();
+    ASSERT_EQ(got.x.dtype(), DType::U8);
+    Tensor on_device = Tensor::empty(got.x.shape(), DType::F32, device);
+    ops::normalize_u8_images(got.x, on_device, mean, stddev);
+    Batch ref = make_batch(*data, indices, epoch);
+    Tensor on_host = Tensor::empty(ref.x.shape(), DType::F32, Device::cpu());
+    ops::normalize_u8_images(ref.x, on_host, mean, stddev);
+    const std::vector<float> a = on_device.to_floats(), b = on_host.to_floats();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << "element " << i;
+  }
+}
+
+TEST(DataLoader, ByteBatchesNormalizedOnALogicalCpuDeviceMatchTheHost) {
+  expect_normalized_batches(Device::cpu(1), /*pin=*/false);
+}
+
+// --normalize-on-device with and without --pin-memory (Note [Staging buffers]).
+TEST(DataLoader, CudaNormalizeOnDeviceOfPinnedBytesMatchesTheHost) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: cuda_device_count()=0";
+  for (bool pin : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "pin_memory " << pin);
+    expect_normalized_batches(Device::cuda(0), pin);
+  }
 }
 
 TEST(DataLoader, ScalarLabelsAndFloatInputs) {

@@ -111,5 +111,37 @@ TEST(SuiteCorrectness, PerDeviceBatchNormIsSkippedWithTheReason) {
             std::string::npos);
 }
 
+// Only runs a correctness check compares save their final parameters (gpt2-small's are 0.5 GB):
+// a parallel run with a reference, and that reference; not a single-device run nobody
+// compares with, nor a run whose correctness is skipped by design, nor its reference.
+TEST(SuiteCorrectness, OnlyComparedRunsSaveTheirParameters) {
+  auto run = [](const std::string& id, const std::string& workload, const std::string& mode,
+                int world, int batch, std::vector<std::string> args = {"run"}) {
+    return nlohmann::json{{"id", id},
+                          {"mode", mode},
+                          {"status", "pending"},
+                          {"workload", workload},
+                          {"world_size", world},
+                          {"global_batch", batch},
+                          {"variant", ""},
+                          {"args", args},
+                          {"config", {{"mode", mode}}}};
+  };
+  nlohmann::json suite = {
+      {"suite", nlohmann::json::object()},
+      {"runs",
+       {run("m/single/w1", "m", "single", 1, 8), run("m/single/w1/b16", "m", "single", 1, 16),
+        run("m/ddp/w2", "m", "ddp", 2, 16), run("g/single/w1", "g", "single", 1, 8),
+        run("resnet-tiny/single/w1/b64", "resnet-tiny", "single", 1, 64),
+        run("resnet-tiny/dp/w2", "resnet-tiny", "dp", 2, 64)}}};
+  reports::SuiteRecord record = reports::SuiteRecord::from_json(suite);
+  for (const Design& d : designs()) record.designs.push_back(d.info);
+  std::vector<std::string> saving;
+  for (const auto& r : record.runs) {
+    if (needs_parameters(record, r)) saving.push_back(r.id);
+  }
+  EXPECT_EQ(saving, (std::vector<std::string>{"m/single/w1/b16", "m/ddp/w2"}));
+}
+
 }  // namespace
 }  // namespace ddpb::bench

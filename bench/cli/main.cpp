@@ -3,6 +3,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "base/address_limit.h"
+#include "base/memory_limits.h"
 #include "base/process_guards.h"
 #include "bench/cli/cli.h"
 #include "comm/process_group_mpi.h"
@@ -26,6 +28,13 @@ int check_stdout(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Note [OpenBLAS under an address-space limit]: before anything else, threads included.
+  ddpb::restart_without_blas_workers(argv);
+  const ddpb::MemoryLimits limits = ddpb::read_memory_limits();
+  if (const auto problem = ddpb::address_limit_problem(limits.address_space, limits.mapped)) {
+    std::fprintf(stderr, "ddpbench: error: %s\n", problem->c_str());
+    return 1;
+  }
   const int code = check_stdout(ddpb::bench::ddpbench_main(argc, argv));
   // A rank of an MPI job that fails ends the job: its peers may be blocked in a collective
   // that MPI, having no timeout, would never end (returns at once when MPI is not in use).

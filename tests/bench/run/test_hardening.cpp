@@ -363,6 +363,42 @@ TEST(Memory, UnderAnyAddressSpaceLimitARunEndsWithOneLineNeverAnAbortOrAHang) {
   }
 }
 
+// Issue 48, P1: under an address-space limit just above start-up (`ulimit -v 1048576` was in
+// the band), every command hung for ever in OpenBLAS's workers, `--help` included (Note
+// [OpenBLAS under an address-space limit]). Now each ends at once: it runs, or it refuses in
+// one line. Without OPENBLAS_NUM_THREADS in the environment, as a user's shell has it.
+TEST(Memory, NoCommandHangsUnderALimitJustAboveStartUp) {
+  const int64_t mapped = mapped_at_start_mib();
+  ASSERT_GT(mapped, 0);
+  for (const int64_t above : {-40, 8, 40, 80, 150}) {
+    const std::string env = "unset OPENBLAS_NUM_THREADS; ulimit -v " +
+                            std::to_string((mapped + above) * 1024) + "; timeout -s KILL 60";
+    for (const std::string args :
+         {"--help", "workloads", "run --workload mlp-small --steps 1 --warmup 0 --quiet"}) {
+      const std::string at = "limit " + std::to_string(above) + " MiB above start-up, " + args;
+      const auto r = run_cli(args, env);
+      EXPECT_NE(r.code, 137) << at << ": hung (killed after 60 s)";
+      if (above >= 40 && args == "--help") EXPECT_EQ(r.code, 0) << at << "\n" << r.output;
+      if (r.code != 0 && above > 0) {  // 2: a run refused up front for its own needs
+        EXPECT_TRUE(r.code == 1 || r.code == 2) << at << "\n" << r.output;
+        EXPECT_NE(r.output.find("ulimit -v"), std::string::npos) << at << "\n" << r.output;
+      }
+    }
+  }
+}
+
+// The restart under a limit keeps OpenBLAS to one thread, as the run context records.
+TEST(Memory, UnderALimitOpenBlasStartsNoWorkers) {
+  TempDir dir("blas_restart");
+  const std::string out = (dir.path() / "r.json").string();
+  const auto r = run_cli("run --workload mlp-small --steps 1 --warmup 0 --quiet --out " + out,
+                         "unset OPENBLAS_NUM_THREADS; ulimit -v 6000000;");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto record = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(record["context"]["environment"].value("OPENBLAS_NUM_THREADS", ""), "1")
+      << record["context"]["environment"].dump();
+}
+
 // Issue 48, P16: SIGTERM to the launcher of a DDP run was first reported as "rank N is
 // behind", read from the dumps its own stop made. An interrupt is said as one.
 TEST(Interrupt, SigtermToTheLauncherIsNoRanksFault) {

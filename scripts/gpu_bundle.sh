@@ -27,7 +27,9 @@
 #   scripts/      gpu_check.sh, its steps and summary (gpu_check/), the record and target
 #                 modules they read (pylib/), and the Python peers it runs
 #                 (torch_reference.py, models.py, measure.py, workload_table.py)
-#   MANIFEST.txt  what was built (commit, date, CUDA architectures) and what needs what
+#   MANIFEST.txt  what was built (commit, date, CUDA architectures), the Open MPI version of
+#                 the bundled libmpi ("open mpi:" line: gpu_check.sh runs its MPI step only under
+#                 an mpirun of that version) and what needs what
 # It prints the size per folder, packs the folder into BUNDLE_DIR.tar.gz (what the device
 # tool carries) and fails when the archive exceeds LIMIT_MIB (default 48: with the working
 # tree it must travel within the 64 MiB a GPU call carries).
@@ -165,6 +167,24 @@ cp "$root/scripts/peer/torch_reference.py" "$root/scripts/peer/torch_allreduce.p
    "$root/scripts/peer/workload_table.py" "$bundle/scripts/peer/"
 
 # ---- Manifest ----------------------------------------------------------------------------
+# The Open MPI of the bundled libmpi: Debian's ompi_info when it reports on that very library,
+# else the version string libmpi carries. The GPU machine's mpirun starts our ranks, and its
+# daemons must be of the same version (scripts/gpu_check/tools.py: mpi_refusal).
+mpi_version() {
+  local lib=$1 v=""
+  if command -v ompi_info >/dev/null &&
+     [[ $(ldd "$(command -v ompi_info)" 2>/dev/null | awk '/libmpi\.so/ {print $3}') -ef "${seen[$(basename "$lib")]}" ]]; then
+    v=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p' | head -n 1)
+  fi
+  [[ -n "$v" ]] || v=$(strings -a "$lib" | grep -m 1 -xE 'v?[0-9]+\.[0-9]+\.[0-9]+' | sed 's/^v//')
+  echo "${v:-unknown}"
+}
+mpi_lib=$(ls "$bundle"/lib/libmpi.so.* 2>/dev/null | head -n 1 || true)
+if [[ -n "$mpi_lib" ]]; then
+  mpi_line="$(mpi_version "$mpi_lib") (lib/$(basename "$mpi_lib"))"
+else
+  mpi_line="none (no libmpi bundled)"
+fi
 need_version() {  # highest symbol version of family $2 (GLIBC, GLIBCXX, CXXABI) needed by $1
   objdump -T "$1" 2>/dev/null | grep -o "$2_[0-9.]*" | sort -uV | tail -n 1
 }
@@ -176,6 +196,7 @@ need_version() {  # highest symbol version of family $2 (GLIBC, GLIBCXX, CXXABI)
   echo "cuda arch: $archs"
   echo "nvcc:      $(grep -E '^CMAKE_CUDA_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2 || true)"
   echo "binaries:  $(cd "$bundle/bin" && echo *)"
+  echo "open mpi:  $mpi_line"
   echo "lib:       ${bundled[*]}"
   echo "lib/compat (only if the system libstdc++ is too old): ${compat[*]}"
   echo "lib/glibc  (only if the system glibc is too old, via the bundled loader): ${glibc[*]}"

@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
 """The GPU check's steps after the device probe (scripts/gpu_check.sh runs this; see there).
 
-In the order of their value: the CUDA tests (a skip fails them), the training runs as one
-`ddpbench suite` (plan.py), the GEMM and batch-norm benchmarks, PyTorch side by side, the
-projection, and compute-sanitizer with what is left. Every step appends its line to
-WORK/steps.tsv (steps.py); summary.py turns the folder into the evidence afterwards.
-Exit: 0 when every step ran (failed steps are in steps.tsv), 1 when stopped by a signal,
-2 on bad arguments.
+In the order of their value (Note [GPU check order] in plan.py): the CUDA tests (a skip
+fails them); DDP and DP against single (a first `ddpbench suite`); gpt2-small and resnet50
+in ddpbench (a second) and in PyTorch; GEMM against cuBLAS; then the rest of the training
+runs (a third), batch norm, the projection, the collectives and compute-sanitizer with what
+is left. Every step appends its line to WORK/steps.tsv (steps.py), after which the evidence
+in OUT is refreshed (summary.refresh: what a hard kill leaves); summary.py turns the folder
+into the final evidence afterwards. Exit: 0 when every step ran (failed steps are in
+steps.tsv), 1 when stopped by a signal, 2 on bad arguments.
 """
 import argparse
 import json
 import os
+import secrets
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plan  # noqa: E402
 import steps as st  # noqa: E402
+import summary  # noqa: E402
+import tools  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.dirname(HERE)
@@ -109,7 +116,8 @@ def tests(c, b, gpus):
 
 
 def suite_rows(c, suite_dir):
-    """A step line per run of suite.json: ok PASS, failed FAIL (its log), else WARN."""
+    """A step line per run of suite.json: ok PASS, failed FAIL (its log), else WARN. The
+    evidence is refreshed once, by the suite's own line after them."""
     try:
         with open(os.path.join(suite_dir, "suite.json")) as f:
             suite = json.load(f)
@@ -124,41 +132,53 @@ def suite_rows(c, suite_dir):
             if corr.get("passed") is False:
                 status, detail = "failed", f"{detail}; parameters differ from {corr.get('reference')}"
             c.record(run["id"], "PASS" if status == "ok" else "FAIL", run.get("duration_s", 0),
-                     detail, log)
+                     detail, log, publish=False)
         elif status == "failed":
-            c.record(run["id"], "FAIL", run.get("duration_s", 0), run.get("error", ""), log)
+            c.record(run["id"], "FAIL", run.get("duration_s", 0), run.get("error", ""), log,
+                     publish=False)
         else:
-            c.record(run["id"], "WARN", 0, f"not run ({status}): time budget or a stop")
+            c.record(run["id"], "WARN", 0, f"not run ({status}): time budget or a stop",
+                     publish=False)
     return suite
 
 
-def training_suite(c, b, selftest):
-    spec = plan.suite_file(selftest, c.patterns)
+def training_part(c, b, selftest, part, want):
+    """One part of the training runs (plan.PARTS) as a `ddpbench suite` into WORK/suite/PART:
+    a line per run, then the suite's own ("suite:PART"). Runs it never ran get a line each
+    too, so that the follow-up call names them."""
+    spec = plan.suite_file(selftest, c.patterns, part)
     if plan.is_empty(spec):
         return
-    c.header(f"training: ddpbench suite ({len(spec['runs'])} named runs"
+    names = [r["name"] for r in spec["runs"]] + ([plan.MATRIX_TAG] if spec["workloads"] else [])
+    c.header(f"training {part}: ddpbench suite ({len(spec['runs'])} named runs"
              f"{' and the world-size-1 matrix' if spec['workloads'] else ''})")
-    t = c.timeout_for(420)
+    t = c.timeout_for(want)
     if t is None:
-        return c.not_run("suite")
-    path, out = os.path.join(c.work, "suite-gpu-check.json"), os.path.join(c.work, "suite")
+        for i, name in enumerate(names):
+            c.not_run(name, publish=i == len(names) - 1)
+        return
+    tag, out = f"suite:{part}", os.path.join(c.work, "suite", part)
+    path, log = os.path.join(c.work, f"suite-{part}.json"), os.path.join(c.work, f"suite-{part}.log")
     with open(path, "w") as f:
         json.dump(spec, f, indent=1)
     shutil.rmtree(out, ignore_errors=True)
-    log = os.path.join(c.work, "suite.log")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     device = "cpu" if selftest else "cuda"
     r = c.run(b.argv(b.path("ddpbench"), "suite", path, "--device", device, "--out", out), t, log,
               env=b.env(CUDNN_LOG))
     suite = suite_rows(c, out)
     if suite is None:
-        c.record("suite", "FAIL", r.seconds, f"{r.text(t)}, no suite.json: {st.first_line(st.read_text(log))}", log)
+        for name in names:
+            c.record(name, "WARN", 0, f"not run: the suite failed ({tag})", publish=False)
+        c.record(tag, "WARN" if r.stopped else "FAIL", r.seconds,  # a stop is no failure
+                 f"{r.text(t)}, no suite.json: {st.first_line(st.read_text(log))}", log)
     elif r.timed_out or r.stopped or not suite.get("complete"):
-        c.record("suite", "WARN", r.seconds, f"{r.text(t)}: runs left out; suite.json kept", log)
+        c.record(tag, "WARN", r.seconds, f"{r.text(t)}: runs left out; suite.json kept", log)
     elif r.rc not in (0, 1):  # 1: a run failed, which its own line says
-        c.record("suite", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
+        c.record(tag, "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
     else:
         ok = sum(run.get("status") == "ok" for run in suite["runs"])
-        c.record("suite", "PASS", r.seconds,
+        c.record(tag, "PASS", r.seconds,
                  f"{ok} of {len(suite['runs'])} runs ok; suite.json and report in gpu_check.tgz", log)
 
 
@@ -246,9 +266,8 @@ def projection(c, b):
     if not c.selected("projection"):
         return
     c.header("projection (2 logical ranks from 1)")
-    runs = os.path.join(c.work, "suite", "runs")
-    one, two = (os.path.join(runs, n + ".json") for n in ("ddp-nccl-mlp-small", "ddp-gloo-mlp-small"))
-    if not (os.path.exists(one) and os.path.exists(two)):
+    one, two = (plan.run_path(c.work, n) for n in ("ddp-nccl-mlp-small", "ddp-gloo-mlp-small"))
+    if not (one and two):
         return c.record("projection", "WARN", 0, "not run: a DDP run it needs failed or was not selected")
     t = c.timeout_for(30)
     if t is None:
@@ -268,6 +287,33 @@ def projection(c, b):
              f"error {100 * (predicted / got - 1):+.1f}%", log)
 
 
+CHECKED_OPS = ("allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
+               "allgather_coalesced,reduce_scatter_coalesced")
+
+
+def checked_sweep(selftest, device, backend):
+    """`ddpbench collectives` arguments of a sweep whose every result is checked (-c 1): on the
+    GPU one rank (NCCL refuses two on one GPU) up to tools.CHECKED_TOP; the selftest, 2 CPU
+    ranks up to 64 KiB."""
+    where = (["--device", "cpu", "-g", "2", "-e", "64K"] if selftest else
+             ["--device", device.split(":")[0], "-g", "1", "-e", tools.CHECKED_TOP])
+    return ["collectives", "--backend", backend, "-b", "1K", "-f", "4", "-c", "1", "-n", "10",
+            "-o", CHECKED_OPS, *where]
+
+
+def sweep_result(c, tag, r, t, out, log, with_bandwidth):
+    if r.rc != 0 or not os.path.exists(out):
+        return c.record(tag, "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
+    with open(out) as f:
+        rec = json.load(f)
+    wrong = sum(x.get("wrong", 0) for x in rec["results"])
+    detail = f"{len(rec['results'])} sizes x ops, {wrong} wrong"
+    if with_bandwidth:
+        best = max(x["algbw_GBps"] for x in rec["results"] if x["op"] == "allreduce")
+        detail += f"; allreduce algbw up to {best:.2f} GB/s"
+    c.record(tag, "FAIL" if wrong else "PASS", r.seconds, detail, log)
+
+
 def collectives(c, b, selftest, device):
     """`ddpbench collectives` over NCCL on the GPU (one rank: NCCL refuses two on one GPU, so
     algbw is the number; busbw's factor is 0 at one rank), every result checked. The selftest
@@ -279,51 +325,72 @@ def collectives(c, b, selftest, device):
     if t is None:
         return c.not_run("collectives")
     out, log = os.path.join(c.work, "collectives.json"), os.path.join(c.work, "collectives.log")
-    where = (["--device", "cpu", "--backend", "gloo", "-g", "2", "-e", "64K"] if selftest else
-             ["--device", device.split(":")[0], "--backend", "nccl", "-g", "1", "-e", "64M"])
-    r = c.run(b.argv(b.path("ddpbench"), "collectives", "-b", "1K", "-f", "4", "-c", "-n", "10",
-                     "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
-                     "allgather_coalesced,reduce_scatter_coalesced", "-J", out,
-                     *where), t, log,
-              env=b.env())
-    if r.rc != 0 or not os.path.exists(out):
-        return c.record("collectives", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
-    with open(out) as f:
-        rec = json.load(f)
-    wrong = sum(x.get("wrong", 0) for x in rec["results"])
-    best = max(x["algbw_GBps"] for x in rec["results"] if x["op"] == "allreduce")
-    c.record("collectives", "FAIL" if wrong else "PASS", r.seconds,
-             f"{len(rec['results'])} sizes x ops, {wrong} wrong; allreduce algbw up to {best:.2f} GB/s", log)
+    argv = checked_sweep(selftest, device, "gloo" if selftest else "nccl") + ["-J", out]
+    r = c.run(b.argv(b.path("ddpbench"), *argv), t, log, env=b.env())
+    sweep_result(c, "collectives", r, t, out, log, with_bandwidth=True)
+
+
+def mpi_refusal(b):
+    """tools.mpi_refusal on this machine: its mpirun and ompi_info, the bundle's MANIFEST.txt."""
+    mpirun, ompi_info = shutil.which("mpirun"), shutil.which("ompi_info")
+    system = None
+    if ompi_info:
+        try:
+            system = tools.ompi_version(subprocess.run(
+                [ompi_info, "--version"], capture_output=True, text=True, timeout=30).stdout)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    bundle = None
+    if b.bin_dir:
+        bundle = tools.bundle_mpi_version(st.read_text(os.path.join(b.bin_dir, "..", "MANIFEST.txt")))
+    print(f"mpirun: {mpirun or '-'}; ompi_info: {ompi_info or '-'} (Open MPI {system or '?'}); "
+          f"the bundle's Open MPI: {bundle if b.bin_dir else 'none: a local build'}")
+    return mpirun, tools.mpi_refusal(mpirun, ompi_info, system, bundle, bool(b.bin_dir))
+
+
+def mpirun_env(b):
+    """mpirun's own environment: this one without the bundle's lib/ (Open MPI's launcher must
+    load its own libraries), with the rendezvous our ranks take from their launcher (as
+    comm/mpirun_launch.cpp sets it when ddpbench starts mpirun itself)."""
+    env = dict(os.environ)
+    if b.bin_dir:
+        env["LD_LIBRARY_PATH"] = tools.without_dirs(env.get("LD_LIBRARY_PATH", ""),
+                                                    os.path.join(os.path.dirname(b.bin_dir), "lib"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DDPBENCH_STORE_TOKEN=secrets.token_hex(16))
+    if os.geteuid() == 0:  # Open MPI refuses root unless told twice (a container's usual user)
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
 
 
 def collectives_mpi(c, b, selftest, device):
     """`ddpbench collectives --backend mpi` on the GPU: CUDA tensors as device pointers where
-    the MPI is CUDA-aware, else staged through pinned memory (one rank: the GPU's). Needs
-    Open MPI's mpirun on the machine: the bundle carries libmpi, not Open MPI's launcher and
-    plugins. The selftest runs it on 2 CPU ranks."""
+    the MPI is CUDA-aware, else staged through pinned memory (one rank: the GPU's). The bundle
+    carries libmpi, not Open MPI's launcher and plugins: the machine's mpirun starts the ranks,
+    only where its Open MPI is the bundle's (tools.mpi_refusal), and only the ranks get the
+    bundle's libraries (through `env`, or the bundled loader). The selftest: 2 CPU ranks."""
     if not c.selected("collectives-mpi"):
         return
     c.header("collectives over MPI")
-    if shutil.which("mpirun") is None:
-        return c.record("collectives-mpi", "WARN", 0,
-                        "not run: no mpirun on this machine (install Open MPI to check the MPI backend)")
+    mpirun, refusal = mpi_refusal(b)
+    if refusal:
+        return c.record("collectives-mpi", "WARN", 0, f"not run: {refusal}")
     t = c.timeout_for(60)
     if t is None:
         return c.not_run("collectives-mpi")
     out, log = os.path.join(c.work, "collectives-mpi.json"), os.path.join(c.work, "collectives-mpi.log")
-    where = (["--device", "cpu", "-g", "2", "-e", "64K"] if selftest else
-             ["--device", device.split(":")[0], "-g", "1", "-e", "64M"])
-    r = c.run(b.argv(b.path("ddpbench"), "collectives", "--backend", "mpi", "-b", "1K", "-f", "4",
-                     "-c", "-n", "10", "-o", "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,"
-                     "allgather_coalesced,reduce_scatter_coalesced",
-                     "-J", out, *where), t, log, env=b.env())
-    if r.rc != 0 or not os.path.exists(out):
-        return c.record("collectives-mpi", "FAIL", r.seconds, f"{r.text(t)}: {st.first_line(st.read_text(log))}", log)
-    with open(out) as f:
-        rec = json.load(f)
-    wrong = sum(x.get("wrong", 0) for x in rec["results"])
-    c.record("collectives-mpi", "FAIL" if wrong else "PASS", r.seconds,
-             f"{len(rec['results'])} sizes x ops, {wrong} wrong", log)
+    sweep = checked_sweep(selftest, device, "mpi") + ["-J", out]
+    ranks = sweep[sweep.index("-g") + 1]
+    program = b.argv(b.path("ddpbench"), *sweep)
+    if b.ld_path and not b.loader:
+        program = ["env", f"LD_LIBRARY_PATH={b.ld_path}", *program]
+    argv = [mpirun, "-np", ranks, "--oversubscribe", "--tag-output", "-x", "MASTER_ADDR",
+            "-x", "MASTER_PORT", "-x", "DDPBENCH_STORE_TOKEN", "-x", "NCCL_DEBUG", *program]
+    print("command: " + shlex.join(argv))
+    r = c.run(argv, t, log, env=mpirun_env(b))
+    sweep_result(c, "collectives-mpi", r, t, out, log, with_bandwidth=False)
 
 
 def nccl_vs_pytorch(c, b, python, selftest, device):
@@ -359,6 +426,25 @@ def nccl_vs_pytorch(c, b, python, selftest, device):
              text.splitlines()[-1] + f" (vs torch {torch_py[1]})", log)
 
 
+def sanitizer_verdict(r, t, text, tool):
+    """(status, detail) of a compute-sanitizer run."""
+    summary_line = next((l.strip() for l in text.splitlines()
+                         if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l), "")
+    low, rejected = text.lower(), tools.rejected_option(text)
+    if r.timed_out:
+        return "WARN", f"timed out after {t} s (bounded)"
+    if rejected and r.rc not in (0, 86):  # an option it does not have: nothing checked or failed
+        return "INFO", f"this compute-sanitizer rejects an option: {rejected}"
+    if "device not supported" in low or "error 999" in low or "unsupported device" in low:
+        # The sanitizer cannot attach to this GPU or driver: nothing was checked, nothing failed.
+        return "INFO", "the sanitizer refuses this device"
+    if r.rc == 86 or any(f"SUMMARY: {d}" in summary_line for d in "123456789"):
+        return "FAIL", summary_line or f"{tool} reported errors"
+    if r.rc != 0:
+        return "FAIL", f"exit {r.rc} under {tool}"
+    return "PASS", summary_line or "no errors"
+
+
 def sanitizer_step(c, b, tool, gfilter, sanitizer, options=()):
     if not c.selected(tool):
         return
@@ -373,46 +459,30 @@ def sanitizer_step(c, b, tool, gfilter, sanitizer, options=()):
     t = c.timeout_for(120)
     if t is None:
         return c.not_run(tool)
-    print(f"filter: {gfilter}")
     # The sanitizer starts with the bundle's libraries on the path (its own are CUDA's).
-    r = c.run([sanitizer, "--tool", tool, "--error-exitcode", "86", *options, parity,
-               f"--gtest_filter={gfilter}", "--gtest_color=no"], t, log, env=b.env())
+    argv = [sanitizer, "--tool", tool, "--error-exitcode", "86", *options, parity,
+            f"--gtest_filter={gfilter}", "--gtest_color=no"]
+    print("command: " + (f"LD_LIBRARY_PATH={shlex.quote(b.ld_path)} " if b.ld_path else "") +
+          shlex.join(argv), flush=True)
+    r = c.run(argv, t, log, env=b.env())
     text = st.read_text(log)
     print("\n".join(text.splitlines()[-5:]))
-    summary = next((l.strip() for l in text.splitlines()
-                    if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l), "")
-    low = text.lower()
-    if r.timed_out:
-        c.record(tool, "WARN", r.seconds, f"timed out after {t} s (bounded)", log)
-    elif "device not supported" in low or "error 999" in low or "unsupported device" in low:
-        # The sanitizer cannot attach to this GPU or driver: nothing was checked, nothing failed.
-        c.record(tool, "INFO", r.seconds, "the sanitizer refuses this device", log)
-    elif r.rc == 86 or any(f"SUMMARY: {d}" in summary for d in "123456789"):
-        c.record(tool, "FAIL", r.seconds, summary or f"{tool} reported errors", log)
-    elif r.rc != 0:
-        c.record(tool, "FAIL", r.seconds, f"exit {r.rc} under {tool}", log)
-    else:
-        c.record(tool, "PASS", r.seconds, summary or "no errors", log)
+    status, detail = sanitizer_verdict(r, t, text, tool)
+    c.record(tool, status, r.seconds, detail, log)
 
 
 def sanitizers(c, b):
     sanitizer = shutil.which("compute-sanitizer") or next(
         (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.access(p, os.X_OK)), "")
-    # Racecheck instruments only our kernels (their names hold the namespace "ddpb"), not
-    # cuBLAS's or cuDNN's: the option's name depends on the sanitizer's version.
-    options = []
-    if sanitizer:
+    helptext = ""
+    if sanitizer and c.selected("racecheck"):
         try:
             helptext = subprocess.run([sanitizer, "--help"], capture_output=True, text=True,
                                       timeout=30).stdout
         except (OSError, subprocess.TimeoutExpired):
-            helptext = ""
-        for flag in ("--kernel-name", "--kernel-regex"):
-            if flag in helptext:
-                options = [flag, "kns=ddpb"]
-                break
-    sanitizer_step(c, b, "memcheck", MEMCHECK, sanitizer)
-    sanitizer_step(c, b, "racecheck", RACECHECK, sanitizer, options)
+            pass
+    sanitizer_step(c, b, "memcheck", MEMCHECK, sanitizer, tools.MEMCHECK_OPTIONS)
+    sanitizer_step(c, b, "racecheck", RACECHECK, sanitizer, tools.racecheck_filter(helptext))
 
 
 def parse_args(argv):
@@ -430,27 +500,53 @@ def parse_args(argv):
     ap.add_argument("--loader", default="")
     ap.add_argument("--loader-dirs", default="")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--out", default="", help="refresh the evidence here after every step")
+    ap.add_argument("--mode", default="", help="for the evidence: how the binaries came")
+    ap.add_argument("--again", default="scripts/gpu_check.sh", help="the follow-up command's start")
     a = ap.parse_args(argv)
     if not a.bin_dir and not a.build_root:
         ap.error("give --bin-dir or --build-root")
     return a
 
 
+def evidence_refresher(a, c):
+    """Check.on_record: the evidence of the steps so far into OUT (Note [GPU check evidence] in
+    gpu_check.sh). A refresh that fails is said once and not retried: deliver's summary
+    still runs at the end."""
+    broken = []
+
+    def refresh():
+        if broken:
+            return
+        try:
+            summary.refresh(a.work, a.out, {"mode": a.mode, "budget_s": a.budget,
+                                            "elapsed_s": c.elapsed()}, a.only, a.again)
+        except Exception as e:  # noqa: BLE001  (any bug here must not end the steps)
+            broken.append(e)
+            print(f"gpu_check: refreshing the evidence in {a.out} failed: {e!r}", file=sys.stderr)
+    return refresh
+
+
 def main(argv):
     a = parse_args(argv)
     c = st.Check(a.work, a.budget, a.elapsed, only=a.only)
     c.install_stop_handler()
+    if a.out:
+        c.on_record = evidence_refresher(a, c)
     b = Binaries(a)
     # The presets torch_reference.py builds, from this very binary (scripts/peer/workload_table.py).
     c.run(b.argv(b.path("ddpbench"), "workloads", "--json"), 30,
           os.path.join(a.work, "workloads.log"), env=b.env(),
           stdout_path=os.path.join(a.work, "workloads.json"))
     try:
+        # Note [GPU check order] (plan.py): the headline figures first.
         tests(c, b, a.gpus)
-        training_suite(c, b, a.selftest)
-        bench_step(c, b, "gemm", "cuda_gemm_bench", 150, ("gpt2-small", "mlp-wide"))
-        bench_step(c, b, "bn-bench", "cuda_bn_bench", 60, ("nchw", "nhwc"))
+        training_part(c, b, a.selftest, "ddp-dp", 120)
+        training_part(c, b, a.selftest, "vs-pytorch", 240)
         pytorch(c, b, a.python, a.selftest, a.device)
+        bench_step(c, b, "gemm", "cuda_gemm_bench", 150, ("gpt2-small", "mlp-wide"))
+        training_part(c, b, a.selftest, "rest", 420)
+        bench_step(c, b, "bn-bench", "cuda_bn_bench", 60, ("nchw", "nhwc"))
         projection(c, b)
         collectives(c, b, a.selftest, a.device)
         collectives_mpi(c, b, a.selftest, a.device)

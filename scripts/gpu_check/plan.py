@@ -1,6 +1,7 @@
-"""The GPU check's training runs, as the suite file `ddpbench suite` runs (named runs, key
+"""The GPU check's training runs, as the suite files `ddpbench suite` runs (named runs, key
 "runs": docs/suite-format.md), plus a small single/DP/DDP matrix at world size 1 whose DP
-and DDP runs are checked against single.
+and DDP runs are checked against single; and the order of every step (Note [GPU check
+order]).
 
 The runs keep the GPU workloads' names (they name the performance tables and the --only
 tags); in the selftest (GPU_CHECK_SELFTEST=1, a CPU machine) each runs a small stand-in on
@@ -8,6 +9,8 @@ the CPU, except the runs that need a GPU by their nature (cuda:0 device lists, N
 then fail as they must.
 """
 import fnmatch
+import glob
+import os
 
 # The selftest's stand-ins for the workloads too big for a 2-core CPU.
 STAND_IN = {"mlp-wide": "mlp-small", "gpt2-small": "gpt-tiny", "resnet50": "resnet-tiny"}
@@ -17,6 +20,27 @@ MATRIX_TAG = "suite"  # the --only tag of the matrix
 
 SUITE_IMAGE_FOLDER = "data/imagefolder"  # bench/suite/suite_spec.h kSuiteImageFolder
 TWO_ON_GPU0 = "cuda:0,cuda:0"  # two ranks sharing the GPU: DDP must use Gloo (NCCL refuses)
+
+# Note [GPU check order]
+# A first GPU call may be cut short (its limit, a lost machine), so the steps run in the order
+# of the figures that matter most: (1) the CUDA tests; (2) DDP and DP against single on
+# mlp-small (the DDP world-size-1 overhead); (3) ddpbench's gpt2-small and resnet50 runs, then
+# the same workloads in PyTorch (the vs-PyTorch rows, the MFU); (4) GEMM against cuBLAS;
+# (5) the rest. The training runs are therefore three `ddpbench suite` invocations, the
+# PARTS below, each its own results folder WORK/suite/PART (`ddpbench suite --resume` takes
+# the matrix from the folder, so one folder cannot grow a suite file); whatever reads a run
+# record finds it with run_path, in whichever part ran it. all_tags lists every --only tag in
+# this order; the follow-up command names, in it, each selected tag that did not pass (failed,
+# left out by the budget, or never reached: summary.py's follow_up_tags).
+PARTS = (
+    ("ddp-dp", ("single-mlp-small", "dp-mlp-small", "ddp-nccl-mlp-small")),
+    ("vs-pytorch", ("single-gpt2-small", "single-gpt2-small-tf32", "single-gpt2-small-bf16",
+                    "single-gpt2-small-flash", "single-resnet50")),
+    ("rest", None),  # every other run, and the matrix
+)
+TEST_TAGS = ("test_cuda_parity", "test_dp_cuda", "test_dataloader_cuda", "test_process_group_nccl")
+LATE_TAGS = ("bn-bench", "projection", "collectives", "collectives-mpi", "nccl-vs-pytorch",
+             "memcheck", "racecheck")
 
 
 def training_runs(selftest):
@@ -71,15 +95,40 @@ def selected(name, patterns):
     return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def suite_file(selftest, patterns, timeout_s=60):
-    """The suite file: the selected named runs and, when MATRIX_TAG is selected, the matrix
-    (mlp-small and gpt-tiny: single, DP, DDP at world size 1, with the correctness check)."""
+def part_runs(part):
+    """The named runs of a part of the training (PARTS), in the plan's order."""
+    names = [name for name, _ in training_runs(False)]
+    listed = dict(PARTS)[part]
+    if listed is not None:
+        return [n for n in names if n in listed]
+    earlier = {n for _, runs in PARTS if runs for n in runs}
+    return [n for n in names if n not in earlier]
+
+
+def all_tags():
+    """Every --only tag, in the order the check runs them (Note [GPU check order])."""
+    return [*TEST_TAGS, *part_runs("ddp-dp"), *part_runs("vs-pytorch"), "pytorch",
+            "pytorch-resnet50", "gemm", *part_runs("rest"), MATRIX_TAG, *LATE_TAGS]
+
+
+def run_path(work, name):
+    """WORK/suite/PART/runs/NAME.json of whichever part ran `name`; "" when none did."""
+    found = sorted(glob.glob(os.path.join(glob.escape(str(work)), "suite", "*", "runs",
+                                          glob.escape(name) + ".json")))
+    return found[0] if found else ""
+
+
+def suite_file(selftest, patterns, part="rest", timeout_s=60):
+    """The suite file of a part (PARTS): its selected named runs and, in the last part when
+    MATRIX_TAG is selected, the matrix (mlp-small and gpt-tiny: single, DP, DDP at world
+    size 1, with the correctness check)."""
     steps, warmup = STEPS[selftest]
+    mine = set(part_runs(part))
     runs = [dict(name=name, **fields) for name, fields in training_runs(selftest)
-            if selected(name, patterns)]
-    matrix = selected(MATRIX_TAG, patterns)
+            if name in mine and selected(name, patterns)]
+    matrix = part == PARTS[-1][0] and selected(MATRIX_TAG, patterns)
     return {
-        "name": "gpu-check" + ("-selftest" if selftest else ""),
+        "name": f"gpu-check-{part}" + ("-selftest" if selftest else ""),
         "workloads": ["mlp-small", "gpt-tiny"] if matrix else [],
         "world_sizes": [1],
         "steps": steps, "warmup": warmup,

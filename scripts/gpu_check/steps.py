@@ -9,6 +9,7 @@ and ends the check with exit 1.
 
 steps.tsv has one line per step: name, status (PASS, FAIL, WARN or INFO; only FAIL fails),
 seconds, detail and the step's log, tab-separated (Note [GPU check evidence] in gpu_check.sh).
+After each line, Check calls on_record (check.py: the evidence in OUT is refreshed).
 """
 import fnmatch
 import os
@@ -51,6 +52,7 @@ class Check:
         self.stopping = False
         self._child = None
         self.count = 0
+        self.on_record = None  # called after each line of steps.tsv (publish=True)
 
     # ---- selection, budget, table ----------------------------------------------------------
     def selected(self, tag):
@@ -72,15 +74,19 @@ class Check:
         self.count += 1
         print(f"\n== {title}  (elapsed {self.elapsed()} s of {self.budget_s} s)", flush=True)
 
-    def record(self, name, status, seconds, detail="", log=""):
+    def record(self, name, status, seconds, detail="", log="", publish=True):
+        """Appends the step's line; publish=False leaves on_record to a later line (a suite's
+        runs are recorded together)."""
         assert status in STATUSES, status
         detail = " ".join(str(detail).replace("\t", " ").split("\n")).strip()
         with open(os.path.join(self.work, "steps.tsv"), "a") as f:
             f.write(f"{name}\t{status}\t{int(seconds)}\t{detail}\t{log}\n")
         print(f"-- {name}: {status}" + (f" ({detail})" if detail else ""), flush=True)
+        if publish and self.on_record is not None:
+            self.on_record()
 
-    def not_run(self, name):
-        self.record(name, "WARN", 0, "not run: time budget exhausted")
+    def not_run(self, name, publish=True):
+        self.record(name, "WARN", 0, "not run: time budget exhausted", publish=publish)
 
     # ---- child processes -------------------------------------------------------------------
     def run(self, argv, timeout_s, log_path, env=None, stdout_path=None):

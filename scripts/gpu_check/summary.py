@@ -1,26 +1,37 @@
 #!/usr/bin/env python3
 """The GPU check's evidence (Note [GPU check evidence] in scripts/gpu_check.sh).
 
-    summary.py WORK [--mode TEXT] [--budget S] [--elapsed S]
+    summary.py WORK [--mode TEXT] [--budget S] [--elapsed S] [--only TAGS] [--again CMD]
+               [--publish OUT]
 
-Reads the step table (WORK/steps.tsv) and every record the steps wrote (the training suite's
-run records under WORK/suite/runs, the benchmarks' and PyTorch's JSON), and writes into WORK:
-gpu_check.json (steps, training, targets, GEMM, PyTorch), summary.txt (every table) and
-failures.txt (each failed step's detail and the last 40 lines of its log). It prints the
-last screen of a GPU call: the performance targets, the step table and the first lines of
-each failure. Works on whatever is there: an early stop has only a few steps.
+Reads the step table (WORK/steps.tsv) and every record the steps wrote (the training suites'
+run records under WORK/suite/*/runs, the benchmarks' and PyTorch's JSON), and writes into
+WORK: gpu_check.json (steps, training, targets, GEMM, PyTorch, the follow-up call),
+summary.txt (every table) and failures.txt (per failed step its detail, the first line
+naming a CUDA, cuBLAS, cuDNN or NCCL error, the first failing test's block and the last 40
+lines of its log). It prints the last screen of a GPU call: the performance targets, the
+step table, the first lines of each failure and the follow-up command (`--again CMD --only
+TAGS`: what failed or did not run). Works on whatever is there: an early stop has only a
+few steps. With --publish OUT it writes gpu_check.json, summary.txt and failures.txt into
+OUT instead, each by an atomic rename, and prints nothing: the refresh after every step
+(Note [GPU check evidence] in scripts/gpu_check.sh).
 """
 import argparse
 import datetime
+import errno
 import json
 import os
 import pathlib
 import platform
+import re
+import shlex
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "pylib"))
 import perf_targets  # noqa: E402  (the one definition of every target)
+import plan  # noqa: E402  (the --only tags, where each part of the training ran)
 import run_record  # noqa: E402  (the run record's field names, checked against its schema)
 
 TRAINING = ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gpt2-small",
@@ -31,6 +42,19 @@ TRAINING = ["single-mlp-small", "single-mlp-wide", "single-gpt-tiny", "single-gp
 VS_TORCH = (("fp32", "single-gpt2-small", "fp32"), ("tf32", "single-gpt2-small-tf32", "tf32"),
             ("bf16", "single-gpt2-small-bf16", "bf16"), ("flash", "single-gpt2-small-flash", "fp32"))
 FAILURE_WORDS = ("FAILED", "rror", "ailure", "Expected", "SKIPPED", "not found", "what()")
+TAIL_LINES, TEST_BLOCK_LINES = 40, 60
+# The first line of a failed log that names a CUDA, cuBLAS, cuDNN or NCCL error: our own texts
+# (core/cuda/cuda_check.h: "CUDA error cudaErrorX (...)", "cuBLAS error CUBLAS_STATUS_X", "NCCL
+# error ..."), the libraries' names for them, the driver API's CUDA_ERROR_X, NCCL's warnings.
+# Case matters: "cuda" alone is in binaries' and devices' names. cuDNN's warnings (lines "w! "
+# under CUDNN_LOGLEVEL_DBG=2) name the engines it rejects while a plan is chosen: not errors.
+GPU_ERROR = re.compile(
+    r"CUDA error|CUDA_ERROR_[A-Z_]+|cudaError[A-Z]\w*|cuBLAS error|CUBLAS_STATUS_(?!SUCCESS)[A-Z_]+|"
+    r"CUDNN_STATUS_(?!SUCCESS)[A-Z_]+|\bcuDNN\b.*\b(error|failed|no engine)|NCCL (WARN|error)|"
+    r"nccl(InternalError|UnhandledCudaError|SystemError|InvalidUsage|InvalidArgument|RemoteError)")
+ERROR_LABEL = "-- first CUDA/cuDNN/NCCL error: "
+CUDNN_NOTE = re.compile(r"^\s*[wWiI]! ")
+GTEST_LINE = re.compile(r"^\[ +(RUN|OK|FAILED|SKIPPED) +\] ([A-Za-z_]\S*)")
 
 
 class Work:
@@ -44,8 +68,9 @@ class Work:
             return None
 
     def run(self, name):
-        """The training suite's record of run `name`."""
-        return self.load(f"suite/runs/{name}.json")
+        """The record of training run `name`, from whichever suite ran it (plan.PARTS)."""
+        path = plan.run_path(self.path, name)
+        return self.load(os.path.relpath(path, self.path)) if path else None
 
 
 def read_steps(work):
@@ -258,36 +283,118 @@ def tables(training, graphs, gemm, vs_torch, bn, plans, cfg):
     return out
 
 
+def first_gpu_error(lines):
+    """The first line naming a CUDA, cuBLAS, cuDNN or NCCL error (GPU_ERROR); "" when none."""
+    return next((l.strip()[:300] for l in lines if GPU_ERROR.search(l) and not CUDNN_NOTE.match(l)), "")
+
+
+def first_failing_test(lines, limit=TEST_BLOCK_LINES):
+    """(how, lines) of the first test that failed the step, from its "[ RUN      ]" line to its
+    "[  FAILED  ]" line; without one, a test that never ended (a crash, a hang), else the first
+    skipped one (a skip fails a GPU step). At most `limit` lines; None when no test qualifies."""
+    ends, start = {}, None
+    for i, line in enumerate(lines):
+        m = GTEST_LINE.match(line)
+        if not m:
+            continue
+        if m.group(1) == "RUN":
+            start = i
+        elif start is not None:
+            if m.group(1) != "OK":
+                ends.setdefault(m.group(1), (start, i))
+            start = None
+    if start is not None:
+        ends.setdefault("never ended", (start, len(lines) - 1))
+    for how in ("FAILED", "never ended", "SKIPPED"):
+        if how in ends:
+            block = lines[ends[how][0]:ends[how][1] + 1]
+            if len(block) > limit:
+                block = block[:limit - 2] + [f"... ({len(block) - limit + 1} lines left out)", block[-1]]
+            return how, block
+    return None
+
+
 def failures(steps):
-    """failures.txt: per failed step its detail and the last 40 lines of its log."""
+    """failures.txt: per failed step its detail, the first GPU library error of its log, the
+    first failing test's block and the last TAIL_LINES lines of its log."""
     out = []
     for s in steps:
         if s["status"] != "FAIL":
             continue
         out.append(f"== {s['step']}: {s['detail']}")
         try:
-            out += pathlib.Path(s["log"]).read_text(errors="replace").splitlines()[-40:]
+            lines = pathlib.Path(s["log"]).read_text(errors="replace").splitlines()
         except (OSError, ValueError):
-            out.append("(no log)")
+            out += ["(no log)", ""]
+            continue
+        error, test = first_gpu_error(lines), first_failing_test(lines)
+        if error:
+            out.append(ERROR_LABEL + error)
+        if test:
+            out.append(f"-- first failing test ({test[0]}):")
+            out += test[1]
+        out.append(f"-- last {TAIL_LINES} lines of {s['log']}:")
+        out += lines[-TAIL_LINES:]
         out.append("")
     return out
 
 
+def follow_up_tags(steps, patterns=()):
+    """The --only tags of a second call (Note [GPU check order]): every tag `patterns` select
+    whose step failed or did not run (WARN "not run ...", or no line at all: a stop, a kill),
+    in the check's order. A matrix run (its id "workload/mode/wN") stands for the matrix's tag;
+    steps that always run (libraries, device) and a suite's own line name no tag."""
+    tags = plan.all_tags()
+    done, redo = set(), set()
+    for s in steps:
+        name = s["step"]
+        tag = name if name in tags else plan.MATRIX_TAG if name.count("/") == 2 else None
+        if tag is None:
+            continue
+        if s["status"] == "FAIL" or (s["status"] == "WARN" and s["detail"].startswith("not run")):
+            redo.add(tag)
+        else:
+            done.add(tag)
+    return [t for t in tags if plan.selected(t, patterns) and (t in redo or t not in done)]
+
+
+def follow_up(steps, patterns, again):
+    """(tags, command) of the follow-up call; the command is `again` alone when it would rerun
+    everything, "" when nothing is left."""
+    tags = follow_up_tags(steps, patterns)
+    if not tags:
+        return tags, ""
+    if not patterns and tags == plan.all_tags():
+        return tags, again
+    return tags, f"{again} --only {shlex.quote(','.join(tags))}"
+
+
+def follow_up_lines(command):
+    if not command:
+        return ["", "== follow-up: none (every selected step ran and passed)"]
+    return ["", "== follow-up: a second call for what failed or did not run", command]
+
+
 def failure_heads(failure_lines, limit=4000):
-    """Each failure's header and its telling lines (a failed test, an error), at most 2."""
-    out, shown = [], 0
+    """Each failure's header and its telling lines (a failed test, an error), at most 2, none
+    twice (the first GPU error's line is also in the log's tail)."""
+    out, shown, seen = [], 0, set()
     for line in failure_lines:
         if line.startswith("== "):
             out.append(line[:140])
-            shown = 0
-        elif shown < 2 and any(w in line for w in FAILURE_WORDS):
+            shown, seen = 0, set()
+            continue
+        error = line.startswith(ERROR_LABEL)
+        telling = error or (not line.startswith("-- ") and any(w in line for w in FAILURE_WORDS))
+        if shown < 2 and telling and line.strip() not in seen:
             out.append("    " + line[:130])
             shown += 1
+            seen.add(line[len(ERROR_LABEL):].strip() if error else line.strip())
     text = "\n".join(out)
     return text[:limit]
 
 
-def build(work, context):
+def build(work, context, only="", again="scripts/gpu_check.sh"):
     """(gpu_check.json's record, summary.txt's lines, failures.txt's lines, the last screen)."""
     steps = read_steps(work)
     training = {}
@@ -310,13 +417,16 @@ def build(work, context):
                     f"{'target':<66} {'goal':<7} {'measured':<34} status"]
     target_lines += [f"{t['target'][:66]:<66} {t['goal']:<7} {t['measured'][:34]:<34} {t['status']}"
                      for t in rows]
-    summary = step_table(steps) + tables(training, graphs, gemm, vs_torch, bn, plans, cfg) + target_lines
+    tags, again_cmd = follow_up(steps, [p for p in only.split(",") if p], again)
+    summary = (step_table(steps) + tables(training, graphs, gemm, vs_torch, bn, plans, cfg) +
+               target_lines + follow_up_lines(again_cmd))
     fail = failures(steps)
     screen = target_lines + ["", "== steps"] + step_table(steps)
     failed = [s["step"] for s in steps if s["status"] == "FAIL"]
     if failed:
         screen += ["", "== failures (the first lines of each; all of them in failures.txt)",
                    failure_heads(fail)]
+    screen += follow_up_lines(again_cmd)
     torch_ctx = next((r.get("context") for r in map(work.load, sorted(
         p.name for p in work.path.glob("torch-gpt2-small-*.json"))) if r), None)
     record = {
@@ -330,6 +440,7 @@ def build(work, context):
                        "attention_note": "matmul = q k^T, masked softmax, @ v (ddpbench's algorithm); "
                                          "sdpa = F.scaled_dot_product_attention(is_causal=True)"},
         "failed": failed,
+        "follow_up": again_cmd or None, "follow_up_tags": tags,
     }
     return record, summary, fail, screen
 
@@ -347,19 +458,53 @@ def write_atomic(path, text):
     tmp.replace(path)
 
 
+def publish(work_dir, out_dir, name, text):
+    """OUT/name := text by a rename (Note [GPU check evidence]): of a temp file in WORK when one
+    filesystem holds both, so that OUT never holds a partial file, else of OUT/.name.partial
+    (a dotfile that deliver removes should a kill leave it)."""
+    tmp = pathlib.Path(work_dir) / f".publish-{name}"
+    tmp.write_text(text)
+    try:
+        os.replace(tmp, pathlib.Path(out_dir) / name)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        tmp.unlink()
+        write_atomic(pathlib.Path(out_dir) / f".{name}.partial", text)
+        os.replace(pathlib.Path(out_dir) / f".{name}.partial", pathlib.Path(out_dir) / name)
+
+
+def texts(record, summary, fail):
+    return {"gpu_check.json": json.dumps(record, indent=2) + "\n",
+            "summary.txt": "\n".join(summary) + "\n", "failures.txt": "\n".join(fail) + "\n"}
+
+
+def refresh(work_dir, out_dir, context, only="", again="scripts/gpu_check.sh"):
+    """The evidence of the steps so far, into OUT (what a hard kill leaves there)."""
+    record, summary, fail, _ = build(Work(work_dir), context, only, again)
+    for name, text in texts(record, summary, fail).items():
+        publish(work_dir, out_dir, name, text)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("work")
     ap.add_argument("--mode", default="")
     ap.add_argument("--budget", type=int, default=0)
     ap.add_argument("--elapsed", type=int, default=0)
+    ap.add_argument("--only", default="", help="the check's --only (the follow-up's tags)")
+    ap.add_argument("--again", default="scripts/gpu_check.sh",
+                    help="the follow-up command without --only")
+    ap.add_argument("--publish", metavar="OUT", help="refresh OUT's files, print nothing")
     a = ap.parse_args(argv)
+    context = {"mode": a.mode, "budget_s": a.budget, "elapsed_s": a.elapsed}
+    if a.publish:
+        refresh(a.work, a.publish, context, a.only, a.again)
+        return 0
     work = Work(a.work)
-    record, summary, fail, screen = build(
-        work, {"mode": a.mode, "budget_s": a.budget, "elapsed_s": a.elapsed})
-    write_atomic(work.path / "gpu_check.json", json.dumps(record, indent=2) + "\n")
-    write_atomic(work.path / "summary.txt", "\n".join(summary) + "\n")
-    write_atomic(work.path / "failures.txt", "\n".join(fail) + "\n")
+    record, summary, fail, screen = build(work, context, a.only, a.again)
+    for name, text in texts(record, summary, fail).items():
+        write_atomic(work.path / name, text)
     print("\n".join(screen))
     if record["failed"]:
         print(f"gpu_check: FAILED: {', '.join(record['failed'])}", file=sys.stderr)

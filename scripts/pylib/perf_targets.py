@@ -60,7 +60,7 @@ TARGETS = {
         "median |error| of the projected step across emulated hosts", "<=", 0.10, True),
     "cpu.projection_hosts_max": Target(
         "largest |error| of the projected step across emulated hosts", "<=", 0.25, True),
-    # GPU (scripts/gpu_check_summary.py)
+    # GPU (scripts/gpu_check/summary.py)
     "gpu.gemm_vs_cublas": Target("GEMM step time vs cuBLAS", ">=", 0.85),
     "gpu.gpt2_vs_eager": Target("gpt2-small step vs PyTorch eager", "<=", 0.8),
     "gpu.resnet50_vs_eager": Target("resnet50 step vs PyTorch eager (fp32, 64 images)", "<=", 1.0),

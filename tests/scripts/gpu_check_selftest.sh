@@ -3,15 +3,22 @@
 # build as scripts/gpu_bundle.sh does for the device, runs scripts/gpu_check.sh on the
 # archive in SELFTEST mode (every step on the CPU with stand-ins), and checks that:
 #   - the archive fits the 48 MiB that leave room for the working tree in a GPU call's 64;
-#   - exactly the steps that need a GPU fail, and every other step passes;
-#   - the summary JSON carries the training (one `ddpbench suite` of named runs), --cuda-graph
-#     and PyTorch tables and a row for every GPU target of the performance issue;
+#   - exactly the steps that need a GPU fail, and every other step passes (collectives-mpi
+#     too: this machine's mpirun is Debian's Open MPI, the bundle's version);
+#   - the summary JSON carries the training (three `ddpbench suite`s of named runs),
+#     --cuda-graph and PyTorch tables, a row for every GPU target of the performance issue,
+#     and a follow-up call naming every failed step;
+#   - Note [GPU check order]: the CUDA tests, then the DDP/DP runs, then gpt2-small and
+#     resnet50 in ddpbench and PyTorch, then GEMM;
 #   - Note [GPU check evidence]: OUT holds exactly gpu_check.json, gpu_check.tgz, summary.txt
-#     and failures.txt (no folder, each under 16 MiB), the archive holds the logs and run
-#     records, failures.txt has every failed step, and the last 12,000 characters printed
-#     hold the step table and the head of each failure;
+#     and failures.txt (no folder, each under 16 MiB), the archive holds the logs, run records
+#     and console.log but no file of the suites' data/ folders, failures.txt has every failed
+#     step and test_cuda_parity's first failing test, and the last 12,000 characters printed
+#     hold the step table, the head of each failure and the follow-up command;
 #   - the trap path: an early stop (a folder that is no bundle) and a SIGTERM in the middle of
-#     the training suite each still leave the four files, with the runs finished so far.
+#     the training each still leave the four files, with the runs finished so far; and a
+#     SIGKILL of the whole check (no trap runs) leaves gpu_check.json and summary.txt of the
+#     steps finished before it.
 #   tests/scripts/gpu_check_selftest.sh BUILD_DIR     (exit 77: skipped, no CUDA build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -68,6 +75,9 @@ for want in ("GEMM step time vs cuBLAS", "gpt2-small step vs PyTorch eager", "MF
              "resnet50 step vs PyTorch eager", "resnet50 step on JPEGs"):
     if want not in names:
         problems.append(f"no target row '{want}'")
+missing = failed - set(r.get("follow_up_tags") or [])
+if missing or not r.get("follow_up"):
+    problems.append(f"the follow-up call ({r.get('follow_up')}) misses {sorted(missing)}")
 for p in problems:
     print("FAIL:", p)
 if not problems:
@@ -92,18 +102,53 @@ check_out() {
   grep -q 'steps.tsv$' "$tmp/listing" || { echo "FAIL: the archive has no steps.tsv"; return 1; }
 }
 check_out "$tmp/out" || exit 1
-for want in suite/runs/single-resnet50.json suite/logs/single-resnet50.log test_cuda_parity.log \
-            suite/suite.json suite/report.html; do
+for want in suite/vs-pytorch/runs/single-resnet50.json suite/vs-pytorch/logs/single-resnet50.log \
+            suite/rest/runs/single-resnet50-files.json test_cuda_parity.log console.log \
+            suite/{ddp-dp,vs-pytorch,rest}/suite.json suite/{ddp-dp,vs-pytorch,rest}/report.html; do
   grep -q "$want\$" "$tmp/listing" || { echo "FAIL: gpu_check.tgz has no $want"; exit 1; }
+done
+# The JPEGs of single-resnet50-files stay out: their recipe in suite.json is enough.
+if grep -E '/suite/[^/]+/data/.|\.(jpe?g|JPE?G)$' "$tmp/listing"; then
+  echo "FAIL: gpu_check.tgz holds the files above of a suite's data/ folder"
+  exit 1
+fi
+console=$(tar -xOzf "$tmp/out/gpu_check.tgz" work/console.log)
+for want in '== libraries' '  needs libcudart' 'mpirun: .*Open MPI' '-- test_cuda_parity: FAIL'; do
+  grep -qE -- "$want" <<<"$console" || { echo "FAIL: console.log lacks '$want'"; exit 1; }
 done
 for step in test_cuda_parity gemm bn-bench; do
   grep -q "^== $step: " "$tmp/out/failures.txt" ||
     { echo "FAIL: failures.txt has no section for $step"; exit 1; }
 done
+parity=$(awk '/^== test_cuda_parity: /,/^$/' "$tmp/out/failures.txt")
+for want in '^-- first failing test \(SKIPPED\):$' '^\[ RUN      \] CudaParity\.' \
+            '^\[  SKIPPED \] CudaParity\.' '^-- first CUDA/cuDNN/NCCL error: .*cudaError'; do
+  grep -qE -- "$want" <<<"$parity" || { echo "FAIL: failures.txt's test_cuda_parity lacks '$want'"; exit 1; }
+done
 screen=$(tail -c 12000 "$tmp/check.log")
 for want in '== steps' 'step +status' 'test_cuda_parity +FAIL' '== failures' '== bn-bench: ' \
-            'performance targets'; do
+            'performance targets' '== follow-up: '; do
   grep -qE -- "$want" <<<"$screen" || { echo "FAIL: the last screen lacks '$want'"; exit 1; }
+done
+# The follow-up call: this script, the same bundle, --only every step that failed.
+again=$(grep -A 1 '^== follow-up: ' <<<"$screen" | tail -n 1)
+[[ "$again" == "$root/scripts/gpu_check.sh --prebuilt $tmp/gpu-bundle.tar.gz --only "* ]] ||
+  { echo "FAIL: the follow-up command is '$again'"; exit 1; }
+for step in $(awk -F'\t' '$2 == "FAIL" && $1 !~ /^suite:/ {print $1}' "$tmp/work/steps.tsv"); do
+  [[ ",${again##* --only }," == *",$step,"* ]] || { echo "FAIL: the follow-up omits $step: $again"; exit 1; }
+done
+# Note [GPU check order]: each of these steps' lines comes after the one before it.
+prev=0
+for step in test_cuda_parity test_process_group_nccl dp-mlp-small ddp-nccl-mlp-small \
+            single-gpt2-small single-resnet50 pytorch pytorch-resnet50 gemm single-resnet50-files \
+            bn-bench collectives racecheck; do
+  at=$(awk -F'\t' -v s="$step" '$1 == s {print NR; exit}' "$tmp/work/steps.tsv")
+  if (( ${at:-0} <= prev )); then
+    cut -f1 "$tmp/work/steps.tsv"
+    echo "FAIL: $step is not where Note [GPU check order] puts it"
+    exit 1
+  fi
+  prev=$at
 done
 
 # An early stop: --prebuilt on a folder that is no bundle.
@@ -134,7 +179,7 @@ first_run_ok() {
   python3 -c 'import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
 sys.exit(0 if any(r["id"] == "single-mlp-small" and r.get("status") == "ok" for r in runs) else 1)' \
-    "$tmp/work-term/suite/suite.json" 2>/dev/null
+    "$tmp/work-term/suite/ddp-dp/suite.json" 2>/dev/null
 }
 for _ in $(seq 1 600); do
   first_run_ok && break
@@ -153,5 +198,40 @@ if [[ -n $(step_status "$tmp/out-term/gpu_check.json" test_cuda_parity) ]]; then
   echo "FAIL: --only 'single-*' ran test_cuda_parity"
   exit 1
 fi
-echo "gpu_check selftest: evidence checks passed (four files after a full run, an early stop and SIGTERM)"
+
+# A SIGKILL of the whole check (the device tool's kill at the call's limit): no trap runs, so
+# OUT holds what the refresh after each step left. The check runs in a process group of its
+# own (setsid), which the kill takes whole.
+# The processes such a kill leaves (each step runs in a session of its own) by their
+# environment: GPU_CHECK_WORK names the killed check's folder, and only its processes have it.
+kill_leftovers() {
+  local p
+  for p in /proc/[0-9]*; do
+    grep -qxzF "GPU_CHECK_WORK=$1" "$p/environ" 2>/dev/null && kill -KILL "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+GPU_CHECK_SELFTEST=1 OUT="$tmp/out-kill" TMPDIR="$tmp" GPU_CHECK_WORK="$tmp/work-kill" \
+  setsid "$root/scripts/gpu_check.sh" --prebuilt "$tmp/gpu-bundle.tar.gz" \
+  --only 'test_cuda_parity,single-resnet50' > "$tmp/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do  # test_cuda_parity's line in OUT: the suite of single-resnet50 is next
+  [[ $(step_status "$tmp/out-kill/gpu_check.json" test_cuda_parity 2>/dev/null) == FAIL ]] && break
+  sleep 0.1
+done
+{ kill -KILL -- "-$pid"; wait "$pid"; } 2>/dev/null || true  # without bash's "Killed" notice
+kill_leftovers "$tmp/work-kill"
+sleep 0.5
+kill_leftovers "$tmp/work-kill"
+names=$(cd "$tmp/out-kill" && find . -mindepth 1 -printf '%P ' | tr ' ' '\n' | sort | tr '\n' ' ')
+[[ "$names" == "failures.txt gpu_check.json summary.txt " ]] ||
+  { tail -20 "$tmp/kill.log"; echo "FAIL: after SIGKILL OUT holds '$names', not the 3 refreshed files"; exit 1; }
+for step in libraries device test_cuda_parity; do
+  [[ -n $(step_status "$tmp/out-kill/gpu_check.json" "$step") ]] ||
+    { echo "FAIL: after SIGKILL gpu_check.json lacks $step"; exit 1; }
+done
+grep -q -- "--only test_cuda_parity,single-resnet50\$" "$tmp/out-kill/summary.txt" ||
+  { echo "FAIL: after SIGKILL summary.txt's follow-up does not name what was left"; exit 1; }
+echo "gpu_check selftest: evidence checks passed (four files after a full run, an early stop and"\
+     "SIGTERM; three after SIGKILL)"
 

@@ -231,9 +231,19 @@ std::optional<std::string> find_mismatch(const std::map<int64_t, Progress>& prog
   return found->second;
 }
 
-// What the other ranks wait in that `behind` never issued: its next collective on a rank
-// that issued it.
-std::string waiting_text(const std::map<int64_t, Progress>& progress, int64_t behind_issued) {
+// What the other ranks wait in: the first collective that one of them did not complete. A
+// rank stopped inside #81 has issued #81, and the others, having issued #82 behind it, still
+// wait in #81 (issue 48, P30: under MPI, #82 only queued). Else `behind`'s next collective on
+// a rank that issued it.
+std::string waiting_text(const std::map<int64_t, Progress>& progress, int64_t behind,
+                         int64_t behind_issued) {
+  const nlohmann::json* first_stuck = nullptr;
+  for (const auto& [r, p] : progress) {
+    if (r == behind || p.stuck.is_null()) continue;
+    if (!first_stuck || p.stuck["seq"].get<int64_t>() < (*first_stuck)["seq"].get<int64_t>())
+      first_stuck = &p.stuck;
+  }
+  if (first_stuck) return ", while other ranks wait in " + describe(*first_stuck);
   for (const auto& [r, p] : progress) {
     const auto it = p.by_seq.find(behind_issued + 1);
     if (it != p.by_seq.end()) return ", while other ranks wait in " + describe(it->second);
@@ -303,7 +313,7 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
     if (signalled_from_outside(p) || launcher_died(p)) continue;  // said above
     d.verdicts.push_back(who(r) + " is behind: it issued collectives only up to #" +
                          std::to_string(p.issued) + where_it_stood(p) +
-                         waiting_text(progress, p.issued));
+                         waiting_text(progress, r, p.issued));
   }
 }
 

@@ -255,6 +255,20 @@ TEST(FlightDoctor, ADumpOlderThanTheLaunchIsAnEarlierJobs) {
             "f32");
 }
 
+// Issue 48, P30: rank 1 stopped inside #2; rank 0 issued #3 behind #2 (under MPI only queued)
+// and still waits in #2. The doctor named #3.
+TEST(FlightDoctor, TheOthersWaitInTheFirstCollectiveTheyDidNotComplete) {
+  DumpFolder d;
+  d.write(0, {{"reason", "timeout"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 4096, "started"),
+           entry(3, "allreduce", 256, "enqueued")});
+  d.write(1, {{"reason", "watchdog"}},
+          {entry(1, "allreduce", 64, "completed"), entry(2, "allreduce", 4096, "started")});
+  EXPECT_EQ(diagnose_flight_dir(d.str()).verdicts.front(),
+            "rank 1 is behind: it issued collectives only up to #2, while other ranks wait in #2 "
+            "allreduce, 4096 bytes f32");
+}
+
 // Note [Flight dumps across hosts]: once the dumps span hosts, the rank behind is named with
 // its host; a host name from a dump reaches the terminal as hostname characters only.
 TEST(FlightDoctor, TheRankBehindIsNamedWithItsHostAcrossHosts) {

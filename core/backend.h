@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/allocator.h"
@@ -115,6 +116,14 @@ class Backend {
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                           float lr, float beta1, float beta2, float eps, float weight_decay,
                           int64_t step) = 0;
+  // Lists of equal length; momentum_bufs is empty when momentum == 0.
+  virtual void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                              std::span<const Tensor> momentum_bufs, float lr, float momentum,
+                              float weight_decay, bool first_step) = 0;
+  virtual void adamw_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                std::span<const Tensor> m, std::span<const Tensor> v, float lr,
+                                float beta1, float beta2, float eps, float weight_decay,
+                                int64_t step) = 0;
 };
 
 // The backend for a device type. Throws UsageError for CUDA in a build without CUDA.

@@ -3,6 +3,8 @@
 #include "core/ops.h"
 
 #include <atomic>
+#include <utility>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/check.h"
@@ -429,6 +431,76 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   DDPB_CHECK(step >= 1) << "adamw_step counts steps from 1, got " << step;
   accesses("adamw_step", param.device(), {&grad}, {&param, &m, &v});
   be.adamw_step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+namespace {
+
+// What a multi-tensor step reads and writes, declared as one op (the per-tensor ops'
+// accesses() for a list).
+void list_accesses(const char* op, const Device& device, std::vector<Tensor> reads,
+                   std::vector<Tensor> writes) {
+  progress::note_op();  // Note [Step watchdog]
+  if (sanitizer::enabled()) sanitizer::on_op(current_stream(device), op, reads, writes);
+}
+
+// Every list has `params`'s length; returns the backend of the (common) device, or null for
+// an empty list.
+Backend* check_lists(const char* op, std::span<const Tensor> params,
+                     std::initializer_list<std::span<const Tensor>> others) {
+  for (const auto& list : others) {
+    DDPB_CHECK(list.size() == params.size())
+        << op << ": lists of " << params.size() << " and " << list.size() << " tensors";
+  }
+  if (params.empty()) return nullptr;
+  require_defined(params[0], op);
+  return &backend_for(params[0].device().type);
+}
+
+}  // namespace
+
+void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> momentum_bufs, float lr, float momentum,
+                    float weight_decay, bool first_step) {
+  DDPB_OP_RANGE("sgd_step_multi");
+  const bool with_momentum = momentum != 0.0f;
+  if (!with_momentum) momentum_bufs = {};  // never touched: may be empty or undefined
+  Backend* be = with_momentum ? check_lists("sgd_step_multi", params, {grads, momentum_bufs})
+                              : check_lists("sgd_step_multi", params, {grads});
+  if (be == nullptr) return;
+  std::vector<Tensor> reads, writes;
+  for (size_t i = 0; i < params.size(); ++i) {
+    same_device("sgd_step_multi", {{&params[0], F}, {&params[i], F}, {&grads[i], F}});
+    same_numel("sgd_step_multi", params[i], grads[i]);
+    reads.push_back(grads[i]);
+    writes.push_back(params[i]);
+    if (!with_momentum) continue;
+    same_device("sgd_step_multi", {{&params[i], F}, {&momentum_bufs[i], F}});
+    same_numel("sgd_step_multi", params[i], momentum_bufs[i]);
+    writes.push_back(momentum_bufs[i]);
+  }
+  list_accesses("sgd_step_multi", params[0].device(), std::move(reads), std::move(writes));
+  be->sgd_step_multi(params, grads, momentum_bufs, lr, momentum, weight_decay, first_step);
+}
+
+void adamw_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                      std::span<const Tensor> m, std::span<const Tensor> v, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int64_t step) {
+  DDPB_OP_RANGE("adamw_step_multi");
+  DDPB_CHECK(step >= 1) << "adamw_step counts steps from 1, got " << step;
+  Backend* be = check_lists("adamw_step_multi", params, {grads, m, v});
+  if (be == nullptr) return;
+  std::vector<Tensor> reads, writes;
+  for (size_t i = 0; i < params.size(); ++i) {
+    same_device("adamw_step_multi",
+                {{&params[0], F}, {&params[i], F}, {&grads[i], F}, {&m[i], F}, {&v[i], F}});
+    same_numel("adamw_step_multi", params[i], grads[i]);
+    same_numel("adamw_step_multi", params[i], m[i]);
+    same_numel("adamw_step_multi", params[i], v[i]);
+    reads.push_back(grads[i]);
+    writes.insert(writes.end(), {params[i], m[i], v[i]});
+  }
+  list_accesses("adamw_step_multi", params[0].device(), std::move(reads), std::move(writes));
+  be->adamw_step_multi(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step);
 }
 
 }  // namespace ddpb::ops

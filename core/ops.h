@@ -10,6 +10,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "base/named_enum.h"
@@ -235,5 +236,18 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 // param -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps). step counts from 1.
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, float lr,
                 float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+// The same steps over lists of tensors (a whole model's parameters): entry i updates
+// params[i] with grads[i] and its state exactly as the per-tensor op would, bit for bit on
+// either device, but CUDA runs the list in a few launches instead of one per tensor
+// (Note [Multi-tensor apply], core/cuda/cuda_optim.cu). All tensors on one device; the lists
+// have one length (momentum_bufs may also be empty when momentum == 0); entries must not
+// share memory.
+void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> momentum_bufs, float lr, float momentum,
+                    float weight_decay, bool first_step);
+void adamw_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                      std::span<const Tensor> m, std::span<const Tensor> v, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int64_t step);
 
 }  // namespace ddpb::ops

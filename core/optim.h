@@ -1,6 +1,7 @@
 // Optimizers that run on the parameters' device, with PyTorch's update formulas (see
 // ops::sgd_step and ops::adamw_step). State is created lazily on the parameter's device.
-// A parameter without a gradient this step is skipped, as in PyTorch.
+// A parameter without a gradient this step is skipped, as in PyTorch. step() updates all
+// parameters with one multi-tensor op (Note [Optimizer steps over lists] in optim.cpp).
 #pragma once
 
 #include <memory>

@@ -1,16 +1,23 @@
-// CUDA batch-norm micro-benchmark: the four batch-norm kernels of a training step at
+// CUDA batch-norm micro-benchmark: batch normalisation as a training step runs it, at
 // ResNet-50's shapes (64 images per GPU, torchvision's v1.5 layout), NCHW and NHWC, against
 // the device's copy bandwidth.
 //
 // Per shape and layout, CUDA-event timed on one stream, median of --iters samples:
+//   forward           fn::batch_norm in training mode, the step's forward: stats, gather_stats
+//                     (running statistics updated), elemt, and the step's allocations
+//   backward          its BatchNormBackward node's apply(dy), the step's backward:
+//                     backward_reduce, the weight and bias gradients, backward_elemt
+// and the four ops inside them on their own (forward and backward are their sums, plus
+// gather_stats, two small copies and the host work of the ops and the autograd node):
 //   stats             ops::batch_norm_stats (two reads of x: the mean, then the variance)
-//   elemt             ops::batch_norm_elemt (read x, write y)
+//   elemt             ops::batch_norm_elemt (read x, write y; Note [Batch-norm element-wise
+//                     kernels], core/cuda/cuda_norm_pool.cu)
 //   backward_reduce   ops::batch_norm_backward_reduce (read dy and x)
 //   backward_elemt    ops::batch_norm_backward_elemt (read dy and x, write dx)
 //   copy              cudaMemcpyAsync of x, device to device (read and write): the yardstick
-// GB/s counts the bytes each kernel must move at least (above); "of copy" is that over the
-// copy's GB/s. A per-channel reduction far below the copy means idle SMs or uncoalesced
-// loads (Note [Batch-norm channel reductions], core/cuda/cuda_norm_pool.cu).
+// GB/s counts the bytes each must move at least (forward 4 passes over x's size, backward
+// 5); "of copy" is that over the copy's GB/s. A per-channel reduction far below the copy
+// means idle SMs or uncoalesced loads (Note [Batch-norm channel reductions]).
 //
 // Output: a table on stdout; --json FILE writes the same rows. Exit codes: 0 success; 1 no
 // CUDA device or a runtime error; 2 bad flag.
@@ -28,10 +35,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/measure/stats.h"
+#include "core/autograd.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
 #include "core/device.h"
+#include "core/functional.h"
 #include "core/ops.h"
 #include "core/system_info.h"
 #include "core/tensor.h"
@@ -133,7 +142,25 @@ Tensor filled(const ddpb::Shape& shape, const Device& device, uint64_t seed, flo
   return Tensor::from_floats(v, shape, device);
 }
 
-// One shape in one layout: the four kernels and the copy.
+// The step's batch norm of x (fn::batch_norm, training mode), for the forward and backward rows.
+struct StepBatchNorm {
+  ddpb::autograd::Var x, weight, bias;
+  ddpb::fn::BatchNormBuffers buffers;
+  ddpb::fn::BatchNormOptions options;
+  StepBatchNorm(const Tensor& xt, const Tensor& w, const Tensor& b)
+      : x(xt, true), weight(w, true), bias(b, true) {
+    const Device& d = xt.device();
+    const int64_t c = w.numel();
+    buffers = {Tensor::zeros({c}, DType::F32, d),
+               Tensor::from_floats(std::vector<float>(static_cast<size_t>(c), 1.0f), {c}, d),
+               Tensor::zeros({}, DType::I64, d)};
+  }
+  ddpb::autograd::Var forward() const {
+    return ddpb::fn::batch_norm(x, weight, bias, buffers, options);
+  }
+};
+
+// One shape in one layout: the step's forward and backward, the four ops and the copy.
 nlohmann::json measure(const BnShape& s, ImageLayout layout, const Device& device,
                        cudaStream_t stream, const Options& opt) {
   const bool nhwc = layout == ImageLayout::NHWC;
@@ -154,7 +181,12 @@ nlohmann::json measure(const BnShape& s, ImageLayout layout, const Device& devic
     double bytes_moved;
     std::function<void()> run;
   };
+  ddpb::ops::set_image_layout(layout);  // fn::batch_norm takes the run's layout
+  const StepBatchNorm step(x, w, b);
+  const ddpb::autograd::Var out = step.forward();  // its node is the backward to time
   const std::vector<Kernel> kernels = {
+      {"forward", 4 * bytes, [&] { step.forward(); }},
+      {"backward", 5 * bytes, [&] { out.grad_fn()->apply(dy); }},
       {"stats", 2 * bytes, [&] { ddpb::ops::batch_norm_stats(x, stats, layout); }},
       {"elemt", 2 * bytes, [&] { ddpb::ops::batch_norm_elemt(x, mean, var, w, b, y, layout); }},
       {"backward_reduce", 2 * bytes,
@@ -183,13 +215,14 @@ void print_rows(const nlohmann::json& rows) {
       "batch norm at resnet50's shapes, %lld images: median ms (GB/s as a fraction of "
       "the copy's)\n",
       static_cast<long long>(kImages));
-  std::printf("%-5s %5s %4s %9s  %-16s %-16s %-16s %-16s\n", "", "C", "HW", "copy GB/s", "stats",
-              "elemt", "backward_reduce", "backward_elemt");
+  std::printf("%-5s %5s %4s %9s  %-16s %-16s %-16s %-16s %-16s %-16s\n", "", "C", "HW", "copy GB/s",
+              "forward", "backward", "stats", "elemt", "backward_reduce", "backward_elemt");
   for (const auto& r : rows) {
     std::printf("%-5s %5lld %4lld %9.0f ", r["layout"].get<std::string>().c_str(),
                 static_cast<long long>(r["channels"].get<int64_t>()),
                 static_cast<long long>(r["side"].get<int64_t>()), r["copy_gb_per_s"].get<double>());
-    for (const char* k : {"stats", "elemt", "backward_reduce", "backward_elemt"}) {
+    for (const char* k :
+         {"forward", "backward", "stats", "elemt", "backward_reduce", "backward_elemt"}) {
       std::printf(" %7.3f (%4.2f) ", r[k]["ms"].get<double>(), r[k]["of_copy"].get<double>());
     }
     std::printf("\n");

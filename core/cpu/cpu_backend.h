@@ -111,6 +111,12 @@ class CpuBackend final : public Backend {
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   float lr, float beta1, float beta2, float eps, float weight_decay,
                   int64_t step) override;
+  void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                      std::span<const Tensor> momentum_bufs, float lr, float momentum,
+                      float weight_decay, bool first_step) override;
+  void adamw_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                        std::span<const Tensor> m, std::span<const Tensor> v, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, int64_t step) override;
 };
 
 // Runs `fn` on the current stream of `device`: now for an Inline stream, queued for an

@@ -543,4 +543,24 @@ void CpuBackend::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   });
 }
 
+// The list steps run the per-tensor steps in order: the same code, so the same bits (a CPU
+// launch costs nothing worth batching).
+void CpuBackend::sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                std::span<const Tensor> momentum_bufs, float lr, float momentum,
+                                float weight_decay, bool first_step) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    sgd_step(params[i], grads[i], momentum_bufs.empty() ? Tensor() : momentum_bufs[i], lr, momentum,
+             weight_decay, first_step);
+  }
+}
+
+void CpuBackend::adamw_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                  std::span<const Tensor> m, std::span<const Tensor> v, float lr,
+                                  float beta1, float beta2, float eps, float weight_decay,
+                                  int64_t step) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    adamw_step(params[i], grads[i], m[i], v[i], lr, beta1, beta2, eps, weight_decay, step);
+  }
+}
+
 }  // namespace ddpb::cpu

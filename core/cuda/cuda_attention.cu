@@ -26,36 +26,29 @@ struct HeadShape {
 };
 
 // [B,T,P,H,D] -> [P,B,H,T,D]. Indexed by the output, so writes are coalesced; reads are
-// contiguous along D.
+// contiguous along D. The output coordinates are walked (Note [Incremental index walks]):
+// digits (d, t, h, b, p).
 __global__ void split_heads_kernel(const float* in, float* out, HeadShape s) {
   const int64_t total = s.parts * s.batch * s.heads * s.seq * s.head_dim;
-  for (int64_t i = global_thread_index(); i < total; i += global_thread_count()) {
-    int64_t r = i;
-    const int64_t d = r % s.head_dim;
-    r /= s.head_dim;
-    const int64_t t = r % s.seq;
-    r /= s.seq;
-    const int64_t h = r % s.heads;
-    r /= s.heads;
-    const int64_t b = r % s.batch;
-    const int64_t p = r / s.batch;
+  const int64_t radix[4] = {s.head_dim, s.seq, s.heads, s.batch};
+  int64_t i = global_thread_index();
+  IndexWalk<5> at;
+  at.start(i, global_thread_count(), radix);
+  for (; i < total; i += global_thread_count(), at.advance(radix)) {
+    const int64_t d = at.d[0], t = at.d[1], h = at.d[2], b = at.d[3], p = at.d[4];
     out[i] = in[(((b * s.seq + t) * s.parts + p) * s.heads + h) * s.head_dim + d];
   }
 }
 
-// [P,B,H,T,D] -> [B,T,P,H,D], indexed by the output.
+// [P,B,H,T,D] -> [B,T,P,H,D], indexed by the output: digits (d, h, p, t, b), walked.
 __global__ void merge_heads_kernel(const float* in, float* out, HeadShape s) {
   const int64_t total = s.parts * s.batch * s.heads * s.seq * s.head_dim;
-  for (int64_t i = global_thread_index(); i < total; i += global_thread_count()) {
-    int64_t r = i;
-    const int64_t d = r % s.head_dim;
-    r /= s.head_dim;
-    const int64_t h = r % s.heads;
-    r /= s.heads;
-    const int64_t p = r % s.parts;
-    r /= s.parts;
-    const int64_t t = r % s.seq;
-    const int64_t b = r / s.seq;
+  const int64_t radix[4] = {s.head_dim, s.heads, s.parts, s.seq};
+  int64_t i = global_thread_index();
+  IndexWalk<5> at;
+  at.start(i, global_thread_count(), radix);
+  for (; i < total; i += global_thread_count(), at.advance(radix)) {
+    const int64_t d = at.d[0], h = at.d[1], p = at.d[2], t = at.d[3], b = at.d[4];
     out[i] = in[(((p * s.batch + b) * s.heads + h) * s.seq + t) * s.head_dim + d];
   }
 }

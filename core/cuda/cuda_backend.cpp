@@ -438,6 +438,32 @@ class CudaBackend final : public Backend {
     launch_adamw_step(f32(param), f32(grad), f32(m), f32(v), param.numel(), lr, beta1, beta2, eps,
                       weight_decay, step, op.stream());
   }
+  // Note [Multi-tensor apply] (cuda_optim.cu): the whole list in a few launches.
+  void sgd_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                      std::span<const Tensor> momentum_bufs, float lr, float momentum,
+                      float weight_decay, bool first_step) override {
+    if (params.empty()) return;
+    OpScope op(params[0]);
+    std::vector<SgdTensors> list;
+    list.reserve(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      list.push_back({f32(params[i]), f32(grads[i]),
+                      momentum_bufs.empty() ? nullptr : f32(momentum_bufs[i]), params[i].numel()});
+    }
+    launch_sgd_step_multi(list, lr, momentum, weight_decay, first_step, op.stream());
+  }
+  void adamw_step_multi(std::span<const Tensor> params, std::span<const Tensor> grads,
+                        std::span<const Tensor> m, std::span<const Tensor> v, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, int64_t step) override {
+    if (params.empty()) return;
+    OpScope op(params[0]);
+    std::vector<AdamwTensors> list;
+    list.reserve(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      list.push_back({f32(params[i]), f32(grads[i]), f32(m[i]), f32(v[i]), params[i].numel()});
+    }
+    launch_adamw_step_multi(list, lr, beta1, beta2, eps, weight_decay, step, op.stream());
+  }
 
  private:
   // Note [Peer copies]

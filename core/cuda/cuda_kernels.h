@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 
 #include "core/cuda/cuda_gemm.h"
 #include "core/dtype.h"
@@ -119,6 +120,24 @@ void launch_sgd_step(float* param, const float* grad, float* momentum_buf, int64
 void launch_adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                        float beta1, float beta2, float eps, float weight_decay, int64_t step,
                        cudaStream_t stream);
+// The same steps over a list of tensors in a few launches (Note [Multi-tensor apply] in
+// cuda_optim.cu), bit-identical to launch_sgd_step / launch_adamw_step on each entry.
+struct SgdTensors {
+  float* param;
+  const float* grad;
+  float* momentum_buf;  // may be null when momentum == 0
+  int64_t n;
+};
+void launch_sgd_step_multi(std::span<const SgdTensors> list, float lr, float momentum,
+                           float weight_decay, bool first_step, cudaStream_t stream);
+struct AdamwTensors {
+  float* param;
+  const float* grad;
+  float *m, *v;
+  int64_t n;
+};
+void launch_adamw_step_multi(std::span<const AdamwTensors> list, float lr, float beta1, float beta2,
+                             float eps, float weight_decay, int64_t step, cudaStream_t stream);
 
 // ---- cuda_norm_pool.cu -----------------------------------------------------------------
 // Batch normalisation in core/ops.h's decomposition, and pooling, in either image layout.

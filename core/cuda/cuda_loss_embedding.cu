@@ -36,15 +36,19 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t*
 }
 
 // dlogits = (probs - onehot(target)) * dloss / rows; dloss is read on the device, so the
-// backward pass never waits for the host.
+// backward pass never waits for the host. This and the embedding kernels walk (row, column)
+// (Note [Incremental index walks]) rather than divide by the row length per element.
 __global__ void cross_entropy_backward_kernel(const float* dloss, const float* probs,
                                               const int32_t* targets, float* dlogits, int64_t rows,
                                               int64_t vocab) {
   const float scale = dloss[0] / static_cast<float>(rows);
   const int64_t n = rows * vocab;
-  for (int64_t i = global_thread_index(); i < n; i += global_thread_count()) {
-    const int64_t row = i / vocab;
-    const int64_t col = i - row * vocab;
+  const int64_t radix[1] = {vocab};
+  int64_t i = global_thread_index();
+  IndexWalk<2> at;
+  at.start(i, global_thread_count(), radix);
+  for (; i < n; i += global_thread_count(), at.advance(radix)) {
+    const int64_t row = at.d[1], col = at.d[0];
     const float onehot = targets[row] == col ? 1.0f : 0.0f;
     dlogits[i] = (probs[i] - onehot) * scale;
   }
@@ -53,9 +57,12 @@ __global__ void cross_entropy_backward_kernel(const float* dloss, const float* p
 __global__ void embedding_forward_kernel(const int32_t* ids, const float* table, float* out,
                                          int64_t n, int64_t vocab, int64_t channels) {
   const int64_t total = n * channels;
-  for (int64_t i = global_thread_index(); i < total; i += global_thread_count()) {
-    const int64_t row = i / channels;
-    const int64_t c = i - row * channels;
+  const int64_t radix[1] = {channels};
+  int64_t i = global_thread_index();
+  IndexWalk<2> at;
+  at.start(i, global_thread_count(), radix);
+  for (; i < total; i += global_thread_count(), at.advance(radix)) {
+    const int64_t row = at.d[1], c = at.d[0];
     const int32_t id = ids[row];
     out[i] = (id >= 0 && id < vocab) ? table[id * channels + c] : NAN;
   }
@@ -66,9 +73,12 @@ __global__ void embedding_forward_kernel(const int32_t* ids, const float* table,
 __global__ void embedding_backward_kernel(const float* dout, const int32_t* ids, float* dtable,
                                           int64_t n, int64_t vocab, int64_t channels) {
   const int64_t total = n * channels;
-  for (int64_t i = global_thread_index(); i < total; i += global_thread_count()) {
-    const int64_t row = i / channels;
-    const int64_t c = i - row * channels;
+  const int64_t radix[1] = {channels};
+  int64_t i = global_thread_index();
+  IndexWalk<2> at;
+  at.start(i, global_thread_count(), radix);
+  for (; i < total; i += global_thread_count(), at.advance(radix)) {
+    const int64_t row = at.d[1], c = at.d[0];
     const int32_t id = ids[row];
     if (id >= 0 && id < vocab) atomicAdd(&dtable[id * channels + c], dout[i]);
   }

@@ -12,7 +12,8 @@
 //    block, every row read coalesced, chunks of rows across blocks, then the chunks in order;
 //  - NCHW gives each (channel, chunk) a block that reads contiguous runs of one image plane,
 //    and the chunk partials are added in chunk order by the same finish kernel.
-// The index walk is incremental (one divide per thread), not a 64-bit divide per value.
+// The index walk is incremental (one divide per thread), not a 64-bit divide per value; so is
+// every other kernel's here (Note [Incremental index walks] in cuda_common.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,10 +39,24 @@ struct Img {
   __device__ __forceinline__ int64_t at(int64_t i, int64_t ch, int64_t j) const {
     return nhwc ? (i * hw + j) * c + ch : (i * c + ch) * hw + j;
   }
-  // The channel of flat element e.
-  __device__ __forceinline__ int64_t channel(int64_t e) const {
-    return nhwc ? e % c : (e / hw) % c;
+};
+
+// The coordinates (image, channel, position) of the flat elements e, e + stride, ... of an
+// image batch in either layout, walked without a divide per element (Note [Incremental index
+// walks], cuda_common.cuh): the digits are (position, channel, image) in NCHW and (channel,
+// position, image) in NHWC. The batch must not be empty (no zero radix).
+struct ImageCoords {
+  int64_t radix[2];
+  bool nhwc;
+  IndexWalk<3> walk;
+  __device__ __forceinline__ ImageCoords(const Img& s, int64_t e, int64_t stride)
+      : radix{s.nhwc ? s.c : s.hw, s.nhwc ? s.hw : s.c}, nhwc(s.nhwc) {
+    walk.start(e, stride, radix);
   }
+  __device__ __forceinline__ void advance() { walk.advance(radix); }
+  __device__ __forceinline__ int64_t image() const { return walk.d[2]; }
+  __device__ __forceinline__ int64_t channel() const { return nhwc ? walk.d[0] : walk.d[1]; }
+  __device__ __forceinline__ int64_t position() const { return nhwc ? walk.d[1] : walk.d[0]; }
 };
 
 // ---- Per-channel reductions (Note [Batch-norm channel reductions]) --------------------
@@ -218,51 +233,109 @@ __global__ void bn_gather_stats_kernel(const float* stats, int64_t groups, int64
   }
 }
 
-__global__ void bn_elemt_kernel(const float* x, const float* mean, const float* invstd,
-                                const float* weight, const float* bias, float* y, Img s) {
+// Note [Batch-norm element-wise kernels]
+// elemt and backward_elemt read and write every element once, with per-channel factors: the
+// step's largest memory streams after the convolutions. The channel is walked (ImageCoords),
+// not divided for, and where four consecutive elements share a layout-fixed pattern of
+// channels they move as float4s (Note [Vectorised element-wise kernels]):
+//  - NCHW with hw % 4 == 0: an aligned group of 4 lies in one plane, so one channel;
+//  - NHWC with c % 4 == 0: an aligned group of 4 is channels ch..ch+3 of one position.
+// Everything else (7x7 NCHW planes, unaligned views) takes the scalar path. Both paths
+// compute each element with the same functor, so they agree bit for bit.
+//
+// Fn: __device__ float operator()(const float* v, int64_t ch) const, v[k] the element of
+// input k; fn.prepared() is the functor a thread uses (reading device-side scalars once).
+template <int kIn, bool kVec, typename Fn>
+__global__ void channel_map_kernel(Img s, MapArgs<kIn> a, Fn fn_arg) {
+  const Fn fn = fn_arg.prepared();
+  constexpr int kWidth = kVec ? 4 : 1;
   const int64_t total = s.n * s.c * s.hw;
-  for (int64_t i = global_thread_index(); i < total; i += global_thread_count()) {
-    const int64_t ch = s.channel(i);
-    const float a = invstd[ch] * weight[ch];
-    y[i] = (x[i] - mean[ch]) * a + bias[ch];
+  const int64_t stride = global_thread_count() * kWidth;
+  int64_t e = global_thread_index() * kWidth;
+  for (ImageCoords at(s, e, stride); e < total; e += stride, at.advance()) {
+    const int64_t ch = at.channel();
+    float v[MapArgs<kIn>::kSlots];
+    if constexpr (kVec) {
+      float4 in[MapArgs<kIn>::kSlots];
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) in[k] = *reinterpret_cast<const float4*>(a.in[k] + e);
+      float4 out;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int k = 0; k < kIn; ++k) v[k] = lane(in[k], j);
+        lane(out, j) = fn(v, s.nhwc ? ch + j : ch);
+      }
+      *reinterpret_cast<float4*>(a.out + e) = out;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) v[k] = a.in[k][e];
+      a.out[e] = fn(v, ch);
+    }
   }
 }
 
-__global__ void bn_backward_elemt_kernel(const float* dy, const float* x, const float* mean,
-                                         const float* invstd, const float* weight,
-                                         const float* sums, const float* count, float* dx, Img s) {
-  const float m = *count;
-  const int64_t total = s.n * s.c * s.hw;
-  for (int64_t i = global_thread_index(); i < total; i += global_thread_count()) {
-    const int64_t ch = s.channel(i);
-    const float is = invstd[ch];
-    const float xhat = (x[i] - mean[ch]) * is;
-    dx[i] = weight[ch] * is * (dy[i] - sums[ch] / m - xhat * sums[s.c + ch] / m);
+// y = (x - mean) * invstd * weight + bias; input x.
+struct BnElemtFn {
+  const float *mean, *invstd, *weight, *bias;
+  __device__ BnElemtFn prepared() const { return *this; }
+  __device__ float operator()(const float* v, int64_t ch) const {
+    const float a = invstd[ch] * weight[ch];
+    return (v[0] - mean[ch]) * a + bias[ch];
   }
-}
+};
+
+// dx = weight * invstd * (dy - sum_dy / m - xhat * sum_dy_xhat / m); inputs dy, x.
+struct BnBackwardElemtFn {
+  const float *mean, *invstd, *weight, *sums, *count;
+  int64_t c;
+  float m = 0.0f;  // *count, read once per thread by prepared()
+  __device__ BnBackwardElemtFn prepared() const {
+    BnBackwardElemtFn f = *this;
+    f.m = *count;
+    return f;
+  }
+  __device__ float operator()(const float* v, int64_t ch) const {
+    const float is = invstd[ch];
+    const float xhat = (v[1] - mean[ch]) * is;
+    return weight[ch] * is * (v[0] - sums[ch] / m - xhat * sums[c + ch] / m);
+  }
+};
 
 struct PoolShape {
   int64_t n, c, h, w, ph, pw, kernel, stride, padding;
   bool nhwc;
-  // Flat element e of an [n, c, rows, cols] batch in this layout, as (image, channel, y, x).
-  __device__ __forceinline__ void decode(int64_t e, int64_t rows, int64_t cols, int64_t& i,
-                                         int64_t& ch, int64_t& y, int64_t& x) const {
-    if (nhwc) {
-      ch = e % c, x = (e / c) % cols, y = (e / (c * cols)) % rows, i = e / (c * cols * rows);
-    } else {
-      x = e % cols, y = (e / cols) % rows, ch = (e / (cols * rows)) % c, i = e / (cols * rows * c);
-    }
-  }
   __device__ __forceinline__ int64_t at(int64_t i, int64_t ch, int64_t pos, int64_t plane) const {
     return nhwc ? (i * plane + pos) * c + ch : (i * c + ch) * plane + pos;
   }
 };
 
+// The coordinates (image, channel, y, x) of the flat elements e, e + stride, ... of an
+// [n, c, rows, cols] batch in the pool's layout, walked (Note [Incremental index walks]):
+// digits (x, y, channel, image) in NCHW and (channel, x, y, image) in NHWC. Not for an empty
+// batch.
+struct PoolCoords {
+  int64_t radix[3];
+  bool nhwc;
+  IndexWalk<4> walk;
+  __device__ __forceinline__ PoolCoords(const PoolShape& s, int64_t rows, int64_t cols, int64_t e,
+                                        int64_t stride)
+      : radix{s.nhwc ? s.c : cols, s.nhwc ? cols : rows, s.nhwc ? rows : s.c}, nhwc(s.nhwc) {
+    walk.start(e, stride, radix);
+  }
+  __device__ __forceinline__ void advance() { walk.advance(radix); }
+  __device__ __forceinline__ int64_t image() const { return walk.d[3]; }
+  __device__ __forceinline__ int64_t channel() const { return nhwc ? walk.d[0] : walk.d[2]; }
+  __device__ __forceinline__ int64_t y() const { return nhwc ? walk.d[2] : walk.d[1]; }
+  __device__ __forceinline__ int64_t x() const { return nhwc ? walk.d[1] : walk.d[0]; }
+};
+
 __global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* indices, PoolShape s) {
   const int64_t total = s.n * s.c * s.ph * s.pw;
-  for (int64_t o = global_thread_index(); o < total; o += global_thread_count()) {
-    int64_t i, ch, oy, ox;
-    s.decode(o, s.ph, s.pw, i, ch, oy, ox);
+  int64_t o = global_thread_index();
+  for (PoolCoords at(s, s.ph, s.pw, o, global_thread_count()); o < total;
+       o += global_thread_count(), at.advance()) {
+    const int64_t i = at.image(), ch = at.channel(), oy = at.y(), ox = at.x();
     const int64_t y0 = max(oy * s.stride - s.padding, int64_t{0});
     const int64_t y1 = min(oy * s.stride - s.padding + s.kernel, s.h);
     const int64_t x0 = max(ox * s.stride - s.padding, int64_t{0});
@@ -283,22 +356,38 @@ __global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* indic
   }
 }
 
+// The windows oy with oy*stride - padding <= yy < oy*stride - padding + kernel, clipped to
+// [0, last]: [first, end). 32-bit divides (the launcher checks that every term fits), cheaper
+// than 64-bit ones; a negative numerator truncates to a quotient <= 0, clipped to 0 either way.
+struct WindowRange {
+  int32_t first, end;
+};
+__device__ __forceinline__ WindowRange covering_windows(int32_t pos, int32_t kernel, int32_t stride,
+                                                        int32_t padding, int32_t count) {
+  const int32_t first = max((pos + padding - kernel + stride) / stride, 0);
+  const int32_t last = min((pos + padding) / stride, count - 1);
+  return {first, last + 1};
+}
+
 // Input position (yy, xx) sums the dy of every window that covers it and chose it.
 __global__ void max_pool_backward_kernel(const float* dy, const int32_t* indices, float* dx,
                                          PoolShape s) {
   const int64_t total = s.n * s.c * s.h * s.w;
-  for (int64_t e = global_thread_index(); e < total; e += global_thread_count()) {
-    int64_t i, ch, yy, xx;
-    s.decode(e, s.h, s.w, i, ch, yy, xx);
-    // Windows oy with oy*stride - padding <= yy < oy*stride - padding + kernel.
-    const int64_t oy0 = max((yy + s.padding - s.kernel + s.stride) / s.stride, int64_t{0});
-    const int64_t oy1 = min((yy + s.padding) / s.stride, s.ph - 1);
-    const int64_t ox0 = max((xx + s.padding - s.kernel + s.stride) / s.stride, int64_t{0});
-    const int64_t ox1 = min((xx + s.padding) / s.stride, s.pw - 1);
-    const int32_t self = static_cast<int32_t>(yy * s.w + xx);
+  const auto kernel = static_cast<int32_t>(s.kernel), stride = static_cast<int32_t>(s.stride),
+             padding = static_cast<int32_t>(s.padding);
+  int64_t e = global_thread_index();
+  for (PoolCoords at(s, s.h, s.w, e, global_thread_count()); e < total;
+       e += global_thread_count(), at.advance()) {
+    const int64_t i = at.image(), ch = at.channel();
+    const auto yy = static_cast<int32_t>(at.y()), xx = static_cast<int32_t>(at.x());
+    const WindowRange rows =
+        covering_windows(yy, kernel, stride, padding, static_cast<int32_t>(s.ph));
+    const WindowRange cols =
+        covering_windows(xx, kernel, stride, padding, static_cast<int32_t>(s.pw));
+    const int32_t self = yy * static_cast<int32_t>(s.w) + xx;
     float sum = 0.0f;
-    for (int64_t oy = oy0; oy <= oy1; ++oy) {
-      for (int64_t ox = ox0; ox <= ox1; ++ox) {
+    for (int64_t oy = rows.first; oy < rows.end; ++oy) {
+      for (int64_t ox = cols.first; ox < cols.end; ++ox) {
         const int64_t o = s.at(i, ch, oy * s.pw + ox, s.ph * s.pw);
         if (indices[o] == self) sum += dy[o];
       }
@@ -307,9 +396,14 @@ __global__ void max_pool_backward_kernel(const float* dy, const int32_t* indices
   }
 }
 
+// y[p] for the plane p = i * c + ch; the channel is walked (digits channel, image).
 __global__ void global_avg_pool_forward_kernel(const float* x, float* y, Img s) {
-  for (int64_t p = global_thread_index(); p < s.n * s.c; p += global_thread_count()) {
-    const int64_t i = p / s.c, ch = p % s.c;
+  const int64_t radix[1] = {s.c};
+  int64_t p = global_thread_index();
+  IndexWalk<2> at;
+  at.start(p, global_thread_count(), radix);
+  for (; p < s.n * s.c; p += global_thread_count(), at.advance(radix)) {
+    const int64_t i = at.d[1], ch = at.d[0];
     float sum = 0.0f;
     for (int64_t j = 0; j < s.hw; ++j) sum += x[s.at(i, ch, j)];
     y[p] = sum / static_cast<float>(s.hw);
@@ -318,27 +412,60 @@ __global__ void global_avg_pool_forward_kernel(const float* x, float* y, Img s) 
 
 __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, Img s) {
   const int64_t total = s.n * s.c * s.hw;
-  for (int64_t e = global_thread_index(); e < total; e += global_thread_count()) {
-    const int64_t ch = s.channel(e);
-    const int64_t i = e / (s.c * s.hw);  // the image comes first in both layouts
-    dx[e] = dy[i * s.c + ch] / static_cast<float>(s.hw);
+  int64_t e = global_thread_index();
+  for (ImageCoords at(s, e, global_thread_count()); e < total;
+       e += global_thread_count(), at.advance()) {
+    dx[e] = dy[at.image() * s.c + at.channel()] / static_cast<float>(s.hw);
   }
 }
 
-__global__ void nchw_to_nhwc_kernel(const float* x, float* y, Img s) {
-  const int64_t total = s.n * s.c * s.hw;
-  for (int64_t e = global_thread_index(); e < total; e += global_thread_count()) {
-    const int64_t ch = e % s.c, j = (e / s.c) % s.hw, i = e / (s.c * s.hw);
-    y[e] = x[(i * s.c + ch) * s.hw + j];  // indexed by the output: coalesced writes
+// y = x in the other layout, indexed by the output (coalesced writes): `out` describes y's
+// layout, and x is read at the same coordinates in the other one.
+__global__ void transpose_layout_kernel(const float* x, float* y, Img out) {
+  const int64_t total = out.n * out.c * out.hw;
+  const Img in{out.n, out.c, out.hw, !out.nhwc};
+  int64_t e = global_thread_index();
+  for (ImageCoords at(out, e, global_thread_count()); e < total;
+       e += global_thread_count(), at.advance()) {
+    y[e] = x[in.at(at.image(), at.channel(), at.position())];
   }
 }
 
-__global__ void nhwc_to_nchw_kernel(const float* x, float* y, Img s) {
-  const int64_t total = s.n * s.c * s.hw;
-  for (int64_t e = global_thread_index(); e < total; e += global_thread_count()) {
-    const int64_t j = e % s.hw, ch = (e / s.hw) % s.c, i = e / (s.c * s.hw);
-    y[e] = x[(i * s.hw + j) * s.c + ch];  // indexed by the output: coalesced writes
+// ============================== launch helpers =======================================
+
+// Note [Batch-norm element-wise kernels]: float4s where the layout and the pointers allow.
+template <int kIn, typename Fn>
+void launch_channel_map(const ImageExtents& e, const MapArgs<kIn>& a, const Fn& fn,
+                        cudaStream_t stream) {
+  const int64_t total = e.n * e.c * e.hw;
+  if (total == 0) return;
+  const Img s{e.n, e.c, e.hw, e.nhwc};
+  const bool groups_of_4 = e.nhwc ? e.c % 4 == 0 : e.hw % 4 == 0;
+  if (groups_of_4 && a.aligned16()) {
+    channel_map_kernel<kIn, true>
+        <<<elementwise_blocks(total / 4), kElementwiseBlock, 0, stream>>>(s, a, fn);
+  } else {
+    channel_map_kernel<kIn, false>
+        <<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(s, a, fn);
   }
+  CUDA_LAUNCH_CHECK() << "channel_map_kernel";
+}
+
+// y in the layout `out` from x in the other one.
+void launch_transpose(const float* x, float* y, const Img& out, cudaStream_t stream) {
+  const int64_t total = out.n * out.c * out.hw;
+  if (total == 0) return;
+  transpose_layout_kernel<<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(x, y, out);
+  CUDA_LAUNCH_CHECK() << "transpose_layout_kernel";
+}
+
+// The 32-bit window arithmetic of max_pool_backward_kernel (covering_windows) holds.
+void check_pool_fits_32_bits(const PoolExtents& p) {
+  DDPB_CHECK(p.h + p.padding + p.stride <= INT32_MAX && p.w + p.padding + p.stride <= INT32_MAX &&
+             p.kernel <= INT32_MAX && p.ph <= INT32_MAX && p.pw <= INT32_MAX &&
+             p.h * p.w <= INT32_MAX && p.stride >= 1)
+      << "max pooling of " << p.h << "x" << p.w << " planes (kernel " << p.kernel << ", stride "
+      << p.stride << ", padding " << p.padding << ") exceeds 32-bit positions";
 }
 
 }  // namespace
@@ -379,9 +506,7 @@ void launch_batch_norm_gather_stats(const float* stats, int64_t groups, int64_t 
 void launch_batch_norm_elemt(const float* x, const float* mean, const float* invstd,
                              const float* weight, const float* bias, float* y,
                              const ImageExtents& e, cudaStream_t stream) {
-  bn_elemt_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0, stream>>>(
-      x, mean, invstd, weight, bias, y, Img{e.n, e.c, e.hw, e.nhwc});
-  CUDA_LAUNCH_CHECK() << "bn_elemt_kernel";
+  launch_channel_map(e, MapArgs<1>{{x}, y}, BnElemtFn{mean, invstd, weight, bias}, stream);
 }
 
 int64_t batch_norm_backward_reduce_scratch_floats(const ImageExtents& e) {
@@ -403,29 +528,34 @@ void launch_batch_norm_backward_elemt(const float* dy, const float* x, const flo
                                       const float* invstd, const float* weight, const float* sums,
                                       const float* count, float* dx, const ImageExtents& e,
                                       cudaStream_t stream) {
-  bn_backward_elemt_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0, stream>>>(
-      dy, x, mean, invstd, weight, sums, count, dx, Img{e.n, e.c, e.hw, e.nhwc});
-  CUDA_LAUNCH_CHECK() << "bn_backward_elemt_kernel";
+  launch_channel_map(e, MapArgs<2>{{dy, x}, dx},
+                     BnBackwardElemtFn{mean, invstd, weight, sums, count, e.c}, stream);
 }
 
 void launch_max_pool2d_forward(const float* x, float* y, int32_t* indices, const PoolExtents& p,
                                cudaStream_t stream) {
+  const int64_t total = p.n * p.c * p.ph * p.pw;
+  if (total == 0) return;
   const PoolShape s{p.n, p.c, p.h, p.w, p.ph, p.pw, p.kernel, p.stride, p.padding, p.nhwc};
-  max_pool_forward_kernel<<<elementwise_blocks(p.n * p.c * p.ph * p.pw), kElementwiseBlock, 0,
-                            stream>>>(x, y, indices, s);
+  max_pool_forward_kernel<<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(x, y,
+                                                                                       indices, s);
   CUDA_LAUNCH_CHECK() << "max_pool_forward_kernel";
 }
 
 void launch_max_pool2d_backward(const float* dy, const int32_t* indices, float* dx,
                                 const PoolExtents& p, cudaStream_t stream) {
+  const int64_t total = p.n * p.c * p.h * p.w;
+  if (total == 0) return;
+  check_pool_fits_32_bits(p);
   const PoolShape s{p.n, p.c, p.h, p.w, p.ph, p.pw, p.kernel, p.stride, p.padding, p.nhwc};
-  max_pool_backward_kernel<<<elementwise_blocks(p.n * p.c * p.h * p.w), kElementwiseBlock, 0,
-                             stream>>>(dy, indices, dx, s);
+  max_pool_backward_kernel<<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(dy, indices,
+                                                                                        dx, s);
   CUDA_LAUNCH_CHECK() << "max_pool_backward_kernel";
 }
 
 void launch_global_avg_pool_forward(const float* x, float* y, const ImageExtents& e,
                                     cudaStream_t stream) {
+  if (e.n * e.c == 0) return;
   global_avg_pool_forward_kernel<<<elementwise_blocks(e.n * e.c), kElementwiseBlock, 0, stream>>>(
       x, y, Img{e.n, e.c, e.hw, e.nhwc});
   CUDA_LAUNCH_CHECK() << "global_avg_pool_forward_kernel";
@@ -433,21 +563,18 @@ void launch_global_avg_pool_forward(const float* x, float* y, const ImageExtents
 
 void launch_global_avg_pool_backward(const float* dy, float* dx, const ImageExtents& e,
                                      cudaStream_t stream) {
+  if (e.n * e.c * e.hw == 0) return;
   global_avg_pool_backward_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0,
                                     stream>>>(dy, dx, Img{e.n, e.c, e.hw, e.nhwc});
   CUDA_LAUNCH_CHECK() << "global_avg_pool_backward_kernel";
 }
 
 void launch_nchw_to_nhwc(const float* x, float* y, const ImageExtents& e, cudaStream_t stream) {
-  nchw_to_nhwc_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0, stream>>>(
-      x, y, Img{e.n, e.c, e.hw, true});
-  CUDA_LAUNCH_CHECK() << "nchw_to_nhwc_kernel";
+  launch_transpose(x, y, Img{e.n, e.c, e.hw, /*nhwc=*/true}, stream);
 }
 
 void launch_nhwc_to_nchw(const float* x, float* y, const ImageExtents& e, cudaStream_t stream) {
-  nhwc_to_nchw_kernel<<<elementwise_blocks(e.n * e.c * e.hw), kElementwiseBlock, 0, stream>>>(
-      x, y, Img{e.n, e.c, e.hw, false});
-  CUDA_LAUNCH_CHECK() << "nhwc_to_nchw_kernel";
+  launch_transpose(x, y, Img{e.n, e.c, e.hw, /*nhwc=*/false}, stream);
 }
 
 }  // namespace ddpb::gpu

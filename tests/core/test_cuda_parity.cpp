@@ -33,6 +33,7 @@
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cuda_stream.h"
 #include "core/device.h"
 #include "core/ops.h"
@@ -442,6 +443,83 @@ TEST_F(CudaParity, CastsRoundToNearestEvenBitForBit) {
                 {kExact});
 }
 
+// Note [Vectorised element-wise kernels] (core/cuda/cuda_elementwise.cu): float4s when every
+// pointer is 16-byte aligned, a scalar tail of n % 4, a scalar kernel otherwise. Views start
+// 0..3 floats into their buffers (16-, 4-, 8- and 4-byte aligned), alike or mixed, with
+// lengths 1..9 (no float4, a tail of each length) and 4097. The whole buffers are compared,
+// so a write past either end of a view fails too.
+struct ViewOffsets {
+  int64_t a, b, out;
+};
+
+void check_elementwise_views(const ViewOffsets& o, int64_t n) {
+  const int64_t total = n + 8;  // room for every offset, and untouched floats after the views
+  const auto a0 = uniform(total, 80, -4.0f, 4.0f);
+  const auto b0 = uniform(total, 81, -4.0f, 4.0f);
+  const auto out0 = uniform(total, 82);
+  // Runs `ops` with views a, b and a fresh output view per call of out(); returns the
+  // output buffers.
+  auto run = [&](const std::function<void(const Tensor&, const Tensor&,
+                                          const std::function<Tensor()>&)>& ops) {
+    return [&, ops](const Device& d) -> std::vector<Tensor> {
+      std::vector<Tensor> buffers;
+      auto out = [&]() {
+        buffers.push_back(floats(out0, {total}, d));
+        return buffers.back().flat_view(o.out, {n});
+      };
+      ops(floats(a0, {total}, d).flat_view(o.a, {n}), floats(b0, {total}, d).flat_view(o.b, {n}),
+          out);
+      return buffers;
+    };
+  };
+  const std::string what = "n " + std::to_string(n) + ", offsets a " + std::to_string(o.a) + " b " +
+                           std::to_string(o.b) + " out " + std::to_string(o.out) + ": ";
+  expect_parity(what + "fill, add, mul, scale, scale_copy, relu",
+                run([](const Tensor& a, const Tensor& b, const std::function<Tensor()>& out) {
+                  ops::fill(out(), 3.25f);
+                  ops::add(a, b, out());
+                  ops::mul(a, b, out());
+                  ops::scale(out(), 0.7f);
+                  ops::scale_copy(a, out(), -1.5f);
+                  ops::relu_forward(a, out());
+                  ops::relu_backward(a, b, out());
+                }),
+                {kExact});
+  expect_parity(what + "axpy",  // a fused multiply-add on the GPU: 1 ulp
+                run([](const Tensor& a, const Tensor&, const std::function<Tensor()>& out) {
+                  ops::axpy(0.3f, a, out());
+                }),
+                {{1e-7, 2e-7}});
+  expect_parity(what + "gelu forward/backward",  // tanhf ulps
+                run([](const Tensor& a, const Tensor& b, const std::function<Tensor()>& out) {
+                  ops::gelu_forward(a, out());
+                  ops::gelu_backward(a, b, out());
+                }),
+                {{1e-6, 1e-5}});
+}
+
+TEST_F(CudaParity, ElementwiseOpsAtEveryAlignmentAndLength) {
+  const std::vector<ViewOffsets> offsets = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {3, 3, 3},
+                                            {0, 1, 0}, {0, 0, 2}, {3, 0, 0}};
+  for (const ViewOffsets& o : offsets) {
+    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 4097}) check_elementwise_views(o, n);
+  }
+}
+
+// The GEMM's separate bias/activation pass walks the column instead of dividing and uses
+// float4s when cols % 4 == 0 and c and the bias are 16-byte aligned: an empty product (the
+// bias is never fused there) and activations after a product, at aligned (offset 0 or 4)
+// and unaligned views.
+TEST_F(CudaParity, GemmBiasActivationPassAtEveryAlignment) {
+  for (auto act : {ops::Activation::None, ops::Activation::ReLU, ops::Activation::GeLU}) {
+    for (int64_t offset : {0, 1, 2, 4}) {
+      check_gemm({false, false, true, act, 0.5f}, 5, 8, 0, {1e-6, 1e-5}, offset);
+      check_gemm({false, false, true, act, 0.5f}, 3, 7, 0, {1e-6, 1e-5}, offset);
+      check_gemm({false, true, true, act, 0.0f}, 33, 48, 29, {1e-4, 1e-4}, offset);
+    }
+  }
+}
+
 // ==== Reductions ========================================================================
 
 TEST_F(CudaParity, SumRows) {
@@ -771,6 +849,135 @@ TEST_F(CudaParity, MaxAndAveragePooling) {
                 {kExact, kExact, {1e-6, 1e-6}, {1e-6, 1e-5}, {1e-7, 1e-6}});
 }
 
+// Shapes where the walked indices (Note [Incremental index walks], core/cuda/cuda_common.cuh)
+// and the float4 paths of the batch-norm element-wise kernels (Note [Batch-norm element-wise
+// kernels], core/cuda/cuda_norm_pool.cu) could go wrong where a divide would not: odd channel
+// counts, planes of 49, 9 and 1 values (no float4 groups in NCHW), channel counts that are
+// no multiple of 4 (none in NHWC), views 4 bytes off alignment, and batches larger than the
+// capped grid (4096 x 256 threads, or float4s), so that every thread's walk advances and
+// carries. The per-channel inputs are given, so only the element-wise kernels are compared.
+TEST_F(CudaParity, BatchNormElementwiseAtOddShapesAndOffsets) {
+  struct Case {
+    int64_t n, c, h, offset;
+  };
+  const std::vector<Case> cases = {{3, 5, 7, 0},    {2, 8, 6, 0},   {2, 12, 3, 0},
+                                   {5, 3, 20, 0},   {4, 6, 1, 0},   {2, 8, 6, 1},
+                                   {16, 33, 45, 0}, {8, 64, 96, 0}, {8, 64, 96, 3}};
+  for (const Case& s : cases) {
+    for (const auto layout : {ops::ImageLayout::NCHW, ops::ImageLayout::NHWC}) {
+      const int64_t numel = s.n * s.c * s.h * s.h, total = numel + s.offset;
+      const Shape shape = ops::image_shape({s.n, s.c, s.h, s.h}, layout);
+      const auto x = uniform(total, 90, 1.0f, 5.0f), dy = uniform(total, 91);
+      const auto mean = uniform(s.c, 92, 2.0f, 4.0f), invstd = uniform(s.c, 93, 0.5f, 2.0f);
+      const auto w = uniform(s.c, 94, 0.5f, 1.5f), b = uniform(s.c, 95);
+      const auto sums = uniform(2 * s.c, 96, -10.0f, 10.0f);
+      const std::vector<float> count = {static_cast<float>(numel / s.c)};
+      expect_parity(
+          "batch norm elemt n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " h" +
+              std::to_string(s.h) + " offset " + std::to_string(s.offset) + " " +
+              std::string(enum_name(layout)),
+          [&](const Device& d) -> std::vector<Tensor> {
+            auto view = [&](const Tensor& buffer) { return buffer.flat_view(s.offset, shape); };
+            const Tensor xt = view(floats(x, {total}, d)), dyt = view(floats(dy, {total}, d));
+            const Tensor y = Tensor::zeros({total}, DType::F32, d);
+            const Tensor dx = Tensor::zeros({total}, DType::F32, d);
+            const Tensor tm = floats(mean, {s.c}, d), ti = floats(invstd, {s.c}, d);
+            const Tensor tw = floats(w, {s.c}, d);
+            ops::batch_norm_elemt(xt, tm, ti, tw, floats(b, {s.c}, d), view(y), layout);
+            ops::batch_norm_backward_elemt(dyt, xt, tm, ti, tw, floats(sums, {2 * s.c}, d),
+                                           floats(count, {1}, d), view(dx), layout);
+            return {y, dx};
+          },
+          {{1e-5, 1e-5}, {1e-5, 1e-4}});
+    }
+  }
+}
+
+// Pooling and the layout transposes at odd shapes in both layouts (walked coordinates, 32-bit
+// window arithmetic), including batches larger than the capped grid.
+TEST_F(CudaParity, PoolingAtOddShapesInBothLayouts) {
+  struct Case {
+    int64_t n, c, h, kernel, stride, padding;
+  };
+  const std::vector<Case> cases = {
+      {3, 5, 13, 3, 2, 1}, {2, 3, 9, 2, 2, 0}, {1, 7, 5, 3, 1, 1}, {4, 7, 200, 3, 1, 1}};
+  for (const Case& s : cases) {
+    for (const auto layout : {ops::ImageLayout::NCHW, ops::ImageLayout::NHWC}) {
+      const ops::Conv2dGeometry g{.stride = s.stride, .padding = s.padding};
+      const int64_t p = g.out_extent(s.h, s.kernel);
+      const Shape in_shape = ops::image_shape({s.n, s.c, s.h, s.h}, layout);
+      const Shape out_shape = ops::image_shape({s.n, s.c, p, p}, layout);
+      const auto x = uniform(shape_numel(in_shape), 97);
+      const auto dy = uniform(shape_numel(out_shape), 98);
+      const auto dpool = uniform(s.n * s.c, 99);
+      expect_parity("pooling n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " h" +
+                        std::to_string(s.h) + " k" + std::to_string(s.kernel) + " s" +
+                        std::to_string(s.stride) + " " + std::string(enum_name(layout)),
+                    [&](const Device& d) -> std::vector<Tensor> {
+                      Tensor xt = floats(x, in_shape, d);
+                      Tensor y = Tensor::empty(out_shape, DType::F32, d);
+                      Tensor idx = Tensor::empty(out_shape, DType::I32, d);
+                      ops::max_pool2d_forward(xt, y, idx, s.kernel, g, layout);
+                      Tensor dx = Tensor::empty(in_shape, DType::F32, d);
+                      ops::max_pool2d_backward(floats(dy, out_shape, d), idx, dx, s.kernel, g,
+                                               layout);
+                      Tensor avg = Tensor::empty({s.n, s.c}, DType::F32, d);
+                      ops::global_avg_pool_forward(xt, avg, layout);
+                      Tensor davg = Tensor::empty(in_shape, DType::F32, d);
+                      ops::global_avg_pool_backward(floats(dpool, {s.n, s.c}, d), davg, layout);
+                      std::vector<float> idx_f;
+                      for (int32_t i : idx.to(kCpu).to_ints())
+                        idx_f.push_back(static_cast<float>(i));
+                      return {y, Tensor::from_floats(idx_f, out_shape, d), dx, avg, davg};
+                    },
+                    {kExact, kExact, {1e-6, 1e-6}, {1e-5, 1e-5}, {1e-7, 1e-6}});
+    }
+  }
+  // More planes than the grid has threads: global average pooling's walk over (channel,
+  // image) carries too.
+  for (const auto layout : {ops::ImageLayout::NCHW, ops::ImageLayout::NHWC}) {
+    const int64_t n = 1100, c = 1001;
+    const Shape shape = ops::image_shape({n, c, 1, 1}, layout);
+    const auto x = uniform(n * c, 100);
+    expect_parity("global average pooling of 1x1 planes",
+                  [&](const Device& d) -> std::vector<Tensor> {
+                    Tensor avg = Tensor::empty({n, c}, DType::F32, d);
+                    ops::global_avg_pool_forward(floats(x, shape, d), avg, layout);
+                    Tensor dx = Tensor::empty(shape, DType::F32, d);
+                    ops::global_avg_pool_backward(avg, dx, layout);
+                    return {avg, dx};
+                  },
+                  {kExact});
+  }
+}
+
+TEST_F(CudaParity, LayoutTransposesAtOddShapes) {
+  struct Case {
+    int64_t n, c, h;
+  };
+  for (const Case& s :
+       std::vector<Case>{{3, 5, 7}, {2, 1, 3}, {1, 3, 1}, {5, 33, 13}, {4, 7, 200}}) {
+    const auto x = uniform(s.n * s.c * s.h * s.h, 101);
+    const std::string what = "nchw_to_nhwc n" + std::to_string(s.n) + " c" + std::to_string(s.c) +
+                             " h" + std::to_string(s.h);
+    expect_parity(what,
+                  [&](const Device& d) -> std::vector<Tensor> {
+                    Tensor y = Tensor::empty({s.n, s.h, s.h, s.c}, DType::F32, d);
+                    ops::nchw_to_nhwc(floats(x, {s.n, s.c, s.h, s.h}, d), y);
+                    return {y};
+                  },
+                  {kExact});
+    // The inverse (cuDNN's filter layouts use it; no op exposes it): back to x bit for bit.
+    Tensor nhwc = Tensor::empty({s.n, s.h, s.h, s.c}, DType::F32, kGpu);
+    ops::nchw_to_nhwc(floats(x, {s.n, s.c, s.h, s.h}, kGpu), nhwc);
+    Tensor back = Tensor::empty({s.n, s.c, s.h, s.h}, DType::F32, kGpu);
+    gpu::launch_nhwc_to_nchw(nhwc.data<float>(), back.data<float>(),
+                             {s.n, s.c, s.h * s.h, /*nhwc=*/false},
+                             gpu::current_stream_handle(kGpu));
+    EXPECT_EQ(back.to_floats(), x) << what << ", then back";
+  }
+}
+
 // ==== Embedding =========================================================================
 
 TEST_F(CudaParity, Embedding) {
@@ -1092,6 +1299,80 @@ TEST_F(CudaParity, AdamwStep) {
                   return {p, m, v};
                 },
                 {{1e-6, 1e-5}});
+}
+
+// Note [Multi-tensor apply] (core/cuda/cuda_optim.cu): the list steps against the per-tensor
+// steps on the GPU, bit for bit. The list spans several launches: more tensors than a table
+// has slots (36), a tensor of several chunks (65536 elements), one that fills a table's 320
+// chunks and goes on in the next, empty tensors, and a parameter view 4 bytes off alignment.
+std::vector<int64_t> multi_tensor_sizes() {
+  std::vector<int64_t> sizes = {1, 3, 1000, 70000, 0, 65536, 65537};
+  for (int i = 0; i < 40; ++i) sizes.push_back(7 + i);
+  sizes.push_back(320 * 65536 + 5);
+  sizes.push_back(3);
+  return sizes;
+}
+
+// Tensor i of `sizes`, on kGpu, from seed + i; with `offset`, a view that far into its buffer.
+std::vector<Tensor> gpu_tensors(const std::vector<int64_t>& sizes, uint64_t seed,
+                                int64_t offset_of_first = 0) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t offset = i == 0 ? offset_of_first : 0;
+    out.push_back(floats(uniform(sizes[i] + offset, seed + i), {sizes[i] + offset}, kGpu)
+                      .flat_view(offset, {sizes[i]}));
+  }
+  return out;
+}
+
+::testing::AssertionResult same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto x = a[i].to_floats(), y = b[i].to_floats();
+    if (x.size() != y.size() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) != 0) {
+      return ::testing::AssertionFailure()
+             << "tensor " << i << " (" << a[i].numel() << " elements) differs";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(CudaParity, SgdStepMultiIsThePerTensorStepBitForBit) {
+  const auto sizes = multi_tensor_sizes();
+  const auto grads = gpu_tensors(sizes, 1000);
+  for (float momentum : {0.0f, 0.9f}) {
+    auto p_list = gpu_tensors(sizes, 2000, 1), p_each = gpu_tensors(sizes, 2000, 1);
+    auto b_list = gpu_tensors(sizes, 3000), b_each = gpu_tensors(sizes, 3000);
+    for (bool first : {true, false}) {
+      ops::sgd_step_multi(p_list, grads, b_list, 0.1f, momentum, 0.01f, first);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        ops::sgd_step(p_each[i], grads[i], b_each[i], 0.1f, momentum, 0.01f, first);
+      }
+    }
+    EXPECT_TRUE(same_bits(p_list, p_each)) << "parameters, momentum " << momentum;
+    EXPECT_TRUE(same_bits(b_list, b_each)) << "momentum buffers, momentum " << momentum;
+  }
+}
+
+TEST_F(CudaParity, AdamwStepMultiIsThePerTensorStepBitForBit) {
+  const auto sizes = multi_tensor_sizes();
+  const auto grads = gpu_tensors(sizes, 4000);
+  auto p_list = gpu_tensors(sizes, 5000, 1), p_each = gpu_tensors(sizes, 5000, 1);
+  auto m_list = gpu_tensors(sizes, 6000), m_each = gpu_tensors(sizes, 6000);
+  std::vector<Tensor> v_list, v_each;
+  for (int64_t n : sizes) {
+    v_list.push_back(Tensor::zeros({n}, DType::F32, kGpu));
+    v_each.push_back(Tensor::zeros({n}, DType::F32, kGpu));
+  }
+  for (int64_t step = 1; step <= 2; ++step) {
+    ops::adamw_step_multi(p_list, grads, m_list, v_list, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ops::adamw_step(p_each[i], grads[i], m_each[i], v_each[i], 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f,
+                      step);
+    }
+  }
+  EXPECT_TRUE(same_bits(p_list, p_each)) << "parameters";
+  EXPECT_TRUE(same_bits(m_list, m_each)) << "first moments";
+  EXPECT_TRUE(same_bits(v_list, v_each)) << "second moments";
 }
 
 // ==== Streams, events, allocator ========================================================

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -26,7 +28,81 @@ struct Figures {
   std::optional<double> exposed_ms;   // communication left on the step, per step
   std::string config;                 // "mlp-small ddp on 2 devices, global batch 64, fp32"
 };
-using Runs = std::vector<std::pair<std::string, Figures>>;  // in record order
+
+// A run's typed configuration as its leaves ("/optimizer/lr" -> 0.01), less the fields that do
+// not make another experiment (Note [Runs matched by configuration]).
+using Experiment = std::map<std::string, json>;
+
+struct Run {
+  std::string id;
+  Figures figures;
+  std::optional<Experiment> experiment;  // none in a record older than the typed configuration
+};
+using Runs = std::vector<Run>;  // in record order
+
+// Note [Runs matched by configuration]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An id is a name the suite gave a run, and two suites may name one experiment differently or
+// give one name to two experiments (another default, a variant renamed). So compare pairs runs
+// by their typed configuration (Note [Typed run configuration]): two runs are the same experiment
+// when every field both records hold is equal, except those that say where a run writes or how
+// it is supervised rather than what it runs (kNotTheExperiment). A field only one record holds
+// is one the older ddpbench did not write, and is passed over. Pairs are made in three passes:
+// the same id and the same experiment; then the same experiment under another id (the row says
+// "base id -> new id"); then, for a run without a typed configuration on either side, the same
+// id, checked by its workload, mode, world size and batch as before (said once in a warning).
+// A run whose id the other record gives to another experiment is NOT COMPARED, and a warning
+// names the fields that differ.
+const std::set<std::string> kNotTheExperiment = {
+    "/out", "/dump", "/save_params", "/trace", "/trace_steps",  // where it writes
+    "/flight_dir", "/rendezvous", "/timeout_s",                 // how the ranks are supervised
+    // How long it ran: a step's time and the step's memory are the same experiment's over 50
+    // steps or 500, which is how a quick run is checked against a long baseline.
+    "/steps", "/warmup",
+    // Where its input comes from: a baseline from another machine keeps its data and initial
+    // parameters elsewhere, and still ran the same experiment.
+    "/data", "/init_from",
+    // An injected fault stands for a regression of the same experiment: what compare must
+    // catch (tests/bench/cli/test_compare_runs.cpp), not another experiment.
+    "/inject_fault"};
+
+void add_leaves(const json& value, const std::string& path, Experiment& out) {
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) add_leaves(child, path + "/" + key, out);
+  } else if (!kNotTheExperiment.count(path)) {
+    out[path] = value;
+  }
+}
+
+std::optional<Experiment> experiment_of(const json& run) {
+  const auto config = run.find("config");
+  if (config == run.end() || !config->is_object()) return std::nullopt;
+  Experiment out;
+  add_leaves(*config, "", out);
+  return out;
+}
+
+// "steps 20 against 40, optimizer/lr 0.01 against 0.1": the fields both hold that differ.
+std::string differences(const Experiment& a, const Experiment& b) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : a) {
+    const auto other = b.find(key);
+    if (other != b.end() && other->second != value)
+      out.push_back(key.substr(1) + " " + value.dump() + " against " + other->second.dump());
+  }
+  std::string text;
+  for (size_t i = 0; i < out.size() && i < 3; ++i) text += (i ? ", " : "") + out[i];
+  if (out.size() > 3) text += fmt::format(" and {} more", out.size() - 3);
+  return text;
+}
+
+bool same_experiment(const Experiment& a, const Experiment& b) {
+  for (const auto& [key, value] : a) {
+    const auto other = b.find(key);
+    if (other != b.end() && other->second != value) return false;
+  }
+  return true;
+}
 
 // The median over the measured steps of one of their mode fields, nullopt when none has it.
 std::optional<double> measured_median(const RunRecord& rec,
@@ -76,17 +152,34 @@ Figures suite_run_figures(const SuiteRun& r) {
                       r.global_batch.value_or(0), r.variant.empty() ? "" : ", " + r.variant)};
 }
 
+// The run `id` of a suite record as written (with the fields an older ddpbench lacks), found
+// by its id: the typed record skips entries that are not objects, so positions can differ.
+json raw_run(const json& rec, const std::string& id) {
+  if (!rec.contains("runs") || !rec["runs"].is_array()) return json();
+  for (const json& r : rec["runs"]) {
+    if (r.is_object() && r.contains("id") && r["id"].is_string() && r["id"] == id) return r;
+  }
+  return json();
+}
+
+const Run* find(const Runs& runs, const std::string& id) {
+  for (const Run& r : runs) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
 Runs runs_of(const json& rec, const std::string& which) {
   const std::string kind = string_at(rec, {"kind"});
   Runs out;
   if (kind == "run") {
-    out.push_back({"run", run_record_figures(RunRecord::from_json(rec))});
+    out.push_back({"run", run_record_figures(RunRecord::from_json(rec)), experiment_of(rec)});
   } else if (kind == "suite") {
-    for (const SuiteRun& r : SuiteRecord::from_json(rec).runs) {
-      if (r.id.empty() ||
-          std::any_of(out.begin(), out.end(), [&](auto& p) { return p.first == r.id; }))
+    const std::vector<SuiteRun> runs = SuiteRecord::from_json(rec).runs;
+    for (const SuiteRun& r : runs) {
+      if (r.id.empty() || find(out, r.id))
         continue;  // the schema makes ids unique; a broken record keeps its first entry
-      out.push_back({r.id, suite_run_figures(r)});
+      out.push_back({r.id, suite_run_figures(r), experiment_of(raw_run(rec, r.id))});
     }
   } else {
     throw ReportError("compare: the " + which + " record is neither a suite nor a run record " +
@@ -95,11 +188,46 @@ Runs runs_of(const json& rec, const std::string& which) {
   return out;
 }
 
-const Figures* find(const Runs& runs, const std::string& id) {
-  for (const auto& [rid, f] : runs) {
-    if (rid == id) return &f;
+// Which run of the new record each base run is compared with (Note [Runs matched by
+// configuration]).
+struct Pairing {
+  std::vector<std::optional<size_t>> now_of;  // by base index
+  std::vector<bool> refused;                  // by base index: its id holds another experiment
+  std::vector<bool> used;                     // by new index: paired or refused
+  int by_id = 0;                              // pairs made by id, without a configuration
+};
+
+Pairing pair_runs(const Runs& b, const Runs& n) {
+  Pairing p{std::vector<std::optional<size_t>>(b.size()), std::vector<bool>(b.size()),
+            std::vector<bool>(n.size()), 0};
+  auto index_of = [&](const std::string& id) -> std::optional<size_t> {
+    for (size_t j = 0; j < n.size(); ++j)
+      if (n[j].id == id && !p.used[j]) return j;
+    return std::nullopt;
+  };
+  auto pair = [&](size_t i, size_t j) { p.now_of[i] = j, p.used[j] = true; };
+  auto same = [&](size_t i, size_t j) {
+    return b[i].experiment && n[j].experiment &&
+           same_experiment(*b[i].experiment, *n[j].experiment);
+  };
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (const auto j = index_of(b[i].id); j && same(i, *j)) pair(i, *j);
   }
-  return nullptr;
+  for (size_t i = 0; i < b.size(); ++i) {
+    for (size_t j = 0; j < n.size() && !p.now_of[i] && b[i].experiment; ++j)
+      if (!p.used[j] && same(i, j)) pair(i, j);
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    const auto j = p.now_of[i] ? std::nullopt : index_of(b[i].id);
+    if (!j) continue;
+    if (b[i].experiment && n[*j].experiment) {
+      p.refused[i] = true, p.used[*j] = true;
+    } else {
+      pair(i, *j);
+      ++p.by_id;
+    }
+  }
+  return p;
 }
 
 // How one metric moved: inside the threshold (Same), or past it and then beyond the noise
@@ -257,6 +385,40 @@ std::vector<std::string> ok_row(const std::string& id, const std::string& status
                                  : "ok"};
 }
 
+// The row of a base run and the new run it is paired with; its regressions go to `result`.
+std::vector<std::string> paired_row(const std::string& label, const Figures& bf, const Figures& nf,
+                                    double threshold, CompareResult& result) {
+  const std::string status = bf.status == nf.status ? nf.status : bf.status + " -> " + nf.status;
+  if (bf.status == "ok" && nf.status == "ok")
+    return ok_row(label, status, bf, nf, threshold, result);
+  const bool lost = bf.status == "ok";
+  if (lost) result.regressions.push_back(printable(label + ": was ok, now " + nf.status));
+  const char* verdict = lost ? "REGRESSED" : nf.status == "ok" ? "fixed" : "not ok in both";
+  return {label, status, "-", "-", "-", "-", "-", verdict};
+}
+
+// What the pairing did that the table alone would not say: a base run compared with another
+// id while its own id names another experiment in the new record, and the pairs made by id
+// alone for want of a typed configuration (said once).
+void pairing_warnings(const Runs& b, const Runs& n, const Pairing& p, CompareResult& result) {
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (!p.now_of[i]) continue;
+    const Run& other = n[*p.now_of[i]];
+    const Run* same_id = find(n, b[i].id);
+    if (other.id == b[i].id || !same_id || !same_id->experiment || !b[i].experiment) continue;
+    result.warnings.push_back(
+        printable(b[i].id + ": the new record gives this id to another configuration (" +
+                  differences(*b[i].experiment, *same_id->experiment) + "); compared with " +
+                  other.id + ", which has this one"));
+  }
+  if (p.by_id > 0) {
+    result.warnings.push_back(fmt::format(
+        "{} run(s) matched by id alone: a record without the typed configuration (\"config\") "
+        "is checked by its workload, mode, world size and batch instead",
+        p.by_id));
+  }
+}
+
 }  // namespace
 
 CompareResult compare_reports(const json& base, const json& now, double threshold_pct) {
@@ -273,49 +435,50 @@ CompareResult compare_reports(const json& base, const json& now, double threshol
   std::vector<std::vector<std::string>> rows = {{"run", "status", "samples/s", "median step ms",
                                                  "step noise", "overlap", "peak memory",
                                                  "verdict"}};
-  auto regress = [&](const std::string& id, const std::string& what) {
-    result.regressions.push_back(printable(id + ": " + what));
-  };
-
+  const Pairing pairing = pair_runs(b, n);
   int compared = 0;
-  for (const auto& [id, bf] : b) {
-    const Figures* nf = find(n, id);
-    if (!nf) {
-      rows.push_back({id, bf.status + " -> (missing)", "-", "-", "-", "-", "-", "REMOVED"});
-      regress(id, "missing from the new record (was " + bf.status + ")");
+  for (size_t i = 0; i < b.size(); ++i) {
+    const Run& br = b[i];
+    const Run* nr = pairing.now_of[i] ? &n[*pairing.now_of[i]] : nullptr;
+    const Run* refused = pairing.refused[i] ? find(n, br.id) : nullptr;
+    if (!nr && !refused) {
+      rows.push_back(
+          {br.id, br.figures.status + " -> (missing)", "-", "-", "-", "-", "-", "REMOVED"});
+      result.regressions.push_back(
+          printable(br.id + ": missing from the new record (was " + br.figures.status + ")"));
       continue;
     }
-    if (bf.config != nf->config) {
-      rows.push_back({id, "-", "-", "-", "-", "-", "-", "NOT COMPARED"});
-      result.warnings.push_back(printable(id + ": not compared, the runs differ: " + bf.config +
-                                          " against " + nf->config));
+    // Runs paired by id alone are checked by what the records say of them beside the id.
+    const bool unlike =
+        nr && (!br.experiment || !nr->experiment) && br.figures.config != nr->figures.config;
+    if (refused || unlike) {
+      const Run& other = refused ? *refused : *nr;
+      rows.push_back({br.id, "-", "-", "-", "-", "-", "-", "NOT COMPARED"});
+      result.warnings.push_back(
+          printable(br.id + ": not compared, the runs differ: " +
+                    (refused ? differences(*br.experiment, *other.experiment)
+                             : br.figures.config + " against " + other.figures.config)));
       continue;
     }
     ++compared;
-    const std::string status =
-        bf.status == nf->status ? nf->status : bf.status + " -> " + nf->status;
-    if (bf.status != "ok" || nf->status != "ok") {
-      const bool lost = bf.status == "ok";
-      rows.push_back({id, status, "-", "-", "-", "-", "-",
-                      lost                 ? "REGRESSED"
-                      : nf->status == "ok" ? "fixed"
-                                           : "not ok in both"});
-      if (lost) regress(id, "was ok, now " + nf->status);
-      continue;
-    }
-    rows.push_back(ok_row(id, status, bf, *nf, threshold_pct, result));
+    const std::string label = br.id == nr->id ? br.id : br.id + " -> " + nr->id;
+    rows.push_back(paired_row(label, br.figures, nr->figures, threshold_pct, result));
   }
-  for (const auto& [id, nf] : n) {
-    if (!find(b, id))
-      rows.push_back({id, "(new) " + nf.status, format_number(nf.samples_per_s),
-                      format_number(nf.step ? std::optional(nf.step->median) : std::nullopt), "-",
-                      format_percent(nf.overlap), format_bytes(nf.peak_bytes), "added"});
+  for (size_t j = 0; j < n.size(); ++j) {
+    if (pairing.used[j]) continue;
+    const Figures& nf = n[j].figures;
+    rows.push_back({n[j].id, "(new) " + nf.status, format_number(nf.samples_per_s),
+                    format_number(nf.step ? std::optional(nf.step->median) : std::nullopt), "-",
+                    format_percent(nf.overlap), format_bytes(nf.peak_bytes), "added"});
   }
+  pairing_warnings(b, n, pairing, result);
   if (compared == 0 && !b.empty() && !n.empty()) {
+    // The first warning names the fields that differ, which the two summaries may not show.
     throw ReportError(printable(
-        "compare: nothing to compare: no run of the base matches a run of the new record by "
-        "workload, mode, world size and configuration (base: " +
-        b.front().second.config + "; new: " + n.front().second.config + ")"));
+        "compare: nothing to compare: no run of the base ran the configuration of a run of the "
+        "new record (base: " +
+        b.front().figures.config + "; new: " + n.front().figures.config + ")" +
+        (result.warnings.empty() ? "" : "; " + result.warnings.front())));
   }
   result.table = aligned_table(rows);
   result.regressed = !result.regressions.empty();

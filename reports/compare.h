@@ -1,6 +1,7 @@
-// Regression check between two records of the same kind: two suites (runs matched by id) or
-// two single run records (`ddpbench run --out`, compared as one run with id "run"). The rules
-// are documented in docs/suite-format.md ("How the report and compare use the fields").
+// Regression check between two records of the same kind: two suites (runs matched by their
+// configuration, Note [Runs matched by configuration] in compare.cpp) or two single run records
+// (`ddpbench run --out`, compared as one run with id "run"). The rules are documented in
+// docs/suite-format.md ("How the report and compare use the fields") and docs/cli.md.
 #pragma once
 
 #include <string>
@@ -11,7 +12,8 @@
 namespace ddpb::reports {
 
 struct CompareResult {
-  // One row per run id (base order, then runs only in `now`): throughput, median step time,
+  // One row per base run (in its order; "base id -> new id" when the run of the same
+  // configuration has another id), then one per run only in `now`: throughput, median step time,
   // the step-time noise band (Note [Step-time noise]), overlap ratio and peak memory as
   // "base -> now (change)", and a verdict: REGRESSED, improved, within noise, ok, REMOVED,
   // NOT COMPARED, fixed, not ok in both, added.
@@ -25,7 +27,9 @@ struct CompareResult {
   // ±<band> ms", where <+ms> is the step time the move costs (for the overlap: the exposed
   // communication it adds).
   std::vector<std::string> within_noise;
-  // One line per run present in both whose configurations differ: not compared.
+  // One line per id that names another configuration in each record (not compared, or the
+  // base run compared with the run of its configuration), and one for the runs matched by id
+  // alone for want of a typed configuration.
   std::vector<std::string> warnings;
 };
 
@@ -42,9 +46,13 @@ struct CompareResult {
 // regression; one past both the right way makes it "improved". band_ms = step_noise_ms of the
 // two runs' step_time_ms (0 when neither records a spread: the threshold alone judges).
 // A metric missing on either side is shown as "-" and not compared. Runs only in `now` are
-// listed as added. Two runs of one id are compared only when they ran the same workload, mode,
-// world size and configuration (global batch, variant; for run records also the device,
-// precision and comm hook); otherwise the row says NOT COMPARED and a warning names both.
+// listed as added. A base run is compared with the run of `now` that has the same typed
+// configuration ("config"), whatever its id, less the fields that say where a run writes or how
+// it is supervised (output paths, --timeout, --rendezvous, --flight-dir, --inject-fault); a run
+// whose id names another configuration in `now` is NOT COMPARED and a warning names the fields
+// that differ. Runs of a record without "config" are matched by id, and compared only when
+// they ran the same workload, mode, world size and batch (global batch, variant; for run
+// records also the device, precision and comm hook).
 // Throws ReportError when a record is neither a suite nor a run record, when the two kinds
 // differ, when no run of one matches a run of the other, or when threshold_pct is negative or
 // not finite.

@@ -54,7 +54,8 @@ TEST(Compare, IdenticalSuitesDoNotRegress) {
 TEST(Compare, ControlCharactersInRecordTextAreShownNotSent) {
   json base = make_suite();
   run_by_id(base, kRun)["id"] = "evil\x1b[2J\x1b]0;title\x07";
-  const auto r = compare_reports(base, make_suite(), 5);
+  // Paired with kRun by its configuration (Note [Runs matched by configuration]), and slower.
+  const auto r = compare_reports(base, with_metric({"samples_per_s"}, 0.5), 5);
   EXPECT_EQ(r.table.find('\x1b'), std::string::npos) << r.table;
   EXPECT_EQ(r.table.find('\x07'), std::string::npos);
   EXPECT_NE(r.table.find("evil\\x1b[2J\\x1b]0;title\\x07"), std::string::npos) << r.table;
@@ -424,12 +425,106 @@ TEST(Compare, UnrelatedRecordsAreRefusedAndMismatchedRunsAreNotCompared) {
   // In suites, a run of one id but another global batch is listed, warned about, not judged.
   json now = make_suite();
   run_by_id(now, kRun)["global_batch"] = 128;
+  run_by_id(now, kRun)["config"]["global_batch"] = 128;
   run_by_id(now, kRun)["metrics"]["samples_per_s"] = 1.0;
   const auto r = compare_reports(make_suite(), now, 5);
   EXPECT_FALSE(r.regressed) << r.table;
   EXPECT_NE(r.table.find("NOT COMPARED"), std::string::npos) << r.table;
   EXPECT_TRUE(mentions(r.warnings, std::string(kRun) + ": not compared, the runs differ"))
       << r.table;
+}
+
+// The suite with kRun's id changed to `id`.
+json renamed(const std::string& id, json suite = make_suite()) {
+  run_by_id(suite, kRun)["id"] = id;
+  return suite;
+}
+
+// P22: compare matched runs by id only, so a suite that named a run differently lost it
+// (REMOVED, and the same experiment "added"), and one id given to another experiment was
+// judged as if it were the same run. Runs are paired by their typed configuration.
+TEST(Compare, RunsArePairedByConfigurationWhateverTheirIds) {
+  json now = renamed("mlp-small/ddp/w2/renamed", with_metric({"samples_per_s"}, 0.5));
+  auto r = compare_reports(make_suite(), now, 5);
+  EXPECT_EQ(r.table.find("REMOVED"), std::string::npos) << r.table;
+  EXPECT_EQ(r.table.find("added"), std::string::npos) << r.table;
+  EXPECT_NE(row_of(r.table, std::string(kRun) + " -> mlp-small/ddp/w2/renamed").find("REGRESSED"),
+            std::string::npos)
+      << r.table;
+  EXPECT_TRUE(
+      mentions(r.regressions, std::string(kRun) + " -> mlp-small/ddp/w2/renamed: samples/s"))
+      << r.table;
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+
+  // Two runs whose ids are swapped: each is compared with the run of its configuration, and
+  // the warning says that the id names another configuration in the new record.
+  now = make_suite();
+  run_by_id(now, "mlp-small/ddp/w4")["id"] = "swap";
+  run_by_id(now, kRun)["id"] = "mlp-small/ddp/w4";
+  run_by_id(now, "swap")["id"] = kRun;
+  r = compare_reports(make_suite(), now, 5);
+  EXPECT_FALSE(r.regressed) << r.table;
+  EXPECT_NE(row_of(r.table, std::string(kRun) + " -> mlp-small/ddp/w4").find("| ok "),
+            std::string::npos)
+      << r.table;
+  EXPECT_NE(row_of(r.table, "mlp-small/ddp/w4 -> " + std::string(kRun)).find("| ok "),
+            std::string::npos)
+      << r.table;
+  EXPECT_TRUE(mentions(r.warnings, std::string(kRun) +
+                                       ": the new record gives this id to another configuration "
+                                       "(global_batch 64 against 128, world_size 2 against 4); "
+                                       "compared with mlp-small/ddp/w4, which has this one"))
+      << (r.warnings.empty() ? "" : r.warnings.front());
+}
+
+TEST(Compare, OneIdHoldingAnotherConfigurationIsNotCompared) {
+  // The suite's top-level fields agree; only the typed configuration says what ran.
+  json now = with_metric({"samples_per_s"}, 0.5);
+  run_by_id(now, kRun)["config"]["bucket_cap_mb"] = 50.0;
+  run_by_id(now, kRun)["config"]["optimizer"]["lr"] = 0.1;
+  const auto r = compare_reports(make_suite(), now, 5);
+  EXPECT_FALSE(r.regressed) << r.table;
+  EXPECT_NE(row_of(r.table, kRun).find("NOT COMPARED"), std::string::npos) << r.table;
+  EXPECT_EQ(r.warnings,
+            std::vector<std::string>{std::string(kRun) +
+                                     ": not compared, the runs differ: bucket_cap_mb "
+                                     "25.0 against 50.0, optimizer/lr 0.01 against 0.1"});
+}
+
+// Where a run writes and how it is supervised do not make another experiment; a field only one
+// record holds (written by a later ddpbench) is passed over.
+TEST(Compare, OutputPathsAndFieldsOneRecordLacksDoNotSeparateRuns) {
+  json now = with_metric({"samples_per_s"}, 0.5);
+  json& config = run_by_id(now, kRun)["config"];
+  config["out"] = "/elsewhere/r.json";
+  config["trace"] = "/elsewhere/t.json";
+  config["save_params"] = "/elsewhere/p.safetensors";
+  config["dump"] = "/elsewhere/dump";
+  config["flight_dir"] = "/elsewhere/flight";
+  config["timeout_s"] = 60;
+  config["a_field_of_a_later_version"] = true;
+  const auto r = compare_reports(make_suite(), now, 5);
+  EXPECT_TRUE(mentions(r.regressions, std::string(kRun) + ": samples/s")) << r.table;
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+}
+
+// Records older than the typed configuration are matched by id, as before, and said once.
+TEST(Compare, RecordsWithoutATypedConfigurationAreMatchedById) {
+  auto bare = [](json suite) {
+    for (json& run : suite["runs"]) run.erase("config");
+    return suite;
+  };
+  auto r = compare_reports(bare(make_suite()), bare(with_metric({"samples_per_s"}, 0.5)), 5);
+  EXPECT_TRUE(mentions(r.regressions, std::string(kRun) + ": samples/s")) << r.table;
+  ASSERT_EQ(r.warnings.size(), 1u) << r.table;
+  EXPECT_NE(r.warnings[0].find("run(s) matched by id alone"), std::string::npos) << r.warnings[0];
+  // Renamed in an old record: nothing says it is the same experiment.
+  r = compare_reports(bare(make_suite()), bare(renamed("mlp-small/ddp/w2/renamed")), 5);
+  EXPECT_NE(row_of(r.table, kRun).find("REMOVED"), std::string::npos) << r.table;
+  // One side typed, the other not: by id, checked by workload, mode, world size and batch.
+  r = compare_reports(make_suite(), bare(with_metric({"samples_per_s"}, 0.5)), 5);
+  EXPECT_TRUE(mentions(r.regressions, std::string(kRun) + ": samples/s")) << r.table;
+  EXPECT_EQ(r.warnings.size(), 1u) << r.table;
 }
 
 }  // namespace

@@ -1,17 +1,23 @@
 // `ddpbench compare` on real runs: two runs of one configuration on an unchanged
 // tree, one after the other, differ only by their noise and must not fail compare; a run with
-// an injected slowdown must (Note [Step-time noise]). Runs of under a second each.
+// an injected slowdown must (Note [Step-time noise]). Runs of under a second each. And two
+// results folders whose runs are named differently: paired by configuration.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 
+#include "../../reports/suite_fixture.h"
 #include "../../util/run_cli.h"
 #include "../../util/temp_dir.h"
 
 namespace {
 
 using ddpb::testing::CliResult;
+using ddpb::testing::make_suite;
+using ddpb::testing::run_by_id;
 using ddpb::testing::run_cli;
 using ddpb::testing::TempDir;
 
@@ -58,6 +64,32 @@ TEST(CompareRuns, UnchangedRunsPassAndAnInjectedSlowdownFails) {
   EXPECT_NE(r.output.find("past the 5% threshold and the noise)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("run: median step time (ms)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("beyond the noise ±"), std::string::npos) << r.output;
+}
+
+// P22: two results folders, as two suites write them. The new one named mlp-small/ddp/w2
+// differently (the same configuration: compared, not REMOVED and added) and gave the id
+// mlp-small/ddp/w4 to a run of another bucket cap (not compared, however much slower).
+TEST(CompareRuns, SuiteFoldersArePairedByConfigurationNotById) {
+  TempDir dir("compare_suites");
+  std::filesystem::create_directories(dir / "base");
+  std::filesystem::create_directories(dir / "new");
+  nlohmann::json now = make_suite();
+  run_by_id(now, "mlp-small/ddp/w2")["id"] = "mlp-small/ddp/w2/renamed";
+  nlohmann::json& other = run_by_id(now, "mlp-small/ddp/w4");
+  other["config"]["bucket_cap_mb"] = 50.0;
+  other["metrics"]["samples_per_s"] = 1.0;
+  std::ofstream(dir / "base/suite.json") << make_suite().dump();
+  std::ofstream(dir / "new/suite.json") << now.dump();
+  const CliResult r = run_cli("compare " + (dir / "base") + " " + (dir / "new"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("| mlp-small/ddp/w2 -> mlp-small/ddp/w2/renamed "), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("REMOVED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ddpbench compare: warning: mlp-small/ddp/w4: not compared, the runs "
+                          "differ: bucket_cap_mb 25.0 against 50.0\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("no regression past the 5% threshold"), std::string::npos) << r.output;
 }
 
 }  // namespace

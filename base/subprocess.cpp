@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 
 namespace ddpb {
@@ -136,6 +139,67 @@ std::vector<std::string> self_command() {
     }
   }
   throw SubprocessError("started through " + exe + ", but its command line names no program");
+}
+
+namespace {
+// The fields of /proc/PID/stat after "pid (comm)" (comm may hold spaces and parentheses, so
+// after the last ')'): [0] state, [1] ppid, ..., [19] starttime. Empty when it is gone.
+std::vector<std::string> stat_fields(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::vector<std::string> fields;
+  if (!std::getline(in, stat)) return fields;
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(stat.substr(close + 1));
+  for (std::string f; rest >> f && fields.size() < 20;) fields.push_back(f);
+  return fields;
+}
+
+pid_t parent_of(pid_t pid) {
+  const auto f = stat_fields(pid);
+  return f.size() > 1 ? static_cast<pid_t>(std::atoi(f[1].c_str())) : -1;
+}
+
+// The executable of `pid`; a binary replaced since it started reads "PATH (deleted)", which
+// names the same program.
+std::string exe_of(pid_t pid) {
+  char buf[4096];
+  const std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf) - 1);
+  std::string exe = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (exe.ends_with(kDeleted)) exe.resize(exe.size() - kDeleted.size());
+  return exe;
+}
+}  // namespace
+
+std::vector<ProcessRef> self_processes_below(pid_t ancestor) {
+  std::vector<ProcessRef> found;
+  const std::string self = exe_of(::getpid());
+  if (self.empty()) return found;
+  std::error_code error;  // /proc unreadable: nothing seen
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == ancestor || exe_of(pid) != self) continue;  // one readlink for most processes
+    pid_t up = pid;
+    for (int depth = 0; depth < 8 && up > 1 && up != ancestor; ++depth) up = parent_of(up);
+    const auto f = stat_fields(pid);
+    if (up == ancestor && f.size() == 20) found.push_back({pid, std::stoull(f[19])});
+  }
+  return found;
+}
+
+bool is_stopped(pid_t pid) {
+  const auto f = stat_fields(pid);
+  return !f.empty() && (f[0] == "T" || f[0] == "t");
+}
+
+bool still_running(const ProcessRef& p) {
+  const auto f = stat_fields(p.pid);
+  return f.size() == 20 && f[0] != "Z" && f[0] != "X" && std::stoull(f[19]) == p.start_ticks;
 }
 
 int exit_code_of(int wait_status) {

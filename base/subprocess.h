@@ -56,6 +56,23 @@ pid_t spawn_process(const SpawnSpec& spec);
 // starts the way this process did. Throws SubprocessError when /proc cannot say.
 std::vector<std::string> self_command();
 
+// A process as it was found: its pid and its start time (clock ticks after boot, field 22 of
+// /proc/PID/stat), which a later process that reuses the pid does not share.
+struct ProcessRef {
+  pid_t pid = -1;
+  unsigned long long start_ticks = 0;
+  bool operator==(const ProcessRef&) const = default;
+};
+
+// The processes running this very executable (/proc/self/exe; a binary rebuilt since it
+// started counts as itself) that descend from `ancestor` (the ranks that mpirun started,
+// directly or through a daemon of its own). Reads /proc.
+std::vector<ProcessRef> self_processes_below(pid_t ancestor);
+// Whether `p` still runs: the same process (its start time), not a zombie.
+bool still_running(const ProcessRef& p);
+// Whether `pid` is stopped (SIGSTOP, SIGTSTP, or a debugger's trace stop), from /proc.
+bool is_stopped(pid_t pid);
+
 // A waitpid status as a shell reports it: the exit code, or 128 + the signal's number.
 int exit_code_of(int wait_status);
 

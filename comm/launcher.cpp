@@ -214,6 +214,7 @@ class Supervisor {
       stop_sent_ = g_round_time;
       stop_all();
     }
+    if (!terminating_) end_a_long_stopped_rank();
     if (terminating_ && std::chrono::steady_clock::now() > kill_deadline_) {
       for (auto& other : children_) {
         if (!other.exited) ::kill(other.pid, SIGKILL);
@@ -222,7 +223,17 @@ class Supervisor {
   }
 
   LaunchResult result() {
-    if (failure_seen_ && result_.exit_code == 0) {
+    if (failure_seen_ && result_.exit_code == 0 && stalled_child_ >= 0) {
+      const Child& c = children_[static_cast<size_t>(stalled_child_)];
+      failed_child_ = stalled_child_;
+      result_.failed_rank = c.rank;
+      result_.exit_code = 1;
+      result_.failure = "rank " + std::to_string(c.rank) +
+                        " stayed stopped (SIGSTOP, or a debugger) for over " +
+                        fmt::format("{:g}", spec_.timeout.count() / 1000.0) +
+                        " s (--timeout), and " + describe_status(c.status);
+      result_.own_failure = true;
+    } else if (failure_seen_ && result_.exit_code == 0) {
       const int r = name_the_cause(children_, stop_sent_);
       const Child& c = children_[static_cast<size_t>(r)];
       failed_child_ = r;
@@ -280,6 +291,29 @@ class Supervisor {
     return failed;
   }
 
+  // Issue 48, P9: a rank stopped (SIGSTOP, a debugger) never ends by itself, and on a node
+  // where no other rank fails its launcher waited on it for ever, after the job had ended
+  // elsewhere. Stopped past --timeout, its collectives have timed out on the other ranks: it
+  // is the failure, and is ended (SIGKILL after the grace period: a stopped rank takes no
+  // SIGTERM).
+  void end_a_long_stopped_rank() {
+    const Clock::time_point now = Clock::now();
+    for (size_t r = 0; r < children_.size(); ++r) {
+      Child& c = children_[r];
+      if (c.exited || !is_stopped(c.pid)) {
+        c.stopped_since = Clock::time_point::max();
+        continue;
+      }
+      if (c.stopped_since == Clock::time_point::max()) c.stopped_since = now;
+      if (now - c.stopped_since <= spec_.timeout) continue;
+      stalled_child_ = static_cast<int>(r);
+      failure_seen_ = true;
+      stop_sent_ = g_round_time;
+      stop_all();
+      return;
+    }
+  }
+
   void stop_all() {
     terminating_ = true;
     kill_deadline_ = std::chrono::steady_clock::now() + spec_.grace;
@@ -292,7 +326,8 @@ class Supervisor {
   std::vector<Child>& children_;
   size_t open_pipes_, running_;
   LaunchResult result_;
-  int failed_child_ = -1;  // index into children_ of the rank to blame
+  int failed_child_ = -1;   // index into children_ of the rank to blame
+  int stalled_child_ = -1;  // of a rank ended for staying stopped
   bool failure_seen_ = false, terminating_ = false;
   std::chrono::steady_clock::time_point stop_sent_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point kill_deadline_{};

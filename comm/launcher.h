@@ -38,6 +38,11 @@ struct LaunchSpec {
   // Start the ranks through mpirun (comm/mpirun_launch.h): `--backend mpi`, whose ranks must be
   // an MPI launcher's children.
   bool via_mpirun = false;
+  // The run's --timeout: how long mpirun may take to start a rank before the launcher stops
+  // it and says so (issue 48, P15), and how long a rank may stay stopped (SIGSTOP, a
+  // debugger) before the launcher ends it, its collectives having timed out on the others by
+  // then (P9).
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
 };
 
 // The launcher's first line for a job on this node: "ddpbench launcher: starting 2 ranks", and

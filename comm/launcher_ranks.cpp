@@ -57,11 +57,34 @@ bool is_peer_loss(const std::string& message) {
   return false;
 }
 
+std::string signal_name(int sig) {
+  static const std::pair<int, const char*> kNames[] = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"}};
+  for (const auto& [number, name] : kNames)
+    if (number == sig) return name;
+  return "";
+}
+
+// P28: a rank killed by kill -9 under mpirun read "mpirun exited with code 137": mpirun, as a
+// shell, passes on 128 + the signal that killed the process it waited for, so a code above 128
+// names the signal (when it is one), and a signalled process is named by its signal.
 std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    const std::string name = code > 128 ? signal_name(code - 128) : "";
+    return "exited with code " + std::to_string(code) +
+           (name.empty() ? std::string()
+                         : ": a process was killed by signal " + std::to_string(code - 128) + " (" +
+                               name + ")");
+  }
   if (WIFSIGNALED(status)) {
-    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-           strsignal(WTERMSIG(status)) + ")";
+    const std::string name = signal_name(WTERMSIG(status));
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           (name.empty() ? std::string(strsignal(WTERMSIG(status))) : name) + ")";
   }
   return "ended with status " + std::to_string(status);
 }

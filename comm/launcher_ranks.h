@@ -50,13 +50,19 @@ struct Child {
   Clock::time_point said_failed{Clock::time_point::max()};
   std::string failure_line;
   bool peer_loss = false;
+  Clock::time_point stopped_since{Clock::time_point::max()};  // seen stopped from then on
 };
 
 // The message of a line in which a rank reports its own failure, or "" for any other line.
 std::string failure_message(const std::string& line);
 // Whether a failure is only the echo of another rank's (Note [The first failure wins]).
 bool is_peer_loss(const std::string& message);
+// A wait status in words: "exited with code 1", "was killed by signal 9 (SIGKILL)", and for a
+// code above 128 the signal it stands for: "exited with code 137: a process was killed by
+// signal 9 (SIGKILL)".
 std::string describe_status(int status);
+// "SIGKILL" for 9; "" for a signal without a POSIX name.
+std::string signal_name(int sig);
 // Prints "[rank R] line", keeps it in the rank's tail, and notes a failure it reports; `now`
 // is the time of the poll round that read it.
 void emit_line(Child& c, const std::string& line, Clock::time_point now);

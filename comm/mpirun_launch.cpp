@@ -5,11 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <thread>
 #include <vector>
 
 #include "base/subprocess.h"
@@ -61,14 +63,23 @@ class MpirunJob {
     for (int r = 0; r < spec.world_size; ++r) ranks_[static_cast<size_t>(r)].rank = r;
   }
 
-  // Reads mpirun's output until it ends, passing stop signals on; returns its wait status.
+  // Reads mpirun's output until it ends, passing stop signals on, and stops an mpirun that
+  // starts no rank within start_limit(); returns its wait status.
   int supervise() {
     bool stopping = false;
     Clock::time_point kill_at = Clock::time_point::max();
+    const Clock::time_point start_deadline = Clock::now() + start_limit();
     while (out_fd_ >= 0) {
       pollfd pfd{out_fd_, POLLIN, 0};
       ::poll(&pfd, 1, 100);
       if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) read_output();
+      find_ranks();
+      if (!stopping && !rank_started_ && Clock::now() > start_deadline) {
+        never_started_ = true;
+        stopping = true;
+        ::kill(pid_, SIGTERM);
+        kill_at = Clock::now() + spec_.grace;
+      }
       if (g_stop_signal != 0 && !stopping) {
         stopping = true;
         ::kill(pid_, SIGTERM);
@@ -79,12 +90,14 @@ class MpirunJob {
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
+    wait_for_ranks_to_end();
     return status;
   }
 
   LaunchResult result(int status) const {
     LaunchResult r;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return r;
+    const bool exited_0 = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (exited_0 && rank_started_) return r;
     if (g_stop_signal != 0) {
       r.exit_code = 128 + g_stop_signal;
       r.interrupted = true;
@@ -92,6 +105,7 @@ class MpirunJob {
                   ": mpirun was told to stop every rank";
       return r;
     }
+    if (never_started_ || !rank_started_) return no_rank_started(status);
     r.failed_rank = blamed_rank();
     const int code = exit_code_of(status);
     r.exit_code = code == 2 ? 2 : 1;
@@ -112,6 +126,67 @@ class MpirunJob {
   }
 
  private:
+  // How long mpirun may take to start a rank: --timeout, but never under kMinStartWait (a
+  // --timeout of a second is a collective's limit, not mpirun's start-up on a loaded host).
+  static constexpr std::chrono::milliseconds kMinStartWait{10'000};
+  std::chrono::milliseconds start_limit() const { return std::max(spec_.timeout, kMinStartWait); }
+
+  // The ranks, looked for below mpirun until all are seen, or for 30 s after the first (they
+  // cannot be found once mpirun is gone: they then belong to init). A scan reads /proc, so it
+  // stops there rather than run through the job.
+  void find_ranks() {
+    const Clock::time_point now = Clock::now();
+    if (static_cast<int>(rank_pids_.size()) >= spec_.world_size || now > scan_until_) return;
+    for (const ProcessRef& p : self_processes_below(pid_)) {
+      if (std::find(rank_pids_.begin(), rank_pids_.end(), p) == rank_pids_.end())
+        rank_pids_.push_back(p);
+    }
+    if (!rank_pids_.empty() && !rank_started_) {
+      rank_started_ = true;
+      scan_until_ = now + std::chrono::seconds(30);
+    }
+  }
+
+  // Issue 48, P32: a killed mpirun's ranks end by their parent-death signal (Note [Ranks die
+  // with their launcher]) a second or two later; the launcher returns only once they have:
+  // SIGTERM to those left when mpirun ended (one that mpirun started through a daemon has
+  // no such signal), SIGKILL to those left after the grace period.
+  void wait_for_ranks_to_end() const {
+    for (const ProcessRef& p : rank_pids_) {
+      if (still_running(p)) ::kill(p.pid, SIGTERM);
+    }
+    const Clock::time_point kill_at = Clock::now() + spec_.grace;
+    for (;;) {
+      const bool any = std::any_of(rank_pids_.begin(), rank_pids_.end(), still_running);
+      if (!any) return;
+      if (Clock::now() > kill_at + std::chrono::seconds(2)) return;  // unkillable: say nothing
+      if (Clock::now() > kill_at) {
+        for (const ProcessRef& p : rank_pids_) {
+          if (still_running(p)) ::kill(p.pid, SIGKILL);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // Issue 48, P15: an mpirun that never started a rank was waited on for ever, and one that
+  // exited 0 without any gave exit 2 and no word.
+  LaunchResult no_rank_started(int status) const {
+    LaunchResult r;
+    r.exit_code = 1;
+    r.failure = never_started_
+                    ? "mpirun started none of the " + std::to_string(spec_.world_size) +
+                          " ranks within " + std::to_string(start_limit().count() / 1000) +
+                          " s (--timeout, at least " +
+                          std::to_string(kMinStartWait.count() / 1000) + " s), and was stopped"
+                    : "mpirun " + describe_status(status) + " without starting any of the " +
+                          std::to_string(spec_.world_size) + " ranks";
+    std::string lines;
+    for (const auto& l : mpirun_tail_) lines += "\n    " + l;
+    r.failure += "; its last lines:" + (lines.empty() ? std::string(" (none)") : lines);
+    return r;
+  }
+
   void read_output() {
     char buf[8192];
     const ssize_t n = ::read(out_fd_, buf, sizeof(buf));
@@ -135,6 +210,7 @@ class MpirunJob {
     std::string text;
     const int rank = split_tagged_line(line, &text);
     if (rank >= 0 && rank < spec_.world_size) {
+      rank_started_ = true;
       emit_line(ranks_[static_cast<size_t>(rank)], text, now);
       return;
     }
@@ -167,6 +243,10 @@ class MpirunJob {
   std::string partial_;
   std::vector<Child> ranks_;
   std::deque<std::string> mpirun_tail_;
+  std::vector<ProcessRef> rank_pids_;
+  Clock::time_point scan_until_ = Clock::time_point::max();
+  bool rank_started_ = false;   // a rank wrote a line, or runs below mpirun
+  bool never_started_ = false;  // none did within spec_.timeout: stopped
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -24,18 +26,30 @@ namespace ddpb::bench {
 
 namespace {
 
-// nccl-tests' sizes: an integer with an optional K, M or G (1024-based).
+// nccl-tests' sizes: an integer with an optional K, M or G (1024-based), from 1 byte to 16G.
+// P28: "-b 64G" was "-b must be an integer from 0 to 16, got '64'", the range in units of G
+// and the unit dropped; the message now quotes the value as given and says what a size is.
 int64_t parse_bytes(const std::string& flag, const std::string& text) {
+  constexpr int64_t kMaxBytes = int64_t{16} << 30;
+  const std::string sizes =
+      "give bytes from 1 to 16G as an integer with an optional K, M or G (1024-based), such as "
+      "8, 1K or 64M";
   std::string digits = text;
   int64_t unit = 1;
   if (!digits.empty() && std::isalpha(static_cast<unsigned char>(digits.back()))) {
     const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
     unit = u == 'K' ? 1024 : u == 'M' ? 1024 * 1024 : u == 'G' ? int64_t{1} << 30 : 0;
-    DDPB_USAGE_CHECK(unit != 0) << flag << " '" << text << "': the unit is K, M or G";
     digits.pop_back();
   }
-  const int64_t limit = (int64_t{16} << 30) / unit;  // 16 GiB
-  return parse_int_flag(flag, digits, 0, limit) * unit;
+  int64_t value = 0;
+  const char* end = digits.data() + digits.size();
+  const auto [ptr, ec] = std::from_chars(digits.data(), end, value);
+  DDPB_USAGE_CHECK(unit != 0 && !digits.empty() && ptr == end &&
+                   (ec == std::errc() || ec == std::errc::result_out_of_range))
+      << flag << " '" << text << "' is not a size: " << sizes;
+  DDPB_USAGE_CHECK(ec == std::errc() && value >= 1 && value <= kMaxBytes / unit)
+      << flag << " '" << text << "' is out of range: " << sizes;
+  return value * unit;
 }
 
 DType parse_dtype(const std::string& text) {
@@ -141,6 +155,7 @@ int launch(const CollectivesCommandOptions& o, int argc, char** argv) {
   spec.master_port = o.master_port;
   spec.args.assign(argv, argv + argc);
   spec.via_mpirun = o.backend == comm::CommBackend::Mpi;
+  spec.timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
   fmt::print("{}\n", comm::launch_banner(spec));
   std::fflush(stdout);
   const comm::LaunchResult r = comm::launch_local(spec);
@@ -323,7 +338,8 @@ int run_as_rank(const CollectivesCommandOptions& o, const comm::RankEnv& env, in
 CLI::App* add_collectives_command(CLI::App& app, CollectivesCommandOptions& o) {
   auto* c = app.add_subcommand("collectives",
                                "nccl-tests' collective sweep (busbw table) over gloo, nccl or mpi");
-  c->add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes (K, M, G; default 8)");
+  c->add_option("-b,--minbytes", o.min_bytes,
+                "smallest size in bytes, 1 to 16G (K, M, G: 1024-based; default 8)");
   c->add_option("-e,--maxbytes", o.max_bytes, "largest size in bytes (default 32M)");
   add_real_flag(*c, "-f,--stepfactor", o.sweep.step_factor, 1, 1024,
                 "multiply the size by F each step (default 2)", LowerBound::Open);

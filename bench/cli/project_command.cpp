@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -89,6 +90,20 @@ void print_projection(const reports::ProjectionRecord& p) {
   }
 }
 
+// One count of --devices, in make_projection's range. P28: CLI11 converted them itself and
+// said "Could not convert: --devices = 2147483648", neither what was wrong nor what it takes.
+int device_count(const std::string& text) {
+  constexpr int kMaxDevices = 1 << 20;  // make_projection's own bound
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  DDPB_USAGE_CHECK(!text.empty() && ec == std::errc() && ptr == end && value >= 1 &&
+                   value <= kMaxDevices)
+      << "--devices: '" << text << "' is not in 1.." << kMaxDevices
+      << " (device counts such as 8,64,512)";
+  return value;
+}
+
 }  // namespace
 
 CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
@@ -98,7 +113,13 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
                   "a results folder of ddpbench suite, its suite.json, or a run record of a "
                   "design whose gradients meet in an AllReduce or a reduce (DDP, DP)")
       ->required();
-  cmd->add_option("--devices", o.devices, "device counts to project, e.g. 8,64,512")
+  cmd->add_option_function<std::vector<std::string>>(
+         "--devices",
+         [&o](const std::vector<std::string>& counts) {
+           o.devices.clear();
+           for (const std::string& n : counts) o.devices.push_back(device_count(n));
+         },
+         "device counts to project, e.g. 8,64,512")
       ->delimiter(',')
       ->required();
   cmd->add_option("--topology", o.topology,

@@ -425,8 +425,11 @@ reports::BusBw collectives_busbw(CollectiveOp op, int world) {
 }
 
 std::vector<int64_t> sweep_sizes(const CollectivesOptions& o) {
-  DDPB_USAGE_CHECK(o.min_bytes >= 1 && o.min_bytes <= o.max_bytes)
-      << "collectives: -b " << o.min_bytes << " must be at least 1 and at most -e " << o.max_bytes;
+  DDPB_USAGE_CHECK(o.min_bytes >= 1) << "collectives: -b " << o.min_bytes
+                                     << " is below 1 byte: the sweep starts at 1 byte at least";
+  DDPB_USAGE_CHECK(o.min_bytes <= o.max_bytes)
+      << "collectives: -b " << o.min_bytes << " is above -e " << o.max_bytes
+      << ": the sweep runs from -b up to -e (bytes)";
   DDPB_USAGE_CHECK(o.step_bytes > 0 || o.step_factor > 1)
       << "collectives: -f must be greater than 1 (or give -i STEP)";
   std::vector<int64_t> sizes;

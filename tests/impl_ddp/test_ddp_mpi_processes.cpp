@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -121,6 +122,68 @@ TEST(DdpMpi, ARankNotStartedByAnMpiLauncherIsAUsageError) {
       "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29377 ");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("started by one MPI launcher"), std::string::npos) << r.output;
+}
+
+// Issue 48, P15: an mpirun that never starts the ranks was waited on for ever, past --timeout,
+// and one that exited 0 without ranks gave exit 2 and no word. A fake mpirun first on PATH.
+TEST(DdpMpi, AnMpirunThatStartsNoRankIsStoppedAndNamed) {
+  TempDir dir("ddp_mpi_no_ranks");
+  std::filesystem::create_directories(dir / "hang");
+  std::filesystem::create_directories(dir / "zero");
+  {
+    std::ofstream(dir / "hang/mpirun")
+        << "#!/bin/sh\necho 'waiting for a resource'\nexec sleep 600\n";
+  }
+  { std::ofstream(dir / "zero/mpirun") << "#!/bin/sh\necho 'nothing to run'\nexit 0\n"; }
+  for (const char* f : {"hang/mpirun", "zero/mpirun"})
+    std::filesystem::permissions(dir / f, std::filesystem::perms::owner_all);
+  const std::string job =
+      "run --mode ddp --backend mpi --world-size 2 --workload mlp-small --steps 1 --quiet "
+      "--timeout 2";
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult hang = run_cli(job, "PATH=" + (dir / "hang") + ":$PATH timeout -s KILL 60");
+  EXPECT_LT(seconds_since(t0), 30.0) << "stopped at --timeout, not waited on";
+  EXPECT_EQ(hang.code, 1) << hang.output;
+  EXPECT_NE(hang.output.find("mpirun started none of the 2 ranks within 10 s (--timeout, at least "
+                             "10 s)"),
+            std::string::npos)
+      << hang.output;
+  EXPECT_NE(hang.output.find("waiting for a resource"), std::string::npos) << hang.output;
+  const CliResult zero = run_cli(job, "PATH=" + (dir / "zero") + ":$PATH timeout -s KILL 60");
+  EXPECT_EQ(zero.code, 1) << zero.output;
+  EXPECT_NE(zero.output.find("without starting any of the 2 ranks"), std::string::npos)
+      << zero.output;
+  const CliResult left =
+      run_cli("--help > /dev/null", "echo left=$(pgrep -f '^sleep 600' | wc -l);");
+  EXPECT_NE(left.output.find("left=0"), std::string::npos)
+      << "the fake mpirun was left running: " << left.output;
+}
+
+// Issue 48, P32: with its own mpirun SIGKILLed, the launcher returned 1.5-3 s before the ranks
+// (ended by their parent-death signal) were gone. It returns after them, and a rank that does
+// not take its SIGTERM is SIGKILLed after the grace period. A fake mpirun starts one such
+// rank (ddpbench with SIGTERM ignored) and then dies of SIGKILL.
+TEST(DdpMpi, TheLauncherReturnsAfterTheRanksOfItsKilledMpirun) {
+  TempDir dir("ddp_mpi_killed_own");
+  std::filesystem::create_directories(dir / "bin");
+  {
+    std::ofstream(dir / "bin/mpirun")
+        << "#!/bin/sh\n(trap '' TERM HUP; exec " << DDPBENCH_BIN
+        << " run --mode single --workload mlp-small --steps 1000000 --warmup 0 --quiet "
+           "--seed 626262 > /dev/null 2>&1) &\nsleep 1\nkill -9 $$\n";
+  }
+  std::filesystem::permissions(dir / "bin/mpirun", std::filesystem::perms::owner_all);
+  const std::string rank = "'^[^ ]*/ddpbench run .*seed 626262'";  // not a shell: it holds it too
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(
+      "run --mode ddp --backend mpi --world-size 1 --workload mlp-small --steps 1 --quiet 2>&1; "
+      "echo rc=$?; echo left=$(pgrep -f " +
+          rank + " | wc -l); pkill -9 -f " + rank + "; true",
+      "PATH=" + (dir / "bin") + ":$PATH timeout -s KILL 60");
+  EXPECT_LT(seconds_since(t0), 30.0);
+  EXPECT_NE(r.output.find("rc=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mpirun was killed by"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("left=0"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -691,6 +691,25 @@ TEST(DdpLauncher, ACrashedRanksLastLinesAreItsTrueLastLines) {
       << r.output;
 }
 
+// P28: the launcher printed the flight recorder's verdict and "then rank 1 exited ..." on two
+// lines, so wherever one line is kept (the suite's run error) the second stood without its
+// first clause. They are one line.
+TEST(DdpLauncher, TheVerdictAndWhatFollowedAreOneLine) {
+  TempDir dir("ddp_verdict_line");
+  const std::string flight = dir / "flight";
+  const CliResult r = run_cli(
+      "run --mode ddp --world-size 2 --workload mlp-small --global-batch 16 --steps 6 "
+      "--warmup 0 --quiet --timeout 3 --inject-fault crash@rank=1,step=3 --flight-dir " +
+      flight);
+  EXPECT_EQ(r.code, 1) << r.output;
+  const size_t at = r.output.find("ddpbench launcher: rank 1 is behind: it left no dump");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  EXPECT_NE(line.find("; then rank 1 exited with code 3; its last lines:"), std::string::npos)
+      << line;
+  EXPECT_EQ(r.output.find("ddpbench launcher: then"), std::string::npos) << r.output;
+}
+
 // Issue 25, M1: the launcher read an earlier job's dumps in the port's folder and blamed a rank
 // of this job for it. A planted dump of another job is ignored.
 TEST(DdpLauncher, AnotherJobsDumpsAreIgnored) {
@@ -760,6 +779,39 @@ TEST(DdpLauncher, ATakenMasterPortIsNamed) {
                           "already holds it as node 0"),
             std::string::npos)
       << r.output;
+}
+
+// Issue 48, P9: on two nodes, a rank SIGSTOPped on node 1 ended node 0's job in its timeout,
+// but node 1's launcher waited on its stopped rank for ever. Both launchers end now, node 1's
+// naming the stopped rank. Two launchers on this machine stand for the two hosts (the
+// emulated-hosts version is in tests/scripts/multihost_test.py, faults).
+TEST(DdpLauncher, ARankStoppedOnAnotherNodeEndsEveryLauncher) {
+  testing::TempDir dir("stopped_rank");
+  const std::string job =
+      std::string(DDPBENCH_BIN) +
+      " run --mode ddp --world-size 2 --nnodes 2 --master-addr 127.0.0.1 --master-port 29853 "
+      "--workload mlp-small --steps 100000 --warmup 0 --seed 919191 --timeout 4 --node-rank ";
+  const std::string n0 = dir / "n0.log", n1 = dir / "n1.log";
+  const CliResult r =
+      run_cli("--help > /dev/null",
+              "export DDPBENCH_STORE_TOKEN=stopped-rank-token-0123456789; " + job + "0 > " + n0 +
+                  " 2>&1 & a=$!; " + job + "1 > " + n1 +
+                  " 2>&1 & b=$!; for i in $(seq 200); do grep -q "
+                  "'step ' " +
+                  n1 +
+                  " && break; sleep 0.1; done; kill -STOP $(pgrep -P $b); "
+                  "for i in $(seq 40); do kill -0 $b 2>/dev/null || break; sleep 1; done; "
+                  "kill -0 $b 2>/dev/null && echo node1=running; wait $a; echo node0=$?; wait $b; "
+                  "echo node1=$?; pkill -9 -f '^[^ ]*/ddpbench run .*seed 919191'; true;");
+  EXPECT_NE(r.output.find("node0=1"), std::string::npos)
+      << r.output << testing::read_file_bytes(n0);
+  EXPECT_NE(r.output.find("node1=1"), std::string::npos)
+      << r.output << testing::read_file_bytes(n1);
+  EXPECT_EQ(r.output.find("node1=running"), std::string::npos) << testing::read_file_bytes(n1);
+  EXPECT_NE(testing::read_file_bytes(n1).find(
+                "rank 1 stayed stopped (SIGSTOP, or a debugger) for over 4 s"),
+            std::string::npos)
+      << testing::read_file_bytes(n1);
 }
 
 // Issue 25, M8: with too few descriptors (ulimit -n) the store's EMFILE surfaced as "not every

@@ -8,7 +8,9 @@ CASE is one of: ddp, collectives, faults, mpi, projection, suite. Every case mak
 prefix of its own, removes it on any exit, and fails if a process is left on any host.
 """
 import json
+import os
 import pathlib
+import signal
 import shutil
 import subprocess
 import sys
@@ -283,6 +285,28 @@ class Case:
                     assert said in log, log
                 print(f"PASS: a host {what} mid-run: node 0 failed in {took:.1f} s naming rank 1")
                 print("\n".join(l for l in log.splitlines() if "step " not in l))
+        self.stopped_rank(timeout, env)
+
+    def stopped_rank(self, timeout, env):
+        """Issue 48, P9: a rank SIGSTOPped on host 1. Both launchers end, its own too (it never
+        returned), within the collective timeout and the launcher's grace."""
+        flags = [self.bin, *self.train_flags(2, ["--timeout", str(timeout), "--steps", "400"],
+                                             quiet=False)]
+        with Cluster(2) as c:
+            port = PORT + 6
+            procs = [c.start(h, [*flags, *self.node_flags(c, h, port)],
+                             self.tmp / f"stop-{h}.log", env) for h in range(2)]
+            self.wait_for_steps(self.tmp / "stop-1.log")
+            rank = rank_pids(c, 1)
+            assert len(rank) == 1, (rank, c.pids(1))
+            os.kill(rank[0], signal.SIGSTOP)
+            start = time.monotonic()
+            codes = wait_all(procs, 4 * timeout)
+            took = time.monotonic() - start
+            logs = [read(self.tmp / f"stop-{h}.log") for h in range(2)]
+            assert codes[0] != 0 and codes[1] != 0, (codes, logs)
+            assert "rank 1" in logs[0], logs[0]
+            print(f"PASS: a rank SIGSTOPped on host 1: both launchers ended within {took:.1f} s")
 
     def wait_for_steps(self, log, limit_s=60):
         deadline = time.monotonic() + limit_s
@@ -292,6 +316,20 @@ class Case:
                 return
             time.sleep(0.2)
         raise AssertionError(f"no step began: {read(log) if log.exists() else 'no log'}")
+
+
+def rank_pids(cluster, host):
+    """The ranks on `host`: its ddpbench processes whose parent is a ddpbench (the launcher)."""
+    ranks = []
+    for pid in cluster.pids(host):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            if os.path.basename(exe) == "ddpbench" and os.readlink(f"/proc/{ppid}/exe") == exe:
+                ranks.append(int(pid))
+        except (OSError, ValueError, IndexError):
+            continue
+    return ranks
 
 
 def main():

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -144,6 +146,27 @@ TEST_F(BadInput, UnknownFlagAndBadValues) {
       << r.output;
   r = run("frobnicate");
   EXPECT_EQ(r.code, 2) << r.output;
+}
+
+// P28: CLI11's conversion errors reached the user as "Could not convert: --devices =
+// 2147483648". A count is parsed as every integer flag is (its range said), and a value given
+// to a switch is named as such; one line, exit code 2.
+TEST_F(BadInput, ValuesCLI11CannotConvertAreNamedWithWhatTheFlagTakes) {
+  for (const auto& [args, said] : std::vector<std::pair<std::string, std::string>>{
+           {"project x --devices 2147483648",
+            "--devices: '2147483648' is not in 1..1048576 (device counts such as 8,64,512)"},
+           {"project x --devices 8,abc",
+            "--devices: 'abc' is not in 1..1048576 (device counts such as 8,64,512)"},
+           {"project x --devices 0",
+            "--devices: '0' is not in 1..1048576 (device counts such as 8,64,512)"},
+           {"run --workload mlp-small --quiet=maybe",
+            "--quiet is a switch: give it without a value (got --quiet=maybe)"},
+           {"run --workload mlp-small --no-overlap=xyz",
+            "--no-overlap is a switch: give it without a value (got --no-overlap=xyz)"}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(r.output, "ddpbench: error: " + said + "\n") << args;
+  }
 }
 
 TEST_F(BadInput, ErrorIsOneLine) {

@@ -508,6 +508,32 @@ TEST(CollectivesCommand, RanksStartedWithOtherFlagsAreNamed) {
   EXPECT_NE(g.output.find("-g 4 but the launcher started 1 ranks"), std::string::npos) << g.output;
 }
 
+// P28: "-b 64G" said "-b must be an integer from 0 to 16, got '64'" (the range in units of
+// the G it dropped, and 0, which no sweep takes). A size is named as given, with what -b takes.
+TEST(CollectivesCommand, ASizeOutOfRangeSaysWhatSizesAreAllowed) {
+  const std::string takes =
+      "give bytes from 1 to 16G as an integer with an optional K, M or G (1024-based), such as "
+      "8, 1K or 64M\n";
+  for (const auto& [flags, said] : std::vector<std::pair<std::string, std::string>>{
+           {"-b 64G", "-b '64G' is out of range: "},
+           {"-b 0", "-b '0' is out of range: "},
+           {"-e 17G", "-e '17G' is out of range: "},
+           {"-i -1", "-i '-1' is out of range: "},
+           {"-b 99999999999999999999", "-b '99999999999999999999' is out of range: "},
+           {"-b 1.5K", "-b '1.5K' is not a size: "},
+           {"-b 1T", "-b '1T' is not a size: "},
+           {"-e K", "-e 'K' is not a size: "}}) {
+    const auto r = run_cli("collectives " + flags);
+    EXPECT_EQ(r.code, 2) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output, "ddpbench: error: " + said + takes) << flags;
+  }
+  const auto above = run_cli("collectives -b 64 -e 8");
+  EXPECT_EQ(above.code, 2) << above.output;
+  EXPECT_EQ(above.output,
+            "ddpbench: error: collectives: -b 64 is above -e 8: the sweep runs from -b up to -e "
+            "(bytes)\n");
+}
+
 TEST(CollectivesCommand, BadFlagsAreOneLineUsageErrorsBeforeAnyRankStarts) {
   for (const char* flags : {"-b 1K -e 8", "-o allreduce,nope", "-f 1", "-b 12Q", "-d f64", "-n 0",
                             "--device tpu", "-J /nonexistent-dir/x.json", "-J ''", "-i 1K -f 4",

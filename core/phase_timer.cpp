@@ -8,6 +8,11 @@
 
 namespace ddpb {
 
+PhaseTimer::PhaseTimer(Stream& stream) : stream_(&stream), anchor_(Event::create(stream.device())) {
+  anchor_.record(stream);
+  anchor_ns_ = steady_now_ns();
+}
+
 void PhaseTimer::begin(const std::string& phase) {
   progress::note_phase(phase);  // Note [Step watchdog]
   end();
@@ -68,8 +73,7 @@ int64_t PhaseTimer::host_end_ns(const std::string& phase) const {
 int64_t PhaseTimer::device_end_ns(const std::string& phase) const {
   for (auto it = intervals_.rbegin(); it != intervals_.rend(); ++it) {
     if (it->phase != phase) continue;
-    const Interval& first = intervals_.front();
-    return first.start_ns + std::llround(first.start.elapsed_ms(it->stop) * 1e6);
+    return anchor_ns_ + std::llround(anchor_.elapsed_ms(it->stop) * 1e6);
   }
   return 0;
 }

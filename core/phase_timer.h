@@ -21,7 +21,8 @@ namespace ddpb {
 
 class PhaseTimer {
  public:
-  explicit PhaseTimer(Stream& stream) : stream_(&stream) {}
+  // Records the anchor of device_end_ns on `stream`.
+  explicit PhaseTimer(Stream& stream);
 
   void begin(const std::string& phase);
   void end();
@@ -38,9 +39,10 @@ class PhaseTimer {
   int64_t host_start_ns(const std::string& phase) const;
   int64_t host_end_ns(const std::string& phase) const;
   // When `phase` last ended on the stream, on the host's steady clock (ns; 0 if never): the
-  // first begin()'s host time plus the stream's time from there. The stream must be idle at
-  // the first begin() (a step timed after the last one synchronized), so that its event ran
-  // when the host recorded it. Needs synchronize().
+  // construction's host time plus the stream's time from the event recorded then. The stream
+  // must be idle at construction (a step timed after the last one synchronized, before it
+  // enqueues anything: its data's copies included), so that the event ran when the host
+  // recorded it. Needs synchronize().
   int64_t device_end_ns(const std::string& phase) const;
 
  private:
@@ -50,6 +52,8 @@ class PhaseTimer {
     int64_t start_ns = 0, stop_ns = 0;
   };
   Stream* stream_;
+  Event anchor_;
+  int64_t anchor_ns_ = 0;
   std::vector<Interval> intervals_;
   bool open_ = false;
 };

@@ -7,6 +7,9 @@
 #      dump size (SIGUSR1), early in the run and at its end.
 #   2. SUITES (default 50) suites back to back, each in a folder of its own: each suite's
 #      duration and peak memory, and what is left behind (processes, flight folders in TMPDIR).
+#   3. Part 1 across two emulated hosts (scripts/bench/soak_hosts.py: 4 ranks, 2 a host, the
+#      store on host 0 attacked from host 1), where network namespaces can be made: each
+#      rank's memory, descriptors and threads.
 # Bounds (docs/performance.md, "Soak"): no rank's RSS grows by more than 10% plus 2 KiB a step
 # (each step's record, which the run keeps for its record's steps[]), no rank holds more
 # descriptors at the end than at the start (+2), the flight dump stays within its 2000-entry
@@ -89,4 +92,10 @@ echo "  durations (s): first ${durations[0]}, last ${durations[-1]}; processes l
      "flight folders in TMPDIR: $tmp_before -> $tmp_after"
 [[ $left == 0 ]] || fail "$left processes of the suites outlived them"
 (( durations[-1] <= 2 * durations[0] + 5 )) || fail "the last suite took ${durations[-1]} s, the first ${durations[0]} s"
+
+# ---- 3. DDP across two emulated hosts ------------------------------------------------------
+echo "== DDP across two emulated hosts: 4 ranks, $steps steps of embed-tiny, store under attack"
+hosts_rc=0
+"$py" "$root/scripts/bench/soak_hosts.py" "$(dirname "$(dirname "$bin")")" "$steps" || hosts_rc=$?
+[[ $hosts_rc == 0 || $hosts_rc == 77 ]] || fail "the soak across hosts broke a bound or failed"
 [[ $broken == 0 ]] && echo "soak: every bound held" || exit 1

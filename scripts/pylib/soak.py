@@ -2,8 +2,8 @@
 port for as long as it runs, and the sampler that reads a process's resident memory and open
 descriptors from /proc.
 
-    python3 soak.py attack PORT SECONDS     # churned, idle, garbage and oversized connections
-    python3 soak.py sample PID...           # one JSON line: {pid: {rss_kib, fds}}
+    python3 soak.py attack PORT SECONDS [HOST]  # churned, idle, garbage and oversized connections
+    python3 soak.py sample PID...           # one JSON line: {pid: {rss_kib, fds, threads}}
     python3 soak.py bounds START END DUMP_START DUMP_END STEPS   # the ranks' growth; exit 1 past it
 """
 import json
@@ -18,22 +18,24 @@ IDLE_CONNECTIONS = 200  # held open for the whole attack
 
 
 def sample(pids):
-    """Resident memory (KiB) and open descriptors of each process that still exists."""
+    """Resident memory (KiB), open descriptors and threads of each process that still exists."""
     out = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
-                rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+                status = dict(l.split(":", 1) for l in f if ":" in l)
+            rss = int(status["VmRSS"].split()[0])
+            threads = int(status["Threads"])
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-        except (OSError, StopIteration):
+        except (OSError, KeyError, ValueError):
             continue
-        out[str(pid)] = {"rss_kib": rss, "fds": fds}
+        out[str(pid)] = {"rss_kib": rss, "fds": fds, "threads": threads}
     return out
 
 
 RSS_GROWTH = 0.10  # a rank's resident memory may grow by this fraction over the run,
 STEP_RECORD_KIB = 2  # plus each step's record (steps[] of the run record, kept until the end)
-FD_SLACK = 2       # and hold this many more descriptors at the end than at the start
+FD_SLACK = 2       # and hold this many more descriptors (and threads) at the end than at the start
 DUMP_BYTES = 2_000_000  # the flight recorder's dump: its 2000-entry ring, about 1 KB an entry
 
 
@@ -47,14 +49,18 @@ def bounds(start, end, dump_start, dump_end, steps):
         print(f"  rank pid {pid}: RSS {s['rss_kib'] / 1024:.1f} -> {e['rss_kib'] / 1024:.1f} MiB "
               f"(+{grown / 1024:.1f} MiB, {grown / max(steps, 1):.2f} KiB a step; allowed "
               f"+{allowed / 1024:.1f} MiB), "
-              f"fds {s['fds']} -> {e['fds']}")
+              f"fds {s['fds']} -> {e['fds']}, threads {s.get('threads')} -> {e.get('threads')}")
         ok &= grown <= allowed and e["fds"] <= s["fds"] + FD_SLACK
+        ok &= e.get("threads", 0) <= s.get("threads", 0) + FD_SLACK
     print(f"  flight dump of rank 0: {dump_start / 1024:.1f} -> {dump_end / 1024:.1f} KiB")
     return ok and dump_end <= DUMP_BYTES
 
 
+HOST = ["127.0.0.1"]  # the store's address: another emulated host's for soak_hosts.py
+
+
 def connect(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=1)
+    s = socket.create_connection((HOST[0], port), timeout=1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     return s
 
@@ -103,6 +109,8 @@ def attack(port, seconds):
 
 def main(argv):
     if len(argv) >= 3 and argv[0] == "attack":
+        if len(argv) >= 4:
+            HOST[0] = argv[3]
         attack(int(argv[1]), float(argv[2]))
     elif len(argv) >= 2 and argv[0] == "sample":
         print(json.dumps(sample(argv[1:])))

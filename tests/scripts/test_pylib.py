@@ -61,12 +61,18 @@ class Soak(unittest.TestCase):
         self.assertFalse(self.quiet_bounds(start, {"1": {"rss_kib": 112_001, "fds": 9}}, 1, 1, 1000))
         self.assertFalse(self.quiet_bounds(start, {"1": {"rss_kib": 100_000, "fds": 12}}, 1, 1, 1000))
         self.assertFalse(self.quiet_bounds(start, start, 1, soak.DUMP_BYTES + 1, 1000))
+        with_threads = {"1": {"rss_kib": 100_000, "fds": 9, "threads": 6}}
+        self.assertTrue(self.quiet_bounds(with_threads, {"1": dict(with_threads["1"], threads=8)},
+                                          1, 1, 1000))
+        self.assertFalse(self.quiet_bounds(with_threads, {"1": dict(with_threads["1"], threads=9)},
+                                           1, 1, 1000))
 
     def test_sample_reads_this_process(self):
         got = soak.sample([str(os.getpid()), "999999999"])
         self.assertEqual(list(got), [str(os.getpid())], "a process that is gone is left out")
         self.assertGreater(got[str(os.getpid())]["rss_kib"], 1000)
         self.assertGreater(got[str(os.getpid())]["fds"], 2)
+        self.assertGreaterEqual(got[str(os.getpid())]["threads"], 1)
 
 
 class Targets(unittest.TestCase):

@@ -18,6 +18,31 @@ std::atomic<uint64_t> g_next_sequence{0};
 thread_local bool t_grad_mode = true;
 // The destinations offered to the node being applied on this thread, by input index.
 thread_local const std::vector<Tensor>* t_offers = nullptr;
+// Each backward's id, unique in the process (0: none running on this thread), so that a
+// multi-grad hook fires once per backward (Note [Pre-backward hooks]).
+std::atomic<uint64_t> g_next_backward{1};
+thread_local uint64_t t_backward_id = 0;
+
+// Sets this thread's backward id for one run_backward; restores the outer one (a hook may
+// run a backward of its own).
+class BackwardIdScope {
+ public:
+  BackwardIdScope()
+      : previous_(std::exchange(t_backward_id,
+                                g_next_backward.fetch_add(1, std::memory_order_relaxed))) {}
+  ~BackwardIdScope() { t_backward_id = previous_; }
+  BackwardIdScope(const BackwardIdScope&) = delete;
+  BackwardIdScope& operator=(const BackwardIdScope&) = delete;
+
+ private:
+  uint64_t previous_;
+};
+
+// How a freed parameter is named in messages (Note [Freeable parameters]).
+std::string parameter_label(const VarImpl& v) {
+  if (!v.name.empty()) return "parameter '" + v.name + "'";
+  return "a parameter " + v.data.describe();
+}
 
 // The accumulator of a leaf: sums what reaches it into .grad, then fires the hooks.
 // See Note [Gradient-ready hooks].
@@ -73,6 +98,7 @@ std::shared_ptr<Node> gradient_edge(const Var& v) {
 }
 
 void run_backward(const std::shared_ptr<Node>& root, Tensor root_grad) {
+  BackwardIdScope backward_id;
   // Count, for every node reachable from the root, how many edges lead into it.
   std::unordered_map<Node*, int> dependencies;
   std::vector<Node*> stack{root.get()};
@@ -110,6 +136,8 @@ void run_backward(const std::shared_ptr<Node>& root, Tensor root_grad) {
     }
     std::vector<Tensor> input_grads;
     if (grad.defined()) {
+      // The gradient of n's output is complete (Note [Pre-backward hooks]).
+      if (!n->pre_hooks.empty()) n->pre_hooks.run(grad);
       t_offers = &offers;
       try {
         input_grads = n->apply(grad);
@@ -167,6 +195,47 @@ void Var::clear_grad_ready_hooks() const {
   impl_->hooks.clear();
 }
 
+HookHandle Var::register_grad_hook(GradHook hook) const {
+  DDPB_CHECK(defined() && requires_grad() && !is_leaf())
+      << "register_grad_hook is for results that require grad (a leaf parameter's hook is "
+         "register_grad_ready_hook)";
+  const uint64_t id = impl_->grad_fn->pre_hooks.add(std::move(hook));
+  return HookHandle([node = std::weak_ptr<Node>(impl_->grad_fn), id] {
+    if (auto n = node.lock()) n->pre_hooks.remove(id);
+  });
+}
+
+void Var::free_storage() const {
+  DDPB_CHECK(defined() && impl_->data.defined()) << "free_storage() on an undefined Var";
+  const Tensor& d = impl_->data;
+  Storage& storage = *d.storage();
+  if (!storage.allocated()) return;
+  // Storage holds max(nbytes, 1): see Tensor::empty.
+  DDPB_CHECK(d.raw_data() == storage.data() && std::max<size_t>(d.nbytes(), 1) == storage.nbytes())
+      << parameter_label(*impl_) << " is a view into a larger buffer of " << storage.nbytes()
+      << " bytes; freeing it would free the others too: release the buffer's storage (Note "
+         "[Freeable parameters])";
+  storage.release(parameter_label(*impl_));
+}
+
+void Var::restore_storage() const {
+  DDPB_CHECK(defined() && impl_->data.defined()) << "restore_storage() on an undefined Var";
+  MemoryCategoryScope parameters(MemoryCategory::Parameters);  // Note [Memory categories]
+  impl_->data.storage()->reallocate();
+}
+
+void Var::restore_storage(const Tensor& full) const {
+  DDPB_CHECK(defined()) << "restore_storage() on an undefined Var";
+  DDPB_CHECK(full.defined() && full.storage()->allocated())
+      << "restore_storage(" << full.describe() << ") for " << parameter_label(*impl_)
+      << ": the new storage must be allocated";
+  set_data(full);
+}
+
+bool Var::storage_freed() const {
+  return defined() && impl_->data.defined() && !impl_->data.storage()->allocated();
+}
+
 void Var::backward(const Tensor& grad_output) const {
   DDPB_CHECK(defined() && requires_grad()) << "backward() on a value that does not require grad";
   Tensor g = grad_output;
@@ -191,6 +260,34 @@ Tensor gradient_buffer(size_t input, const std::vector<int64_t>& shape, DType dt
 }
 
 Node::Node() : sequence_nr(g_next_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+
+HookHandle register_multi_grad_hook(const std::vector<Var>& outputs, std::function<void()> hook) {
+  struct State {
+    std::function<void()> hook;
+    // The backward it last fired in. Atomic: graphs hooked with one callback may run
+    // backward on different threads.
+    std::atomic<uint64_t> fired_in{0};
+  };
+  auto state = std::make_shared<State>();
+  state->hook = std::move(hook);
+  std::vector<HookHandle> handles;
+  for (const Var& v : outputs) {
+    if (!v.defined() || !v.requires_grad() || v.is_leaf()) continue;
+    handles.push_back(v.register_grad_hook([state](const Tensor&) {
+      const uint64_t now = t_backward_id;
+      uint64_t seen = state->fired_in.load(std::memory_order_relaxed);
+      while (seen != now) {
+        if (state->fired_in.compare_exchange_weak(seen, now)) {
+          state->hook();
+          return;
+        }
+      }
+    }));
+  }
+  return HookHandle([handles = std::move(handles)]() mutable {
+    for (auto& h : handles) h.remove();
+  });
+}
 
 std::vector<const VarImpl*> reachable_leaves(const Var& output) {
   std::vector<const VarImpl*> leaves;

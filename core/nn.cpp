@@ -48,6 +48,47 @@ void Module::apply(const std::function<void(Module&)>& fn) {
   for (auto& [name, child] : children_) child->apply(fn);
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [name, child] : children_) {
+    for (auto& [sub, m] : child->named_modules())
+      out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+  }
+  return out;
+}
+
+Module::ForwardHooks& Module::forward_hooks() {
+  if (!forward_hooks_) forward_hooks_ = std::make_shared<ForwardHooks>();
+  return *forward_hooks_;
+}
+
+autograd::HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  const uint64_t id = forward_hooks().pre.add(std::move(hook));
+  return autograd::HookHandle([hooks = std::weak_ptr<ForwardHooks>(forward_hooks_), id] {
+    if (auto h = hooks.lock()) h->pre.remove(id);
+  });
+}
+
+autograd::HookHandle Module::register_forward_hook(ForwardHook hook) {
+  const uint64_t id = forward_hooks().post.add(std::move(hook));
+  return autograd::HookHandle([hooks = std::weak_ptr<ForwardHooks>(forward_hooks_), id] {
+    if (auto h = hooks.lock()) h->post.remove(id);
+  });
+}
+
+void Module::clear_forward_hooks() {
+  forward_hooks_.reset();  // outstanding handles then find nothing to remove
+}
+
+void Module::run_forward_pre_hooks() const {
+  // A copy of the pointer: a hook may clear this module's hooks while they run.
+  if (auto hooks = forward_hooks_) hooks->pre.run(*this);
+}
+
+void Module::run_forward_hooks(const std::vector<Var>& outputs) const {
+  if (auto hooks = forward_hooks_) hooks->post.run(*this, outputs);
+}
+
 Tensor& Module::register_buffer(std::string name, Tensor tensor) {
   buffers_.emplace_back(std::move(name), std::move(tensor));
   return buffers_.back().second;
@@ -91,7 +132,9 @@ Var make_parameter(const Shape& shape, const Init& init, uint64_t seed, const st
     }
   }
   Tensor t = device == Device::cpu() ? host : host.to(device);
-  return Var(t, /*requires_grad=*/true);
+  Var param(t, /*requires_grad=*/true);
+  param.set_name(name);  // for messages (Note [Freeable parameters])
+  return param;
 }
 
 Linear::Linear(const Context& ctx, int64_t in, int64_t out, bool bias, float weight_std) {
@@ -108,7 +151,7 @@ Linear::Linear(const Context& ctx, int64_t in, int64_t out, bool bias, float wei
 }
 
 Var Linear::forward(const Var& x, ops::Activation act) const {
-  return fn::linear(x, weight_, bias_, act);
+  return with_forward_hooks([&] { return fn::linear(x, weight_, bias_, act); });
 }
 
 LayerNorm::LayerNorm(const Context& ctx, int64_t dim, float eps) : eps_(eps) {
@@ -119,7 +162,7 @@ LayerNorm::LayerNorm(const Context& ctx, int64_t dim, float eps) : eps_(eps) {
 }
 
 Var LayerNorm::forward(const Var& x) const {
-  return fn::layer_norm(x, weight_, bias_, eps_);
+  return with_forward_hooks([&] { return fn::layer_norm(x, weight_, bias_, eps_); });
 }
 
 Embedding::Embedding(const Context& ctx, int64_t num, int64_t dim, float std) {
@@ -128,7 +171,7 @@ Embedding::Embedding(const Context& ctx, int64_t num, int64_t dim, float std) {
 }
 
 Var Embedding::forward(const Tensor& ids) const {
-  return fn::embedding(ids, weight_);
+  return with_forward_hooks([&] { return fn::embedding(ids, weight_); });
 }
 
 Conv2d::Conv2d(const Context& ctx, int64_t in, int64_t out, int64_t kernel, int64_t stride,
@@ -144,7 +187,7 @@ Conv2d::Conv2d(const Context& ctx, int64_t in, int64_t out, int64_t kernel, int6
 }
 
 Var Conv2d::forward(const Var& x) const {
-  return fn::conv2d(x, weight_, geometry_);
+  return with_forward_hooks([&] { return fn::conv2d(x, weight_, geometry_); });
 }
 
 BatchNorm2d::BatchNorm2d(const Context& ctx, int64_t channels, float eps, float momentum)
@@ -163,9 +206,11 @@ BatchNorm2d::BatchNorm2d(const Context& ctx, int64_t channels, float eps, float 
 }
 
 Var BatchNorm2d::forward(const Var& x) const {
-  return fn::batch_norm(
-      x, weight_, bias_, buffers_,
-      {.training = is_training(), .momentum = momentum_, .eps = eps_, .sync = sync_});
+  return with_forward_hooks([&] {
+    return fn::batch_norm(
+        x, weight_, bias_, buffers_,
+        {.training = is_training(), .momentum = momentum_, .eps = eps_, .sync = sync_});
+  });
 }
 
 }  // namespace ddpb::nn

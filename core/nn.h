@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,9 +30,46 @@ struct NamedBuffer {
   Tensor tensor;
 };
 
+class Module;
+
+// Note [Module forward hooks]
+// A module's forward can be bracketed by hooks (PyTorch's register_forward_pre_hook and
+// register_forward_hook): pre-hooks run right before its forward computes anything, with the
+// module; forward hooks right after, with the module and its output Vars. FSDP all-gathers a
+// unit's parameters in the pre-hook and frees them in the forward hook, where it also puts a
+// pre-backward hook on the outputs (Note [Pre-backward hooks] in core/autograd.h). Hooks run
+// in registration order, on the thread running the forward; the handle a registration
+// returns removes it. Forwards here have no common signature (Linear takes an activation,
+// Embedding ids), so the base class cannot wrap them: each forward runs its body through
+// with_forward_hooks(), as every module in this file does, and a module that does not (a
+// workload's own) still gets its hooks when its caller runs the call through the module's
+// with_forward_hooks() instead. One or the other, not both, or the hooks run twice. Without
+// hooks the wrapper costs a null test.
+using ForwardPreHook = std::function<void(const Module& module)>;
+using ForwardHook = std::function<void(const Module& module, const std::vector<Var>& outputs)>;
+
 class Module {
  public:
   virtual ~Module() = default;
+  // See Note [Module forward hooks].
+  autograd::HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  autograd::HookHandle register_forward_hook(ForwardHook hook);
+  void clear_forward_hooks();
+  // Runs the pre-hooks, then `body` (this module's forward, returning a Var or a vector of
+  // Vars), then the forward hooks with its outputs; returns what body returned.
+  template <typename Body>
+  auto with_forward_hooks(Body&& body) const -> std::invoke_result_t<Body&> {
+    if (!forward_hooks_) return body();
+    run_forward_pre_hooks();
+    auto out = body();
+    if constexpr (std::is_same_v<decltype(out), Var>) {
+      run_forward_hooks({out});
+    } else {
+      run_forward_hooks(out);
+    }
+    return out;
+  }
+
   // All parameters, depth first in registration order, with dotted names ("h.0.ln_1.weight").
   // A parameter shared by two modules (tied weights) is listed once, under its first name.
   std::vector<NamedParameter> named_parameters() const;
@@ -46,6 +84,10 @@ class Module {
   bool is_training() const { return training_; }
   // Calls fn on this module and every descendant, depth first (PyTorch's Module.apply).
   void apply(const std::function<void(Module&)>& fn);
+  // This module ("") and every descendant with its dotted name ("h.0", "h.0.attn.c_attn"),
+  // depth first in registration order (PyTorch's named_modules): what a wrapping policy picks
+  // units from.
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
  protected:
   Var& register_parameter(std::string name, Var var);
@@ -63,6 +105,16 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   bool training_ = true;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+
+  // Shared with the handles (weakly), which may outlive the module.
+  struct ForwardHooks {
+    autograd::HookList<ForwardPreHook> pre;
+    autograd::HookList<ForwardHook> post;
+  };
+  ForwardHooks& forward_hooks();
+  void run_forward_pre_hooks() const;
+  void run_forward_hooks(const std::vector<Var>& outputs) const;
+  std::shared_ptr<ForwardHooks> forward_hooks_;  // null until a hook is registered
 };
 
 // How a parameter is filled at construction.

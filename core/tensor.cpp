@@ -39,20 +39,44 @@ uintptr_t allocation_pool(const Device& device) {
 
 Storage::Storage(const Device& device, size_t nbytes, Kind kind)
     : device_(device), nbytes_(nbytes), kind_(kind) {
-  if (kind_ == Kind::PinnedHost) {
-    data_ = pinned_host_allocator().allocate(nbytes);
-  } else {
-    data_ = device_allocator(device).allocate(nbytes, allocation_pool(device));
-  }
+  data_ = allocate();
 }
 
 Storage::~Storage() {
+  if (data_ != nullptr) free_allocation();
+}
+
+void* Storage::allocate() const {
+  if (kind_ == Kind::PinnedHost) return pinned_host_allocator().allocate(nbytes_);
+  return device_allocator(device_).allocate(nbytes_, allocation_pool(device_));
+}
+
+void Storage::free_allocation() {
+  // The sanitizer's history is of this allocation; a later one starts clean.
   if (sanitizer::enabled()) sanitizer::forget(this);
   if (kind_ == Kind::PinnedHost) {
     pinned_host_allocator().free(data_);
   } else {
     device_allocator(device_).free(data_);
   }
+  data_ = nullptr;
+}
+
+void Storage::release(std::string owner) {
+  if (data_ == nullptr) return;
+  // A captured graph replays with the pointers it recorded: they must stay allocated.
+  DDPB_CHECK(!capture_detail::capturing_on_this_thread())
+      << "cannot release the storage of " << owner << " during a graph capture";
+  free_allocation();
+  released_by_ = std::move(owner);
+}
+
+void Storage::reallocate() {
+  if (data_ != nullptr) return;
+  DDPB_CHECK(!capture_detail::capturing_on_this_thread())
+      << "cannot reallocate the storage of " << released_by_ << " during a graph capture";
+  data_ = allocate();
+  released_by_.clear();
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, const Device& device) {
@@ -117,6 +141,10 @@ const Device& Tensor::device() const {
 
 void* Tensor::raw_data() const {
   DDPB_CHECK(storage_) << "undefined tensor has no data";
+  DDPB_CHECK(storage_->data() != nullptr)
+      << describe() << " has no memory: the storage of " << storage_->released_by()
+      << " was freed (free_storage()); restore_storage() it before use (Note [Freeable "
+         "parameters])";
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
 }
 

@@ -24,7 +24,10 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);
 
-// Owns one allocation; returns it to its allocator on destruction.
+// Owns one allocation; returns it to its allocator on destruction. The allocation can be
+// released and brought back while the Storage, and every Tensor sharing it, lives on
+// (Note [Freeable parameters] in core/autograd.h): FSDP frees a unit's parameters between
+// its forward and its backward, while autograd's saved tensors still refer to them.
 class Storage {
  public:
   enum class Kind { Device, PinnedHost };
@@ -32,16 +35,32 @@ class Storage {
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  void* data() const { return data_; }
+  void* data() const { return data_; }  // null while released
   size_t nbytes() const { return nbytes_; }
   const Device& device() const { return device_; }
   bool pinned() const { return kind_ == Kind::PinnedHost; }
 
+  // Returns the allocation to its allocator, under the same stream rules as destruction
+  // (core/allocator.h); nbytes() stays. Until reallocate(), reading any Tensor of this
+  // storage throws, naming `owner` (what freed it, e.g. "parameter 'h.0.mlp.c_fc.weight'").
+  // Not during a graph capture. Not thread-safe: the storage's owner calls it.
+  void release(std::string owner);
+  // A fresh allocation of nbytes() (uninitialised) from the pool of the current stream, in
+  // the thread's memory category; a no-op while allocated.
+  void reallocate();
+  bool allocated() const { return data_ != nullptr; }
+  // What released it (empty while allocated).
+  const std::string& released_by() const { return released_by_; }
+
  private:
+  void* allocate() const;
+  void free_allocation();
+
   Device device_;
   size_t nbytes_;
   Kind kind_;
   void* data_ = nullptr;
+  std::string released_by_;
 };
 
 class Tensor {

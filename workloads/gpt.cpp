@@ -26,13 +26,17 @@ GptBlock::GptBlock(const nn::Context& ctx, const WorkloadSpec& spec)
                                                                          4 * c, c, true, proj_std));
 }
 
+// A block is a unit of a sharded design: its forward runs its hooks (Note [Module forward
+// hooks]).
 Var GptBlock::forward(const Var& x, int64_t batch) const {
-  Var qkv = c_attn_->forward(ln_1_->forward(x));
-  Var att = fn::causal_attention(fn::reshape(qkv, {batch, seq_len_, 3 * n_embd_}),
-                                 static_cast<int>(n_head_));
-  Var h = fn::add(x, attn_proj_->forward(fn::reshape(att, {batch * seq_len_, n_embd_})));
-  Var m = mlp_proj_->forward(fn::gelu(c_fc_->forward(ln_2_->forward(h))));
-  return fn::add(h, m);
+  return with_forward_hooks([&] {
+    Var qkv = c_attn_->forward(ln_1_->forward(x));
+    Var att = fn::causal_attention(fn::reshape(qkv, {batch, seq_len_, 3 * n_embd_}),
+                                   static_cast<int>(n_head_));
+    Var h = fn::add(x, attn_proj_->forward(fn::reshape(att, {batch * seq_len_, n_embd_})));
+    Var m = mlp_proj_->forward(fn::gelu(c_fc_->forward(ln_2_->forward(h))));
+    return fn::add(h, m);
+  });
 }
 
 GptModel::GptModel(const WorkloadSpec& spec, const Device& device, uint64_t seed) : spec_(spec) {

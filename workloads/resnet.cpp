@@ -43,14 +43,18 @@ class ResNetModel::Block : public nn::Module {
     }
   }
 
+  // A block is a unit of a sharded design: its forward runs its hooks (Note [Module forward
+  // hooks]).
   autograd::Var forward(const autograd::Var& x) const {
-    autograd::Var h = x;
-    for (size_t i = 0; i < convs_.size(); ++i) {
-      h = bns_[i]->forward(convs_[i]->forward(h));
-      if (i + 1 < convs_.size()) h = fn::relu(h);
-    }
-    const autograd::Var identity = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
-    return fn::relu(fn::add(h, identity));
+    return with_forward_hooks([&] {
+      autograd::Var h = x;
+      for (size_t i = 0; i < convs_.size(); ++i) {
+        h = bns_[i]->forward(convs_[i]->forward(h));
+        if (i + 1 < convs_.size()) h = fn::relu(h);
+      }
+      const autograd::Var identity = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
+      return fn::relu(fn::add(h, identity));
+    });
   }
 
  private:

@@ -5,6 +5,9 @@
 // used to decide by family name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "core/check.h"
 #include "core/optim.h"
 #include "data/synthetic.h"
@@ -106,6 +109,34 @@ TEST(WorkloadFamilies, TheTableHoldsTheTraitsTheCodeDecidesBy) {
   EXPECT_EQ(default_global_batch("gpt-tiny"), 8);
   EXPECT_EQ(default_global_batch("embed"), 64);
   EXPECT_EQ(default_global_batch("resnet-tiny"), 32);
+}
+
+// The units a sharded design wraps (a transformer block, a ResNet block) run their forward
+// hooks (Note [Module forward hooks]): once per block and forward, in forward order.
+TEST(WorkloadFamilies, BlocksRunTheirForwardHooks) {
+  for (const auto& [workload, prefix] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt-tiny", "h."}, {"resnet-tiny", "layer"}}) {
+    SCOPED_TRACE(workload);
+    const WorkloadSpec& spec = find_workload(workload);
+    auto model = make_model(spec, Device::cpu(), 7);
+    std::vector<std::string> ran;
+    std::vector<autograd::HookHandle> handles;
+    for (auto& [name, module] : model->named_modules()) {
+      // "h.0" or "layer1.0": a block itself, not one of its parts.
+      const bool block = name.starts_with(prefix) &&
+                         std::count(name.begin(), name.end(), '.') == 1 &&
+                         std::isdigit(static_cast<unsigned char>(name.back()));
+      if (!block) continue;
+      handles.push_back(module->register_forward_pre_hook(
+          [&ran, n = name](const nn::Module&) { ran.push_back(n); }));
+    }
+    ASSERT_FALSE(handles.empty());
+    auto data = make_dataset(spec, 7);
+    const Batch batch = make_batch(*data, {0, 1});
+    model->forward(batch.x);
+    EXPECT_EQ(ran.size(), handles.size()) << "each block once";
+    EXPECT_TRUE(std::is_sorted(ran.begin(), ran.end())) << "in forward order";
+  }
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ command -v clang-format >/dev/null || { echo "check_format: clang-format not fou
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 else  # an unpacked archive: the source folders
-  mapfile -t files < <(find base core comm workloads impl_dp impl_ddp bench reports tests fuzz \
+  mapfile -t files < <(find base core comm workloads impl_dp impl_ddp impl_fsdp bench reports tests fuzz \
     -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 fi
 if [[ "${1:-}" == --fix ]]; then

@@ -10,7 +10,6 @@ descriptors and threads early in the run and after the attack, against soak.py's
 when a bound broke or the run failed.
 """
 import json
-import os
 import pathlib
 import re
 import sys
@@ -24,20 +23,6 @@ from netns import Cluster, why_not  # noqa: E402
 
 PORT = 29470
 TOKEN = "soak-across-hosts-token-0123456789"
-
-
-def ranks_on(cluster, host):
-    """The ranks on `host`: its ddpbench processes whose parent is a ddpbench (the launcher)."""
-    ranks = []
-    for pid in cluster.pids(host):
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-            if os.path.basename(exe) == "ddpbench" and os.readlink(f"/proc/{ppid}/exe") == exe:
-                ranks.append(pid)
-        except (OSError, ValueError, IndexError):
-            continue
-    return ranks
 
 
 def last_step(log):
@@ -55,7 +40,7 @@ def soak_across(binary, steps, tmp):
         nodes = [c.start(h, [*flags, *c.node_flags(h, PORT)], logs[h], env) for h in range(2)]
         ranks = []
         for _ in range(300):
-            ranks = ranks_on(c, 0) + ranks_on(c, 1)
+            ranks = c.ranks(0) + c.ranks(1)
             if len(ranks) == 4 and last_step(logs[0]) > 20:
                 break
             time.sleep(0.2)

@@ -65,6 +65,19 @@ class Cluster:
                                 env=dict(self.env, **(env or {})), stdout=self.logs[-1],
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
+    def ranks(self, host):
+        """The ranks on `host`: its ddpbench processes whose parent is a ddpbench (the launcher)."""
+        ranks = []
+        for pid in self.pids(host):
+            try:
+                exe = os.readlink(f"/proc/{pid}/exe")
+                ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+                if os.path.basename(exe) == "ddpbench" and os.readlink(f"/proc/{ppid}/exe") == exe:
+                    ranks.append(int(pid))
+            except (OSError, ValueError, IndexError):
+                continue
+        return ranks
+
     def kill_host(self, host):
         for pid in self.pids(host):
             subprocess.run(["kill", "-9", pid], capture_output=True)

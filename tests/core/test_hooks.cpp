@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "../util/error_of.h"
 #include "core/allocator.h"
 #include "core/optim.h"
 
@@ -400,16 +401,6 @@ TEST(PreBackwardHook, ConcurrentBackwardsOnSeparateGraphsFireOnTheirOwnThreads) 
 
 // ---- Freeable parameters (Note [Freeable parameters]) -----------------------------------
 
-// The message of the ddpb::Error that `fn` throws ("" if none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(AutogradFreeableParameter, FreeReleasesTheMemoryAndKeepsShapeAndIdentity) {
   const Device device = Device::cpu(6);  // an allocator no other test uses
@@ -447,19 +438,19 @@ TEST(AutogradFreeableParameter, UsingAFreedParameterThrowsNamingIt) {
   nn::Linear lin(nn::Context{Device::cpu(), 1, "h.0.fc"}, 4, 3);
   lin.weight().free_storage();
   Var x(random_tensor({2, 4}, 1));
-  const std::string forward = error_of([&] { lin.forward(x); });
+  const std::string forward = testing::error_of<Error>([&] { lin.forward(x); });
   EXPECT_NE(forward.find("parameter 'h.0.fc.weight'"), std::string::npos) << forward;
   EXPECT_NE(forward.find("freed"), std::string::npos) << forward;
-  EXPECT_NE(error_of([&] { lin.weight().data().to_floats(); }).find("h.0.fc.weight"),
+  EXPECT_NE(testing::error_of<Error>([&] { lin.weight().data().to_floats(); }).find("h.0.fc.weight"),
             std::string::npos);
   // An optimizer step reads it too.
   lin.weight().set_grad(Tensor::zeros({3, 4}, DType::F32, Device::cpu()));
   optim::SGD sgd({lin.weight()}, 0.1f, 0.9f, 0.0f);
-  EXPECT_NE(error_of([&] { sgd.step(); }).find("h.0.fc.weight"), std::string::npos);
+  EXPECT_NE(testing::error_of<Error>([&] { sgd.step(); }).find("h.0.fc.weight"), std::string::npos);
   // A Var without a name is described by its tensor.
   Var unnamed(random_tensor({5}, 2), true);
   unnamed.free_storage();
-  EXPECT_NE(error_of([&] { fn::relu(unnamed); }).find("a parameter f32[5] on cpu:0"),
+  EXPECT_NE(testing::error_of<Error>([&] { fn::relu(unnamed); }).find("a parameter f32[5] on cpu:0"),
             std::string::npos);
 }
 
@@ -473,7 +464,7 @@ TEST(AutogradFreeableParameter, FreedAfterForwardRestoredBeforeBackward) {
   for (auto& p : net.named_parameters()) kept[p.name] = p.var.data().clone();
   Var loss = model_loss(net.forward(Var(x)), labels(3, 4));
   for (auto& p : net.parameters()) p.free_storage();
-  const std::string error = error_of([&] { loss.backward(); });
+  const std::string error = testing::error_of<Error>([&] { loss.backward(); });
   EXPECT_NE(error.find("parameter '1.weight'"), std::string::npos) << error;
   for (auto& p : net.named_parameters()) {
     p.var.restore_storage();
@@ -559,14 +550,14 @@ TEST(AutogradFreeableParameter, ViewsAreFreedWithTheirBufferAndRestoredByRebindi
   const auto a_values = a.data().to_floats();
   a.set_data(flat.flat_view(0, {4}));
   b.set_data(flat.flat_view(4, {6}));
-  const std::string alone = error_of([&] { a.free_storage(); });
+  const std::string alone = testing::error_of<Error>([&] { a.free_storage(); });
   EXPECT_NE(alone.find("view into a larger buffer"), std::string::npos) << alone;
   EXPECT_FALSE(a.storage_freed());
 
   flat.storage()->release("unit 0's flat buffer");
   EXPECT_TRUE(a.storage_freed());
   EXPECT_TRUE(b.storage_freed());
-  EXPECT_NE(error_of([&] { fn::relu(b); }).find("unit 0's flat buffer"), std::string::npos);
+  EXPECT_NE(testing::error_of<Error>([&] { fn::relu(b); }).find("unit 0's flat buffer"), std::string::npos);
 
   // Gathered into a new buffer: rebind to views of it.
   Tensor gathered = Tensor::empty({10}, DType::F32, Device::cpu());

@@ -15,6 +15,7 @@
 
 #include "../comm/pg_test_util.h"
 #include "../core/test_util.h"
+#include "../util/error_of.h"
 #include "core/allocator.h"
 #include "core/functional.h"
 #include "core/nn.h"
@@ -43,16 +44,6 @@ void on_ranks(int world, const std::function<void(int, std::shared_ptr<ProcessGr
       std::chrono::seconds(30));
 }
 
-// The message of the ddpb::Error that `fn` throws ("" if none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<uint32_t> out;
@@ -200,9 +191,9 @@ TEST_P(FlatParamOnRanks, GatherGivesEveryRankTheOriginalValuesAndReleaseFreesThe
       EXPECT_EQ(parameter_bytes(), released);
       EXPECT_EQ(allocator.stats().current_bytes, released_live);
       for (const Var& p : params) EXPECT_TRUE(p.storage_freed()) << p.name();
-      const std::string read = error_of([&] { params[1].data().to_floats(); });
+      const std::string read = testing::error_of<Error>([&] { params[1].data().to_floats(); });
       EXPECT_NE(read.find("parameter 'u.b'"), std::string::npos) << read;
-      const std::string op = error_of([&] { fn::relu(params[2]); });
+      const std::string op = testing::error_of<Error>([&] { fn::relu(params[2]); });
       EXPECT_NE(op.find("parameter 'u.c'"), std::string::npos) << op;
       unit.release();  // released already: nothing
     }

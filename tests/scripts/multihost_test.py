@@ -297,7 +297,7 @@ class Case:
             procs = [c.start(h, [*flags, *self.node_flags(c, h, port)],
                              self.tmp / f"stop-{h}.log", env) for h in range(2)]
             self.wait_for_steps(self.tmp / "stop-1.log")
-            rank = rank_pids(c, 1)
+            rank = c.ranks(1)
             assert len(rank) == 1, (rank, c.pids(1))
             os.kill(rank[0], signal.SIGSTOP)
             start = time.monotonic()
@@ -316,20 +316,6 @@ class Case:
                 return
             time.sleep(0.2)
         raise AssertionError(f"no step began: {read(log) if log.exists() else 'no log'}")
-
-
-def rank_pids(cluster, host):
-    """The ranks on `host`: its ddpbench processes whose parent is a ddpbench (the launcher)."""
-    ranks = []
-    for pid in cluster.pids(host):
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-            if os.path.basename(exe) == "ddpbench" and os.readlink(f"/proc/{ppid}/exe") == exe:
-                ranks.append(int(pid))
-        except (OSError, ValueError, IndexError):
-            continue
-    return ranks
 
 
 def main():

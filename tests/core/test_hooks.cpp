@@ -401,7 +401,6 @@ TEST(PreBackwardHook, ConcurrentBackwardsOnSeparateGraphsFireOnTheirOwnThreads) 
 
 // ---- Freeable parameters (Note [Freeable parameters]) -----------------------------------
 
-
 TEST(AutogradFreeableParameter, FreeReleasesTheMemoryAndKeepsShapeAndIdentity) {
   const Device device = Device::cpu(6);  // an allocator no other test uses
   auto& allocator = device_allocator(device);
@@ -441,8 +440,9 @@ TEST(AutogradFreeableParameter, UsingAFreedParameterThrowsNamingIt) {
   const std::string forward = testing::error_of<Error>([&] { lin.forward(x); });
   EXPECT_NE(forward.find("parameter 'h.0.fc.weight'"), std::string::npos) << forward;
   EXPECT_NE(forward.find("freed"), std::string::npos) << forward;
-  EXPECT_NE(testing::error_of<Error>([&] { lin.weight().data().to_floats(); }).find("h.0.fc.weight"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::error_of<Error>([&] { lin.weight().data().to_floats(); }).find("h.0.fc.weight"),
+      std::string::npos);
   // An optimizer step reads it too.
   lin.weight().set_grad(Tensor::zeros({3, 4}, DType::F32, Device::cpu()));
   optim::SGD sgd({lin.weight()}, 0.1f, 0.9f, 0.0f);
@@ -450,8 +450,9 @@ TEST(AutogradFreeableParameter, UsingAFreedParameterThrowsNamingIt) {
   // A Var without a name is described by its tensor.
   Var unnamed(random_tensor({5}, 2), true);
   unnamed.free_storage();
-  EXPECT_NE(testing::error_of<Error>([&] { fn::relu(unnamed); }).find("a parameter f32[5] on cpu:0"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::error_of<Error>([&] { fn::relu(unnamed); }).find("a parameter f32[5] on cpu:0"),
+      std::string::npos);
 }
 
 TEST(AutogradFreeableParameter, FreedAfterForwardRestoredBeforeBackward) {
@@ -557,7 +558,8 @@ TEST(AutogradFreeableParameter, ViewsAreFreedWithTheirBufferAndRestoredByRebindi
   flat.storage()->release("unit 0's flat buffer");
   EXPECT_TRUE(a.storage_freed());
   EXPECT_TRUE(b.storage_freed());
-  EXPECT_NE(testing::error_of<Error>([&] { fn::relu(b); }).find("unit 0's flat buffer"), std::string::npos);
+  EXPECT_NE(testing::error_of<Error>([&] { fn::relu(b); }).find("unit 0's flat buffer"),
+            std::string::npos);
 
   // Gathered into a new buffer: rebind to views of it.
   Tensor gathered = Tensor::empty({10}, DType::F32, Device::cpu());

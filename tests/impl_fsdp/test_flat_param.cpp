@@ -44,7 +44,6 @@ void on_ranks(int world, const std::function<void(int, std::shared_ptr<ProcessGr
       std::chrono::seconds(30));
 }
 
-
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<uint32_t> out;
   for (float f : t.to_floats()) out.push_back(std::bit_cast<uint32_t>(f));

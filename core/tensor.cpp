@@ -105,26 +105,28 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, const Device& device) {
   return t;
 }
 
+// A CPU tensor is built on its own device: staging it on cpu:0 would move cpu:0's memory
+// counters from another rank's thread while that rank measures them.
 Tensor Tensor::from_floats(const std::vector<float>& values, const Shape& shape,
                            const Device& device) {
   DDPB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape))
       << values.size() << " values for shape " << shape_str(shape);
-  Tensor host = empty(shape, DType::F32, Device::cpu());
+  Tensor host = empty(shape, DType::F32, device.is_cpu() ? device : Device::cpu());
   // An empty vector may hold no buffer at all (memcpy forbids null even for 0 bytes).
   if (!values.empty()) std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(float));
   if (sanitizer::enabled()) sanitizer::on_host_access("from_floats", host, /*write=*/true);
-  return device.is_cpu() && device.index == 0 ? host : host.to(device);
+  return device.is_cpu() ? host : host.to(device);
 }
 
 Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape,
                          const Device& device) {
   DDPB_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape))
       << values.size() << " values for shape " << shape_str(shape);
-  Tensor host = empty(shape, DType::I32, Device::cpu());
+  Tensor host = empty(shape, DType::I32, device.is_cpu() ? device : Device::cpu());
   // An empty vector may hold no buffer at all (memcpy forbids null even for 0 bytes).
   if (!values.empty()) std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(int32_t));
   if (sanitizer::enabled()) sanitizer::on_host_access("from_ints", host, /*write=*/true);
-  return device.is_cpu() && device.index == 0 ? host : host.to(device);
+  return device.is_cpu() ? host : host.to(device);
 }
 
 int64_t Tensor::size(int64_t d) const {

@@ -34,7 +34,8 @@ struct CollectiveTiming {
   double start_ms = 0;     // started on the communication thread or stream
   double complete_ms = 0;  // finished
   bool gradient = false;   // part of the gradient synchronisation
-  int64_t group = -1;      // the bucket it belongs to; -1: none
+  int64_t group = -1;      // the bucket (FSDP: the unit) it belongs to; -1: none
+  int group_size = 0;      // ranks of the group it ran over (FSDP's shard groups); 0: all
 };
 
 struct StepStats {

@@ -55,8 +55,12 @@ FlatParamLayout flat_param_layout(const std::vector<Shape>& shapes, int world) {
 }
 
 FlatParamUnit::FlatParamUnit(std::string name, std::vector<autograd::Var> params,
-                             std::shared_ptr<comm::ProcessGroup> pg)
-    : name_(std::move(name)), params_(std::move(params)), pg_(std::move(pg)) {
+                             std::shared_ptr<comm::ProcessGroup> pg,
+                             std::shared_ptr<comm::ProcessGroup> replicate)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      pg_(std::move(pg)),
+      replicate_(std::move(replicate)) {
   DDPB_USAGE_CHECK(pg_ != nullptr) << unit_label(name_) << " needs a process group";
   check_params();
   device_ = params_.front().data().device();
@@ -114,6 +118,7 @@ comm::WorkPtr FlatParamUnit::gather() {
   for (size_t k = 0; k < params_.size(); ++k) params_[k].restore_storage(views_[k]);
   nvtx::Range range("fsdp.allgather", nvtx::Category::Comm, gather_bytes());
   gather_work_ = pg_->allgather(flat_, shard_.data());
+  last_gather_ = gather_work_;
   ++traffic_.gathers;
   traffic_.bytes_gathered += gather_bytes();
   return gather_work_;
@@ -135,7 +140,8 @@ void FlatParamUnit::release() {
 
 // Each gradient scaled by 1/N into its slot (Note [Flat parameters]); zeros where none.
 void FlatParamUnit::copy_grads_in(const Tensor& flat_grad) const {
-  const float scale = 1.0f / static_cast<float>(pg_->size());
+  const int ranks = pg_->size() * (replicate_ ? replicate_->size() : 1);
+  const float scale = 1.0f / static_cast<float>(ranks);
   for (size_t k = 0; k < params_.size(); ++k) {
     const Tensor slot = flat_grad.flat_view(layout_.offsets[k], layout_.shapes[k]);
     const Tensor& grad = params_[k].grad();
@@ -157,9 +163,8 @@ void FlatParamUnit::copy_grads_in(const Tensor& flat_grad) const {
 }
 
 comm::WorkPtr FlatParamUnit::reduce_scatter_grads() {
-  DDPB_CHECK(rs_work_ == nullptr) << unit_label(name_)
-                                  << ": reduce_scatter_grads() with one in flight; "
-                                     "wait_reduce_scatter() first";
+  DDPB_CHECK(rs_work_ == nullptr && ar_work_ == nullptr)
+      << unit_label(name_) << ": reduce_scatter_grads() with one in flight; wait_replicate() first";
   MemoryCategoryScope gradients(MemoryCategory::Gradients);
   flat_grad_ = Tensor::empty({layout_.padded_numel}, DType::F32, device_);
   copy_grads_in(flat_grad_);
@@ -169,6 +174,7 @@ comm::WorkPtr FlatParamUnit::reduce_scatter_grads() {
   if (!rs_accumulates_) shard_.set_grad(rs_out_);  // written in place by the collective
   nvtx::Range range("fsdp.reduce_scatter", nvtx::Category::Comm, reduce_scatter_bytes());
   rs_work_ = pg_->reduce_scatter(rs_out_, flat_grad_);
+  last_rs_ = rs_work_;
   ++traffic_.reduce_scatters;
   traffic_.bytes_reduce_scattered += reduce_scatter_bytes();
   return rs_work_;
@@ -180,11 +186,33 @@ void FlatParamUnit::wait_reduce_scatter() {
   // The buffers go whatever the outcome: a failed collective leaves nothing to finish.
   Tensor flat_grad = std::exchange(flat_grad_, Tensor()), out = std::exchange(rs_out_, Tensor());
   work->wait();
+  if (replicate_) {  // the shard's sum over its group, then over the replicas of the shard
+    nvtx::Range range("fsdp.allreduce", nvtx::Category::Comm, allreduce_bytes());
+    ar_out_ = out;
+    ar_work_ = replicate_->allreduce(ar_out_);
+    last_ar_ = ar_work_;
+    ++traffic_.allreduces;
+    traffic_.bytes_allreduced += allreduce_bytes();
+    return;
+  }
+  if (rs_accumulates_) ops::axpy(1.0f, out, shard_.grad());
+}
+
+void FlatParamUnit::wait_replicate() {
+  wait_reduce_scatter();
+  comm::WorkPtr work = std::exchange(ar_work_, nullptr);
+  if (!work) return;
+  const Tensor out = std::exchange(ar_out_, Tensor());
+  work->wait();
   if (rs_accumulates_) ops::axpy(1.0f, out, shard_.grad());
 }
 
 int64_t FlatParamUnit::gather_bytes() const {
   return layout_.padded_numel * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t FlatParamUnit::allreduce_bytes() const {
+  return layout_.shard_numel * static_cast<int64_t>(sizeof(float));
 }
 
 int64_t FlatParamUnit::reduce_scatter_bytes() const {

@@ -42,7 +42,10 @@
 // drops the full gradients and reduce-scatters: after wait_reduce_scatter() the shard's .grad
 // holds rank r's chunk of the average over ranks, added to what it held (gradient
 // accumulation) or as a new tensor when it held none. Gradients live in the shard's .grad
-// after that, nowhere else.
+// after that, nowhere else. With a replicate group (hybrid_shard; no_shard, whose shard group
+// is one rank), wait_reduce_scatter() then issues the all-reduce of the shard's chunk over the
+// ranks holding the same chunk in the other groups, and the division at copy-in is by every
+// rank of both; wait_replicate() waits for it.
 //
 // Issue and wait. gather() and reduce_scatter_grads() issue their collective and return its
 // Work, so a caller can issue one early (prefetch the next unit's gather) and wait later with
@@ -88,6 +91,8 @@ struct FlatParamTraffic {
   int64_t reduce_scatters = 0;
   int64_t bytes_gathered = 0;
   int64_t bytes_reduce_scattered = 0;
+  int64_t allreduces = 0;  // over the replicate group, the shard's size each
+  int64_t bytes_allreduced = 0;
 };
 
 class FlatParamUnit {
@@ -95,8 +100,12 @@ class FlatParamUnit {
   // `name` labels the unit in messages ("h.0"; "" for the root). `params`: distinct f32 leaf
   // Vars that require grad, on one device, allocated, at least one element in all. They are
   // rebound to views of the unit's flat buffer and end released (Note [Flat parameters]).
+  // `replicate`, when given, all-reduces the shard's gradient over the ranks that hold the
+  // same shard in other shard groups (hybrid_shard, no_shard): the average then runs over
+  // pg->size() * replicate->size() ranks.
   FlatParamUnit(std::string name, std::vector<autograd::Var> params,
-                std::shared_ptr<comm::ProcessGroup> pg);
+                std::shared_ptr<comm::ProcessGroup> pg,
+                std::shared_ptr<comm::ProcessGroup> replicate = nullptr);
   // Collectives in flight keep the tensors they use alive (comm/'s Work holds them), so a
   // unit may be dropped with one pending; its results are then lost.
   FlatParamUnit(const FlatParamUnit&) = delete;
@@ -116,6 +125,8 @@ class FlatParamUnit {
   void wait_gather();
   // The full buffer is allocated (its values final once wait_gather() returned).
   bool gathered() const;
+  // A gather was issued and not yet waited for.
+  bool gather_pending() const { return gather_work_ != nullptr; }
   // Frees the full buffer's memory, and with it every parameter's (waits for a pending gather
   // first). A no-op while released.
   void release();
@@ -123,8 +134,10 @@ class FlatParamUnit {
   // Copies the parameters' gradients in, averaged, drops them and issues the reduce-scatter
   // into the shard's gradient (Note [Flat parameters]); returns its Work. One at a time.
   comm::WorkPtr reduce_scatter_grads();
-  // Waits for the pending reduce-scatter (none: returns); shard().grad() is then final.
+  // Waits for the pending reduce-scatter (none: returns) and, with a replicate group, issues
+  // the all-reduce of the result; shard().grad() is final once wait_replicate() returned.
   void wait_reduce_scatter();
+  void wait_replicate();
   bool reduce_scatter_pending() const { return rs_work_ != nullptr; }
 
   // Sizes, for measurement: elements of the parameters, of the padded buffer, of the shard;
@@ -134,6 +147,12 @@ class FlatParamUnit {
   int64_t shard_numel() const { return layout_.shard_numel; }
   int64_t gather_bytes() const;
   int64_t reduce_scatter_bytes() const;
+  int64_t allreduce_bytes() const;  // the shard's, over the replicate group
+  const std::shared_ptr<comm::ProcessGroup>& replicate_group() const { return replicate_; }
+  // The Works of the last collectives issued (their host timestamps, for records).
+  const comm::WorkPtr& last_gather() const { return last_gather_; }
+  const comm::WorkPtr& last_reduce_scatter() const { return last_rs_; }
+  const comm::WorkPtr& last_allreduce() const { return last_ar_; }
   const FlatParamTraffic& traffic() const { return traffic_; }
 
  private:
@@ -144,6 +163,7 @@ class FlatParamUnit {
   std::string name_;
   std::vector<autograd::Var> params_;
   std::shared_ptr<comm::ProcessGroup> pg_;
+  std::shared_ptr<comm::ProcessGroup> replicate_;
   FlatParamLayout layout_;
   Device device_;
   Tensor flat_;                // the full buffer: its Storage lives with the unit
@@ -152,9 +172,12 @@ class FlatParamUnit {
   std::string owner_;  // what a read of a released parameter reports
   comm::WorkPtr gather_work_;
   comm::WorkPtr rs_work_;
-  Tensor flat_grad_;  // the pending reduce-scatter's input
-  Tensor rs_out_;     // and output: the shard's gradient, or a scratch added into it
+  comm::WorkPtr ar_work_;  // the replicate group's all-reduce of the shard's gradient
+  Tensor ar_out_;          // its tensor (added into the shard's gradient when accumulating)
+  Tensor flat_grad_;       // the pending reduce-scatter's input
+  Tensor rs_out_;          // and output: the shard's gradient, or a scratch added into it
   bool rs_accumulates_ = false;
+  comm::WorkPtr last_gather_, last_rs_, last_ar_;
   FlatParamTraffic traffic_;
 };
 

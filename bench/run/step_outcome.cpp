@@ -20,7 +20,8 @@ double bus_factor(const std::string& op, int world_size) {
 TraceSpan collective_span(const CollectiveTiming& c, int64_t zero_ns, int world_size) {
   const double ms = c.complete_ms - c.start_ms;
   nlohmann::json args = {{"bytes", c.bytes}, {"launch_ms", c.launch_ms}};
-  args["busbw_GBps"] = algbw_GBps(static_cast<double>(c.bytes), ms) * bus_factor(c.op, world_size);
+  args["busbw_GBps"] = algbw_GBps(static_cast<double>(c.bytes), ms) *
+                       bus_factor(c.op, c.group_size > 0 ? c.group_size : world_size);
   if (c.group >= 0) args["bucket"] = c.group;
   return {c.name, c.lane, zero_ns + std::llround(c.start_ms * 1e6), ms, std::move(args)};
 }
@@ -34,7 +35,9 @@ void add_traffic(const StepStats& s, int world_size, reports::StepModeData& m) {
     auto it = std::find_if(by_op.begin(), by_op.end(),
                            [&](const reports::OpTraffic& t) { return t.op == c.op; });
     if (it == by_op.end()) it = by_op.insert(by_op.end(), reports::OpTraffic{c.op, 0, 0, 0});
-    const double on_wire = static_cast<double>(c.bytes) * bus_factor(c.op, world_size);
+    // A collective over a sub-group (FSDP's shard groups) puts its own group's share out.
+    const int ranks = c.group_size > 0 ? c.group_size : world_size;
+    const double on_wire = static_cast<double>(c.bytes) * bus_factor(c.op, ranks);
     ++it->calls;
     it->bytes += c.bytes;
     it->bus_bytes += on_wire;

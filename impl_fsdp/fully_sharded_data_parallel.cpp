@@ -1,0 +1,507 @@
+#include "impl_fsdp/fully_sharded_data_parallel.h"
+
+#include <cmath>
+#include <unordered_set>
+#include <utility>
+
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/memory_category.h"
+#include "core/nvtx.h"
+#include "core/ops.h"
+#include "core/phase_timer.h"
+#include "core/step_phase.h"
+
+namespace ddpb::fsdp {
+
+bool reshards_after_forward(ShardingStrategy strategy) {
+  return strategy == ShardingStrategy::FullShard || strategy == ShardingStrategy::HybridShard;
+}
+
+// What the hooks keep per unit for one backward.
+struct FullyShardedDataParallel::UnitState {
+  size_t ready = 0;      // parameters whose gradient is final this backward
+  bool reduced = false;  // its reduce-scatter is issued this backward
+  std::vector<autograd::HookHandle> forward_hooks;
+};
+
+// One collective a unit issued this step, with its Work for the times it ran.
+struct FullyShardedDataParallel::Issued {
+  UnitCollective record;
+  size_t unit = 0;
+  comm::WorkPtr work;
+  int64_t launch_ns = 0;
+};
+
+namespace {
+
+constexpr size_t kNone = SIZE_MAX;
+
+// Broadcasts `tensors` (one dtype) from rank 0 as one flat tensor.
+void broadcast_coalesced(comm::ProcessGroup& pg, const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) return;
+  MemoryCategoryScope staging(MemoryCategory::Communication);
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  Tensor flat = Tensor::empty({total}, tensors.front().dtype(), tensors.front().device());
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    ops::copy(t, flat.flat_view(at, t.shape()));
+    at += t.numel();
+  }
+  pg.broadcast(flat, 0)->wait();
+  at = 0;
+  for (const Tensor& t : tensors) {
+    ops::copy(flat.flat_view(at, t.shape()), t);
+    at += t.numel();
+  }
+}
+
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& module, ForwardFn forward,
+                                                   FsdpGroups groups,
+                                                   const std::vector<FsdpUnitSpec>& units,
+                                                   FsdpOptions options)
+    : module_(module), forward_(std::move(forward)), groups_(std::move(groups)), options_(options) {
+  DDPB_USAGE_CHECK(groups_.world && groups_.shard) << "FSDP needs its world and shard groups";
+  DDPB_USAGE_CHECK(options_.limit_all_gathers >= 0)
+      << "--limit-all-gathers must be 0 (no limit) or more, not " << options_.limit_all_gathers;
+  const std::vector<autograd::Var> params = module_.parameters();
+  DDPB_USAGE_CHECK(!params.empty()) << "FSDP needs a model with parameters";
+  device_ = params.front().data().device();
+  for (const nn::NamedBuffer& b : module_.named_buffers()) buffers_.push_back(b.tensor);
+  {
+    // Every rank starts from rank 0's model, as DDP's constructor makes it (its parameters
+    // are every rank's own only if every rank built it from the same seed).
+    nvtx::Range range("fsdp.sync_module_states", nvtx::Category::Comm);
+    std::vector<Tensor> values;
+    for (const autograd::Var& p : params) values.push_back(p.data());
+    broadcast_coalesced(*groups_.world, values);
+    sync_buffers_now();
+  }
+  build_units(units);
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (UnitState& s : state_)
+    for (autograd::HookHandle& h : s.forward_hooks) h.remove();
+  for (const auto& unit : units_)
+    for (const autograd::Var& p : unit->params()) p.clear_grad_ready_hooks();
+}
+
+// Note [FSDP's step]: the specs' units in order, each of its modules' parameters not taken
+// by an earlier unit; the root gets the rest.
+void FullyShardedDataParallel::build_units(const std::vector<FsdpUnitSpec>& specs) {
+  std::unordered_set<const autograd::VarImpl*> taken;
+  for (const FsdpUnitSpec& spec : specs) {
+    DDPB_USAGE_CHECK(!spec.modules.empty()) << "FSDP unit '" << spec.name << "' has no module";
+    std::vector<autograd::Var> params;
+    for (const nn::Module* m : spec.modules) {
+      DDPB_USAGE_CHECK(m != nullptr) << "FSDP unit '" << spec.name << "' has a null module";
+      for (const autograd::Var& p : m->parameters())
+        if (taken.insert(p.impl()).second) params.push_back(p);
+    }
+    DDPB_USAGE_CHECK(!params.empty())
+        << "FSDP unit '" << spec.name << "' has no parameters of its own";
+    units_.push_back(
+        std::make_unique<FlatParamUnit>(spec.name, params, groups_.shard, groups_.replicate));
+    unit_names_.push_back(spec.name);
+  }
+  std::vector<autograd::Var> rest;
+  for (const autograd::Var& p : module_.parameters())
+    if (!taken.count(p.impl())) rest.push_back(p);
+  if (!rest.empty()) {
+    root_ = units_.size();
+    units_.push_back(std::make_unique<FlatParamUnit>("", rest, groups_.shard, groups_.replicate));
+    unit_names_.push_back("root");
+  }
+  state_.resize(units_.size());
+  for (size_t i = 0; i < specs.size(); ++i) install_hooks(i, specs[i]);
+}
+
+void FullyShardedDataParallel::install_hooks(size_t index, const FsdpUnitSpec& spec) {
+  UnitState& s = state_[index];
+  s.forward_hooks.push_back(spec.modules.front()->register_forward_pre_hook(
+      [this, index](const nn::Module&) { pre_forward(index); }));
+  s.forward_hooks.push_back(spec.modules.back()->register_forward_hook(
+      [this, index](const nn::Module&, const std::vector<autograd::Var>& outputs) {
+        post_forward(index, outputs);
+      }));
+  for (const autograd::Var& p : units_[index]->params())
+    p.register_grad_ready_hook([this, index](const autograd::Var&) { grad_ready(index); });
+}
+
+// ---- The hooks --------------------------------------------------------------------------
+
+void FullyShardedDataParallel::pre_forward(size_t index) {
+  if (!order_known_) forward_order_.push_back(index);
+  gather(index, "forward");
+  if (options_.forward_prefetch) {
+    const size_t next = next_in_forward(index, +1);
+    if (next != kNone) gather(next, "prefetch forward");
+  }
+  wait_gather(index);
+}
+
+void FullyShardedDataParallel::post_forward(size_t index,
+                                            const std::vector<autograd::Var>& outputs) {
+  if (reshards_after_forward(options_.strategy)) reshard(index);
+  state_[index].ready = 0;
+  state_[index].reduced = false;
+  autograd::register_multi_grad_hook(outputs, [this, index] { pre_backward(index); });
+}
+
+void FullyShardedDataParallel::pre_backward(size_t index) {
+  in_backward_ = true;
+  gather(index, "backward");
+  if (options_.backward_prefetch) {
+    const size_t next = next_in_forward(index, -1);
+    if (next != kNone) gather(next, "prefetch backward");
+  }
+  wait_gather(index);
+}
+
+void FullyShardedDataParallel::grad_ready(size_t index) {
+  UnitState& s = state_[index];
+  if (++s.ready < units_[index]->params().size()) return;
+  reduce_scatter(index, "backward");
+  reshard(index);  // every strategy frees the full parameters after backward
+}
+
+// The unit `direction` steps from `index` in the first forward's order; kNone before that
+// order is known, past either end, or for a unit that did not run in it.
+size_t FullyShardedDataParallel::next_in_forward(size_t index, int direction) const {
+  if (!order_known_) return kNone;
+  for (size_t k = 0; k < forward_order_.size(); ++k) {
+    if (forward_order_[k] != index) continue;
+    const size_t next = k + static_cast<size_t>(direction);  // wraps past 0 to a huge value
+    return next < forward_order_.size() ? forward_order_[next] : kNone;
+  }
+  return kNone;
+}
+
+// ---- Collectives ------------------------------------------------------------------------
+
+void FullyShardedDataParallel::gather(size_t index, const char* when) {
+  FlatParamUnit& unit = *units_[index];
+  if (unit.gathered()) return;  // gathered, or its gather in flight
+  limit_in_flight();
+  Issued issued;
+  issued.launch_ns = steady_now_ns();
+  issued.work = unit.gather();
+  issued.unit = index;
+  issued.record = {unit_names_[index], "allgather", when, unit.gather_bytes()};
+  issued_.push_back(std::move(issued));
+}
+
+void FullyShardedDataParallel::wait_gather(size_t index) {
+  FlatParamUnit& unit = *units_[index];
+  if (!unit.gather_pending()) return;
+  const int64_t start = steady_now_ns();
+  unit.wait_gather();
+  const double ms = static_cast<double>(steady_now_ns() - start) / 1e6;
+  (in_backward_ ? exposed_gather_backward_ms_ : exposed_gather_forward_ms_) += ms;
+}
+
+// Note [FSDP's step], the rate limiter: a reshard's event joins the queue.
+void FullyShardedDataParallel::reshard(size_t index) {
+  FlatParamUnit& unit = *units_[index];
+  if (!unit.gathered()) return;
+  unit.release();
+  if (options_.limit_all_gathers == 0) return;
+  Event freed = Event::create(device_);
+  freed.record(current_stream(device_));
+  reshard_events_.push_back(std::move(freed));
+}
+
+void FullyShardedDataParallel::limit_in_flight() {
+  while (!reshard_events_.empty() && reshard_events_.front().query()) reshard_events_.pop_front();
+  const size_t limit = static_cast<size_t>(options_.limit_all_gathers);
+  while (limit > 0 && reshard_events_.size() >= limit) {
+    ++limiter_waits_;
+    reshard_events_.front().synchronize();
+    reshard_events_.pop_front();
+  }
+}
+
+void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when) {
+  FlatParamUnit& unit = *units_[index];
+  state_[index].reduced = true;
+  Issued issued;
+  issued.launch_ns = steady_now_ns();
+  issued.work = unit.reduce_scatter_grads();
+  issued.unit = index;
+  issued.record = {unit_names_[index], "reduce_scatter", when, unit.reduce_scatter_bytes()};
+  issued_.push_back(std::move(issued));
+}
+
+// The reduce-scatter's wait and, across shard groups, the all-reduce it then issues.
+void FullyShardedDataParallel::finish_unit(size_t index) {
+  FlatParamUnit& unit = *units_[index];
+  const int64_t launch = steady_now_ns();
+  unit.wait_reduce_scatter();
+  if (unit.replicate_group() && unit.last_allreduce()) {
+    Issued issued;
+    issued.launch_ns = launch;
+    issued.work = unit.last_allreduce();
+    issued.unit = index;
+    issued.record = {unit_names_[index], "allreduce", "finish", unit.allreduce_bytes()};
+    issued_.push_back(std::move(issued));
+  }
+}
+
+// ---- The step ---------------------------------------------------------------------------
+
+autograd::Var FullyShardedDataParallel::forward(const Tensor& x) {
+  in_backward_ = false;
+  if (root_ != kNone) {
+    gather(root_, "forward");
+    if (options_.forward_prefetch && order_known_ && !forward_order_.empty())
+      gather(forward_order_.front(), "prefetch forward");
+    wait_gather(root_);
+  }
+  return forward_(x);
+}
+
+void FullyShardedDataParallel::backward(const autograd::Var& loss, const Tensor& grad_output) {
+  in_backward_ = true;
+  loss.backward(grad_output);
+}
+
+void FullyShardedDataParallel::finish_gradient_sync() {
+  // Units that were not reduced in backward (some parameter got no gradient), in unit order,
+  // then the root (Note [FSDP's step]).
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (i == root_ || state_[i].reduced) continue;
+    reduce_scatter(i, "finish");
+    reshard(i);
+  }
+  if (root_ != kNone) reduce_scatter(root_, "finish");
+  const int64_t start = steady_now_ns();
+  for (size_t i = 0; i < units_.size(); ++i) finish_unit(i);
+  for (const auto& unit : units_) unit->wait_replicate();
+  exposed_reduce_scatter_ms_ += static_cast<double>(steady_now_ns() - start) / 1e6;
+  if (root_ != kNone) reshard(root_);
+  for (UnitState& s : state_) s.ready = 0, s.reduced = false;
+  order_known_ = true;
+  in_backward_ = false;
+}
+
+int64_t FullyShardedDataParallel::sync_buffers() {
+  if (!options_.broadcast_buffers || groups_.world->size() == 1) return 0;
+  return sync_buffers_now();
+}
+
+// Rank 0's buffers to every rank, one coalesced broadcast per dtype (Note [DDP buffers]'s
+// semantics: each rank then updates its own from its batch).
+int64_t FullyShardedDataParallel::sync_buffers_now() {
+  std::vector<Tensor> f32, other;
+  int64_t bytes = 0;
+  for (const Tensor& b : buffers_) {
+    (b.dtype() == DType::F32 ? f32 : other).push_back(b);
+    bytes += b.nbytes();
+  }
+  broadcast_coalesced(*groups_.world, f32);
+  for (const Tensor& b : other) groups_.world->broadcast(b, 0)->wait();
+  return bytes;
+}
+
+std::vector<autograd::Var> FullyShardedDataParallel::shards() const {
+  std::vector<autograd::Var> out;
+  for (const auto& unit : units_) out.push_back(unit->shard());
+  return out;
+}
+
+std::unique_ptr<optim::Optimizer> FullyShardedDataParallel::make_optimizer(
+    const optim::OptimizerConfig& config) const {
+  MemoryCategoryScope state(MemoryCategory::OptimizerState);
+  return optim::make_optimizer(config, shards());
+}
+
+FsdpStepStats FullyShardedDataParallel::step(const std::function<MicroBatch()>& next_batch,
+                                             const LossFn& loss_fn, optim::Optimizer& optimizer,
+                                             const FsdpStepOptions& options) {
+  optimizer.zero_grad(/*set_to_none=*/true);
+  issued_.clear();
+  limiter_waits_ = 0;
+  exposed_gather_forward_ms_ = exposed_gather_backward_ms_ = exposed_reduce_scatter_ms_ = 0;
+  clock_zero_ns_ = steady_now_ns();
+  PhaseTimer timer(current_stream(device_));
+  FsdpStepStats stats;
+  if (options_.broadcast_buffers && !buffers_.empty() && groups_.world->size() > 1) {
+    timer.begin(step_phase_name(StepPhase::BufferBroadcast));
+    nvtx::Range r("fsdp.buffer_broadcast", nvtx::Category::Comm);
+    stats.buffer_broadcast_bytes = sync_buffers();
+  }
+  const std::vector<Tensor> losses = run_micro_steps(next_batch, loss_fn, options, timer);
+  timer.begin(step_phase_name(StepPhase::Optimizer));
+  {
+    nvtx::Range r("fsdp.optimizer", nvtx::Category::Optimizer);
+    optimizer.step();
+  }
+  timer.end();
+  timer.synchronize();
+  double sum = 0;  // Note [The loss is read last]
+  for (const Tensor& l : losses) sum += l.item();
+  stats.loss = static_cast<float>(sum / static_cast<double>(losses.size()));
+  stats.clock_zero_ns = clock_zero_ns_;
+  const int64_t backward_end = timer.device_end_ns(step_phase_name(StepPhase::BackwardCompute));
+  stats.compute_end_ms = on_clock(backward_end);
+  fill_phases(stats, timer);
+  fill_collectives(stats);
+  return stats;
+}
+
+// Forward, backward and the gradient sync of each micro-step; the losses, unread.
+std::vector<Tensor> FullyShardedDataParallel::run_micro_steps(
+    const std::function<MicroBatch()>& next_batch, const LossFn& loss_fn,
+    const FsdpStepOptions& options, PhaseTimer& timer) {
+  const int64_t k = options.accumulate;
+  Tensor scale;
+  if (k > 1) {  // each micro-loss divided by K: K micro-steps are one step on K times the batch
+    scale = Tensor::empty({1}, DType::F32, device_);
+    ops::fill(scale, 1.0f / static_cast<float>(k));
+  }
+  std::vector<Tensor> losses;
+  for (int64_t j = 0; j < k; ++j) {
+    const MicroBatch batch = next_batch();
+    timer.begin(step_phase_name(StepPhase::Forward));
+    if (j == 0 && options.in_first_forward) options.in_first_forward();
+    autograd::Var loss;
+    {
+      nvtx::Range r("forward", nvtx::Category::Forward);
+      loss = loss_fn(forward(batch.x), batch.y);
+    }
+    timer.begin(step_phase_name(StepPhase::BackwardCompute));
+    {
+      nvtx::Range r("backward", nvtx::Category::Backward);
+      backward(loss, scale);
+    }
+    timer.begin(step_phase_name(StepPhase::CommExposed));
+    {
+      nvtx::Range r("fsdp.finish", nvtx::Category::Comm);
+      finish_gradient_sync();
+    }
+    timer.end();
+    losses.push_back(loss.data());
+  }
+  return losses;
+}
+
+// The phases; the host's waits for all-gathers inside forward and backward are their own
+// phase (param_allgather), not compute.
+void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTimer& timer) const {
+  stats.exposed_gather_forward_ms = exposed_gather_forward_ms_;
+  stats.exposed_gather_backward_ms = exposed_gather_backward_ms_;
+  stats.exposed_reduce_scatter_ms = exposed_reduce_scatter_ms_;
+  stats.limiter_waits = limiter_waits_;
+  for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::ParamAllGather,
+                      StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer}) {
+    const char* name = step_phase_name(p);
+    double ms = timer.ms(name);
+    if (p == StepPhase::Forward) ms -= exposed_gather_forward_ms_;
+    if (p == StepPhase::BackwardCompute) ms -= exposed_gather_backward_ms_;
+    if (p == StepPhase::ParamAllGather)
+      ms = exposed_gather_forward_ms_ + exposed_gather_backward_ms_;
+    if (p != StepPhase::ParamAllGather && !timer.has(name)) continue;
+    ms = std::max(ms, 0.0);
+    stats.phases.push_back({p, ms});
+    stats.step_ms += ms;
+  }
+}
+
+double FullyShardedDataParallel::on_clock(int64_t ns) const {
+  return ns > 0 ? static_cast<double>(ns - clock_zero_ns_) / 1e6 : 0.0;
+}
+
+// Every collective of the step, on the step's clock; all are the design's synchronisation
+// (the 3Ψ or 2Ψ of Note [FSDP's step]).
+void FullyShardedDataParallel::fill_collectives(FsdpStepStats& stats) const {
+  const int64_t now = steady_now_ns();
+  for (const Issued& issued : issued_) {
+    UnitCollective r = issued.record;
+    r.launch_ms = on_clock(issued.launch_ns);
+    const comm::Work* w = issued.work.get();
+    r.start_ms = w && w->start_ns > 0 ? on_clock(w->start_ns) : r.launch_ms;
+    r.complete_ms = w && w->end_ns > 0 ? on_clock(w->end_ns) : on_clock(now);
+    stats.units.push_back(r);
+    const comm::ProcessGroup& group = r.op == "allreduce" ? *groups_.replicate : *groups_.shard;
+    if (group.size() == 1) continue;  // a copy on this rank: nothing on the wire
+    CollectiveTiming t;
+    t.op = r.op;
+    t.name = r.op + " " + r.unit;
+    t.lane = "fsdp " + r.op;
+    t.bytes = r.bytes;
+    t.launch_ms = r.launch_ms;
+    t.start_ms = r.start_ms;
+    t.complete_ms = r.complete_ms;
+    t.gradient = true;
+    t.group = static_cast<int64_t>(issued.unit);
+    t.group_size = group.size();
+    stats.collectives.push_back(std::move(t));
+  }
+}
+
+// ---- Whole parameters -------------------------------------------------------------------
+
+void FullyShardedDataParallel::with_full_params(const std::function<void()>& visit,
+                                                bool writeback) {
+  for (size_t i = 0; i < units_.size(); ++i) gather(i, "full params");
+  for (size_t i = 0; i < units_.size(); ++i) units_[i]->wait_gather();
+  issued_.clear();  // not a step's
+  try {
+    visit();
+  } catch (...) {
+    for (size_t i = 0; i < units_.size(); ++i) units_[i]->release();
+    throw;
+  }
+  if (writeback) {
+    const int rank = groups_.shard->rank();
+    for (const auto& unit : units_) {
+      const FlatParamLayout& l = unit->layout();
+      std::vector<float> flat(static_cast<size_t>(l.padded_numel), 0.0f);
+      for (size_t k = 0; k < unit->params().size(); ++k) {
+        const std::vector<float> v = unit->params()[k].data().to_floats();
+        std::copy(v.begin(), v.end(), flat.begin() + l.offsets[k]);
+      }
+      const auto begin = flat.begin() + l.shard_begin(rank);
+      const Tensor mine = Tensor::from_floats(std::vector<float>(begin, begin + l.shard_numel),
+                                              {l.shard_numel}, device_);
+      ops::copy(mine, unit->shard().data());
+    }
+  }
+  for (size_t i = 0; i < units_.size(); ++i) units_[i]->release();
+}
+
+void FullyShardedDataParallel::check_replicas_consistent() {
+  // Every rank's shard equals the other replicas' (hybrid_shard, no_shard): their sum over
+  // the replicate group is the group's size times this rank's.
+  if (groups_.replicate && groups_.replicate->size() > 1) {
+    for (const auto& unit : units_) {
+      const Tensor mine = unit->shard().data();
+      Tensor sum = mine.clone();
+      groups_.replicate->allreduce(sum)->wait();
+      const std::vector<float> a = mine.to_floats(), b = sum.to_floats();
+      const float n = static_cast<float>(groups_.replicate->size());
+      for (size_t e = 0; e < a.size(); ++e)
+        DDPB_CHECK(std::fabs(b[e] - n * a[e]) <= 1e-5f * (std::fabs(n * a[e]) + 1.0f))
+            << "FSDP: the shard of unit '" << unit_names_[&unit - &units_[0]]
+            << "' differs between its replicas (element " << e << ")";
+    }
+  }
+  with_full_params([&] {
+    for (const nn::NamedParameter& p : module_.named_parameters())
+      for (float v : p.var.data().to_floats())
+        DDPB_CHECK(std::isfinite(v))
+            << "NaN or Inf in parameter " << p.name << " on rank " << groups_.world->rank();
+  });
+}
+
+int64_t FullyShardedDataParallel::largest_unit_numel() const {
+  int64_t most = 0;
+  for (const auto& unit : units_) most = std::max(most, unit->padded_numel());
+  return most;
+}
+
+}  // namespace ddpb::fsdp

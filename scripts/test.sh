@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, configures, builds and runs every test, then
 # the sanitizer passes: the unit tests under ASan + UBSan (LeakSanitizer included), and the
-# multi-threaded ones (DP workers, streams, data loader, stores, process groups) under TSan.
+# multi-threaded ones (DP workers, streams, data loader, stores, process groups, FSDP) under TSan.
 #   scripts/test.sh                 everything (build dirs build/ci, build/asan, build/tsan)
 #   scripts/test.sh --sanitize      only the sanitizer passes
 #   NO_SANITIZE=1 scripts/test.sh   skip the sanitizer passes
@@ -111,7 +111,7 @@ if [[ $sanitize == 1 ]]; then
   # The two longest first, so that they run side by side.
   asan_tests=(test_process_group test_dp_primitives test_core test_ddp test_store test_flight_recorder
               test_safetensors test_sampler test_dataset test_dataloader test_report_render
-              test_compare test_stream_sanitizer)
+              test_compare test_stream_sanitizer test_fsdp)
   cmake --build "$asan_dir" -j "$jobs" --target "${asan_tests[@]}"
   stage="the ASan tests"
   asan_runs=()
@@ -124,14 +124,14 @@ if [[ $sanitize == 1 ]]; then
     { asan_result="ASan+UBSan: FAILED (the logs above)"; failed_passes+=("ASan+UBSan"); }
 
   tsan_dir=${TSAN_BUILD_DIR:-$root/build/tsan}
-  echo "== ThreadSanitizer: DP workers, streams, data loader, stores, process groups"
+  echo "== ThreadSanitizer: DP workers, streams, data loader, stores, process groups, FSDP"
   stage="the TSan build"
   cmake -S "$root" -B "$tsan_dir" -G Ninja "${sanitizer_flags[@]}" -DDDPB_UNITY_LIBS=ON \
     -DDDPBENCH_CUDA=OFF -DDDPB_SANITIZE=thread >/dev/null
   cmake --build "$tsan_dir" -j "$jobs" --target test_dp_primitives test_stream test_dataloader test_store \
-    test_process_group test_stream_sanitizer
+    test_process_group test_stream_sanitizer test_fsdp
   stage="the TSan tests"
-  tsan_result="TSan: 6 passed"
+  tsan_result="TSan: 7 passed"
   # The 2000-collective stress test is left to the main pass: under TSan it takes minutes.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" side_by_side "TSan" "$jobs" \
     "$tsan_dir/tests/impl_dp/test_dp_primitives --gtest_brief=1" \
@@ -139,7 +139,8 @@ if [[ $sanitize == 1 ]]; then
     "$tsan_dir/tests/data/test_dataloader --gtest_brief=1" \
     "$tsan_dir/tests/comm/test_store --gtest_filter='StoreTest/HashStore.*:StoreTest/TCPStore.*' --gtest_brief=1" \
     "$tsan_dir/tests/comm/test_process_group --gtest_filter='-*Stress*' --gtest_brief=1" \
-    "$tsan_dir/tests/test_stream_sanitizer --gtest_brief=1" ||
+    "$tsan_dir/tests/test_stream_sanitizer --gtest_brief=1" \
+    "$tsan_dir/tests/impl_fsdp/test_fsdp --gtest_brief=1" ||
     { tsan_result="TSan: FAILED (the logs above)"; failed_passes+=("TSan"); }
   sanitizers="$asan_result; $tsan_result"
 fi

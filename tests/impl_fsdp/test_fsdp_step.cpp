@@ -136,7 +136,8 @@ struct RankRun {
   std::vector<int> most_gathered;  // per step: the most units gathered at once in forward
 };
 
-RankRun train_fsdp(int rank, int world, const FsdpGroups& groups, FsdpOptions options) {
+RankRun train_fsdp(int rank, int world, const FsdpGroups& groups, FsdpOptions options,
+                   int64_t accumulate) {
   const Device device = Device::cpu(rank);
   Net model(kSizes, device);
   FullyShardedDataParallel fsdp(
@@ -153,18 +154,22 @@ RankRun train_fsdp(int rank, int world, const FsdpGroups& groups, FsdpOptions op
     });
   }
   auto sgd = fsdp.make_optimizer({.name = "sgd", .lr = 0.1f, .momentum = 0.9f});
-  const int64_t rows = kBatch / world;
+  EXPECT_EQ(kBatch % (world * accumulate), 0) << "the micro-batches cover the batch";
+  const int64_t rows = kBatch / world / accumulate;  // of a micro-batch
   RankRun run;
   for (int step = 0; step < kSteps; ++step) {
     const std::vector<int32_t> y = batch_y(step);
+    int64_t micro = 0;
     const auto next = [&] {
-      return MicroBatch{batch_x(step, device).narrow(rank * rows, rows),
-                        Tensor::from_ints(std::vector<int32_t>(y.begin() + rank * rows,
-                                                               y.begin() + (rank + 1) * rows),
-                                          {rows}, device)};
+      const int64_t first = (rank * accumulate + micro++) * rows;
+      return MicroBatch{
+          batch_x(step, device).narrow(first, rows),
+          Tensor::from_ints(std::vector<int32_t>(y.begin() + first, y.begin() + first + rows),
+                            {rows}, device)};
     };
     most = 0;
-    run.steps.push_back(fsdp.step(next, fn::cross_entropy, *sgd));
+    run.steps.push_back(fsdp.step(next, fn::cross_entropy, *sgd, {.accumulate = accumulate}));
+    EXPECT_EQ(micro, accumulate);
     run.most_gathered.push_back(most);
     for (const Var& p : model.parameters()) EXPECT_TRUE(p.storage_freed()) << p.name();
   }
@@ -176,10 +181,10 @@ RankRun train_fsdp(int rank, int world, const FsdpGroups& groups, FsdpOptions op
   return run;
 }
 
-std::vector<RankRun> run_world(int world, FsdpOptions options) {
+std::vector<RankRun> run_world(int world, FsdpOptions options, int64_t accumulate = 1) {
   std::vector<RankRun> runs(static_cast<size_t>(world));
   on_ranks(world, options.strategy, [&](int rank, const FsdpGroups& groups) {
-    runs[size_t(rank)] = train_fsdp(rank, world, groups, options);
+    runs[size_t(rank)] = train_fsdp(rank, world, groups, options, accumulate);
   });
   return runs;
 }
@@ -272,6 +277,23 @@ TEST(FsdpStep, PrefetchCanBeSwitchedOff) {
     }
   }
   expect_single_device_parameters(runs);
+}
+
+// Gradient accumulation: each micro-step reduce-scatters into the shard's gradient, which adds
+// up to the whole batch's (each micro-loss scaled by 1/K); shard_grad_op and hybrid_shard too.
+TEST(FsdpStep, AccumulatedMicroStepsTrainAsTheWholeBatch) {
+  for (const auto& [strategy, world] :
+       {std::pair{ShardingStrategy::FullShard, 2}, std::pair{ShardingStrategy::ShardGradOp, 3},
+        std::pair{ShardingStrategy::HybridShard, 4}}) {
+    SCOPED_TRACE(std::string(enum_name(strategy)));
+    FsdpOptions options;
+    options.strategy = strategy;
+    // 12 rows: 2 ranks x 2 micro-batches of 3, 3 x 4 of 1, 4 x 3 of 1.
+    const int64_t accumulate = world == 2 ? 2 : world == 3 ? 4 : 3;
+    const std::vector<RankRun> runs = run_world(world, options, accumulate);
+    expect_single_device_parameters(runs);
+    EXPECT_EQ(count(runs[0].steps.back(), "reduce_scatter"), 4 * accumulate);
+  }
 }
 
 // no_shard: the shards are whole (a group of one), the gathers local copies with nothing on

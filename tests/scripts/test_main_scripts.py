@@ -95,11 +95,12 @@ class TestShVerdict(unittest.TestCase):
         for name in ("test_process_group", "test_dp_primitives", "test_core", "test_ddp",
                      "test_store", "test_flight_recorder", "test_safetensors", "test_sampler",
                      "test_dataset", "test_dataloader", "test_report_render", "test_compare",
-                     "test_stream_sanitizer"):
+                     "test_stream_sanitizer", "test_fsdp"):
             rc = asan_rc if name == "test_core" else 0
             write_exe(asan / "tests" / name, f'echo "{name} ran"; exit {rc}')
         for rel in ("impl_dp/test_dp_primitives", "test_stream", "data/test_dataloader",
-                    "comm/test_store", "comm/test_process_group", "test_stream_sanitizer"):
+                    "comm/test_store", "comm/test_process_group", "test_stream_sanitizer",
+                    "impl_fsdp/test_fsdp"):
             write_exe(tsan / "tests" / rel, f'echo "tsan {rel} ran"')
         return dict(ASAN_BUILD_DIR=str(asan), TSAN_BUILD_DIR=str(tsan))
 
@@ -114,7 +115,7 @@ class TestShVerdict(unittest.TestCase):
                           out.stdout)  # TSan ran after the failure
             last = out.stdout.strip().splitlines()[-1]
             self.assertTrue(last.startswith("scripts/test.sh: FAILED: ASan+UBSan; "), last)
-            self.assertIn("ASan+UBSan: FAILED (the logs above); TSan: 6 passed", last)
+            self.assertIn("ASan+UBSan: FAILED (the logs above); TSan: 7 passed", last)
 
     def test_passing_sanitizers_pass(self):  # the negative control of the test above
         with tempfile.TemporaryDirectory() as tmp:
@@ -123,7 +124,7 @@ class TestShVerdict(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
             last = out.stdout.strip().splitlines()[-1]
             self.assertEqual(last, "scripts/test.sh: passed; main tests not run (--sanitize); "
-                             "ASan+UBSan: 13 unit test binaries passed; TSan: 6 passed")
+                             "ASan+UBSan: 14 unit test binaries passed; TSan: 7 passed")
 
 
 if __name__ == "__main__":

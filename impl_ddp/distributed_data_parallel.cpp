@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/broadcast_coalesced.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/memory_category.h"
@@ -67,30 +68,10 @@ int64_t DistributedDataParallel::sync_buffers() {
     int64_t bytes = 0;
     for (const Tensor& t : *buffers) bytes += static_cast<int64_t>(t.nbytes());
     const int64_t start_ns = steady_now_ns();
-    broadcast_coalesced(*buffers, buffer_source_);
+    comm::broadcast_coalesced(*pg_, *buffers, buffer_source_);
     buffer_broadcasts_.push_back({"broadcast", bytes, start_ns, steady_now_ns()});
   }
   return buffer_bytes_;
-}
-
-void DistributedDataParallel::broadcast_coalesced(const std::vector<Tensor>& tensors,
-                                                  int root) const {
-  if (tensors.empty()) return;
-  MemoryCategoryScope staging(MemoryCategory::Communication);  // the flat copy
-  int64_t total = 0;
-  for (const Tensor& t : tensors) total += t.numel();
-  Tensor flat = Tensor::empty({total}, tensors.front().dtype(), device_);
-  int64_t at = 0;
-  for (const Tensor& t : tensors) {
-    ops::copy(t, flat.flat_view(at, t.shape()));
-    at += t.numel();
-  }
-  pg_->broadcast(flat, root)->wait();
-  at = 0;
-  for (const Tensor& t : tensors) {
-    ops::copy(flat.flat_view(at, t.shape()), t);
-    at += t.numel();
-  }
 }
 
 void DistributedDataParallel::backward(const autograd::Var& loss, const Tensor& grad_output) {
@@ -106,8 +87,8 @@ void DistributedDataParallel::finish_gradient_sync() {
 // _sync_module_states).
 void DistributedDataParallel::broadcast_from_rank0() const {
   for (auto& p : module_.named_parameters()) pg_->broadcast(p.var.data(), /*root=*/0)->wait();
-  broadcast_coalesced(f32_buffers_);
-  broadcast_coalesced(i64_buffers_);
+  comm::broadcast_coalesced(*pg_, f32_buffers_);
+  comm::broadcast_coalesced(*pg_, i64_buffers_);
 }
 
 // Every rank must hold the same parameters (names, shapes, dtypes): allgather a compact
@@ -237,9 +218,9 @@ int64_t DistributedDataParallel::join_finish() {
   }
   std::vector<Tensor> params;
   for (auto& p : module_.parameters()) params.push_back(p.data());
-  broadcast_coalesced(params, last);
-  broadcast_coalesced(f32_buffers_, last);
-  broadcast_coalesced(i64_buffers_, last);
+  comm::broadcast_coalesced(*pg_, params, last);
+  comm::broadcast_coalesced(*pg_, f32_buffers_, last);
+  comm::broadcast_coalesced(*pg_, i64_buffers_, last);
   return shadowed;
 }
 

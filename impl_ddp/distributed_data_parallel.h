@@ -197,8 +197,6 @@ class DistributedDataParallel {
   void add_collectives(DdpStepStats& stats) const;
   void verify_same_model() const;
   void broadcast_from_rank0() const;
-  // Broadcasts `tensors` (one dtype) from `root` as one flat tensor.
-  void broadcast_coalesced(const std::vector<Tensor>& tensors, int root = 0) const;
   // Note [DDP Join]: which ranks have input this iteration (an allgather of one flag each);
   // sets the buffer source and the gradient divisor from it.
   std::vector<bool> join_round(bool have_input);

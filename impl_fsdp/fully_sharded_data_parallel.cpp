@@ -1,9 +1,11 @@
 #include "impl_fsdp/fully_sharded_data_parallel.h"
 
 #include <cmath>
+#include <map>
 #include <unordered_set>
 #include <utility>
 
+#include "comm/broadcast_coalesced.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/memory_category.h"
@@ -37,26 +39,6 @@ namespace {
 
 constexpr size_t kNone = SIZE_MAX;
 
-// Broadcasts `tensors` (one dtype) from rank 0 as one flat tensor.
-void broadcast_coalesced(comm::ProcessGroup& pg, const std::vector<Tensor>& tensors) {
-  if (tensors.empty()) return;
-  MemoryCategoryScope staging(MemoryCategory::Communication);
-  int64_t total = 0;
-  for (const Tensor& t : tensors) total += t.numel();
-  Tensor flat = Tensor::empty({total}, tensors.front().dtype(), tensors.front().device());
-  int64_t at = 0;
-  for (const Tensor& t : tensors) {
-    ops::copy(t, flat.flat_view(at, t.shape()));
-    at += t.numel();
-  }
-  pg.broadcast(flat, 0)->wait();
-  at = 0;
-  for (const Tensor& t : tensors) {
-    ops::copy(flat.flat_view(at, t.shape()), t);
-    at += t.numel();
-  }
-}
-
 }  // namespace
 
 FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& module, ForwardFn forward,
@@ -77,7 +59,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& module, ForwardFn
     nvtx::Range range("fsdp.sync_module_states", nvtx::Category::Comm);
     std::vector<Tensor> values;
     for (const autograd::Var& p : params) values.push_back(p.data());
-    broadcast_coalesced(*groups_.world, values);
+    comm::broadcast_coalesced(*groups_.world, values);
     sync_buffers_now();
   }
   build_units(units);
@@ -296,14 +278,13 @@ int64_t FullyShardedDataParallel::sync_buffers() {
 // Rank 0's buffers to every rank, one coalesced broadcast per dtype (Note [DDP buffers]'s
 // semantics: each rank then updates its own from its batch).
 int64_t FullyShardedDataParallel::sync_buffers_now() {
-  std::vector<Tensor> f32, other;
+  std::map<DType, std::vector<Tensor>> by_dtype;
   int64_t bytes = 0;
   for (const Tensor& b : buffers_) {
-    (b.dtype() == DType::F32 ? f32 : other).push_back(b);
-    bytes += b.nbytes();
+    by_dtype[b.dtype()].push_back(b);
+    bytes += static_cast<int64_t>(b.nbytes());
   }
-  broadcast_coalesced(*groups_.world, f32);
-  for (const Tensor& b : other) groups_.world->broadcast(b, 0)->wait();
+  for (const auto& [dtype, tensors] : by_dtype) comm::broadcast_coalesced(*groups_.world, tensors);
   return bytes;
 }
 

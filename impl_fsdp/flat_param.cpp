@@ -180,6 +180,11 @@ comm::WorkPtr FlatParamUnit::reduce_scatter_grads() {
   return rs_work_;
 }
 
+void FlatParamUnit::reclaim_reduce_scatter_input() {
+  // A completed collective has let go of its operands (comm/'s Work), so this frees it.
+  if (rs_work_ && flat_grad_.defined() && rs_work_->is_completed()) flat_grad_ = Tensor();
+}
+
 void FlatParamUnit::wait_reduce_scatter() {
   comm::WorkPtr work = std::exchange(rs_work_, nullptr);
   if (!work) return;

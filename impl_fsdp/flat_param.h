@@ -139,6 +139,10 @@ class FlatParamUnit {
   void wait_reduce_scatter();
   void wait_replicate();
   bool reduce_scatter_pending() const { return rs_work_ != nullptr; }
+  // Once the pending reduce-scatter has completed, frees its input (the padded full
+  // gradients) without waiting, so that a backward does not hold every unit's until
+  // wait_reduce_scatter(). Issues nothing: safe to call in any order on any rank.
+  void reclaim_reduce_scatter_input();
 
   // Sizes, for measurement: elements of the parameters, of the padded buffer, of the shard;
   // bytes one gather and one reduce-scatter move (FlatParamTraffic's measure).

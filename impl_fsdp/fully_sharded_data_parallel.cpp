@@ -1,5 +1,6 @@
 #include "impl_fsdp/fully_sharded_data_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <unordered_set>
@@ -147,6 +148,7 @@ void FullyShardedDataParallel::pre_backward(size_t index) {
 void FullyShardedDataParallel::grad_ready(size_t index) {
   UnitState& s = state_[index];
   if (++s.ready < units_[index]->params().size()) return;
+  for (const auto& unit : units_) unit->reclaim_reduce_scatter_input();
   reduce_scatter(index, "backward");
   reshard(index);  // every strategy frees the full parameters after backward
 }
@@ -479,10 +481,26 @@ void FullyShardedDataParallel::check_replicas_consistent() {
   });
 }
 
-int64_t FullyShardedDataParallel::largest_unit_numel() const {
-  int64_t most = 0;
-  for (const auto& unit : units_) most = std::max(most, unit->padded_numel());
-  return most;
+int64_t FullyShardedDataParallel::peak_unsharded_grad_numel() const {
+  int64_t unit = 0;  // the largest unit's gradients and flat copy
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (i != root_) unit = std::max(unit, units_[i]->numel() + units_[i]->padded_numel());
+  if (root_ == kNone) return unit;
+  const FlatParamUnit& root = *units_[root_];
+  return root.numel() + std::max(unit, root.padded_numel());
+}
+
+int64_t FullyShardedDataParallel::peak_unsharded_numel() const {
+  std::vector<int64_t> sizes;
+  int64_t total = root_ == kNone ? 0 : units_[root_]->padded_numel();
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (i != root_) sizes.push_back(units_[i]->padded_numel());
+  std::sort(sizes.rbegin(), sizes.rend());
+  const bool one_at_a_time = reshards_after_forward(options_.strategy);
+  const bool prefetch = options_.forward_prefetch || options_.backward_prefetch;
+  const size_t held = one_at_a_time ? (prefetch ? 2 : 1) : sizes.size();
+  for (size_t k = 0; k < std::min(held, sizes.size()); ++k) total += sizes[k];
+  return total;
 }
 
 }  // namespace ddpb::fsdp

@@ -176,8 +176,16 @@ class FullyShardedDataParallel {
   const std::vector<std::string>& unit_names() const { return unit_names_; }
   const FsdpOptions& options() const { return options_; }
   const FsdpGroups& groups() const { return groups_; }
-  // The elements of the largest unit, padded (memory: the unsharded peak's term).
-  int64_t largest_unit_numel() const;
+  // The elements (padded) gathered at once at the step's peak, beside the shards: the root
+  // (gathered from forward to the end of backward), and the running unit with the prefetched
+  // one, the two largest (full_shard, hybrid_shard; one with prefetch off), or every unit
+  // (shard_grad_op keeps them from forward to backward; no_shard's flat copies sit beside its
+  // whole shards).
+  int64_t peak_unsharded_numel() const;
+  // The gradient elements held beside the shards' at the peak: a unit's full gradients and
+  // their padded flat copy for the reduce-scatter (Note [Flat parameters]), the largest
+  // unit's, on top of the root's, which stay until the end of backward.
+  int64_t peak_unsharded_grad_numel() const;
 
  private:
   struct UnitState;

@@ -55,6 +55,13 @@ WorkloadFamily mlp_family() {
   f.batch_shapes = [](const WorkloadSpec& s, int64_t b) {
     return BatchShapes{{b, s.in_features}, DType::F32, {b, s.classes}};
   };
+  // Each Linear of the chain; mlp-skip's `skip` runs on some batches only, so it stays in the
+  // root, which every forward gathers (a unit must run on every rank at every step).
+  f.blocks = [](const WorkloadSpec& s) {
+    std::vector<std::vector<std::string>> out;
+    for (size_t i = 0; i <= s.hidden.size(); ++i) out.push_back({"layers." + std::to_string(i)});
+    return out;
+  };
   return f;
 }
 
@@ -90,6 +97,12 @@ WorkloadFamily gpt_family() {
   f.batch_shapes = [](const WorkloadSpec& s, int64_t b) {
     return BatchShapes{{b, s.seq_len}, DType::I32, {b * s.seq_len, s.vocab}};
   };
+  // Each transformer block; wte (tied to the LM head), wpe and ln_f stay in the root.
+  f.blocks = [](const WorkloadSpec& s) {
+    std::vector<std::vector<std::string>> out;
+    for (int64_t i = 0; i < s.n_layer; ++i) out.push_back({"h." + std::to_string(i)});
+    return out;
+  };
   return f;
 }
 
@@ -122,6 +135,10 @@ WorkloadFamily embed_family() {
   };
   f.batch_shapes = [](const WorkloadSpec& s, int64_t b) {
     return BatchShapes{{b, s.ids_per_sample}, DType::I32, {b, s.classes}};
+  };
+  // The table, which holds almost every parameter, and the MLP head after it.
+  f.blocks = [](const WorkloadSpec&) {
+    return std::vector<std::vector<std::string>>{{"emb"}, {"head.0", "head.1"}};
   };
   return f;
 }
@@ -171,6 +188,17 @@ WorkloadFamily resnet_family() {
   };
   f.batch_shapes = [](const WorkloadSpec& s, int64_t b) {
     return BatchShapes{{b, 3, s.image_size, s.image_size}, DType::F32, {b, s.classes}};
+  };
+  // Each stage's blocks (layer1.0, layer1.1, ...) as one unit; the stem and fc stay in the root.
+  f.blocks = [](const WorkloadSpec& s) {
+    std::vector<std::vector<std::string>> out;
+    for (size_t stage = 0; stage < s.blocks.size(); ++stage) {
+      std::vector<std::string> unit;
+      for (int64_t j = 0; j < s.blocks[stage]; ++j)
+        unit.push_back("layer" + std::to_string(stage + 1) + "." + std::to_string(j));
+      out.push_back(std::move(unit));
+    }
+    return out;
   };
   return f;
 }

@@ -57,6 +57,13 @@ struct WorkloadFamily {
   std::function<int64_t(const WorkloadSpec&)> parameter_count;  // what make_model creates
   std::function<std::vector<TrainingGemm>(const WorkloadSpec&, int64_t batch)> training_gemms;
   std::function<BatchShapes(const WorkloadSpec&, int64_t batch)> batch_shapes;
+  // The model's blocks in forward order, each the names (Module::named_modules()) of modules
+  // that run one after another: a transformer block, a ResNet stage's blocks. A sharded design
+  // makes each block a unit (--fsdp-wrap block, Note [FSDP's step]); what no block holds stays
+  // in its root. Only modules whose forward runs their hooks may be named (Note [Module forward
+  // hooks]): core/nn.h's, and a workload's own that runs its body through with_forward_hooks.
+  // Optional when registering: none (the whole model is the root).
+  std::function<std::vector<std::vector<std::string>>(const WorkloadSpec&)> blocks;
 };
 
 // WorkloadFamily::make_model for a Model whose constructor takes (spec, device, seed).

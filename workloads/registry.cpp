@@ -36,6 +36,8 @@ struct Registry {
                f.batch_shapes)
         << "workload family '" << f.name << "' lacks one of its functions";
     DDPB_CHECK(f.default_batch > 0) << "workload family '" << f.name << "': default_batch";
+    if (!f.blocks)  // optional: without blocks a sharded design wraps the whole model
+      f.blocks = [](const WorkloadSpec&) { return std::vector<std::vector<std::string>>{}; };
     families.push_back(std::move(f));
   }
   void add_preset(WorkloadSpec s) {

@@ -109,9 +109,67 @@ Design zero_pytorch_row() {
   return d;
 }
 
+// FSDP's strategies are rows of one runner, as ZeRO's stages are (Note [FSDP's step] in
+// impl_fsdp/fully_sharded_data_parallel.h): every rank holds its shard of each unit's
+// parameters, gradients and optimizer state, but for no_shard, which is DDP's arithmetic.
+Design fsdp_row(fsdp::ShardingStrategy strategy, const char* name, const char* label) {
+  using fsdp::ShardingStrategy;
+  const bool sharded = strategy != ShardingStrategy::NoShard;
+  Design d;
+  d.info = {.name = name,
+            .label = label,
+            .noun = "rank",
+            .parallel = true,
+            .processes_per_rank = true,
+            .overlaps_backward = true,
+            .shards_parameters = sharded,
+            .shards_gradients = sharded,
+            .shards_optimizer_state = sharded};
+  d.info.gradient_op = sharded ? "reduce_scatter" : "allreduce";
+  // param_allgather: the host's waits for gathers inside forward and backward, taken out of
+  // those phases (what prefetch did not hide).
+  d.info.phases = phases({StepPhase::Data, StepPhase::BufferBroadcast, StepPhase::Forward,
+                          StepPhase::ParamAllGather, StepPhase::BackwardCompute,
+                          StepPhase::CommExposed, StepPhase::Optimizer});
+  d.make_runner = make_fsdp_runner;
+  d.sharding_strategy = strategy;
+  d.in_default_suite = false;
+  d.process_overhead_bytes = int64_t{150} << 20;  // a rank is a whole process, as DDP's
+  switch (strategy) {
+    case ShardingStrategy::FullShard:
+    case ShardingStrategy::HybridShard:
+      // Two all-gathers (forward, backward) and a reduce-scatter: the ZeRO paper's 3Ψ.
+      // hybrid_shard's first version is priced as full_shard over the world.
+      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+        return gradient_bytes * 3.0 * (world - 1) / world;
+      };
+      break;
+    case ShardingStrategy::ShardGradOp:
+    case ShardingStrategy::NoShard:
+      // One all-gather and a reduce-scatter (shard_grad_op keeps the units gathered from
+      // forward to backward), or no_shard's AllReduce: 2Ψ.
+      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+        return gradient_bytes * 2.0 * (world - 1) / world;
+      };
+      break;
+  }
+  d.pytorch_peer = "";  // scripts/peer/torch_reference.py runs no FSDP yet
+  return d;
+}
+
 std::deque<Design>& table() {
-  static std::deque<Design> rows = {single_row(), dp_row(),    ddp_row(),
-                                    zero_row(1),  zero_row(2), zero_pytorch_row()};
+  using fsdp::ShardingStrategy;
+  static std::deque<Design> rows = {
+      single_row(),
+      dp_row(),
+      ddp_row(),
+      zero_row(1),
+      zero_row(2),
+      zero_pytorch_row(),
+      fsdp_row(ShardingStrategy::FullShard, "fsdp", "FSDP"),
+      fsdp_row(ShardingStrategy::ShardGradOp, "fsdp-grad-op", "FSDP (shard_grad_op)"),
+      fsdp_row(ShardingStrategy::NoShard, "fsdp-no-shard", "FSDP (no_shard)"),
+      fsdp_row(ShardingStrategy::HybridShard, "fsdp-hybrid", "FSDP (hybrid_shard)")};
   return rows;
 }
 
@@ -131,6 +189,13 @@ std::string design_names(bool reports::DesignInfo::*trait) {
   std::vector<std::string> names;
   for (const Design& d : table())
     if (!trait || d.info.*trait) names.push_back(d.info.name);
+  return join_list(names, "or");
+}
+
+std::string design_names_of_runner(MakeRunner make_runner) {
+  std::vector<std::string> names;
+  for (const Design& d : table())
+    if (d.make_runner == make_runner) names.push_back(d.info.name);
   return join_list(names, "or");
 }
 
@@ -164,6 +229,33 @@ void resolve_zero_stage(RunConfig& config) {
   }
   throw UsageError(asked + " is not a stage of --mode " + config.mode +
                    " (DDP has stages 1 and 2, and PyTorch's variant of stage 1)");
+}
+
+void resolve_sharding_strategy(RunConfig& config) {
+  const Design& design = design_named(config.mode);
+  const auto& asked = config.sharding_strategy;
+  if (!design.sharding_strategy) {
+    DDPB_USAGE_CHECK(!asked) << "--sharding-strategy is FSDP's: use --mode "
+                             << design_names_of_runner(make_fsdp_runner) << ", not --mode "
+                             << config.mode;
+    return;
+  }
+  if (!asked || *asked == *design.sharding_strategy) {  // the row says it
+    config.sharding_strategy = design.sharding_strategy;
+    return;
+  }
+  // --mode fsdp names the default strategy: the flag picks its row; any other row names its own.
+  DDPB_USAGE_CHECK(design.sharding_strategy == fsdp::ShardingStrategy::FullShard)
+      << "--mode " << config.mode << " is FSDP's " << enum_name(*design.sharding_strategy)
+      << ", not --sharding-strategy " << enum_name(*asked);
+  for (const Design& d : table()) {
+    if (d.make_runner == design.make_runner && d.sharding_strategy == asked) {
+      config.mode = d.info.name;
+      return;
+    }
+  }
+  throw UsageError("--sharding-strategy " + std::string(enum_name(*asked)) +
+                   " has no row of --mode " + config.mode);
 }
 
 void register_design(Design design) {

@@ -3,6 +3,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,9 +26,11 @@ class ModeRunner;
 // starts the launcher, `has_buckets` accepts DDP's reducer flags and gets the bucket sweep);
 // none of them compares a design's name. A new design is one runner and one row, or one
 // register_design() call (the tests register a toy design that way).
+using MakeRunner = std::unique_ptr<ModeRunner> (*)(const RunConfig&, const WorkloadSpec&);
+
 struct Design {
   reports::DesignInfo info;
-  std::unique_ptr<ModeRunner> (*make_runner)(const RunConfig&, const WorkloadSpec&) = nullptr;
+  MakeRunner make_runner = nullptr;
   // Host memory one process needs besides the model's tensors (the CPU capacity check).
   int64_t process_overhead_bytes = int64_t{8} << 20;
   // What the suite's PyTorch side by side runs it as (scripts/peer/torch_reference.py), and
@@ -42,7 +45,12 @@ struct Design {
   // --zero-variant pytorch: the stage's optimizer over DDP's AllReduce, its shards broadcast
   // (PyTorch's ZeroRedundancyOptimizer; Note [ZeRO in DDP]).
   bool zero_broadcast = false;
-  // Whether a suite without a "modes" key scales it; ZeRO's stages run in their own group.
+  // FSDP's sharding strategy (Note [FSDP's step] in impl_fsdp/fully_sharded_data_parallel.h):
+  // set on the FSDP rows only, which share one runner and differ by it, as ZeRO's rows do by
+  // their stage.
+  std::optional<fsdp::ShardingStrategy> sharding_strategy;
+  // Whether a suite without a "modes" key scales it; ZeRO's stages and FSDP run in their own
+  // groups.
   bool in_default_suite = true;
 };
 
@@ -61,6 +69,10 @@ inline const Design& design_of(const RunConfig& config) {
 // ddp", for messages.
 std::string design_names(bool reports::DesignInfo::*trait = nullptr);
 
+// The names of the rows one runner runs (DDP's with ZeRO's stages; FSDP's strategies), as
+// "fsdp, fsdp-grad-op or ...", for messages.
+std::string design_names_of_runner(MakeRunner make_runner);
+
 // Every row's name, in the table's order; `default_suite` only: the rows a suite without a
 // "modes" key scales.
 std::vector<std::string> design_names_in_order(bool default_suite = false);
@@ -69,6 +81,12 @@ std::vector<std::string> design_names_in_order(bool default_suite = false);
 // N [--zero-variant pytorch] becomes the row of that stage, --mode zeroN (zero1-pytorch) sets
 // the flags; a usage error names the flags when they disagree or the design has no such stage.
 void resolve_zero_stage(RunConfig& config);
+
+// --sharding-strategy and --mode agree, as resolve_zero_stage does for --zero-stage: --mode fsdp
+// --sharding-strategy X becomes X's row (fsdp-grad-op, ...), --mode fsdp-X sets the flag; a
+// usage error in one line when the flag is given with a design that is not FSDP or names
+// another strategy than the row.
+void resolve_sharding_strategy(RunConfig& config);
 
 // Adds a row (a test's toy design). A usage error if the name is taken.
 void register_design(Design design);

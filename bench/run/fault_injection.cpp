@@ -117,14 +117,16 @@ void inject_ddp_step_fault(const FaultSpec& fault, int rank, int64_t step, ddp::
   if (fault.kind == FaultSpec::Kind::SlowBackward && fault.rank == rank && step >= fault.step)
     reducer.delay_next_backward(static_cast<double>(fault.slow_ms));
   if (fault.rank != rank || fault.step != step) return;
-  if (fault.kind == FaultSpec::Kind::CorruptGrad) {
-    reducer.corrupt_next_gradient(0);  // the first parameter: ready last
-  } else if (fault.kind == FaultSpec::Kind::StoreDrop) {
-    if (auto* tcp = dynamic_cast<comm::TCPStore*>(&store)) {
-      std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n", rank,
-                   static_cast<long>(step));
-      tcp->drop_connection();
-    }
+  if (fault.kind == FaultSpec::Kind::CorruptGrad) reducer.corrupt_next_gradient(0);  // ready last
+  inject_store_fault(fault, rank, step, store);
+}
+
+void inject_store_fault(const FaultSpec& fault, int rank, int64_t step, comm::Store& store) {
+  if (fault.kind != FaultSpec::Kind::StoreDrop || fault.rank != rank || fault.step != step) return;
+  if (auto* tcp = dynamic_cast<comm::TCPStore*>(&store)) {
+    std::fprintf(stderr, "injected fault: rank %d drops its store connection at step %ld\n", rank,
+                 static_cast<long>(step));
+    tcp->drop_connection();
   }
 }
 

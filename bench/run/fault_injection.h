@@ -46,5 +46,7 @@ void maybe_inject_fault(const FaultSpec& fault, int rank, int64_t step);
 double data_fault_delay_ms(const FaultSpec& fault, int rank, int64_t step);
 void inject_ddp_step_fault(const FaultSpec& fault, int rank, int64_t step, ddp::Reducer& reducer,
                            comm::Store& store);
+// store-drop alone, for a design without DDP's Reducer (FSDP).
+void inject_store_fault(const FaultSpec& fault, int rank, int64_t step, comm::Store& store);
 
 }  // namespace ddpb::bench

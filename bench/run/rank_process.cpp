@@ -38,6 +38,10 @@ RankProcess::RankProcess(const RunConfig& config) {
       comm::init_process_group(env_, rendezvous_options(config, env_, device_));
   store_ = std::move(joined.store);
   group_ = std::move(joined.group);
+  group_options_.backend = *enum_from_name<comm::CommBackend>(group_->backend());
+  group_options_.device = device_;
+  group_options_.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
+  if (!joined.bind_address.empty()) group_options_.hostname = joined.bind_address;
   clock_offset_ns_ = joined.clock_offset_ns;
   host_ = joined.host;
 }
@@ -45,6 +49,11 @@ RankProcess::RankProcess(const RunConfig& config) {
 std::shared_ptr<comm::ProcessGroup> RankProcess::take_group() {
   DDPB_CHECK(group_) << "the rank's process group was taken already";
   return std::move(group_);
+}
+
+std::shared_ptr<comm::ProcessGroup> RankProcess::new_group(const std::vector<int>& ranks) const {
+  DeviceGuard guard(device_);
+  return comm::new_group(store_, env_.rank, env_.world_size, ranks, group_options_);
 }
 
 RunnerPlace RankProcess::place(int64_t global_batch) const {

@@ -51,6 +51,11 @@ class RankProcess {
   const std::string& host() const { return host_; }
   // The process group of the job; once.
   std::shared_ptr<comm::ProcessGroup> take_group();
+  // A group of some of the world's ranks (comm/process_group.h Note [Sub-groups]) on the
+  // world group's backend, device, timeout and address: nullptr on a rank not in `ranks`.
+  // Collective over the world: every rank calls it with the same `ranks`, in the same order
+  // as its other groups.
+  std::shared_ptr<comm::ProcessGroup> new_group(const std::vector<int>& ranks) const;
   // Where the rank stands: its share of every global batch, its device, its dump file.
   RunnerPlace place(int64_t global_batch) const;
 
@@ -70,6 +75,7 @@ class RankProcess {
   Device device_;
   std::shared_ptr<comm::Store> store_;
   std::shared_ptr<comm::ProcessGroup> group_;
+  comm::ProcessGroupOptions group_options_;  // what new_group() gives its sub-groups
   int64_t clock_offset_ns_ = 0;
   std::string host_;  // this host's name (records name hosts, issue 45)
 };

@@ -3,7 +3,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
+#include <span>
+#include <string_view>
 #include <thread>
 
 #include "base/memory_limits.h"
@@ -12,6 +15,8 @@
 #include "bench/run/designs.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/flag_values.h"
+#include "bench/run/run_fields.h"
+#include "bench/run/trainer.h"
 #include "comm/rendezvous.h"
 #include "core/check.h"
 #include "data/token_shards.h"
@@ -136,6 +141,60 @@ void validate_zero(const RunConfig& c) {
       << " averages only this rank's shard";
 }
 
+// The first of `flags` that `c` gives a value other than its default, or nullptr.
+const RunField* first_given(const RunConfig& c, std::span<const std::string_view> flags) {
+  for (const RunField& f : run_fields()) {
+    if (std::find(flags.begin(), flags.end(), f.name()) == flags.end()) continue;
+    if (!f.argv(c, f, /*pinned=*/false).empty()) return &f;
+  }
+  return nullptr;
+}
+
+// FSDP's own flags, which no other design reads.
+constexpr std::array<std::string_view, 6> kFsdpFlags = {
+    "--sharding-strategy", "--fsdp-wrap",           "--shard-group-size",
+    "--limit-all-gathers", "--no-forward-prefetch", "--no-backward-prefetch"};
+
+// DDP's flags that an FSDP row has no use for.
+constexpr std::array<std::string_view, 18> kDdpOnlyFlags = {"--bucket-cap-mb",
+                                                            "--first-bucket-mb",
+                                                            "--grad-as-bucket-view",
+                                                            "--find-unused-params",
+                                                            "--static-graph",
+                                                            "--comm-hook",
+                                                            "--powersgd-rank",
+                                                            "--powersgd-start-iter",
+                                                            "--powersgd-min-compression-rate",
+                                                            "--powersgd-epsilon",
+                                                            "--powersgd-no-error-feedback",
+                                                            "--powersgd-no-warm-start",
+                                                            "--no-overlap",
+                                                            "--sync-bn",
+                                                            "--zero-stage",
+                                                            "--zero-variant",
+                                                            "--uneven-inputs",
+                                                            "--check-finite"};
+
+// What an FSDP row takes (Note [FSDP's step]): its own flags, --accumulate and
+// --no-broadcast-buffers; DDP's reducer, hooks, ZeRO, Join and SyncBatchNorm are refused, and
+// the faults that act through DDP's Reducer.
+void validate_fsdp(const RunConfig& c) {
+  if (const RunField* f = first_given(c, kDdpOnlyFlags))
+    throw UsageError(f->name() + " is DDP's, and --mode " + c.mode + " is FSDP (no buckets, " +
+                     "hooks, ZeRO stages, Join or SyncBatchNorm)");
+  DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
+  const bool hybrid = c.sharding_strategy == fsdp::ShardingStrategy::HybridShard;
+  DDPB_USAGE_CHECK(c.shard_group_size == 0 || hybrid)
+      << "--shard-group-size is hybrid_shard's: use --mode fsdp-hybrid, not --mode " << c.mode;
+  DDPB_USAGE_CHECK(c.shard_group_size == 0 || c.world_size % c.shard_group_size == 0)
+      << "--shard-group-size " << c.shard_group_size << " does not divide --world-size "
+      << c.world_size << " into shard groups";
+  const FaultSpec::Kind fault = parse_fault(c.inject_fault).kind;
+  DDPB_USAGE_CHECK(fault != FaultSpec::Kind::SlowBackward && fault != FaultSpec::Kind::CorruptGrad)
+      << "--inject-fault '" << c.inject_fault << "' acts through DDP's Reducer; --mode " << c.mode
+      << " takes crash, hang, slow, slow-data and store-drop";
+}
+
 // Inputs that would be silently ignored (issue 25, E7) are refused.
 void validate_no_ignored_inputs(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.trace_steps.empty() || !c.trace.empty())
@@ -242,8 +301,16 @@ void RunConfig::validate() const {
         << design_names(&reports::DesignInfo::processes_per_rank);
   }
   if (design_named(mode).zero_stage > 0) validate_zero(*this);
+  const bool fsdp = design_named(mode).sharding_strategy.has_value();
+  if (!fsdp) {
+    if (const RunField* f = first_given(*this, kFsdpFlags))
+      throw UsageError(f->name() + " is FSDP's: use --mode " +
+                       design_names_of_runner(make_fsdp_runner) + ", not --mode " + mode);
+  }
   if (design.has_buckets) {
     validate_buckets(*this);
+  } else if (fsdp) {
+    validate_fsdp(*this);
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
                      !static_graph && !bucket_cap_auto && !no_overlap &&

@@ -17,6 +17,7 @@
 #include "data/data_format.h"
 #include "data/dataloader.h"
 #include "impl_ddp/reducer.h"
+#include "impl_fsdp/fully_sharded_data_parallel.h"
 #include "reports/run_record.h"
 
 namespace ddpb::bench {
@@ -31,6 +32,14 @@ inline constexpr int64_t kMaxSteps = 1'000'000'000;
 inline constexpr int64_t kMaxAccumulate = 1 << 20;
 inline constexpr double kMaxMiB = 1 << 20;  // bucket and coalescing caps: 1 TiB
 inline constexpr double kMinTimeoutS = 1e-3, kMaxTimeoutS = 1e6;
+
+// --fsdp-wrap: FSDP's wrapping policy. block: each of the workload family's blocks (a
+// transformer block, a ResNet stage) is a unit (WorkloadFamily::blocks); model: no unit, the
+// whole model is the root (Note [FSDP's step]).
+enum class FsdpWrap : uint8_t { Block, Model };
+constexpr NameTable<FsdpWrap, 2> enum_names(FsdpWrap) {
+  return {{{"block", FsdpWrap::Block}, {"model", FsdpWrap::Model}}};
+}
 
 // The enum-valued fields are parsed from their names once, by the CLI (base/named_enum.h),
 // and written back as names in to_json().
@@ -59,7 +68,15 @@ struct RunConfig {
   bool sync_bn = false;           // ddp: BatchNorm layers as SyncBatchNorm
   int zero_stage = 0;         // ddp: --zero-stage, the rows zero1 and zero2 (Note [ZeRO in DDP])
   bool zero_pytorch = false;  // ddp: --zero-variant pytorch, the row zero1-pytorch
-  int cpu_threads = 1;        // CPU devices: BLAS threads per device (core/cpu/cpu_backend.h)
+  // fsdp: --sharding-strategy, the rows fsdp, fsdp-grad-op, fsdp-no-shard and fsdp-hybrid
+  // (resolve_sharding_strategy); empty until resolved, and for every other design.
+  std::optional<fsdp::ShardingStrategy> sharding_strategy;
+  FsdpWrap fsdp_wrap = FsdpWrap::Block;  // fsdp: which modules are units
+  int shard_group_size = 0;   // fsdp hybrid_shard: ranks per shard group; 0: the local world size
+  int limit_all_gathers = 2;  // fsdp: outstanding reshards before a gather waits; 0: no limit
+  bool forward_prefetch = true;   // fsdp: --no-forward-prefetch
+  bool backward_prefetch = true;  // fsdp: --no-backward-prefetch
+  int cpu_threads = 1;            // CPU devices: BLAS threads per device (core/cpu/cpu_backend.h)
   // ddp: flight-recorder dumps (default: ddpbench-flight-<port> under $XDG_RUNTIME_DIR, $TMPDIR
   // or /tmp; comm::default_flight_dir)
   std::string flight_dir;

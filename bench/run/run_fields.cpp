@@ -299,6 +299,29 @@ void add_ddp_rows(std::vector<RunField>& rows) {
                         "ZeroRedundancyOptimizer; --mode zero1-pytorch)"));
 }
 
+// FSDP's strategy, wrapping policy, groups, rate limiter and prefetch (Note [FSDP's step]).
+void add_fsdp_rows(std::vector<RunField>& rows) {
+  rows.push_back(named("--sharding-strategy", "/sharding_strategy", DDPB_FIELD(sharding_strategy),
+                       "fsdp: what each rank shards (the same as --mode fsdp, fsdp-grad-op, "
+                       "fsdp-no-shard or fsdp-hybrid)"));
+  rows.push_back(named("--fsdp-wrap", "/fsdp_wrap", DDPB_FIELD(fsdp_wrap),
+                       "fsdp: each of the workload's blocks a unit (default), or the whole model"));
+  rows.push_back(integer("--shard-group-size", "/shard_group_size", DDPB_FIELD(shard_group_size), 1,
+                         kMaxWorldSize,
+                         "fsdp hybrid_shard: ranks per shard group, dividing the world size "
+                         "(default: the ranks of one node)"));
+  rows.push_back(integer("--limit-all-gathers", "/limit_all_gathers", DDPB_FIELD(limit_all_gathers),
+                         0, 1024,
+                         "fsdp: resharded units whose compute may be in flight before the next "
+                         "all-gather waits (default 2; 0: no limit)"));
+  rows.push_back(toggle("--no-forward-prefetch", "/forward_prefetch", DDPB_FIELD(forward_prefetch),
+                        "fsdp: gather each unit only when it runs forward"));
+  rows.push_back(toggle("--no-backward-prefetch", "/backward_prefetch",
+                        DDPB_FIELD(backward_prefetch),
+                        "fsdp: gather each unit only when its backward runs (not the one before "
+                        "it, PyTorch's BACKWARD_PRE)"));
+}
+
 // The devices' threads, the timeouts and the fault injector.
 void add_process_rows(std::vector<RunField>& rows) {
   rows.push_back(
@@ -443,6 +466,7 @@ std::vector<RunField> make_rows() {
   std::vector<RunField> rows;
   add_run_rows(rows);
   add_ddp_rows(rows);
+  add_fsdp_rows(rows);
   add_process_rows(rows);
   add_training_rows(rows);
   add_compute_rows(rows);

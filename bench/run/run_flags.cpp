@@ -37,6 +37,7 @@ bool parse_into(RunConfig& config, const std::vector<std::string>& args, bool wo
 
 void complete_run_flags(RunConfig& config, bool batch_given) {
   resolve_zero_stage(config);
+  resolve_sharding_strategy(config);
   if (!batch_given) config.global_batch = default_global_batch(config.workload);
 }
 

@@ -15,8 +15,9 @@ namespace ddpb::bench {
 // Adds every `ddpbench run` flag to `run`, each parsed into `config`.
 void add_run_options(CLI::App& run, RunConfig& config);
 
-// What follows the parse, wherever `run`'s flags are parsed: --mode and --zero-stage agree
-// (resolve_zero_stage), and the workload's default global batch where none was given.
+// What follows the parse, wherever `run`'s flags are parsed: --mode, --zero-stage and
+// --sharding-strategy agree (resolve_zero_stage, resolve_sharding_strategy), and the workload's
+// default global batch where none was given.
 void complete_run_flags(RunConfig& config, bool batch_given);
 
 // The configuration of `ddpbench run ARGS` (args[0] is "run"), with the workload's default

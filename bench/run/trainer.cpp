@@ -366,7 +366,12 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
   record.mode = {config.mode, device_list(runner), runner.describe()};
   record.workload = {spec.name, spec.family, n_params, model.tokens_per_sample(),
                      model.train_flops_per_sample()};
-  record.memory = memory_record(runner.devices(), promised_model_state(config, n_params));
+  auto promised = promised_model_state(config, n_params);
+  if (promised)
+    for (const auto& [name, extra] : runner.transient_model_state_bytes())
+      for (auto& [category, bytes] : *promised)
+        if (category == name) bytes += extra;
+  record.memory = memory_record(runner.devices(), promised);
   const auto mfu =
       mfu_of_run(config, runner.devices(), context.at("system").at("gpus"), flops_per_s);
   record.summary =
@@ -439,8 +444,10 @@ reports::RunRecord run_training(const RunConfig& config) {
   auto runner = design_of(config).make_runner(config, spec);
   Model& model = runner->model();
   if (!config.init_from.empty()) {
-    load_state_dict(model, config.init_from);
-    refuse_non_finite_parameters(model, config.init_from);
+    runner->load_full_state_dict([&](Model& full) {
+      load_state_dict(full, config.init_from);
+      refuse_non_finite_parameters(full, config.init_from);
+    });
   }
   DeviceGuard guard(runner->devices().front());
   auto optimizer = runner->make_optimizer(config.optimizer);

@@ -74,10 +74,10 @@ class RankedRun {
 // A ModeRunner is what every design has: the trained model, the devices, one step, a
 // description for the record, its optimizer and its full state dict; where its process
 // stands (place()) is data, set once by the constructor. The design makes the optimizer and
-// hands back the state dict because a sharded design steps and holds only its shard: the loop
-// never reaches past the runner for either. What only designs whose ranks are processes have
-// sits behind ranked(), so the loop asks for it by name rather than every design carrying
-// empty overrides.
+// hands back the state dict (and takes --init-from's) because a sharded design steps and
+// holds only its shard: the loop never reaches past the runner for any of them. What only
+// designs whose ranks are processes have sits behind ranked(), so the loop asks for it by
+// name rather than every design carrying empty overrides.
 class ModeRunner {
  public:
   virtual ~ModeRunner() = default;
@@ -96,6 +96,17 @@ class ModeRunner {
   // The full state dict, for --save-params and --dump: the model's; a sharded design gathers
   // it first, and then every rank calls this (a collective).
   virtual std::vector<NamedTensor> full_state_dict() { return state_dict(model()); }
+  // --init-from: `load` writes the file's tensors into model(); a sharded design calls it while
+  // the full parameters are gathered and copies them back into its shards, and then every
+  // rank calls this (a collective).
+  virtual void load_full_state_dict(const std::function<void(Model&)>& load) { load(model()); }
+  // Bytes of model state the design holds at its peak beyond Note [Model-state memory]'s
+  // formula, by category ("parameters", "gradients"): FSDP's units gathered while they run
+  // and their full gradients before the reduce-scatter (Note [FSDP's step]). Added to the
+  // record's promised memory.
+  virtual std::vector<std::pair<std::string, int64_t>> transient_model_state_bytes() const {
+    return {};
+  }
   // Non-null when the ranks are processes (DDP).
   virtual RankedRun* ranked() { return nullptr; }
 
@@ -108,6 +119,7 @@ class ModeRunner {
 std::unique_ptr<ModeRunner> make_single_runner(const RunConfig& config, const WorkloadSpec& spec);
 std::unique_ptr<ModeRunner> make_dp_runner(const RunConfig& config, const WorkloadSpec& spec);
 std::unique_ptr<ModeRunner> make_ddp_runner(const RunConfig& config, const WorkloadSpec& spec);
+std::unique_ptr<ModeRunner> make_fsdp_runner(const RunConfig& config, const WorkloadSpec& spec);
 
 // Runs the training described by `config` (already validated) and returns its record.
 // Prints per-step losses (unless quiet) and a summary to stdout.

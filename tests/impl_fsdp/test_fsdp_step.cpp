@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,11 @@ struct StrategyCase {
   ShardingStrategy strategy;
   int world;
 };
+
+// For test names and messages: "full_shard at 2 ranks".
+void PrintTo(const StrategyCase& c, std::ostream* os) {
+  *os << enum_name(c.strategy) << " at " << c.world << " ranks";
+}
 
 class FsdpStrategies : public ::testing::TestWithParam<StrategyCase> {};
 

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/check.h"
 #include "core/optim.h"
@@ -137,6 +140,43 @@ TEST(WorkloadFamilies, BlocksRunTheirForwardHooks) {
     EXPECT_EQ(ran.size(), handles.size()) << "each block once";
     EXPECT_TRUE(std::is_sorted(ran.begin(), ran.end())) << "in forward order";
   }
+}
+
+// WorkloadFamily::blocks, what FSDP wraps as units (Note [FSDP's step]): every block's modules
+// exist in the model, no module is in two blocks, each runs its forward hooks once a forward,
+// and the blocks run in the order listed; mlp-skip's data-dependent `skip` is in none.
+TEST(WorkloadFamilies, BlocksAreDisjointModulesThatRunTheirHooksInForwardOrder) {
+  for (const std::string workload :
+       {"mlp-small", "mlp-skip", "gpt-tiny", "resnet-tiny", "embed-tiny"}) {
+    SCOPED_TRACE(workload);
+    const WorkloadSpec& spec = find_workload(workload);
+    auto model = make_model(spec, Device::cpu(), 7);
+    std::map<std::string, nn::Module*> modules;
+    for (auto& [name, module] : model->named_modules()) modules.emplace(name, module);
+    const std::vector<std::vector<std::string>> blocks = family_of(spec).blocks(spec);
+    ASSERT_GE(blocks.size(), 2u);
+    std::vector<std::string> listed, ran;
+    std::vector<autograd::HookHandle> handles;
+    for (const std::vector<std::string>& block : blocks) {
+      ASSERT_FALSE(block.empty());
+      for (const std::string& name : block) {
+        ASSERT_TRUE(modules.contains(name)) << name << " is no module of " << workload;
+        EXPECT_EQ(std::count(listed.begin(), listed.end(), name), 0) << name << " twice";
+        listed.push_back(name);
+        handles.push_back(modules[name]->register_forward_pre_hook(
+            [&ran, name](const nn::Module&) { ran.push_back(name); }));
+      }
+    }
+    EXPECT_EQ(std::count(listed.begin(), listed.end(), "skip"), 0);
+    auto data = make_dataset(spec, 7);
+    model->forward(make_batch(*data, {0, 1}).x);
+    EXPECT_EQ(ran, listed) << "each block's modules once, in forward order";
+  }
+  // Blocks are optional: a family registered without them (softmax-regression above) has none.
+  WorkloadFamily plain = softmax_regression_family();
+  plain.name = "softmax-without-blocks";
+  register_workload_family(plain);
+  EXPECT_TRUE(workload_family("softmax-without-blocks").blocks(find_workload("mlp-small")).empty());
 }
 
 }  // namespace

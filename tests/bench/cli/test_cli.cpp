@@ -117,8 +117,9 @@ TEST_F(BadInput, RankOptionsNeedRanksThatAreProcesses) {
                      "are for ranks that are processes");
   expect_usage_error("--mode dp --world-size 2 --workload mlp-small --accumulate 2",
                      "need --mode ddp");
-  expect_usage_error("--mode fsdp --workload mlp-small",
-                     "--mode must be single, dp, ddp, zero1, zero2 or zero1-pytorch");
+  expect_usage_error("--mode fsdp2 --workload mlp-small",
+                     "--mode must be single, dp, ddp, zero1, zero2, zero1-pytorch, fsdp, "
+                     "fsdp-grad-op, fsdp-no-shard or fsdp-hybrid");
 }
 
 TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {

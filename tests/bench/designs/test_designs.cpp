@@ -55,7 +55,8 @@ TEST(Designs, ANameIsTakenOnceAndFitsARunId) {
     again.info.name = bad;
     EXPECT_THROW(bench::register_design(again), UsageError) << bad;
   }
-  EXPECT_EQ(bench::designs().size(), 6u);  // single, dp, ddp, zero1, zero2, zero1-pytorch
+  // single, dp, ddp, zero1, zero2, zero1-pytorch, and FSDP's four strategies
+  EXPECT_EQ(bench::designs().size(), 10u);
 }
 
 // docs/records.md "Versions": a version-1 results folder is refused by every command that

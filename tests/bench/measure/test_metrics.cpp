@@ -167,7 +167,8 @@ TEST(NamedEnum, FlagParseErrorListsTheNames) {
     FAIL() << "dpp is not a mode";
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(),
-                 "--mode must be single, dp, ddp, zero1, zero2 or zero1-pytorch, got 'dpp'");
+                 "--mode must be single, dp, ddp, zero1, zero2, zero1-pytorch, fsdp, fsdp-grad-op, "
+                 "fsdp-no-shard or fsdp-hybrid, got 'dpp'");
   }
 }
 

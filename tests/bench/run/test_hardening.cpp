@@ -367,10 +367,13 @@ TEST(Memory, UnderAnyAddressSpaceLimitARunEndsWithOneLineNeverAnAbortOrAHang) {
 // the band), every command hung for ever in OpenBLAS's workers, `--help` included (Note
 // [OpenBLAS under an address-space limit]). Now each ends at once: it runs, or it refuses in
 // one line. Without OPENBLAS_NUM_THREADS in the environment, as a user's shell has it.
+// Within about 12 MiB of start-up the shared libraries' own initialisers (cuBLAS's) can fail
+// before main runs, where no code of ours can answer; the lowest limit tried above start-up
+// is past that, and still under the 32 MiB that main refuses in one line.
 TEST(Memory, NoCommandHangsUnderALimitJustAboveStartUp) {
   const int64_t mapped = mapped_at_start_mib();
   ASSERT_GT(mapped, 0);
-  for (const int64_t above : {-40, 8, 40, 80, 150}) {
+  for (const int64_t above : {-40, 20, 40, 80, 150}) {
     const std::string env = "unset OPENBLAS_NUM_THREADS; ulimit -v " +
                             std::to_string((mapped + above) * 1024) + "; timeout -s KILL 60";
     for (const std::string args :

@@ -44,6 +44,12 @@ const std::map<std::string, std::vector<std::string>>& examples() {
       {"--sync-bn", {}},
       {"--zero-stage", {"2"}},
       {"--zero-variant", {"pytorch"}},
+      {"--sharding-strategy", {"shard_grad_op"}},
+      {"--fsdp-wrap", {"model"}},
+      {"--shard-group-size", {"2"}},
+      {"--limit-all-gathers", {"0"}},
+      {"--no-forward-prefetch", {}},
+      {"--no-backward-prefetch", {}},
       {"--cpu-threads", {"2"}},
       {"--timeout", {"12.5"}},
       {"--inject-fault", {"crash@rank=1,step=2"}},
@@ -96,6 +102,12 @@ RunConfig with_example(const RunField& f) {
   c.global_batch = 32;                             // else the run command fills in the workload's
   if (f.name() == "--zero-stage") c.mode = "ddp";  // a stage of DDP
   if (f.name() == "--zero-variant") c.mode = "ddp", c.zero_stage = 1;
+  // FSDP's flags are FSDP's (--shard-group-size hybrid_shard's): --sharding-strategy names
+  // the row (fsdp-grad-op), the others keep it.
+  if (f.name() == "--sharding-strategy" || f.name() == "--fsdp-wrap" ||
+      f.name() == "--limit-all-gathers" || f.name().ends_with("-prefetch"))
+    c.mode = "fsdp";
+  if (f.name() == "--shard-group-size") c.mode = "fsdp-hybrid";
   std::vector<std::string> flags = {f.name()};
   const std::vector<std::string>& value = examples().at(f.name());
   flags.insert(flags.end(), value.begin(), value.end());

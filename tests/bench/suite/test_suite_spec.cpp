@@ -273,7 +273,7 @@ TEST(SuiteSpec, BadFilesGetOneLineErrorsNamingTheKey) {
       {R"({"steps": "ten"})", "key \"steps\": expected an integer"},
       {R"({"steps": 0})", "key \"steps\": 0 is outside"},
       {R"({"world_sizes": [1, -2]})", "key \"world_sizes\""},
-      {R"({"modes": ["single", "fsdp"]})", "mode \"fsdp\""},
+      {R"({"modes": ["single", "fsdp2"]})", "mode \"fsdp2\""},
       {R"({"comm_hooks": ["int8"]})", "hook \"int8\""},
       {R"({"comm_hook_workloads": ["mlp-wide"]})", "comm_hook_workloads"},
       {R"({"per_device_batch": {"mlp-small": 0}})", "per_device_batch.mlp-small"},

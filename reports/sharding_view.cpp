@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"
 #include "reports/memory_model.h"
 #include "reports/report_util.h"
 #include "reports/svg_chart.h"
@@ -159,6 +160,82 @@ ChartView memory_chart(const SuiteRecord& suite,
   return v;
 }
 
+// Note [The three-way verdict]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Per workload, the sharding group answers three questions at once: which design is fastest,
+// which needs the least memory per rank (and at what step), and how large a model each would
+// fit on one device at scale. The last comes from the formulas alone (Note [Model-state
+// memory]): the base design's promise gives Ψ (its unsharded parameters are 4Ψ) and the
+// optimizer's K; each design's bytes per parameter at kFitRanks ranks divide kFitDevice. The
+// model state only: activations and buffers come on top, so the figure is an upper bound,
+// and the sentence says so.
+constexpr int kFitRanks = 64;
+constexpr double kFitDevice = 80.0 * (1 << 30);  // an 80 GiB device (H100, A100-80GB)
+
+// Bytes of model state per parameter under `design` at `world` ranks, with K optimizer bytes.
+double bytes_per_parameter(const DesignInfo& design, int world, double k) {
+  const auto share = [&](bool sharded, double bytes) { return sharded ? bytes / world : bytes; };
+  return share(design.shards_parameters, 4.0) + share(design.shards_gradients, 4.0) +
+         share(design.shards_optimizer_state, k);
+}
+
+// "1.2B", "350M": a parameter count.
+std::string parameter_count(double n) {
+  if (n >= 1e9) return fmt::format("{:.1f}B", n / 1e9);
+  return fmt::format("{:.0f}M", n / 1e6);
+}
+
+std::optional<std::string> fit_clause(const SuiteRecord& suite, const DesignCost& base,
+                                      const DesignInfo& base_design,
+                                      const std::vector<DesignCost>& designs) {
+  if (!base.expected || base_design.shards_parameters) return std::nullopt;
+  const double psi = static_cast<double>(named_value(*base.expected, "parameters")) / 4.0;
+  if (psi <= 0) return std::nullopt;
+  double k = static_cast<double>(named_value(*base.expected, "optimizer_state")) / psi;
+  if (base_design.shards_optimizer_state) k *= base.world_size;
+  std::vector<std::string> parts;
+  for (const DesignCost& c : designs) {
+    const DesignInfo d = suite.design_named(c.design);
+    parts.push_back(parameter_count(kFitDevice / bytes_per_parameter(d, kFitRanks, k)) +
+                    " parameters under " + d.label);
+  }
+  return fmt::format("on an 80 GiB device at {} ranks the model state alone leaves room for {}",
+                     kFitRanks, join_list(parts, "and"));
+}
+
+// The lead sentence of Note [The three-way verdict].
+std::optional<std::string> three_way(const SuiteRecord& suite, const std::string& workload,
+                                     const std::vector<DesignCost>& designs) {
+  if (designs.size() < 2) return std::nullopt;
+  const auto by = [](auto key) {
+    return [key](const DesignCost& a, const DesignCost& b) { return key(a) < key(b); };
+  };
+  const DesignCost& fastest =
+      *std::min_element(designs.begin(), designs.end(),
+                        by([](const DesignCost& c) { return c.median_of(c.step_ms); }));
+  const DesignCost& leanest =
+      *std::min_element(designs.begin(), designs.end(),
+                        by([](const DesignCost& c) { return c.median_of(c.peak_bytes); }));
+  const DesignInfo fast = suite.design_named(fastest.design),
+                   lean = suite.design_named(leanest.design);
+  const double step = fastest.median_of(fastest.step_ms);
+  std::string out = fmt::format("{} at {} ranks: {} is fastest ({} ms a step)", printable(workload),
+                                fastest.world_size, fast.label, format_number(step));
+  if (&leanest == &fastest) {
+    out += " and needs the least memory per rank";
+  } else if (leanest.median_of(leanest.peak_bytes) > 0) {
+    out += fmt::format("; {} needs the least memory per rank, {} less than {}, at {:.2f}x the step",
+                       lean.label,
+                       format_percent(1.0 - leanest.median_of(leanest.peak_bytes) /
+                                                fastest.median_of(fastest.peak_bytes)),
+                       fast.label, step > 0 ? leanest.median_of(leanest.step_ms) / step : 0.0);
+  }
+  const DesignCost& base = designs.front();
+  if (auto fit = fit_clause(suite, base, suite.design_named(base.design), designs))
+    out += "; " + *fit + " (an upper bound: activations come on top)";
+  return out + ".";
+}
+
 }  // namespace
 
 std::vector<std::string> sharding_sentences(const SuiteRecord& suite, const std::string& workload) {
@@ -166,6 +243,7 @@ std::vector<std::string> sharding_sentences(const SuiteRecord& suite, const std:
   const auto costs = costs_of(suite);
   const auto it = costs.find(workload);
   if (it == costs.end()) return out;
+  if (auto lead = three_way(suite, workload, it->second)) out.push_back(std::move(*lead));
   const DesignCost& base = it->second.front();
   const DesignInfo base_design = suite.design_named(base.design);
   for (const DesignCost& c : it->second)
@@ -179,7 +257,8 @@ ReportSection build_sharding_section(const SuiteRecord& suite) {
   s.id = "sharding";
   s.heading = "Sharding";
   SectionTable t{"sharding-table",
-                 "DDP and its ZeRO stages on one workload at the largest world size, medians "
+                 "DDP, its ZeRO stages and FSDP's strategies on one workload at the largest world "
+                 "size, medians "
                  "over alternated rounds: the step, the communication left exposed, the bytes "
                  "the gradients' collectives put on the wire a step (docs/metrics.md), the "
                  "peak memory of the busiest rank, and what rank 0's peak held of the model "

@@ -83,6 +83,7 @@ Design zero_row(int stage) {
                            phase_kind_name(phase_kind(StepPhase::ParamAllGather))});
   d.zero_stage = stage;
   d.in_default_suite = false;
+  d.in_sharding_group = true;
   // A reduce-scatter and an all-gather of the (padded) gradients' size: the paper's 2Ψ.
   d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
     return gradient_bytes * 2.0 * (world - 1) / world;
@@ -134,6 +135,7 @@ Design fsdp_row(fsdp::ShardingStrategy strategy, const char* name, const char* l
   d.make_runner = make_fsdp_runner;
   d.sharding_strategy = strategy;
   d.in_default_suite = false;
+  d.in_sharding_group = strategy != fsdp::ShardingStrategy::HybridShard;
   d.process_overhead_bytes = int64_t{150} << 20;  // a rank is a whole process, as DDP's
   switch (strategy) {
     case ShardingStrategy::FullShard:

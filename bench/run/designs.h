@@ -52,6 +52,10 @@ struct Design {
   // Whether a suite without a "modes" key scales it; ZeRO's stages and FSDP run in their own
   // groups.
   bool in_default_suite = true;
+  // Whether the suite's sharding group (Note [Sharding rounds]) measures it beside the
+  // suite's DDP: ZeRO's stages and FSDP's strategies but hybrid_shard, which on one host
+  // is full_shard with a replicate group of one rank.
+  bool in_sharding_group = false;
 };
 
 // Every row, in the order suites and reports list them (a deque: rows never move).

@@ -850,17 +850,17 @@ class SuiteExpansion {
   // Note [Sharding rounds]
   // What sharding costs and saves is a ratio between designs on one workload, so it is
   // measured as the design rounds are (Note [Design rounds]): the suite's design with buckets
-  // (DDP) and each of its ZeRO stages (the rows that are its stages, Note [ZeRO in DDP]) on the
-  // sweep workload at the largest world size, each round running every one of them once, in
-  // reverse order on odd rounds. They run whether or not "modes" names the stages.
+  // (DDP) and every row in the sharding group (ZeRO's stages, Note [ZeRO in DDP]; FSDP's
+  // strategies, Note [FSDP's step]) on the sweep workload at the largest world size, each
+  // round running every one of them once, in reverse order on odd rounds. They run whether or
+  // not "modes" names them.
   void sharding() {
     const int n = sweep_n();
     const auto base = bucketed_mode();
     if (n <= 1 || !base || s_.sweep_workload.empty()) return;
     std::vector<std::string> order = {*base};
-    const Design& ddp = design_named(*base);
     for (const Design& d : designs())
-      if (d.zero_stage > 0 && d.make_runner == ddp.make_runner) order.push_back(d.info.name);
+      if (d.in_sharding_group && d.info.name != *base) order.push_back(d.info.name);
     if (order.size() < 2) return;
     const std::string& w = s_.sweep_workload;
     for (int64_t round = 0; round < s_.sharding_rounds; ++round) {

@@ -383,7 +383,7 @@ TEST(Suite, CtrlCKeepsFinishedRunsAndResumeRunsOnlyWhatIsMissing) {
   write_file(dir / "s.json",
              R"({"workloads": ["mlp-small"], "modes": ["single", "ddp"], "world_sizes": [1, 2],
       "steps": 30, "warmup": 1, "bucket_sweep_mb": [], "bucket_autotune": false,
-      "comm_hooks": [], "overlap_off": false, "flags": []})");
+      "comm_hooks": [], "overlap_off": false, "flags": [], "sharding_rounds": 1})");
   const std::string out = dir / "out";
   const pid_t pid = ::fork();
   if (pid == 0) {

@@ -528,9 +528,10 @@ TEST(SuiteSpec, EveryKeyOfTheSuiteFileIsDocumented) {
   EXPECT_NE(suite_keys, run_keys);
 }
 
-// Note [Sharding rounds]: DDP and its ZeRO stages on the sweep workload at the largest world
-// size, alternated round by round; none in a quick suite.
-TEST(SuiteSpec, ShardingRoundsAlternateDdpAndItsZeroStages) {
+// Note [Sharding rounds]: DDP, its ZeRO stages and FSDP's strategies (hybrid_shard aside: one
+// host) on the sweep workload at the largest world size, alternated round by round; none in a
+// quick suite.
+TEST(SuiteSpec, ShardingRoundsAlternateDdpItsZeroStagesAndFsdp) {
   const SuiteSpec spec = default_suite(DeviceType::CPU, 0, false);
   ASSERT_EQ(spec.sharding_rounds, 3);
   std::vector<std::string> order;
@@ -538,12 +539,19 @@ TEST(SuiteSpec, ShardingRoundsAlternateDdpAndItsZeroStages) {
     if (r.group != reports::RunGroup::Sharding) continue;
     EXPECT_EQ(r.workload, spec.sweep_workload);
     EXPECT_EQ(r.world_size, 2);
-    EXPECT_EQ(r.run_config().zero_stage, r.mode == "ddp" ? 0 : r.mode == "zero2" ? 2 : 1);
+    const int stage = r.mode.starts_with("zero") ? (r.mode == "zero2" ? 2 : 1) : 0;
+    EXPECT_EQ(r.run_config().zero_stage, stage);
     order.push_back(r.mode + "/" + std::to_string(r.repeat.value_or(-1)));
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"ddp/0", "zero1/0", "zero2/0", "zero1-pytorch/0",
-                                             "zero1-pytorch/1", "zero2/1", "zero1/1", "ddp/1",
-                                             "ddp/2", "zero1/2", "zero2/2", "zero1-pytorch/2"}));
+  const std::vector<std::string> round = {"ddp",  "zero1",        "zero2",        "zero1-pytorch",
+                                          "fsdp", "fsdp-grad-op", "fsdp-no-shard"};
+  std::vector<std::string> want;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::string> modes = round;
+    if (r % 2) std::reverse(modes.begin(), modes.end());
+    for (const std::string& m : modes) want.push_back(m + "/" + std::to_string(r));
+  }
+  EXPECT_EQ(order, want);
   for (const SuiteRun& r : expand_suite(default_suite(DeviceType::CPU, 0, true)))
     EXPECT_NE(r.group, reports::RunGroup::Sharding) << r.id;
 }

@@ -96,34 +96,36 @@ bool dominates(const std::vector<reports::RankBlame>& per_rank, const reports::R
   });
 }
 
-std::string finding(const reports::BucketBlame& b, const std::vector<reports::RankRecord>& ranks) {
+std::string finding(const reports::BucketBlame& b, const std::vector<reports::RankRecord>& ranks,
+                    const std::string& groups) {
   const auto name = [&](int64_t r) { return reports::rank_name(ranks, r); };
   const auto most = std::max_element(
       b.per_rank.begin(), b.per_rank.end(),
       [](const auto& x, const auto& y) { return x.held_fraction < y.held_fraction; });
   if (!b.holder && b.steps < kHolderMinSteps) {
     return fmt::format(
-        "{} measured steps are too few to name a rank that holds buckets back (at "
+        "{} measured steps are too few to name a rank that holds {} back (at "
         "least {})",
-        b.steps, kHolderMinSteps);
+        b.steps, groups, kHolderMinSteps);
   }
   if (!b.holder) {
     if (most == b.per_rank.end() || most->buckets_held == 0)
-      return fmt::format("no rank holds buckets back beyond the noise ({:.2f} ms)", b.noise_ms);
+      return fmt::format("no rank holds {} back beyond the noise ({:.2f} ms)", groups, b.noise_ms);
     if (!dominates(b.per_rank, *most)) {
       return fmt::format(
           "no rank holds the step back: the ranks take turns being last ({} held {:.0f}% of "
-          "buckets back, not {:.0f} times any other rank's share)",
-          name(most->rank), 100 * most->held_fraction, kHolderDominance);
+          "{} back, not {:.0f} times any other rank's share)",
+          name(most->rank), 100 * most->held_fraction, groups, kHolderDominance);
     }
     return fmt::format(
-        "no rank holds the step back: the most, {}, held {:.0f}% of buckets back by a "
+        "no rank holds the step back: the most, {}, held {:.0f}% of {} back by a "
         "median {:.2f} ms, under the {:.2f} ms the steps' own jitter allows",
-        name(most->rank), 100 * most->held_fraction, most->delay_ms_median, b.holder_threshold_ms);
+        name(most->rank), 100 * most->held_fraction, groups, most->delay_ms_median,
+        b.holder_threshold_ms);
   }
   const reports::RankBlame& h = b.per_rank[static_cast<size_t>(*b.holder)];
-  std::string s = fmt::format("{} holds back {:.0f}% of buckets by a median {:.1f} ms",
-                              name(h.rank), 100 * h.held_fraction, h.delay_ms_median);
+  std::string s = fmt::format("{} holds back {:.0f}% of {} by a median {:.1f} ms", name(h.rank),
+                              100 * h.held_fraction, groups, h.delay_ms_median);
   if (b.holder_phase) {
     return s + fmt::format(": its {} is {:.1f} ms slower than the other ranks'", *b.holder_phase,
                            *b.holder_phase_excess_ms);
@@ -137,7 +139,7 @@ std::string finding(const reports::BucketBlame& b, const std::vector<reports::Ra
 
 reports::BucketBlame bucket_blame(const ReadyTimes& ready_ms,
                                   const std::vector<reports::RankRecord>& ranks,
-                                  const reports::StepTimeStats& step) {
+                                  const reports::StepTimeStats& step, const std::string& groups) {
   const double median_step_ms = step.median;
   const int n = static_cast<int>(ready_ms.size());
   DDPB_CHECK(n >= 2) << "bucket blame needs two ranks or more, got " << n;
@@ -184,7 +186,7 @@ reports::BucketBlame bucket_blame(const ReadyTimes& ready_ms,
     out.holder = most->rank;
     attribute_phase(ranks, most->rank, out);
   }
-  out.finding = finding(out, ranks);
+  out.finding = finding(out, ranks, groups);
   return out;
 }
 

@@ -25,6 +25,7 @@
 // time evens out after the AllReduce, is still seen: the late rank is late at every bucket.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "reports/run_record.h"
@@ -43,9 +44,12 @@ inline constexpr int64_t kHolderMinSteps = 8;
 // that rank's step, for the measured steps; `ranks` are the ranks' own records (their phase
 // medians), indexed by rank; `step` the run's step time statistics. A step whose bucket count
 // differs between ranks is left out. Throws Error when fewer than two ranks or the ranks' step
-// counts differ.
+// counts differ. `groups` names what became ready in the finding: DDP's "buckets", FSDP's
+// "units" (a unit is ready when its gradients are, and its reduce-scatter then waits for every
+// rank's, as a bucket's AllReduce does).
 reports::BucketBlame bucket_blame(const std::vector<std::vector<std::vector<double>>>& ready_ms,
                                   const std::vector<reports::RankRecord>& ranks,
-                                  const reports::StepTimeStats& step);
+                                  const reports::StepTimeStats& step,
+                                  const std::string& groups = "buckets");
 
 }  // namespace ddpb::bench

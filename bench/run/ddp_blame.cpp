@@ -15,11 +15,16 @@ void BucketReadyLog::add(const ddp::DdpStepStats& stats, int64_t step_start_ns) 
   std::vector<double> ready;
   ready.reserve(stats.buckets.size());
   for (const auto& b : stats.buckets) ready.push_back(zero_ms + b.ready_ms);
-  steps_.push_back(std::move(ready));
+  add(std::move(ready));
+}
+
+void BucketReadyLog::add(std::vector<double> ready_ms) {
+  steps_.push_back(std::move(ready_ms));
   if (steps_.size() > kMaxSteps) steps_.pop_front();
 }
 
-void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord& record) const {
+void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord& record,
+                                  const std::string& design, const std::string& groups) const {
   if (process.world_size() < 2) return;
   const nlohmann::json mine(std::vector<std::vector<double>>(steps_.begin(), steps_.end()));
   const std::vector<nlohmann::json> logs = process.gather("bucket_ready", mine);
@@ -31,17 +36,19 @@ void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord
   // With --uneven-inputs join the ranks take different steps: no step lines up across them.
   for (const auto& r : ready) {
     if (r.size() != ready[0].size()) {
-      fmt::print("ddp: bucket blame: none, the ranks measured different steps (uneven inputs)\n");
+      fmt::print("{}: bucket blame: none, the ranks measured different steps (uneven inputs)\n",
+                 design);
       return;
     }
   }
   if (ready[0].empty()) return;
-  record.summary.bucket_blame = bucket_blame(ready, *record.ranks, record.summary.step_time_ms);
+  record.summary.bucket_blame =
+      bucket_blame(ready, *record.ranks, record.summary.step_time_ms, groups);
   record.summary.critical_path = critical_path(record, ready);
-  fmt::print("ddp: bucket blame: {}\n", record.summary.bucket_blame->finding);
+  fmt::print("{}: bucket blame: {}\n", design, record.summary.bucket_blame->finding);
   if (const auto& c = record.summary.critical_path; c && c->waited_for) {
-    fmt::print("ddp: critical path: rank 0 waits {:.1f} of the median step's {:.1f} ms for {}\n",
-               c->wait_ms, c->step_ms, reports::rank_name(record.hosts, *c->waited_for));
+    fmt::print("{}: critical path: rank 0 waits {:.1f} of the median step's {:.1f} ms for {}\n",
+               design, c->wait_ms, c->step_ms, reports::rank_name(record.hosts, *c->waited_for));
   }
 }
 

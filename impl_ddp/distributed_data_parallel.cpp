@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "comm/broadcast_coalesced.h"
@@ -29,8 +28,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ForwardFn f
       << "--uneven-inputs join does not combine with --sync-bn (SyncBatchNorm's collectives sit "
          "inside forward, which a rank without input cannot shadow)";
   if (options_.sync_batch_norm) {
-    bn_sync_ = std::make_unique<ProcessGroupBatchNormSync>(pg_);
-    DDPB_USAGE_CHECK(convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
+    bn_sync_ = std::make_unique<comm::ProcessGroupBatchNormSync>(pg_);
+    DDPB_USAGE_CHECK(comm::convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
         << "--sync-bn needs a model with BatchNorm layers (the resnet workloads)";
   }
   // The buffers are the same tensors for the module's life: grouped by dtype once, for the
@@ -366,7 +365,7 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
       stats.collectives.push_back(std::move(t));
     }
   }
-  for (const SyncBnRecord& r : param_gathers_) {  // ZeRO's: after the optimizer, exposed
+  for (const comm::SyncBnRecord& r : param_gathers_) {  // ZeRO's: after the optimizer, exposed
     CollectiveTiming t;
     t.op = r.op;
     t.name = std::string("param ") + r.op;
@@ -377,7 +376,7 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
     t.gradient = true;  // half of the design's synchronisation (the paper's 2Ψ)
     stats.collectives.push_back(std::move(t));
   }
-  for (const SyncBnRecord& r : buffer_broadcasts_) {
+  for (const comm::SyncBnRecord& r : buffer_broadcasts_) {
     CollectiveTiming t;
     t.op = r.op;
     t.name = "buffer broadcast";
@@ -387,36 +386,23 @@ void DistributedDataParallel::add_collectives(DdpStepStats& stats) const {
     t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
     stats.collectives.push_back(std::move(t));
   }
-  for (const SyncBnRecord& r : stats.sync_bn) {
-    CollectiveTiming t;
-    t.op = r.op;
-    t.name = std::string("sync_bn ") + r.op;
-    t.lane = "comm sync_bn";
-    // nccl-tests' size of an allgather is what it gathers: every rank's input.
-    t.bytes = std::string_view(r.op) == "allgather" ? r.bytes * pg_->size() : r.bytes;
-    t.launch_ms = t.start_ms = static_cast<double>(r.start_ns - stats.clock_zero_ns) / 1e6;
-    t.complete_ms = static_cast<double>(r.end_ns - stats.clock_zero_ns) / 1e6;
-    stats.collectives.push_back(std::move(t));
-  }
+  for (const comm::SyncBnRecord& r : stats.sync_bn)
+    stats.collectives.push_back(comm::sync_bn_collective(r, pg_->size(), stats.clock_zero_ns));
 }
 
 // SyncBatchNorm's collectives run inside forward and backward: they become a phase of their
 // own, taken out of the two they interrupt, so that the phases still add up to the step.
 void DistributedDataParallel::fill_phases(DdpStepStats& stats, const PhaseTimer& timer) const {
-  double sync_forward_ms = 0, sync_backward_ms = 0;  // the allgathers, the allreduces
-  for (const SyncBnRecord& r : stats.sync_bn) {
-    const double ms = static_cast<double>(r.end_ns - r.start_ns) / 1e6;
-    (std::string_view(r.op) == "allgather" ? sync_forward_ms : sync_backward_ms) += ms;
-  }
+  const comm::SyncBnTimes sync = comm::sync_bn_times(stats.sync_bn);
   for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::SyncBn,
                       StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer,
                       StepPhase::ParamAllGather, StepPhase::ParamBroadcast}) {
     const char* name = step_phase_name(p);
     if (p == StepPhase::SyncBn ? !stats.sync_batch_norm : !timer.has(name)) continue;
     double ms = timer.ms(name);
-    if (p == StepPhase::Forward) ms -= sync_forward_ms;
-    if (p == StepPhase::BackwardCompute) ms -= sync_backward_ms;
-    if (p == StepPhase::SyncBn) ms = sync_forward_ms + sync_backward_ms;
+    if (p == StepPhase::Forward) ms -= sync.forward_ms;
+    if (p == StepPhase::BackwardCompute) ms -= sync.backward_ms;
+    if (p == StepPhase::SyncBn) ms = sync.total_ms();
     stats.phases.push_back({p, ms});
     stats.step_ms += ms;
   }

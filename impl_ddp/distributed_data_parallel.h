@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "comm/sync_batch_norm.h"
 #include "core/autograd.h"
 #include "core/nn.h"
 #include "core/optim.h"
@@ -51,7 +52,6 @@
 #include "core/step_phase.h"
 #include "core/step_stats.h"
 #include "impl_ddp/reducer.h"
-#include "impl_ddp/sync_batch_norm.h"
 #include "impl_ddp/zero_optimizer.h"
 
 namespace ddpb::ddp {
@@ -114,8 +114,8 @@ struct DdpStepOptions {
 struct DdpStepStats : StepStats {
   int64_t buffer_broadcast_bytes = -1;  // -1: no broadcast this step
   bool sync_batch_norm = false;
-  std::vector<SyncBnRecord> sync_bn;  // SyncBatchNorm's collectives (inside forward/backward)
-  std::vector<BucketRecord> buckets;  // the Reducer's records of this step's buckets
+  std::vector<comm::SyncBnRecord> sync_bn;  // SyncBatchNorm's collectives (inside forward/backward)
+  std::vector<BucketRecord> buckets;        // the Reducer's records of this step's buckets
 };
 
 class DistributedDataParallel {
@@ -185,7 +185,7 @@ class DistributedDataParallel {
   const Reducer& reducer() const { return *reducer_; }
   comm::ProcessGroup& process_group() const { return *pg_; }
   // The SyncBatchNorm bridge (null without sync_batch_norm).
-  ProcessGroupBatchNormSync* batch_norm_sync() const { return bn_sync_.get(); }
+  comm::ProcessGroupBatchNormSync* batch_norm_sync() const { return bn_sync_.get(); }
 
  private:
   // The micro-steps of step(); returns their losses, unread (Note [The loss is read last]),
@@ -209,10 +209,10 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::vector<Tensor> f32_buffers_, i64_buffers_;  // the module's buffers, by dtype
   int64_t buffer_bytes_ = 0;
-  std::vector<SyncBnRecord> buffer_broadcasts_;  // the last sync_buffers(), host-timed
-  ZeroOptimizer* zero_ = nullptr;                // the optimizer make_optimizer made (ZeRO)
-  std::vector<SyncBnRecord> param_gathers_;      // the last step's all-gather (ZeRO)
-  std::unique_ptr<ProcessGroupBatchNormSync> bn_sync_;
+  std::vector<comm::SyncBnRecord> buffer_broadcasts_;  // the last sync_buffers(), host-timed
+  ZeroOptimizer* zero_ = nullptr;                      // the optimizer make_optimizer made (ZeRO)
+  std::vector<comm::SyncBnRecord> param_gathers_;      // the last step's all-gather (ZeRO)
+  std::unique_ptr<comm::ProcessGroupBatchNormSync> bn_sync_;
   bool sync_ = true;
   int buffer_source_ = 0;   // the rank whose buffers sync_buffers() broadcasts
   int64_t iterations_ = 0;  // steps run with input (join)

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "comm/broadcast_coalesced.h"
+#include "comm/flight_recorder.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/memory_category.h"
@@ -40,6 +41,16 @@ namespace {
 
 constexpr size_t kNone = SIZE_MAX;
 
+// Notes in the flight recorder what a collective was for ("fsdp unit h.0, forward"), which
+// the doctor prints beside its op when a rank hangs. Only for collectives over the world: the
+// recorder keys its entries by sequence number, which each group counts on its own (Note
+// [Sub-groups]), so a sub-group's number could name another group's entry.
+void tag_for_flight(const comm::WorkPtr& work, const UnitCollective& record,
+                    const comm::ProcessGroup& group, const comm::ProcessGroup& world) {
+  if (&group != &world || !work || work->sequence < 0) return;
+  comm::flight_recorder().tag(work->sequence, "fsdp unit " + record.unit + ", " + record.when);
+}
+
 }  // namespace
 
 FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& module, ForwardFn forward,
@@ -53,6 +64,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& module, ForwardFn
   const std::vector<autograd::Var> params = module_.parameters();
   DDPB_USAGE_CHECK(!params.empty()) << "FSDP needs a model with parameters";
   device_ = params.front().data().device();
+  if (options_.sync_batch_norm) {
+    bn_sync_ = std::make_unique<comm::ProcessGroupBatchNormSync>(groups_.world);
+    DDPB_USAGE_CHECK(comm::convert_sync_batchnorm(module_, bn_sync_.get()) > 0)
+        << "--sync-bn needs a model with BatchNorm layers (the resnet workloads)";
+  }
   for (const nn::NamedBuffer& b : module_.named_buffers()) buffers_.push_back(b.tensor);
   {
     // Every rank starts from rank 0's model, as DDP's constructor makes it (its parameters
@@ -176,6 +192,7 @@ void FullyShardedDataParallel::gather(size_t index, const char* when) {
   issued.work = unit.gather();
   issued.unit = index;
   issued.record = {unit_names_[index], "allgather", when, unit.gather_bytes()};
+  tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
   issued_.push_back(std::move(issued));
 }
 
@@ -217,6 +234,7 @@ void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when) {
   issued.work = unit.reduce_scatter_grads();
   issued.unit = index;
   issued.record = {unit_names_[index], "reduce_scatter", when, unit.reduce_scatter_bytes()};
+  tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
   issued_.push_back(std::move(issued));
 }
 
@@ -231,6 +249,7 @@ void FullyShardedDataParallel::finish_unit(size_t index) {
     issued.work = unit.last_allreduce();
     issued.unit = index;
     issued.record = {unit_names_[index], "allreduce", "finish", unit.allreduce_bytes()};
+    tag_for_flight(issued.work, issued.record, *unit.replicate_group(), *groups_.world);
     issued_.push_back(std::move(issued));
   }
 }
@@ -331,6 +350,10 @@ FsdpStepStats FullyShardedDataParallel::step(const std::function<MicroBatch()>& 
   stats.clock_zero_ns = clock_zero_ns_;
   const int64_t backward_end = timer.device_end_ns(step_phase_name(StepPhase::BackwardCompute));
   stats.compute_end_ms = on_clock(backward_end);
+  if (bn_sync_) {
+    stats.sync_batch_norm = true;
+    stats.sync_bn = bn_sync_->take_records();
+  }
   fill_phases(stats, timer);
   fill_collectives(stats);
   return stats;
@@ -373,21 +396,28 @@ std::vector<Tensor> FullyShardedDataParallel::run_micro_steps(
 }
 
 // The phases; the host's waits for all-gathers inside forward and backward are their own
-// phase (param_allgather), not compute.
+// phase (param_allgather), not compute, and so are SyncBatchNorm's collectives (sync_bn).
 void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTimer& timer) const {
   stats.exposed_gather_forward_ms = exposed_gather_forward_ms_;
   stats.exposed_gather_backward_ms = exposed_gather_backward_ms_;
   stats.exposed_reduce_scatter_ms = exposed_reduce_scatter_ms_;
   stats.limiter_waits = limiter_waits_;
+  const comm::SyncBnTimes sync = comm::sync_bn_times(stats.sync_bn);
   for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::ParamAllGather,
-                      StepPhase::BackwardCompute, StepPhase::CommExposed, StepPhase::Optimizer}) {
+                      StepPhase::SyncBn, StepPhase::BackwardCompute, StepPhase::CommExposed,
+                      StepPhase::Optimizer}) {
     const char* name = step_phase_name(p);
     double ms = timer.ms(name);
-    if (p == StepPhase::Forward) ms -= exposed_gather_forward_ms_;
-    if (p == StepPhase::BackwardCompute) ms -= exposed_gather_backward_ms_;
+    if (p == StepPhase::Forward) ms -= exposed_gather_forward_ms_ + sync.forward_ms;
+    if (p == StepPhase::BackwardCompute) ms -= exposed_gather_backward_ms_ + sync.backward_ms;
     if (p == StepPhase::ParamAllGather)
       ms = exposed_gather_forward_ms_ + exposed_gather_backward_ms_;
-    if (p != StepPhase::ParamAllGather && !timer.has(name)) continue;
+    if (p == StepPhase::SyncBn) {
+      if (!stats.sync_batch_norm) continue;
+      ms = sync.total_ms();
+    }
+    const bool derived = p == StepPhase::ParamAllGather || p == StepPhase::SyncBn;
+    if (!derived && !timer.has(name)) continue;
     ms = std::max(ms, 0.0);
     stats.phases.push_back({p, ms});
     stats.step_ms += ms;
@@ -398,8 +428,8 @@ double FullyShardedDataParallel::on_clock(int64_t ns) const {
   return ns > 0 ? static_cast<double>(ns - clock_zero_ns_) / 1e6 : 0.0;
 }
 
-// Every collective of the step, on the step's clock; all are the design's synchronisation
-// (the 3Ψ or 2Ψ of Note [FSDP's step]).
+// Every collective of the step, on the step's clock: the units', which are the design's
+// synchronisation (the 3Ψ or 2Ψ of Note [FSDP's step]), then SyncBatchNorm's, which are not.
 void FullyShardedDataParallel::fill_collectives(FsdpStepStats& stats) const {
   const int64_t now = steady_now_ns();
   for (const Issued& issued : issued_) {
@@ -424,6 +454,9 @@ void FullyShardedDataParallel::fill_collectives(FsdpStepStats& stats) const {
     t.group_size = group.size();
     stats.collectives.push_back(std::move(t));
   }
+  for (const comm::SyncBnRecord& r : stats.sync_bn)
+    stats.collectives.push_back(
+        comm::sync_bn_collective(r, groups_.world->size(), stats.clock_zero_ns));
 }
 
 // ---- Whole parameters -------------------------------------------------------------------

@@ -39,6 +39,10 @@
 // limit_all_gathers or more of those events are outstanding, the host waits for the oldest.
 // On CPU devices an event has completed when it is recorded, so the limiter never waits.
 //
+// SyncBatchNorm (sync_batch_norm): its blocking collectives over the world run inside the
+// BatchNorm layers' forward and backward, between the units' hooks, in the same order on every
+// rank, so they pair up as the units' do; their time is the sync_bn phase, as DDP's.
+//
 // Every rank must run the same units in the same order each step (the same model code on
 // the same batch shapes), so that their collectives pair up; a unit whose parameters got no
 // gradient this backward (unused) is reduce-scattered at finish_gradient_sync() in unit
@@ -60,6 +64,7 @@
 
 #include "base/named_enum.h"
 #include "comm/process_group.h"
+#include "comm/sync_batch_norm.h"
 #include "core/autograd.h"
 #include "core/nn.h"
 #include "core/optim.h"
@@ -104,6 +109,9 @@ struct FsdpOptions {
   bool backward_prefetch = true;  // --no-backward-prefetch (PyTorch's BACKWARD_PRE)
   int limit_all_gathers = 2;      // outstanding reshards before a gather waits; 0: no limit
   bool broadcast_buffers = true;  // rank 0's buffers at every step, as DDP
+  // --sync-bn: BatchNorm layers become SyncBatchNorm over the world group (PyTorch's
+  // convert_sync_batchnorm before FSDP wraps the model).
+  bool sync_batch_norm = false;
 };
 
 struct MicroBatch {
@@ -132,6 +140,8 @@ struct FsdpStepStats : StepStats {
   int64_t limiter_waits = 0;  // gathers the rate limiter held back this step
   double exposed_gather_forward_ms = 0, exposed_gather_backward_ms = 0;
   double exposed_reduce_scatter_ms = 0;
+  bool sync_batch_norm = false;
+  std::vector<comm::SyncBnRecord> sync_bn;  // SyncBatchNorm's collectives (inside forward/backward)
 };
 
 class FullyShardedDataParallel {
@@ -140,7 +150,8 @@ class FullyShardedDataParallel {
 
   // Collective. `module` and the groups must outlive this object; every rank passes the same
   // model (built from the same seed) and the same units. Broadcasts the buffers from rank 0;
-  // the parameters are every rank's own (equal), copied into the shards.
+  // the parameters are every rank's own (equal), copied into the shards. Throws UsageError
+  // for sync_batch_norm on a module without BatchNorm layers.
   FullyShardedDataParallel(nn::Module& module, ForwardFn forward, FsdpGroups groups,
                            const std::vector<FsdpUnitSpec>& units, FsdpOptions options);
   ~FullyShardedDataParallel();
@@ -224,6 +235,7 @@ class FullyShardedDataParallel {
   bool order_known_ = false;           // after the first backward
   bool in_backward_ = false;
   std::deque<Event> reshard_events_;  // the rate limiter's outstanding reshards
+  std::unique_ptr<comm::ProcessGroupBatchNormSync> bn_sync_;  // null without sync_batch_norm
   std::vector<Tensor> buffers_;
   // This step's collectives and waits.
   std::vector<Issued> issued_;

@@ -52,19 +52,6 @@ reports::BucketTiming bucket_record(const ddp::BucketRecord& r, int world_size, 
   return b;
 }
 
-// SyncBatchNorm's collectives, summed (their spans are step_outcome's).
-void add_sync_bn_totals(const ddp::DdpStepStats& s, StepOutcome& out) {
-  if (!s.sync_batch_norm) return;
-  double ms_total = 0;
-  int64_t bytes = 0;
-  for (const ddp::SyncBnRecord& r : s.sync_bn) {
-    ms_total += static_cast<double>(r.end_ns - r.start_ns) / 1e6;
-    bytes += r.bytes;
-  }
-  out.mode->extra.value["sync_bn_ms"] = ms_total;
-  out.mode->extra.value["sync_bn_bytes"] = bytes;
-}
-
 }  // namespace
 
 StepOutcome ddp_step_outcome(const ddp::DdpStepStats& s, int world_size, int rank) {
@@ -73,7 +60,7 @@ StepOutcome ddp_step_outcome(const ddp::DdpStepStats& s, int world_size, int ran
   m.rank = rank;
   if (s.buffer_broadcast_bytes >= 0)
     m.extra.value["buffer_broadcast_bytes"] = s.buffer_broadcast_bytes;
-  add_sync_bn_totals(s, out);
+  if (s.sync_batch_norm) add_sync_bn_totals(s.sync_bn, out);
   std::vector<reports::BucketTiming> buckets;
   for (const auto& r : s.buckets)
     buckets.push_back(bucket_record(r, world_size, s.clock_zero_ns, out));

@@ -128,9 +128,9 @@ Design fsdp_row(fsdp::ShardingStrategy strategy, const char* name, const char* l
             .shards_optimizer_state = sharded};
   d.info.gradient_op = sharded ? "reduce_scatter" : "allreduce";
   // param_allgather: the host's waits for gathers inside forward and backward, taken out of
-  // those phases (what prefetch did not hide).
+  // those phases (what prefetch did not hide); sync_bn, SyncBatchNorm's collectives, as DDP's.
   d.info.phases = phases({StepPhase::Data, StepPhase::BufferBroadcast, StepPhase::Forward,
-                          StepPhase::ParamAllGather, StepPhase::BackwardCompute,
+                          StepPhase::ParamAllGather, StepPhase::SyncBn, StepPhase::BackwardCompute,
                           StepPhase::CommExposed, StepPhase::Optimizer});
   d.make_runner = make_fsdp_runner;
   d.sharding_strategy = strategy;

@@ -22,6 +22,7 @@ fsdp::FsdpOptions fsdp_options(const RunConfig& config) {
   o.backward_prefetch = config.backward_prefetch;
   o.limit_all_gathers = config.limit_all_gathers;
   o.broadcast_buffers = config.broadcast_buffers;
+  o.sync_batch_norm = config.sync_bn;
   return o;
 }
 
@@ -119,6 +120,7 @@ StepOutcome fsdp_step_outcome(const fsdp::FsdpStepStats& s, int world_size, int 
   m.extra.value["exposed_gather_forward_ms"] = s.exposed_gather_forward_ms;
   m.extra.value["exposed_gather_backward_ms"] = s.exposed_gather_backward_ms;
   m.extra.value["exposed_reduce_scatter_ms"] = s.exposed_reduce_scatter_ms;
+  if (s.sync_batch_norm) add_sync_bn_totals(s.sync_bn, out);
   return out;
 }
 

@@ -35,7 +35,8 @@ std::vector<fsdp::FsdpUnitSpec> fsdp_units(const RunConfig& config, const Worklo
                                            Model& model);
 
 // A step's outcome (step_outcome), with the rank, the buffer broadcast's bytes, the rate
-// limiter's waits and the host's exposed waits for gathers and reduce-scatters in extra.
+// limiter's waits, the host's exposed waits for gathers and reduce-scatters and, with
+// --sync-bn, SyncBatchNorm's totals in extra.
 StepOutcome fsdp_step_outcome(const fsdp::FsdpStepStats& stats, int world_size, int rank);
 
 // The record's mode.details of an FSDP rank: strategy, wrapping, units with their sizes (root

@@ -112,8 +112,6 @@ void validate_buckets(const RunConfig& c) {
   DDPB_USAGE_CHECK(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0)
       << "--bucket-cap-mb and --first-bucket-mb must be positive";
   DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
-  DDPB_USAGE_CHECK(!c.sync_bn || family_of(find_workload(c.workload)).traits.batch_norm)
-      << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
   DDPB_USAGE_CHECK(!c.bucket_cap_auto || c.warmup >= BucketCapTuner::kStepsNeeded)
       << "--bucket-cap-mb auto searches during the warm-up, which needs at least "
       << BucketCapTuner::kStepsNeeded << " steps (--warmup " << c.warmup << ")";
@@ -124,6 +122,18 @@ void validate_buckets(const RunConfig& c) {
                    c.powersgd_json() == RunConfig{}.powersgd_json())
       << "--powersgd-* options need --comm-hook powersgd";
   if (c.comm_hook == ddp::CommHook::PowerSGD) ddp::validate_powersgd_options(c.powersgd);
+}
+
+// SyncBatchNorm over the world's process group: DDP's rows (ZeRO's too) and FSDP's convert
+// the model's BatchNorm layers (PyTorch's convert_sync_batchnorm), which it must have.
+void validate_sync_bn(const RunConfig& c) {
+  if (!c.sync_bn) return;
+  DDPB_USAGE_CHECK(design_of(c).info.processes_per_rank)
+      << "--sync-bn needs ranks that are processes (SyncBatchNorm over their process group): "
+         "use --mode "
+      << design_names(&reports::DesignInfo::processes_per_rank);
+  DDPB_USAGE_CHECK(family_of(find_workload(c.workload)).traits.batch_norm)
+      << "--sync-bn needs a model with BatchNorm layers (the resnet workloads), not " << c.workload;
 }
 
 // What a ZeRO stage replaces or cannot keep (Note [ZeRO in DDP]), named with both flags.
@@ -156,7 +166,7 @@ constexpr std::array<std::string_view, 6> kFsdpFlags = {
     "--limit-all-gathers", "--no-forward-prefetch", "--no-backward-prefetch"};
 
 // DDP's flags that an FSDP row has no use for.
-constexpr std::array<std::string_view, 18> kDdpOnlyFlags = {"--bucket-cap-mb",
+constexpr std::array<std::string_view, 17> kDdpOnlyFlags = {"--bucket-cap-mb",
                                                             "--first-bucket-mb",
                                                             "--grad-as-bucket-view",
                                                             "--find-unused-params",
@@ -169,19 +179,18 @@ constexpr std::array<std::string_view, 18> kDdpOnlyFlags = {"--bucket-cap-mb",
                                                             "--powersgd-no-error-feedback",
                                                             "--powersgd-no-warm-start",
                                                             "--no-overlap",
-                                                            "--sync-bn",
                                                             "--zero-stage",
                                                             "--zero-variant",
                                                             "--uneven-inputs",
                                                             "--check-finite"};
 
-// What an FSDP row takes (Note [FSDP's step]): its own flags, --accumulate and
-// --no-broadcast-buffers; DDP's reducer, hooks, ZeRO, Join and SyncBatchNorm are refused, and
+// What an FSDP row takes (Note [FSDP's step]): its own flags, --accumulate,
+// --no-broadcast-buffers and --sync-bn; DDP's reducer, hooks, ZeRO and Join are refused, and
 // the faults that act through DDP's Reducer.
 void validate_fsdp(const RunConfig& c) {
   if (const RunField* f = first_given(c, kDdpOnlyFlags))
     throw UsageError(f->name() + " is DDP's, and --mode " + c.mode + " is FSDP (no buckets, " +
-                     "hooks, ZeRO stages, Join or SyncBatchNorm)");
+                     "hooks, ZeRO stages or Join)");
   DDPB_USAGE_CHECK(c.accumulate >= 1) << "--accumulate must be >= 1, got " << c.accumulate;
   const bool hybrid = c.sharding_strategy == fsdp::ShardingStrategy::HybridShard;
   DDPB_USAGE_CHECK(c.shard_group_size == 0 || hybrid)
@@ -300,6 +309,7 @@ void RunConfig::validate() const {
            "--mode "
         << design_names(&reports::DesignInfo::processes_per_rank);
   }
+  validate_sync_bn(*this);
   if (design_named(mode).zero_stage > 0) validate_zero(*this);
   const bool fsdp = design_named(mode).sharding_strategy.has_value();
   if (!fsdp) {
@@ -314,9 +324,9 @@ void RunConfig::validate() const {
   } else {
     DDPB_USAGE_CHECK(accumulate == 1 && !grad_as_bucket_view && !find_unused_params &&
                      !static_graph && !bucket_cap_auto && !no_overlap &&
-                     comm_hook == ddp::CommHook::None && broadcast_buffers && !sync_bn)
+                     comm_hook == ddp::CommHook::None && broadcast_buffers)
         << "DDP options (--accumulate, --grad-as-bucket-view, --find-unused-params, "
-           "--static-graph, --comm-hook, --no-overlap, --no-broadcast-buffers, --sync-bn) need "
+           "--static-graph, --comm-hook, --no-overlap, --no-broadcast-buffers) need "
            "--mode "
         << design_names(&reports::DesignInfo::has_buckets);
   }

@@ -287,7 +287,7 @@ void add_ddp_rows(std::vector<RunField>& rows) {
                         DDPB_FIELD(broadcast_buffers),
                         "ddp: keep each rank's own buffers (default: rank 0's before every step)"));
   rows.push_back(toggle("--sync-bn", "/sync_bn", DDPB_FIELD(sync_bn),
-                        "ddp: BatchNorm as SyncBatchNorm (global batch statistics)"));
+                        "ddp, fsdp: BatchNorm as SyncBatchNorm (global batch statistics)"));
   rows.push_back(integer("--zero-stage", "/zero_stage", DDPB_FIELD(zero_stage), 0, 2,
                          "ddp: ZeRO stage 1 (the optimizer state sharded, the gradients "
                          "reduce-scattered after backward) or 2 (reduce-scattered as backward "

@@ -87,4 +87,15 @@ StepOutcome step_outcome(const StepStats& s, int world_size) {
   return out;
 }
 
+void add_sync_bn_totals(const std::vector<comm::SyncBnRecord>& records, StepOutcome& out) {
+  double ms_total = 0;
+  int64_t bytes = 0;
+  for (const comm::SyncBnRecord& r : records) {
+    ms_total += static_cast<double>(r.end_ns - r.start_ns) / 1e6;
+    bytes += r.bytes;
+  }
+  out.mode->extra.value["sync_bn_ms"] = ms_total;
+  out.mode->extra.value["sync_bn_bytes"] = bytes;
+}
+
 }  // namespace ddpb::bench

@@ -2,7 +2,10 @@
 // stats] in core/step_stats.h).
 #pragma once
 
+#include <vector>
+
 #include "bench/run/trainer.h"
+#include "comm/sync_batch_norm.h"
 #include "core/step_stats.h"
 
 namespace ddpb::bench {
@@ -14,5 +17,9 @@ namespace ddpb::bench {
 // and span_overlap_ratio (bench/measure/metrics.h); and every collective by op with its bytes
 // on the wire (by_op, bus_bytes, gradient_bus_bytes).
 StepOutcome step_outcome(const StepStats& stats, int world_size);
+
+// SyncBatchNorm's collectives summed into steps[].mode.extra (sync_bn_ms, sync_bn_bytes), for
+// a design that ran with --sync-bn; their spans are step_outcome's.
+void add_sync_bn_totals(const std::vector<comm::SyncBnRecord>& records, StepOutcome& out);
 
 }  // namespace ddpb::bench

@@ -646,13 +646,17 @@ void validate_explicit_run(const SuiteSpec& s, const ExplicitRun& r, int gpus) {
       << what << "a name is at most 64 letters, digits, '.', '_' or '-'";
   find_workload(r.workload);
   const reports::DesignInfo& design = design_named(r.mode).info;
-  const bool single = !design.parallel, ddp = design.has_buckets;
+  const bool single = !design.parallel, buckets = design.has_buckets;
   DDPB_USAGE_CHECK(!single || (r.world_size == 1 && r.devices.empty()))
       << what << "a single-device run has world_size 1 and no devices";
   DDPB_USAGE_CHECK(single || !r.cuda_graph) << what << "cuda_graph is for mode single";
-  DDPB_USAGE_CHECK(ddp || (!r.backend && !r.comm_hook && !r.bucket_cap_mb && !r.powersgd_rank &&
-                           !r.powersgd_start_iter))
-      << what << "backend, comm_hook, bucket_cap_mb and powersgd_* are for mode ddp";
+  DDPB_USAGE_CHECK(design.processes_per_rank || !r.backend)
+      << what << "backend is for a mode whose ranks are processes ("
+      << design_names(&reports::DesignInfo::processes_per_rank) << ")";
+  DDPB_USAGE_CHECK(buckets ||
+                   (!r.comm_hook && !r.bucket_cap_mb && !r.powersgd_rank && !r.powersgd_start_iter))
+      << what << "comm_hook, bucket_cap_mb and powersgd_* are for a mode with buckets ("
+      << design_names(&reports::DesignInfo::has_buckets) << ")";
   DDPB_USAGE_CHECK((!r.powersgd_rank && !r.powersgd_start_iter) ||
                    r.comm_hook == ddp::CommHook::PowerSGD)
       << what << "powersgd_* need \"comm_hook\": \"powersgd\"";

@@ -83,6 +83,12 @@ def training_runs(selftest):
         ("ddp-zero2-nccl", {"mode": "zero2", "world_size": 1, "backend": "nccl"}),
         ("ddp-zero1-gloo", {"mode": "zero1", "world_size": 2, "devices": TWO_ON_GPU0,
                             "backend": "gloo"}),
+        # FSDP (Note [FSDP's step]): NCCL's all-gathers and reduce-scatters on the GPU with
+        # prefetch and the rate limiter's events, and two padded shards over Gloo on one GPU.
+        ("fsdp-nccl-gpt", {"mode": "fsdp", "world_size": 1, "backend": "nccl",
+                           "workload": "gpt-tiny"}),
+        ("fsdp-gloo-mlp-small", {"mode": "fsdp", "world_size": 2, "devices": TWO_ON_GPU0,
+                                 "backend": "gloo"}),
     ]
     for name, fields in out:
         fields.setdefault("workload", "mlp-small")

@@ -377,20 +377,26 @@ def follow_up_lines(command):
 
 def failure_heads(failure_lines, limit=4000):
     """Each failure's header and its telling lines (a failed test, an error), at most 2, none
-    twice (the first GPU error's line is also in the log's tail)."""
-    out, shown, seen = [], 0, set()
+    twice (the first GPU error's line is also in the log's tail). Over `limit` characters the
+    telling lines go first, down to one a failure and then none, so that every failure keeps
+    its header: the last failures are as visible as the first."""
+    blocks, seen = [], set()
     for line in failure_lines:
         if line.startswith("== "):
-            out.append(line[:140])
-            shown, seen = 0, set()
+            blocks.append([line[:140]])
+            seen = set()
+            continue
+        if not blocks:
             continue
         error = line.startswith(ERROR_LABEL)
         telling = error or (not line.startswith("-- ") and any(w in line for w in FAILURE_WORDS))
-        if shown < 2 and telling and line.strip() not in seen:
-            out.append("    " + line[:130])
-            shown += 1
+        if len(blocks[-1]) < 3 and telling and line.strip() not in seen:
+            blocks[-1].append("    " + line[:130])
             seen.add(line[len(ERROR_LABEL):].strip() if error else line.strip())
-    text = "\n".join(out)
+    for keep in (3, 2, 1):
+        text = "\n".join(line for block in blocks for line in block[:keep])
+        if len(text) <= limit:
+            return text
     return text[:limit]
 
 

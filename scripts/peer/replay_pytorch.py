@@ -4,10 +4,12 @@
     replay_pytorch.py DIR [--tolerance 1e-4] [--n-head H] [--write-final PATH] [--quiet]
 
 DIR holds what bench/run/run_dump.h writes: meta.json, init.safetensors, the batches
-(batches.safetensors, or batches.rank{r}.safetensors for DDP and ZeRO) and final.safetensors;
-any mode (single, dp, ddp; the ZeRO rows zero1, zero2 and zero1-pytorch, which dump DDP's
-layout and are replayed as DDP: sharding the optimizer state, or the gradients, changes where
-the arithmetic runs, not its result), without --accumulate; runs that ended at --epochs; DDP with
+(batches.safetensors, or batches.rank{r}.safetensors for DDP, ZeRO and FSDP) and
+final.safetensors; any mode (single, dp, ddp; the ZeRO rows zero1, zero2 and zero1-pytorch, and
+FSDP's rows fsdp, fsdp-grad-op, fsdp-no-shard and fsdp-hybrid, which dump DDP's layout (FSDP's
+final.safetensors is its full state dict, gathered on rank 0) and are replayed as DDP: sharding
+the optimizer state, the gradients or the parameters changes where the arithmetic runs, not its
+result), without --accumulate; runs that ended at --epochs; DDP with
 --uneven-inputs join (join_step_loss); DDP with --comm-hook powersgd through the float64
 reference in powersgd_reference.py, fed the dumped random Q (powersgd_q.safetensors). Each step is replayed as the mode ran it (step_loss):
 that matters for models with BatchNorm, whose statistics are per replica or per rank.
@@ -68,11 +70,20 @@ def as_input(t, family, dtype=torch.float32):
     return t.to(dtype) if family in ("mlp", "resnet") else t.long()
 
 
+def is_fsdp(cfg):
+    """Whether the run was one of FSDP's rows (meta.json says fsdp, fsdp-grad-op, fsdp-no-shard
+    or fsdp-hybrid, with its sharding_strategy)."""
+    return cfg.get("mode", "single").startswith("fsdp")
+
+
 def per_rank(cfg):
-    """Whether the run was DDP's processes, a rank each: --mode ddp, and the ZeRO rows (meta.json
-    says zero1, zero2 or zero1-pytorch, with zero_stage 1 or 2), which train as DDP does."""
+    """Whether the run was processes that train as DDP does, a rank each: --mode ddp, the ZeRO
+    rows (meta.json says zero1, zero2 or zero1-pytorch, with zero_stage 1 or 2) and FSDP's rows
+    (each rank's gradients averaged over the world, rank 0's buffers broadcast, SyncBatchNorm over
+    the world: DDP's arithmetic, Note [FSDP's step])."""
     mode = cfg.get("mode", "single")
-    return mode == "ddp" or mode.startswith("zero") or int(cfg.get("zero_stage", 0)) > 0
+    return (mode == "ddp" or mode.startswith("zero") or is_fsdp(cfg)
+            or int(cfg.get("zero_stage", 0)) > 0)
 
 
 def load_batches(d, cfg):
@@ -86,8 +97,10 @@ def load_batches(d, cfg):
 
 
 def mode_label(cfg):
-    """The mode as the replay line names it: a ZeRO row says it is replayed as DDP."""
+    """The mode as the replay line names it: a ZeRO or FSDP row says it is replayed as DDP."""
     mode = cfg.get("mode", "single")
+    if is_fsdp(cfg):
+        return f"{mode} ({cfg.get('sharding_strategy', '?')}, replayed as ddp)"
     if mode != "ddp" and per_rank(cfg):
         return f"{mode} (ZeRO stage {cfg.get('zero_stage', '?')}, replayed as ddp)"
     return mode

@@ -7,10 +7,12 @@
 
 #include <bit>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../comm/pg_test_util.h"
@@ -20,6 +22,7 @@
 #include "core/functional.h"
 #include "core/nn.h"
 #include "core/optim.h"
+#include "core/stream_sanitizer.h"
 #include "impl_fsdp/flat_param.h"
 
 namespace ddpb::fsdp {
@@ -200,6 +203,36 @@ TEST_P(FlatParamOnRanks, GatherGivesEveryRankTheOriginalValuesAndReleaseFreesThe
     EXPECT_EQ(unit.traffic().bytes_gathered, 2 * bytes);
     EXPECT_EQ(unit.traffic().reduce_scatters, 0);
   });
+}
+
+// The stream-order sanitizer sees a unit's gathered buffer on CPU (Note [Stream-order
+// sanitizer]): Gloo's all-gather writes it on the group's comm stream, and only wait_gather()
+// orders the compute stream after that write. A forward that read a parameter between
+// gather() and wait_gather() is the race FSDP's hooks must never have (Note [FSDP's step]):
+// here it is made on purpose, after the collective has run (is_completed() is no edge the
+// sanitizer models, only what the program asks for), and must fail; the same read after
+// wait_gather() is the control. Every --mode fsdp run in test_fsdp_processes runs under the
+// sanitizer, so the hooks' real order is checked there.
+TEST(FlatParamSanitizer, ReadingAParameterBeforeTheGathersWaitIsARace) {
+  sanitizer::set_enabled(true);
+  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    std::vector<Var> params = unit_params(rank);
+    FlatParamUnit unit("u", params, pg);
+    const comm::WorkPtr work = unit.gather();
+    ASSERT_NE(work, nullptr);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!work->is_completed() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    ASSERT_TRUE(work->is_completed()) << "rank " << rank;
+    const std::string race =
+        testing::error_of<sanitizer::StreamRaceError>([&] { fn::relu(params[2]); });
+    EXPECT_NE(race.find("allgather"), std::string::npos) << race;
+    if (rank == 0) std::printf("the sanitizer's verdict: %s\n", race.c_str());
+    unit.wait_gather();
+    EXPECT_NO_THROW(fn::relu(params[2])) << "the wait orders the read after the gather";
+    unit.release();
+  });
+  sanitizer::set_enabled(false);
 }
 
 // Gradients (rank + 1) * (1 + f % 7) at flat index f, so that every sum is exact; 'u.c' has

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,31 @@ TEST(FsdpProcesses, EveryStrategyEndsWithDdpsParameters) {
       EXPECT_EQ(r["design"]["shards_parameters"], mode != "fsdp-no-shard");
     }
   }
+}
+
+// --sync-bn: the BatchNorm layers inside FSDP's units normalise with the world's statistics
+// (SyncBatchNorm's all-gather and all-reduce over the world, between the units' gathers), so
+// FSDP ends where DDP with --sync-bn ends; the negative control, FSDP's plain BatchNorm, does
+// not (each rank's own half of the batch). The collectives' time is the sync_bn phase.
+TEST(FsdpProcesses, SyncBatchNormEndsWithDdpsSyncBatchNormParameters) {
+  TempDir dir("fsdp_sync_bn");
+  const std::string args = "--workload resnet-tiny --world-size 2 --global-batch 8";
+  const std::string ddp = train(dir, "ddp", "--mode ddp --sync-bn " + args);
+  for (const std::string& mode : {std::string("fsdp"), std::string("fsdp-grad-op")}) {
+    SCOPED_TRACE(mode);
+    const std::string fsdp = train(dir, mode, "--mode " + mode + " --sync-bn " + args);
+    EXPECT_LE(diff_against(fsdp, ddp, mode + " --sync-bn vs ddp --sync-bn"), 1e-5);
+    const nlohmann::json r = record(dir, mode);
+    for (const nlohmann::json& step : r["steps"]) {
+      EXPECT_TRUE(step["phases_ms"].contains("sync_bn")) << step["phases_ms"].dump();
+      EXPECT_GT(step["mode"]["sync_bn_bytes"].get<int64_t>(), 0);
+    }
+    EXPECT_NE(r["mode"]["details"]["buffers"].get<std::string>().find("SyncBatchNorm"),
+              std::string::npos);
+  }
+  const std::string local = train(dir, "local", "--mode fsdp " + args);
+  EXPECT_GT(diff_against(local, ddp, "fsdp (plain BatchNorm) vs ddp --sync-bn"), 1e-3)
+      << "per-rank statistics must differ from the world's";
 }
 
 // The same global batch on one device: the sharded step is the single step's arithmetic.
@@ -195,6 +222,62 @@ TEST(FsdpProcesses, MemoryStaysWithinWhatTheStrategyPromises) {
                 ddp["by_category"]["optimizer_state"].get<double>() / 2);
     }
   }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A rank that dies mid-run (the others then fail in their next all-gather, its peer gone):
+// the launcher names it, the job fails, and no record is written as if the run were complete.
+TEST(FsdpFaults, ARankCrashingMidRunIsNamedAndTheJobFails) {
+  TempDir dir("fsdp_crash");
+  const std::string out = dir / "r.json";
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(
+      "run --mode fsdp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
+      "--warmup 0 --quiet --timeout 5 --inject-fault crash@rank=1,step=3 --out " +
+      out);
+  const double secs = seconds_since(t0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 exited with code 3"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "no report is written as if complete";
+  EXPECT_LT(secs, 30.0) << "within the timeout, not a hang";
+  std::printf("crash of rank 1 at step 3: launcher returned %d after %.1f s\n", r.code, secs);
+}
+
+// A rank stuck before its forward: the others wait in the first unit's all-gather until the
+// group timeout ends the job; the launcher and the doctor name the rank behind, and the
+// doctor the all-gather and its unit (FSDP's tag in the flight recorder). The launcher's line
+// comes from the dumps, or from the hung rank's own step watchdog when that fired first
+// (Note [Step watchdog]), as in DdpFaults.HangIsDetectedAndTheDoctorNamesTheRankBehind.
+TEST(FsdpFaults, AHangEndsTheJobAndTheDoctorSaysTheOthersWaitInAnAllgather) {
+  TempDir dir("fsdp_hang");
+  const std::string flight = dir / "flight";
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(
+      "run --mode fsdp --world-size 3 --workload mlp-small --global-batch 24 --steps 20 "
+      "--warmup 0 --quiet --timeout 3 --inject-fault hang@rank=1,step=3 --flight-dir " +
+      flight);
+  const double secs = seconds_since(t0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_LT(secs, 30.0) << "detected within the timeout, not a hang";
+  const bool from_dumps =
+      r.output.find("ddpbench launcher: rank 1 is behind") != std::string::npos &&
+      r.output.find("did not complete within the group timeout") != std::string::npos;
+  const bool from_watchdog =
+      r.output.find("ddpbench launcher: rank 1 exited with code 1: no progress") !=
+      std::string::npos;
+  EXPECT_TRUE(from_dumps || from_watchdog) << r.output;
+  const CliResult doc = run_cli("doctor " + flight);
+  EXPECT_EQ(doc.code, 0) << doc.output;
+  EXPECT_NE(doc.output.find("verdict: rank 1 is behind"), std::string::npos) << doc.output;
+  EXPECT_NE(doc.output.find("phase forward of step 3"), std::string::npos) << doc.output;
+  EXPECT_NE(doc.output.find("while other ranks wait in #"), std::string::npos) << doc.output;
+  EXPECT_NE(doc.output.find(" allgather (fsdp unit "), std::string::npos) << doc.output;
+  EXPECT_EQ(doc.output.find("bucket"), std::string::npos) << "FSDP has no buckets\n" << doc.output;
+  std::printf("hang of rank 1 detected after %.1f s (timeout 3 s); doctor says:\n%s", secs,
+              doc.output.c_str());
 }
 
 // Each one line with the usage exit code, naming the flag.

@@ -330,6 +330,18 @@ class Failures(unittest.TestCase):
         heads = summary.failure_heads(out)
         self.assertEqual(heads.count("cudaErrorNoDevice"), 1, heads)
 
+    def test_every_failure_keeps_its_header_when_many_fail(self):
+        lines = []
+        for i in range(30):
+            lines += [f"== step-{i}: exit 1", summary.ERROR_LABEL + "no CUDA device " + "x" * 100,
+                      "ddpbench: error: cuda:0 requested " + "y" * 100]
+        heads = summary.failure_heads(lines, limit=4000)
+        self.assertLessEqual(len(heads), 4000)
+        for i in range(30):
+            self.assertIn(f"== step-{i}: exit 1", heads)  # the last as visible as the first
+        few = summary.failure_heads(lines[:6], limit=4000)
+        self.assertIn("ddpbench: error: cuda:0 requested", few)  # room: the telling lines stay
+
 
 def step(name, status, detail=""):
     return {"step": name, "status": status, "seconds": 0, "detail": detail, "log": ""}

@@ -123,8 +123,12 @@ TEST_F(BadInput, RankOptionsNeedRanksThatAreProcesses) {
 }
 
 TEST_F(BadInput, SyncBatchNormNeedsDdpAndBatchNorm) {
-  expect_usage_error("--workload resnet-tiny --sync-bn", "need --mode ddp");
+  expect_usage_error("--workload resnet-tiny --sync-bn",
+                     "--sync-bn needs ranks that are processes (SyncBatchNorm over their process "
+                     "group): use --mode ddp");
   expect_usage_error("--mode ddp --world-size 2 --workload mlp-small --sync-bn",
+                     "--sync-bn needs a model with BatchNorm layers");
+  expect_usage_error("--mode fsdp --world-size 2 --workload mlp-small --sync-bn",
                      "--sync-bn needs a model with BatchNorm layers");
 }
 

@@ -114,8 +114,8 @@ struct SuiteSpec {
   // alternated rounds at the largest world size: the matrix's own runs are round 0, group
   // "rounds" the others. 1: the matrix alone (the quick suites).
   int64_t design_rounds = 3;
-  // Note [Sharding rounds]: group "sharding", DDP, its ZeRO stages and FSDP on the sweep workload at
-  // the largest world size, in this many alternated rounds; 0: none (the quick suites).
+  // Note [Sharding rounds]: group "sharding", DDP, its ZeRO stages and FSDP on the sweep workload
+  // at the largest world size, in this many alternated rounds; 0: none (the quick suites).
   int64_t sharding_rounds = 3;
   // Group "loader": the image workload at world size 1 on an image folder, at each of these
   // loader worker counts (and, on CUDA, with and without --pin-memory). `loader_data` empty:

@@ -192,6 +192,7 @@ void FullyShardedDataParallel::gather(size_t index, const char* when) {
   issued.work = unit.gather();
   issued.unit = index;
   issued.record = {unit_names_[index], "allgather", when, unit.gather_bytes()};
+  issued.record.waited_before_ms = waited_ms();
   tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
   issued_.push_back(std::move(issued));
 }
@@ -234,6 +235,7 @@ void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when) {
   issued.work = unit.reduce_scatter_grads();
   issued.unit = index;
   issued.record = {unit_names_[index], "reduce_scatter", when, unit.reduce_scatter_bytes()};
+  issued.record.waited_before_ms = waited_ms();
   tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
   issued_.push_back(std::move(issued));
 }
@@ -422,6 +424,10 @@ void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTime
     stats.phases.push_back({p, ms});
     stats.step_ms += ms;
   }
+}
+
+double FullyShardedDataParallel::waited_ms() const {
+  return exposed_gather_forward_ms_ + exposed_gather_backward_ms_ + exposed_reduce_scatter_ms_;
 }
 
 double FullyShardedDataParallel::on_clock(int64_t ns) const {

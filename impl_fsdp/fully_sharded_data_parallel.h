@@ -131,7 +131,10 @@ struct UnitCollective {
   std::string when;  // "forward", "backward", "prefetch forward", "prefetch backward", "finish"
   int64_t bytes = 0;
   double launch_ms = 0, start_ms = 0, complete_ms = 0;
-  double waited_ms = 0;  // host time blocked in its wait (exposed, on CPU devices)
+  // The host time this rank had spent blocked in FSDP's waits since the step began when it
+  // issued this one: launch_ms - waited_before_ms is when it would have issued it had it
+  // never waited for another rank (unit blame, Note [Bucket blame]).
+  double waited_before_ms = 0;
 };
 
 struct FsdpStepStats : StepStats {
@@ -221,6 +224,7 @@ class FullyShardedDataParallel {
   void fill_phases(FsdpStepStats& stats, const PhaseTimer& timer) const;
   void fill_collectives(FsdpStepStats& stats) const;
   double on_clock(int64_t ns) const;
+  double waited_ms() const;  // this step's host waits so far
 
   nn::Module& module_;
   ForwardFn forward_;

@@ -3,12 +3,14 @@
 // (Note [FSDP's step] in impl_fsdp/fully_sharded_data_parallel.h).
 #include <fmt/core.h>
 
+#include "bench/run/ddp_blame.h"
 #include "bench/run/ddp_checks.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/fsdp_config.h"
 #include "bench/run/rank_process.h"
 #include "bench/run/trainer.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/memory_category.h"
 #include "impl_fsdp/fully_sharded_data_parallel.h"
 
@@ -78,6 +80,7 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
 
   StepOutcome step(const BatchFn& next_batch, optim::Optimizer& optimizer) override {
     DeviceGuard guard(device_);
+    const int64_t start_ns = steady_now_ns();
     ++step_;
     inject_store_fault(fault_, env_.rank, step_, process_.store());
     fsdp::FsdpStepOptions options;
@@ -89,6 +92,7 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
           return fsdp::MicroBatch{b.x, b.y};
         },
         model_loss, optimizer, options);
+    if (step_ > config_.warmup) ready_log_.add(unit_ready_ms(stats, start_ns));
     return fsdp_step_outcome(stats, env_.world_size, env_.rank);
   }
 
@@ -106,6 +110,7 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
   reports::RunRecord finalize_record(reports::RunRecord record) override {
     fsdp_->check_replicas_consistent();
     record = process_.merge_records(std::move(record));
+    ready_log_.attach_blame(process_, record, "fsdp", "units");
     if (env_.rank != 0) return record;
     record.mode.details =
         fsdp_mode_details(config_, env_, *fsdp_, !model_->named_buffers().empty());
@@ -127,9 +132,23 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
     return have;
   }
 
+  // Note [Bucket blame] for units: each of a unit's collectives (its all-gathers, its
+  // reduce-scatter) is ready when this rank issues it, in ms from the start of this rank's
+  // step, less the time it had waited for the others by then: FSDP's forward gathers hold
+  // every rank to the slowest, so a late rank shows only on its own clock. Every rank issues
+  // them in one order.
+  static std::vector<double> unit_ready_ms(const fsdp::FsdpStepStats& stats, int64_t start_ns) {
+    const double zero_ms = static_cast<double>(stats.clock_zero_ns - start_ns) / 1e6;
+    std::vector<double> ready;
+    for (const fsdp::UnitCollective& c : stats.units)
+      if (c.op != "allreduce") ready.push_back(zero_ms + c.launch_ms - c.waited_before_ms);
+    return ready;
+  }
+
   RunConfig config_;
   FaultSpec fault_;
   int64_t step_ = 0;
+  BucketReadyLog ready_log_;  // the measured steps' unit ready times, for the blame
   RankProcess process_;
   comm::RankEnv env_;
   Device device_;

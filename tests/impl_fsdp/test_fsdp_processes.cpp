@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -303,6 +304,27 @@ TEST(FsdpProcesses, FlagsThatDoNotApplyAreUsageErrorsInOneLine) {
     EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.args << "\n" << r.output;
   }
+}
+
+// Note [Bucket blame] for units: a slow loader on rank 1 holds every unit's reduce-scatter
+// back, and is named with its phase, as DDP names a bucket's holder.
+TEST(FsdpBlame, ASlowLoaderIsNamedWithItsRankAndPhase) {
+  TempDir dir("fsdp_blame");
+  const std::string out = dir / "slow.json";
+  const CliResult r = run_cli(
+      "run --mode fsdp --world-size 2 --workload mlp-small --global-batch 16 --steps 8 "
+      "--warmup 2 --quiet --inject-fault slow-data=40@rank=1,step=1 --out " +
+      out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out);
+  const nlohmann::json b =
+      nlohmann::json::parse(in)["summary"].value("bucket_blame", nlohmann::json::object());
+  ASSERT_TRUE(b.contains("holder")) << b.dump();
+  EXPECT_EQ(b["holder"], 1) << b.dump();
+  EXPECT_EQ(b.value("holder_phase", ""), "data") << b.dump();
+  EXPECT_NEAR(b.value("holder_phase_excess_ms", 0.0), 40, 15) << b.dump();
+  EXPECT_NE(r.output.find("fsdp: bucket blame: rank 1 holds back"), std::string::npos) << r.output;
+  EXPECT_NE(b.value("finding", "").find("% of units"), std::string::npos) << b.dump();
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ MeasuredCompute measured_compute(const ProjectionBasis& b, int64_t batch, double
 
 std::optional<GradientModel> gradient_model(const reports::DesignInfo& design) {
   // The collectives the models are of (Note [Gradient models]); a name of a collective, never
-  // of a design.
+  // of a design. Parameters that meet too take the unit model, whatever the gradients' collective.
+  if (design.shards_parameters) return GradientModel::UnitSchedule;
   if (design.gradient_op == "allreduce") return GradientModel::BucketedAllReduce;
   if (design.gradient_op == "reduce_scatter") return GradientModel::BucketedReduceScatter;
   if (design.gradient_op == "reduce") return GradientModel::DeviceZeroReduce;
@@ -149,16 +150,90 @@ AllReduceInputs allreduce_inputs(const reports::RunRecord& record, const std::st
   return in;
 }
 
+// Note [Unit schedule]: the units of mode.details, in forward order, the root apart.
+void read_units(const nlohmann::json& units, UnitInputs& in) {
+  for (size_t i = 0; i < units.size(); ++i) {
+    const nlohmann::json& u = units[i];
+    UnitSize unit{u.value("name", ""), u.value("numel", 0.0),
+                  4.0 * u.value("padded_numel", u.value("numel", 0.0))};
+    if (i + 1 == units.size() && unit.name == "root")
+      in.root = std::move(unit);
+    else
+      in.units.push_back(std::move(unit));
+  }
+}
+
+// The strategy's schedule: mode.details' sharding_strategy, else the traits' (a design that
+// shards its parameters as full_shard, one that does not as no_shard).
+void read_strategy(const nlohmann::json& details, const reports::DesignInfo& design,
+                   UnitInputs& in) {
+  const std::string strategy = details.value("sharding_strategy", "");
+  in.regather_backward = strategy == "full_shard" || strategy == "hybrid_shard" ||
+                         (strategy.empty() && design.shards_parameters);
+  in.shard_group = strategy == "hybrid_shard" ? ShardGroup::Node
+                   : strategy == "no_shard" || (strategy.empty() && !design.shards_parameters)
+                       ? ShardGroup::One
+                       : ShardGroup::World;
+  in.forward_prefetch = details.value("forward_prefetch", true);
+  in.backward_prefetch = details.value("backward_prefetch", true);
+}
+
+bool has_units(const reports::RunRecord& record) {
+  const nlohmann::json& details = record.mode.details;
+  return details.is_object() && details.contains("units") && details.at("units").is_array() &&
+         !details.at("units").empty();
+}
+
+UnitInputs unit_inputs(const reports::RunRecord& record, const std::string& label,
+                       const std::string& name) {
+  if (!has_units(record))
+    throw UsageError(name + ": a " + label + " record without its units (mode.details.units)");
+  UnitInputs in;
+  in.data_ms = phase_ms(record, "data");
+  in.forward_ms = phase_ms(record, "forward") + phase_ms(record, "buffer_broadcast") +
+                  phase_ms(record, "sync_bn");
+  in.backward_ms = phase_ms(record, "backward_compute");
+  in.optimizer_ms = phase_ms(record, "optimizer");
+  read_units(record.mode.details.at("units"), in);
+  read_strategy(record.mode.details, record.design, in);
+  if (record.design.shards_optimizer_state)  // Note [Sharded steps], as allreduce_inputs
+    in.optimizer_shards = std::max<int>(1, static_cast<int>(record.config.world_size));
+  return in;
+}
+
+// Note [Projected memory]: what the promise holds beyond the formulas of Note [Model-state
+// memory], by category; nothing for an optimizer without a formula.
+reports::NamedValues<int64_t> transient_model_state(const reports::RunRecord& record,
+                                                    const reports::NamedValues<int64_t>& promised,
+                                                    int world) {
+  const reports::OptimizerInfo& optimizer = record.config.optimizer;
+  const auto k = reports::optimizer_state_bytes_per_parameter(
+      optimizer.name, optimizer.extra.value.value("momentum", 0.0));
+  if (!k) return {};
+  const auto formula =
+      reports::expected_model_state(record.design, record.workload.parameters, world, *k);
+  reports::NamedValues<int64_t> out;
+  for (const auto& [category, bytes] : promised) {
+    // A category the formula gives nothing (a record without its optimizer's momentum) is not
+    // read as transient.
+    const int64_t expected = reports::named_value(formula, category);
+    if (expected > 0 && bytes > expected) out.emplace_back(category, bytes - expected);
+  }
+  return out;
+}
+
 // Note [Projected memory]: rank 0's peak and what its design promised, when the record says.
 std::optional<MemoryBasis> memory_basis(const reports::RunRecord& record) {
   if (record.memory.empty()) return std::nullopt;
   const reports::MemoryUse& m = record.memory.front();
   if (!m.expected_by_category || !m.by_category) return std::nullopt;
+  const int world = std::max(1, static_cast<int>(record.config.world_size));
   return MemoryBasis{static_cast<double>(m.peak_bytes),
                      static_cast<double>(reports::named_value(*m.by_category, "activations")),
                      *m.expected_by_category,
-                     std::max(1, static_cast<int>(record.config.world_size)),
-                     record.workload.parameters};
+                     world,
+                     record.workload.parameters,
+                     transient_model_state(record, *m.expected_by_category, world)};
 }
 
 ReduceInputs reduce_inputs(const reports::RunRecord& record, const std::string& label,
@@ -191,8 +266,8 @@ DesignBasis design_basis(const reports::RunRecord& record, const reports::Design
   if (!model) {
     throw UsageError(fmt::format(
         "{}: a {} run, whose gradients meet in {}; projection needs a DDP record (bucket "
-        "timings) or a DP record (byte counts): a run of a design whose gradients meet in an "
-        "AllReduce or a reduce",
+        "timings), an FSDP record (units) or a DP record (byte counts): a run of a design whose "
+        "gradients meet in an AllReduce or a reduce, or whose parameters are sharded",
         name, design.label, design.gradient_op.empty() ? "no collective" : design.gradient_op));
   }
   DesignBasis d;
@@ -201,8 +276,13 @@ DesignBasis design_basis(const reports::RunRecord& record, const reports::Design
   d.world_size = static_cast<int>(record.config.world_size);
   d.per_device_batch = per_device_batch(record);
   d.step_ms = record.summary.step_time_ms.median;
+  // Note [Gradient models]: an AllReduce's record with units and no buckets is FSDP's no_shard.
+  const auto& comm = record.summary.comm;
+  const bool buckets = comm && comm->buckets && !comm->buckets->empty();
   if (*model == GradientModel::DeviceZeroReduce)
     d.inputs = reduce_inputs(record, design.label, name);
+  else if (*model == GradientModel::UnitSchedule || (!buckets && has_units(record)))
+    d.inputs = unit_inputs(record, design.label, name);
   else
     d.inputs = allreduce_inputs(record, design.label, name);
   d.memory = memory_basis(record);
@@ -239,7 +319,18 @@ namespace {
 double compute_ms(const DesignBasis& d) {
   if (const auto* in = std::get_if<AllReduceInputs>(&d.inputs))
     return in->forward_ms + in->backward_ms;
+  if (const auto* in = std::get_if<UnitInputs>(&d.inputs)) return in->forward_ms + in->backward_ms;
   return std::get<ReduceInputs>(d.inputs).replica_ms;
+}
+
+// Note [Topology]: where no unit is free for the collectives, they take turns with compute and
+// all of them add to the step, slowed like compute by the sharing; unless they cross nodes,
+// where the network link, not the shared units, sets their pace. The factor their time is
+// slowed by; nullopt where they overlap compute.
+std::optional<double> turns_with_compute(const Topology& topo, int devices, const Scales& s) {
+  if (!topo.comm_shares_compute || topo.compute_slots <= 0 || devices < topo.compute_slots)
+    return std::nullopt;
+  return topo.nodes(devices) > 1 ? 1.0 : s.slots;
 }
 
 // Note [Sharded steps]: the parameters' way back after a sharded optimizer's step.
@@ -284,16 +375,179 @@ DesignPoint project_allreduce(const ProjectionBasis& b, const DesignBasis& d,
       in.optimizer_shards > 0 ? static_cast<double>(in.optimizer_shards) / devices : 1.0;
   const double gather = gather_ms(in, devices, topo);
   p.comm_ms += gather, p.exposed_ms += gather;
-  if (topo.comm_shares_compute && topo.compute_slots > 0 && devices >= topo.compute_slots) {
-    // Note [Topology]: no unit is free for the collectives, so they take turns with compute
-    // and all of them add to the step, slowed like compute by the sharing; unless they cross
-    // nodes, where the network link, not the shared units, sets their pace.
-    const double slowed = topo.nodes(devices) > 1 ? 1.0 : s.slots;
-    p.comm_ms = p.exposed_ms = (pipe.comm_ms + gather) * slowed;
-  }
+  if (const auto slowed = turns_with_compute(topo, devices, s))
+    p.comm_ms = p.exposed_ms = (pipe.comm_ms + gather) * *slowed;
   p.step_ms = in.data_ms * s.batch + in.forward_ms * s.compute() + backward + p.exposed_ms +
               in.optimizer_ms * optimizer_share * s.device * s.slots;
   finish_point(p, devices > 1 ? project_allreduce(b, d, in, topo, 1, scale).step_ms : p.step_ms,
+               devices, projected_batch(d.per_device_batch, scale));
+  return p;
+}
+
+// Note [Unit schedule]'s compute and communication streams, on one clock from forward's start.
+struct UnitStreams {
+  double clock = 0, compute = 0;   // the compute stream: where it is, and its busy time
+  double comm_free = 0, comm = 0;  // the communication stream: when it is free, its busy time
+  // A collective of `ms` issued now (at the compute stream's clock); returns when it completes.
+  double issue(double ms) {
+    comm_free = std::max(clock, comm_free) + ms;
+    comm += ms;
+    return comm_free;
+  }
+  void wait(double done) { clock = std::max(clock, done); }
+  void run(double ms) { clock += ms, compute += ms; }
+};
+
+// Each unit's gather, issued at most once (a prefetched unit's own gather is a no-op).
+struct UnitGathers {
+  const std::vector<UnitCost>& units;
+  std::vector<std::optional<double>> done = std::vector<std::optional<double>>(units.size());
+  void issue(UnitStreams& s, size_t i) {
+    if (!done[i]) done[i] = s.issue(units[i].gather_ms);
+  }
+};
+
+void run_unit_forward(UnitStreams& s, const std::vector<UnitCost>& units,
+                      const std::optional<UnitCost>& root, bool prefetch) {
+  UnitGathers gathers{units};
+  if (root) {
+    const double root_done = s.issue(root->gather_ms);
+    if (prefetch && !units.empty()) gathers.issue(s, 0);
+    s.wait(root_done);
+  }
+  for (size_t i = 0; i < units.size(); ++i) {
+    gathers.issue(s, i);
+    if (prefetch && i + 1 < units.size()) gathers.issue(s, i + 1);
+    s.wait(*gathers.done[i]);
+    s.run(units[i].forward_ms);
+  }
+  if (root) s.run(root->forward_ms);  // the head
+}
+
+// Backward in reverse order; returns when each unit's reduce-scatter completes (the root's last).
+std::vector<double> run_unit_backward(UnitStreams& s, const std::vector<UnitCost>& units,
+                                      const std::optional<UnitCost>& root,
+                                      const UnitScheduleOptions& o) {
+  UnitGathers gathers{units};
+  std::vector<double> reduced(units.size());
+  if (root) s.run(root->backward_ms);  // the head's backward comes first
+  for (size_t k = units.size(); k-- > 0;) {
+    if (o.regather_backward) {
+      gathers.issue(s, k);
+      if (o.backward_prefetch && k > 0) gathers.issue(s, k - 1);
+      s.wait(*gathers.done[k]);
+    }
+    s.run(units[k].backward_ms);
+    reduced[k] = s.issue(units[k].reduce_scatter_ms);
+  }
+  if (root) reduced.push_back(s.issue(root->reduce_scatter_ms));
+  return reduced;
+}
+
+}  // namespace
+
+UnitScheduleResult simulate_unit_schedule(const std::vector<UnitCost>& units,
+                                          const std::optional<UnitCost>& root,
+                                          const UnitScheduleOptions& options) {
+  UnitStreams s;
+  run_unit_forward(s, units, root, options.forward_prefetch);
+  const std::vector<double> reduced = run_unit_backward(s, units, root, options);
+  UnitScheduleResult r;
+  r.compute_end_ms = s.clock;
+  // The replicate group's all-reduces: issued after backward in unit order, the root last, each
+  // once its reduce-scatter completed, one at a time on the replicate group's stream.
+  double replicate_free = s.clock, replicate = 0;
+  for (size_t i = 0; i < reduced.size(); ++i) {
+    const double ms = i < units.size() ? units[i].allreduce_ms : root->allreduce_ms;
+    replicate_free = std::max(replicate_free, reduced[i]) + ms;
+    replicate += ms;
+  }
+  r.comm_ms = s.comm + replicate;
+  r.end_ms = std::max({s.comm_free, replicate_free, s.clock});
+  r.exposed_ms = r.end_ms - s.compute;
+  return r;
+}
+
+namespace {
+
+// The group sizes of Note [Unit schedule] at `devices`.
+struct UnitGroups {
+  int shard = 1, replicate = 1;
+};
+
+UnitGroups unit_groups(ShardGroup group, int devices, const Topology& topo) {
+  switch (group) {
+    case ShardGroup::World:
+      return {devices, 1};
+    case ShardGroup::One:
+      return {1, devices};
+    case ShardGroup::Node: {
+      const int shard = std::min(devices, topo.node_size);
+      return {shard, (devices + shard - 1) / shard};
+    }
+  }
+  return {devices, 1};
+}
+
+// `unit` at `devices`: its share of the compute (scaled), its collectives on `topo`.
+UnitCost unit_cost(const UnitSize& unit, const UnitInputs& in, double parameters, double scale,
+                   const UnitGroups& g, const Topology& topo) {
+  const double share = parameters > 0 ? unit.parameters / parameters : 0;
+  UnitCost c;
+  c.forward_ms = in.forward_ms * share * scale;
+  c.backward_ms = in.backward_ms * share * scale;
+  c.gather_ms = all_gather_ms(unit.bytes, g.shard, topo);
+  c.reduce_scatter_ms = reduce_scatter_ms(unit.bytes, g.shard, topo);
+  if (g.replicate > 1) {
+    // One rank of each shard group: consecutive ranks within a node (no_shard), or one a node
+    // (hybrid_shard), each rank of a node in its own group on its share of the node's link.
+    Topology across = topo;
+    if (g.shard > 1) across.node_size = 1;
+    c.allreduce_ms = allreduce_ms(unit.bytes / g.shard, g.replicate, across);
+  }
+  return c;
+}
+
+// nccl-tests' bus bytes of one step's collectives: (p-1)/p of each all-gather and
+// reduce-scatter, 2(r-1)/r of each all-reduce.
+double unit_bus_bytes(const UnitInputs& in, const UnitGroups& g) {
+  const double gather = static_cast<double>(g.shard - 1) / g.shard;
+  const double reduce = 2.0 * (g.replicate - 1) / g.replicate;
+  double bytes = 0;
+  const auto add = [&](const UnitSize& u, int gathers) {  // and one reduce-scatter
+    bytes += u.bytes * gather * (gathers + 1) + u.bytes / g.shard * reduce;
+  };
+  for (const UnitSize& u : in.units) add(u, in.regather_backward ? 2 : 1);
+  if (in.root) add(*in.root, 1);
+  return bytes;
+}
+
+DesignPoint project_units(const ProjectionBasis& b, const DesignBasis& d, const UnitInputs& in,
+                          const Topology& topo, int devices, const ProjectionScale& scale) {
+  const Scales s = scales_for(d.per_device_batch, design_compute_rate(b, d, topo, scale).scale,
+                              topo, devices, scale);
+  const UnitGroups g = unit_groups(in.shard_group, devices, topo);
+  double parameters = in.root ? in.root->parameters : 0;
+  for (const UnitSize& u : in.units) parameters += u.parameters;
+  std::vector<UnitCost> units;
+  for (const UnitSize& u : in.units)
+    units.push_back(unit_cost(u, in, parameters, s.compute(), g, topo));
+  std::optional<UnitCost> root;
+  if (in.root) root = unit_cost(*in.root, in, parameters, s.compute(), g, topo);
+  const UnitScheduleResult r = simulate_unit_schedule(
+      units, root, {in.regather_backward, in.forward_prefetch, in.backward_prefetch});
+  DesignPoint p;
+  p.comm_ms = r.comm_ms;
+  p.exposed_ms = r.exposed_ms;
+  if (const auto slowed = turns_with_compute(topo, devices, s))
+    p.comm_ms = p.exposed_ms = r.comm_ms * *slowed;
+  p.busbw_GBps = r.comm_ms > 0 ? unit_bus_bytes(in, g) / (r.comm_ms * 1e6) : 0;
+  // Note [Sharded steps]: the optimizer over this device's share; no gather after it.
+  const double optimizer_share =
+      in.optimizer_shards > 0 ? static_cast<double>(in.optimizer_shards) / devices : 1.0;
+  p.step_ms = in.data_ms * s.batch + (in.forward_ms + in.backward_ms) * s.compute() + p.exposed_ms +
+              in.optimizer_ms * optimizer_share * s.device * s.slots;
+  finish_point(p, devices > 1 ? project_units(b, d, in, topo, 1, scale).step_ms : p.step_ms,
                devices, projected_batch(d.per_device_batch, scale));
   return p;
 }
@@ -341,6 +595,8 @@ std::optional<DesignPoint> project_design(const ProjectionBasis& b, const Design
   std::optional<DesignPoint> p;
   if (const auto* in = std::get_if<AllReduceInputs>(&d.inputs))
     p = project_allreduce(b, d, *in, topo, devices, scale);
+  else if (const auto* units = std::get_if<UnitInputs>(&d.inputs))
+    p = project_units(b, d, *units, topo, devices, scale);
   else
     p = project_reduce(b, d, std::get<ReduceInputs>(d.inputs), topo, devices, scale);
   if (p) p->memory_bytes = projected_memory(d, devices, scale);
@@ -363,8 +619,12 @@ MemoryParts memory_parts(const DesignBasis& d, const MemoryBasis& m, int devices
                                  static_cast<double>(d.per_device_batch)
                            : 1.0;
   MemoryParts parts;
-  parts.model_state = static_cast<double>(reports::total_bytes(
-      reports::model_state_at_world(d.design, m.model_state, m.world_size, devices)));
+  // The formulas' part scales with N; the transient part is the units' size at any N.
+  reports::NamedValues<int64_t> formula = m.model_state;
+  for (auto& [category, bytes] : formula) bytes -= reports::named_value(m.transient, category);
+  parts.model_state = static_cast<double>(reports::total_bytes(reports::model_state_at_world(
+                                              d.design, formula, m.world_size, devices)) +
+                                          reports::total_bytes(m.transient));
   parts.activations = m.activations_bytes * batch;
   parts.rest = std::max(0.0, m.peak_bytes - promised - m.activations_bytes);
   return parts;
@@ -439,12 +699,12 @@ std::optional<int64_t> gain_limit(const ProjectionBasis& b, const DesignBasis& d
   return std::nullopt;
 }
 
-// What the scans of `d` find: the question its model answers (the AllReduce model: how far it
-// keeps scaling; the reduce model, which runs on one node: where it stops gaining).
+// What the scans of `d` find: the question its model answers (the AllReduce and unit models: how
+// far it keeps scaling; the reduce model, which runs on one node: where it stops gaining).
 reports::DesignLimits design_limits(const ProjectionBasis& b, const DesignBasis& d,
                                     const Topology& topo, int most, const ProjectionScale& scale) {
   reports::DesignLimits limits;
-  if (std::holds_alternative<AllReduceInputs>(d.inputs)) {
+  if (!std::holds_alternative<ReduceInputs>(d.inputs)) {
     limits.max_devices_at_90pct = good_scaling_limit(b, d, topo, most, scale);
   } else {
     limits.stops_gaining_at = reports::Nullable<int64_t>{gain_limit(b, d, topo, most, scale)};

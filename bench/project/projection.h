@@ -1,8 +1,9 @@
 // `ddpbench project`: a what-if model calibrated on measured runs. Each design is projected
 // by the model of how its gradients meet (Note [Gradient models]): from a run of a design whose
 // gradients meet in an AllReduce it takes the phase times and each bucket's ready time and
-// bytes; from one whose gradients meet in a reduce on device 0, its phase times and the bytes
-// device 0 moves. Then it replays each design at other device counts on a topology
+// bytes; from one that shards its parameters (FSDP), its phase times and its units' sizes; from
+// one whose gradients meet in a reduce on device 0, its phase times and the bytes device 0
+// moves. Then it replays each design at other device counts on a topology
 // (bench/project/cost_model.h), its compute at the topology's device rate
 // (bench/project/compute_rate.h). The model and its validation are in docs/metrics.md
 // ("Projection"); the output's schema is reports/schema/projection.schema.json.
@@ -28,7 +29,12 @@ namespace ddpb::bench {
 // ~~~~~~~~~~~~~~~~~~~~~~
 // The projection models how a design's gradients meet, not the design: the design's row names
 // the collective (DesignInfo::gradient_op, which every record carries) and the collective picks
-// the model.
+// the model, but for a design whose parameters meet too.
+//   * a design that shards its parameters (the trait shards_parameters: FSDP's sharded
+//     strategies): the unit model (Note [Unit schedule]), whatever its gradient collective. It
+//     takes the run's phases and its units (mode.details.units). A record of a design whose
+//     gradients meet in an AllReduce that has units and no buckets (FSDP's no_shard) takes it
+//     too, with the all-reduces over its replicate group.
 //   * "allreduce": the bucketed AllReduce model (Note [Bucket pipeline]): buckets of gradients,
 //     each AllReduced once ready while backward runs, or, for a design whose communication does
 //     not overlap backward (the trait overlaps_backward), all of them after it. It takes the
@@ -41,7 +47,12 @@ namespace ddpb::bench {
 // A design whose gradients meet in no collective (single) or in one without a model is not
 // projected. Results are keyed by the design's name (Note [Designs keyed by name]), so two
 // designs of one collective are both projected, each from its own runs.
-enum class GradientModel { BucketedAllReduce, BucketedReduceScatter, DeviceZeroReduce };
+enum class GradientModel {
+  BucketedAllReduce,
+  BucketedReduceScatter,
+  DeviceZeroReduce,
+  UnitSchedule
+};
 
 // The model of `design`'s gradients; nullopt when the projection has none.
 std::optional<GradientModel> gradient_model(const reports::DesignInfo& design);
@@ -72,6 +83,86 @@ struct AllReduceInputs {
   double parameter_bytes = 0;  // what the gather moves: the fp32 parameters
 };
 
+// Note [Unit schedule]
+// ~~~~~~~~~~~~~~~~~~~~
+// FSDP's projection replays its per-unit schedule over the fitted link: all-gathers overlapped
+// with forward and backward, reduce-scatters with backward (Note [FSDP's step] in
+// impl_fsdp/fully_sharded_data_parallel.h). From the run's median step it takes data, forward
+// (compute; with buffer_broadcast and sync_bn, as the bucket model does), backward_compute and
+// optimizer; from mode.details the units in forward order with their padded sizes (the last,
+// when it is named "root", is the root), the strategy, and whether forward and backward
+// prefetch were on. The measured gather waits (param_allgather) and tail (comm_exposed) are
+// not inputs: they are what the schedule predicts at N.
+// At N devices each unit's all-gather and reduce-scatter of its padded fp32 buffer cost what
+// cost_model.h gives over the shard group (N for full_shard and shard_grad_op, a node for
+// hybrid_shard, one device, free, for no_shard), and its shard's all-reduce what it gives over
+// the replicate group (hybrid_shard: one rank a node, on the inter-node link; no_shard: all N).
+//   * Compute runs forward over the units in order, then backward in reverse; a unit's compute
+//     waits for its gather.
+//   * One communication stream runs gathers and reduce-scatters one at a time in issue order.
+//     Forward: the root's gather first (the first unit's prefetched behind it when forward
+//     prefetch is on), then each unit's gather when compute reaches the unit, and with forward
+//     prefetch the next unit's then too, so that it runs under this unit's compute. Backward:
+//     full_shard and hybrid_shard gather each unit again when backward reaches it, and with
+//     backward prefetch the one before it then too (shard_grad_op kept them from forward).
+//     Each unit's reduce-scatter is issued when its backward compute ends; the root's after
+//     the last unit's.
+//   * The shard's all-reduces (the replicate group's own stream) are issued after backward,
+//     each once its unit's reduce-scatter completed, as finish_gradient_sync() does: all of
+//     no_shard's are exposed.
+// Exposed = the gather waits inside forward and backward plus whatever runs past the end of
+// backward compute. Step = data + forward + backward + exposed + optimizer, the optimizer over
+// 1/N of the parameters where the design shards its state (Note [Sharded steps]), compute at
+// the projected device's rate (Note [Compute rate]); where every compute slot is busy and
+// communication shares them (Note [Topology]), all communication is exposed, as in the bucket
+// model.
+// Approximations: the measured forward and backward are split over the units (the root
+// included) in proportion to their parameter counts, which holds for matrix products over the
+// same activations, not for a unit of few parameters and much compute (a ResNet's first
+// stage); the root's share runs at the end of forward and the start of backward, where a GPT's
+// tied head runs (its embedding lookups cost little); the rate limiter (limit_all_gathers) and
+// the copies into and out of the flat buffers are left out; a hybrid_shard run measured with
+// --shard-group-size is projected with a node as its shard group. Its validation against its
+// own runs is in docs/performance.md ("FSDP's projection validation").
+enum class ShardGroup { World, Node, One };
+
+struct UnitSize {
+  std::string name;
+  double parameters = 0;  // its numel: its share of the compute
+  double bytes = 0;       // its padded fp32 buffer: what its all-gather and reduce-scatter move
+};
+
+// What the unit model takes from one measured run (its median step).
+struct UnitInputs {
+  double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  std::vector<UnitSize> units;    // in forward order, the root left out
+  std::optional<UnitSize> root;   // gathered first, kept through backward
+  bool regather_backward = true;  // full_shard, hybrid_shard: gathered again for backward
+  bool forward_prefetch = true, backward_prefetch = true;
+  ShardGroup shard_group = ShardGroup::World;
+  int optimizer_shards = 0;  // Note [Sharded steps], as AllReduceInputs's
+};
+
+// One unit at N, in ms: its compute and its collectives.
+struct UnitCost {
+  double forward_ms = 0, backward_ms = 0;
+  double gather_ms = 0, reduce_scatter_ms = 0, allreduce_ms = 0;
+};
+struct UnitScheduleOptions {
+  bool regather_backward = true;
+  bool forward_prefetch = true, backward_prefetch = true;
+};
+struct UnitScheduleResult {
+  double comm_ms = 0;         // every collective's time, summed
+  double compute_end_ms = 0;  // backward's compute ends, waits included, from forward's start
+  double end_ms = 0;          // the last collective completes
+  double exposed_ms = 0;      // end_ms - the compute: the gather waits and the tail
+};
+// Note [Unit schedule]'s streams over `units` (in forward order) and the root.
+UnitScheduleResult simulate_unit_schedule(const std::vector<UnitCost>& units,
+                                          const std::optional<UnitCost>& root,
+                                          const UnitScheduleOptions& options);
+
 // Note [Projected memory]
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // A run's peak per device (rank 0's, over the measured steps) projected to N devices: its
@@ -80,13 +171,17 @@ struct AllReduceInputs {
 // the allocator's rounding) kept. The largest model that fits a device of M bytes at N devices
 // (--device-memory) scales the whole peak with the parameter count: the model state by the
 // formulas, everything else in proportion to the measured model's. Activations grow more
-// slowly than the parameters as a family grows wider, so the answer errs small.
+// slowly than the parameters as a family grows wider, so the answer errs small. What a promise
+// holds beyond the formulas (FSDP's gathered units and their full gradients:
+// ModeRunner::transient_model_state_bytes in bench/run/trainer.h) is the units' size, not a
+// share of the model's, so it is kept at every N.
 struct MemoryBasis {
   double peak_bytes = 0;
   double activations_bytes = 0;
   reports::NamedValues<int64_t> model_state = {};  // promised at world_size
   int world_size = 1;
   int64_t parameters = 0;
+  reports::NamedValues<int64_t> transient = {};  // the part of model_state beyond the formulas
 };
 
 // What the device-0 reduce model takes from one measured run.
@@ -102,9 +197,10 @@ struct DesignBasis {
   std::string run;
   int world_size = 1;
   int64_t per_device_batch = 0;
-  double step_ms = 0;                                  // measured median, for the report
-  std::variant<AllReduceInputs, ReduceInputs> inputs;  // its model's (Note [Gradient models])
-  std::optional<MemoryBasis> memory = std::nullopt;    // absent: its record promises none
+  double step_ms = 0;  // measured median, for the report
+  // Its model's (Note [Gradient models]).
+  std::variant<AllReduceInputs, ReduceInputs, UnitInputs> inputs;
+  std::optional<MemoryBasis> memory = std::nullopt;  // absent: its record promises none
 };
 
 // A preset of the workload's family and its parameter count (the memory fit's candidates).
@@ -129,7 +225,7 @@ struct ProjectionBasis {
 
 // Reads a run record of `design` (`ddpbench run --out`; `name` names it in errors and in the
 // projection). Throws UsageError when the record is not a run, `design` has no gradient model,
-// or the record lacks what its model takes (bucket timings, byte counts).
+// or the record lacks what its model takes (bucket timings, byte counts, units).
 DesignBasis design_basis(const reports::RunRecord& record, const reports::DesignInfo& design,
                          const std::string& name);
 // Fills the basis's FLOPs per sample, precision and measured peak from one of its records: the
@@ -162,11 +258,12 @@ PipelineResult simulate_bucket_pipeline(const std::vector<BucketTiming>& buckets
 
 struct DesignPoint {
   double step_ms = 0;
-  double comm_ms = 0;     // the AllReduces; the reduce model: device 0's traffic
+  double comm_ms = 0;     // the AllReduces (the unit model: all its collectives); the reduce
+                          // model: device 0's traffic
   double exposed_ms = 0;  // what the step waits for: after backward; the reduce model: all of it
   double efficiency = 0;  // weak scaling: step at one device / step (Note [Projected efficiency])
   double samples_per_s = 0;
-  double busbw_GBps = 0;  // nccl-tests' bus bandwidth of the AllReduces; the reduce model: 0
+  double busbw_GBps = 0;  // nccl-tests' bus bandwidth of its collectives; the reduce model: 0
   std::optional<double> memory_bytes = {};  // peak per device (Note [Projected memory])
 };
 

@@ -9,11 +9,14 @@
 //   DDP     data, buffer_broadcast, forward, sync_bn, backward_compute, comm_exposed,
 //           optimizer; ZeRO (DDP's stages) then param_allgather, PyTorch's variant of it
 //           param_broadcast
+//   FSDP    data, buffer_broadcast, forward, param_allgather, sync_bn, backward_compute,
+//           comm_exposed, optimizer
 //   single with --cuda-graph: data, graph (the whole replayed step)
-// "backward" is a design's whole backward; DDP splits its own into the compute
-// (backward_compute) and the communication left after it (comm_exposed), and takes
+// "backward" is a design's whole backward; DDP and FSDP split their own into the compute
+// (backward_compute) and the communication left after it (comm_exposed), and take
 // SyncBatchNorm's collectives out of forward and backward into sync_bn, so that the phases
-// still add up to the step.
+// still add up to the step; FSDP also takes the host's waits for its all-gathers inside
+// forward and backward out of them into param_allgather.
 #pragma once
 
 #include <cstddef>

@@ -69,6 +69,7 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
     DeviceGuard guard(device_);
     fsdp_->with_full_params([&] { load(*model_); }, /*writeback=*/true);
   }
+  int shard_ranks(int) const override { return fsdp_->groups().shard->size(); }
   std::vector<std::pair<std::string, int64_t>> transient_model_state_bytes() const override {
     constexpr int64_t kF32 = sizeof(float);
     return {{"parameters", fsdp_->peak_unsharded_numel() * kF32},

@@ -45,13 +45,12 @@ namespace {
 // Note [Model-state memory]: what the design promises a rank holds; DP's devices differ
 // (device 0 alone holds the optimizer state), so it promises nothing.
 std::optional<reports::NamedValues<int64_t>> promised_model_state(const RunConfig& config,
-                                                                  int64_t params) {
+                                                                  int64_t params, int shard_ranks) {
   const reports::DesignInfo& design = design_of(config).info;
   const auto state_bytes = reports::optimizer_state_bytes_per_parameter(config.optimizer.name,
                                                                         config.optimizer.momentum);
   if ((design.parallel && !design.processes_per_rank) || !state_bytes) return std::nullopt;
-  return reports::expected_model_state(design, params, std::max(1, config.world_size),
-                                       *state_bytes);
+  return reports::expected_model_state(design, params, std::max(1, shard_ranks), *state_bytes);
 }
 
 std::vector<reports::MemoryUse> memory_record(
@@ -366,7 +365,7 @@ reports::RunRecord make_record(const RunConfig& config, ModeRunner& runner, Step
   record.mode = {config.mode, device_list(runner), runner.describe()};
   record.workload = {spec.name, spec.family, n_params, model.tokens_per_sample(),
                      model.train_flops_per_sample()};
-  auto promised = promised_model_state(config, n_params);
+  auto promised = promised_model_state(config, n_params, runner.shard_ranks(config.world_size));
   if (promised)
     for (const auto& [name, extra] : runner.transient_model_state_bytes())
       for (auto& [category, bytes] : *promised)

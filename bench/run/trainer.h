@@ -107,6 +107,9 @@ class ModeRunner {
   virtual std::vector<std::pair<std::string, int64_t>> transient_model_state_bytes() const {
     return {};
   }
+  // The ranks a sharded design divides its model state over (Note [Model-state memory]): the
+  // world, or FSDP's shard group (hybrid_shard shards within a node).
+  virtual int shard_ranks(int world_size) const { return world_size; }
   // Non-null when the ranks are processes (DDP).
   virtual RankedRun* ranked() { return nullptr; }
 

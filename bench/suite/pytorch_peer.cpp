@@ -17,6 +17,9 @@
 namespace fs = std::filesystem;
 
 namespace ddpb::bench {
+
+// The exit status with which scripts/peer/torch_reference.py says this PyTorch has no such design.
+constexpr int kPeerSkipped = 3;
 namespace {
 
 std::string torch_reference_script() {
@@ -74,6 +77,9 @@ reports::PytorchResult run_pytorch(const SuiteRun& run, const SuiteSpec& spec,
                stop,
                {}};
   const ChildResult r = run_child(cs);
+  // torch_reference.py's "skipped" status (3): this PyTorch lacks the design (FSDP2 before
+  // PyTorch 2), which it says in one line.
+  if (r.exit_code == kPeerSkipped) return skipped(failure_line(cs.log_path));
   if (r.exit_code != 0 || !fs::exists(fs::path(dir) / out))
     return outcome("failed",
                    failure_line(cs.log_path) + fmt::format(" (exit code {})", r.exit_code));

@@ -38,6 +38,13 @@
 #             owner; parameters_as_bucket_view and overlap_with_ddp off, the defaults; the
 #             --zero-stage 1 of torch_reference.py). The performance issue's target: ZeRO-1
 #             step <= 0.8x PyTorch's (mlp-small, 64 per rank)
+#   fsdp      FSDP full_shard, AdamW lr 0.001, gloo, 2 ranks, B per rank: ddpbench --mode fsdp
+#             (each of the workload's blocks a unit, prefetch on) against PyTorch's FSDP2
+#             (fully_shard on each block and on the root; torch_reference.py --mode fsdp,
+#             scripts/peer/fsdp_peer.py). Only where --python's PyTorch has fully_shard (2.4 and
+#             later; scripts/peer/setup_torch2.sh): with Debian's 1.13 one line says it is
+#             skipped, and the other configurations run. The performance issue's target: FSDP
+#             step <= 0.6x PyTorch's (mlp-small, 64 per rank)
 # Every pair runs both programs back to back, alternating which goes first, so that drift of
 # the machine (thermal, neighbours, other builds) hits both sides alike. Per run the number
 # taken is the record's summary.step_time_ms.median; the table shows the median over pairs of
@@ -78,7 +85,7 @@ while [[ $# -gt 0 ]]; do
     --batch) batch="$2"; shift 2 ;;
     --configs) only_configs="$2"; shift 2 ;;
     --python) need_value "$@"; python="$2"; shift 2 ;;
-    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,59p' "$0"; exit 0 ;;
     *) echo "compare_pytorch: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +120,7 @@ declare -A cfg_args=(
   [ddp-w1]="--mode ddp --world-size 1 --backend gloo --global-batch $batch $sgd"
   [ddp-w2-mpi]="--mode ddp --world-size 2 --backend mpi --global-batch $((2 * batch)) $sgd"
   [zero1]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --zero-stage 1 $adamw"
+  [fsdp]="--mode fsdp --world-size 2 --backend gloo --global-batch $((2 * batch)) $adamw"
   [ddp-w2-noovl]="--mode ddp --world-size 2 --backend gloo --global-batch $((2 * batch)) --no-overlap $sgd"
   [single-b256]="--mode single --global-batch 256 $sgd"
   [dp-w2-b256]="--mode dp --world-size 2 --global-batch 256 $sgd"
@@ -121,6 +129,12 @@ configs=(single ddp-w2 ddp-w1 zero1)
 # ddpbench over MPI where mpirun is installed, against PyTorch over Gloo (Debian's torch has no
 # MPI backend, and Gloo is the best it offers on CPU).
 if command -v mpirun >/dev/null; then configs+=(ddp-w2-mpi); fi
+configs+=(fsdp)
+# FSDP2 (fully_shard) is PyTorch 2.x's: on a PyTorch without it the fsdp row is skipped, in
+# one line (torch_reference.py's own, which exits 3 on such a PyTorch).
+fsdp_skip=$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c \
+  'import fsdp_peer; print("" if fsdp_peer.fully_shard_api() else fsdp_peer.skip_line("fsdp"))' \
+  2>/dev/null || echo "torch_reference: skipped: --mode fsdp: '$python' cannot load fsdp_peer.py")
 solo_configs=()  # ddpbench only
 if ((targets)); then solo_configs=(ddp-w2-noovl single-b256 dp-w2-b256); fi
 if [[ -n "$only_configs" ]]; then  # solo_configs stays empty: --targets is refused here
@@ -136,6 +150,13 @@ if [[ -n "$only_configs" ]]; then  # solo_configs stays empty: --targets is refu
     fi
   done
   configs=("${wanted[@]}")
+fi
+if [[ -n "$fsdp_skip" && " ${configs[*]} " == *" fsdp "* ]]; then
+  echo "compare_pytorch: fsdp skipped: ${fsdp_skip#torch_reference: skipped: }" >&2
+  kept=()
+  for cfg in "${configs[@]}"; do if [[ "$cfg" != fsdp ]]; then kept+=("$cfg"); fi; done
+  configs=("${kept[@]+"${kept[@]}"}")
+  if ((${#configs[@]} == 0)); then exit 0; fi
 fi
 
 run_side() {  # side config pair

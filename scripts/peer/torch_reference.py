@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Runs a ddpbench workload/config in PyTorch (CPU or CUDA) and writes a record in ddpbench's layout.
 
-    torch_reference.py --mode single|ddp|dp --workload mlp-small [--device cpu|cuda] [--world-size N]
+    torch_reference.py --mode single|ddp|dp|fsdp|fsdp-grad-op|fsdp-no-shard|fsdp-hybrid
+        --workload mlp-small [--device cpu|cuda] [--world-size N]
         [--global-batch B] [--steps S] [--warmup W] [--optimizer sgd|adamw] [--lr] [--momentum]
         [--weight-decay] [--backend gloo|nccl] [--bucket-cap-mb 25] [--first-bucket-mb 1]
         [--grad-as-bucket-view] [--zero-stage 0|1 | --zero] [--zero-bucket-view]
+        [--fsdp-wrap block|model] [--no-forward-prefetch] [--shard-group-size N]
         [--seed] [--precision fp32|tf32|bf16[,...]]
         [--attention math|flash[,...]] [--threads N]
         [--workloads-json FILE | --ddpbench BIN] [--out FILE] [--quiet]
@@ -47,6 +49,14 @@ Modes:
           optimizer state). PyTorch has no ZeRO-2 optimizer (--zero-stage 2 is refused).
   dp      torch.nn.DataParallel over GPUs 0..N-1 (--device cuda); on a CPU-only PyTorch it
           prints why and exits 2.
+  fsdp, fsdp-grad-op, fsdp-no-shard, fsdp-hybrid
+          ddpbench's FSDP rows against PyTorch's FSDP2: the ranks as in ddp, fully_shard on each
+          of the workload's blocks and on the model (the root), the optimizer over the sharded
+          parameters (scripts/peer/fsdp_peer.py: the units, the strategies on FSDP2's terms,
+          prefetch, and the bytes each step's collectives put on the wire, in steps[].mode and
+          summary.bus_bytes_per_step). A PyTorch without fully_shard (Debian's 1.13) gets one
+          line, "torch_reference: skipped: ...", and exit status 3, after the arguments are
+          checked and before any rank starts.
 
 Timing: a steady clock on CPU (synchronous work); on CUDA, events recorded on the current
 stream between the phases and read after the step's last event completes.
@@ -124,8 +134,10 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import openblas_threads, percentile, set_cuda_tf32, summarize  # noqa: E402
 from models import Embed, Gpt, Mlp, gpt2_init_, make_optimizer, optimizer_spec  # noqa: E402
+import fsdp_peer  # noqa: E402
 import workload_table  # noqa: E402  (ddpbench's presets: ddpbench workloads --json)
 
+DIST_MODES = ("ddp",) + tuple(fsdp_peer.MODES)  # a process per rank
 DATASET_BATCHES = 8  # synthetic batches per rank to cycle through
 SCHEMA_VERSION = 2   # reports/json_io.h kSchemaVersion
 
@@ -203,7 +215,8 @@ def parse_args(argv):
     ap.add_argument("--ddpbench", default=None,
                     help="or the ddpbench binary to ask for it (default: $DDPBENCH_BIN, then the "
                          "repository's build/ci)")
-    ap.add_argument("--mode", choices=("single", "dp", "ddp"), default="single")
+    ap.add_argument("--mode", choices=("single", "dp", "ddp") + tuple(fsdp_peer.MODES),
+                    default="single")
     ap.add_argument("--workload", required=True, choices=sorted(presets))
     ap.add_argument("--device", default="cpu", help="cpu or cuda (a PyTorch built with CUDA)")
     ap.add_argument("--world-size", type=int, default=1)
@@ -219,6 +232,7 @@ def parse_args(argv):
     ap.add_argument("--zero-bucket-view", action="store_true",
                     help="--zero: parameters_as_bucket_view=True (one broadcast per rank's "
                          "bucket instead of one per parameter)")
+    fsdp_peer.add_args(ap)
     ap.add_argument("--global-batch", type=int, default=0, help="default: the workload's")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -269,12 +283,13 @@ def parse_args(argv):
     if args.zero_stage not in (0, 1):
         ap.error(f"--zero-stage {args.zero_stage}: PyTorch's torch.distributed.optim has ZeRO-1 "
                  "only (ZeroRedundancyOptimizer); ddpbench's stage 2 has no counterpart here")
+    fsdp_peer.check_args(ap, args)
     if args.zero_stage and args.mode != "ddp":
         ap.error("--zero (ZeroRedundancyOptimizer) shards over DDP's ranks: it needs --mode ddp")
     if args.zero_bucket_view and not args.zero_stage:
         ap.error("--zero-bucket-view is ZeroRedundancyOptimizer's parameters_as_bucket_view: "
                  "it goes with --zero")
-    if args.mode == "ddp" and args.global_batch % args.world_size:
+    if args.mode in DIST_MODES and args.global_batch % args.world_size:
         ap.error(f"--global-batch {args.global_batch} does not divide into --world-size "
                  f"{args.world_size} ranks")
     if args.steps <= 0 or args.warmup < 0 or args.world_size < 1:
@@ -309,7 +324,7 @@ def zero_json(args):
 
 def config_json(args):
     cfg = {"mode": args.mode, "workload": args.workload, "device": args.device,
-            "world_size": args.world_size, "backend": args.backend if args.mode == "ddp" else "",
+            "world_size": args.world_size, "backend": args.backend if args.mode in DIST_MODES else "",
             "bucket_cap_mb": args.bucket_cap_mb, "first_bucket_mb": args.first_bucket_mb,
             "grad_as_bucket_view": args.grad_as_bucket_view, "global_batch": args.global_batch,
             "steps": args.steps, "warmup": args.warmup, "seed": args.seed,
@@ -323,6 +338,10 @@ def config_json(args):
             "zero_stage": args.zero_stage, "zero_variant": "pytorch" if args.zero_stage else ""}
     if args.zero_stage:
         cfg["zero"] = zero_json(args)
+    if args.mode in fsdp_peer.MODES:  # ddpbench's names for its FSDP options
+        cfg.update({"sharding_strategy": fsdp_peer.MODES[args.mode], "fsdp_wrap": args.fsdp_wrap,
+                    "forward_prefetch": not args.no_forward_prefetch, "backward_prefetch": True,
+                    "shard_group_size": args.shard_group_size})
     return cfg
 
 
@@ -404,8 +423,9 @@ def run(args):
                   f"(PyTorch >= 2.0); this is {torch.__version__}", file=sys.stderr)
             return 2
     ddp = args.mode == "ddp"
+    fsdp = args.mode in fsdp_peer.MODES
     rank, world = 0, 1
-    if ddp:
+    if ddp or fsdp:
         import torch.distributed as dist
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         if world != args.world_size:
@@ -420,7 +440,7 @@ def run(args):
     # one GPU); DP and single use GPU 0 as the master.
     device = torch.device("cpu")
     if cuda:
-        local = int(os.environ.get("LOCAL_RANK", "0")) if ddp else 0
+        local = int(os.environ.get("LOCAL_RANK", "0")) if ddp or fsdp else 0
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
     if cuda:  # tf32 has no CPU counterpart (ddpbench's CPU GEMMs stay f32 as well)
@@ -442,6 +462,10 @@ def run(args):
         net._set_ddp_runtime_logging_sample_rate(1)
     if args.mode == "single":
         net = model
+    if fsdp:
+        fsdp_units = fsdp_peer.shard(model, spec, args, world, device)
+        net = model
+        wire = fsdp_peer.WireCounter(gloo=args.backend == "gloo")
     opt_cfg = {"name": args.optimizer, "lr": args.lr, "momentum": args.momentum,
                "weight_decay": args.weight_decay, "beta1": args.beta1, "beta2": args.beta2,
                "eps": args.eps}
@@ -462,6 +486,9 @@ def run(args):
     if rank == 0:
         zero = (f", ZeroRedundancyOptimizer({type(opt.optim).__name__}, parameters_as_bucket_view="
                 f"{args.zero_bucket_view})" if args.zero_stage else "")
+        if fsdp:
+            zero = (f", fully_shard({fsdp_peer.MODES[args.mode]}) on {len(fsdp_units) - 1} "
+                    "units and the root")
         print(f"torch_reference: mode {args.mode}{zero}, workload {args.workload} ({n_params} "
               f"parameters), world size {world}, batch {batch} per rank, torch {torch.__version__}",
               file=sys.stderr)
@@ -491,8 +518,8 @@ def run(args):
             sync_params()
         opt._sync_params = timed_sync_params
     for k in range(1, total + 1):
-        if ddp:
-            opt.zero_grad()  # untimed, as in ddpbench's DDP runner
+        if ddp or fsdp:
+            opt.zero_grad()  # untimed, as in ddpbench's DDP and FSDP runners
         if cuda:
             marks = iter(events)
         t0 = clock()
@@ -506,7 +533,7 @@ def run(args):
             out = net(x)
         loss = loss_of(out.float(), y)
         t2 = clock()
-        if not ddp:
+        if not (ddp or fsdp):
             opt.zero_grad()  # inside the backward phase, as in ddpbench's single runner
         loss.backward()  # DDP: returns after every bucket's allreduce is done
         t3 = clock()
@@ -523,6 +550,8 @@ def run(args):
         phases = {n: (b - a) * 1e3 for n, a, b in zip(names, span, span[1:])}
         rec = {"step": k, "measured": k > args.warmup, "loss": loss.item(),
                "time_ms": (span[-1] - span[0]) * 1e3, "phases_ms": phases}
+        if fsdp:
+            rec["mode"] = {"rank": rank, "collectives": wire.take()}
         steps.append(rec)
         if ddp:
             logs.append(net._get_ddp_logging_data())  # holds step k-1's numbers
@@ -563,6 +592,10 @@ def run(args):
                    if avg.get("avg_backward_comm_time") else None}
         if args.zero_stage:
             details["zero"] = zero_details(args, opt)
+    if fsdp:
+        details = {"backend": args.backend, "world_size": world, "launcher": "torch_reference.py",
+                   "fsdp": fsdp_peer.details(args, fsdp_units, list(model.parameters()), opt,
+                                             world)}
 
     measured = [s for s in steps if s["measured"]]
     st = summarize([s["time_ms"] for s in measured])
@@ -577,6 +610,9 @@ def run(args):
                "achieved_flops_per_s": samples_per_s * train_flops_per_sample(spec),
                "first_loss": steps[0]["loss"], "last_loss": steps[-1]["loss"]}
     with_mode = [s["mode"] for s in measured if "mode" in s]
+    if fsdp:
+        summary["bus_bytes_per_step"] = percentile(
+            [s["mode"]["collectives"]["bus_bytes"] for s in measured], 50)
     if ddp and with_mode:
         summary["comm_median_ms"] = percentile([m["comm_ms"] for m in with_mode], 50)
         summary["comm_exposed_median_ms"] = percentile([m["comm_exposed_ms"] for m in with_mode], 50)
@@ -601,8 +637,11 @@ def run(args):
         record["memory"] = [{"device": str(device),
                              "peak_bytes": torch.cuda.max_memory_allocated(device),
                              "reserved_bytes": torch.cuda.max_memory_reserved(device)}]
-    if ddp:
+    if ddp or fsdp:
         mine = {"rank": rank, "device": str(device), "step_time_ms": st, "phases_median_ms": phase_med}
+        if fsdp:
+            mine["fsdp"] = {k: details["fsdp"][k] for k in ("local_param_bytes",
+                                                            "local_optimizer_state_bytes")}
         ranks = [None] * world
         dist.all_gather_object(ranks, mine)
         meds = [r["step_time_ms"]["median"] for r in ranks]
@@ -614,6 +653,8 @@ def run(args):
         return 0
     line = (f"summary: median step {st['median']:.3f} ms (p90 {st['p90']:.3f}), "
             f"{samples_per_s:.1f} samples/s, loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f}")
+    if "bus_bytes_per_step" in summary:
+        line += f"; {summary['bus_bytes_per_step'] / 1e6:.3f} MB bus bytes per step and rank"
     if "overlap_ratio_median" in summary:
         line += (f"; comm {summary['comm_median_ms']:.2f} ms, exposed {summary['comm_exposed_median_ms']:.2f} ms,"
                  f" overlap {summary['overlap_ratio_median']:.2f} (DDP logger average "
@@ -660,12 +701,15 @@ def main(argv):
               f"{torch.cuda.is_available()}) runs on the CPU only. Compare DP on a CUDA machine; "
               "on the CPU use --mode single or --mode ddp.", file=sys.stderr)
         return 2
-    if args.mode == "ddp" and "RANK" not in os.environ:
+    if args.mode in fsdp_peer.MODES and fsdp_peer.fully_shard_api() is None:
+        print(fsdp_peer.skip_line(args.mode), file=sys.stderr)
+        return fsdp_peer.SKIPPED
+    if args.mode in DIST_MODES and "RANK" not in os.environ:
         return launch(args, argv)
     if len(args.precisions) * len(args.attentions) > 1:
         return run_variants(args)
     rc = run(args)
-    if args.mode == "ddp":
+    if args.mode in DIST_MODES:
         # PyTorch 1.13 can deadlock in interpreter shutdown here: ~Reducer destroys the gloo
         # process group, whose destructor joins a worker thread while holding the GIL, and
         # that thread waits for the GIL to free a tensor (seen on rank 1, twice in ~40 runs,

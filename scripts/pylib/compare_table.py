@@ -15,8 +15,9 @@ import perf_targets
 import run_record
 
 # Those compare_pytorch.sh ran (all by default; ddp-w2-mpi where mpirun is installed; --configs
-# picks some) have records. zero1 trains with AdamW, the others with SGD.
-CONFIGS = ["single", "ddp-w2", "ddp-w1", "ddp-w2-mpi", "zero1"]
+# picks some; fsdp where the PyTorch side has FSDP2) have records. zero1 and fsdp train with
+# AdamW, the others with SGD.
+CONFIGS = ["single", "ddp-w2", "ddp-w1", "ddp-w2-mpi", "zero1", "fsdp"]
 SOLO_CONFIGS = ["ddp-w2-noovl", "single-b256", "dp-w2-b256"]  # ddpbench only
 SIDES = ["ddpbench", "pytorch"]
 
@@ -92,7 +93,8 @@ def targets_of(t, gloo_ratio):
 
 
 def print_table(t):
-    adamw = " (zero1: AdamW)" if "zero1" in t["configs"] else ""
+    adamw = [c for c in ("zero1", "fsdp") if c in t["configs"]]
+    adamw = f" ({', '.join(adamw)}: AdamW)" if adamw else ""
     print(f"{t['workload']}, SGD momentum 0.9{adamw}, one thread per process, {t['pairs']} "
           f"alternated pairs of {t['steps']} measured steps; median over pairs of each run's median")
     print(f"{'config':<8} {'ddpbench ms':>11} {'pytorch ms':>10} {'ratio':>6}   "

@@ -327,5 +327,20 @@ TEST(FsdpBlame, ASlowLoaderIsNamedWithItsRankAndPhase) {
   EXPECT_NE(b.value("finding", "").find("% of units"), std::string::npos) << b.dump();
 }
 
+// hybrid_shard shards within its group (--shard-group-size), not over the world: its promise
+// and what it holds are AdamW's 8Ψ over the group's 2 ranks, not the world's 4.
+TEST(FsdpProcesses, HybridShardPromisesItsShardGroupsShare) {
+  TempDir dir("fsdp_hybrid_memory");
+  train(dir, "hybrid",
+        "--mode fsdp-hybrid --shard-group-size 2 --workload mlp-small --world-size 4 "
+        "--global-batch 16 --optimizer adamw",
+        3, 2, 1);
+  const nlohmann::json r = record(dir, "hybrid");
+  const nlohmann::json& m = r["memory"][0];
+  const double psi = r["workload"]["parameters"].get<double>();
+  EXPECT_NEAR(m["expected_by_category"]["optimizer_state"].get<double>(), 8.0 * psi / 2, 8.0);
+  EXPECT_NEAR(m["by_category"]["optimizer_state"].get<double>(), 8.0 * psi / 2, 4096.0);
+}
+
 }  // namespace
 }  // namespace ddpb

@@ -155,8 +155,10 @@ void FullyShardedDataParallel::pre_backward(size_t index) {
   in_backward_ = true;
   gather(index, "backward");
   if (options_.backward_prefetch) {
+    // A unit reduced already in this backward (a fork whose branches finish out of forward
+    // order) needs no second gather.
     const size_t next = next_in_forward(index, -1);
-    if (next != kNone) gather(next, "prefetch backward");
+    if (next != kNone && !state_[next].reduced) gather(next, "prefetch backward");
   }
   wait_gather(index);
 }
@@ -287,7 +289,10 @@ void FullyShardedDataParallel::finish_gradient_sync() {
   for (size_t i = 0; i < units_.size(); ++i) finish_unit(i);
   for (const auto& unit : units_) unit->wait_replicate();
   exposed_reduce_scatter_ms_ += static_cast<double>(steady_now_ns() - start) / 1e6;
-  if (root_ != kNone) reshard(root_);
+  // Every unit released, the root and any a stray prefetch gathered again after its
+  // reduce-scatter: the optimizer is about to step the shards, and a unit left gathered would
+  // run the next forward on the values from before the step.
+  for (size_t i = 0; i < units_.size(); ++i) reshard(i);
   for (UnitState& s : state_) s.ready = 0, s.reduced = false;
   order_known_ = true;
   in_backward_ = false;

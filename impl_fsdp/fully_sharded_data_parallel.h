@@ -48,6 +48,12 @@
 // gradient this backward (unused) is reduce-scattered at finish_gradient_sync() in unit
 // order, which holds as long as no unit is used on one rank and unused on another.
 //
+// The host's waits. The exposed all-gather time (phase param_allgather, taken out of forward
+// and backward_compute) and the exposed reduce-scatter time are host time blocked in a Work's
+// wait: on CPU devices (Gloo, MPI) the collective's own; on NCCL, whose wait orders the streams
+// without blocking the host, about 0, the stream's stall staying inside forward and
+// backward_compute.
+//
 // Gradient accumulation: every micro-step reduce-scatters (the shard's gradient adds up), as
 // PyTorch's FSDP outside no_sync(); no full gradient outlives its unit's backward.
 //
@@ -152,8 +158,8 @@ class FullyShardedDataParallel {
   using ForwardFn = std::function<autograd::Var(const Tensor& x)>;
 
   // Collective. `module` and the groups must outlive this object; every rank passes the same
-  // model (built from the same seed) and the same units. Broadcasts the buffers from rank 0;
-  // the parameters are every rank's own (equal), copied into the shards. Throws UsageError
+  // model and the same units. Broadcasts rank 0's parameters and buffers (as DDP's
+  // constructor does), then copies the parameters into the shards. Throws UsageError
   // for sync_batch_norm on a module without BatchNorm layers.
   FullyShardedDataParallel(nn::Module& module, ForwardFn forward, FsdpGroups groups,
                            const std::vector<FsdpUnitSpec>& units, FsdpOptions options);
@@ -198,7 +204,9 @@ class FullyShardedDataParallel {
   int64_t peak_unsharded_numel() const;
   // The gradient elements held beside the shards' at the peak: a unit's full gradients and
   // their padded flat copy for the reduce-scatter (Note [Flat parameters]), the largest
-  // unit's, on top of the root's, which stay until the end of backward.
+  // unit's, on top of the root's, which stay until the end of backward. A bound for one copy
+  // in flight at a time: where reduce-scatters lag behind backward (a slow link), several
+  // units' flat copies are alive, each freed once its reduce-scatter completes.
   int64_t peak_unsharded_grad_numel() const;
 
  private:

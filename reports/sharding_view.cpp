@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -213,9 +214,12 @@ std::optional<std::string> three_way(const SuiteRecord& suite, const std::string
   const DesignCost& fastest =
       *std::min_element(designs.begin(), designs.end(),
                         by([](const DesignCost& c) { return c.median_of(c.step_ms); }));
+  // A design whose record has no memory (an older one: peak 0) is never the leanest.
   const DesignCost& leanest =
-      *std::min_element(designs.begin(), designs.end(),
-                        by([](const DesignCost& c) { return c.median_of(c.peak_bytes); }));
+      *std::min_element(designs.begin(), designs.end(), by([](const DesignCost& c) {
+                          const double peak = c.median_of(c.peak_bytes);
+                          return peak > 0 ? peak : std::numeric_limits<double>::infinity();
+                        }));
   const DesignInfo fast = suite.design_named(fastest.design),
                    lean = suite.design_named(leanest.design);
   const double step = fastest.median_of(fastest.step_ms);

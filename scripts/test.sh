@@ -133,7 +133,8 @@ if [[ $sanitize == 1 ]]; then
   stage="the TSan tests"
   tsan_result="TSan: 7 passed"
   # The 2000-collective stress test is left to the main pass: under TSan it takes minutes.
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" side_by_side "TSan" "$jobs" \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/lib/tsan.supp" \
+    side_by_side "TSan" "$jobs" \
     "$tsan_dir/tests/impl_dp/test_dp_primitives --gtest_brief=1" \
     "$tsan_dir/tests/test_stream --gtest_brief=1" \
     "$tsan_dir/tests/data/test_dataloader --gtest_brief=1" \

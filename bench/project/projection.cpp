@@ -178,6 +178,16 @@ void read_strategy(const nlohmann::json& details, const reports::DesignInfo& des
   in.backward_prefetch = details.value("backward_prefetch", true);
 }
 
+// The ranks the run divided its model state over: FSDP's shard group (mode.details'
+// shard_group_size: hybrid_shard's node, no_shard's one rank), else the world.
+int shard_world(const reports::RunRecord& record) {
+  const nlohmann::json& details = record.mode.details;
+  const int world = std::max(1, static_cast<int>(record.config.world_size));
+  if (!details.is_object() || !details.contains("shard_group_size")) return world;
+  const int group = details.value("shard_group_size", 0);
+  return group > 0 ? group : world;
+}
+
 bool has_units(const reports::RunRecord& record) {
   const nlohmann::json& details = record.mode.details;
   return details.is_object() && details.contains("units") && details.at("units").is_array() &&
@@ -196,8 +206,8 @@ UnitInputs unit_inputs(const reports::RunRecord& record, const std::string& labe
   in.optimizer_ms = phase_ms(record, "optimizer");
   read_units(record.mode.details.at("units"), in);
   read_strategy(record.mode.details, record.design, in);
-  if (record.design.shards_optimizer_state)  // Note [Sharded steps], as allreduce_inputs
-    in.optimizer_shards = std::max<int>(1, static_cast<int>(record.config.world_size));
+  if (record.design.shards_optimizer_state)  // Note [Sharded steps], over its shard group
+    in.optimizer_shards = shard_world(record);
   return in;
 }
 
@@ -227,7 +237,7 @@ std::optional<MemoryBasis> memory_basis(const reports::RunRecord& record) {
   if (record.memory.empty()) return std::nullopt;
   const reports::MemoryUse& m = record.memory.front();
   if (!m.expected_by_category || !m.by_category) return std::nullopt;
-  const int world = std::max(1, static_cast<int>(record.config.world_size));
+  const int world = shard_world(record);  // what the promise divided by
   return MemoryBasis{static_cast<double>(m.peak_bytes),
                      static_cast<double>(reports::named_value(*m.by_category, "activations")),
                      *m.expected_by_category,

@@ -24,7 +24,8 @@ void BucketReadyLog::add(std::vector<double> ready_ms) {
 }
 
 void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord& record,
-                                  const std::string& design, const std::string& groups) const {
+                                  const std::string& design, const std::string& groups,
+                                  bool with_critical_path) const {
   if (process.world_size() < 2) return;
   const nlohmann::json mine(std::vector<std::vector<double>>(steps_.begin(), steps_.end()));
   const std::vector<nlohmann::json> logs = process.gather("bucket_ready", mine);
@@ -44,7 +45,7 @@ void BucketReadyLog::attach_blame(const RankProcess& process, reports::RunRecord
   if (ready[0].empty()) return;
   record.summary.bucket_blame =
       bucket_blame(ready, *record.ranks, record.summary.step_time_ms, groups);
-  record.summary.critical_path = critical_path(record, ready);
+  if (with_critical_path) record.summary.critical_path = critical_path(record, ready);
   fmt::print("{}: bucket blame: {}\n", design, record.summary.bucket_blame->finding);
   if (const auto& c = record.summary.critical_path; c && c->waited_for) {
     fmt::print("{}: critical path: rank 0 waits {:.1f} of the median step's {:.1f} ms for {}\n",

@@ -31,9 +31,12 @@ class BucketReadyLog {
   // Collective over the store, after RankProcess::merge_records: every rank publishes its log;
   // rank 0, at world size > 1, sets record.summary.bucket_blame and the critical path from them
   // and record.ranks. `design` prefixes what it prints ("ddp"); `groups` names what was ready
-  // ("buckets", "units").
+  // ("buckets", "units"). `with_critical_path`: whether Note [Critical path]'s model (rank 0's
+  // wait in comm_exposed, after its backward) holds for the design: not for FSDP, whose ranks
+  // wait in the forward's first all-gather.
   void attach_blame(const RankProcess& process, reports::RunRecord& record,
-                    const std::string& design = "ddp", const std::string& groups = "buckets") const;
+                    const std::string& design = "ddp", const std::string& groups = "buckets",
+                    bool with_critical_path = true) const;
 
  private:
   std::deque<std::vector<double>> steps_;  // per step, each bucket's ready time (ms from its start)

@@ -111,7 +111,7 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
   reports::RunRecord finalize_record(reports::RunRecord record) override {
     fsdp_->check_replicas_consistent();
     record = process_.merge_records(std::move(record));
-    ready_log_.attach_blame(process_, record, "fsdp", "units");
+    ready_log_.attach_blame(process_, record, "fsdp", "units", /*critical_path=*/false);
     if (env_.rank != 0) return record;
     record.mode.details =
         fsdp_mode_details(config_, env_, *fsdp_, !model_->named_buffers().empty());

@@ -189,11 +189,19 @@ void FullyShardedDataParallel::gather(size_t index, const char* when) {
   FlatParamUnit& unit = *units_[index];
   if (unit.gathered()) return;  // gathered, or its gather in flight
   limit_in_flight();
+  const int64_t launch_ns = steady_now_ns();
+  record_issued(index, "allgather", when, unit.gather_bytes(), launch_ns, unit.gather());
+}
+
+// One of a unit's collectives over its shard group into this step's records, tagged for the
+// flight recorder.
+void FullyShardedDataParallel::record_issued(size_t index, const char* op, const char* when,
+                                             int64_t bytes, int64_t launch_ns, comm::WorkPtr work) {
   Issued issued;
-  issued.launch_ns = steady_now_ns();
-  issued.work = unit.gather();
+  issued.launch_ns = launch_ns;
+  issued.work = std::move(work);
   issued.unit = index;
-  issued.record = {unit_names_[index], "allgather", when, unit.gather_bytes()};
+  issued.record = {unit_names_[index], op, when, bytes};
   issued.record.waited_before_ms = waited_ms();
   tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
   issued_.push_back(std::move(issued));
@@ -232,14 +240,9 @@ void FullyShardedDataParallel::limit_in_flight() {
 void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when) {
   FlatParamUnit& unit = *units_[index];
   state_[index].reduced = true;
-  Issued issued;
-  issued.launch_ns = steady_now_ns();
-  issued.work = unit.reduce_scatter_grads();
-  issued.unit = index;
-  issued.record = {unit_names_[index], "reduce_scatter", when, unit.reduce_scatter_bytes()};
-  issued.record.waited_before_ms = waited_ms();
-  tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
-  issued_.push_back(std::move(issued));
+  const int64_t launch_ns = steady_now_ns();
+  record_issued(index, "reduce_scatter", when, unit.reduce_scatter_bytes(), launch_ns,
+                unit.reduce_scatter_grads());
 }
 
 // The reduce-scatter's wait and, across shard groups, the all-reduce it then issues.

@@ -223,6 +223,8 @@ class FullyShardedDataParallel {
   void reshard(size_t index);
   void limit_in_flight();
   void reduce_scatter(size_t index, const char* when);
+  void record_issued(size_t index, const char* op, const char* when, int64_t bytes,
+                     int64_t launch_ns, comm::WorkPtr work);
   void finish_unit(size_t index);
   size_t next_in_forward(size_t index, int direction) const;
   int64_t sync_buffers_now();

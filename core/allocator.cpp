@@ -2,6 +2,7 @@
 
 #include "base/memory_limits.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <memory>
@@ -111,6 +112,22 @@ void CachingAllocator::add_live(const BlockInfo& block, int sign) {
     stats_.peak_bytes = stats_.current_bytes;
     stats_.peak_by_category = stats_.current_by_category;
   }
+  if (sign > 0) note_highest(stats_);
+}
+
+// Note [A category's own peak]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// peak_by_category is what each category held at the device's peak: one moment, so the
+// categories add up to peak_bytes. A category can be larger at another moment: FSDP's
+// gathered parameters peak while backward prefetches the next unit, its unsharded gradients
+// while a reduce-scatter is in flight, and neither need coincide with the activations' peak,
+// which sets the device's. A design's formula (Note [Model-state memory]) promises what a
+// category holds at its most, so the allocator also keeps each category's own maximum, and
+// that of the three model-state categories' sum, updated whenever one grows.
+void CachingAllocator::note_highest(MemoryStats& s) {
+  for (size_t c = 0; c < kNumMemoryCategories; ++c)
+    s.highest_by_category[c] = std::max(s.highest_by_category[c], s.current_by_category[c]);
+  s.highest_model_state = std::max(s.highest_model_state, model_state_bytes(s.current_by_category));
 }
 
 void CachingAllocator::set_category(void* ptr, MemoryCategory category) {
@@ -121,6 +138,7 @@ void CachingAllocator::set_category(void* ptr, MemoryCategory category) {
   stats_.current_by_category[static_cast<size_t>(it->second.category)] -= bytes;
   stats_.current_by_category[static_cast<size_t>(category)] += bytes;
   it->second.category = category;
+  note_highest(stats_);
 }
 
 void CachingAllocator::free(void* ptr) {
@@ -142,6 +160,8 @@ void CachingAllocator::reset_peak() {
   std::lock_guard lock(mutex_);
   stats_.peak_bytes = stats_.current_bytes;
   stats_.peak_by_category = stats_.current_by_category;
+  stats_.highest_by_category = stats_.current_by_category;
+  stats_.highest_model_state = model_state_bytes(stats_.current_by_category);
 }
 
 void CachingAllocator::empty_cache() {

@@ -34,6 +34,10 @@ struct MemoryStats {
   int64_t num_backend_allocs = 0;
   // Note [Memory categories]: live bytes by category now, and at the peak.
   MemoryByCategory current_by_category{}, peak_by_category{};
+  // Each category's own maximum since the last reset_peak() (Note [A category's own peak]),
+  // and that of the model state: parameters, gradients and optimizer state together.
+  MemoryByCategory highest_by_category{};
+  int64_t highest_model_state = 0;
 };
 
 // Raw memory source under the cache.
@@ -90,6 +94,7 @@ class CachingAllocator {
     size_t requested;  // what was asked for; the rest of size is rounding, filed under other
   };
   void add_live(const BlockInfo& block, int sign);
+  static void note_highest(MemoryStats& stats);
   std::unique_ptr<MemoryBackend> backend_;
   mutable std::mutex mutex_;
   std::unordered_map<void*, BlockInfo> live_;

@@ -47,6 +47,13 @@ constexpr NameTable<MemoryCategory, kNumMemoryCategories> enum_names(MemoryCateg
            {"other", MemoryCategory::Other}}};
 }
 using MemoryByCategory = std::array<int64_t, kNumMemoryCategories>;
+// Parameters, gradients and optimizer state together: the model state a design's formula
+// promises (Note [Model-state memory] in reports/memory_model.h).
+constexpr int64_t model_state_bytes(const MemoryByCategory& bytes) {
+  return bytes[static_cast<size_t>(MemoryCategory::Parameters)] +
+         bytes[static_cast<size_t>(MemoryCategory::Gradients)] +
+         bytes[static_cast<size_t>(MemoryCategory::OptimizerState)];
+}
 
 // The category an allocation on this thread is filed under now.
 MemoryCategory current_memory_category();

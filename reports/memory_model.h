@@ -40,8 +40,9 @@ NamedValues<int64_t> model_state_at_world(const DesignInfo& design,
                                           const NamedValues<int64_t>& expected, int from_world,
                                           int to_world);
 
-// measured / expected for every category of `expected`, and for their sum ("model_state");
-// a category expected to hold nothing is left out.
+// measured / expected for every category of `expected`, and for their sums ("model_state";
+// with each category at its own most, both sides are sums of maxima); a category expected to
+// hold nothing is left out.
 NamedValues<double> measured_over_expected(const NamedValues<int64_t>& measured,
                                            const NamedValues<int64_t>& expected);
 

@@ -60,6 +60,8 @@ struct TopologyInfo {
   // topology of one ring, so that records written before it read back unchanged.
   std::optional<bool> one_ring = {};
   std::optional<TopologyDeviceInfo> device;  // absent: the measured device computes
+  // Note [Links by collective] (bench/project/cost_model.h): absent, intra prices them.
+  std::optional<LinkInfo> all_gather = {}, reduce_scatter = {};
   bool operator==(const TopologyInfo&) const = default;
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -67,7 +69,7 @@ struct TopologyInfo {
         v("inter", s.inter), v("copy", s.copy), v("reduce_add", s.reduce_add),
         v("compute_slots", s.compute_slots), v("comm_shares_compute", s.comm_shares_compute),
         v("compute_contention", s.compute_contention), v("one_ring", s.one_ring),
-        v("device", s.device);
+        v("device", s.device), v("all_gather", s.all_gather), v("reduce_scatter", s.reduce_scatter);
   }
 };
 

@@ -48,14 +48,18 @@ struct MemoryUse {
   std::optional<int64_t> reserved_bytes;  // always in run records; optional in suite metrics
   // What the peak held, by category (Note [Memory categories] in core/memory_category.h).
   std::optional<NamedValues<int64_t>> by_category;
-  // What the design promises of parameters, gradients and optimizer state, and measured /
+  // Each category's own maximum, and the model state's (parameters, gradients and optimizer
+  // state together: "model_state"), Note [A category's own peak] in core/allocator.cpp.
+  std::optional<NamedValues<int64_t>> highest_by_category = {};
+  // What the design promises of parameters, gradients and optimizer state, and highest /
   // expected per category and for their sum (Note [Model-state memory]).
   std::optional<NamedValues<int64_t>> expected_by_category = {};
   std::optional<NamedValues<double>> ratio_by_category = {};
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("device", s.device), v("peak_bytes", s.peak_bytes), v("reserved_bytes", s.reserved_bytes);
-    v("by_category", s.by_category), v("expected_by_category", s.expected_by_category);
+    v("by_category", s.by_category), v("highest_by_category", s.highest_by_category);
+    v("expected_by_category", s.expected_by_category);
     v("ratio_by_category", s.ratio_by_category);
   }
 };

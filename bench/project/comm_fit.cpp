@@ -63,20 +63,42 @@ const std::vector<int64_t> kSizes = {4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 
 const std::vector<int64_t> kCopySizes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
 constexpr int kWarmup = 2, kIters = 5;
 
-std::vector<FitPoint> time_allreduce(const std::string& backend, int ranks) {
+// Each rank's buffers for one `op` of `bytes` (the whole buffer: what an AllReduce reduces,
+// what an all-gather gathers, what a reduce-scatter scatters).
+std::pair<Tensor, Tensor> collective_buffers(FitOp op, int64_t bytes, int ranks, Device d) {
+  const int64_t n = bytes / 4;
+  Tensor whole = Tensor::zeros({n}, DType::F32, d);
+  if (op == FitOp::AllReduce) return {whole, whole};
+  return {whole, Tensor::zeros({n / ranks}, DType::F32, d)};
+}
+
+std::vector<FitPoint> time_collective(const std::string& backend, int ranks, FitOp op) {
   comm::GroupTeam team(backend, ranks, std::chrono::seconds(60));
   std::vector<FitPoint> points;
-  for (int64_t bytes : kSizes) {
-    std::vector<Tensor> buf(static_cast<size_t>(ranks));
+  for (int64_t size : kSizes) {
+    const int64_t bytes = size / (4 * ranks) * (4 * ranks);  // a whole element a rank
+    std::vector<std::pair<Tensor, Tensor>> buf(static_cast<size_t>(ranks));
     team.ranks().run_void([&](int r) {
-      buf[static_cast<size_t>(r)] = Tensor::zeros({bytes / 4}, DType::F32, team.device(r));
+      buf[static_cast<size_t>(r)] = collective_buffers(op, bytes, ranks, team.device(r));
     });
+    const auto run_op = [&](int r) {
+      comm::ProcessGroup& g = team.group(r);
+      const auto& [whole, part] = buf[static_cast<size_t>(r)];
+      switch (op) {
+        case FitOp::AllReduce:
+          return g.allreduce(whole);
+        case FitOp::AllGather:
+          return g.allgather(whole, part);
+        case FitOp::ReduceScatter:
+          break;
+      }
+      return g.reduce_scatter(part, whole);
+    };
     std::vector<double> ms;
     for (int i = 0; i < kWarmup + kIters; ++i) {
       const auto secs = team.ranks().run([&](int r) {
         DeviceGuard guard(team.device(r));
-        return timed_seconds(team.device(r),
-                             [&] { team.group(r).allreduce(buf[static_cast<size_t>(r)])->wait(); });
+        return timed_seconds(team.device(r), [&] { run_op(r)->wait(); });
       });
       if (i >= kWarmup) ms.push_back(*std::max_element(secs.begin(), secs.end()) * 1e3);
     }
@@ -186,6 +208,17 @@ Link fit_ring_allreduce(const std::vector<FitPoint>& points) {
   return link_from(fit_two(x1, x2, y));
 }
 
+Link fit_ring_reduce_scatter(const std::vector<FitPoint>& points) {
+  check_sizes(points);
+  std::vector<double> x1, x2, y;
+  for (const auto& p : points) {
+    x1.push_back(p.ranks - 1.0);
+    x2.push_back((p.ranks - 1.0) / p.ranks * p.bytes);
+    y.push_back(p.ms);
+  }
+  return link_from(fit_two(x1, x2, y));
+}
+
 Link fit_copy(const std::vector<FitPoint>& points) {
   check_sizes(points);
   std::vector<double> x1, x2, y;
@@ -197,10 +230,14 @@ json CommFit::to_json() const {
   return {{"backend", backend},
           {"device", device},
           {"allreduce", link_json(allreduce)},
+          {"all_gather", link_json(all_gather)},
+          {"reduce_scatter", link_json(reduce_scatter)},
           {"copy", link_json(copy)},
           {"reduce_add", link_json(reduce_add)},
           {"compute_contention", compute_contention},
           {"allreduce_points", points_json(allreduce_points)},
+          {"all_gather_points", points_json(all_gather_points)},
+          {"reduce_scatter_points", points_json(reduce_scatter_points)},
           {"copy_points", points_json(copy_points)},
           {"reduce_add_points", points_json(reduce_add_points)}};
 }
@@ -214,6 +251,9 @@ CommFit CommFit::from_json(const json& j, const std::string& what) {
   };
   CommFit f;
   f.allreduce = link("allreduce");
+  // A fit from before Note [Links by collective] priced both with the AllReduce's link.
+  f.all_gather = j.contains("all_gather") ? link("all_gather") : f.allreduce;
+  f.reduce_scatter = j.contains("reduce_scatter") ? link("reduce_scatter") : f.allreduce;
   f.copy = link("copy");
   f.reduce_add = link("reduce_add");
   f.compute_contention = j.value("compute_contention", 1.0);
@@ -224,19 +264,29 @@ CommFit CommFit::from_json(const json& j, const std::string& what) {
 
 CommFit measure_comm_fit(const std::string& backend, const std::string& device,
                          const std::vector<int>& ranks, int compute_slots,
-                         const std::vector<FitPoint>& allreduce_points) {
+                         const SweptPoints& swept) {
   CommFit f;
   f.backend = backend;
   f.device = device;
-  f.allreduce_points = allreduce_points;
-  for (int p : allreduce_points.size() >= 2 ? std::vector<int>{} : ranks) {
-    const auto points = time_allreduce(backend, p);
-    f.allreduce_points.insert(f.allreduce_points.end(), points.begin(), points.end());
-  }
+  // A sweep's points where it timed the collective at two sizes or more (real rank
+  // processes), else this process's threads at `ranks`.
+  const auto points_of = [&](const std::vector<FitPoint>& given, FitOp op) {
+    std::vector<FitPoint> points = given;
+    for (int p : given.size() >= 2 ? std::vector<int>{} : ranks) {
+      const auto timed = time_collective(backend, p, op);
+      points.insert(points.end(), timed.begin(), timed.end());
+    }
+    return points;
+  };
+  f.allreduce_points = points_of(swept.allreduce, FitOp::AllReduce);
+  f.all_gather_points = points_of(swept.all_gather, FitOp::AllGather);
+  f.reduce_scatter_points = points_of(swept.reduce_scatter, FitOp::ReduceScatter);
   DpTransferPoints dp = time_dp_transfers(device);
   f.copy_points = std::move(dp.replicate);
   f.reduce_add_points = std::move(dp.reduce_add);
   f.allreduce = fit_ring_allreduce(f.allreduce_points);
+  f.all_gather = fit_ring_reduce_scatter(f.all_gather_points);
+  f.reduce_scatter = fit_ring_reduce_scatter(f.reduce_scatter_points);
   f.copy = fit_copy(f.copy_points);
   f.reduce_add = fit_copy(f.reduce_add_points);
   if (device == "cpu" && compute_slots >= 2)
@@ -247,10 +297,13 @@ CommFit measure_comm_fit(const std::string& backend, const std::string& device,
 Topology measured_topology(const CommFit& fit, int compute_slots) {
   Topology t;
   t.name = "measured";
-  t.source = "fitted on this machine: " + fit.backend + " AllReduce, DataParallel's " + fit.device +
+  t.source = "fitted on this machine: " + fit.backend +
+             " AllReduce, all-gather and reduce-scatter, DataParallel's " + fit.device +
              " replicate and reduce_add (bench/project/comm_fit.h)";
   t.node_size = 1 << 20;  // one machine, as many ranks as asked for
   t.intra = fit.allreduce;
+  t.all_gather = fit.all_gather;
+  t.reduce_scatter = fit.reduce_scatter;
   t.copy = fit.copy;
   t.reduce_add = fit.reduce_add;
   t.compute_slots = compute_slots;
@@ -262,11 +315,11 @@ Topology measured_topology(const CommFit& fit, int compute_slots) {
 
 namespace {
 
-std::vector<FitPoint> allreduce_points_of(const std::vector<reports::CollectiveResult>& results,
-                                          int64_t ranks) {
+std::vector<FitPoint> points_of(const std::vector<reports::CollectiveResult>& results,
+                                int64_t ranks, const std::string& op) {
   std::vector<FitPoint> points;
   for (const reports::CollectiveResult& r : results) {
-    if (r.op == "allreduce" && r.time_us > 0) {
+    if (r.op == op && r.time_us > 0) {
       points.push_back(
           {static_cast<int>(ranks), static_cast<double>(r.size_bytes), r.time_us / 1e3});
     }
@@ -293,10 +346,17 @@ const reports::CollectivesLevel* level_named(const reports::CollectivesRecord& r
   return nullptr;
 }
 
+std::vector<FitPoint> allreduce_points_of(const std::vector<reports::CollectiveResult>& results,
+                                          int64_t ranks) {
+  return points_of(results, ranks, "allreduce");
+}
+
 }  // namespace
 
-std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record) {
-  return allreduce_points_of(record.results, record.config.world_size);
+SweptPoints swept_points(const reports::CollectivesRecord& record) {
+  const int64_t p = record.config.world_size;
+  return {points_of(record.results, p, "allreduce"), points_of(record.results, p, "allgather"),
+          points_of(record.results, p, "reduce_scatter")};
 }
 
 Topology with_inter_link(Topology t, const reports::CollectivesRecord& sweep,
@@ -316,7 +376,8 @@ Topology with_inter_link(Topology t, const reports::CollectivesRecord& sweep,
   } else {
     DDPB_USAGE_CHECK(node_size > 0)
         << "--inter " << what << " was swept without --node-size: give --node-size";
-    const Link node = fit_level(allreduce_points(sweep), sweep.config.world_size, what, "flat");
+    const Link node =
+        fit_level(swept_points(sweep).allreduce, sweep.config.world_size, what, "flat");
     t.node_size = node_size;
     t.inter = Link{node.alpha_us, node.bandwidth_GBps / node_size};
   }

@@ -21,10 +21,15 @@ struct FitPoint {
   double ms = 0;
 };
 
+enum class FitOp { AllReduce, AllGather, ReduceScatter };
+
 // Least squares on relative error (each point weighs 1/ms², so small and large messages count
 // alike) of the ring AllReduce model ms = 2(p-1)·α + 2(p-1)/p · n/β. α is kept >= 0. Throws
 // when fewer than two sizes are given.
 Link fit_ring_allreduce(const std::vector<FitPoint>& points);
+// The same for a ring reduce-scatter or all-gather of the whole buffer n:
+// ms = (p-1)·α + (p-1)/p · n/β (Note [Links by collective] in cost_model.h).
+Link fit_ring_reduce_scatter(const std::vector<FitPoint>& points);
 // The same for one copy: ms = α + n/β.
 Link fit_copy(const std::vector<FitPoint>& points);
 
@@ -32,31 +37,39 @@ struct CommFit {
   std::string backend;
   std::string device;  // "cpu" or "cuda"
   Link allreduce;
+  Link all_gather, reduce_scatter;  // Note [Links by collective]
   Link copy;                      // DP's replicate (a coalesced copy to another device)
   Link reduce_add;                // DP's reduce_add (a copy back and a sum)
   double compute_contention = 1;  // Note [Compute contention]: CPU only
-  std::vector<FitPoint> allreduce_points, copy_points, reduce_add_points;
+  std::vector<FitPoint> allreduce_points, all_gather_points, reduce_scatter_points;
+  std::vector<FitPoint> copy_points, reduce_add_points;
   nlohmann::json to_json() const;
   // Throws UsageError on missing fields.
   static CommFit from_json(const nlohmann::json& j, const std::string& what);
 };
 
-// Times AllReduce at `ranks` ranks over a few sizes (4 KiB to 16 MiB) and DP's replicate and
-// reduce_add on `device` ("cpu" or "cuda", 64 KiB to 64 MiB), and fits each. About two
-// seconds on CPU.
-// On CPU with `compute_slots` >= 2 it also measures the compute contention. With
-// `allreduce_points` (the suite's `ddpbench collectives` sweep: real rank processes), the
-// AllReduce link is fitted on those instead of timed here.
+// A collectives sweep's timings (real rank processes) of each collective the fit prices.
+struct SweptPoints {
+  std::vector<FitPoint> allreduce, all_gather, reduce_scatter;
+};
+
+// Times AllReduce, all-gather and reduce-scatter at `ranks` ranks over a few sizes (4 KiB to
+// 16 MiB) and DP's replicate and reduce_add on `device` ("cpu" or "cuda", 64 KiB to 64 MiB),
+// and fits each. About three seconds on CPU.
+// On CPU with `compute_slots` >= 2 it also measures the compute contention. A collective
+// `swept` holds at two sizes or more (the suite's `ddpbench collectives` sweep: real rank
+// processes) is fitted on those instead of timed here.
 CommFit measure_comm_fit(const std::string& backend, const std::string& device,
                          const std::vector<int>& ranks, int compute_slots,
-                         const std::vector<FitPoint>& allreduce_points = {});
+                         const SweptPoints& swept = {});
 
 // The measured topology: one node as large as needed, its devices sharing `compute_slots`
 // compute units (CPU cores, or GPUs under logical ranks; 0 = one each).
 Topology measured_topology(const CommFit& fit, int compute_slots);
 
-// The AllReduce rows of a collectives record as fit points at its world size.
-std::vector<FitPoint> allreduce_points(const reports::CollectivesRecord& record);
+// The AllReduce, all-gather and reduce-scatter rows of a collectives record as fit points at
+// its world size.
+SweptPoints swept_points(const reports::CollectivesRecord& record);
 
 // Note [Inter-node link from a sweep]
 // `project --inter FILE [--node-size K]`: the network between nodes, fitted on a collectives

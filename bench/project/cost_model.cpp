@@ -198,7 +198,9 @@ reports::TopologyInfo Topology::to_record() const {
           one_ring ? std::optional(true) : std::nullopt,
           device ? std::optional(reports::TopologyDeviceInfo{device->name, device->peak_flops_per_s,
                                                              device->source})
-                 : std::nullopt};
+                 : std::nullopt,
+          link_record(all_gather),
+          link_record(reduce_scatter)};
 }
 
 std::vector<std::string> topology_preset_names() {
@@ -246,6 +248,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& what) {
   if (j.contains("copy")) t.copy = link_from_json(j["copy"], what + ": copy");
   if (j.contains("reduce_add"))
     t.reduce_add = link_from_json(j["reduce_add"], what + ": reduce_add");
+  if (j.contains("all_gather"))
+    t.all_gather = link_from_json(j["all_gather"], what + ": all_gather");
+  if (j.contains("reduce_scatter"))
+    t.reduce_scatter = link_from_json(j["reduce_scatter"], what + ": reduce_scatter");
   if (j.contains("compute_slots")) {
     t.compute_slots = ranged_int(j, "compute_slots", 0, kMaxComputeSlots, what);
   }
@@ -289,9 +295,9 @@ double ring_all_gather_ms(double bytes, int p, const Link& link) {
 namespace {
 
 // Note [One ring across nodes]: every hop waits for the slowest, a node's whole link.
-Link one_ring_link(const Topology& topo, int g) {
-  return Link{std::max(topo.intra.alpha_us, topo.inter->alpha_us),
-              std::min(topo.intra.bandwidth_GBps, topo.inter->bandwidth_GBps * g)};
+Link one_ring_link(const Topology& topo, int g, const Link& in_node) {
+  return Link{std::max(in_node.alpha_us, topo.inter->alpha_us),
+              std::min(in_node.bandwidth_GBps, topo.inter->bandwidth_GBps * g)};
 }
 
 double flat_allreduce_ms(double bytes, int p, const Link& link, AllReduceAlgo algo) {
@@ -316,7 +322,7 @@ double allreduce_ms(double bytes, int devices, const Topology& topo, AllReduceAl
     throw UsageError(fmt::format("topology {} holds {} devices; {} need an inter-node link",
                                  topo.name, topo.node_size, devices));
   const int g = std::min(devices, topo.node_size);
-  if (topo.one_ring) return ring_allreduce_ms(bytes, devices, one_ring_link(topo, g));
+  if (topo.one_ring) return ring_allreduce_ms(bytes, devices, one_ring_link(topo, g, topo.intra));
   return ring_reduce_scatter_ms(bytes, g, topo.intra) +
          flat_allreduce_ms(bytes / g, nodes, *topo.inter, algo) +
          ring_all_gather_ms(bytes, g, topo.intra);
@@ -333,20 +339,26 @@ int nodes_for(int devices, const Topology& topo) {
   return nodes;
 }
 
-}  // namespace
-
-double reduce_scatter_ms(double bytes, int devices, const Topology& topo) {
+// A ring reduce-scatter or all-gather (the same steps, the other way round) whose hops within
+// a node move at `in_node`.
+double scatter_or_gather_ms(double bytes, int devices, const Topology& topo, const Link& in_node) {
   if (devices <= 1) return 0;
   const int nodes = nodes_for(devices, topo);
-  if (nodes == 1) return ring_reduce_scatter_ms(bytes, devices, topo.intra);
+  if (nodes == 1) return ring_reduce_scatter_ms(bytes, devices, in_node);
   const int g = std::min(devices, topo.node_size);
-  if (topo.one_ring) return ring_reduce_scatter_ms(bytes, devices, one_ring_link(topo, g));
-  return ring_reduce_scatter_ms(bytes, g, topo.intra) +
+  if (topo.one_ring) return ring_reduce_scatter_ms(bytes, devices, one_ring_link(topo, g, in_node));
+  return ring_reduce_scatter_ms(bytes, g, in_node) +
          ring_reduce_scatter_ms(bytes / g, nodes, *topo.inter);
 }
 
+}  // namespace
+
+double reduce_scatter_ms(double bytes, int devices, const Topology& topo) {
+  return scatter_or_gather_ms(bytes, devices, topo, topo.reduce_scatter_link());
+}
+
 double all_gather_ms(double bytes, int devices, const Topology& topo) {
-  return reduce_scatter_ms(bytes, devices, topo);  // the same steps, the other way round
+  return scatter_or_gather_ms(bytes, devices, topo, topo.all_gather_link());
 }
 
 double sharded_broadcast_ms(double bytes, int devices, const Topology& topo) {

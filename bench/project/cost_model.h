@@ -68,6 +68,14 @@ struct Topology {
   // [Compute contention] in comm_fit.cpp); with k of the slots busy, 1 + (c-1)(k-1)/(slots-1).
   double compute_contention = 1;
   std::optional<TopologyDevice> device = std::nullopt;
+  // Note [Links by collective]: the link a ring all-gather and a ring reduce-scatter move at
+  // within a node, where each was fitted on its own (the measured topology: a backend's
+  // all-gather and reduce-scatter need not cost what its AllReduce's halves do; Gloo's, run by
+  // ddpbench's own ring, took 1.5-2x that here). Absent, `intra` prices them, as on the
+  // presets, whose links are the hardware's.
+  std::optional<Link> all_gather = std::nullopt, reduce_scatter = std::nullopt;
+  const Link& all_gather_link() const { return all_gather ? *all_gather : intra; }
+  const Link& reduce_scatter_link() const { return reduce_scatter ? *reduce_scatter : intra; }
   double contention(int busy_devices) const;
 
   int nodes(int devices) const;  // ceil(devices / node_size)
@@ -112,7 +120,8 @@ double allreduce_ms(double bytes, int devices, const Topology& topo,
                     AllReduceAlgo algo = AllReduceAlgo::Best);
 
 // ReduceScatter (ZeRO's gradients) and AllGather (its parameters) of a `bytes` buffer over
-// `devices` on `topo`: a ring on the intra link in one node; across nodes hierarchical, a ring
+// `devices` on `topo`: a ring on the node's link for that collective (Note [Links by
+// collective]) in one node; across nodes hierarchical, a ring
 // in the node over the whole buffer, then one between nodes over each device's 1/node_size
 // (the AllGather in the other order, at the same cost). Throws as allreduce_ms.
 double reduce_scatter_ms(double bytes, int devices, const Topology& topo);

@@ -9,6 +9,7 @@
 #include "bench/measure/context.h"
 #include "bench/measure/metrics.h"
 #include "bench/run/designs.h"
+#include "bench/run/fsdp_config.h"
 #include "comm/flight_recorder.h"
 #include "comm/tcp_store.h"
 #include "core/check.h"
@@ -204,6 +205,12 @@ std::vector<std::pair<std::string, std::string>> training_fingerprint(const RunC
     f.emplace_back("saves parameters", config.save_params.empty() ? "no" : "yes");
     f.emplace_back("dumps", config.dump.empty() ? "no" : "yes");
   }
+  // hybrid_shard's groups come from each node's LOCAL_WORLD_SIZE where --shard-group-size is
+  // not given: nodes of different sizes would build different groups and wait in each other's
+  // collectives for ever.
+  if (config.sharding_strategy == fsdp::ShardingStrategy::HybridShard)
+    f.emplace_back("hybrid_shard's shard group size (--shard-group-size, else LOCAL_WORLD_SIZE)",
+                   std::to_string(shard_group_size(config, env)));
   flatten(config.to_json(), "", f);
   return f;
 }

@@ -62,13 +62,18 @@ std::vector<reports::MemoryUse> memory_record(
     if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;  // logical replicas
     seen.push_back(d);
     MemoryStats m = device_allocator(d).stats();
-    reports::NamedValues<int64_t> by_category;
-    for (size_t c = 0; c < kNumMemoryCategories; ++c)
-      by_category.emplace_back(enum_name(static_cast<MemoryCategory>(c)), m.peak_by_category[c]);
+    reports::NamedValues<int64_t> by_category, highest;
+    for (size_t c = 0; c < kNumMemoryCategories; ++c) {
+      const auto name = enum_name(static_cast<MemoryCategory>(c));
+      by_category.emplace_back(name, m.peak_by_category[c]);
+      highest.emplace_back(name, m.highest_by_category[c]);
+    }
+    highest.emplace_back("model_state", m.highest_model_state);
     reports::MemoryUse use{d.str(), m.peak_bytes, m.reserved_bytes, std::move(by_category)};
-    if (promised) {
+    use.highest_by_category = std::move(highest);
+    if (promised) {  // a formula promises what a category holds at its most
       use.expected_by_category = *promised;
-      use.ratio_by_category = reports::measured_over_expected(*use.by_category, *promised);
+      use.ratio_by_category = reports::measured_over_expected(*use.highest_by_category, *promised);
     }
     per_device.push_back(std::move(use));
   }

@@ -530,7 +530,7 @@ void add_projection(SuiteRecord& suite, const SuiteSpec& spec, const std::string
     const std::string backend = nccl ? "nccl" : "gloo";
     const CommFit fit = measure_comm_fit(backend, std::string(enum_name(spec.device)),
                                          nccl ? std::vector<int>{2} : std::vector<int>{2, 3}, slots,
-                                         suite_allreduce_points(suite, dir, backend));
+                                         suite_swept_points(suite, dir, backend));
     suite.comm_fit = fit.to_json();
     source.fit = fit;
     // Across hosts, two links: within a node and between nodes (Note [Runs across hosts]).

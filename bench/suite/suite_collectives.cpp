@@ -26,6 +26,19 @@ int64_t largest_bucket_bytes(const SuiteSpec& spec) {
   return static_cast<int64_t>(std::ceil(mb * 1048576.0));
 }
 
+// Note [Links by collective]: a suite with a design that shards (ZeRO, FSDP; its sharding
+// rounds or a mode) also sweeps the all-gather and reduce-scatter, so that its projection prices
+// them at their own links.
+bool suite_shards(const SuiteSpec& spec) {
+  const auto shards = [](const std::string& mode) {
+    const reports::DesignInfo& d = design_named(mode).info;
+    return d.shards_parameters || d.shards_gradients || d.shards_optimizer_state;
+  };
+  return spec.sharding_rounds > 0 || std::any_of(spec.modes.begin(), spec.modes.end(), shards) ||
+         std::any_of(spec.runs.begin(), spec.runs.end(),
+                     [&](const ExplicitRun& e) { return shards(e.mode); });
+}
+
 reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, int world,
                                 const std::string& backend, const std::atomic<bool>* stop) {
   reports::SuiteCollectives c;
@@ -43,7 +56,7 @@ reports::SuiteCollectives sweep(const SuiteSpec& spec, const std::string& dir, i
                            "--backend",
                            backend,
                            "-o",
-                           "allreduce",
+                           suite_shards(spec) ? "allreduce,allgather,reduce_scatter" : "allreduce",
                            "-b",
                            "4K",
                            "-e",
@@ -131,15 +144,21 @@ void run_suite_collectives(reports::SuiteRecord& suite, const SuiteSpec& spec,
   }
 }
 
-std::vector<FitPoint> suite_allreduce_points(const reports::SuiteRecord& suite,
-                                             const std::string& dir, const std::string& backend) {
-  std::vector<FitPoint> points;
+SweptPoints suite_swept_points(const reports::SuiteRecord& suite, const std::string& dir,
+                               const std::string& backend) {
+  SweptPoints points;
   if (!suite.collectives) return points;
   for (const reports::SuiteCollectives& c : *suite.collectives) {
     if (c.backend != backend || c.status != "ok" || !c.record || c.nnodes.value_or(1) > 1) continue;
     const auto rec = reports::CollectivesRecord::from_json(
         reports::read_json((fs::path(dir) / *c.record).string()));
-    for (const FitPoint& p : allreduce_points(rec)) points.push_back(p);
+    const SweptPoints swept = swept_points(rec);
+    const auto add = [](std::vector<FitPoint>& to, const std::vector<FitPoint>& from) {
+      to.insert(to.end(), from.begin(), from.end());
+    };
+    add(points.allreduce, swept.allreduce);
+    add(points.all_gather, swept.all_gather);
+    add(points.reduce_scatter, swept.reduce_scatter);
   }
   return points;
 }

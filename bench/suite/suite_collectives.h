@@ -24,11 +24,12 @@ std::vector<std::string> suite_ddp_backends(const SuiteSpec& spec);
 void run_suite_collectives(reports::SuiteRecord& suite, const SuiteSpec& spec,
                            const std::string& dir, const std::atomic<bool>* stop);
 
-// The AllReduce times of the suite's sweep for `backend` on this host, as fit points; empty
-// when there are none. A sweep across hosts is not this host's link: it gives the links of
-// suite_two_level below instead.
-std::vector<FitPoint> suite_allreduce_points(const reports::SuiteRecord& suite,
-                                             const std::string& dir, const std::string& backend);
+// The AllReduce, all-gather and reduce-scatter times of the suite's sweep for `backend` on
+// this host, as fit points; empty where it has none (it sweeps the last two only for a suite
+// with a design that shards). A sweep across hosts is not this host's link: it gives the links
+// of suite_two_level below instead.
+SweptPoints suite_swept_points(const reports::SuiteRecord& suite, const std::string& dir,
+                               const std::string& backend);
 
 // A suite across hosts (Note [Runs across hosts]): `measured` with the links its sweep across
 // hosts measured, between nodes and, when a node has several ranks, within them (Note

@@ -67,6 +67,28 @@ TEST(CostModel, ShardedCollectivesOnATopology) {
   EXPECT_THROW(reduce_scatter_ms(n, 16, topology_preset("nvlink")), UsageError);
 }
 
+// Note [Links by collective]: a topology whose all-gather and reduce-scatter were fitted on
+// their own prices each at its link within a node, and only there; the AllReduce keeps intra.
+TEST(CostModel, AllGatherAndReduceScatterMoveAtTheirOwnLinksWhereFitted) {
+  Topology t = topology_preset("nvlink+ib-ndr");
+  t.all_gather = Link{5.0, 100.0};
+  t.reduce_scatter = Link{20.0, 50.0};
+  const double n = 1e8;
+  EXPECT_NEAR(all_gather_ms(n, 8, t), ring_all_gather_ms(n, 8, *t.all_gather), 1e-12);
+  EXPECT_NEAR(reduce_scatter_ms(n, 8, t), ring_reduce_scatter_ms(n, 8, *t.reduce_scatter), 1e-12);
+  EXPECT_GT(reduce_scatter_ms(n, 8, t), all_gather_ms(n, 8, t));
+  EXPECT_NEAR(
+      reduce_scatter_ms(n, 64, t),
+      ring_reduce_scatter_ms(n, 8, *t.reduce_scatter) + ring_reduce_scatter_ms(n / 8, 8, *t.inter),
+      1e-12);
+  EXPECT_NEAR(allreduce_ms(n, 8, t, AllReduceAlgo::Ring), ring_allreduce_ms(n, 8, t.intra), 1e-12);
+  const Topology back = topology_from_json(t.to_json(), "t.json");
+  ASSERT_TRUE(back.all_gather && back.reduce_scatter);
+  EXPECT_DOUBLE_EQ(back.reduce_scatter->bandwidth_GBps, 50.0);
+  EXPECT_DOUBLE_EQ(back.all_gather->alpha_us, 5.0);
+  EXPECT_FALSE(topology_preset("nvlink").all_gather) << "a preset's link is the hardware's";
+}
+
 TEST(CostModel, HierarchicalAllReduceCrossesNodesWithItsShare) {
   Topology t = topology_preset("nvlink+ib-ndr");
   ASSERT_EQ(t.node_size, 8);
@@ -234,7 +256,12 @@ TEST(CommFit, RecoversAlphaAndBetaFromExactTimings) {
       ring.push_back({p, n, ring_allreduce_ms(n, p, kLink)});
   }
   for (double n : {4096.0, 1048576.0, 16777216.0}) copies.push_back({1, n, kLink.message_ms(n)});
-  for (const Link& l : {fit_ring_allreduce(ring), fit_copy(copies)}) {
+  std::vector<FitPoint> scatters;
+  for (int p : {2, 3})
+    for (double n : {4096.0, 1048576.0, 16777216.0})
+      scatters.push_back({p, n, ring_reduce_scatter_ms(n, p, kLink)});
+  for (const Link& l :
+       {fit_ring_allreduce(ring), fit_copy(copies), fit_ring_reduce_scatter(scatters)}) {
     EXPECT_NEAR(l.alpha_us, 10.0, 1e-6);
     EXPECT_NEAR(l.bandwidth_GBps, 10.0, 1e-6);
   }

@@ -468,6 +468,16 @@ TEST(Suite, WithPytorchPutsPytorchsRunBesideEachConfiguration) {
                         std::string("DDPBENCH_PYTHON=") + DDPB_TEST_PYTHON);
   ASSERT_EQ(r.code, 0) << r.output;
   const auto suite = load(out + "/suite.json");
+  // Note [Links by collective]: a suite that shards sweeps the all-gather and reduce-scatter
+  // too, and its projection fits each on the sweep.
+  const auto coll = load(out + "/" + suite["collectives"][0]["record"].get<std::string>());
+  size_t gathers = 0, scatters = 0;
+  for (const auto& row : coll["results"])
+    gathers += row["op"] == "allgather", scatters += row["op"] == "reduce_scatter";
+  EXPECT_GE(gathers, 2u);
+  EXPECT_EQ(suite["comm_fit"]["all_gather_points"].size(), gathers);
+  EXPECT_EQ(suite["comm_fit"]["reduce_scatter_points"].size(), scatters);
+  EXPECT_TRUE(suite["projection"]["topology"].contains("reduce_scatter"));
   for (const auto& run : suite["runs"]) {
     SCOPED_TRACE(run["id"].get<std::string>());
     ASSERT_TRUE(run.contains("pytorch"));

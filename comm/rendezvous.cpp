@@ -126,23 +126,52 @@ std::string name_missing(const std::vector<int>& missing, int local_world_size) 
 // --node-rank) or disagree on the world (--world-size 4 on one node, 2 on another); both once
 // ended in a timeout on a store key (issue 48, P10). Each rank that reaches the store counts
 // itself under its rank, so the second claimant of a rank fails at once naming it, and writes
-// who it is under a ticket of its own, so rank 0, when someone never arrives, can say who came
-// instead. The fingerprint compares the rest, once every rank is there.
+// who it is under a ticket of its own, with the job's shape as it sees it (its world size and,
+// from ddpbench's launcher, its number of nodes), so rank 0, when someone never arrives, can
+// say who came instead. While rank 0 waits for a fingerprint it watches the tickets: a second
+// claim, or a rank of another world size or another --nnodes, is the verdict at once, for
+// every rank waiting on it (nodes given different --nnodes once waited the whole --timeout,
+// and node 0 then blamed node 1 for never arriving). The fingerprint compares the rest, once
+// every rank is there.
 constexpr const char* kJoinKey = "ddpbench/join/";
+constexpr const char* kVerdictKey = "ddpbench/fingerprint/verdict";
+
+// The nodes of the job as this rank was told (ddpbench's launcher: --nnodes), else 0.
+int nodes_of(const RankEnv& env) {
+  return env.source == "ddpbench" && env.local_world_size > 0
+             ? env.world_size / env.local_world_size
+             : 0;
+}
 
 std::string who_joins(const RankEnv& env) {
-  return "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
-         " on host " + host_name();
+  std::string who = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                    " on host " + host_name();
+  if (nodes_of(env) > 1) {
+    who += " (node " + std::to_string(env.rank / env.local_world_size) + " of " +
+           std::to_string(nodes_of(env)) + ")";
+  }
+  return who;
+}
+
+std::string shape_of(const RankEnv& env) {
+  return std::to_string(env.world_size) + " " + std::to_string(nodes_of(env));
 }
 
 void register_join(Store& store, const RankEnv& env) {
   const int64_t ticket = store.add(std::string(kJoinKey) + "count", 1);
   store.set_string(kJoinKey + std::to_string(ticket), who_joins(env));
+  store.set_string(kJoinKey + ("shape/" + std::to_string(ticket)), shape_of(env));
   const int64_t claims = store.add(kJoinKey + ("rank/" + std::to_string(env.rank)), 1);
-  DDPB_USAGE_CHECK(claims == 1)
-      << "rank " << env.rank << " joined the job twice (" << who_joins(env)
-      << " came second): two launchers gave out the same ranks; give every node its own "
-         "--node-rank and the same --world-size and --nnodes";
+  if (claims == 1) return;
+  const std::string twice =
+      "rank " + std::to_string(env.rank) + " joined the job twice (" + who_joins(env) +
+      " came second): two launchers gave out the same ranks; give every node its own "
+      "--node-rank and the same --world-size and --nnodes";
+  // Rank 0 sees it while it waits and makes it the verdict for every rank waiting (only rank
+  // 0 writes the verdict: one written here could overwrite an "ok" the others already read).
+  store.add(std::string(kJoinKey) + "duplicates", 1);
+  store.set_string(kJoinKey + std::string("twice"), twice);
+  throw UsageError(twice);
 }
 
 // The ranks that joined with another world size than `env`'s, as "; rank 1 of 2 on host b
@@ -156,6 +185,67 @@ std::string other_worlds(Store& store, const RankEnv& env) {
     if (who.find(mine) == std::string::npos) out += "; " + who + " joined with another world size";
   }
   return out;
+}
+
+// What the tickets show, as rank 0 waits, that makes the job impossible: a rank claimed twice,
+// or a rank that joined with another world size or --nnodes than `env`'s; "" while nothing
+// does. Each ticket is read once.
+class JoinWatch {
+ public:
+  JoinWatch(Store& store, const RankEnv& env) : store_(store), env_(env) {}
+
+  std::string conflict() {
+    const std::string twice = std::string(kJoinKey) + "twice";
+    if (store_.check({twice})) return store_.get_string(twice);
+    const int64_t joined = std::min<int64_t>(store_.add(std::string(kJoinKey) + "count", 0), 4096);
+    for (; read_ < joined; ++read_) {
+      const std::string ticket = std::to_string(read_ + 1);
+      const std::string key = kJoinKey + ("shape/" + ticket);
+      if (!store_.check({key})) break;  // taken, not written yet: the next round reads it
+      int world = 0, nodes = 0;
+      if (std::sscanf(store_.get_string(key).c_str(), "%d %d", &world, &nodes) != 2) continue;
+      const bool other_world = world != env_.world_size;
+      if (!other_world && (nodes == 0 || nodes_of(env_) == 0 || nodes == nodes_of(env_))) continue;
+      const std::string flag = other_world ? "--world-size" : "--nnodes";
+      const std::string mine =
+          other_world ? std::to_string(env_.world_size) : std::to_string(nodes_of(env_));
+      const std::string theirs = other_world ? std::to_string(world) : std::to_string(nodes);
+      return flag + " differs between the nodes of this job (" + theirs + " and " + mine +
+             "): " + store_.get_string(kJoinKey + ticket) + " joined the job of " +
+             who_joins(env_) + "; every node needs the same --world-size and --nnodes";
+    }
+    return "";
+  }
+
+ private:
+  Store& store_;
+  const RankEnv& env_;
+  int64_t read_ = 0;
+};
+
+// Rank 0: `key` once it is there, as store.get would give it, or a UsageError as soon as the
+// tickets show a conflict (the verdict then names it to every rank waiting). Throws
+// StoreTimeout past the store's timeout, as get does.
+std::string await_fingerprint(Store& store, const char* store_name, const std::string& key,
+                              JoinWatch& watch) {
+  const Duration timeout = store.timeout();
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  // The tickets are read four times a second at most: a FileStore appends a record for each
+  // counter read, and every other rank's reads replay them.
+  auto next_watch = std::chrono::steady_clock::now();
+  for (;;) {
+    if (store.check({key})) return store.get_string(key);
+    if (std::chrono::steady_clock::now() >= next_watch) {
+      const std::string conflict = watch.conflict();
+      if (!conflict.empty()) throw UsageError(conflict);
+      next_watch = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+    }
+    if (std::chrono::steady_clock::now() >= end)
+      detail::throw_timeout(store_name, "get", {key}, timeout);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
 }
 
 // Any rank, when a fingerprint or the verdict did not come in time: who never arrived, named
@@ -194,27 +284,38 @@ LocalAddress this_hosts_address(const RankEnv& env, bool strict) {
 }
 
 // Note [Configuration fingerprint].
-void check_fingerprints(Store& store, const RankEnv& env, const Fingerprint& mine) {
+void check_fingerprints(Store& store, const char* store_name, const RankEnv& env,
+                        const Fingerprint& mine) {
   if (mine.empty()) return;
   const int rank = env.rank, world_size = env.world_size;
   const std::string key = kFingerprintKey;
   store.set_string(key + std::to_string(rank), fingerprint_text(mine));
   if (rank == 0) {
     std::string verdict;
+    JoinWatch watch(store, env);  // Note [Who joined]
     for (int r = 1; r < world_size && verdict.empty(); ++r) {
-      std::string theirs;
       try {
-        theirs = store.get_string(key + std::to_string(r));
+        const std::string theirs =
+            await_fingerprint(store, store_name, key + std::to_string(r), watch);
+        verdict = compare_fingerprints(mine, parse_fingerprint(theirs), r);
       } catch (const StoreTimeout& e) {
         throw_not_arrived(store, env, e);
+      } catch (const UsageError& e) {
+        verdict = e.what();
       }
-      verdict = compare_fingerprints(mine, parse_fingerprint(theirs), r);
     }
-    store.set_string(key + "verdict", verdict.empty() ? "ok" : verdict);
-    // Rank 0 serves the store: on a mismatch it stays until the others have read the verdict
-    // (or a few seconds passed), so that they fail with it rather than a lost connection.
+    if (verdict.empty()) verdict = watch.conflict();  // every rank came, one of them twice
+    store.set_string(kVerdictKey, verdict.empty() ? "ok" : verdict);
+    // Rank 0 serves the store: on a mismatch it stays until the others that joined have read
+    // the verdict (or a few seconds passed), so that they fail with it rather than a lost
+    // connection. A second claimant of a rank reads none.
+    const auto readers = [&] {
+      const int64_t joined = store.add(std::string(kJoinKey) + "count", 0) -
+                             store.add(std::string(kJoinKey) + "duplicates", 0);
+      return std::min<int64_t>(world_size, joined) - 1;
+    };
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!verdict.empty() && store.add(key + "seen", 0) < world_size - 1 &&
+    while (!verdict.empty() && store.add(key + "seen", 0) < readers() &&
            std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -225,7 +326,7 @@ void check_fingerprints(Store& store, const RankEnv& env, const Fingerprint& min
   // (a rank of node 0 waits here while node 1 never starts).
   std::string verdict;
   try {
-    verdict = store.get_string(key + "verdict");
+    verdict = store.get_string(kVerdictKey);
   } catch (const StoreTimeout& e) {
     throw_not_arrived(store, env, e);
   }
@@ -276,7 +377,8 @@ Rendezvous init_process_group(const RankEnv& env, const RendezvousOptions& optio
   r.store = rendezvous_store(env, options);
   r.store->set_timeout(deadline.left("the store"));
   register_join(*r.store, env);
-  check_fingerprints(*r.store, env, options.fingerprint);
+  check_fingerprints(*r.store, options.init_method == kEnvMethod ? "TCPStore" : "FileStore", env,
+                     options.fingerprint);
   pg.device = options.device;
   pg.timeout = options.timeout;
   pg.connect_timeout = deadline.left("the configuration check");

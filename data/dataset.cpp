@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "base/printable.h"
 #include "core/check.h"
 #include "core/progress.h"
 #include "core/rng.h"
@@ -23,7 +24,8 @@ std::string describe_data_files(const DataFiles& d) {
   text += "\n";
   for (size_t i = 0; i < d.files.size() && i < kMaxListedFiles; ++i) {
     const DataFile& f = d.files[i];
-    text += fmt::format("  {}: {} {}, {} samples\n", f.path, f.count, d.unit, f.samples);
+    // A file's name can hold anything a terminal obeys: escaped (issue 48, P21).
+    text += fmt::format("  {}: {} {}, {} samples\n", printable(f.path), f.count, d.unit, f.samples);
   }
   if (d.files.size() > kMaxListedFiles) {
     int64_t rest = 0;
@@ -34,7 +36,7 @@ std::string describe_data_files(const DataFiles& d) {
   if (!d.left_out.empty()) {
     text += "  left out (not the split read; --data-split chooses):";
     for (size_t i = 0; i < d.left_out.size() && i < kMaxListedFiles; ++i)
-      text += " " + d.left_out[i];
+      text += " " + printable(d.left_out[i]);
     if (d.left_out.size() > kMaxListedFiles)
       text += fmt::format(" and {} more", d.left_out.size() - kMaxListedFiles);
     text += "\n";

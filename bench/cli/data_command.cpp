@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "base/printable.h"
 #include "bench/run/cli_flags.h"
 #include "bench/run/training_data.h"
 #include "core/check.h"
@@ -91,7 +92,8 @@ int data_bench(DataOptions& o) {
              totals.samples > 0 ? totals.fill_ms / totals.samples : 0.0, totals.fill_ms,
              totals.batches);
   if (totals.skipped > 0)
-    fmt::print("skipped: {} bad sample(s), the first: {}\n", totals.skipped, totals.first_skip);
+    fmt::print("skipped: {} bad sample(s), the first: {}\n", totals.skipped,
+               printable(totals.first_skip));  // it names a dataset's file (issue 48, P21)
   return 0;
 }
 

@@ -15,9 +15,14 @@ namespace {
 // the command, said in one line, not an exit 0 over an empty file.
 // A reader that left (`| head`) is not an error (Note [Output that outlives its reader]).
 int check_stdout(int code) {
+  // std::cout's flush is stdio's (synced): its error is said too, as `--help` into /dev/full
+  // once said only "failed", the second flush finding nothing left to write.
+  errno = 0;
   std::cout.flush();
+  int err = std::cout.good() ? 0 : errno;
+  errno = 0;
   const bool flushed = std::fflush(stdout) == 0;
-  int err = flushed ? 0 : errno;
+  if (!flushed && errno != 0) err = errno;
   if (ddpb::stdout_write_error() != 0) err = ddpb::stdout_write_error();
   if (flushed && err == 0 && !std::ferror(stdout) && std::cout.good()) return code;
   std::fprintf(stderr, "ddpbench: error: writing the standard output failed%s%s\n",

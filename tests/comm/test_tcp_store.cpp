@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/tcp_protocol.h"
@@ -208,6 +211,49 @@ TEST(TCPStore, RepeatedWrongTokensFromOneAddressAreSlowedDown) {
   auto good = make_client(server->port(), std::chrono::seconds(5));  // retries past the shutout
   good->set("k", Bytes{1});
   EXPECT_EQ(good->get("k"), Bytes{1});
+}
+
+// Issue 48, P34 and Note [Wrong tokens]: the refusals are said on the store's stderr (rank 0's,
+// so its launcher's output), at most once a second however fast they come, and none goes
+// unsaid: 2.5 s of guessing, then a second for the last count, gives one line a second at
+// most, whose counts add up to every connection refused. Before, nothing was said at all.
+TEST(TCPStore, WrongTokensAreSaidAtMostOnceASecond) {
+  auto server = make_server();
+  ::testing::internal::CaptureStderr();
+  int64_t refused = 0;
+  bool connected = true;
+  const auto t0 = Clock::now();
+  while (connected && ms_since(t0) < 2500) {
+    const int fd = raw_connect("127.0.0.1", server->port());
+    connected = fd >= 0;
+    if (!connected) break;
+    const Bytes hs = handshake("guess-" + std::to_string(refused));
+    ::send(fd, hs.data(), hs.size(), MSG_NOSIGNAL);
+    uint8_t status = 0;
+    (void)::recv(fd, &status, 1, 0);  // BadToken, or closed unanswered while shut out
+    ::close(fd);
+    ++refused;
+  }
+  std::this_thread::sleep_for(1200ms);  // the count since the last line is said within a second
+  const double seconds = ms_since(t0) / 1000;
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(connected) << std::strerror(errno);
+  const std::string prefix = "ddpbench TCPStore server: refused ";
+  int lines = 0;
+  int64_t counted = 0;
+  for (size_t at = said.find(prefix); at != std::string::npos; at = said.find(prefix, at + 1)) {
+    ++lines;
+    counted += std::stoll(said.substr(at + prefix.size()));
+    const size_t end = said.find('\n', at);
+    EXPECT_NE(said.substr(at, end - at).find("the last from 127.0.0.1 (Note [Wrong tokens])"),
+              std::string::npos)
+        << said;
+  }
+  EXPECT_GE(lines, 2) << "said while the guessing goes on, not once:\n" << said;
+  EXPECT_LE(lines, static_cast<int>(seconds) + 1)
+      << "more than one line a second over " << seconds << " s:\n"
+      << said;
+  EXPECT_EQ(counted, refused) << said;
 }
 
 TEST(TCPStore, WrongTokenIsRejectedAndTheServerCarriesOn) {

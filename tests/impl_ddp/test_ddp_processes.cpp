@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -812,6 +813,54 @@ TEST(DdpLauncher, ARankStoppedOnAnotherNodeEndsEveryLauncher) {
                 "rank 1 stayed stopped (SIGSTOP, or a debugger) for over 4 s"),
             std::string::npos)
       << testing::read_file_bytes(n1);
+}
+
+// Issue 48, P10: two launchers given different --nnodes waited the whole --timeout (300 s by
+// default), and node 0 then said node 1 "never arrived ... its launcher did not start". Both
+// end at once now, naming the mismatch: node 3 of 4 (rank 3 alone) beside node 0 of 2 (ranks
+// 0 and 1; rank 2 never comes), and node 1 of 4, which gives out rank 1 a second time.
+TEST(DdpLauncher, NodesGivenAnotherNnodesAreNamedAtOnce) {
+  TempDir dir("other_nnodes");
+  const std::string marker = "--seed " + std::to_string(5000000 + ::getpid());
+  KillOnExit cleanup{marker};
+  const int port = 29871 + ::getpid() % 40 * 2;
+  const std::string nnodes =
+      "exited with code 2: --nnodes differs between the nodes of this job "
+      "(4 and 2): rank ";
+  const std::string twice = "exited with code 2: rank 1 joined the job twice";
+  for (const std::string other_node : {"--nnodes 4 --node-rank 3", "--nnodes 4 --node-rank 1"}) {
+    SCOPED_TRACE(other_node);
+    const bool claims_twice = other_node.back() == '1';  // then either may be found first
+    const std::string job =
+        std::string(DDPBENCH_BIN) +
+        " run --mode ddp --world-size 4 --global-batch 8 --workload mlp-small --steps 2 "
+        "--warmup 0 --quiet --timeout 60 --master-addr 127.0.0.1 " +
+        marker + " --master-port " + std::to_string(port + claims_twice);
+    const std::string n0 = dir / "n0.log", n1 = dir / "n1.log";
+    const auto t0 = std::chrono::steady_clock::now();
+    const CliResult r =
+        run_cli("--help > /dev/null",
+                "export DDPBENCH_STORE_TOKEN=other-nnodes-token-0123456789; " + job +
+                    " --nnodes 2 --node-rank 0 > " + n0 + " 2>&1 & a=$!; sleep 0.3; " + job + " " +
+                    other_node + " > " + n1 + " 2>&1 & b=$!; wait $a; echo node0=$?; wait $b; " +
+                    "echo node1=$?;");
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string log0 = testing::read_file_bytes(n0), log1 = testing::read_file_bytes(n1);
+    EXPECT_LT(secs, 20.0) << "not at once, well within --timeout 60\n" << log0 << log1;
+    EXPECT_NE(r.output.find("node0=2"), std::string::npos) << r.output << log0;
+    EXPECT_NE(r.output.find("node1=2"), std::string::npos) << r.output << log1;
+    // The launcher's verdict line names it, not a store key or a node that never arrived.
+    for (const std::string& log : {log0, log1}) {
+      EXPECT_TRUE(log.find(nnodes) != std::string::npos ||
+                  (claims_twice && log.find(twice) != std::string::npos))
+          << log;
+      EXPECT_EQ(log.find("never arrived"), std::string::npos) << log;
+      EXPECT_EQ(log.find("TCPStore"), std::string::npos) << log;
+    }
+  }
+  for (int i = 0; i < 50 && count_processes_with(marker) > 0; ++i) std::system("sleep 0.1");
+  EXPECT_EQ(count_processes_with(marker), 0) << "a launcher or rank was left behind";
 }
 
 // Issue 25, M8: with too few descriptors (ulimit -n) the store's EMFILE surfaced as "not every

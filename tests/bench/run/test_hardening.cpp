@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -14,6 +15,8 @@
 
 #include "../../reports/suite_fixture.h"
 #include "../../util/run_cli.h"
+#include "base/printable.h"
+#include "data/token_shards.h"
 #include "workloads/safetensors.h"
 
 namespace ddpb {
@@ -402,6 +405,33 @@ TEST(Memory, UnderALimitOpenBlasStartsNoWorkers) {
       << record["context"]["environment"].dump();
 }
 
+// Issue 48, P4: `collectives` checks each rank's address space before any rank starts, as
+// `run` does. Under a limit that starts ddpbench but cannot hold one rank's two 512 MiB
+// buffers, the sweep is refused in one line (before, its ranks started and failed or were
+// killed on their allocations); a sweep that fits the same limit runs.
+TEST(Memory, ACollectivesSweepPastTheAddressSpaceLimitIsRefusedBeforeAnyRankStarts) {
+  const int64_t mapped = mapped_at_start_mib();
+  ASSERT_GT(mapped, 0);
+  const std::string limit =
+      "ulimit -v " + std::to_string((mapped + 512) * 1024) + "; timeout -s KILL 60";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_cli("collectives -g 2 -b 512M -e 512M", limit);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output.find("ddpbench: error: each rank of this sweep up to -e 512M needs about "),
+            0u)
+      << r.output;
+  EXPECT_NE(r.output.find(" MiB of address space, above the address-space limit (ulimit -v) "),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.find("launcher: starting"), std::string::npos) << "a rank started\n"
+                                                                    << r.output;
+  EXPECT_LT(secs, 30.0) << r.output;
+  const auto fits = run_cli("collectives -g 2 -b 1K -e 64K -n 2 -w 0", limit);
+  EXPECT_EQ(fits.code, 0) << fits.output;
+}
+
 // Issue 48, P16: SIGTERM to the launcher of a DDP run was first reported as "rank N is
 // behind", read from the dumps its own stop made. An interrupt is said as one.
 TEST(Interrupt, SigtermToTheLauncherIsNoRanksFault) {
@@ -420,14 +450,34 @@ TEST(Interrupt, SigtermToTheLauncherIsNoRanksFault) {
 }
 
 // Issue 48, P20: a command whose output cannot be written (a full disk; here /dev/full) fails
-// in one line instead of exiting 0 over an empty file.
+// in one line instead of exiting 0 over an empty file: every command the issue lists, each on
+// valid inputs (a DDP record, a flight dump, token shards), exits 1 with only that line on
+// its stderr, naming the error. Before, each exited 0; `--help` (iostream's flush, stdio's
+// error) then said no reason.
 TEST(Output, AFullStandardOutputIsAFailure) {
-  for (const char* command : {"workloads --json", "env", "--help"}) {  // stdio, stdio, iostream
-    const auto r = run_cli(std::string(command) + " 2>&1 >/dev/full; echo rc=$?; true", "");
-    EXPECT_NE(r.output.find("ddpbench: error: writing the standard output failed"),
-              std::string::npos)
-        << command << ": " << r.output;
-    EXPECT_NE(r.output.find("rc=1"), std::string::npos) << command << ": " << r.output;
+  TempDir dir("full_stdout");
+  const std::string record = dir / "r.json", flight = dir / "flight", tokens = dir / "tokens";
+  ASSERT_EQ(run_cli("run --workload mlp-small --mode ddp --world-size 2 --steps 2 --warmup 0 "
+                    "--quiet --out " +
+                    record)
+                .code,
+            0);
+  ASSERT_EQ(run_cli("data make tokens --tokens 4096 --out " + tokens).code, 0);
+  fs::create_directories(flight);
+  std::ofstream(flight + "/rank0.json")
+      << R"({"rank": 0, "world_size": 1, "reason": "test", "entries": [{"seq": 1, )"
+         R"("op": "allreduce", "tag": "", "bytes": 64, "dtype": "f32", "state": "completed"}]})";
+  for (const std::string& command :
+       {std::string("workloads --json"), std::string("env"), std::string("--help"),
+        "validate " + record, "compare " + record + " " + record,
+        "project " + record + " --devices 4", "doctor " + flight,
+        std::string("collectives -b 1K -e 1K -n 1 -w 0"),  // its ranks' table, through the launcher
+        "data bench --workload gpt-tiny --global-batch 2 --batches 1 --data " + tokens}) {
+    const auto r = run_cli(command + " 2>&1 >/dev/full; echo rc=$?; true", "timeout -s KILL 60");
+    EXPECT_EQ(r.output,
+              "ddpbench: error: writing the standard output failed: No space left on device\n"
+              "rc=1\n")
+        << command;
   }
 }
 
@@ -458,6 +508,84 @@ TEST(UntrustedText, ReachesTheTerminalEscaped) {
   const auto bad = run_cli("project " + record + " --devices 2 --topology " + topology);
   EXPECT_EQ(bad.output.find('\x1b'), std::string::npos) << bad.output;
   EXPECT_EQ(bad.output.find("\nddpbench: all good"), std::string::npos) << bad.output;
+}
+
+// Each "ddpbench: all good" in `output` is inside the escaped file name (after its "\x0a"),
+// never the start of a line of its own, and no raw ESC reaches the terminal.
+void expect_no_forged_line(const testing::CliResult& r, const std::string& what) {
+  const std::string& out = r.output;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << what << ": a raw ESC in\n" << printable(out);
+  int named = 0;
+  for (size_t at = out.find("ddpbench: all good"); at != std::string::npos;
+       at = out.find("ddpbench: all good", at + 1), ++named) {
+    EXPECT_TRUE(at >= 4 && out.compare(at - 4, 4, "\\x0a") == 0)
+        << what << ": a forged line at byte " << at << " of\n"
+        << printable(out);
+  }
+  EXPECT_GT(named, 0) << what << ": the file is not named in\n" << printable(out);
+}
+
+// Issue 48, P21: a dataset's file names reached the terminal raw, in the rank's failure line
+// of a DDP run and in the run's list of the files it reads: a newline in a name forged a
+// "ddpbench: all good" line, and ESC[2J cleared the screen. Every place a loader names a file
+// (the list at start, a usage error at open, a bad sample found in training, on one rank or
+// several, `data bench`'s skipped sample) escapes it.
+TEST(UntrustedText, DatasetFileNamesReachTheTerminalEscaped) {
+  TempDir dir("untrusted_data");
+  const std::string hostile = "\x1b[2J\nddpbench: all good";
+  const std::string escaped = "\\x1b[2J\\x0addpbench: all good";
+  // Token ids past gpt-tiny's vocabulary of 512: the first batch fails, naming the file.
+  fs::create_directories(dir / "tokens");
+  write_token_shard(dir / ("tokens/shard" + hostile + ".bin"),
+                    std::vector<uint16_t>(64 * 20 + 1, 60000), /*llmc=*/true);
+  const std::string gpt = "run --workload gpt-tiny --global-batch 4 --steps 1 --warmup 0 --data ";
+  for (const std::string mode : {"--mode single", "--mode ddp --world-size 2"}) {
+    const auto r = run_cli(gpt + (dir / "tokens") + " " + mode, "timeout -s KILL 60");
+    EXPECT_EQ(r.code, 1) << mode << "\n" << printable(r.output);
+    EXPECT_NE(r.output.find("/shard" + escaped + ".bin: 1281 tokens"), std::string::npos)
+        << mode << ": the list of files read\n"
+        << printable(r.output);
+    EXPECT_NE(r.output.find("/shard" + escaped + ".bin: token id 60000"), std::string::npos)
+        << mode << "\n"
+        << printable(r.output);
+    expect_no_forged_line(r, mode);
+  }
+  // A header llm.c does not know: refused when the shard is opened.
+  fs::create_directories(dir / "header");
+  const std::string bad_header = dir / ("header/shard" + hostile + ".bin");
+  write_token_shard(bad_header, std::vector<uint16_t>(64 * 20 + 1, 1), /*llmc=*/true);
+  std::string bytes = testing::read_file_bytes(bad_header);
+  bytes[4] = 7;  // the version word
+  std::ofstream(bad_header, std::ios::binary | std::ios::trunc) << bytes;
+  const auto header = run_cli(gpt + (dir / "header"), "timeout -s KILL 60");
+  EXPECT_EQ(header.code, 2) << printable(header.output);
+  EXPECT_NE(header.output.find("/shard" + escaped + ".bin: bad llm.c header: version 7"),
+            std::string::npos)
+      << printable(header.output);
+  expect_no_forged_line(header, "a bad header");
+  // A truncated JPEG in an image folder: found in training, or skipped by `data bench`.
+  ASSERT_EQ(run_cli("data make imagefolder --classes 2 --images-per-class 4 --min-side 40 "
+                    "--max-side 48 --out " +
+                    (dir / "images"))
+                .code,
+            0);
+  const std::string jpeg = dir / "images/class_001/img_00002.jpg";
+  const std::string renamed = dir / ("images/class_001/img" + hostile + ".jpg");
+  std::ofstream(renamed, std::ios::binary) << testing::read_file_bytes(jpeg).substr(0, 200);
+  fs::remove(jpeg);
+  const std::string images = " --global-batch 4 --data " + (dir / "images");
+  const auto trained =
+      run_cli("run --workload resnet-tiny --steps 2 --warmup 0" + images, "timeout -s KILL 60");
+  EXPECT_EQ(trained.code, 1) << printable(trained.output);
+  EXPECT_NE(trained.output.find("/img" + escaped + ".jpg: not a readable JPEG"), std::string::npos)
+      << printable(trained.output);
+  expect_no_forged_line(trained, "a truncated JPEG");
+  const auto skipped =
+      run_cli("data bench --workload resnet-tiny --batches 2 --on-bad-sample skip" + images,
+              "timeout -s KILL 60");
+  EXPECT_EQ(skipped.code, 0) << printable(skipped.output);
+  EXPECT_NE(skipped.output.find("skipped: "), std::string::npos) << printable(skipped.output);
+  expect_no_forged_line(skipped, "data bench --on-bad-sample skip");
 }
 
 }  // namespace

@@ -219,11 +219,12 @@ class HostProcessGroup::PendingOp final : public Work {
   // Comm thread or destructor: the collective has finished or was cancelled. The group lets
   // go of the tensors here, before a waiter can see the collective complete.
   void complete(Outcome outcome) {
-    std::array<Tensor, Operands::kMax> released;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       outcome_ = std::move(outcome);
-      released = request.operands.take();
+      // Dropped here, under the lock: a waiter that sees the collective complete must find
+      // its operands' memory given back (FSDP frees a reduce-scatter's input on that word).
+      request.operands.take();
       ready = Event();
       completed_.store(true, std::memory_order_release);
     }

@@ -185,6 +185,19 @@ void FlatParamUnit::reclaim_reduce_scatter_input() {
   if (rs_work_ && flat_grad_.defined() && rs_work_->is_completed()) flat_grad_ = Tensor();
 }
 
+void FlatParamUnit::await_reduce_scatter_input() {
+  if (!rs_work_ || !flat_grad_.defined()) return;
+  try {
+    rs_work_->wait();
+  } catch (...) {  // as wait_reduce_scatter: a failed collective leaves nothing to finish
+    rs_work_ = nullptr;
+    flat_grad_ = Tensor();
+    rs_out_ = Tensor();
+    throw;
+  }
+  flat_grad_ = Tensor();
+}
+
 void FlatParamUnit::wait_reduce_scatter() {
   comm::WorkPtr work = std::exchange(rs_work_, nullptr);
   if (!work) return;

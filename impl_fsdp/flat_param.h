@@ -143,6 +143,9 @@ class FlatParamUnit {
   // gradients) without waiting, so that a backward does not hold every unit's until
   // wait_reduce_scatter(). Issues nothing: safe to call in any order on any rank.
   void reclaim_reduce_scatter_input();
+  // Waits for the pending reduce-scatter (if any) and frees its input; its result stays for
+  // wait_reduce_scatter(). Issues nothing.
+  void await_reduce_scatter_input();
 
   // Sizes, for measurement: elements of the parameters, of the padded buffer, of the shard;
   // bytes one gather and one reduce-scatter move (FlatParamTraffic's measure).

@@ -117,6 +117,13 @@ void FullyShardedDataParallel::build_units(const std::vector<FsdpUnitSpec>& spec
   }
   state_.resize(units_.size());
   for (size_t i = 0; i < specs.size(); ++i) install_hooks(i, specs[i]);
+  if (root_ == kNone) return;
+  // For peak_unsharded_grad_numel: when in the first backward each root gradient is final,
+  // counted in the units' reduce-scatters issued before it.
+  for (const autograd::Var& p : units_[root_]->params())
+    p.register_grad_ready_hook([this](const autograd::Var& v) {
+      if (!order_known_) root_grads_ready_.emplace_back(v.grad().numel(), reduced_in_backward_);
+    });
 }
 
 void FullyShardedDataParallel::install_hooks(size_t index, const FsdpUnitSpec& spec) {
@@ -166,8 +173,7 @@ void FullyShardedDataParallel::pre_backward(size_t index) {
 void FullyShardedDataParallel::grad_ready(size_t index) {
   UnitState& s = state_[index];
   if (++s.ready < units_[index]->params().size()) return;
-  for (const auto& unit : units_) unit->reclaim_reduce_scatter_input();
-  reduce_scatter(index, "backward");
+  reduce_scatter(index, "backward", /*in_backward=*/true);
   reshard(index);  // every strategy frees the full parameters after backward
 }
 
@@ -237,7 +243,18 @@ void FullyShardedDataParallel::limit_in_flight() {
   }
 }
 
-void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when) {
+void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when, bool in_backward) {
+  // Note [One reduce-scatter in flight]: the previous unit's input goes before this one's.
+  for (const auto& other : units_) other->reclaim_reduce_scatter_input();
+  if (last_reduced_ != kNone) {
+    const int64_t start = steady_now_ns();
+    units_[last_reduced_]->await_reduce_scatter_input();
+    const double waited = static_cast<double>(steady_now_ns() - start) / 1e6;
+    exposed_reduce_scatter_ms_ += waited;
+    if (in_backward) exposed_reduce_scatter_backward_ms_ += waited;
+  }
+  last_reduced_ = index;
+  if (index != root_) ++reduced_in_backward_;
   FlatParamUnit& unit = *units_[index];
   state_[index].reduced = true;
   const int64_t launch_ns = steady_now_ns();
@@ -284,10 +301,10 @@ void FullyShardedDataParallel::finish_gradient_sync() {
   // then the root (Note [FSDP's step]).
   for (size_t i = 0; i < units_.size(); ++i) {
     if (i == root_ || state_[i].reduced) continue;
-    reduce_scatter(i, "finish");
+    reduce_scatter(i, "finish", /*in_backward=*/false);
     reshard(i);
   }
-  if (root_ != kNone) reduce_scatter(root_, "finish");
+  if (root_ != kNone) reduce_scatter(root_, "finish", /*in_backward=*/false);
   const int64_t start = steady_now_ns();
   for (size_t i = 0; i < units_.size(); ++i) finish_unit(i);
   for (const auto& unit : units_) unit->wait_replicate();
@@ -297,6 +314,7 @@ void FullyShardedDataParallel::finish_gradient_sync() {
   // run the next forward on the values from before the step.
   for (size_t i = 0; i < units_.size(); ++i) reshard(i);
   for (UnitState& s : state_) s.ready = 0, s.reduced = false;
+  reduced_in_backward_ = 0;
   order_known_ = true;
   in_backward_ = false;
 }
@@ -338,6 +356,9 @@ FsdpStepStats FullyShardedDataParallel::step(const std::function<MicroBatch()>& 
   issued_.clear();
   limiter_waits_ = 0;
   exposed_gather_forward_ms_ = exposed_gather_backward_ms_ = exposed_reduce_scatter_ms_ = 0;
+  exposed_reduce_scatter_backward_ms_ = 0;
+  last_reduced_ = kNone;
+  if (!order_known_) root_grads_ready_.clear();  // a first step that failed leaves none behind
   clock_zero_ns_ = steady_now_ns();
   PhaseTimer timer(current_stream(device_));
   FsdpStepStats stats;
@@ -419,7 +440,10 @@ void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTime
     const char* name = step_phase_name(p);
     double ms = timer.ms(name);
     if (p == StepPhase::Forward) ms -= exposed_gather_forward_ms_ + sync.forward_ms;
-    if (p == StepPhase::BackwardCompute) ms -= exposed_gather_backward_ms_ + sync.backward_ms;
+    // A reduce-scatter waited for inside backward is exposed communication, not compute.
+    if (p == StepPhase::BackwardCompute)
+      ms -= exposed_gather_backward_ms_ + sync.backward_ms + exposed_reduce_scatter_backward_ms_;
+    if (p == StepPhase::CommExposed) ms += exposed_reduce_scatter_backward_ms_;
     if (p == StepPhase::ParamAllGather)
       ms = exposed_gather_forward_ms_ + exposed_gather_backward_ms_;
     if (p == StepPhase::SyncBn) {
@@ -529,12 +553,43 @@ void FullyShardedDataParallel::check_replicas_consistent() {
 }
 
 int64_t FullyShardedDataParallel::peak_unsharded_grad_numel() const {
-  int64_t unit = 0;  // the largest unit's gradients and flat copy
-  for (size_t i = 0; i < units_.size(); ++i)
-    if (i != root_) unit = std::max(unit, units_[i]->numel() + units_[i]->padded_numel());
-  if (root_ == kNone) return unit;
-  const FlatParamUnit& root = *units_[root_];
-  return root.numel() + std::max(unit, root.padded_numel());
+  // Note [One reduce-scatter in flight]: the reduce-scatters go in reverse forward order, then
+  // the root's. When unit k's is issued, a rank holds the shards' gradients of the units
+  // before it, k's full gradients beside the larger of its flat copy and the previous one's
+  // (freed just before k's is made), and the root's full gradients, which stay to the end of
+  // backward once final (a root parameter used before the units in forward, as an
+  // embedding, gets its gradient after them in backward); k's shard comes once its full
+  // gradients are gone. What it holds beyond all the shards is the largest such sum less them.
+  std::vector<size_t> order;  // a unit run twice in forward reduce-scatters once
+  for (auto it = forward_order_.rbegin(); it != forward_order_.rend(); ++it)
+    if (std::find(order.begin(), order.end(), *it) == order.end()) order.push_back(*it);
+  if (!order_known_) {  // before a step: every unit in unit order
+    order.clear();
+    for (size_t i = 0; i < units_.size(); ++i) order.push_back(i);
+  }
+  std::erase(order, root_);
+  if (root_ != kNone) order.push_back(root_);
+  // The root's gradients final before the reduce-scatter that `issued` others preceded, as the
+  // first backward had them (all of them before a step).
+  const auto root_grads_before = [&](size_t issued) {
+    if (root_ == kNone) return int64_t{0};
+    if (!order_known_) return units_[root_]->numel();
+    int64_t numel = 0;
+    for (const auto& [n, after] : root_grads_ready_)
+      if (after <= issued) numel += n;
+    return numel;
+  };
+  int64_t shards = 0, all_shards = 0, peak = 0, previous_flat = 0;
+  for (const auto& u : units_) all_shards += u->shard_numel();
+  size_t issued = 0;
+  for (size_t i : order) {
+    const FlatParamUnit& u = *units_[i];
+    const int64_t beside = i == root_ ? 0 : root_grads_before(issued++);
+    peak = std::max(peak, shards + beside + u.numel() + std::max(previous_flat, u.padded_numel()));
+    shards += u.shard_numel();
+    previous_flat = u.padded_numel();
+  }
+  return std::max<int64_t>(0, peak - all_shards);
 }
 
 int64_t FullyShardedDataParallel::peak_unsharded_numel() const {

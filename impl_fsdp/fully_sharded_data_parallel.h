@@ -54,6 +54,21 @@
 // without blocking the host, about 0, the stream's stall staying inside forward and
 // backward_compute.
 //
+// Note [One reduce-scatter in flight]
+// Before a unit's reduce-scatter is issued, the previous unit's has completed and its input
+// (the padded flat copy of its gradients) is freed: the host waits for it there, as FSDP2's
+// post-backward makes the compute stream wait for the previous reduce-scatter's event. So a
+// backward holds at most two units' flat copies however slow the link, and what a rank holds
+// of gradients is a formula (peak_unsharded_grad_numel), not a race between backward and the
+// link; the wait, if any, is exposed reduce-scatter time (inside backward, comm_exposed, not
+// backward_compute). Gloo and MPI run a rank's collectives one at a time anyway, so the
+// previous one finishes before this one could start. On NCCL the wait orders the compute
+// stream after the previous reduce-scatter, as FSDP2's does, but its input goes back to the
+// allocator only once the group's watchdog has seen the collective end, so a GPU can hold more
+// flat copies than the formula for a moment. The formula is for a step without --accumulate:
+// from the second micro-step on every shard's gradient is there and each reduce-scatter adds
+// into it through a buffer of its own, which the record's ratio shows.
+//
 // Gradient accumulation: every micro-step reduce-scatters (the shard's gradient adds up), as
 // PyTorch's FSDP outside no_sync(); no full gradient outlives its unit's backward.
 //
@@ -66,6 +81,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/named_enum.h"
@@ -202,11 +218,11 @@ class FullyShardedDataParallel {
   // (shard_grad_op keeps them from forward to backward; no_shard's flat copies sit beside its
   // whole shards).
   int64_t peak_unsharded_numel() const;
-  // The gradient elements held beside the shards' at the peak: a unit's full gradients and
-  // their padded flat copy for the reduce-scatter (Note [Flat parameters]), the largest
-  // unit's, on top of the root's, which stay until the end of backward. A bound for one copy
-  // in flight at a time: where reduce-scatters lag behind backward (a slow link), several
-  // units' flat copies are alive, each freed once its reduce-scatter completes.
+  // The gradient elements held beyond the shards' at the peak (Note [One reduce-scatter in
+  // flight]): over the units in the order they reduce-scatter, the shards' gradients of the
+  // units before, a unit's full gradients beside the larger of its padded flat copy for the
+  // reduce-scatter (Note [Flat parameters]) and the previous unit's, and the root's full
+  // gradients final by then; the largest such sum, less every shard's gradients.
   int64_t peak_unsharded_grad_numel() const;
 
  private:
@@ -222,7 +238,7 @@ class FullyShardedDataParallel {
   void wait_gather(size_t index);
   void reshard(size_t index);
   void limit_in_flight();
-  void reduce_scatter(size_t index, const char* when);
+  void reduce_scatter(size_t index, const char* when, bool in_backward);
   void record_issued(size_t index, const char* op, const char* when, int64_t bytes,
                      int64_t launch_ns, comm::WorkPtr work);
   void finish_unit(size_t index);
@@ -257,6 +273,12 @@ class FullyShardedDataParallel {
   int64_t limiter_waits_ = 0;
   double exposed_gather_forward_ms_ = 0, exposed_gather_backward_ms_ = 0;
   double exposed_reduce_scatter_ms_ = 0;
+  double exposed_reduce_scatter_backward_ms_ = 0;  // its part waited for inside backward
+  size_t last_reduced_ = SIZE_MAX;  // the unit whose reduce-scatter was issued last this step
+  size_t reduced_in_backward_ = 0;  // units other than the root reduce-scattered so far
+  // Each root gradient of the first backward: its elements, and the reduce-scatters of other
+  // units issued before it was final (peak_unsharded_grad_numel).
+  std::vector<std::pair<int64_t, size_t>> root_grads_ready_;
 };
 
 }  // namespace ddpb::fsdp

@@ -191,37 +191,37 @@ TEST(FsdpProcesses, FullShardMovesThreePsiAndShardGradOpTwo) {
   }
 }
 
-// memory[].by_category against Note [Model-state memory]'s formula plus what FSDP holds
-// gathered while units run (the root, the running unit and the prefetched one; their full
-// gradients before the reduce-scatter): within 10% of the promise at most (what the formulas
-// leave out shows in the ratio: gpt-tiny's gradients at 3 ranks measure 1.05), and the
-// sharded optimizer state
-// exactly 8Ψ/N of AdamW (its shards are padded: within the padding). full_shard at 3 ranks
-// holds less than DDP.
-TEST(FsdpProcesses, MemoryStaysWithinWhatTheStrategyPromises) {
+// Each category at its own most (Note [A category's own peak]) against Note [Model-state
+// memory]'s formula plus what FSDP holds while units run: the gathered parameters (the root,
+// the running unit and the prefetched one, or every unit under shard_grad_op) and the
+// gradients beyond the shards' (Note [One reduce-scatter in flight]: a unit's full gradients
+// beside its flat copy or the previous one's, the root's final ones): every category within 5%
+// of the promise, on gpt-tiny at 3 ranks (a root with an embedding tied to the head) and
+// mlp-small at 2 (no root; units of 4 MB whose reduce-scatters lag behind backward over Gloo,
+// where without the rule flat copies pile up: gradients measured 1.14 of the formula). The
+// sharded optimizer state is 8Ψ/N of AdamW to within the padding; full_shard holds less than
+// DDP.
+TEST(FsdpProcesses, MemoryIsWhatTheStrategyPromises) {
   TempDir dir("fsdp_memory");
-  const std::string args = " --workload gpt-tiny --world-size 3 --global-batch 6 --optimizer adamw";
-  train(dir, "ddp", "--mode ddp" + args, 3, 3, 1);
+  const std::string gpt = " --workload gpt-tiny --world-size 3 --global-batch 6 --optimizer adamw";
+  const std::string mlp =
+      " --workload mlp-small --world-size 2 --global-batch 16 --optimizer adamw";
+  train(dir, "ddp", "--mode ddp" + gpt, 3, 3, 1);
   const nlohmann::json ddp = record(dir, "ddp")["memory"][0];
-  for (const std::string& mode : {std::string("fsdp"), std::string("fsdp-grad-op")}) {
-    SCOPED_TRACE(mode);
-    train(dir, mode, "--mode " + mode + args, 3, 3, 1);
-    const nlohmann::json r = record(dir, mode);
+  for (const std::string& run : {std::string("fsdp") + gpt, std::string("fsdp-grad-op") + gpt,
+                                 std::string("fsdp") + mlp, std::string("fsdp-grad-op") + mlp}) {
+    SCOPED_TRACE(run);
+    train(dir, "f", "--mode " + run, 3, 3, 1);
+    const nlohmann::json r = record(dir, "f");
     const nlohmann::json& m = r["memory"][0];
     const double psi = r["workload"]["parameters"].get<double>();
-    const double shard_state = 8.0 * psi / 3;
-    EXPECT_NEAR(m["by_category"]["optimizer_state"].get<double>(), shard_state, 4096.0);
-    for (const char* category : {"gradients", "model_state"}) {
-      const double ratio = m["ratio_by_category"][category].get<double>();
-      EXPECT_LE(ratio, 1.1) << category;
-      EXPECT_GT(ratio, 0.4) << category;
-    }
-    // Note [A category's own peak]: the gathered parameters at their most are the formula's,
-    // the running and prefetched units beside the root and the shards.
-    EXPECT_NEAR(m["ratio_by_category"]["parameters"].get<double>(), 1.0, 0.05);
+    const double world = r["config"]["world_size"].get<double>();
+    EXPECT_NEAR(m["by_category"]["optimizer_state"].get<double>(), 8.0 * psi / world, 4096.0);
+    for (const char* category : {"parameters", "gradients", "optimizer_state", "model_state"})
+      EXPECT_NEAR(m["ratio_by_category"][category].get<double>(), 1.0, 0.05) << category;
     // The promise is the formula's shard plus the transient units, never below the shard.
-    EXPECT_GT(m["expected_by_category"]["parameters"].get<double>(), 4.0 * psi / 3);
-    if (mode == "fsdp") {
+    EXPECT_GT(m["expected_by_category"]["parameters"].get<double>(), 4.0 * psi / world);
+    if (run == std::string("fsdp") + gpt) {
       EXPECT_LT(m["by_category"]["optimizer_state"].get<double>(),
                 ddp["by_category"]["optimizer_state"].get<double>() / 2);
     }

@@ -38,9 +38,9 @@ struct CommFit {
   std::string device;  // "cpu" or "cuda"
   Link allreduce;
   Link all_gather, reduce_scatter;  // Note [Links by collective]
-  Link copy;                      // DP's replicate (a coalesced copy to another device)
-  Link reduce_add;                // DP's reduce_add (a copy back and a sum)
-  double compute_contention = 1;  // Note [Compute contention]: CPU only
+  Link copy;                        // DP's replicate (a coalesced copy to another device)
+  Link reduce_add;                  // DP's reduce_add (a copy back and a sum)
+  double compute_contention = 1;    // Note [Compute contention]: CPU only
   std::vector<FitPoint> allreduce_points, all_gather_points, reduce_scatter_points;
   std::vector<FitPoint> copy_points, reduce_add_points;
   nlohmann::json to_json() const;

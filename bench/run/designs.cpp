@@ -34,7 +34,7 @@ Design dp_row() {
   d.info = {.name = "dp", .label = "DP", .noun = "device", .parallel = true};
   d.info.gradient_op = "reduce";
   // reduce_add: every other device's gradients to device 0, over its link.
-  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int) {
     return gradient_bytes * (world - 1);
   };
   d.info.phases = phases({StepPhase::Data, StepPhase::Scatter, StepPhase::Replicate,
@@ -57,7 +57,7 @@ Design ddp_row() {
             .overlaps_backward = true};
   d.info.gradient_op = "allreduce";
   // Every bucket AllReduced once: 2(n-1)/n of the gradients (the ZeRO paper's 2Ψ).
-  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int) {
     return gradient_bytes * 2.0 * (world - 1) / world;
   };
   d.info.phases =
@@ -85,7 +85,7 @@ Design zero_row(int stage) {
   d.in_default_suite = false;
   d.in_sharding_group = true;
   // A reduce-scatter and an all-gather of the (padded) gradients' size: the paper's 2Ψ.
-  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int) {
     return gradient_bytes * 2.0 * (world - 1) / world;
   };
   d.pytorch_peer = "";  // ZeroRedundancyOptimizer is another scheme (issue 46, --zero-variant)
@@ -104,7 +104,7 @@ Design zero_pytorch_row() {
                           phase_kind_name(phase_kind(StepPhase::ParamBroadcast))};
   d.zero_broadcast = true;
   // The AllReduce's 2(n-1)/n, and every parameter broadcast once from its owner.
-  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+  d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int) {
     return gradient_bytes * (2.0 * (world - 1) / world + (world > 1 ? 1.0 : 0.0));
   };
   return d;
@@ -139,18 +139,24 @@ Design fsdp_row(fsdp::ShardingStrategy strategy, const char* name, const char* l
   d.process_overhead_bytes = int64_t{150} << 20;  // a rank is a whole process, as DDP's
   switch (strategy) {
     case ShardingStrategy::FullShard:
-    case ShardingStrategy::HybridShard:
       // Two all-gathers (forward, backward) and a reduce-scatter: the ZeRO paper's 3Ψ.
-      // hybrid_shard's first version is priced as full_shard over the world.
-      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int) {
         return gradient_bytes * 3.0 * (world - 1) / world;
+      };
+      break;
+    case ShardingStrategy::HybridShard:
+      // full_shard's 3Ψ within a shard group of g, then each shard's Ψ/g all-reduced over the
+      // r = world/g ranks holding it: 3Ψ(g-1)/g + 2(Ψ/g)(r-1)/r.
+      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int shard_ranks) {
+        const double g = std::max(1, shard_ranks), r = world / g;
+        return gradient_bytes * 3.0 * (g - 1) / g + 2.0 * gradient_bytes / g * (r - 1) / r;
       };
       break;
     case ShardingStrategy::ShardGradOp:
     case ShardingStrategy::NoShard:
       // One all-gather and a reduce-scatter (shard_grad_op keeps the units gathered from
       // forward to backward), or no_shard's AllReduce: 2Ψ.
-      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world) {
+      d.expected_gradient_bus_bytes = [](double gradient_bytes, int world, int) {
         return gradient_bytes * 2.0 * (world - 1) / world;
       };
       break;

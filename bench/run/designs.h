@@ -38,8 +38,11 @@ struct Design {
   const char* pytorch_peer = "";
   bool pytorch_peer_needs_cuda = false;
   // The bytes its gradient collectives put on the wire a step (docs/metrics.md "Bytes on the
-  // wire"), for `gradient_bytes` of gradients over `world` ranks or devices; null: none.
-  double (*expected_gradient_bus_bytes)(double gradient_bytes, int world) = nullptr;
+  // wire"), for `gradient_bytes` of gradients over `world` ranks or devices, sharded over
+  // groups of `shard_ranks` (ModeRunner::shard_ranks; the world but for FSDP's hybrid_shard and
+  // no_shard); null: none.
+  double (*expected_gradient_bus_bytes)(double gradient_bytes, int world,
+                                        int shard_ranks) = nullptr;
   // DDP's ZeRO stage (Note [ZeRO in DDP]): 0 for plain DDP and every other design.
   int zero_stage = 0;
   // --zero-variant pytorch: the stage's optimizer over DDP's AllReduce, its shards broadcast

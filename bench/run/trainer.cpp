@@ -397,7 +397,7 @@ void add_comm_summary(const RunConfig& config, ModeRunner& runner, reports::RunR
     double gradient_bytes = 0;
     for (const auto& p : runner.model().parameters())
       gradient_bytes += static_cast<double>(p.data().nbytes());
-    expected = promise(gradient_bytes, comm_world);
+    expected = promise(gradient_bytes, comm_world, runner.shard_ranks(comm_world));
   }
   if (auto comm = comm_summary(design, record.steps, comm_world, expected)) {
     fmt::print("comm ({}): median {:.3f} ms, exposed {:.3f} ms, overlap ratio {:.3f}\n", comm->op,

@@ -191,6 +191,24 @@ TEST(FsdpProcesses, FullShardMovesThreePsiAndShardGradOpTwo) {
   }
 }
 
+// hybrid_shard at 2x2: full_shard's 3Ψ(g-1)/g within each shard group of g = 2, then each
+// rank's shard, Ψ/g, all-reduced over the r = 2 groups: 2(Ψ/g)(r-1)/r. mlp-small's units are
+// multiples of 2 elements, so no padding.
+TEST(FsdpProcesses, HybridShardMovesItsGroupsBytes) {
+  TempDir dir("fsdp_hybrid_bytes");
+  train(dir, "h",
+        "--mode fsdp-hybrid --shard-group-size 2 --workload mlp-small --world-size 4 "
+        "--global-batch 16",
+        3, 2, 1);
+  const nlohmann::json r = record(dir, "h");
+  const double psi = 4.0 * r["workload"]["parameters"].get<double>();
+  const double g = 2, groups = 2;
+  const double promise = 3.0 * psi * (g - 1) / g + 2.0 * psi / g * (groups - 1) / groups;
+  const nlohmann::json& comm = r["summary"]["comm"];
+  EXPECT_DOUBLE_EQ(comm["expected_gradient_bus_bytes"].get<double>(), promise);
+  EXPECT_DOUBLE_EQ(comm["bus_bytes_per_step"].get<double>(), promise);
+}
+
 // Each category at its own most (Note [A category's own peak]) against Note [Model-state
 // memory]'s formula plus what FSDP holds while units run: the gathered parameters (the root,
 // the running unit and the prefetched one, or every unit under shard_grad_op) and the

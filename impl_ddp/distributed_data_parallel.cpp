@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/memory_category.h"
+#include "core/micro_steps.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/phase_timer.h"
@@ -300,27 +301,14 @@ DdpStepStats DistributedDataParallel::step(const std::function<MicroBatch()>& ne
   return stats;
 }
 
+// Note [Micro-steps]: all but the last micro-step accumulate locally (no_sync); the last one's
+// backward synchronises, and its exposed communication follows in step().
 std::vector<Tensor> DistributedDataParallel::run_micro_steps(
     const std::function<MicroBatch()>& next_batch, const LossFn& loss_fn,
     const DdpStepOptions& options, PhaseTimer& timer) {
-  const int64_t k = options.accumulate;
-  Tensor scale;
-  if (k > 1) {
-    // Each micro-loss is divided by K, so K micro-steps equal one step on a K-times batch.
-    scale = Tensor::empty({1}, DType::F32, device_);
-    ops::fill(scale, 1.0f / static_cast<float>(k));
-  }
-  std::vector<Tensor> losses;
-  for (int64_t j = 0; j < k; ++j) {
-    const MicroBatch batch = next_batch();
-    timer.begin(step_phase_name(StepPhase::Forward));
-    if (j == 0 && options.in_first_forward) options.in_first_forward();
-    autograd::Var loss;
-    {
-      nvtx::Range r("forward", nvtx::Category::Forward);
-      loss = loss_fn(forward(batch.x), batch.y);
-    }
-    timer.begin(step_phase_name(StepPhase::BackwardCompute));
+  MicroStepFns fns;
+  fns.forward = [this](const Tensor& x) { return forward(x); };
+  fns.backward = [&](const autograd::Var& loss, const Tensor& scale, int64_t j, int64_t k) {
     {
       nvtx::Range r("backward", nvtx::Category::Backward);
       if (j < k - 1) {
@@ -335,9 +323,9 @@ std::vector<Tensor> DistributedDataParallel::run_micro_steps(
     } else {
       timer.begin(step_phase_name(StepPhase::CommExposed));
     }
-    losses.push_back(loss.data());
-  }
-  return losses;
+  };
+  return ddpb::run_micro_steps(options.accumulate, device_, next_batch, loss_fn,
+                               options.in_first_forward, timer, fns);
 }
 
 // Every bucket's collectives (PowerSGD's P, Q and uncompressed ones are AllReduces too), which

@@ -46,6 +46,7 @@
 #include "comm/process_group.h"
 #include "comm/sync_batch_norm.h"
 #include "core/autograd.h"
+#include "core/micro_steps.h"
 #include "core/nn.h"
 #include "core/optim.h"
 #include "core/phase_timer.h"
@@ -94,11 +95,9 @@ struct DdpOptions {
   bool zero_broadcast = false;
 };
 
-// One micro-batch of a step: the input and its targets.
-struct MicroBatch {
-  Tensor x, y;
-};
-using LossFn = std::function<autograd::Var(const autograd::Var& logits, const Tensor& targets)>;
+// One micro-batch of a step and the loss over it (Note [Micro-steps] in core/micro_steps.h).
+using ddpb::LossFn;
+using ddpb::MicroBatch;
 
 struct DdpStepOptions {
   int64_t accumulate = 1;  // micro-steps; the first K-1 accumulate locally (no_sync)

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/memory_category.h"
+#include "core/micro_steps.h"
 #include "core/nvtx.h"
 #include "core/ops.h"
 #include "core/phase_timer.h"
@@ -390,27 +391,14 @@ FsdpStepStats FullyShardedDataParallel::step(const std::function<MicroBatch()>& 
   return stats;
 }
 
-// Forward, backward and the gradient sync of each micro-step; the losses, unread.
+// Note [Micro-steps]: every micro-step synchronises its gradients (reduce-scatters into the
+// shards, which add up), in comm_exposed.
 std::vector<Tensor> FullyShardedDataParallel::run_micro_steps(
     const std::function<MicroBatch()>& next_batch, const LossFn& loss_fn,
     const FsdpStepOptions& options, PhaseTimer& timer) {
-  const int64_t k = options.accumulate;
-  Tensor scale;
-  if (k > 1) {  // each micro-loss divided by K: K micro-steps are one step on K times the batch
-    scale = Tensor::empty({1}, DType::F32, device_);
-    ops::fill(scale, 1.0f / static_cast<float>(k));
-  }
-  std::vector<Tensor> losses;
-  for (int64_t j = 0; j < k; ++j) {
-    const MicroBatch batch = next_batch();
-    timer.begin(step_phase_name(StepPhase::Forward));
-    if (j == 0 && options.in_first_forward) options.in_first_forward();
-    autograd::Var loss;
-    {
-      nvtx::Range r("forward", nvtx::Category::Forward);
-      loss = loss_fn(forward(batch.x), batch.y);
-    }
-    timer.begin(step_phase_name(StepPhase::BackwardCompute));
+  MicroStepFns fns;
+  fns.forward = [this](const Tensor& x) { return forward(x); };
+  fns.backward = [&](const autograd::Var& loss, const Tensor& scale, int64_t, int64_t) {
     {
       nvtx::Range r("backward", nvtx::Category::Backward);
       backward(loss, scale);
@@ -421,9 +409,9 @@ std::vector<Tensor> FullyShardedDataParallel::run_micro_steps(
       finish_gradient_sync();
     }
     timer.end();
-    losses.push_back(loss.data());
-  }
-  return losses;
+  };
+  return ddpb::run_micro_steps(options.accumulate, device_, next_batch, loss_fn,
+                               options.in_first_forward, timer, fns);
 }
 
 // The phases; the host's waits for all-gathers inside forward and backward are their own

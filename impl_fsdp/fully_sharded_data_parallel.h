@@ -88,6 +88,7 @@
 #include "comm/process_group.h"
 #include "comm/sync_batch_norm.h"
 #include "core/autograd.h"
+#include "core/micro_steps.h"
 #include "core/nn.h"
 #include "core/optim.h"
 #include "core/phase_timer.h"
@@ -136,10 +137,9 @@ struct FsdpOptions {
   bool sync_batch_norm = false;
 };
 
-struct MicroBatch {
-  Tensor x, y;
-};
-using LossFn = std::function<autograd::Var(const autograd::Var& logits, const Tensor& targets)>;
+// One micro-batch of a step and the loss over it (Note [Micro-steps] in core/micro_steps.h).
+using ddpb::LossFn;
+using ddpb::MicroBatch;
 
 struct FsdpStepOptions {
   int64_t accumulate = 1;

@@ -9,6 +9,7 @@
 #include "bench/run/ddp_record.h"
 #include "bench/run/fault_injection.h"
 #include "bench/run/rank_process.h"
+#include "bench/run/rank_runner.h"
 #include "bench/run/trainer.h"
 #include "comm/flight_recorder.h"
 #include "comm/rendezvous.h"
@@ -22,19 +23,10 @@ namespace {
 
 // A DDP rank: its process group, its DistributedDataParallel, and per step the phases and the
 // bucket records of its Reducer.
-class DdpRunner final : public ModeRunner, public RankedRun {
+class DdpRunner final : public ProcessRankRunner {
  public:
-  DdpRunner(const RunConfig& config, const WorkloadSpec& spec)
-      : config_(config),
-        fault_(parse_fault(config.inject_fault)),
-        process_(config),
-        env_(process_.env()),
-        device_(process_.device()) {
+  DdpRunner(const RunConfig& config, const WorkloadSpec& spec) : ProcessRankRunner(config, spec) {
     DeviceGuard guard(device_);
-    {
-      MemoryCategoryScope parameters(MemoryCategory::Parameters);  // Note [Memory categories]
-      model_ = make_model(spec, device_, config.seed);
-    }
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
         *model_, [this](const Tensor& x) { return model_->forward(x); }, process_.take_group(),
         ddp_options(config));
@@ -45,9 +37,6 @@ class DdpRunner final : public ModeRunner, public RankedRun {
                ddp_->reducer().num_buckets());
   }
 
-  Model& model() override { return *model_; }
-  std::vector<Device> devices() const override { return {device_}; }
-  RankedRun* ranked() override { return this; }
   // Note [The runner seam]: with a ZeRO stage, the optimizer over this rank's shard.
   std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config) override {
     return ddp_->make_optimizer(config);
@@ -86,11 +75,6 @@ class DdpRunner final : public ModeRunner, public RankedRun {
                  search_->tuner().chosen_mb(), search_->tuner().candidates().size(), step_);
   }
 
-  std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
-      nlohmann::json mine) override {
-    return process_.gather_trace(std::move(mine));
-  }
-
   bool another_step(bool have_input, int64_t step) override {
     if (config_.uneven_join) {
       if (have_input) return true;
@@ -117,17 +101,9 @@ class DdpRunner final : public ModeRunner, public RankedRun {
   }
 
  private:
-  RunConfig config_;
-  FaultSpec fault_;
-  int64_t step_ = 0;
   std::unique_ptr<WarmupBucketSearch> search_;  // --bucket-cap-mb auto
   bool reported_choice_ = false;
   HookComputeWarning hook_warning_;
-  BucketReadyLog ready_log_;  // the measured steps' bucket ready times, for bucket blame
-  RankProcess process_;
-  comm::RankEnv env_;
-  Device device_;
-  std::unique_ptr<Model> model_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
 };
 

@@ -8,6 +8,7 @@
 #include "bench/run/fault_injection.h"
 #include "bench/run/fsdp_config.h"
 #include "bench/run/rank_process.h"
+#include "bench/run/rank_runner.h"
 #include "bench/run/trainer.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -19,19 +20,10 @@ namespace {
 
 // An FSDP rank: its groups, its FullyShardedDataParallel, and per step its phases and
 // collectives.
-class FsdpRunner final : public ModeRunner, public RankedRun {
+class FsdpRunner final : public ProcessRankRunner {
  public:
-  FsdpRunner(const RunConfig& config, const WorkloadSpec& spec)
-      : config_(config),
-        fault_(parse_fault(config.inject_fault)),
-        process_(config),
-        env_(process_.env()),
-        device_(process_.device()) {
+  FsdpRunner(const RunConfig& config, const WorkloadSpec& spec) : ProcessRankRunner(config, spec) {
     DeviceGuard guard(device_);
-    {
-      MemoryCategoryScope parameters(MemoryCategory::Parameters);  // Note [Memory categories]
-      model_ = make_model(spec, device_, config.seed);
-    }
     const std::vector<fsdp::FsdpUnitSpec> units = fsdp_units(config, spec, *model_);
     fsdp::FsdpGroups groups = fsdp_groups(config, process_, process_.take_group());
     {
@@ -48,9 +40,6 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
                fsdp_->groups().shard->size());
   }
 
-  Model& model() override { return *model_; }
-  std::vector<Device> devices() const override { return {device_}; }
-  RankedRun* ranked() override { return this; }
   // Note [The runner seam]: the optimizer over this rank's shards.
   std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config) override {
     return fsdp_->make_optimizer(config);
@@ -97,11 +86,6 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
     return fsdp_step_outcome(stats, env_.world_size, env_.rank);
   }
 
-  std::pair<std::vector<nlohmann::json>, std::vector<int64_t>> gather_trace(
-      nlohmann::json mine) override {
-    return process_.gather_trace(std::move(mine));
-  }
-
   // With --epochs: every rank runs out together or the run fails naming them (FSDP has no
   // Join: a rank without input cannot shadow its peers' gathers).
   bool another_step(bool have_input, int64_t step) override {
@@ -146,14 +130,6 @@ class FsdpRunner final : public ModeRunner, public RankedRun {
     return ready;
   }
 
-  RunConfig config_;
-  FaultSpec fault_;
-  int64_t step_ = 0;
-  BucketReadyLog ready_log_;  // the measured steps' unit ready times, for the blame
-  RankProcess process_;
-  comm::RankEnv env_;
-  Device device_;
-  std::unique_ptr<Model> model_;
   std::unique_ptr<fsdp::FullyShardedDataParallel> fsdp_;
 };
 

@@ -250,7 +250,8 @@ HostProcessGroup::HostProcessGroup(int rank, int size, const ProcessGroupOptions
     : ProcessGroup(rank, size),
       device_(options.device),
       timeout_(options.timeout),
-      name_(std::move(name)) {
+      name_(std::move(name)),
+      flight_recorded_(options.flight_recorded) {
   DDPB_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size)
       << name_ << " process group: rank " << rank << " is outside a group of size " << size;
   DDPB_USAGE_CHECK(timeout_.count() > 0)
@@ -361,10 +362,12 @@ WorkPtr HostProcessGroup::issue(Request request) {
                            << rank_ << " is being destroyed";
     sequence = next_sequence_++;
     run_here = may_run_here && comm_thread_sleeping_;
-    flight_recorder().enqueued(
-        sequence, request.name, request.bytes,
-        operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype()), now_ns,
-        /*started=*/run_here);
+    if (flight_recorded_) {
+      flight_recorder().enqueued(
+          sequence, request.name, request.bytes,
+          operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype()), now_ns,
+          /*started=*/run_here);
+    }
     if (!run_here) {
       if (!queued) queued = make_pending();  // a burst whose thread is awake (rare)
       queued->sequence = sequence;
@@ -547,7 +550,7 @@ void HostProcessGroup::run_staged(const Request& request, const Event& ready, in
 
 void HostProcessGroup::execute(PendingOp& op) {
   op.start_ns = steady_now_ns();
-  flight_recorder().started(op.sequence, op.start_ns);
+  if (flight_recorded_) flight_recorder().started(op.sequence, op.start_ns);
   Outcome outcome = run_collective(op.request, op.ready, op.sequence, op.start_ns);
   op.end_ns = outcome.end_ns;
   op.complete(std::move(outcome));
@@ -586,7 +589,8 @@ Outcome HostProcessGroup::run_collective(const Request& request, const Event& re
   }
   running_sequence_.store(-1, std::memory_order_release);
   outcome.end_ns = steady_now_ns();
-  flight_recorder().finished(sequence, outcome.failure != Failure::None, outcome.end_ns);
+  if (flight_recorded_)
+    flight_recorder().finished(sequence, outcome.failure != Failure::None, outcome.end_ns);
   return outcome;
 }
 

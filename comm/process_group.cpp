@@ -181,7 +181,7 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
 // Note [Sub-groups].
 std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
                                         int world_size, const std::vector<int>& ranks,
-                                        const ProcessGroupOptions& options) {
+                                        const ProcessGroupOptions& given) {
   DDPB_USAGE_CHECK(!ranks.empty()) << "new_group: no ranks";
   std::vector<bool> seen(static_cast<size_t>(std::max(world_size, 0)), false);
   int position = -1;
@@ -194,6 +194,8 @@ std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_
     if (r == world_rank) position = static_cast<int>(i);
   }
   const int size = static_cast<int>(ranks.size());
+  ProcessGroupOptions options = given;
+  options.flight_recorded = false;  // Note [Sub-groups]
   if (options.backend == CommBackend::Mpi) {
 #if defined(DDPB_HAVE_MPI)
     if (position < 0) ProcessGroupMpi::split_without_me();

@@ -160,6 +160,9 @@ struct ProcessGroupOptions {
   // gives what is left of the rendezvous's --timeout.
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::string hostname = "127.0.0.1";  // interface gloo binds to (MASTER_ADDR's for one node)
+  // Whether its collectives go into the process's flight recorder: the world's; a sub-group's
+  // do not (Note [Sub-groups]).
+  bool flight_recorded = true;
 };
 
 // Creates the group and performs its rendezvous through `store` (throws on timeout). An mpi
@@ -177,7 +180,11 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
 // store prefix], counted by every world rank so that later groups stay in step); MPI splits
 // MPI_COMM_WORLD, which every world rank takes part in. The same call with every rank makes a
 // second queue over the same store: its collectives never wait behind the first group's.
-// UsageError for ranks out of the world, repeated or empty.
+// A sub-group counts its collectives from 0 as every group does, and the flight recorder keys
+// a rank's entries by that number, so its collectives stay out of the recorder: they would
+// overwrite the world's entries of the same number and mislead the doctor (a hang in a
+// sub-group's collective shows as none in flight). UsageError for ranks out of the world,
+// repeated or empty.
 std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
                                         int world_size, const std::vector<int>& ranks,
                                         const ProcessGroupOptions& options);

@@ -43,9 +43,9 @@ namespace {
 constexpr size_t kNone = SIZE_MAX;
 
 // Notes in the flight recorder what a collective was for ("fsdp unit h.0, forward"), which
-// the doctor prints beside its op when a rank hangs. Only for collectives over the world: the
-// recorder keys its entries by sequence number, which each group counts on its own (Note
-// [Sub-groups]), so a sub-group's number could name another group's entry.
+// the doctor prints beside its op when a rank hangs. Only for collectives over the world: a
+// sub-group's stay out of the recorder (Note [Sub-groups]), and its sequence number would name
+// the world's entry of that number.
 void tag_for_flight(const comm::WorkPtr& work, const UnitCollective& record,
                     const comm::ProcessGroup& group, const comm::ProcessGroup& world) {
   if (&group != &world || !work || work->sequence < 0) return;

@@ -3,12 +3,15 @@
 // here, ranks as threads; MPI's split in test_process_group_mpi.cpp.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "base/rank_team.h"
+#include "comm/flight_recorder.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
 #include "core/check.h"
@@ -100,6 +103,40 @@ TEST(SubGroups, RanksOutsideTheWorldOrRepeatedAreRefused) {
   EXPECT_THROW(new_group(store, 0, 2, {0, 2}, o), UsageError);
   EXPECT_THROW(new_group(store, 0, 2, {-1}, o), UsageError);
   EXPECT_EQ(new_group(store, 0, 2, {1}, o), nullptr) << "rank 0 is not in {1}";
+}
+
+// Note [Sub-groups]: a sub-group counts its collectives from 0 as the world does, and the
+// flight recorder keys a rank's entries by that number, so a sub-group's collectives stay out
+// of the recorder: the world's entry of the same number is left as it was, and the world's
+// next collective is the next entry. One rank, so that no other rank records beside it.
+TEST(SubGroups, ASubGroupsCollectivesStayOutOfTheFlightRecorder) {
+  on_every_rank(
+      1, [](const std::shared_ptr<HashStore>& store, int r, const ProcessGroupOptions& o) {
+        const auto world = make_process_group(store, r, 1, o);
+        const auto sub = new_group(store, r, 1, {0}, o);
+        ASSERT_NE(sub, nullptr);
+        const Tensor t = Tensor::from_floats({1.0f, 2.0f}, {2}, o.device);
+        const auto entry = [](int64_t seq) {
+          for (const nlohmann::json& e : flight_recorder().to_json())
+            if (e["seq"].get<int64_t>() == seq) return e;
+          return nlohmann::json();
+        };
+        const comm::WorkPtr w0 = world->allreduce(t);
+        w0->wait();
+        const int64_t first = w0->sequence;
+        ASSERT_GE(first, 0);
+        const nlohmann::json before = entry(first);
+        ASSERT_FALSE(before.is_null());
+        for (int k = 0; k < 3; ++k) sub->allreduce(t)->wait();
+        EXPECT_EQ(entry(first), before) << "a sub-group's collective overwrote the world's";
+        const comm::WorkPtr next = world->allreduce(t);
+        next->wait();
+        EXPECT_EQ(next->sequence, first + 1);
+        const nlohmann::json after = entry(first + 1);
+        ASSERT_FALSE(after.is_null());
+        EXPECT_EQ(after["state"], "completed");
+        EXPECT_EQ(after["op"], "allreduce");
+      });
 }
 
 }  // namespace

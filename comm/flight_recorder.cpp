@@ -112,6 +112,17 @@ void FlightRecorder::finished(int64_t sequence, bool failed, int64_t end_ns) {
   }
 }
 
+void FlightRecorder::unlisted_enqueued() {
+  std::lock_guard lock(mutex_);
+  ++in_flight_;
+}
+
+void FlightRecorder::unlisted_finished(bool failed) {
+  std::lock_guard lock(mutex_);
+  --in_flight_;
+  failed_ += failed;
+}
+
 void FlightRecorder::tag(int64_t sequence, const std::string& tag) {
   std::lock_guard lock(mutex_);
   if (Entry* e = slot(sequence)) e->tag = tag;

@@ -38,6 +38,10 @@ class FlightRecorder {
   void finished(int64_t sequence, bool failed, int64_t end_ns);
   // What the collective was for ("bucket 3"); set by the issuer after it got the sequence.
   void tag(int64_t sequence, const std::string& tag);
+  // A sub-group's collective (Note [Sub-groups]): no entry (its numbers are its group's), but
+  // it is in flight, and its failure is trouble, as any collective's.
+  void unlisted_enqueued();
+  void unlisted_finished(bool failed);
 
   nlohmann::json to_json() const;  // entries oldest first
   // Whether a collective was issued and has not finished (Note [Step watchdog]).

@@ -367,6 +367,8 @@ WorkPtr HostProcessGroup::issue(Request request) {
           sequence, request.name, request.bytes,
           operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype()), now_ns,
           /*started=*/run_here);
+    } else {
+      flight_recorder().unlisted_enqueued();
     }
     if (!run_here) {
       if (!queued) queued = make_pending();  // a burst whose thread is awake (rare)
@@ -589,8 +591,11 @@ Outcome HostProcessGroup::run_collective(const Request& request, const Event& re
   }
   running_sequence_.store(-1, std::memory_order_release);
   outcome.end_ns = steady_now_ns();
-  if (flight_recorded_)
+  if (flight_recorded_) {
     flight_recorder().finished(sequence, outcome.failure != Failure::None, outcome.end_ns);
+  } else {
+    flight_recorder().unlisted_finished(outcome.failure != Failure::None);
+  }
   return outcome;
 }
 

@@ -181,9 +181,10 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
 // MPI_COMM_WORLD, which every world rank takes part in. The same call with every rank makes a
 // second queue over the same store: its collectives never wait behind the first group's.
 // A sub-group counts its collectives from 0 as every group does, and the flight recorder keys
-// a rank's entries by that number, so its collectives stay out of the recorder: they would
-// overwrite the world's entries of the same number and mislead the doctor (a hang in a
-// sub-group's collective shows as none in flight). UsageError for ranks out of the world,
+// a rank's entries by that number, so its collectives are not listed there: they would
+// overwrite the world's entries of the same number and mislead the doctor. They count as in
+// flight while they run (the step watchdog leaves a rank waiting in one to the collective's
+// timeout), and a failed one as trouble. UsageError for ranks out of the world,
 // repeated or empty.
 std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
                                         int world_size, const std::vector<int>& ranks,

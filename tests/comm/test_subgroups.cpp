@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "base/rank_team.h"
@@ -129,6 +130,7 @@ TEST(SubGroups, ASubGroupsCollectivesStayOutOfTheFlightRecorder) {
         ASSERT_FALSE(before.is_null());
         for (int k = 0; k < 3; ++k) sub->allreduce(t)->wait();
         EXPECT_EQ(entry(first), before) << "a sub-group's collective overwrote the world's";
+        EXPECT_FALSE(flight_recorder().any_in_flight());
         const comm::WorkPtr next = world->allreduce(t);
         next->wait();
         EXPECT_EQ(next->sequence, first + 1);
@@ -137,6 +139,24 @@ TEST(SubGroups, ASubGroupsCollectivesStayOutOfTheFlightRecorder) {
         EXPECT_EQ(after["state"], "completed");
         EXPECT_EQ(after["op"], "allreduce");
       });
+}
+
+// ... but it is in flight while it waits for a peer, so that the step watchdog leaves a rank
+// waiting in it to the collective's own timeout (Note [Step watchdog]).
+TEST(SubGroups, ASubGroupsCollectiveWaitingForAPeerIsInFlight) {
+  on_every_rank(2,
+                [](const std::shared_ptr<HashStore>& store, int r, const ProcessGroupOptions& o) {
+                  const auto sub = new_group(store, r, 2, {0, 1}, o);
+                  const Tensor t = Tensor::from_floats({1.0f}, {1}, o.device);
+                  if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                  const comm::WorkPtr w = sub->allreduce(t);
+                  if (r == 0) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                    EXPECT_TRUE(flight_recorder().any_in_flight());
+                  }
+                  w->wait();
+                });
+  EXPECT_FALSE(flight_recorder().any_in_flight());
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "base/open_files.h"
 #include "comm/file_store.h"
@@ -176,13 +178,23 @@ void register_join(Store& store, const RankEnv& env) {
 
 // The ranks that joined with another world size than `env`'s, as "; rank 1 of 2 on host b
 // joined with another world size", or "".
+// Ticket `t`'s world size and node count (shape_of), once its joiner has written them.
+std::optional<std::pair<int, int>> ticket_shape(Store& store, int64_t t) {
+  const std::string key = kJoinKey + ("shape/" + std::to_string(t));
+  if (!store.check({key})) return std::nullopt;
+  int world = 0, nodes = 0;
+  if (std::sscanf(store.get_string(key).c_str(), "%d %d", &world, &nodes) != 2) return std::nullopt;
+  return std::pair{world, nodes};
+}
+
 std::string other_worlds(Store& store, const RankEnv& env) {
   std::string out;
   const int64_t joined = store.add(std::string(kJoinKey) + "count", 0);
-  const std::string mine = " of " + std::to_string(env.world_size) + " on host ";
   for (int64_t t = 1; t <= std::min<int64_t>(joined, 64); ++t) {
-    const std::string who = store.get_string(kJoinKey + std::to_string(t));
-    if (who.find(mine) == std::string::npos) out += "; " + who + " joined with another world size";
+    const auto shape = ticket_shape(store, t);
+    if (shape && shape->first != env.world_size)
+      out +=
+          "; " + store.get_string(kJoinKey + std::to_string(t)) + " joined with another world size";
   }
   return out;
 }
@@ -200,10 +212,9 @@ class JoinWatch {
     const int64_t joined = std::min<int64_t>(store_.add(std::string(kJoinKey) + "count", 0), 4096);
     for (; read_ < joined; ++read_) {
       const std::string ticket = std::to_string(read_ + 1);
-      const std::string key = kJoinKey + ("shape/" + ticket);
-      if (!store_.check({key})) break;  // taken, not written yet: the next round reads it
-      int world = 0, nodes = 0;
-      if (std::sscanf(store_.get_string(key).c_str(), "%d %d", &world, &nodes) != 2) continue;
+      const auto shape = ticket_shape(store_, read_ + 1);
+      if (!shape) break;  // taken, not written yet: the next round reads it
+      const auto [world, nodes] = *shape;
       const bool other_world = world != env_.world_size;
       if (!other_world && (nodes == 0 || nodes_of(env_) == 0 || nodes == nodes_of(env_))) continue;
       const std::string flag = other_world ? "--world-size" : "--nnodes";

@@ -123,7 +123,10 @@ void FullyShardedDataParallel::build_units(const std::vector<FsdpUnitSpec>& spec
   // counted in the units' reduce-scatters issued before it.
   for (const autograd::Var& p : units_[root_]->params())
     p.register_grad_ready_hook([this](const autograd::Var& v) {
-      if (!order_known_) root_grads_ready_.emplace_back(v.grad().numel(), reduced_in_backward_);
+      if (order_known_) return;
+      size_t reduced = 0;  // the other units reduce-scattered so far in this backward
+      for (size_t i = 0; i < state_.size(); ++i) reduced += i != root_ && state_[i].reduced;
+      root_grads_ready_.emplace_back(v.grad().numel(), reduced);
     });
 }
 
@@ -255,7 +258,6 @@ void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when, bo
     if (in_backward) exposed_reduce_scatter_backward_ms_ += waited;
   }
   last_reduced_ = index;
-  if (index != root_) ++reduced_in_backward_;
   FlatParamUnit& unit = *units_[index];
   state_[index].reduced = true;
   const int64_t launch_ns = steady_now_ns();
@@ -315,7 +317,6 @@ void FullyShardedDataParallel::finish_gradient_sync() {
   // run the next forward on the values from before the step.
   for (size_t i = 0; i < units_.size(); ++i) reshard(i);
   for (UnitState& s : state_) s.ready = 0, s.reduced = false;
-  reduced_in_backward_ = 0;
   order_known_ = true;
   in_backward_ = false;
 }

@@ -275,7 +275,6 @@ class FullyShardedDataParallel {
   double exposed_reduce_scatter_ms_ = 0;
   double exposed_reduce_scatter_backward_ms_ = 0;  // its part waited for inside backward
   size_t last_reduced_ = SIZE_MAX;  // the unit whose reduce-scatter was issued last this step
-  size_t reduced_in_backward_ = 0;  // units other than the root reduce-scattered so far
   // Each root gradient of the first backward: its elements, and the reduce-scatters of other
   // units issued before it was final (peak_unsharded_grad_numel).
   std::vector<std::pair<int64_t, size_t>> root_grads_ready_;

@@ -270,7 +270,7 @@ CommFit measure_comm_fit(const std::string& backend, const std::string& device,
   f.device = device;
   // A sweep's points where it timed the collective at two sizes or more (real rank
   // processes), else this process's threads at `ranks`.
-  const auto points_of = [&](const std::vector<FitPoint>& given, FitOp op) {
+  const auto fit_points = [&](const std::vector<FitPoint>& given, FitOp op) {
     std::vector<FitPoint> points = given;
     for (int p : given.size() >= 2 ? std::vector<int>{} : ranks) {
       const auto timed = time_collective(backend, p, op);
@@ -278,9 +278,9 @@ CommFit measure_comm_fit(const std::string& backend, const std::string& device,
     }
     return points;
   };
-  f.allreduce_points = points_of(swept.allreduce, FitOp::AllReduce);
-  f.all_gather_points = points_of(swept.all_gather, FitOp::AllGather);
-  f.reduce_scatter_points = points_of(swept.reduce_scatter, FitOp::ReduceScatter);
+  f.allreduce_points = fit_points(swept.allreduce, FitOp::AllReduce);
+  f.all_gather_points = fit_points(swept.all_gather, FitOp::AllGather);
+  f.reduce_scatter_points = fit_points(swept.reduce_scatter, FitOp::ReduceScatter);
   DpTransferPoints dp = time_dp_transfers(device);
   f.copy_points = std::move(dp.replicate);
   f.reduce_add_points = std::move(dp.reduce_add);

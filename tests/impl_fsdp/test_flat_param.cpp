@@ -18,6 +18,7 @@
 #include "../comm/pg_test_util.h"
 #include "../core/test_util.h"
 #include "../util/error_of.h"
+#include "batch_rows.h"
 #include "core/allocator.h"
 #include "core/functional.h"
 #include "core/nn.h"
@@ -403,12 +404,9 @@ std::map<std::string, std::vector<float>> train_fsdp(int rank, int world,
   optim::SGD sgd(fsdp.shards(), 0.1f, 0.9f, 0.0f);
   const int64_t rows = kBatch / world;
   for (int step = 0; step < kSteps; ++step) {
-    const std::vector<int32_t> y = batch_y(step);
-    const Tensor x = batch_x(step, device).narrow(rank * rows, rows);
-    const Tensor labels = Tensor::from_ints(
-        std::vector<int32_t>(y.begin() + rank * rows, y.begin() + (rank + 1) * rows), {rows},
-        device);
-    Var loss = fn::cross_entropy(model.forward(Var(x)), labels);
+    const MicroBatch mine =
+        testing::batch_rows(batch_x(step, device), batch_y(step), rank * rows, rows, device);
+    Var loss = fn::cross_entropy(model.forward(Var(mine.x)), mine.y);
     for (const Var& p : model.parameters()) EXPECT_TRUE(p.storage_freed()) << "after forward";
     loss.backward();
     fsdp.finish_backward();

@@ -14,6 +14,7 @@
 
 #include "../core/test_util.h"
 #include "base/rank_team.h"
+#include "batch_rows.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
 #include "core/functional.h"
@@ -163,10 +164,7 @@ RankRun train_fsdp(int rank, int world, const FsdpGroups& groups, FsdpOptions op
     int64_t micro = 0;
     const auto next = [&] {
       const int64_t first = (rank * accumulate + micro++) * rows;
-      return MicroBatch{
-          batch_x(step, device).narrow(first, rows),
-          Tensor::from_ints(std::vector<int32_t>(y.begin() + first, y.begin() + first + rows),
-                            {rows}, device)};
+      return testing::batch_rows(batch_x(step, device), y, first, rows, device);
     };
     most = 0;
     run.steps.push_back(fsdp.step(next, fn::cross_entropy, *sgd, {.accumulate = accumulate}));
@@ -350,13 +348,11 @@ Params train_fork(int rank, int world, const FsdpGroups* groups) {
   }
   const int64_t rows = kBatch / world;
   for (int step = 0; step < kSteps; ++step) {
-    const std::vector<int32_t> y = batch_y(step);
-    const Tensor x = batch_x(step, device).narrow(rank * rows, rows);
-    const Tensor labels = Tensor::from_ints(
-        std::vector<int32_t>(y.begin() + rank * rows, y.begin() + (rank + 1) * rows), {rows},
-        device);
+    const MicroBatch mine =
+        testing::batch_rows(batch_x(step, device), batch_y(step), rank * rows, rows, device);
+    const Tensor &x = mine.x, &labels = mine.y;
     if (fsdp) {
-      fsdp->step([&] { return MicroBatch{x, labels}; }, fn::cross_entropy, *sgd);
+      fsdp->step([&] { return mine; }, fn::cross_entropy, *sgd);
       for (const Var& p : model.parameters()) EXPECT_TRUE(p.storage_freed()) << p.name();
     } else {
       fn::cross_entropy(model.forward(Var(x)), labels).backward();

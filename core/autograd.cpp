@@ -245,7 +245,7 @@ void Var::backward(const Tensor& grad_output) const {
     g = Tensor::empty(data().shape(), DType::F32, data().device());
     ops::fill(g, 1.0f);
   }
-  DDPB_CHECK(g.shape() == data().shape())
+  DDPB_CHECK(g.shape() == data().shape() && g.dtype() == data().dtype())
       << "output gradient " << g.describe() << " does not match " << data().describe();
   run_backward(gradient_edge(*this), std::move(g));
 }

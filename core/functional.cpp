@@ -12,11 +12,57 @@ Tensor empty_like(const Tensor& t) {
   return Tensor::empty(t.shape(), t.dtype(), t.device());
 }
 
+// Note [Autocast]
+// Under --precision bf16 (ops::math_mode() == BF16) these functions follow PyTorch's autocast
+// (torch.autocast with dtype=torch.bfloat16), so that a bf16 run stores and moves what a
+// PyTorch user's does:
+//  - linear reads bf16 and leaves bf16. Its input is cast to bf16 (a cast node, kept for
+//    backward), and so is its f32 weight, the master copy, which the optimizer updates. The
+//    GEMMs accumulate in f32. The weight's bf16 copy lives for one GEMM: backward casts it
+//    again, so no second copy of the parameters waits for backward (PyTorch's saved bf16
+//    weight does; under FSDP that is every unit's). The weight and bias gradients leave their
+//    GEMM and row sum in f32, straight into the f32 gradient (PyTorch rounds them to bf16
+//    first). The bias is added in f32 before the output is rounded.
+//  - relu, gelu and reshape run in their input's dtype; add keeps bf16 + bf16 in bf16 and
+//    promotes a sum with an f32 operand to f32, so the residual stream stays f32.
+//  - layer_norm, attention and cross_entropy compute in f32 (autocast's f32 list, and its
+//    promotion): a bf16 input enters through a cast. PyTorch runs attention in bf16; our
+//    attention kernels are f32.
+//  - conv2d keeps f32 tensors; its GEMMs use the bf16 math mode (core/ops.h, MathMode).
+// A Var's gradient has the Var's dtype, so each cast's backward casts back. Parameters,
+// their gradients, the gradient reductions and the optimizer state stay f32.
+bool autocast_to_bf16() {
+  return ops::math_mode() == ops::MathMode::BF16;
+}
+
+Tensor cast_copy(const Tensor& t, DType dtype) {
+  Tensor out = Tensor::empty(t.shape(), dtype, t.device());
+  ops::cast(t, out);
+  return out;
+}
+
+class CastBackward final : public Node {
+ public:
+  DType input_dtype = DType::F32;
+  const char* name() const override { return "CastBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override { return {cast_copy(dy, input_dtype)}; }
+};
+
+// x in `dtype`: x itself when it already is, else a copy whose gradient is cast back.
+Var cast_to(const Var& x, DType dtype) {
+  if (x.data().dtype() == dtype) return x;
+  auto node = std::make_shared<CastBackward>();
+  node->input_dtype = x.data().dtype();
+  return make_result(cast_copy(x.data(), dtype), node, {x});
+}
+
 class LinearBackward final : public Node {
  public:
   Tensor x, weight, y;  // y saved only for a fused ReLU
   bool has_bias = false;
   ops::Activation act = ops::Activation::None;
+  // Note [Autocast]: x is the bf16 copy of the input, weight the f32 parameter, cast again.
+  bool bf16 = false;
   const char* name() const override { return "LinearBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
     Tensor dz = dy;
@@ -27,8 +73,8 @@ class LinearBackward final : public Node {
     std::vector<Tensor> grads(3);
     int64_t n = x.size(0), in = x.size(1), out = weight.size(0);
     if (needs_input_grad(0)) {
-      grads[0] = Tensor::empty({n, in}, DType::F32, x.device());
-      ops::gemm(dz, false, weight, false, grads[0]);
+      grads[0] = Tensor::empty({n, in}, x.dtype(), x.device());
+      ops::gemm(dz, false, bf16 ? cast_copy(weight, DType::BF16) : weight, false, grads[0]);
     }
     // Weight and bias gradients may go straight into their leaves' destinations (DDP's
     // buckets, Note [Gradient destinations]); both ops overwrite their output.
@@ -68,8 +114,13 @@ class GeluBackward final : public Node {
 
 class AddBackward final : public Node {
  public:
+  DType a_dtype = DType::F32, b_dtype = DType::F32;
   const char* name() const override { return "AddBackward"; }
-  std::vector<Tensor> apply(const Tensor& dy) override { return {dy, dy}; }
+  // A promoted sum (Note [Autocast]) hands each input its gradient in its own dtype.
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    auto in = [&](DType dtype) { return dtype == dy.dtype() ? dy : cast_copy(dy, dtype); };
+    return {in(a_dtype), in(b_dtype)};
+  }
 };
 
 class ReshapeBackward final : public Node {
@@ -150,18 +201,21 @@ class CrossEntropyBackward final : public Node {
 
 Var linear(const Var& x, const Var& weight, const Var& bias, ops::Activation act) {
   DDPB_CHECK(act != ops::Activation::GeLU) << "linear fuses ReLU only; apply gelu() after it";
-  const Tensor& xt = x.data();
-  DDPB_CHECK(xt.dim() == 2) << "linear input must be [N, in], got " << xt.describe();
-  Tensor y = Tensor::empty({xt.size(0), weight.data().size(0)}, DType::F32, xt.device());
-  ops::gemm(xt, false, weight.data(), true, y, 1.0f, 0.0f, bias.defined() ? bias.data() : Tensor(),
-            act);
+  DDPB_CHECK(x.data().dim() == 2) << "linear input must be [N, in], got " << x.data().describe();
+  const bool bf16 = autocast_to_bf16();
+  const Var input = cast_to(x, bf16 ? DType::BF16 : DType::F32);
+  const Tensor& xt = input.data();
+  Tensor y = Tensor::empty({xt.size(0), weight.data().size(0)}, xt.dtype(), xt.device());
+  ops::gemm(xt, false, bf16 ? cast_copy(weight.data(), DType::BF16) : weight.data(), true, y, 1.0f,
+            0.0f, bias.defined() ? bias.data() : Tensor(), act);
   auto node = std::make_shared<LinearBackward>();
   node->x = xt;
   node->weight = weight.data();
+  node->bf16 = bf16;
   node->has_bias = bias.defined();
   node->act = act;
   if (act == ops::Activation::ReLU) node->y = y;
-  return make_result(y, node, {x, weight, bias});
+  return make_result(y, node, {input, weight, bias});
 }
 
 Var relu(const Var& x) {
@@ -183,9 +237,13 @@ Var gelu(const Var& x) {
 Var add(const Var& a, const Var& b) {
   DDPB_CHECK(a.shape() == b.shape())
       << "add: " << a.data().describe() << " + " << b.data().describe();
-  Tensor y = empty_like(a.data());
+  const DType da = a.data().dtype(), db = b.data().dtype();
+  Tensor y = Tensor::empty(a.shape(), da == db ? da : DType::F32, a.data().device());
   ops::add(a.data(), b.data(), y);
-  return make_result(y, std::make_shared<AddBackward>(), {a, b});
+  auto node = std::make_shared<AddBackward>();
+  node->a_dtype = da;
+  node->b_dtype = db;
+  return make_result(y, node, {a, b});
 }
 
 Var reshape(const Var& x, const Shape& shape) {
@@ -194,7 +252,8 @@ Var reshape(const Var& x, const Shape& shape) {
   return make_result(x.data().view(shape), node, {x});
 }
 
-Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
+Var layer_norm(const Var& x_in, const Var& weight, const Var& bias, float eps) {
+  const Var x = cast_to(x_in, DType::F32);  // Note [Autocast]
   const Tensor& xt = x.data();
   int64_t c = xt.size(-1), m = xt.numel() / c;
   Tensor x2 = xt.view({m, c});
@@ -221,7 +280,8 @@ Var embedding(const Tensor& ids, const Var& table) {
   return make_result(y, node, {table});
 }
 
-Var causal_attention(const Var& qkv, int n_head) {
+Var causal_attention(const Var& qkv_in, int n_head) {
+  const Var qkv = cast_to(qkv_in, DType::F32);  // Note [Autocast]
   const Tensor& q = qkv.data();
   DDPB_CHECK(q.dim() == 3) << "attention input must be [B, T, 3C], got " << q.describe();
   int64_t b = q.size(0), t = q.size(1), c = q.size(2) / 3;
@@ -245,7 +305,8 @@ Var causal_attention(const Var& qkv, int n_head) {
   return make_result(y, node, {qkv});
 }
 
-Var cross_entropy(const Var& logits, const Tensor& targets) {
+Var cross_entropy(const Var& logits_in, const Tensor& targets) {
+  const Var logits = cast_to(logits_in, DType::F32);  // Note [Autocast]
   const Tensor& l = logits.data();
   Tensor loss = Tensor::empty({1}, DType::F32, l.device());
   Tensor probs = empty_like(l);

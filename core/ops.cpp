@@ -65,6 +65,29 @@ bool is_float(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16;
 }
 
+// The dtypes autocast stores activations in (Note [Autocast], core/functional.cpp): f32 or
+// bf16. Returns the tensor's dtype after checking it is one of them.
+DType f32_or_bf16(const char* op, const Tensor& t) {
+  DDPB_CHECK(t.defined()) << op << ": undefined tensor argument";
+  DDPB_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16)
+      << op << ": expected f32 or bf16, got " << t.describe();
+  return t.dtype();
+}
+
+// An element-wise op whose tensors all share one dtype, f32 or bf16, and one device.
+Backend& one_float_dtype(const char* op, std::initializer_list<const Tensor*> ts) {
+  const DType dtype = f32_or_bf16(op, **ts.begin());
+  const Device& device = (*ts.begin())->device();
+  for (const Tensor* t : ts) {
+    DDPB_CHECK(t->defined()) << op << ": undefined tensor argument";
+    DDPB_CHECK(t->dtype() == dtype)
+        << op << ": expected every tensor in " << dtype_name(dtype) << ", got " << t->describe();
+    DDPB_CHECK(t->device() == device) << op << ": tensors on different devices (" << device.str()
+                                      << " and " << t->describe() << ")";
+  }
+  return backend_for(device.type);
+}
+
 // The stream a copy runs on (core/backend.h): the CUDA side's, the destination's when both
 // sides are CUDA or both are CPU. A copy between two devices of one type is also ordered
 // after the source device's current stream, as CUDA's peer copies are (an event recorded
@@ -97,7 +120,12 @@ MathMode math_mode() {
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha, float beta, const Tensor& bias, Activation act) {
   DDPB_OP_RANGE("gemm");
-  Backend& be = same_device("gemm", {{&a, F}, {&b, F}, {&c, F}});
+  // Operands both f32 or both bf16; a bf16 product may leave in f32 (Note [Autocast]).
+  const DType operands = f32_or_bf16("gemm", a);
+  const DType out = f32_or_bf16("gemm", c);
+  DDPB_CHECK(operands == DType::BF16 || out == DType::F32)
+      << "gemm: f32 operands need an f32 output, got " << c.describe();
+  Backend& be = same_device("gemm", {{&a, operands}, {&b, operands}, {&c, out}});
   DDPB_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2)
       << "gemm needs 2-D tensors: " << a.describe() << ", " << b.describe() << ", " << c.describe();
   int64_t m = trans_a ? a.size(1) : a.size(0);
@@ -108,7 +136,7 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
       << "gemm shapes do not match: a" << (trans_a ? "^T " : " ") << a.describe() << ", b"
       << (trans_b ? "^T " : " ") << b.describe() << ", c " << c.describe();
   if (bias.defined()) {
-    same_device("gemm bias", {{&c, F}, {&bias, F}});
+    same_device("gemm bias", {{&c, out}, {&bias, F}});
     require_shape("gemm bias", bias, {n});
   }
   accesses("gemm", c.device(), {&a, &b, &bias, beta != 0.0f ? &c : nullptr}, {&c});
@@ -128,7 +156,12 @@ void zero(const Tensor& t) {
 }
 
 void add(const Tensor& a, const Tensor& b, const Tensor& out) {
-  Backend& be = same_device("add", {{&a, F}, {&b, F}, {&out, F}});
+  // Each input f32 or bf16; bf16 + bf16 may stay bf16, anything else leaves in f32.
+  const DType da = f32_or_bf16("add", a), db = f32_or_bf16("add", b);
+  const DType dout = f32_or_bf16("add", out);
+  DDPB_CHECK(dout == DType::F32 || (da == DType::BF16 && db == DType::BF16))
+      << "add: " << a.describe() << " + " << b.describe() << " cannot leave in " << out.describe();
+  Backend& be = same_device("add", {{&a, da}, {&b, db}, {&out, dout}});
   same_numel("add", a, b);
   same_numel("add", a, out);
   accesses("add", out.device(), {&a, &b}, {&out});
@@ -164,14 +197,14 @@ void scale_copy(const Tensor& src, const Tensor& dst, float s) {
 }
 
 void relu_forward(const Tensor& x, const Tensor& y) {
-  Backend& be = same_device("relu_forward", {{&x, F}, {&y, F}});
+  Backend& be = one_float_dtype("relu_forward", {&x, &y});
   same_numel("relu_forward", x, y);
   accesses("relu_forward", y.device(), {&x}, {&y});
   be.relu_forward(x, y);
 }
 
 void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
-  Backend& be = same_device("relu_backward", {{&dy, F}, {&y, F}, {&dx, F}});
+  Backend& be = one_float_dtype("relu_backward", {&dy, &y, &dx});
   same_numel("relu_backward", dy, y);
   same_numel("relu_backward", dy, dx);
   accesses("relu_backward", dx.device(), {&dy, &y}, {&dx});
@@ -179,14 +212,14 @@ void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
 }
 
 void gelu_forward(const Tensor& x, const Tensor& y) {
-  Backend& be = same_device("gelu_forward", {{&x, F}, {&y, F}});
+  Backend& be = one_float_dtype("gelu_forward", {&x, &y});
   same_numel("gelu_forward", x, y);
   accesses("gelu_forward", y.device(), {&x}, {&y});
   be.gelu_forward(x, y);
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
-  Backend& be = same_device("gelu_backward", {{&dy, F}, {&x, F}, {&dx, F}});
+  Backend& be = one_float_dtype("gelu_backward", {&dy, &x, &dx});
   same_numel("gelu_backward", dy, x);
   same_numel("gelu_backward", dy, dx);
   accesses("gelu_backward", dx.device(), {&dy, &x}, {&dx});
@@ -206,7 +239,7 @@ void cast(const Tensor& src, const Tensor& dst) {
 }
 
 void sum_rows(const Tensor& x, const Tensor& out) {
-  Backend& be = same_device("sum_rows", {{&x, F}, {&out, F}});
+  Backend& be = same_device("sum_rows", {{&x, f32_or_bf16("sum_rows", x)}, {&out, F}});
   DDPB_CHECK(x.dim() == 2) << "sum_rows needs a 2-D input, got " << x.describe();
   require_shape("sum_rows", out, {x.size(1)});
   accesses("sum_rows", out.device(), {&x}, {&out});

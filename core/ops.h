@@ -2,7 +2,9 @@
 // one dispatch (core/backend.h); the device of the tensors picks the implementation.
 //
 // Contract for every op unless it says otherwise:
-//  - all tensors are defined, contiguous, on one device, and f32;
+//  - all tensors are defined, contiguous, on one device, and f32 (gemm, add, relu, gelu and
+//    sum_rows also take bf16, as their comments say: autocast's tensors, Note [Autocast] in
+//    core/functional.cpp; they compute in f32 and round a bf16 result once, on store);
 //  - outputs are preallocated by the caller and may not alias inputs;
 //  - work is enqueued on the *current stream* of that device (current_stream(device)), so
 //    on CUDA the call returns before the work is done and on CPU it has run by return.
@@ -20,13 +22,15 @@ namespace ddpb::ops {
 
 enum class Activation { None, ReLU, GeLU };
 
-// GEMM precision (`--precision`). FP32 is exact fp32. TF32 lets CUDA tensor cores round
-// the operands to tf32 (CPU has no tf32 and computes fp32). BF16 computes with the operands
-// rounded to bf16 and accumulates in fp32, on both devices: CUDA through cuBLASLt's
-// FAST_16BF compute type, CPU by rounding copies of the operands before sgemm, so a CPU run
-// has the numerics of a bf16 run. Tensors, master weights, optimizer state and gradients
-// stay f32 in every mode; see docs/performance.md, "Precision". The mode is explicit so that
-// a reduced-precision run is never an accident. It applies to every GEMM, attention's too.
+// Precision (`--precision`). FP32 is exact fp32. TF32 lets CUDA tensor cores round the
+// operands of f32 GEMMs to tf32 (CPU has no tf32 and computes fp32). BF16 is PyTorch's
+// autocast to bfloat16 (Note [Autocast], core/functional.cpp): linear layers read and write
+// bf16 tensors, and so do the activations after them; master weights, gradients, their
+// reductions and the optimizer state stay f32. GEMMs that still take f32 operands in BF16
+// mode (attention's, convolutions') compute with the operands rounded to bf16 and accumulate
+// in fp32: CUDA through cuBLASLt's FAST_16BF compute type, CPU by rounding copies of the
+// operands before sgemm, so a CPU run has the numerics of a GPU run. See docs/performance.md,
+// "Precision". The mode is explicit so that a reduced-precision run is never an accident.
 enum class MathMode { FP32, TF32, BF16 };
 void set_math_mode(MathMode mode);
 MathMode math_mode();
@@ -38,7 +42,9 @@ constexpr NameTable<MathMode, 3> enum_names(MathMode) {
 // ---- GEMM ------------------------------------------------------------------------------
 // c = act(alpha * op(a) @ op(b) + beta * c + bias), with op(x) = x^T when trans_x.
 // a: [M,K] ([K,M] if trans_a); b: [K,N] ([N,K] if trans_b); c: [M,N]; bias: [N] or undefined,
-// broadcast over rows. All 2-D. beta != 0 reads c.
+// broadcast over rows. All 2-D. beta != 0 reads c. a and b are both f32 or both bf16; c is
+// f32, or bf16 when they are; bias is f32. bf16 operands accumulate in f32, and a bf16 c is
+// rounded once, after alpha, beta * c, the bias and the activation.
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
           float alpha = 1.0f, float beta = 0.0f, const Tensor& bias = Tensor(),
           Activation act = Activation::None);
@@ -52,13 +58,15 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Te
 void orthogonalize_columns(const Tensor& m, float epsilon = 0.0f);
 
 // ---- Element-wise ----------------------------------------------------------------------
-void fill(const Tensor& t, float value);                         // f32
-void zero(const Tensor& t);                                      // any dtype: all bits zero
-void add(const Tensor& a, const Tensor& b, const Tensor& out);   // out = a + b
+void fill(const Tensor& t, float value);  // f32
+void zero(const Tensor& t);               // any dtype: all bits zero
+// out = a + b; a and b f32 or bf16 each, out bf16 only when both are (else f32).
+void add(const Tensor& a, const Tensor& b, const Tensor& out);
 void mul(const Tensor& a, const Tensor& b, const Tensor& out);   // out = a * b
 void axpy(float alpha, const Tensor& x, const Tensor& y);        // y += alpha * x
 void scale(const Tensor& t, float s);                            // t *= s
 void scale_copy(const Tensor& src, const Tensor& dst, float s);  // dst = s * src
+// The activations run in f32 or bf16, every tensor of a call in the same dtype.
 void relu_forward(const Tensor& x, const Tensor& y);
 void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx = dy * (y > 0)
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -68,8 +76,9 @@ void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx);
 void cast(const Tensor& src, const Tensor& dst);
 
 // ---- Reductions ------------------------------------------------------------------------
-void sum_rows(const Tensor& x, const Tensor& out);  // x [M,N] -> out [N] = sum over rows
-void sum_all(const Tensor& x, const Tensor& out);   // out [1] = sum of all elements
+// x [M,N] (f32 or bf16) -> out [N] (f32) = sum over rows.
+void sum_rows(const Tensor& x, const Tensor& out);
+void sum_all(const Tensor& x, const Tensor& out);  // out [1] = sum of all elements
 // out [1] = 1 if every element of x (f32) is finite, else 0.
 void all_finite(const Tensor& x, const Tensor& out);
 

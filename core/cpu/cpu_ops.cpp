@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/cpu_bf16.h"
 #include "core/cpu/cpu_math.h"
 
 namespace ddpb::cpu {
@@ -156,27 +157,63 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   sgemm_with(GemmKernel::SgemmCall, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+
+// c = act(alpha op(a) op(b) + beta c + bias) on f32 values, c dense [m, n].
+void gemm_f32_values(const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
+                     bool trans_b, float* c, int64_t m, int64_t n, int64_t k, float alpha,
+                     float beta, const float* bias, ops::Activation act) {
+  float effective_beta = beta;
+  if (bias != nullptr && beta == 0.0f) {
+    // Pre-load the bias into C and let BLAS add the product (beta = 1): one pass less.
+    for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * n, bias, static_cast<size_t>(n) * 4);
+    effective_beta = 1.0f;
+  }
+  // Note [oneDNN matmul plans]: a Linear layer's shapes repeat every step.
+  sgemm_with(GemmKernel::Planned, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, effective_beta,
+             c, n);
+  if (bias != nullptr && beta != 0.0f) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * n + j] += bias[j];
+  }
+  apply_activation(c, m * n, act);
+}
+
+// The f32 values of the whole of t: its own floats, or a widened copy in `scratch`.
+const float* f32_values(const Tensor& t, std::vector<float>& scratch) {
+  if (t.dtype() == DType::F32) return t.data<float>();
+  scratch.resize(static_cast<size_t>(t.numel()));
+  widen_to_f32(t, 0, t.numel(), scratch.data());
+  return scratch.data();
+}
+
+}  // namespace
+
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                       float alpha, float beta, const Tensor& bias, ops::Activation act) {
   run_on_stream(c.device(), [=] {
-    int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+    const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+    const float* bias_values = bias.defined() ? bias.data<float>() : nullptr;
+    if (!any_bf16({&a, &b, &c})) {
+      gemm_f32_values(a.data<float>(), a.size(1), trans_a, b.data<float>(), b.size(1), trans_b,
+                      c.data<float>(), m, n, k, alpha, beta, bias_values, act);
+      return;
+    }
+    // Note [bf16 on the CPU]: bf16 operands widen exactly, so the product is the f32 one of
+    // bf16 values (sgemm's own rounding under --precision bf16 then changes nothing), and a
+    // bf16 output is rounded once, after the bias and the activation.
+    thread_local std::vector<float> a_values, b_values, c_values;
+    const float* ap = f32_values(a, a_values);
+    const float* bp = f32_values(b, b_values);
     float* cp = c.data<float>();
-    float effective_beta = beta;
-    if (bias.defined() && beta == 0.0f) {
-      // Pre-load the bias into C and let BLAS add the product (beta = 1): one pass less.
-      const float* bp = bias.data<float>();
-      for (int64_t i = 0; i < m; ++i) std::memcpy(cp + i * n, bp, static_cast<size_t>(n) * 4);
-      effective_beta = 1.0f;
+    if (c.dtype() != DType::F32) {
+      c_values.resize(static_cast<size_t>(c.numel()));
+      if (beta != 0.0f) widen_to_f32(c, 0, c.numel(), c_values.data());
+      cp = c_values.data();
     }
-    // Note [oneDNN matmul plans]: a Linear layer's shapes repeat every step.
-    sgemm_with(GemmKernel::Planned, trans_a, trans_b, m, n, k, alpha, a.data<float>(), a.size(1),
-               b.data<float>(), b.size(1), effective_beta, cp, n);
-    if (bias.defined() && beta != 0.0f) {
-      const float* bp = bias.data<float>();
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) cp[i * n + j] += bp[j];
-    }
-    apply_activation(cp, m * n, act);
+    gemm_f32_values(ap, a.size(1), trans_a, bp, b.size(1), trans_b, cp, m, n, k, alpha, beta,
+                    bias_values, act);
+    if (c.dtype() != DType::F32) store_from_f32(cp, c, 0, c.numel());
   });
 }
 
@@ -190,6 +227,12 @@ void CpuBackend::zero(const Tensor& t) {
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (any_bf16({&a, &b, &out})) {
+    map_f32_blocks<2>({a, b}, out, [](const auto& in, float* o, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) o[i] = in[0][i] + in[1][i];
+    });
+    return;
+  }
   const float *ap = a.data<float>(), *bp = b.data<float>();
   float* op = out.data<float>();
   for_each(out, [=](int64_t i) { op[i] = ap[i] + bp[i]; });
@@ -219,6 +262,12 @@ void CpuBackend::scale_copy(const Tensor& src, const Tensor& dst, float s) {
 }
 
 void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
+  if (any_bf16({&x, &y})) {
+    map_f32_blocks<1>({x}, y, [](const auto& in, float* o, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) o[i] = in[0][i] <= 0.0f ? 0.0f : in[0][i];
+    });
+    return;
+  }
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   // `x <= 0 ? 0 : x`, not `x > 0 ? x : 0`: a NaN propagates, as in PyTorch.
@@ -226,6 +275,12 @@ void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  if (any_bf16({&dy, &y, &dx})) {
+    map_f32_blocks<2>({dy, y}, dx, [](const auto& in, float* o, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) o[i] = in[1][i] <= 0.0f ? 0.0f : in[0][i];
+    });
+    return;
+  }
   const float *dyp = dy.data<float>(), *yp = y.data<float>();
   float* dxp = dx.data<float>();
   // Load dy unconditionally: a select instead of a branch lets the loop vectorise. PyTorch's
@@ -237,6 +292,13 @@ void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& 
 }
 
 void CpuBackend::gelu_forward(const Tensor& x, const Tensor& y) {
+  if (any_bf16({&x, &y})) {
+    map_f32_blocks<1>({x}, y, [](const auto& in, float* o, int64_t n) {
+      std::memcpy(o, in[0], static_cast<size_t>(n) * sizeof(float));
+      gelu_forward_inplace(o, n);
+    });
+    return;
+  }
   run_on_stream(y.device(), [=] {
     std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
     apply_activation(y.data<float>(), y.numel(), ops::Activation::GeLU);
@@ -244,6 +306,12 @@ void CpuBackend::gelu_forward(const Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  if (any_bf16({&dy, &x, &dx})) {
+    map_f32_blocks<2>({dy, x}, dx, [](const auto& in, float* o, int64_t n) {
+      gelu_backward_kernel(in[0], in[1], o, n);
+    });
+    return;
+  }
   const float *dyp = dy.data<float>(), *xp = x.data<float>();
   float* dxp = dx.data<float>();
   run_on_stream(dx.device(), [=, n = dx.numel()] { gelu_backward_kernel(dyp, xp, dxp, n); });
@@ -295,10 +363,16 @@ void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
 void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
   run_on_stream(out.device(), [=] {
     int64_t m = x.size(0), n = x.size(1);
-    const float* xp = x.data<float>();
     std::vector<double> acc(static_cast<size_t>(n), 0.0);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += xp[i * n + j];
+    if (x.dtype() == DType::BF16) {  // Note [bf16 on the CPU]
+      const uint16_t* xp = x.data<uint16_t>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += bf16_to_float(xp[i * n + j]);
+    } else {
+      const float* xp = x.data<float>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += xp[i * n + j];
+    }
     float* op = out.data<float>();
     for (int64_t j = 0; j < n; ++j) op[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
   });

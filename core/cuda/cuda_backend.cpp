@@ -8,6 +8,7 @@
 // the same stream (core/allocator.h), whose later kernels run after ours in stream order.
 #include <cuda_runtime_api.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,6 +32,17 @@ float* f32(const Tensor& t) {
 }
 const int32_t* i32(const Tensor& t) {
   return t.data<int32_t>();
+}
+
+// The one dtype of `ts` (bf16-capable ops, whose launchers take one dtype for the call).
+// core/ops.cpp has checked it; a mismatch here would make a kernel misread a buffer.
+DType same_dtype(const char* op, std::initializer_list<const Tensor*> ts) {
+  const DType dtype = (*ts.begin())->dtype();
+  for (const Tensor* t : ts) {
+    DDPB_CHECK(t->dtype() == dtype)
+        << op << ": " << t->describe() << " is not " << dtype_name(dtype);
+  }
+  return dtype;
 }
 
 // The device and current stream an op runs on; the device is made current for the launch,
@@ -109,11 +121,13 @@ class CudaBackend final : public Backend {
             float alpha, float beta, const Tensor& bias, ops::Activation act) override {
     OpScope op(c);
     Matmul mm;
-    mm.a = f32(a);
+    mm.a = a.raw_data();
     mm.trans_a = trans_a;
-    mm.b = f32(b);
+    mm.b = b.raw_data();
     mm.trans_b = trans_b;
-    mm.c = f32(c);
+    mm.c = c.raw_data();
+    mm.ab_dtype = same_dtype("gemm", {&a, &b});
+    mm.c_dtype = c.dtype();
     mm.m = c.size(0);
     mm.n = c.size(1);
     mm.k = trans_a ? a.size(0) : a.size(1);
@@ -121,6 +135,7 @@ class CudaBackend final : public Backend {
     mm.beta = beta;
     mm.bias = bias.defined() ? f32(bias) : nullptr;
     mm.act = act;
+    mm.staging = [&op, floats = matmul_staging_floats(mm)] { return op.scratch(floats); };
     launch_matmul(gemm_context(op.device()), mm);
   }
 
@@ -136,7 +151,8 @@ class CudaBackend final : public Backend {
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     OpScope op(out);
-    launch_add(f32(a), f32(b), f32(out), out.numel(), op.stream());
+    launch_add(a.raw_data(), a.dtype(), b.raw_data(), b.dtype(), out.raw_data(), out.dtype(),
+               out.numel(), op.stream());
   }
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override {
     OpScope op(out);
@@ -156,19 +172,23 @@ class CudaBackend final : public Backend {
   }
   void relu_forward(const Tensor& x, const Tensor& y) override {
     OpScope op(y);
-    launch_relu_forward(f32(x), f32(y), y.numel(), op.stream());
+    launch_relu_forward(x.raw_data(), y.raw_data(), same_dtype("relu_forward", {&x, &y}), y.numel(),
+                        op.stream());
   }
   void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override {
     OpScope op(dx);
-    launch_relu_backward(f32(dy), f32(y), f32(dx), dx.numel(), op.stream());
+    launch_relu_backward(dy.raw_data(), y.raw_data(), dx.raw_data(),
+                         same_dtype("relu_backward", {&dy, &y, &dx}), dx.numel(), op.stream());
   }
   void gelu_forward(const Tensor& x, const Tensor& y) override {
     OpScope op(y);
-    launch_gelu_forward(f32(x), f32(y), y.numel(), op.stream());
+    launch_gelu_forward(x.raw_data(), y.raw_data(), same_dtype("gelu_forward", {&x, &y}), y.numel(),
+                        op.stream());
   }
   void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) override {
     OpScope op(dx);
-    launch_gelu_backward(f32(dy), f32(x), f32(dx), dx.numel(), op.stream());
+    launch_gelu_backward(dy.raw_data(), x.raw_data(), dx.raw_data(),
+                         same_dtype("gelu_backward", {&dy, &x, &dx}), dx.numel(), op.stream());
   }
   void cast(const Tensor& src, const Tensor& dst) override {
     OpScope op(dst);
@@ -180,8 +200,8 @@ class CudaBackend final : public Backend {
     OpScope op(out);
     const int64_t cols = out.numel();
     const int64_t rows = cols > 0 ? x.numel() / cols : 0;
-    launch_sum_rows(f32(x), rows, cols, f32(out), op.scratch(sum_rows_scratch_floats(rows, cols)),
-                    op.stream());
+    launch_sum_rows(x.raw_data(), x.dtype(), rows, cols, f32(out),
+                    op.scratch(sum_rows_scratch_floats(rows, cols)), op.stream());
   }
   void sum_all(const Tensor& x, const Tensor& out) override {
     OpScope op(out);

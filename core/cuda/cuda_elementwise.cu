@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_convert.cuh"
 #include "core/cuda/cuda_kernels.h"
 
 namespace ddpb::gpu {
@@ -62,6 +63,67 @@ __global__ void map_vec4_kernel(int64_t n, MapArgs<kIn> a, Fn fn) {
   }
   const int64_t tail = vectors * 4 + global_thread_index();  // fewer than 4 elements
   if (tail < n) map_one(a, fn, tail);
+}
+
+// Note [bf16 element-wise kernels]
+// Under --precision bf16 (Note [Autocast], core/functional.cpp) add, relu and gelu also see
+// bf16 tensors, each tensor of a call f32 or bf16 on its own (add mixes them). They run the
+// f32 functors below: a bf16 input widens to f32 exactly (it is an f32's upper half) and a
+// bf16 output is rounded to nearest even once, on store (__float2bfloat16_rn), as on the CPU
+// (Note [bf16 on the CPU]). The all-f32 calls keep launch_map. The typed kernels move 8
+// elements per thread and step, so that each bf16 tensor is read or written with one 128-bit
+// access (a uint4 of 8 bf16; 4 would be a 64-bit access, half the bytes per instruction) and
+// each f32 one with two float4s. That needs every pointer 16-byte aligned: element 8q then
+// lies 16q bytes into a bf16 buffer and 32q into an f32 one. A view at an odd bf16 offset is
+// only 2-byte aligned, so then typed_map_kernel goes one element at a time. As in Note
+// [Vectorised element-wise kernels], both paths apply the same functor to each element and
+// read it before writing it, so the result does not depend on the path: the 8-wide kernel
+// covers n - n % 8 elements and threads 0..6 of the grid do the tail, one element each.
+
+// The pointers of an element-wise op over f32/bf16 tensors: kIn inputs (1 or 2) of element
+// types In0 and In1 (in1 null when kIn == 1) and one output of type Out.
+template <int kInputs, typename In0, typename In1, typename Out>
+struct TypedMapArgs {
+  static constexpr int kIn = kInputs;
+  using Output = Out;
+  const In0* in0;
+  const In1* in1;
+  Out* out;
+  bool aligned16() const { return ddpb::gpu::aligned16(in0, in1, out); }
+};
+
+template <typename Args, typename Fn>
+__device__ __forceinline__ void typed_map_one(const Args& a, const Fn& fn, int64_t i) {
+  float v[2] = {to_f32(a.in0[i]), 0.0f};
+  if constexpr (Args::kIn > 1) v[1] = to_f32(a.in1[i]);
+  a.out[i] = from_f32<typename Args::Output>(fn(v));
+}
+
+template <typename Args, typename Fn>
+__global__ void typed_map_kernel(int64_t n, Args a, Fn fn) {
+  for (int64_t i = global_thread_index(); i < n; i += global_thread_count()) {
+    typed_map_one(a, fn, i);
+  }
+}
+
+// Every pointer of `a` 16-byte aligned (Note [bf16 element-wise kernels]).
+template <typename Args, typename Fn>
+__global__ void typed_map_vec8_kernel(int64_t n, Args a, Fn fn) {
+  const int64_t vectors = n / 8;
+  for (int64_t q = global_thread_index(); q < vectors; q += global_thread_count()) {
+    float in0[8], in1[8], out[8];
+    load8(a.in0 + 8 * q, in0);
+    if constexpr (Args::kIn > 1) load8(a.in1 + 8 * q, in1);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float v[2] = {in0[j], 0.0f};
+      if constexpr (Args::kIn > 1) v[1] = in1[j];
+      out[j] = fn(v);
+    }
+    store8(a.out + 8 * q, out);
+  }
+  const int64_t tail = vectors * 8 + global_thread_index();  // fewer than 8 elements
+  if (tail < n) typed_map_one(a, fn, tail);
 }
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -178,30 +240,39 @@ __global__ void bias_activation_kernel(float* c, int64_t total, int64_t cols, co
   }
 }
 
-// Casts go through f32; the _rn intrinsics round to nearest even, as the CPU does.
-__device__ __forceinline__ float to_f32(float v) {
-  return v;
-}
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ float to_f32(__half v) {
-  return __half2float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) {
-  return __float2half_rn(v);
+// dst [rows, cols] (bf16) = act(src + bias[col]) from the f32 staging of a GEMM, rounded
+// once (Note [bf16 GEMM outputs round once], cuda_gemm.cpp). The same walk and element
+// formula as bias_activation_kernel; kVec: 8 elements per step (src, dst and bias 16-byte
+// aligned and cols % 8 == 0, so the eight share a row; Note [bf16 element-wise kernels]).
+template <bool kVec>
+__global__ void bias_activation_bf16_kernel(const float* src, __nv_bfloat16* dst, int64_t total,
+                                            int64_t cols, const float* bias, ops::Activation act) {
+  constexpr int kWidth = kVec ? 8 : 1;
+  const int64_t radix[1] = {cols};
+  const int64_t stride = global_thread_count() * kWidth;
+  IndexWalk<2> at;
+  at.start(global_thread_index() * kWidth, stride, radix);
+  for (int64_t i = global_thread_index() * kWidth; i < total; i += stride, at.advance(radix)) {
+    const int64_t col = at.d[0];
+    float v[kWidth], b[kWidth];
+    if constexpr (kVec) {
+      load8(src + i, v);
+      if (bias != nullptr) load8(bias + col, b);
+    } else {
+      v[0] = src[i];
+      if (bias != nullptr) b[0] = bias[col];
+    }
+#pragma unroll
+    for (int j = 0; j < kWidth; ++j) {
+      if (bias != nullptr) v[j] += b[j];  // no + 0: it would turn -0 into +0
+      v[j] = activate(v[j], act);
+    }
+    if constexpr (kVec) {
+      store8(dst + i, v);
+    } else {
+      dst[i] = __float2bfloat16_rn(v[0]);
+    }
+  }
 }
 
 template <typename Src, typename Dst>
@@ -213,18 +284,52 @@ __global__ void cast_kernel(const Src* src, Dst* dst, int64_t n) {
 
 // ============================== launchers ============================================
 
-// Note [Vectorised element-wise kernels]: float4s when every pointer allows them.
-template <int kIn, typename Fn>
-void launch_map(int64_t n, const MapArgs<kIn>& a, const Fn& fn, cudaStream_t stream) {
+// Runs `vector` (kWidth elements per thread and step) when every pointer of `a` is 16-byte
+// aligned, else `scalar`; both give the same result (Note [Vectorised element-wise kernels]).
+template <int kWidth, typename Args, typename Fn>
+void launch_vector_or_scalar(int64_t n, const Args& a, const Fn& fn, cudaStream_t stream,
+                             void (*vector)(int64_t, Args, Fn), void (*scalar)(int64_t, Args, Fn)) {
   DDPB_CHECK(n >= 0) << "negative element count " << n;
   if (n == 0) return;
   if (a.aligned16()) {
-    map_vec4_kernel<<<elementwise_blocks(n / 4), kElementwiseBlock, 0, stream>>>(n, a, fn);
-    CUDA_LAUNCH_CHECK() << "map_vec4_kernel";
+    vector<<<elementwise_blocks(n / kWidth), kElementwiseBlock, 0, stream>>>(n, a, fn);
   } else {
-    map_kernel<<<elementwise_blocks(n), kElementwiseBlock, 0, stream>>>(n, a, fn);
-    CUDA_LAUNCH_CHECK() << "map_kernel";
+    scalar<<<elementwise_blocks(n), kElementwiseBlock, 0, stream>>>(n, a, fn);
   }
+  CUDA_LAUNCH_CHECK() << (a.aligned16() ? "vectorised" : "scalar") << " element-wise kernel";
+}
+
+// Note [Vectorised element-wise kernels]: float4s when every pointer allows them.
+template <int kIn, typename Fn>
+void launch_map(int64_t n, const MapArgs<kIn>& a, const Fn& fn, cudaStream_t stream) {
+  launch_vector_or_scalar<4>(n, a, fn, stream, &map_vec4_kernel<kIn, Fn>, &map_kernel<kIn, Fn>);
+}
+
+// Note [bf16 element-wise kernels]: 8 elements per step when every pointer allows it.
+template <typename Args, typename Fn>
+void launch_typed_map(int64_t n, const Args& a, const Fn& fn, cudaStream_t stream) {
+  launch_vector_or_scalar<8>(n, a, fn, stream, &typed_map_vec8_kernel<Args, Fn>,
+                             &typed_map_kernel<Args, Fn>);
+}
+
+// An op whose tensors all have `dtype`, F32 (launch_map) or BF16; in[kIn] are its inputs.
+template <int kIn, typename Fn>
+void launch_map_as(const char* op, DType dtype, const void* const (&in)[kIn], void* out, int64_t n,
+                   const Fn& fn, cudaStream_t stream) {
+  static_assert(kIn == 1 || kIn == 2);
+  if (dtype == DType::F32) {
+    MapArgs<kIn> a{};
+    for (int k = 0; k < kIn; ++k) a.in[k] = static_cast<const float*>(in[k]);
+    a.out = static_cast<float*>(out);
+    return launch_map(n, a, fn, stream);
+  }
+  DDPB_CHECK(dtype == DType::BF16)
+      << op << " on " << dtype_name(dtype) << " is not supported on CUDA";
+  using B = __nv_bfloat16;
+  const TypedMapArgs<kIn, B, B, B> a{static_cast<const B*>(in[0]),
+                                     kIn > 1 ? static_cast<const B*>(in[kIn - 1]) : nullptr,
+                                     static_cast<B*>(out)};
+  launch_typed_map(n, a, fn, stream);
 }
 
 template <typename Src, typename Dst>
@@ -267,8 +372,35 @@ void launch_fill(float* x, int64_t n, float value, cudaStream_t stream) {
   launch_map(n, MapArgs<0>{{nullptr}, x}, FillFn{value}, stream);
 }
 
-void launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
-  launch_map(n, MapArgs<2>{{a, b}, out}, AddFn{}, stream);
+// Note [bf16 element-wise kernels]. f32 addition commutes bit for bit, so a sum of one f32
+// and one bf16 input always takes the bf16 one first: one kernel serves both orders.
+void launch_add(const void* a, DType a_dtype, const void* b, DType b_dtype, void* out,
+                DType out_dtype, int64_t n, cudaStream_t stream) {
+  const bool a_bf16 = a_dtype == DType::BF16, b_bf16 = b_dtype == DType::BF16;
+  DDPB_CHECK((a_bf16 || a_dtype == DType::F32) && (b_bf16 || b_dtype == DType::F32) &&
+             (out_dtype == DType::F32 || (out_dtype == DType::BF16 && a_bf16 && b_bf16)))
+      << "add of " << dtype_name(a_dtype) << " and " << dtype_name(b_dtype) << " into "
+      << dtype_name(out_dtype) << " is not supported on CUDA";
+  using B = __nv_bfloat16;
+  if (!a_bf16 && !b_bf16) {
+    const MapArgs<2> args{{static_cast<const float*>(a), static_cast<const float*>(b)},
+                          static_cast<float*>(out)};
+    return launch_map(n, args, AddFn{}, stream);
+  }
+  if (a_bf16 && b_bf16) {
+    const auto* pa = static_cast<const B*>(a);
+    const auto* pb = static_cast<const B*>(b);
+    if (out_dtype == DType::BF16) {
+      return launch_typed_map(n, TypedMapArgs<2, B, B, B>{pa, pb, static_cast<B*>(out)}, AddFn{},
+                              stream);
+    }
+    return launch_typed_map(n, TypedMapArgs<2, B, B, float>{pa, pb, static_cast<float*>(out)},
+                            AddFn{}, stream);
+  }
+  const TypedMapArgs<2, B, float, float> args{static_cast<const B*>(a_bf16 ? a : b),
+                                              static_cast<const float*>(a_bf16 ? b : a),
+                                              static_cast<float*>(out)};
+  launch_typed_map(n, args, AddFn{}, stream);
 }
 
 void launch_mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
@@ -287,22 +419,22 @@ void launch_scale_copy(const float* src, float* dst, int64_t n, float s, cudaStr
   launch_map(n, MapArgs<1>{{src}, dst}, ScaleCopyFn{s}, stream);
 }
 
-void launch_relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream) {
-  launch_map(n, MapArgs<1>{{x}, y}, ReluForwardFn{}, stream);
+void launch_relu_forward(const void* x, void* y, DType dtype, int64_t n, cudaStream_t stream) {
+  launch_map_as<1>("relu_forward", dtype, {x}, y, n, ReluForwardFn{}, stream);
 }
 
-void launch_relu_backward(const float* dy, const float* y, float* dx, int64_t n,
+void launch_relu_backward(const void* dy, const void* y, void* dx, DType dtype, int64_t n,
                           cudaStream_t stream) {
-  launch_map(n, MapArgs<2>{{dy, y}, dx}, ReluBackwardFn{}, stream);
+  launch_map_as<2>("relu_backward", dtype, {dy, y}, dx, n, ReluBackwardFn{}, stream);
 }
 
-void launch_gelu_forward(const float* x, float* y, int64_t n, cudaStream_t stream) {
-  launch_map(n, MapArgs<1>{{x}, y}, GeluForwardFn{}, stream);
+void launch_gelu_forward(const void* x, void* y, DType dtype, int64_t n, cudaStream_t stream) {
+  launch_map_as<1>("gelu_forward", dtype, {x}, y, n, GeluForwardFn{}, stream);
 }
 
-void launch_gelu_backward(const float* dy, const float* x, float* dx, int64_t n,
+void launch_gelu_backward(const void* dy, const void* x, void* dx, DType dtype, int64_t n,
                           cudaStream_t stream) {
-  launch_map(n, MapArgs<2>{{dy, x}, dx}, GeluBackwardFn{}, stream);
+  launch_map_as<2>("gelu_backward", dtype, {dy, x}, dx, n, GeluBackwardFn{}, stream);
 }
 
 void launch_cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
@@ -344,6 +476,24 @@ void launch_bias_activation(float* c, int64_t rows, int64_t cols, const float* b
         <<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(c, total, cols, bias, act);
   }
   CUDA_LAUNCH_CHECK() << "bias_activation_kernel";
+}
+
+// Always writes dst, even with no bias and no activation (then it is a rounding cast).
+void launch_bias_activation_bf16(const float* src, void* dst, int64_t rows, int64_t cols,
+                                 const float* bias, ops::Activation act, cudaStream_t stream) {
+  DDPB_CHECK(rows >= 0 && cols > 0) << "bias/activation on [" << rows << ", " << cols << "]";
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  auto* out = static_cast<__nv_bfloat16*>(dst);
+  if (cols % 8 == 0 && aligned16(src, out, bias)) {
+    bias_activation_bf16_kernel<true>
+        <<<elementwise_blocks(total / 8), kElementwiseBlock, 0, stream>>>(src, out, total, cols,
+                                                                          bias, act);
+  } else {
+    bias_activation_bf16_kernel<false><<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(
+        src, out, total, cols, bias, act);
+  }
+  CUDA_LAUNCH_CHECK() << "bias_activation_bf16_kernel";
 }
 
 }  // namespace ddpb::gpu

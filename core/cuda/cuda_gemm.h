@@ -9,8 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/ops.h"
 
 namespace ddpb::gpu {
@@ -31,12 +33,18 @@ GemmContext gemm_context(const Device& device);
 //   c_i [m,n] = act(alpha * op(a_i) @ op(b_i) + beta * c_i + bias)
 // a_i: [m,k] ([k,m] if trans_a); b_i: [k,n] ([n,k] if trans_b); bias: [n] or null, added to
 // every row (batch == 1 only). beta == 0 never reads c.
+// a and b are both f32 or both bf16 (ab_dtype); c is f32, or bf16 with bf16 a and b; the bias
+// is f32 either way. bf16 operands accumulate in f32 whatever ops::math_mode() says, and a
+// bf16 c is rounded once, at the end (Note [bf16 GEMM outputs round once], cuda_gemm.cpp),
+// through `staging` where our own pass has work to do.
 struct Matmul {
-  const float* a = nullptr;
+  const void* a = nullptr;
   bool trans_a = false;
-  const float* b = nullptr;
+  const void* b = nullptr;
   bool trans_b = false;
-  float* c = nullptr;
+  void* c = nullptr;
+  DType ab_dtype = DType::F32;
+  DType c_dtype = DType::F32;
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
@@ -48,7 +56,14 @@ struct Matmul {
   int64_t stride_a = 0;
   int64_t stride_b = 0;
   int64_t stride_c = 0;
+  // Allocates and returns matmul_staging_floats(*this) floats of device scratch. Called only
+  // when the GEMM turns out to need them: a bf16 GEMM whose bias cuBLASLt fuses needs none.
+  std::function<float*()> staging;
 };
+
+// The f32 staging a GEMM may need: batch * m * n for a bf16 c with a bias, an activation or
+// k == 0, else 0. The caller allocates it (cuda_kernels.h: launchers do not allocate).
+int64_t matmul_staging_floats(const Matmul& mm);
 
 // Enqueues the GEMM on ctx.stream. The bias is fused as cuBLASLt's BIAS epilogue when
 // cuBLASLt offers it for the problem; the activation always runs as our own kernel after the

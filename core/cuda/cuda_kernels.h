@@ -20,33 +20,42 @@ namespace ddpb::gpu {
 
 // ---- cuda_elementwise.cu ---------------------------------------------------------------
 void launch_fill(float* x, int64_t n, float value, cudaStream_t stream);
-void launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+// add, relu and gelu also take bf16 tensors (--precision bf16): they compute in f32 and round a
+// bf16 output once, to nearest even (Note [bf16 element-wise kernels], cuda_elementwise.cu).
+// a and b F32 or BF16 each; out F32, or BF16 when both are.
+void launch_add(const void* a, DType a_dtype, const void* b, DType b_dtype, void* out,
+                DType out_dtype, int64_t n, cudaStream_t stream);
 void launch_mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void launch_axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
 void launch_scale(float* x, int64_t n, float s, cudaStream_t stream);
 void launch_scale_copy(const float* src, float* dst, int64_t n, float s, cudaStream_t stream);
-void launch_relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
-void launch_relu_backward(const float* dy, const float* y, float* dx, int64_t n,
+// Every tensor of one call in `dtype`, F32 or BF16.
+void launch_relu_forward(const void* x, void* y, DType dtype, int64_t n, cudaStream_t stream);
+void launch_relu_backward(const void* dy, const void* y, void* dx, DType dtype, int64_t n,
                           cudaStream_t stream);
-void launch_gelu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
-void launch_gelu_backward(const float* dy, const float* x, float* dx, int64_t n,
+void launch_gelu_forward(const void* x, void* y, DType dtype, int64_t n, cudaStream_t stream);
+void launch_gelu_backward(const void* dy, const void* x, void* dx, DType dtype, int64_t n,
                           cudaStream_t stream);
-// Any pair of F32, BF16, F16 (round to nearest even).
 // out[i] = x[i] * scale[c] + shift[c], c = (i / plane) % channels (channels <= 4).
 void launch_normalize_u8(const uint8_t* x, float* out, int64_t n, int64_t plane, int channels,
                          const float* scale, const float* shift, cudaStream_t stream);
+// Any pair of F32, BF16, F16 (round to nearest even).
 void launch_cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
                  cudaStream_t stream);
 // c [rows, cols] = act(c + bias), bias [cols] or null. The GEMM epilogue for when cuBLASLt
 // cannot fuse it.
 void launch_bias_activation(float* c, int64_t rows, int64_t cols, const float* bias,
                             ops::Activation act, cudaStream_t stream);
+// dst [rows, cols] (bf16) = act(src + bias) rounded once, from f32 src: the same epilogue for
+// a bf16 GEMM output (Note [bf16 GEMM outputs round once], cuda_gemm.cpp).
+void launch_bias_activation_bf16(const float* src, void* dst, int64_t rows, int64_t cols,
+                                 const float* bias, ops::Activation act, cudaStream_t stream);
 
 // ---- cuda_reduce.cu --------------------------------------------------------------------
-// out [cols] = sum over the rows of x [rows, cols].
+// out [cols] = sum over the rows of x [rows, cols]; x F32 or BF16, summed in f32.
 int64_t sum_rows_scratch_floats(int64_t rows, int64_t cols);
-void launch_sum_rows(const float* x, int64_t rows, int64_t cols, float* out, float* scratch,
-                     cudaStream_t stream);
+void launch_sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, float* out,
+                     float* scratch, cudaStream_t stream);
 // out [1] = scale * sum(x [n]).
 int64_t sum_all_scratch_floats(int64_t n);
 void launch_sum_all(const float* x, int64_t n, float* out, float scale, float* scratch,

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_common.cuh"
+#include "core/cuda/cuda_convert.cuh"
 #include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cuda_reduce.cuh"
 
@@ -19,11 +20,13 @@ constexpr int64_t kSumMaxBlocks = 256;  // stage-2 partials: one block of 512 th
 
 // ============================== kernels ==============================================
 
+// T: float, or __nv_bfloat16 widened exactly (--precision bf16's bias gradients).
+template <typename T>
 struct RowSumLoader {
-  const float* x;
+  const T* x;
   int64_t cols;
   __device__ void operator()(int64_t row, int64_t col, float* acc) const {
-    acc[0] += x[row * cols + col];
+    acc[0] += to_f32(x[row * cols + col]);
   }
 };
 
@@ -77,10 +80,18 @@ int64_t sum_rows_scratch_floats(int64_t rows, int64_t cols) {
   return column_reduce_scratch_floats(rows, cols, /*outputs=*/1);
 }
 
-void launch_sum_rows(const float* x, int64_t rows, int64_t cols, float* out, float* scratch,
-                     cudaStream_t stream) {
-  launch_column_reduce<1>(RowSumLoader{x, cols}, rows, cols, ColumnOutputs{{out, nullptr}}, scratch,
-                          stream);
+void launch_sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, float* out,
+                     float* scratch, cudaStream_t stream) {
+  const ColumnOutputs outs{{out, nullptr}};
+  if (x_dtype == DType::F32) {
+    launch_column_reduce<1>(RowSumLoader<float>{static_cast<const float*>(x), cols}, rows, cols,
+                            outs, scratch, stream);
+    return;
+  }
+  DDPB_CHECK(x_dtype == DType::BF16)
+      << "sum_rows of " << dtype_name(x_dtype) << " is not supported on CUDA";
+  launch_column_reduce<1>(RowSumLoader<__nv_bfloat16>{static_cast<const __nv_bfloat16*>(x), cols},
+                          rows, cols, outs, scratch, stream);
 }
 
 int64_t sum_all_scratch_floats(int64_t n) {

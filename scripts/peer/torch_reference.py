@@ -20,8 +20,8 @@ combination runs in turn in this one process (one PyTorch start, one CUDA contex
 then holds "{variant}", replaced by "<precision>-<attention>" for each record. A flash
 variant on a PyTorch without F.scaled_dot_product_attention is skipped with a note.
   precision  fp32: TF32 off (exact fp32 GEMMs); tf32: TF32 on; bf16: torch.autocast(bfloat16)
-             around the forward (f32 weights and optimizer state; GEMM outputs stored in bf16,
-             where ddpbench's --precision bf16 keeps every tensor in f32).
+             around the forward (f32 weights and optimizer state; GEMM outputs stored in bf16),
+             as ddpbench's --precision bf16 does (its attention computes in f32).
   attention  math: q k^T / sqrt(d), masked softmax, @ v, the [B, H, T, T] probabilities
              materialised (ddpbench's algorithm); flash: F.scaled_dot_product_attention
              (is_causal=True), what a PyTorch user gets.

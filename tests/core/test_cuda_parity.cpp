@@ -600,6 +600,283 @@ TEST_F(CudaParity, OrthogonalizeColumns) {
   }
 }
 
+// ==== bf16 under autocast (--precision bf16) ============================================
+//
+// The ops that take bf16 tensors under autocast (Note [Autocast], core/functional.cpp): the
+// GEMM, add, relu, gelu and sum_rows. Each device makes its bf16 inputs by casting the same
+// floats (bit for bit alike, CastsRoundToNearestEvenBitForBit), widens them exactly, computes
+// in f32 and rounds a bf16 output once, to nearest even. So a bf16 output matches exactly
+// where the f32 arithmetic does (add, relu), and is at most one bf16 rounding apart (2^-8
+// relative, rtol 1e-2) where the f32 values differ by ulps (summation order, FMA, tanhf);
+// an f32 output of bf16 operands differs by the summation order alone (the products of bf16
+// values are exact in f32).
+
+// `v` on `d` in `dtype` (f32, or bf16 rounded to nearest even), as one flat buffer.
+Tensor typed_buffer(const std::vector<float>& v, DType dtype, const Device& d) {
+  Tensor f = floats(v, {static_cast<int64_t>(v.size())}, d);
+  if (dtype == DType::F32) return f;
+  Tensor t = Tensor::empty(f.shape(), dtype, d);
+  ops::cast(f, t);
+  return t;
+}
+
+std::string dtype_str(DType dtype) {
+  return std::string(dtype_name(dtype));
+}
+
+// check_gemm with bf16 a and b and a c of `c_dtype`. Every operand starts `offset` elements
+// into its buffer: offset 1 gives bf16 views only 2-byte aligned (scalar epilogue pass, no
+// fused bias), offset 8 bf16 views 16-byte aligned. The whole buffer of c is compared, so a
+// write outside the view fails too.
+void check_gemm_bf16(const GemmCase& gc, int64_t m, int64_t n, int64_t k, DType c_dtype,
+                     Tolerance tol, int64_t offset = 0) {
+  const Shape a_shape = gc.trans_a ? Shape{k, m} : Shape{m, k};
+  const Shape b_shape = gc.trans_b ? Shape{n, k} : Shape{k, n};
+  const auto a = uniform(offset + m * k, 31);
+  const auto b = uniform(offset + k * n, 32);
+  const auto c0 = uniform(offset + m * n, 33);
+  const auto bias = uniform(offset + n, 34);
+  expect_parity(describe(gc) + ", bf16 operands into " + dtype_str(c_dtype) + ", offset " +
+                    std::to_string(offset),
+                [&](const Device& d) -> std::vector<Tensor> {
+                  Tensor ta = typed_buffer(a, DType::BF16, d).flat_view(offset, a_shape);
+                  Tensor tb = typed_buffer(b, DType::BF16, d).flat_view(offset, b_shape);
+                  Tensor c_buffer = typed_buffer(c0, c_dtype, d);
+                  Tensor tbias =
+                      gc.bias ? floats(bias, {offset + n}, d).flat_view(offset, {n}) : Tensor();
+                  ops::gemm(ta, gc.trans_a, tb, gc.trans_b, c_buffer.flat_view(offset, {m, n}),
+                            0.75f, gc.beta, tbias, gc.act);
+                  return {c_buffer};
+                },
+                {tol});
+}
+
+// One bf16 rounding apart, or both within ~1e-5 of zero (K = 61 terms of |a b| <= 1).
+constexpr Tolerance kBf16Output{1e-5, 1e-2};
+// Summation order only: ~K eps |a||b| against values of ~1.
+constexpr Tolerance kF32OfBf16{3e-5, 1e-5};
+
+void for_each_gemm_case(const std::vector<float>& betas,
+                        const std::function<void(const GemmCase&)>& fn) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (bool bias : {false, true}) {
+        for (auto act : {ops::Activation::None, ops::Activation::ReLU, ops::Activation::GeLU}) {
+          for (float beta : betas) fn({ta, tb, bias, act, beta});
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaParity, GemmBf16IntoBf16AllTransposesEpiloguesAndBetas) {
+  for_each_gemm_case({0.0f, 1.0f}, [](const GemmCase& gc) {
+    check_gemm_bf16(gc, 37, 53, 61, DType::BF16, kBf16Output);
+  });
+}
+
+TEST_F(CudaParity, GemmBf16IntoF32AllTransposesEpiloguesAndBetas) {
+  for_each_gemm_case({0.0f, 1.0f}, [](const GemmCase& gc) {
+    check_gemm_bf16(gc, 37, 53, 61, DType::F32, kF32OfBf16);
+  });
+}
+
+TEST_F(CudaParity, GemmBf16LargeWithFusedBias) {
+  // Transformer-MLP-like shapes, where cuBLASLt fuses the bias: into a bf16 D (its bias data
+  // type set to f32) when there is no activation, into the f32 staging otherwise (Note [bf16
+  // GEMM outputs round once]). K = 512: a wider spread of summation orders.
+  const Tolerance bf16_out{1e-4, 1e-2};
+  check_gemm_bf16({false, true, true, ops::Activation::None, 0.0f}, 256, 384, 512, DType::BF16,
+                  bf16_out);
+  check_gemm_bf16({false, false, true, ops::Activation::GeLU, 0.0f}, 256, 384, 512, DType::BF16,
+                  bf16_out);
+  check_gemm_bf16({false, true, true, ops::Activation::ReLU, 0.0f}, 256, 384, 512, DType::F32,
+                  {1e-4, 2e-5});
+}
+
+TEST_F(CudaParity, GemmBf16EmptyInnerDimension) {
+  // k = 0: c = act(beta * c + bias), rounded once into a bf16 c.
+  for (DType c_dtype : {DType::BF16, DType::F32}) {
+    check_gemm_bf16({false, false, true, ops::Activation::ReLU, 0.5f}, 5, 7, 0, c_dtype,
+                    {1e-6, 1e-2});
+    check_gemm_bf16({false, false, true, ops::Activation::GeLU, 1.0f}, 5, 8, 0, c_dtype,
+                    {1e-6, 1e-2});
+    check_gemm_bf16({false, false, false, ops::Activation::None, 0.0f}, 5, 7, 0, c_dtype, kExact);
+    check_gemm_bf16({false, false, false, ops::Activation::None, 1.0f}, 5, 7, 0, c_dtype, kExact);
+  }
+}
+
+// The epilogue pass into bf16 (launch_bias_activation_bf16) takes 8 elements per step when
+// cols % 8 == 0 and every pointer is 16-byte aligned, else one: views 0, 8 (16-byte aligned),
+// 4 (8-byte) and 1 (2-byte; the f32 bias 4-byte, so not fused) elements in; k = 0 and K = 29.
+// Mixed (bf16 operands into f32) at the same offsets.
+TEST_F(CudaParity, GemmBf16EpiloguePassAtEveryAlignment) {
+  for (auto act : {ops::Activation::None, ops::Activation::ReLU, ops::Activation::GeLU}) {
+    for (int64_t offset : {0, 1, 4, 8}) {
+      check_gemm_bf16({false, false, true, act, 0.5f}, 5, 8, 0, DType::BF16, {1e-6, 1e-2}, offset);
+      check_gemm_bf16({false, false, true, act, 0.5f}, 3, 7, 0, DType::BF16, {1e-6, 1e-2}, offset);
+      check_gemm_bf16({false, true, true, act, 0.0f}, 33, 48, 29, DType::BF16, kBf16Output, offset);
+      check_gemm_bf16({true, false, true, act, 1.0f}, 33, 47, 29, DType::BF16, kBf16Output, offset);
+      check_gemm_bf16({true, false, true, act, 1.0f}, 33, 47, 29, DType::F32, kF32OfBf16, offset);
+    }
+  }
+}
+
+// bf16 operands accumulate in exact f32 whatever the math mode (Note [bf16 GEMM outputs round
+// once]), and an f32 GEMM of the same shape in the same process keeps its own cached
+// algorithm: the dtypes are part of the cache key.
+TEST_F(CudaParity, GemmBf16IgnoresTheMathModeAndKeepsItsOwnAlgorithm) {
+  for (auto mode : {ops::MathMode::FP32, ops::MathMode::TF32, ops::MathMode::BF16}) {
+    ops::set_math_mode(mode);
+    const GemmCase gc{false, true, true, ops::Activation::None, 0.0f};
+    check_gemm_bf16(gc, 64, 64, 64, DType::BF16, kBf16Output);
+    check_gemm_bf16(gc, 64, 64, 64, DType::F32, kF32OfBf16);
+    if (mode == ops::MathMode::FP32) check_gemm(gc, 64, 64, 64, {1e-4, 1e-4});
+  }
+}
+
+// Each input of add f32 or bf16, a bf16 output only for two bf16 inputs: the f32 sum of the
+// same values on both devices, rounded once, so bit for bit. Ties (a sum exactly half-way
+// between two bf16 values) round to even on both.
+TEST_F(CudaParity, AddMixesF32AndBf16) {
+  std::vector<float> x = uniform(4099, 40, -4.0f, 4.0f);
+  std::vector<float> y = uniform(4099, 41, -4.0f, 4.0f);
+  const float tie_a[] = {1.0f, 1.0f + 0x1p-7f, -1.0f, 256.0f, 3.0f};
+  const float tie_b[] = {0x1p-8f, 0x1p-8f, -0x1p-8f, 1.0f, 0x1p-7f};
+  x.insert(x.end(), std::begin(tie_a), std::end(tie_a));
+  y.insert(y.end(), std::begin(tie_b), std::end(tie_b));
+  const auto n = static_cast<int64_t>(x.size());
+  expect_parity("add f32 + bf16, bf16 + f32, bf16 + bf16 -> f32 and -> bf16",
+                [&](const Device& d) -> std::vector<Tensor> {
+                  const Tensor fa = typed_buffer(x, DType::F32, d);
+                  const Tensor ha = typed_buffer(x, DType::BF16, d);
+                  const Tensor fb = typed_buffer(y, DType::F32, d);
+                  const Tensor hb = typed_buffer(y, DType::BF16, d);
+                  std::vector<Tensor> outs = {
+                      Tensor::empty({n}, DType::F32, d), Tensor::empty({n}, DType::F32, d),
+                      Tensor::empty({n}, DType::F32, d), Tensor::empty({n}, DType::BF16, d)};
+                  ops::add(fa, hb, outs[0]);
+                  ops::add(ha, fb, outs[1]);
+                  ops::add(ha, hb, outs[2]);
+                  ops::add(ha, hb, outs[3]);
+                  return outs;
+                },
+                {kExact});
+}
+
+TEST_F(CudaParity, Bf16Activations) {
+  const int64_t n = 4099;
+  const auto x = uniform(n, 42, -4.0f, 4.0f);
+  const auto dy = uniform(n, 43);
+  expect_parity("bf16 relu forward/backward",
+                [&](const Device& d) -> std::vector<Tensor> {
+                  Tensor tx = typed_buffer(x, DType::BF16, d);
+                  Tensor tdy = typed_buffer(dy, DType::BF16, d);
+                  Tensor y = Tensor::empty({n}, DType::BF16, d);
+                  Tensor dx = Tensor::empty({n}, DType::BF16, d);
+                  ops::relu_forward(tx, y);
+                  ops::relu_backward(tdy, y, dx);
+                  return {y, dx};
+                },
+                {kExact});
+  // tanhf ulps in f32 may move a value across a bf16 rounding boundary.
+  expect_parity("bf16 gelu forward/backward",
+                [&](const Device& d) -> std::vector<Tensor> {
+                  Tensor tx = typed_buffer(x, DType::BF16, d);
+                  Tensor tdy = typed_buffer(dy, DType::BF16, d);
+                  Tensor y = Tensor::empty({n}, DType::BF16, d);
+                  Tensor dx = Tensor::empty({n}, DType::BF16, d);
+                  ops::gelu_forward(tx, y);
+                  ops::gelu_backward(tdy, tx, dx);
+                  return {y, dx};
+                },
+                {{1e-6, 1e-2}});
+}
+
+// Note [bf16 element-wise kernels] (core/cuda/cuda_elementwise.cu): 8 elements per 128-bit
+// access when every pointer is 16-byte aligned, a scalar tail of n % 8, one element at a
+// time otherwise. Views start 0, 1, 3 or 8 elements into their buffers (bf16 views 16-, 2-,
+// 6- and 16-byte aligned; f32 16, 4, 12 and 16), alike or mixed, with lengths 1..17 (no
+// vector, a tail of each length) and 4097. The whole output buffers are compared.
+void check_bf16_elementwise_views(const ViewOffsets& o, int64_t n) {
+  const int64_t total = n + 16;
+  const auto a0 = uniform(total, 44, -4.0f, 4.0f);
+  const auto b0 = uniform(total, 45, -4.0f, 4.0f);
+  const auto out0 = uniform(total, 46);
+  // Runs `ops` with bf16 views a and b, f32 views fa and fb of the same values, and a fresh
+  // output view of the given dtype per call of out(); returns the output buffers.
+  using Out = std::function<Tensor(DType)>;
+  using Body = std::function<void(const Tensor& a, const Tensor& b, const Tensor& fa,
+                                  const Tensor& fb, const Out& out)>;
+  auto run = [&](const Body& body) {
+    return [&, body](const Device& d) -> std::vector<Tensor> {
+      std::vector<Tensor> buffers;
+      auto view = [&](const std::vector<float>& v, DType dtype, int64_t offset) {
+        return typed_buffer(v, dtype, d).flat_view(offset, {n});
+      };
+      const Out out = [&](DType dtype) {
+        buffers.push_back(typed_buffer(out0, dtype, d));
+        return buffers.back().flat_view(o.out, {n});
+      };
+      body(view(a0, DType::BF16, o.a), view(b0, DType::BF16, o.b), view(a0, DType::F32, o.a),
+           view(b0, DType::F32, o.b), out);
+      return buffers;
+    };
+  };
+  const std::string what = "bf16, n " + std::to_string(n) + ", offsets a " + std::to_string(o.a) +
+                           " b " + std::to_string(o.b) + " out " + std::to_string(o.out) + ": ";
+  expect_parity(
+      what + "add (all mixes), relu forward/backward",
+      run([](const Tensor& a, const Tensor& b, const Tensor& fa, const Tensor& fb, const Out& out) {
+        ops::add(a, b, out(DType::BF16));
+        ops::add(a, b, out(DType::F32));
+        ops::add(a, fb, out(DType::F32));
+        ops::add(fa, b, out(DType::F32));
+        ops::relu_forward(a, out(DType::BF16));
+        ops::relu_backward(a, b, out(DType::BF16));
+      }),
+      {kExact});
+  expect_parity(
+      what + "gelu forward/backward",  // tanhf ulps
+      run([](const Tensor& a, const Tensor& b, const Tensor&, const Tensor&, const Out& out) {
+        ops::gelu_forward(a, out(DType::BF16));
+        ops::gelu_backward(a, b, out(DType::BF16));
+      }),
+      {{1e-6, 1e-2}});
+}
+
+TEST_F(CudaParity, Bf16ElementwiseOpsAtEveryAlignmentAndLength) {
+  const std::vector<ViewOffsets> offsets = {{0, 0, 0}, {1, 1, 1}, {3, 3, 3}, {8, 8, 8},
+                                            {0, 1, 0}, {0, 0, 3}, {1, 0, 0}, {8, 0, 1}};
+  for (const ViewOffsets& o : offsets) {
+    for (int64_t n = 1; n <= 17; ++n) check_bf16_elementwise_views(o, n);
+    check_bf16_elementwise_views(o, 4097);
+  }
+}
+
+TEST_F(CudaParity, SumRowsOfBf16) {
+  // {rows, cols}: one chunk, several chunks (the two-stage path), a single row, no rows; and
+  // a view one element into its buffer (2-byte aligned).
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {300, 70}, {5000, 33}, {1, 7}, {0, 5}, {20000, 1}};
+  for (auto [rows, cols] : shapes) {
+    for (int64_t offset : {0, 1}) {
+      const auto x = uniform(offset + rows * cols, 47);
+      // Float accumulation of `rows` terms of |x| <= 1 against the CPU's double.
+      const Tolerance tol{1e-6 * static_cast<double>(rows) + 1e-6, 1e-5};
+      expect_parity(
+          "sum_rows of bf16 [" + std::to_string(rows) + ", " + std::to_string(cols) + "], offset " +
+              std::to_string(offset),
+          [&](const Device& d) -> std::vector<Tensor> {
+            Tensor out = Tensor::empty({cols}, DType::F32, d);
+            ops::sum_rows(typed_buffer(x, DType::BF16, d).flat_view(offset, {rows, cols}), out);
+            return {out};
+          },
+          {tol});
+    }
+  }
+}
+
 // ==== Softmax, layer norm ===============================================================
 
 TEST_F(CudaParity, Softmax) {

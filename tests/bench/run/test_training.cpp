@@ -87,9 +87,9 @@ TEST(Training, DpRecordsItsReduceAsExposedGradientCommunication) {
   EXPECT_EQ(comm["busbw"]["op"], "reduce");
 }
 
-// --precision bf16 computes every GEMM (attention's included) on bf16-rounded operands. The
-// loss curve must follow fp32's to within bf16's precision, and must not be fp32's exactly
-// (which would mean the mode never reached the GEMMs).
+// --precision bf16 is autocast (Note [Autocast]): bf16 GEMMs and activations. The loss curve
+// must follow fp32's to within bf16's precision, and must not be fp32's exactly (which would
+// mean the mode never reached the model).
 TEST(Training, GptTinyInBf16TracksFp32) {
   const auto f32 = train("gpt-tiny", 8, 0.1f, 0.9f, ops::MathMode::FP32, 20);
   const auto bf16 = train("gpt-tiny", 8, 0.1f, 0.9f, ops::MathMode::BF16, 20);
@@ -106,6 +106,31 @@ TEST(Training, GptTinyInBf16TracksFp32) {
               worst);
   EXPECT_TRUE(any_different);
   EXPECT_LT(worst, 2e-2);
+}
+
+// Note [Autocast]: bf16 runs keep the GEMMs' outputs and what follows them in bf16, so the
+// activations held for backward take less memory than in fp32 (not half: the residual stream,
+// layer norms, attention and the loss stay f32, as in PyTorch), while the parameters and
+// their gradients are the same f32 bytes. A linear layer's bf16 copy of its weight is an
+// activation while its GEMM runs, so mlp-small runs at a batch where activations outweigh it
+// (at 64 rows its 4 MiB weight copy is most of the peak).
+TEST(Training, Bf16KeepsActivationsInBf16AndParametersInF32) {
+  for (const char* workload : {"mlp-small", "gpt-tiny"}) {
+    const bool gpt = std::string(workload) == "gpt-tiny";
+    const int64_t batch = gpt ? 8 : 512;
+    const auto f32 = train(workload, batch, 0.1f, 0.9f, ops::MathMode::FP32, 3);
+    const auto bf16 = train(workload, batch, 0.1f, 0.9f, ops::MathMode::BF16, 3);
+    auto highest = [](const nlohmann::json& r, const char* category) {
+      return r["memory"][0]["highest_by_category"][category].get<double>();
+    };
+    const double ratio = highest(bf16, "activations") / highest(f32, "activations");
+    std::printf("%s: bf16 activations / fp32 activations at their highest %.3f\n", workload, ratio);
+    EXPECT_LT(ratio, gpt ? 0.75 : 0.85) << workload;
+    EXPECT_GT(ratio, 0.4) << workload;
+    for (const char* category : {"parameters", "gradients", "optimizer_state"}) {
+      EXPECT_EQ(highest(bf16, category), highest(f32, category)) << workload << " " << category;
+    }
+  }
 }
 
 // --cuda-graph on CPU: step 1 eager, step 2 captured, every later step a replay of the

@@ -212,7 +212,7 @@ void FullyShardedDataParallel::record_issued(size_t index, const char* op, const
   issued.work = std::move(work);
   issued.unit = index;
   issued.record = {unit_names_[index], op, when, bytes};
-  issued.record.waited_before_ms = waited_ms();
+  issued.record.waited_before_ms = waits_.host_ms();
   tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
   issued_.push_back(std::move(issued));
 }
@@ -220,10 +220,8 @@ void FullyShardedDataParallel::record_issued(size_t index, const char* op, const
 void FullyShardedDataParallel::wait_gather(size_t index) {
   FlatParamUnit& unit = *units_[index];
   if (!unit.gather_pending()) return;
-  const int64_t start = steady_now_ns();
-  unit.wait_gather();
-  const double ms = static_cast<double>(steady_now_ns() - start) / 1e6;
-  (in_backward_ ? exposed_gather_backward_ms_ : exposed_gather_forward_ms_) += ms;
+  waits_.time(in_backward_ ? ExposedWaits::kGatherBackward : ExposedWaits::kGatherForward,
+              [&] { unit.wait_gather(); });
 }
 
 // Note [FSDP's step], the rate limiter: a reshard's event joins the queue.
@@ -251,11 +249,9 @@ void FullyShardedDataParallel::reduce_scatter(size_t index, const char* when, bo
   // Note [One reduce-scatter in flight]: the previous unit's input goes before this one's.
   for (const auto& other : units_) other->reclaim_reduce_scatter_input();
   if (last_reduced_ != kNone) {
-    const int64_t start = steady_now_ns();
-    units_[last_reduced_]->await_reduce_scatter_input();
-    const double waited = static_cast<double>(steady_now_ns() - start) / 1e6;
-    exposed_reduce_scatter_ms_ += waited;
-    if (in_backward) exposed_reduce_scatter_backward_ms_ += waited;
+    waits_.time(
+        in_backward ? ExposedWaits::kReduceScatterBackward : ExposedWaits::kReduceScatterAfter,
+        [&] { units_[last_reduced_]->await_reduce_scatter_input(); });
   }
   last_reduced_ = index;
   FlatParamUnit& unit = *units_[index];
@@ -308,10 +304,10 @@ void FullyShardedDataParallel::finish_gradient_sync() {
     reshard(i);
   }
   if (root_ != kNone) reduce_scatter(root_, "finish", /*in_backward=*/false);
-  const int64_t start = steady_now_ns();
-  for (size_t i = 0; i < units_.size(); ++i) finish_unit(i);
-  for (const auto& unit : units_) unit->wait_replicate();
-  exposed_reduce_scatter_ms_ += static_cast<double>(steady_now_ns() - start) / 1e6;
+  waits_.time(ExposedWaits::kReduceScatterAfter, [&] {
+    for (size_t i = 0; i < units_.size(); ++i) finish_unit(i);
+    for (const auto& unit : units_) unit->wait_replicate();
+  });
   // Every unit released, the root and any a stray prefetch gathered again after its
   // reduce-scatter: the optimizer is about to step the shards, and a unit left gathered would
   // run the next forward on the values from before the step.
@@ -357,8 +353,7 @@ FsdpStepStats FullyShardedDataParallel::step(const std::function<MicroBatch()>& 
   optimizer.zero_grad(/*set_to_none=*/true);
   issued_.clear();
   limiter_waits_ = 0;
-  exposed_gather_forward_ms_ = exposed_gather_backward_ms_ = exposed_reduce_scatter_ms_ = 0;
-  exposed_reduce_scatter_backward_ms_ = 0;
+  waits_.start(device_);
   last_reduced_ = kNone;
   if (!order_known_) root_grads_ready_.clear();  // a first step that failed leaves none behind
   clock_zero_ns_ = steady_now_ns();
@@ -418,9 +413,14 @@ std::vector<Tensor> FullyShardedDataParallel::run_micro_steps(
 // The phases; the host's waits for all-gathers inside forward and backward are their own
 // phase (param_allgather), not compute, and so are SyncBatchNorm's collectives (sync_bn).
 void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTimer& timer) const {
-  stats.exposed_gather_forward_ms = exposed_gather_forward_ms_;
-  stats.exposed_gather_backward_ms = exposed_gather_backward_ms_;
-  stats.exposed_reduce_scatter_ms = exposed_reduce_scatter_ms_;
+  const auto stalled = waits_.stalled_ms();  // the step has synchronised
+  const double gather_forward = stalled[ExposedWaits::kGatherForward];
+  const double gather_backward = stalled[ExposedWaits::kGatherBackward];
+  const double reduce_scatter_backward = stalled[ExposedWaits::kReduceScatterBackward];
+  stats.exposed_gather_forward_ms = gather_forward;
+  stats.exposed_gather_backward_ms = gather_backward;
+  stats.exposed_reduce_scatter_ms =
+      reduce_scatter_backward + stalled[ExposedWaits::kReduceScatterAfter];
   stats.limiter_waits = limiter_waits_;
   const comm::SyncBnTimes sync = comm::sync_bn_times(stats.sync_bn);
   for (StepPhase p : {StepPhase::BufferBroadcast, StepPhase::Forward, StepPhase::ParamAllGather,
@@ -428,13 +428,12 @@ void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTime
                       StepPhase::Optimizer}) {
     const char* name = step_phase_name(p);
     double ms = timer.ms(name);
-    if (p == StepPhase::Forward) ms -= exposed_gather_forward_ms_ + sync.forward_ms;
+    if (p == StepPhase::Forward) ms -= gather_forward + sync.forward_ms;
     // A reduce-scatter waited for inside backward is exposed communication, not compute.
     if (p == StepPhase::BackwardCompute)
-      ms -= exposed_gather_backward_ms_ + sync.backward_ms + exposed_reduce_scatter_backward_ms_;
-    if (p == StepPhase::CommExposed) ms += exposed_reduce_scatter_backward_ms_;
-    if (p == StepPhase::ParamAllGather)
-      ms = exposed_gather_forward_ms_ + exposed_gather_backward_ms_;
+      ms -= gather_backward + sync.backward_ms + reduce_scatter_backward;
+    if (p == StepPhase::CommExposed) ms += reduce_scatter_backward;
+    if (p == StepPhase::ParamAllGather) ms = gather_forward + gather_backward;
     if (p == StepPhase::SyncBn) {
       if (!stats.sync_batch_norm) continue;
       ms = sync.total_ms();
@@ -445,10 +444,6 @@ void FullyShardedDataParallel::fill_phases(FsdpStepStats& stats, const PhaseTime
     stats.phases.push_back({p, ms});
     stats.step_ms += ms;
   }
-}
-
-double FullyShardedDataParallel::waited_ms() const {
-  return exposed_gather_forward_ms_ + exposed_gather_backward_ms_ + exposed_reduce_scatter_ms_;
 }
 
 double FullyShardedDataParallel::on_clock(int64_t ns) const {

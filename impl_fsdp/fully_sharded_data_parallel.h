@@ -48,11 +48,10 @@
 // gradient this backward (unused) is reduce-scattered at finish_gradient_sync() in unit
 // order, which holds as long as no unit is used on one rank and unused on another.
 //
-// The host's waits. The exposed all-gather time (phase param_allgather, taken out of forward
-// and backward_compute) and the exposed reduce-scatter time are host time blocked in a Work's
-// wait: on CPU devices (Gloo, MPI) the collective's own; on NCCL, whose wait orders the streams
-// without blocking the host, about 0, the stream's stall staying inside forward and
-// backward_compute.
+// The waits. The exposed all-gather time (phase param_allgather, taken out of forward and
+// backward_compute) and the exposed reduce-scatter time are the compute stream's stalls in a
+// Work's wait (Note [Exposed waits on the device], exposed_waits.h): on CPU devices (Gloo,
+// MPI) the host's time blocked in the collective, on NCCL the device's.
 //
 // Note [One reduce-scatter in flight]
 // Before a unit's reduce-scatter is issued, the previous unit's has completed and its input
@@ -94,6 +93,7 @@
 #include "core/phase_timer.h"
 #include "core/step_stats.h"
 #include "core/stream.h"
+#include "impl_fsdp/exposed_waits.h"
 #include "impl_fsdp/flat_param.h"
 
 namespace ddpb::fsdp {
@@ -250,7 +250,6 @@ class FullyShardedDataParallel {
   void fill_phases(FsdpStepStats& stats, const PhaseTimer& timer) const;
   void fill_collectives(FsdpStepStats& stats) const;
   double on_clock(int64_t ns) const;
-  double waited_ms() const;  // this step's host waits so far
 
   nn::Module& module_;
   ForwardFn forward_;
@@ -271,9 +270,7 @@ class FullyShardedDataParallel {
   std::vector<Issued> issued_;
   int64_t clock_zero_ns_ = 0;
   int64_t limiter_waits_ = 0;
-  double exposed_gather_forward_ms_ = 0, exposed_gather_backward_ms_ = 0;
-  double exposed_reduce_scatter_ms_ = 0;
-  double exposed_reduce_scatter_backward_ms_ = 0;  // its part waited for inside backward
+  ExposedWaits waits_;              // Note [Exposed waits on the device]
   size_t last_reduced_ = SIZE_MAX;  // the unit whose reduce-scatter was issued last this step
   // Each root gradient of the first backward: its elements, and the reduce-scatters of other
   // units issued before it was final (peak_unsharded_grad_numel).

@@ -21,9 +21,8 @@
 namespace ddpb::cpu {
 
 inline bool any_bf16(std::initializer_list<const Tensor*> ts) {
-  return std::any_of(ts.begin(), ts.end(), [](const Tensor* t) {
-    return t->defined() && t->dtype() == DType::BF16;
-  });
+  return std::any_of(ts.begin(), ts.end(),
+                     [](const Tensor* t) { return t->defined() && t->dtype() == DType::BF16; });
 }
 
 // dst[0, n) = the f32 values of t[start, start + n).

@@ -46,10 +46,10 @@ TEST(Autocast, Bf16GemmIsTheF32ProductOfItsValuesRoundedOnce) {
   for (bool trans_a : {false, true}) {
     for (bool trans_b : {false, true}) {
       for (auto act : {ops::Activation::None, ops::Activation::ReLU, ops::Activation::GeLU}) {
-        const Tensor a = to_dtype(testing::random_tensor(trans_a ? Shape{k, m} : Shape{m, k}, 1),
-                                  DType::BF16);
-        const Tensor b = to_dtype(testing::random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, 2),
-                                  DType::BF16);
+        const Tensor a =
+            to_dtype(testing::random_tensor(trans_a ? Shape{k, m} : Shape{m, k}, 1), DType::BF16);
+        const Tensor b =
+            to_dtype(testing::random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, 2), DType::BF16);
         const Tensor bias = testing::random_tensor({n}, 3);
         const Tensor c0 = to_dtype(testing::random_tensor({m, n}, 4), DType::BF16);
         for (float beta : {0.0f, 1.0f}) {
@@ -119,8 +119,8 @@ TEST(Autocast, OpsRefuseDtypesOutsideTheirContract) {
   auto bf16 = [] { return Tensor::empty({4, 4}, DType::BF16, Device::cpu()); };
   EXPECT_THROW(ops::gemm(f, false, f, false, bf16()), Error) << "f32 operands, bf16 output";
   EXPECT_THROW(ops::gemm(f, false, h, false, f32()), Error) << "operands of two dtypes";
-  EXPECT_THROW(ops::gemm(h, false, h, false, f32(), 1.0f, 0.0f, Tensor::empty({4}, DType::BF16,
-                                                                              Device::cpu())),
+  EXPECT_THROW(ops::gemm(h, false, h, false, f32(), 1.0f, 0.0f,
+                         Tensor::empty({4}, DType::BF16, Device::cpu())),
                Error)
       << "a bf16 bias";
   EXPECT_THROW(ops::add(f, h, bf16()), Error) << "a promoted sum leaves in f32";
@@ -259,8 +259,8 @@ TEST(Autocast, FunctionsStoreWhatAutocastStores) {
   const Var x(testing::random_tensor({8, 16}, 21), true);
   const Var w(testing::random_tensor({16, 16}, 22, 0.25f), true);
   const Var b(testing::random_tensor({16}, 23), true);
-  const Var ln_w(testing::random_tensor({16}, 24), true), ln_b(testing::random_tensor({16}, 25),
-                                                               true);
+  const Var ln_w(testing::random_tensor({16}, 24), true),
+      ln_b(testing::random_tensor({16}, 25), true);
   const Var h = fn::linear(fn::layer_norm(x, ln_w, ln_b), w, b);
   EXPECT_EQ(h.data().dtype(), DType::BF16);
   const Var g = fn::gelu(h);

@@ -32,6 +32,26 @@ bool is_valid_entry(const nlohmann::json& e) {
   return true;
 }
 
+void check_entries(const nlohmann::json& entries, const std::string& path) {
+  for (const auto& e : entries) {
+    DDPB_USAGE_CHECK(is_valid_entry(e))
+        << path << " holds a malformed entry: "
+        << e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 200);
+  }
+}
+
+// A dump's sub-groups (Note [Sub-groups]): [{"group": name, "entries": [...]}].
+void check_groups(const nlohmann::json& groups, const std::string& path) {
+  DDPB_USAGE_CHECK(groups.is_array()) << path << ": \"groups\" is not a list";
+  for (const auto& g : groups) {
+    DDPB_USAGE_CHECK(g.is_object() && g.contains("group") && g["group"].is_string() &&
+                     g.contains("entries") && g["entries"].is_array())
+        << path << " holds a malformed group: "
+        << g.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 200);
+    check_entries(g["entries"], path);
+  }
+}
+
 // A dump's text: a regular file of bounded size (Note [User-named inputs]; a FIFO planted as
 // rank0.json must not block the doctor).
 std::string read_dump(const std::string& path) {
@@ -64,11 +84,8 @@ Dumps read_dumps(const std::string& dir, const std::string& job,
       const int64_t rank = doc.at("rank").get<int64_t>();  // before the move below
       DDPB_USAGE_CHECK(doc.contains("entries") && doc["entries"].is_array())
           << entry.path().string() << " has no entries list";
-      for (const auto& e : doc["entries"]) {
-        DDPB_USAGE_CHECK(is_valid_entry(e))
-            << entry.path().string() << " holds a malformed entry: "
-            << e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 200);
-      }
+      check_entries(doc["entries"], entry.path().string());
+      if (doc.contains("groups")) check_groups(doc["groups"], entry.path().string());
       std::error_code time_ec;
       const bool earlier = entry.last_write_time(time_ec) < written_since || time_ec;
       if ((!job.empty() && doc.value("job", std::string()) != job) || earlier) {
@@ -119,13 +136,15 @@ std::string host_of(const nlohmann::json& doc) {
   return host;
 }
 
-Progress progress_of(const nlohmann::json& doc) {
+// A rank's progress through `entries` (the world's, or a sub-group's), with what its dump
+// says of where it stood.
+Progress progress_of(const nlohmann::json& doc, const nlohmann::json& entries) {
   Progress p;
   p.reason = doc.value("reason", "");
   if (doc.contains("progress") && doc["progress"].is_object()) p.step = doc["progress"];
   if (doc.contains("signal") && doc["signal"].is_object()) p.signal = doc["signal"];
   p.host = host_of(doc);
-  for (const auto& e : doc["entries"]) {
+  for (const auto& e : entries) {
     const int64_t seq = e["seq"].get<int64_t>();
     p.by_seq[seq] = e;
     p.issued = std::max(p.issued, seq);
@@ -251,16 +270,18 @@ std::string waiting_text(const std::map<int64_t, Progress>& progress, int64_t be
   return "";
 }
 
+// "rank 3", or "rank 3 on host b" once the dumps span hosts (Note [Flight dumps across hosts]).
+std::string rank_name(const std::map<int64_t, Progress>& progress, int64_t r) {
+  std::set<std::string> hosts;
+  for (const auto& [rank, p] : progress) hosts.insert(p.host);
+  const std::string& host = progress.at(r).host;
+  return "rank " + std::to_string(r) +
+         (hosts.size() > 1 && !host.empty() ? " on host " + host : std::string());
+}
+
 // The verdict lines, given each dumped rank's progress.
 void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progress) {
-  std::set<std::string> hosts;
-  for (const auto& [r, p] : progress) hosts.insert(p.host);
-  // "rank 3", or "rank 3 on host b" once the dumps span hosts (Note [Flight dumps across hosts]).
-  const auto who = [&](int64_t r) {
-    const std::string& host = progress.at(r).host;
-    return "rank " + std::to_string(r) +
-           (hosts.size() > 1 && !host.empty() ? " on host " + host : std::string());
-  };
+  const auto who = [&](int64_t r) { return rank_name(progress, r); };
   if (const auto mismatch = find_mismatch(progress)) d.verdicts.push_back(*mismatch);
   for (const auto& [r, p] : progress) {
     const std::string sender = sender_of(p);
@@ -317,6 +338,111 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   }
 }
 
+// The world ranks a sub-group's name lists ("ranks 0-3,8", as flight_group_name writes it),
+// or none when the name is not one (the dumps are untrusted); only ranks below `world`.
+std::vector<int64_t> members_of(const std::string& name, int64_t world) {
+  const std::string prefix = "ranks ";
+  if (name.rfind(prefix, 0) != 0) return {};
+  std::vector<int64_t> members;
+  std::istringstream runs(name.substr(prefix.size()));
+  std::string run;
+  while (std::getline(runs, run, ',')) {
+    int64_t first = -1, last = -1;
+    char dash = 0;
+    std::istringstream in(run);
+    if (!(in >> first)) return {};
+    last = (in >> dash >> last) && dash == '-' ? last : first;
+    if (first < 0 || last < first || last >= world || last - first >= world) return {};
+    for (int64_t r = first; r <= last && static_cast<int64_t>(members.size()) < world; ++r)
+      members.push_back(r);
+  }
+  return members;
+}
+
+// What the sub-groups' own numbers say (Note [Sub-groups]): per group, a collective mismatch
+// among its members and the members behind in it, with report lines for those waiting in one.
+// A member behind in one group may only be waiting in another's collective for a rank behind
+// there (rank 0 of a hybrid job stuck in its shard group's all-gather has not reached the
+// replicate group's all-reduce that rank 2 waits in): such a member is named after the ranks
+// behind that wait in nothing, and says where it waits.
+struct GroupFindings {
+  std::vector<std::string> verdicts, lines;
+  std::set<int64_t> behind;
+};
+
+using GroupProgress = std::map<std::string, std::map<int64_t, Progress>>;
+
+GroupProgress group_progress(const Dumps& dumps, int64_t world_size) {
+  GroupProgress groups;
+  for (const auto& [rank, doc] : dumps) {
+    if (!doc.contains("groups")) continue;
+    for (const auto& g : doc["groups"])
+      groups[text_of(g["group"])][rank] = progress_of(doc, g["entries"]);
+  }
+  // A member whose dump holds none of the group's collectives has issued none of them.
+  for (auto& [name, members] : groups) {
+    for (int64_t r : members_of(name, world_size)) {
+      if (dumps.count(r) && !members.count(r))
+        members[r] = progress_of(dumps.at(r), nlohmann::json::array());
+    }
+  }
+  return groups;
+}
+
+// Where rank r waits, in the world's collectives or a group's: ", itself waiting in #4
+// allgather (...) of group ranks 0,1", or "".
+std::string waits_in(int64_t r, const std::map<int64_t, Progress>& world,
+                     const GroupProgress& groups) {
+  if (!world.at(r).stuck.is_null()) return ", itself waiting in " + describe(world.at(r).stuck);
+  for (const auto& [name, members] : groups) {
+    const auto it = members.find(r);
+    if (it != members.end() && !it->second.stuck.is_null())
+      return ", itself waiting in " + describe(it->second.stuck) + " of group " + name;
+  }
+  return "";
+}
+
+GroupFindings group_findings(const Dumps& dumps, const std::map<int64_t, Progress>& world,
+                             int64_t world_size) {
+  const GroupProgress groups = group_progress(dumps, world_size);
+  GroupFindings f;
+  std::vector<std::string> bystanders;
+  for (const auto& [name, members] : groups) {
+    if (const auto mismatch = find_mismatch(members))
+      f.verdicts.push_back("in group " + name + ", " + *mismatch);
+    int64_t max_issued = -1;
+    for (const auto& [r, p] : members) max_issued = std::max(max_issued, p.issued);
+    for (const auto& [r, p] : members) {
+      if (!p.stuck.is_null())
+        f.lines.push_back("  rank " + std::to_string(r) + " in group " + name + ": waiting in " +
+                          describe(p.stuck) + " [" + text_of(p.stuck["state"]) + "]");
+      if (p.issued >= max_issued) continue;
+      f.behind.insert(r);
+      const std::string issued =
+          p.issued < 0 ? "none of that group's collectives"
+                       : "that group's collectives only up to #" + std::to_string(p.issued);
+      const std::string waiting = waits_in(r, world, groups);
+      (waiting.empty() ? f.verdicts : bystanders)
+          .push_back(rank_name(world, r) + " is behind in group " + name + ": it issued " + issued +
+                     where_it_stood(p) + waiting_text(members, r, p.issued) + waiting);
+    }
+  }
+  f.verdicts.insert(f.verdicts.end(), bystanders.begin(), bystanders.end());
+  return f;
+}
+
+// The sub-groups' verdicts join the world's: after a culprit the world's numbers name, or
+// instead of its "none is behind", which holds for the world's collectives only.
+void add_group_findings(FlightDiagnosis& d, const GroupFindings& f) {
+  if (f.verdicts.empty()) return;
+  if (!d.culprit_named) d.verdicts.clear();
+  d.verdicts.insert(d.verdicts.end(), f.verdicts.begin(), f.verdicts.end());
+  d.culprit_named = true;
+  for (int64_t r : f.behind) {
+    if (std::find(d.behind.begin(), d.behind.end(), r) == d.behind.end()) d.behind.push_back(r);
+  }
+}
+
 }  // namespace
 
 FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& job,
@@ -330,9 +456,12 @@ FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& j
       << dumps.begin()->first << " to " << dumps.rbegin()->first;
   d.missing = missing_ranks(dumps, d.world);
   std::map<int64_t, Progress> progress;
-  for (const auto& [rank, doc] : dumps) progress[rank] = progress_of(doc);
+  for (const auto& [rank, doc] : dumps) progress[rank] = progress_of(doc, doc["entries"]);
   for (const auto& [rank, p] : progress) d.collective_trouble |= !p.stuck.is_null();
   add_verdicts(d, progress);
+  const GroupFindings in_groups = group_findings(dumps, progress, d.world);
+  add_group_findings(d, in_groups);
+  d.collective_trouble |= !in_groups.lines.empty();
 
   std::ostringstream out;
   out << "flight recorder: " << dumps.size() << " of " << d.world << " ranks dumped in " << dir;
@@ -347,6 +476,7 @@ FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& j
     if (const std::string at = where_it_stood(p); !at.empty()) out << ";" << at.substr(4);
     out << "; dumped on " << p.reason << "\n";
   }
+  for (const std::string& line : in_groups.lines) out << line << "\n";
   for (const auto& v : d.verdicts) out << "verdict: " << v << "\n";
   d.report = out.str();
   return d;

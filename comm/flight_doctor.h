@@ -3,7 +3,10 @@
 //
 // The rank that issued the fewest collectives is behind: the others wait for it in the next
 // one and time out, so the first rank to *fail* is usually a bystander. A rank without a
-// dump (killed, stopped, never started) is the prime suspect.
+// dump (killed, stopped, never started) is the prime suspect. Sub-groups (Note [Sub-groups])
+// are judged the same way among their members, by each group's own numbers; a member behind
+// in one group while it waits in another's collective is named after the ranks that wait in
+// nothing.
 //
 // The dumps are untrusted input: every field is type-checked (a malformed file is a
 // UsageError naming it), and the world size a dump claims is only checked for sense; the

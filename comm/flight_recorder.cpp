@@ -64,19 +64,37 @@ Identity& identity() {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(size_t capacity) : ring_(std::max<size_t>(capacity, 1)) {}
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {
+  rings_.push_back(std::make_unique<Entries>());
+  rings_.back()->ring.resize(capacity_);
+}
 
-FlightRecorder::Entry* FlightRecorder::slot(int64_t sequence) {
-  Entry& e = ring_[static_cast<size_t>(sequence) % ring_.size()];
+FlightRecorder::Ring FlightRecorder::ring(const std::string& group) {
+  if (group.empty()) return kWorld;
+  std::lock_guard lock(mutex_);
+  for (size_t r = 1; r < rings_.size(); ++r) {
+    if (rings_[r]->group == group) return r;
+  }
+  rings_.push_back(std::make_unique<Entries>());
+  rings_.back()->group = group;
+  rings_.back()->ring.resize(capacity_);
+  return rings_.size() - 1;
+}
+
+FlightRecorder::Entry* FlightRecorder::slot(Ring ring, int64_t sequence) {
+  std::vector<Entry>& entries = rings_.at(ring)->ring;
+  Entry& e = entries[static_cast<size_t>(sequence) % entries.size()];
   return e.sequence == sequence ? &e : nullptr;
 }
 
-void FlightRecorder::enqueued(int64_t sequence, std::string_view op, int64_t bytes,
+void FlightRecorder::enqueued(Ring ring, int64_t sequence, std::string_view op, int64_t bytes,
                               std::string_view dtype, int64_t enqueue_ns, bool started) {
   std::lock_guard lock(mutex_);
-  Entry& e = ring_[static_cast<size_t>(sequence) % ring_.size()];
+  Entries& entries = *rings_.at(ring);
+  const size_t size = entries.ring.size();
+  Entry& e = entries.ring[static_cast<size_t>(sequence) % size];
   // The next collective's slot, fetched while this one runs (it was last written a ring ago).
-  const Entry& next = ring_[static_cast<size_t>(sequence + 1) % ring_.size()];
+  const Entry& next = entries.ring[static_cast<size_t>(sequence + 1) % size];
   __builtin_prefetch(&next, 1);
   __builtin_prefetch(reinterpret_cast<const char*>(&next) + 64, 1);
   if (e.sequence >= 0 && (e.state == State::Enqueued || e.state == State::Started)) --in_flight_;
@@ -91,20 +109,20 @@ void FlightRecorder::enqueued(int64_t sequence, std::string_view op, int64_t byt
   e.enqueue_ns = enqueue_ns;
   e.start_ns = started ? enqueue_ns : 0;
   e.end_ns = 0;
-  newest_ = std::max(newest_, sequence);
+  entries.newest = std::max(entries.newest, sequence);
 }
 
-void FlightRecorder::started(int64_t sequence, int64_t start_ns) {
+void FlightRecorder::started(Ring ring, int64_t sequence, int64_t start_ns) {
   std::lock_guard lock(mutex_);
-  if (Entry* e = slot(sequence)) {
+  if (Entry* e = slot(ring, sequence)) {
     e->state = State::Started;
     e->start_ns = start_ns;
   }
 }
 
-void FlightRecorder::finished(int64_t sequence, bool failed, int64_t end_ns) {
+void FlightRecorder::finished(Ring ring, int64_t sequence, bool failed, int64_t end_ns) {
   std::lock_guard lock(mutex_);
-  if (Entry* e = slot(sequence)) {
+  if (Entry* e = slot(ring, sequence)) {
     if (e->state == State::Enqueued || e->state == State::Started) --in_flight_;
     e->state = failed ? State::Failed : State::Completed;
     failed_ += failed;
@@ -112,20 +130,14 @@ void FlightRecorder::finished(int64_t sequence, bool failed, int64_t end_ns) {
   }
 }
 
-void FlightRecorder::unlisted_enqueued() {
+void FlightRecorder::tag(Ring ring, int64_t sequence, const std::string& tag) {
   std::lock_guard lock(mutex_);
-  ++in_flight_;
+  if (Entry* e = slot(ring, sequence)) e->tag = tag;
 }
 
-void FlightRecorder::unlisted_finished(bool failed) {
+std::string_view FlightRecorder::intern(std::string_view name) {
   std::lock_guard lock(mutex_);
-  --in_flight_;
-  failed_ += failed;
-}
-
-void FlightRecorder::tag(int64_t sequence, const std::string& tag) {
-  std::lock_guard lock(mutex_);
-  if (Entry* e = slot(sequence)) e->tag = tag;
+  return *interned_.emplace(name).first;
 }
 
 bool FlightRecorder::any_in_flight() const {
@@ -138,13 +150,12 @@ bool FlightRecorder::collective_trouble() const {
   return in_flight_ > 0 || failed_ > 0;
 }
 
-nlohmann::json FlightRecorder::to_json() const {
-  std::lock_guard lock(mutex_);
+nlohmann::json FlightRecorder::entries_json(const Entries& entries) const {
   nlohmann::json out = nlohmann::json::array();
-  if (newest_ < 0) return out;
-  const int64_t oldest = std::max<int64_t>(0, newest_ - static_cast<int64_t>(ring_.size()) + 1);
-  for (int64_t s = oldest; s <= newest_; ++s) {
-    const Entry& e = ring_[static_cast<size_t>(s) % ring_.size()];
+  if (entries.newest < 0) return out;
+  const int64_t size = static_cast<int64_t>(entries.ring.size());
+  for (int64_t s = std::max<int64_t>(0, entries.newest - size + 1); s <= entries.newest; ++s) {
+    const Entry& e = entries.ring[static_cast<size_t>(s % size)];
     if (e.sequence != s) continue;
     out.push_back({{"seq", e.sequence},
                    {"op", e.op},
@@ -155,6 +166,20 @@ nlohmann::json FlightRecorder::to_json() const {
                    {"enqueue_ns", e.enqueue_ns},
                    {"start_ns", e.start_ns},
                    {"end_ns", e.end_ns}});
+  }
+  return out;
+}
+
+nlohmann::json FlightRecorder::to_json() const {
+  std::lock_guard lock(mutex_);
+  return entries_json(*rings_[kWorld]);
+}
+
+nlohmann::json FlightRecorder::groups_to_json() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t r = 1; r < rings_.size(); ++r) {
+    out.push_back({{"group", rings_[r]->group}, {"entries", entries_json(*rings_[r])}});
   }
   return out;
 }
@@ -317,6 +342,8 @@ std::string dump_flight_recorder(const std::string& reason,
                           {"dumped_ns", steady_now_ns()},
                           {"progress", progress_json()},
                           {"entries", flight_recorder().to_json()}};
+    if (nlohmann::json groups = flight_recorder().groups_to_json(); !groups.empty())
+      doc["groups"] = std::move(groups);  // Note [Sub-groups]
     if (signal) {
       const bool from_launcher = signal->sender_pid == launcher && launcher > 1;
       doc["signal"] = {{"name", signal->name},

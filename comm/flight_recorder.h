@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,25 +28,44 @@ class FlightRecorder {
  public:
   enum class State { Enqueued, Started, Completed, Failed };
   static constexpr size_t kDefaultCapacity = 2000;
+  // Which numbering an entry's sequence belongs to (Note [Sub-groups]): the world's, or a
+  // sub-group's, each in a ring of its own.
+  using Ring = size_t;
+  static constexpr Ring kWorld = 0;
 
   explicit FlightRecorder(size_t capacity = kDefaultCapacity);
+  // The ring of the sub-group called `group` ("ranks 0,2"; "" is the world), made on first
+  // use; the same name gives the same ring.
+  Ring ring(const std::string& group);
   // The times are steady_now_ns() readings the caller takes (a collective run at issue
   // starts when it is enqueued: one reading; a clock read costs tens of nanoseconds in a VM).
   // `op` and `dtype` are static names (an op's, dtype_name()'s): the entry keeps the views.
   // `started`: the collective starts as it is enqueued (run by the issuing thread).
-  void enqueued(int64_t sequence, std::string_view op, int64_t bytes, std::string_view dtype,
-                int64_t enqueue_ns, bool started = false);
-  void started(int64_t sequence, int64_t start_ns);
-  void finished(int64_t sequence, bool failed, int64_t end_ns);
+  void enqueued(Ring ring, int64_t sequence, std::string_view op, int64_t bytes,
+                std::string_view dtype, int64_t enqueue_ns, bool started = false);
+  void started(Ring ring, int64_t sequence, int64_t start_ns);
+  void finished(Ring ring, int64_t sequence, bool failed, int64_t end_ns);
   // What the collective was for ("bucket 3"); set by the issuer after it got the sequence.
-  void tag(int64_t sequence, const std::string& tag);
-  // A sub-group's collective (Note [Sub-groups]): no entry (its numbers are its group's), but
-  // it is in flight, and its failure is trouble, as any collective's.
-  void unlisted_enqueued();
-  void unlisted_finished(bool failed);
+  void tag(Ring ring, int64_t sequence, const std::string& tag);
+  // A view of `name` that lives as long as the recorder, for an op name that is not static
+  // (a few distinct names are ever interned).
+  std::string_view intern(std::string_view name);
+  // The same, for the world's collectives.
+  void enqueued(int64_t sequence, std::string_view op, int64_t bytes, std::string_view dtype,
+                int64_t enqueue_ns, bool started = false) {
+    enqueued(kWorld, sequence, op, bytes, dtype, enqueue_ns, started);
+  }
+  void started(int64_t sequence, int64_t start_ns) { started(kWorld, sequence, start_ns); }
+  void finished(int64_t sequence, bool failed, int64_t end_ns) {
+    finished(kWorld, sequence, failed, end_ns);
+  }
+  void tag(int64_t sequence, const std::string& text) { tag(kWorld, sequence, text); }
 
-  nlohmann::json to_json() const;  // entries oldest first
-  // Whether a collective was issued and has not finished (Note [Step watchdog]).
+  nlohmann::json to_json() const;  // the world's entries, oldest first
+  // The sub-groups' entries: [{"group": name, "entries": [...]}], in the order the rings were
+  // made; empty without sub-groups.
+  nlohmann::json groups_to_json() const;
+  // Whether a collective (of any group) was issued and has not finished (Note [Step watchdog]).
   bool any_in_flight() const;
   // Whether a collective failed or has not finished: the others are in trouble too.
   bool collective_trouble() const;
@@ -60,10 +81,17 @@ class FlightRecorder {
     State state = State::Enqueued;
     int64_t enqueue_ns = 0, start_ns = 0, end_ns = 0;
   };
-  Entry* slot(int64_t sequence);  // mutex_ held; null if overwritten
+  struct Entries {
+    std::string group;
+    std::vector<Entry> ring;
+    int64_t newest = -1;
+  };
+  Entry* slot(Ring ring, int64_t sequence);                   // mutex_ held; null if overwritten
+  nlohmann::json entries_json(const Entries& entries) const;  // mutex_ held
   mutable std::mutex mutex_;
-  std::vector<Entry> ring_;
-  int64_t newest_ = -1;
+  size_t capacity_;
+  std::vector<std::unique_ptr<Entries>> rings_;  // [kWorld] is the world's
+  std::set<std::string, std::less<>> interned_;
   int64_t in_flight_ = 0;  // entries enqueued or started
   int64_t failed_ = 0;     // entries that finished failed
 };

@@ -251,7 +251,7 @@ HostProcessGroup::HostProcessGroup(int rank, int size, const ProcessGroupOptions
       device_(options.device),
       timeout_(options.timeout),
       name_(std::move(name)),
-      flight_recorded_(options.flight_recorded) {
+      flight_ring_(flight_recorder().ring(options.flight_group)) {
   DDPB_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size)
       << name_ << " process group: rank " << rank << " is outside a group of size " << size;
   DDPB_USAGE_CHECK(timeout_.count() > 0)
@@ -362,17 +362,14 @@ WorkPtr HostProcessGroup::issue(Request request) {
                            << rank_ << " is being destroyed";
     sequence = next_sequence_++;
     run_here = may_run_here && comm_thread_sleeping_;
-    if (flight_recorded_) {
-      flight_recorder().enqueued(
-          sequence, request.name, request.bytes,
-          operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype()), now_ns,
-          /*started=*/run_here);
-    } else {
-      flight_recorder().unlisted_enqueued();
-    }
+    flight_recorder().enqueued(
+        flight_ring_, sequence, request.name, request.bytes,
+        operands.empty() ? std::string_view() : dtype_name(operands.tensor(0).dtype()), now_ns,
+        /*started=*/run_here);
     if (!run_here) {
       if (!queued) queued = make_pending();  // a burst whose thread is awake (rare)
       queued->sequence = sequence;
+      queued->flight_ring = flight_ring_;
       queue_.push_back(queued);
       // Only a sleeping thread is woken, once: a thread that is busy, or woken and not yet
       // running, finds the collective when it next looks at the queue (a wake is a system
@@ -386,6 +383,7 @@ WorkPtr HostProcessGroup::issue(Request request) {
   const int64_t end_ns = outcome.end_ns;
   auto work = std::make_shared<CompletedWork>(std::move(outcome), device_);
   work->sequence = sequence;
+  work->flight_ring = flight_ring_;
   work->op = request.name;
   work->bytes = request.bytes;
   work->start_ns = now_ns;
@@ -552,7 +550,7 @@ void HostProcessGroup::run_staged(const Request& request, const Event& ready, in
 
 void HostProcessGroup::execute(PendingOp& op) {
   op.start_ns = steady_now_ns();
-  if (flight_recorded_) flight_recorder().started(op.sequence, op.start_ns);
+  flight_recorder().started(flight_ring_, op.sequence, op.start_ns);
   Outcome outcome = run_collective(op.request, op.ready, op.sequence, op.start_ns);
   op.end_ns = outcome.end_ns;
   op.complete(std::move(outcome));
@@ -591,11 +589,8 @@ Outcome HostProcessGroup::run_collective(const Request& request, const Event& re
   }
   running_sequence_.store(-1, std::memory_order_release);
   outcome.end_ns = steady_now_ns();
-  if (flight_recorded_) {
-    flight_recorder().finished(sequence, outcome.failure != Failure::None, outcome.end_ns);
-  } else {
-    flight_recorder().unlisted_finished(outcome.failure != Failure::None);
-  }
+  flight_recorder().finished(flight_ring_, sequence, outcome.failure != Failure::None,
+                             outcome.end_ns);
   return outcome;
 }
 

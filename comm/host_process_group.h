@@ -147,8 +147,8 @@ class HostProcessGroup : public ProcessGroup {
 
   Device device_;
   std::chrono::milliseconds timeout_;
-  std::string name_;             // the backend's name
-  bool flight_recorded_ = true;  // ProcessGroupOptions::flight_recorded
+  std::string name_;        // the backend's name
+  size_t flight_ring_ = 0;  // ProcessGroupOptions::flight_group's ring
   // The group's communication stream, "ddpb-<backend>" on every device: on CUDA the stream of
   // the staging copies (D2H, the host collective, H2D); on CPU an inline stream whose
   // executor is the communication thread.

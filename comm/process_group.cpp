@@ -24,6 +24,7 @@ class CoalescedWork final : public Work {
   CoalescedWork(std::vector<WorkPtr> parts, const char* name) : parts_(std::move(parts)) {
     op = name;
     sequence = parts_.empty() ? -1 : parts_.front()->sequence;
+    flight_ring = parts_.empty() ? 0 : parts_.front()->flight_ring;
     for (const WorkPtr& p : parts_) bytes += p->bytes;
   }
 
@@ -178,6 +179,25 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
   return std::make_shared<ProcessGroupGloo>(group_store(store, rank), rank, size, options);
 }
 
+namespace {
+
+// A sub-group's name in the flight recorder: its world ranks in their order, runs of
+// consecutive ranks shortened ("ranks 0-3,8").
+std::string flight_group_name(const std::vector<int>& ranks) {
+  std::string name = "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) name += ",";
+    name += std::to_string(ranks[i]);
+    if (j > i) name += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return name;
+}
+
+}  // namespace
+
 // Note [Sub-groups].
 std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
                                         int world_size, const std::vector<int>& ranks,
@@ -195,7 +215,7 @@ std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_
   }
   const int size = static_cast<int>(ranks.size());
   ProcessGroupOptions options = given;
-  options.flight_recorded = false;  // Note [Sub-groups]
+  options.flight_group = flight_group_name(ranks);  // Note [Sub-groups]
   if (options.backend == CommBackend::Mpi) {
 #if defined(DDPB_HAVE_MPI)
     if (position < 0) ProcessGroupMpi::split_without_me();

@@ -51,9 +51,10 @@ class Work {
   virtual std::exception_ptr exception() const = 0;
 
   // Description, for records, timelines and the flight recorder.
-  int64_t sequence = 0;  // per-group issue order, from 0
-  std::string op;        // "allreduce", "broadcast", ...
-  int64_t bytes = 0;     // payload bytes of this rank's input
+  int64_t sequence = 0;    // per-group issue order, from 0
+  size_t flight_ring = 0;  // its group's ring in the flight recorder (FlightRecorder::Ring)
+  std::string op;          // "allreduce", "broadcast", ...
+  int64_t bytes = 0;       // payload bytes of this rank's input
   // Host timestamps (steady clock, ns) when the collective started and finished on the
   // communication thread or stream; 0 until known.
   int64_t start_ns = 0, end_ns = 0;
@@ -160,9 +161,9 @@ struct ProcessGroupOptions {
   // gives what is left of the rendezvous's --timeout.
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::string hostname = "127.0.0.1";  // interface gloo binds to (MASTER_ADDR's for one node)
-  // Whether its collectives go into the process's flight recorder: the world's; a sub-group's
-  // do not (Note [Sub-groups]).
-  bool flight_recorded = true;
+  // Which of the flight recorder's rings its collectives go into: "" the world's, else a
+  // sub-group's, named by its world ranks (Note [Sub-groups]).
+  std::string flight_group;
 };
 
 // Creates the group and performs its rendezvous through `store` (throws on timeout). An mpi
@@ -180,12 +181,12 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
 // store prefix], counted by every world rank so that later groups stay in step); MPI splits
 // MPI_COMM_WORLD, which every world rank takes part in. The same call with every rank makes a
 // second queue over the same store: its collectives never wait behind the first group's.
-// A sub-group counts its collectives from 0 as every group does, and the flight recorder keys
-// a rank's entries by that number, so its collectives are not listed there: they would
-// overwrite the world's entries of the same number and mislead the doctor. They count as in
-// flight while they run (the step watchdog leaves a rank waiting in one to the collective's
-// timeout), and a failed one as trouble. UsageError for ranks out of the world,
-// repeated or empty.
+// A sub-group counts its collectives from 0 as every group does, so the flight recorder keeps
+// its entries in a ring of their own, named by the group's world ranks ("ranks 0-3,8"), and a
+// dump lists them under "groups"; the doctor compares the members of each group by that
+// group's numbers. They count as in flight while they run (the step watchdog leaves a rank
+// waiting in one to the collective's timeout), and a failed one as trouble. UsageError for
+// ranks out of the world, repeated or empty.
 std::shared_ptr<ProcessGroup> new_group(std::shared_ptr<Store> store, int world_rank,
                                         int world_size, const std::vector<int>& ranks,
                                         const ProcessGroupOptions& options);

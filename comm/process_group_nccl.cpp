@@ -1,5 +1,7 @@
 #include "comm/process_group_nccl.h"
 
+#include "comm/flight_recorder.h"
+
 #include <pthread.h>
 #include <unistd.h>
 
@@ -270,11 +272,17 @@ class NcclWork final : public Work {
 
   // First call wins: Failure::None completes it, anything else fails it with `message`.
   void finish(Failure failure, std::string message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (state_ != State::Pending) return;
-    state_ = failure == Failure::None ? State::Succeeded : State::Failed;
-    failure_ = failure;
-    message_ = std::move(message);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (state_ != State::Pending) return;
+      state_ = failure == Failure::None ? State::Succeeded : State::Failed;
+      failure_ = failure;
+      message_ = std::move(message);
+    }
+    // The host's time when the watchdog saw it end: what the flight recorder needs to tell a
+    // finished collective from one in flight (Note [Sub-groups] for its ring).
+    if (sequence >= 0)
+      flight_recorder().finished(flight_ring, sequence, failure != Failure::None, steady_now_ns());
   }
 
   // Set at issue, before the Work is shared.
@@ -496,7 +504,10 @@ using nccl_detail::NcclWork;
 
 ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<Store> store, int rank, int size,
                                    const ProcessGroupOptions& options)
-    : ProcessGroup(rank, size), device_(options.device), timeout_(options.timeout) {
+    : ProcessGroup(rank, size),
+      device_(options.device),
+      timeout_(options.timeout),
+      flight_ring_(flight_recorder().ring(options.flight_group)) {
   DDPB_USAGE_CHECK(size >= 1 && rank >= 0 && rank < size)
       << "nccl process group: rank " << rank << " is outside a group of size " << size;
   DDPB_USAGE_CHECK(device_.is_cuda()) << "NCCL backend needs CUDA GPUs; use --backend gloo (rank "
@@ -614,7 +625,13 @@ WorkPtr ProcessGroupNccl::launch(const std::string& op, int64_t bytes, std::vect
     DDPB_CHECK(!stopping_) << "nccl " << op << " issued while the group of " << who_
                            << " is being destroyed";
     work->sequence = next_sequence_++;
+    work->flight_ring = flight_ring_;
     work->anchor = anchor_;
+    // Enqueued until the watchdog sees its end event: NCCL runs it on the device, where the
+    // host cannot see it start.
+    flight_recorder().enqueued(
+        flight_ring_, work->sequence, flight_recorder().intern(op), bytes,
+        tensors.empty() ? std::string_view() : dtype_name(tensors[0].dtype()), steady_now_ns());
     broken = broken_reason_;
   }
   work->description = describe(op, work->sequence, tensors);

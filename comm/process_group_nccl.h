@@ -146,8 +146,9 @@ class ProcessGroupNccl final : public ProcessGroup {
   std::deque<Pending> draining_;  // under mutex_: failed, tensors held until the stream ends
   std::shared_ptr<const nccl_detail::ClockAnchor> anchor_;  // under mutex_
   int64_t next_sequence_ = 0;                               // under mutex_
-  std::string broken_reason_;                               // under mutex_
-  bool stopping_ = false;                                   // under mutex_
+  size_t flight_ring_ = 0;     // ProcessGroupOptions::flight_group's ring in the flight recorder
+  std::string broken_reason_;  // under mutex_
+  bool stopping_ = false;      // under mutex_
   std::thread watchdog_;
 };
 

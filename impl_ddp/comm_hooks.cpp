@@ -25,8 +25,9 @@ void BucketCommHook::issue_with(HookBucket& b, std::string name, const Tensor& p
   b.ranges.emplace_back(label, nvtx::Category::Comm, c.bytes);
   nvtx::Range range(label + " launch", nvtx::Category::Comm, c.bytes);
   c.work = start();
-  comm::flight_recorder().tag(c.work->sequence, "bucket " + std::to_string(b.index) +
-                                                    (c.name == "allreduce" ? "" : " " + c.name));
+  comm::flight_recorder().tag(
+      c.work->flight_ring, c.work->sequence,
+      "bucket " + std::to_string(b.index) + (c.name == "allreduce" ? "" : " " + c.name));
   b.record.bytes += c.bytes;
   b.record.collectives.push_back(std::move(c));
 }

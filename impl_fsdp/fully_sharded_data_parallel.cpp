@@ -43,13 +43,12 @@ namespace {
 constexpr size_t kNone = SIZE_MAX;
 
 // Notes in the flight recorder what a collective was for ("fsdp unit h.0, forward"), which
-// the doctor prints beside its op when a rank hangs. Only for collectives over the world: a
-// sub-group's stay out of the recorder (Note [Sub-groups]), and its sequence number would name
-// the world's entry of that number.
-void tag_for_flight(const comm::WorkPtr& work, const UnitCollective& record,
-                    const comm::ProcessGroup& group, const comm::ProcessGroup& world) {
-  if (&group != &world || !work || work->sequence < 0) return;
-  comm::flight_recorder().tag(work->sequence, "fsdp unit " + record.unit + ", " + record.when);
+// the doctor prints beside its op when a rank hangs; under its group's numbers (Note
+// [Sub-groups]).
+void tag_for_flight(const comm::WorkPtr& work, const UnitCollective& record) {
+  if (!work || work->sequence < 0) return;
+  comm::flight_recorder().tag(work->flight_ring, work->sequence,
+                              "fsdp unit " + record.unit + ", " + record.when);
 }
 
 }  // namespace
@@ -213,7 +212,7 @@ void FullyShardedDataParallel::record_issued(size_t index, const char* op, const
   issued.unit = index;
   issued.record = {unit_names_[index], op, when, bytes};
   issued.record.waited_before_ms = waits_.host_ms();
-  tag_for_flight(issued.work, issued.record, *groups_.shard, *groups_.world);
+  tag_for_flight(issued.work, issued.record);
   issued_.push_back(std::move(issued));
 }
 
@@ -272,7 +271,7 @@ void FullyShardedDataParallel::finish_unit(size_t index) {
     issued.work = unit.last_allreduce();
     issued.unit = index;
     issued.record = {unit_names_[index], "allreduce", "finish", unit.allreduce_bytes()};
-    tag_for_flight(issued.work, issued.record, *unit.replicate_group(), *groups_.world);
+    tag_for_flight(issued.work, issued.record);
     issued_.push_back(std::move(issued));
   }
 }

@@ -269,6 +269,121 @@ TEST(FlightDoctor, TheOthersWaitInTheFirstCollectiveTheyDidNotComplete) {
             "allreduce, 4096 bytes f32");
 }
 
+// Note [Sub-groups]: a dump lists each sub-group's collectives under that group's numbers,
+// and the doctor compares the members of each group by them. The world's numbers agree here
+// (a hybrid job has no world collectives in its step), so only the groups' name a rank.
+nlohmann::json group(const std::string& name, const nlohmann::json& entries) {
+  // One entry in braces is that entry, not an array of it (as in DumpFolder::write).
+  const nlohmann::json list = entries.is_array()  ? entries
+                              : entries.is_null() ? nlohmann::json::array()
+                                                  : nlohmann::json::array({entries});
+  return {{"group", name}, {"entries", list}};
+}
+
+nlohmann::json tagged(nlohmann::json e, const std::string& tag) {
+  e["tag"] = tag;
+  return e;
+}
+
+TEST(FlightDoctor, ARankBehindInASubGroupIsNamedByThatGroupsNumbers) {
+  DumpFolder d;
+  const nlohmann::json world = {entry(0, "broadcast", 64, "completed")};
+  d.write(0,
+          {{"reason", "timeout"},
+           {"groups",
+            {group("ranks 0,1",
+                   {entry(0, "allgather", 64, "completed"),
+                    tagged(entry(1, "allgather", 64, "started"), "fsdp unit h.1, backward")})}}},
+          world);
+  d.write(1,
+          {{"reason", "watchdog"},
+           {"progress", {{"step", 3}, {"phase", "forward"}}},
+           {"groups", {group("ranks 0,1", {entry(0, "allgather", 64, "completed")})}}},
+          world);
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_TRUE(diag.culprit_named);
+  EXPECT_TRUE(diag.collective_trouble);
+  EXPECT_EQ(diag.behind, std::vector<int64_t>{1});
+  EXPECT_EQ(diag.verdicts.front(),
+            "rank 1 is behind in group ranks 0,1: it issued that group's collectives only up to "
+            "#0 and was in phase forward of step 3, while other ranks wait in #1 allgather (fsdp "
+            "unit h.1, backward), 64 bytes f32");
+  EXPECT_EQ(diag.verdicts.size(), 1u) << "no \"none is behind\" beside it";
+  EXPECT_NE(diag.report.find("rank 0 in group ranks 0,1: waiting in #1 allgather"),
+            std::string::npos)
+      << diag.report;
+}
+
+// A member whose dump holds none of its group's collectives issued none of them; and a rank
+// behind in one group only because it waits in another's collective is a bystander, named
+// after the rank that waits in nothing.
+TEST(FlightDoctor, ABystanderWaitingInAnotherGroupIsNamedAfterTheRankItWaitsFor) {
+  DumpFolder d;
+  const nlohmann::json none = nlohmann::json::array();
+  // World of 2 as DumpFolder writes it; the groups "ranks 0,1" (both) and "ranks 0" (rank 0
+  // alone, done) stand for a shard group and a replicate group.
+  d.write(0,
+          {{"reason", "timeout"},
+           {"groups",
+            {group("ranks 0,1", {entry(0, "allreduce", 64, "started")}),
+             group("ranks 0", {entry(0, "allreduce", 64, "completed")})}}},
+          none);
+  d.write(1, {{"reason", "watchdog"}}, none);
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_EQ(diag.verdicts.front(),
+            "rank 1 is behind in group ranks 0,1: it issued none of that group's collectives, "
+            "while other ranks wait in #0 allreduce, 64 bytes f32");
+  // Three ranks: rank 2 waits in the replicate group's #0 for rank 0, which waits in its
+  // shard group's #0 for rank 1, which waits in nothing.
+  DumpFolder e;
+  auto write3 = [&](int rank, const nlohmann::json& fields) {
+    nlohmann::json f = fields;
+    e.write(rank, f, none);
+  };
+  write3(0, {{"reason", "timeout"},
+             {"groups", {group("ranks 0,1", {entry(0, "allgather", 64, "started")})}}});
+  write3(1, {{"reason", "watchdog"}});
+  std::ofstream(std::filesystem::path(e.str()) / "rank2.json") << nlohmann::json{
+      {"rank", 2},
+      {"world_size", 3},
+      {"reason", "timeout"},
+      {"entries", none},
+      {"groups",
+       {group("ranks 0,2", {entry(0, "allreduce", 64, "started")})}}}.dump();
+  for (int r : {0, 1}) {  // the world is 3 ranks in every dump
+    std::ifstream in(std::filesystem::path(e.str()) / ("rank" + std::to_string(r) + ".json"));
+    nlohmann::json doc = nlohmann::json::parse(in);
+    doc["world_size"] = 3;
+    std::ofstream(std::filesystem::path(e.str()) / ("rank" + std::to_string(r) + ".json"))
+        << doc.dump();
+  }
+  const FlightDiagnosis three = diagnose_flight_dir(e.str());
+  ASSERT_EQ(three.verdicts.size(), 2u) << three.report;
+  EXPECT_EQ(three.verdicts[0].rfind("rank 1 is behind in group ranks 0,1: it issued none", 0), 0u)
+      << three.report;
+  EXPECT_EQ(three.verdicts[1],
+            "rank 0 is behind in group ranks 0,2: it issued none of that group's collectives, "
+            "while other ranks wait in #0 allreduce, 64 bytes f32, itself waiting in #0 "
+            "allgather, 64 bytes f32 of group ranks 0,1");
+}
+
+TEST(FlightDoctor, MalformedGroupsInADumpAreNamed) {
+  DumpFolder d;
+  const nlohmann::json world = {entry(0, "broadcast", 64, "completed")};
+  d.write(0, {{"reason", "timeout"}, {"groups", "ranks 0,1"}}, world);
+  d.write(1, {{"reason", "timeout"}}, world);
+  EXPECT_THROW(diagnose_flight_dir(d.str()), UsageError);
+  d.write(0, {{"reason", "timeout"}, {"groups", {{{"group", 3}}}}}, world);
+  EXPECT_THROW(diagnose_flight_dir(d.str()), UsageError);
+  d.write(0, {{"reason", "timeout"}, {"groups", {group("ranks 0,1", {{{"seq", "x"}}})}}}, world);
+  EXPECT_THROW(diagnose_flight_dir(d.str()), UsageError);
+  // A group name that lists no ranks (untrusted text) names no members beyond its entries.
+  d.write(0, {{"reason", "timeout"}, {"groups", {group("ranks 0-99999999999", {})}}}, world);
+  EXPECT_NO_THROW(diagnose_flight_dir(d.str()));
+}
+
 // Note [Flight dumps across hosts]: once the dumps span hosts, the rank behind is named with
 // its host; a host name from a dump reaches the terminal as hostname characters only.
 TEST(FlightDoctor, TheRankBehindIsNamedWithItsHostAcrossHosts) {

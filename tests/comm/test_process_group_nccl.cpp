@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/flight_recorder.h"
 #include "comm/hash_store.h"
 #include "comm/process_group.h"
 #include "core/cuda/cuda_stream.h"
@@ -303,6 +304,34 @@ TEST(NcclOneGpu, WorldOfOneRunsEveryCollective) {
   DDPB_REQUIRE_GPUS(1);
   run_ranks(
       1, [](int) { return 0; }, every_collective);
+}
+
+// The flight recorder lists NCCL's collectives as Gloo's: enqueued at issue, completed once
+// the watchdog has seen the end event (the host cannot see one start on the device).
+TEST(NcclOneGpu, CollectivesAreInTheFlightRecorder) {
+  DDPB_REQUIRE_GPUS(1);
+  run_ranks(
+      1, [](int) { return 0; },
+      [](int, ProcessGroup& pg) {
+        const Tensor t = gpu_tensor({1.0f, 2.0f, 3.0f}, DType::F32, Device::cuda(0));
+        const WorkPtr w = pg.allreduce(t);
+        w->wait();
+        EXPECT_EQ(w->flight_ring, FlightRecorder::kWorld);
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        nlohmann::json found;
+        while (std::chrono::steady_clock::now() < deadline) {
+          for (const nlohmann::json& e : flight_recorder().to_json())
+            if (e["seq"].get<int64_t>() == w->sequence) found = e;
+          if (!found.is_null() && found["state"] == "completed") break;
+          std::this_thread::sleep_for(10ms);
+        }
+        ASSERT_FALSE(found.is_null()) << flight_recorder().to_json().dump();
+        EXPECT_EQ(found["state"], "completed");
+        EXPECT_EQ(found["op"], "allreduce");
+        EXPECT_EQ(found["dtype"], "f32");
+        EXPECT_EQ(found["bytes"], 12);
+        EXPECT_FALSE(flight_recorder().any_in_flight());
+      });
 }
 
 TEST(NcclOneGpu, TwoRanksOnOneGpuAreRefusedWithAGlooHint) {

@@ -106,39 +106,55 @@ TEST(SubGroups, RanksOutsideTheWorldOrRepeatedAreRefused) {
   EXPECT_EQ(new_group(store, 0, 2, {1}, o), nullptr) << "rank 0 is not in {1}";
 }
 
-// Note [Sub-groups]: a sub-group counts its collectives from 0 as the world does, and the
-// flight recorder keys a rank's entries by that number, so a sub-group's collectives stay out
-// of the recorder: the world's entry of the same number is left as it was, and the world's
-// next collective is the next entry. One rank, so that no other rank records beside it.
-TEST(SubGroups, ASubGroupsCollectivesStayOutOfTheFlightRecorder) {
-  on_every_rank(
-      1, [](const std::shared_ptr<HashStore>& store, int r, const ProcessGroupOptions& o) {
-        const auto world = make_process_group(store, r, 1, o);
-        const auto sub = new_group(store, r, 1, {0}, o);
-        ASSERT_NE(sub, nullptr);
-        const Tensor t = Tensor::from_floats({1.0f, 2.0f}, {2}, o.device);
-        const auto entry = [](int64_t seq) {
-          for (const nlohmann::json& e : flight_recorder().to_json())
-            if (e["seq"].get<int64_t>() == seq) return e;
-          return nlohmann::json();
-        };
-        const comm::WorkPtr w0 = world->allreduce(t);
-        w0->wait();
-        const int64_t first = w0->sequence;
-        ASSERT_GE(first, 0);
-        const nlohmann::json before = entry(first);
-        ASSERT_FALSE(before.is_null());
-        for (int k = 0; k < 3; ++k) sub->allreduce(t)->wait();
-        EXPECT_EQ(entry(first), before) << "a sub-group's collective overwrote the world's";
-        EXPECT_FALSE(flight_recorder().any_in_flight());
-        const comm::WorkPtr next = world->allreduce(t);
-        next->wait();
-        EXPECT_EQ(next->sequence, first + 1);
-        const nlohmann::json after = entry(first + 1);
-        ASSERT_FALSE(after.is_null());
-        EXPECT_EQ(after["state"], "completed");
-        EXPECT_EQ(after["op"], "allreduce");
-      });
+// Note [Sub-groups]: a sub-group numbers its collectives from 0 as the world does, so the
+// flight recorder keeps them in a ring of their own, named by the group's world ranks: the
+// world's entry of the same number stays as it was, and a dump lists the group's under
+// "groups".
+TEST(SubGroups, ASubGroupsCollectivesAreListedUnderItsOwnNumbers) {
+  on_every_rank(1,
+                [](const std::shared_ptr<HashStore>& store, int r, const ProcessGroupOptions& o) {
+                  const auto world = make_process_group(store, r, 1, o);
+                  const auto sub = new_group(store, r, 1, {0}, o);
+                  ASSERT_NE(sub, nullptr);
+                  const Tensor t = Tensor::from_floats({1.0f, 2.0f}, {2}, o.device);
+                  const auto entry = [](const nlohmann::json& entries, int64_t seq) {
+                    for (const nlohmann::json& e : entries)
+                      if (e["seq"].get<int64_t>() == seq) return e;
+                    return nlohmann::json();
+                  };
+                  const auto group_entries = [] {
+                    for (const nlohmann::json& g : flight_recorder().groups_to_json())
+                      if (g["group"] == "ranks 0") return g["entries"];
+                    return nlohmann::json::array();
+                  };
+                  const comm::WorkPtr w0 = world->allreduce(t);
+                  w0->wait();
+                  const int64_t first = w0->sequence;
+                  ASSERT_GE(first, 0);
+                  const nlohmann::json before = entry(flight_recorder().to_json(), first);
+                  ASSERT_FALSE(before.is_null());
+                  const size_t listed = group_entries().size();
+                  comm::WorkPtr last;
+                  for (int k = 0; k < 3; ++k) (last = sub->allreduce(t))->wait();
+                  EXPECT_EQ(entry(flight_recorder().to_json(), first), before)
+                      << "a sub-group's collective overwrote the world's";
+                  const nlohmann::json listed_now = group_entries();
+                  EXPECT_EQ(listed_now.size(), listed + 3);
+                  const nlohmann::json mine = entry(listed_now, last->sequence);
+                  ASSERT_FALSE(mine.is_null()) << listed_now.dump();
+                  EXPECT_EQ(mine["state"], "completed");
+                  EXPECT_EQ(mine["op"], "allreduce");
+                  EXPECT_NE(last->flight_ring, FlightRecorder::kWorld);
+                  EXPECT_FALSE(flight_recorder().any_in_flight());
+                  const comm::WorkPtr next = world->allreduce(t);
+                  next->wait();
+                  EXPECT_EQ(next->sequence, first + 1);
+                  EXPECT_EQ(next->flight_ring, FlightRecorder::kWorld);
+                  const nlohmann::json after = entry(flight_recorder().to_json(), first + 1);
+                  ASSERT_FALSE(after.is_null());
+                  EXPECT_EQ(after["state"], "completed");
+                  EXPECT_EQ(after["op"], "allreduce");
+                });
 }
 
 // ... but it is in flight while it waits for a peer, so that the step watchdog leaves a rank

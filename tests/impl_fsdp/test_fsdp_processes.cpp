@@ -302,6 +302,42 @@ TEST(FsdpFaults, AHangEndsTheJobAndTheDoctorSaysTheOthersWaitInAnAllgather) {
               doc.output.c_str());
 }
 
+// hybrid_shard's all-gathers and reduce-scatters run in shard groups, its all-reduces in
+// replicate groups (Note [Sub-groups]): the dumps list them under each group's numbers, and
+// the doctor names the hung rank by its shard group's, ahead of the ranks that only wait.
+TEST(FsdpFaults, AHangInAHybridShardGroupIsNamedByThatGroupsCollectives) {
+  TempDir dir("fsdp_hybrid_hang");
+  const std::string flight = dir / "flight";
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(
+      "run --mode fsdp --sharding-strategy hybrid_shard --shard-group-size 2 --world-size 4 "
+      "--workload mlp-small --global-batch 24 --steps 20 --warmup 0 --quiet --timeout 3 "
+      "--inject-fault hang@rank=3,step=3 --flight-dir " +
+      flight);
+  const double secs = seconds_since(t0);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_LT(secs, 40.0) << "detected within the timeout, not a hang";
+  const CliResult doc = run_cli("doctor " + flight);
+  EXPECT_EQ(doc.code, 0) << doc.output;
+  const size_t verdict = doc.output.find("verdict: ");
+  ASSERT_NE(verdict, std::string::npos) << doc.output;
+  EXPECT_EQ(doc.output.find("verdict: rank 3 is behind in group ranks ", verdict), verdict)
+      << doc.output;
+  EXPECT_NE(doc.output.find("verdict: rank 3 is behind in group ranks 2,3: it issued"),
+            std::string::npos)
+      << doc.output;
+  // Rank 2 has not reached the replicate group's all-reduce that rank 0 waits in: it waits in
+  // its shard group's all-gather for rank 3, and is said to.
+  const size_t bystander = doc.output.find("verdict: rank 2 is behind in group ranks 0,2");
+  if (bystander != std::string::npos) {
+    EXPECT_NE(doc.output.find("itself waiting in #", bystander), std::string::npos) << doc.output;
+  }
+  EXPECT_NE(doc.output.find(" allgather (fsdp unit "), std::string::npos) << doc.output;
+  EXPECT_EQ(doc.output.find("none is behind"), std::string::npos) << doc.output;
+  std::printf("hybrid hang of rank 3 detected after %.1f s; doctor says:\n%s", secs,
+              doc.output.c_str());
+}
+
 // Each one line with the usage exit code, naming the flag.
 TEST(FsdpProcesses, FlagsThatDoNotApplyAreUsageErrorsInOneLine) {
   const std::string base = "run --workload mlp-small --steps 1 ";

@@ -26,8 +26,9 @@ Tensor empty_like(const Tensor& t) {
 //  - relu, gelu and reshape run in their input's dtype; add keeps bf16 + bf16 in bf16 and
 //    promotes a sum with an f32 operand to f32, so the residual stream stays f32.
 //  - layer_norm, attention and cross_entropy compute in f32 (autocast's f32 list, and its
-//    promotion): a bf16 input enters through a cast. PyTorch runs attention in bf16; our
-//    attention kernels are f32.
+//    promotion): a bf16 input enters through a cast; attention widens its bf16 qkv itself and
+//    keeps the bf16 one for backward, as PyTorch keeps bf16 q, k and v. PyTorch runs attention
+//    in bf16; our attention kernels are f32.
 //  - conv2d keeps f32 tensors; its GEMMs use the bf16 math mode (core/ops.h, MathMode).
 // A Var's gradient has the Var's dtype, so each cast's backward casts back. Parameters,
 // their gradients, the gradient reductions and the optimizer state stay f32.
@@ -160,15 +161,27 @@ class EmbeddingBackward final : public Node {
   }
 };
 
+// Note [Autocast]: attention computes in f32. A bf16 qkv is widened for it (exactly), and
+// backward keeps the bf16 one, half the bytes, and widens it again; its gradient goes back
+// in bf16.
+Tensor in_f32(const Tensor& t) {
+  return t.dtype() == DType::F32 ? t : cast_copy(t, DType::F32);
+}
+
+Tensor in_dtype_of(const Tensor& input, Tensor grad) {
+  return grad.dtype() == input.dtype() ? grad : cast_copy(grad, input.dtype());
+}
+
 class AttentionBackward final : public Node {
  public:
-  Tensor qkv, att;
+  Tensor qkv, att;  // qkv as the input came: f32, or bf16
   int n_head = 1;
   const char* name() const override { return "AttentionBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    Tensor dqkv = empty_like(qkv);
-    ops::attention_backward(dy, qkv, att, dqkv, n_head);
-    return {dqkv};
+    const Tensor q = in_f32(qkv);
+    Tensor dqkv = empty_like(q);
+    ops::attention_backward(dy, q, att, dqkv, n_head);
+    return {in_dtype_of(qkv, dqkv)};
   }
 };
 
@@ -176,13 +189,14 @@ class AttentionBackward final : public Node {
 // probabilities.
 class FlashAttentionBackward final : public Node {
  public:
-  Tensor qkv, out, lse;
+  Tensor qkv, out, lse;  // qkv as the input came: f32, or bf16
   int n_head = 1;
   const char* name() const override { return "FlashAttentionBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    Tensor dqkv = empty_like(qkv);
-    ops::flash_attention_backward(dy, qkv, out, lse, dqkv, n_head);
-    return {dqkv};
+    const Tensor q = in_f32(qkv);
+    Tensor dqkv = empty_like(q);
+    ops::flash_attention_backward(dy, q, out, lse, dqkv, n_head);
+    return {in_dtype_of(qkv, dqkv)};
   }
 };
 
@@ -280,9 +294,8 @@ Var embedding(const Tensor& ids, const Var& table) {
   return make_result(y, node, {table});
 }
 
-Var causal_attention(const Var& qkv_in, int n_head) {
-  const Var qkv = cast_to(qkv_in, DType::F32);  // Note [Autocast]
-  const Tensor& q = qkv.data();
+Var causal_attention(const Var& qkv, int n_head) {
+  const Tensor q = in_f32(qkv.data());  // Note [Autocast]
   DDPB_CHECK(q.dim() == 3) << "attention input must be [B, T, 3C], got " << q.describe();
   int64_t b = q.size(0), t = q.size(1), c = q.size(2) / 3;
   Tensor y = Tensor::empty({b, t, c}, DType::F32, q.device());
@@ -290,7 +303,7 @@ Var causal_attention(const Var& qkv_in, int n_head) {
     Tensor lse = Tensor::empty({b, n_head, t}, DType::F32, q.device());
     ops::flash_attention_forward(q, y, lse, n_head);
     auto node = std::make_shared<FlashAttentionBackward>();
-    node->qkv = q;
+    node->qkv = qkv.data();
     node->out = y;
     node->lse = lse;
     node->n_head = n_head;
@@ -299,7 +312,7 @@ Var causal_attention(const Var& qkv_in, int n_head) {
   Tensor att = Tensor::empty({b, n_head, t, t}, DType::F32, q.device());
   ops::attention_forward(q, y, att, n_head);
   auto node = std::make_shared<AttentionBackward>();
-  node->qkv = q;
+  node->qkv = qkv.data();
   node->att = att;
   node->n_head = n_head;
   return make_result(y, node, {qkv});

@@ -280,5 +280,26 @@ TEST(Autocast, FunctionsStoreWhatAutocastStores) {
   }
 }
 
+// Attention computes in f32 whatever it is given: a bf16 qkv gives the f32 result of its
+// values exactly, and gets its gradient back in bf16, rounded once, in both kernels.
+TEST(Autocast, AttentionTakesBf16AndComputesInF32) {
+  struct KindGuard {
+    ~KindGuard() { ops::set_attention_kind(ops::AttentionKind::Math); }
+  } guard;
+  for (auto kind : {ops::AttentionKind::Math, ops::AttentionKind::Flash}) {
+    ops::set_attention_kind(kind);
+    const Tensor values = rounded(testing::random_tensor({2, 5, 24}, 31));
+    const Var bf16(to_dtype(values, DType::BF16), true), f32(values, true);
+    const Var y_bf16 = fn::causal_attention(bf16, 2), y_f32 = fn::causal_attention(f32, 2);
+    EXPECT_EQ(y_bf16.data().dtype(), DType::F32);
+    EXPECT_TRUE(same_bits(y_bf16.data(), y_f32.data()));
+    const Tensor dy = testing::random_tensor({2, 5, 8}, 32);
+    y_bf16.backward(dy);
+    y_f32.backward(dy);
+    ASSERT_EQ(bf16.grad().dtype(), DType::BF16);
+    EXPECT_TRUE(same_bits(bf16.grad(), to_dtype(f32.grad(), DType::BF16)));
+  }
+}
+
 }  // namespace
 }  // namespace ddpb

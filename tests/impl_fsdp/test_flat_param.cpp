@@ -367,31 +367,21 @@ class MiniFsdp {
 const std::vector<int64_t> kSizes{6, 5, 4, 3};  // units of 35, 24 and 15 elements
 constexpr int64_t kBatch = 6, kSteps = 3;
 
+// Every test's global batches.
+const testing::SyntheticBatches kBatches{kBatch, kSizes.front(), kSizes.back(), 100, 7};
+
 Tensor batch_x(int step, const Device& device) {
-  return testing::random_tensor({kBatch, kSizes.front()}, 100 + uint64_t(step), 1.0f, device);
+  return kBatches.x(step, device);
 }
 
 std::vector<int32_t> batch_y(int step) {
-  std::vector<int32_t> y;
-  for (int64_t i = 0; i < kBatch; ++i) y.push_back(int32_t((i * 7 + step) % kSizes.back()));
-  return y;
+  return kBatches.y(step);
 }
 
 // Parameter values by name after kSteps of SGD with momentum on one device, whole batch.
 std::map<std::string, std::vector<float>> train_single_device() {
   Stack model(kSizes, Device::cpu());
-  optim::SGD sgd(model.parameters(), 0.1f, 0.9f, 0.0f);
-  for (int step = 0; step < kSteps; ++step) {
-    fn::cross_entropy(model.forward(Var(batch_x(step, Device::cpu()))),
-                      Tensor::from_ints(batch_y(step), {kBatch}))
-        .backward();
-    sgd.step();
-    sgd.zero_grad();
-  }
-  std::map<std::string, std::vector<float>> out;
-  for (const nn::NamedParameter& p : model.named_parameters())
-    out[p.name] = p.var.data().to_floats();
-  return out;
+  return testing::train_single_device(model, kBatches, kSteps);
 }
 
 // Rank `rank`'s FSDP training on its rows of every global batch; the parameters gathered at

@@ -61,32 +61,22 @@ struct Net final : nn::Module {
 const std::vector<int64_t> kSizes{6, 7, 5, 4, 3};  // units of 49, 40 and 24 elements; root 15
 constexpr int64_t kBatch = 12, kSteps = 3;
 
+// Every test's global batches.
+const testing::SyntheticBatches kBatches{kBatch, kSizes.front(), kSizes.back(), 200, 5};
+
 Tensor batch_x(int step, const Device& device) {
-  return testing::random_tensor({kBatch, kSizes.front()}, 200 + uint64_t(step), 1.0f, device);
+  return kBatches.x(step, device);
 }
 
 std::vector<int32_t> batch_y(int step) {
-  std::vector<int32_t> y;
-  for (int64_t i = 0; i < kBatch; ++i) y.push_back(int32_t((i * 5 + step) % kSizes.back()));
-  return y;
+  return kBatches.y(step);
 }
 
 using Params = std::map<std::string, std::vector<float>>;
 
 Params train_single_device() {
   Net model(kSizes, Device::cpu());
-  optim::SGD sgd(model.parameters(), 0.1f, 0.9f, 0.0f);
-  for (int step = 0; step < kSteps; ++step) {
-    fn::cross_entropy(model.forward(Var(batch_x(step, Device::cpu()))),
-                      Tensor::from_ints(batch_y(step), {kBatch}))
-        .backward();
-    sgd.step();
-    sgd.zero_grad();
-  }
-  Params out;
-  for (const nn::NamedParameter& p : model.named_parameters())
-    out[p.name] = p.var.data().to_floats();
-  return out;
+  return testing::train_single_device(model, kBatches, kSteps);
 }
 
 // The groups of `strategy` on `world` thread-ranks; hybrid_shard shards within pairs.

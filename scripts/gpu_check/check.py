@@ -36,7 +36,10 @@ import run_record  # noqa: E402
 CUDNN_LOG = {"CUDNN_LOGLEVEL_DBG": "2", "CUDNN_LOGDEST_DBG": "stderr"}
 MEMCHECK = ("CudaParity.Arithmetic:CudaParity.Activations:CudaParity.Softmax:CudaParity.LayerNorm:"
             "CudaParity.Embedding:CudaParity.Attention:CudaParity.CrossEntropy:CudaParity.SgdStep:"
-            "CudaParity.GemmUnalignedViewsUseTheFallbackCorrectly")
+            "CudaParity.GemmUnalignedViewsUseTheFallbackCorrectly:"
+            # bf16 autocast's kernels and GEMM staging (Note [Autocast]): new, never run yet.
+            "CudaParity.Bf16ElementwiseOpsAtEveryAlignmentAndLength:"
+            "CudaParity.GemmBf16EpiloguePassAtEveryAlignment:CudaParity.GemmBf16EmptyInnerDimension")
 # The kernels that use shared memory (block reductions, attention tiles).
 RACECHECK = ("CudaParity.Softmax:CudaParity.LayerNorm:CudaParity.Attention:CudaParity.CrossEntropy:"
              "CudaParity.FlashAttention*:CudaParity.BatchNormReductionsOverManyChunksInBothLayouts")

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/device.h"
+#include "core/ops.h"
 
 #include "../util/param_diff.h"
 #include "bench/run/trainer.h"
@@ -24,7 +25,8 @@ void PrintTo(const Case& c, std::ostream* os) {
 class DpEquivalence : public ::testing::TestWithParam<Case> {
  protected:
   std::string run(const std::string& mode, int world, const std::string& tag,
-                  const std::string& device = "cpu", const std::string& devices = "") {
+                  const std::string& device = "cpu", const std::string& devices = "",
+                  ops::MathMode precision = ops::MathMode::FP32) {
     auto dir = std::filesystem::temp_directory_path() /
                ("ddpb_dp_" + std::to_string(::getpid()) + "_" + tag);
     bench::RunConfig c;
@@ -41,6 +43,7 @@ class DpEquivalence : public ::testing::TestWithParam<Case> {
     c.optimizer.momentum = 0.9f;
     c.optimizer.weight_decay = 0.01f;
     c.dp_broadcast_mb = 0.3;  // several coalesced chunks, one parameter larger than the cap
+    c.precision = precision;
     c.dump = dir.string();
     c.quiet = true;
     c.validate();
@@ -84,6 +87,24 @@ TEST_P(DpEquivalence, MatchesSingleDeviceOnCuda) {
                 GetParam().workload.c_str(), d2);
     EXPECT_LE(d2, 1e-5);
   }
+}
+
+// Note [Autocast] on a GPU: bf16 GEMMs through cuBLASLt and the bf16 element-wise kernels
+// train as the CPU's emulation does, to bf16's rounding (a value near a rounding boundary can
+// go either way with another summation order), and DP's replicas on one GPU as one device.
+// A wrong layout, dtype or epilogue would be off by far more.
+TEST_P(DpEquivalence, Bf16OnCudaTrainsAsTheCpuEmulation) {
+  if (cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA device (cuda_device_count() == 0): GPU bf16 training not run";
+  const auto bf16 = ops::MathMode::BF16;
+  const std::string cpu = run("single", 1, "bf16_cpu", "cpu", "", bf16);
+  const std::string gpu = run("single", 1, "bf16_cuda", "cuda:0", "", bf16);
+  const std::string logical = run("dp", 2, "bf16_cuda_dp", "cuda", "cuda:0,cuda:0", bf16);
+  const double d = max_param_rel_diff(gpu, cpu), dp = max_param_rel_diff(logical, gpu);
+  std::printf("%s bf16: single cuda:0 vs cpu %.3g; DP over cuda:0,cuda:0 vs single %.3g\n",
+              GetParam().workload.c_str(), d, dp);
+  EXPECT_LE(d, 1e-2);
+  EXPECT_LE(dp, 1e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workloads, DpEquivalence,

@@ -85,6 +85,11 @@ Dumps read_dumps(const std::string& dir, const std::string& job,
       DDPB_USAGE_CHECK(doc.contains("entries") && doc["entries"].is_array())
           << entry.path().string() << " has no entries list";
       check_entries(doc["entries"], entry.path().string());
+      DDPB_USAGE_CHECK(!doc.contains("reason") || doc["reason"].is_string())
+          << entry.path().string() << ": \"reason\" is not text";
+      DDPB_USAGE_CHECK(!doc.contains("signal") || !doc["signal"].is_object() ||
+                       !doc["signal"].contains("name") || doc["signal"]["name"].is_string())
+          << entry.path().string() << ": the signal's \"name\" is not text";
       if (doc.contains("groups")) check_groups(doc["groups"], entry.path().string());
       std::error_code time_ec;
       const bool earlier = entry.last_write_time(time_ec) < written_since || time_ec;
@@ -117,8 +122,8 @@ struct Progress {
 // Text from a dump as it may reach a terminal: printable ASCII, at most 200 characters (the
 // dumps are untrusted, and since Note [Flight dumps across hosts] some came over the network;
 // issue 48, P21).
-std::string text_of(const nlohmann::json& v) {
-  std::string t = v.get<std::string>().substr(0, 200);
+std::string text_of(const nlohmann::json& v, size_t max_chars = 200) {
+  std::string t = v.get<std::string>().substr(0, max_chars);
   for (char& c : t) {
     if (c < 0x20 || c > 0x7e) c = '?';
   }
@@ -338,13 +343,15 @@ void add_verdicts(FlightDiagnosis& d, const std::map<int64_t, Progress>& progres
   }
 }
 
-// The world ranks a sub-group's name lists ("ranks 0-3,8", as flight_group_name writes it),
-// or none when the name is not one (the dumps are untrusted); only ranks below `world`.
-std::vector<int64_t> members_of(const std::string& name, int64_t world) {
+// The runs of world ranks a sub-group's name lists ("ranks 0-3,8", or "ranks 0-3,8 #2" for
+// a second group over them, as flight_group_name writes it), or none when the name is not one
+// (the dumps are untrusted); only ranks below `world`. Runs, not ranks: a name of a few bytes
+// may claim two billion of them.
+std::vector<std::pair<int64_t, int64_t>> member_runs(const std::string& name, int64_t world) {
   const std::string prefix = "ranks ";
   if (name.rfind(prefix, 0) != 0) return {};
-  std::vector<int64_t> members;
-  std::istringstream runs(name.substr(prefix.size()));
+  std::vector<std::pair<int64_t, int64_t>> members;
+  std::istringstream runs(name.substr(prefix.size(), name.find(" #") - prefix.size()));
   std::string run;
   while (std::getline(runs, run, ',')) {
     int64_t first = -1, last = -1;
@@ -352,9 +359,8 @@ std::vector<int64_t> members_of(const std::string& name, int64_t world) {
     std::istringstream in(run);
     if (!(in >> first)) return {};
     last = (in >> dash >> last) && dash == '-' ? last : first;
-    if (first < 0 || last < first || last >= world || last - first >= world) return {};
-    for (int64_t r = first; r <= last && static_cast<int64_t>(members.size()) < world; ++r)
-      members.push_back(r);
+    if (first < 0 || last < first || last >= world) return {};
+    members.emplace_back(first, last);
   }
   return members;
 }
@@ -370,6 +376,7 @@ struct GroupFindings {
   std::set<int64_t> behind;
 };
 
+// By group name (the dump's own text, whole), each member's progress in the group.
 using GroupProgress = std::map<std::string, std::map<int64_t, Progress>>;
 
 GroupProgress group_progress(const Dumps& dumps, int64_t world_size) {
@@ -377,27 +384,39 @@ GroupProgress group_progress(const Dumps& dumps, int64_t world_size) {
   for (const auto& [rank, doc] : dumps) {
     if (!doc.contains("groups")) continue;
     for (const auto& g : doc["groups"])
-      groups[text_of(g["group"])][rank] = progress_of(doc, g["entries"]);
+      groups[g["group"].get<std::string>()][rank] = progress_of(doc, g["entries"]);
   }
   // A member whose dump holds none of the group's collectives has issued none of them.
   for (auto& [name, members] : groups) {
-    for (int64_t r : members_of(name, world_size)) {
-      if (dumps.count(r) && !members.count(r))
-        members[r] = progress_of(dumps.at(r), nlohmann::json::array());
+    for (const auto& [first, last] : member_runs(name, world_size)) {
+      for (auto it = dumps.lower_bound(first); it != dumps.end() && it->first <= last; ++it)
+        members.try_emplace(it->first, progress_of(it->second, nlohmann::json::array()));
     }
   }
   return groups;
 }
 
-// Where rank r waits, in the world's collectives or a group's: ", itself waiting in #4
-// allgather (...) of group ranks 0,1", or "".
-std::string waits_in(int64_t r, const std::map<int64_t, Progress>& world,
+// Whether `r` waits for another rank in `p`'s numbers: it did not complete a collective that
+// some other rank there has not issued.
+bool waits_for_another(int64_t r, const std::map<int64_t, Progress>& progress) {
+  const Progress& p = progress.at(r);
+  if (p.stuck.is_null()) return false;
+  const int64_t seq = p.stuck["seq"].get<int64_t>();
+  for (const auto& [other, q] : progress) {
+    if (other != r && q.issued < seq) return true;
+  }
+  return false;
+}
+
+// Where rank r waits for another rank, in the world's collectives or in a group other than
+// `judged`: ", itself waiting in #4 allgather (...) of group ranks 0,1", or "". A rank stopped
+// inside its own group's collective waits in it too, but for no one: that is not this.
+std::string waits_in(int64_t r, const std::string& judged, const std::map<int64_t, Progress>& world,
                      const GroupProgress& groups) {
-  if (!world.at(r).stuck.is_null()) return ", itself waiting in " + describe(world.at(r).stuck);
+  if (waits_for_another(r, world)) return ", itself waiting in " + describe(world.at(r).stuck);
   for (const auto& [name, members] : groups) {
-    const auto it = members.find(r);
-    if (it != members.end() && !it->second.stuck.is_null())
-      return ", itself waiting in " + describe(it->second.stuck) + " of group " + name;
+    if (name == judged || !members.count(r) || !waits_for_another(r, members)) continue;
+    return ", itself waiting in " + describe(members.at(r).stuck) + " of group " + text_of(name);
   }
   return "";
 }
@@ -407,7 +426,8 @@ GroupFindings group_findings(const Dumps& dumps, const std::map<int64_t, Progres
   const GroupProgress groups = group_progress(dumps, world_size);
   GroupFindings f;
   std::vector<std::string> bystanders;
-  for (const auto& [name, members] : groups) {
+  for (const auto& [raw_name, members] : groups) {
+    const std::string name = text_of(raw_name);
     if (const auto mismatch = find_mismatch(members))
       f.verdicts.push_back("in group " + name + ", " + *mismatch);
     int64_t max_issued = -1;
@@ -421,7 +441,7 @@ GroupFindings group_findings(const Dumps& dumps, const std::map<int64_t, Progres
       const std::string issued =
           p.issued < 0 ? "none of that group's collectives"
                        : "that group's collectives only up to #" + std::to_string(p.issued);
-      const std::string waiting = waits_in(r, world, groups);
+      const std::string waiting = waits_in(r, raw_name, world, groups);
       (waiting.empty() ? f.verdicts : bystanders)
           .push_back(rank_name(world, r) + " is behind in group " + name + ": it issued " + issued +
                      where_it_stood(p) + waiting_text(members, r, p.issued) + waiting);
@@ -474,7 +494,7 @@ FlightDiagnosis diagnose_flight_dir(const std::string& dir, const std::string& j
     if (!p.stuck.is_null())
       out << ", waiting in " << describe(p.stuck) << " [" << text_of(p.stuck["state"]) << "]";
     if (const std::string at = where_it_stood(p); !at.empty()) out << ";" << at.substr(4);
-    out << "; dumped on " << p.reason << "\n";
+    out << "; dumped on " << text_of(p.reason, 1000) << "\n";
   }
   for (const std::string& line : in_groups.lines) out << line << "\n";
   for (const auto& v : d.verdicts) out << "verdict: " << v << "\n";

@@ -1,6 +1,8 @@
 #include "comm/process_group.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -182,8 +184,17 @@ std::shared_ptr<ProcessGroup> make_process_group(std::shared_ptr<Store> store, i
 namespace {
 
 // A sub-group's name in the flight recorder: its world ranks in their order, runs of
-// consecutive ranks shortened ("ranks 0-3,8").
+// consecutive ranks shortened ("ranks 0-3,8"), and for the k-th group over the same ranks in
+// this process " #k" (k >= 2): every rank makes its groups in the same order, so the names
+// agree across ranks, and a second queue over the same ranks keeps a ring of its own.
 std::string flight_group_name(const std::vector<int>& ranks) {
+  static std::mutex mutex;
+  static std::map<std::vector<int>, int> made;
+  int instance = 0;
+  {
+    std::lock_guard lock(mutex);
+    instance = ++made[ranks];
+  }
   std::string name = "ranks ";
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
@@ -193,7 +204,7 @@ std::string flight_group_name(const std::vector<int>& ranks) {
     if (j > i) name += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
     i = j + 1;
   }
-  return name;
+  return instance > 1 ? name + " #" + std::to_string(instance) : name;
 }
 
 }  // namespace

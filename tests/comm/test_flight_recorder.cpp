@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -367,6 +368,70 @@ TEST(FlightDoctor, ABystanderWaitingInAnotherGroupIsNamedAfterTheRankItWaitsFor)
             "rank 0 is behind in group ranks 0,2: it issued none of that group's collectives, "
             "while other ranks wait in #0 allreduce, 64 bytes f32, itself waiting in #0 "
             "allgather, 64 bytes f32 of group ranks 0,1");
+}
+
+// Review of issue 47's doctor: a group's members come from its whole name, not the 200
+// characters printed of it (cut there, "ranks 0,2,...,124,1" would make rank 1 a member); a
+// rank stopped inside its own group's collective waits for no one there and stays the
+// suspect; a name may claim two billion ranks at the cost of the dumps alone.
+void write_doc(const std::string& dir, int rank, int64_t world, const nlohmann::json& groups) {
+  nlohmann::json doc = {{"rank", rank},
+                        {"world_size", world},
+                        {"reason", "timeout"},
+                        {"entries", nlohmann::json::array()}};
+  // One group in braces is that group, not a list of it (nlohmann's initializer lists).
+  if (!groups.is_null())
+    doc["groups"] = groups.is_array() ? groups : nlohmann::json::array({groups});
+  std::ofstream(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".json"))
+      << doc.dump();
+}
+
+TEST(FlightDoctor, AGroupsMembersAreReadFromItsWholeName) {
+  DumpFolder d;
+  std::string evens = "ranks 0";
+  for (int r = 2; r < 400; r += 2) evens += "," + std::to_string(r);
+  ASSERT_EQ(evens.substr(198, 2), ",1") << "the name cut at 200 ends in rank 1";
+  write_doc(d.str(), 0, 400, {group(evens, {entry(0, "allreduce", 64, "completed")})});
+  write_doc(d.str(), 1, 400, nlohmann::json());
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  for (const std::string& v : diag.verdicts)
+    EXPECT_EQ(v.find("rank 1 is behind in group"), std::string::npos) << v;
+}
+
+TEST(FlightDoctor, ARankStoppedInsideItsGroupsCollectiveIsTheSuspect) {
+  DumpFolder d;
+  d.write(0,
+          {{"reason", "timeout"},
+           {"groups",
+            {group("ranks 0,1",
+                   {entry(0, "allgather", 64, "completed"), entry(1, "allgather", 64, "started"),
+                    entry(2, "allgather", 64, "enqueued")})}}},
+          nlohmann::json::array());
+  d.write(1,
+          {{"reason", "watchdog"},
+           {"groups",
+            {group("ranks 0,1", {entry(0, "allgather", 64, "completed"),
+                                 entry(1, "allgather", 64, "started")})}}},
+          nlohmann::json::array());
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  ASSERT_FALSE(diag.verdicts.empty());
+  EXPECT_EQ(diag.verdicts.front(),
+            "rank 1 is behind in group ranks 0,1: it issued that group's collectives only up to "
+            "#1, while other ranks wait in #1 allgather, 64 bytes f32");
+}
+
+TEST(FlightDoctor, AGroupClaimingTwoBillionRanksCostsOnlyItsDumps) {
+  DumpFolder d;
+  const int64_t world = int64_t{1} << 31;
+  const nlohmann::json all = {group("ranks 0-2147483647", {entry(0, "allreduce", 64, "started")})};
+  write_doc(d.str(), 0, world, all);
+  write_doc(d.str(), 1, world, nlohmann::json());
+  const auto t0 = std::chrono::steady_clock::now();
+  const FlightDiagnosis diag = diagnose_flight_dir(d.str());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_NE(diag.report.find("rank 1 is behind in group ranks 0-2147483647: it issued none"),
+            std::string::npos)
+      << diag.report;
 }
 
 TEST(FlightDoctor, MalformedGroupsInADumpAreNamed) {

@@ -122,10 +122,13 @@ TEST(SubGroups, ASubGroupsCollectivesAreListedUnderItsOwnNumbers) {
                       if (e["seq"].get<int64_t>() == seq) return e;
                     return nlohmann::json();
                   };
+                  // This group's ring: "ranks 0", or "ranks 0 #k" after other groups over rank 0.
                   const auto group_entries = [] {
+                    nlohmann::json mine = nlohmann::json::array();
                     for (const nlohmann::json& g : flight_recorder().groups_to_json())
-                      if (g["group"] == "ranks 0") return g["entries"];
-                    return nlohmann::json::array();
+                      if (g["group"].get<std::string>().rfind("ranks 0", 0) == 0)
+                        mine = g["entries"];
+                    return mine;
                   };
                   const comm::WorkPtr w0 = world->allreduce(t);
                   w0->wait();
@@ -145,6 +148,12 @@ TEST(SubGroups, ASubGroupsCollectivesAreListedUnderItsOwnNumbers) {
                   EXPECT_EQ(mine["state"], "completed");
                   EXPECT_EQ(mine["op"], "allreduce");
                   EXPECT_NE(last->flight_ring, FlightRecorder::kWorld);
+                  // A second group over the same ranks counts from 0 too: a ring of its own.
+                  const auto again = new_group(store, r, 1, {0}, o);
+                  const comm::WorkPtr other = again->allreduce(t);
+                  other->wait();
+                  EXPECT_NE(other->flight_ring, last->flight_ring);
+                  EXPECT_EQ(entry(group_entries(), other->sequence)["state"], "completed");
                   EXPECT_FALSE(flight_recorder().any_in_flight());
                   const comm::WorkPtr next = world->allreduce(t);
                   next->wait();

@@ -1,7 +1,8 @@
 """The projection against real links: emulated clusters (scripts/cluster/netns_cluster.sh),
 each measured and projected, side by side.
 
-For each workload and design (DDP, and ZeRO's stages: --modes), one run of 2 ranks on this
+For each workload and design (DDP, ZeRO's stages, FSDP's strategies: --modes), one run of 2
+ranks on this
 host is the projection's basis. For each
 link rate and layout (hosts x ranks a host), a collectives sweep across the hosts fits the
 links (`ddpbench project --inter`, Note [Inter-node link from a sweep]): one rank a host (each
@@ -131,7 +132,7 @@ def parse_args(argv):
     p.add_argument("--rates", default="1gbit,200mbit")
     p.add_argument("--layouts", default="2x1,2x2")
     p.add_argument("--workloads", default="mlp-small,gpt-tiny")
-    p.add_argument("--modes", default="ddp", help="designs, such as ddp,zero1,zero2")
+    p.add_argument("--modes", default="ddp", help="designs, such as ddp,zero1,zero2,fsdp,fsdp-grad-op")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--hierarchical", action="store_true",

@@ -2,9 +2,8 @@
 each measured and projected, side by side.
 
 For each workload and design (DDP, ZeRO's stages, FSDP's strategies: --modes), one run of 2
-ranks on this
-host is the projection's basis. For each
-link rate and layout (hosts x ranks a host), a collectives sweep across the hosts fits the
+ranks on this host is the projection's basis. For each link rate and layout (hosts x ranks a
+host), a collectives sweep across the hosts fits the
 links (`ddpbench project --inter`, Note [Inter-node link from a sweep]): one rank a host (each
 with its host's whole link, what Gloo's one ring needs), or with --hierarchical the
 hierarchical sweep, which gives the link within a node too. The run is then

@@ -36,7 +36,9 @@ bool autocast_to_bf16() {
   return ops::math_mode() == ops::MathMode::BF16;
 }
 
-Tensor cast_copy(const Tensor& t, DType dtype) {
+// t in `dtype`: t itself when it already is, else a converted copy.
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
   Tensor out = Tensor::empty(t.shape(), dtype, t.device());
   ops::cast(t, out);
   return out;
@@ -46,7 +48,7 @@ class CastBackward final : public Node {
  public:
   DType input_dtype = DType::F32;
   const char* name() const override { return "CastBackward"; }
-  std::vector<Tensor> apply(const Tensor& dy) override { return {cast_copy(dy, input_dtype)}; }
+  std::vector<Tensor> apply(const Tensor& dy) override { return {as_dtype(dy, input_dtype)}; }
 };
 
 // x in `dtype`: x itself when it already is, else a copy whose gradient is cast back.
@@ -54,7 +56,7 @@ Var cast_to(const Var& x, DType dtype) {
   if (x.data().dtype() == dtype) return x;
   auto node = std::make_shared<CastBackward>();
   node->input_dtype = x.data().dtype();
-  return make_result(cast_copy(x.data(), dtype), node, {x});
+  return make_result(as_dtype(x.data(), dtype), node, {x});
 }
 
 class LinearBackward final : public Node {
@@ -62,8 +64,8 @@ class LinearBackward final : public Node {
   Tensor x, weight, y;  // y saved only for a fused ReLU
   bool has_bias = false;
   ops::Activation act = ops::Activation::None;
-  // Note [Autocast]: x is the bf16 copy of the input, weight the f32 parameter, cast again.
-  bool bf16 = false;
+  // Note [Autocast]: under autocast x is the bf16 copy of the input and weight the f32
+  // parameter, cast again here.
   const char* name() const override { return "LinearBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
     Tensor dz = dy;
@@ -75,7 +77,7 @@ class LinearBackward final : public Node {
     int64_t n = x.size(0), in = x.size(1), out = weight.size(0);
     if (needs_input_grad(0)) {
       grads[0] = Tensor::empty({n, in}, x.dtype(), x.device());
-      ops::gemm(dz, false, bf16 ? cast_copy(weight, DType::BF16) : weight, false, grads[0]);
+      ops::gemm(dz, false, as_dtype(weight, x.dtype()), false, grads[0]);
     }
     // Weight and bias gradients may go straight into their leaves' destinations (DDP's
     // buckets, Note [Gradient destinations]); both ops overwrite their output.
@@ -119,8 +121,7 @@ class AddBackward final : public Node {
   const char* name() const override { return "AddBackward"; }
   // A promoted sum (Note [Autocast]) hands each input its gradient in its own dtype.
   std::vector<Tensor> apply(const Tensor& dy) override {
-    auto in = [&](DType dtype) { return dtype == dy.dtype() ? dy : cast_copy(dy, dtype); };
-    return {in(a_dtype), in(b_dtype)};
+    return {as_dtype(dy, a_dtype), as_dtype(dy, b_dtype)};
   }
 };
 
@@ -164,24 +165,16 @@ class EmbeddingBackward final : public Node {
 // Note [Autocast]: attention computes in f32. A bf16 qkv is widened for it (exactly), and
 // backward keeps the bf16 one, half the bytes, and widens it again; its gradient goes back
 // in bf16.
-Tensor in_f32(const Tensor& t) {
-  return t.dtype() == DType::F32 ? t : cast_copy(t, DType::F32);
-}
-
-Tensor in_dtype_of(const Tensor& input, Tensor grad) {
-  return grad.dtype() == input.dtype() ? grad : cast_copy(grad, input.dtype());
-}
-
 class AttentionBackward final : public Node {
  public:
   Tensor qkv, att;  // qkv as the input came: f32, or bf16
   int n_head = 1;
   const char* name() const override { return "AttentionBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    const Tensor q = in_f32(qkv);
+    const Tensor q = as_dtype(qkv, DType::F32);
     Tensor dqkv = empty_like(q);
     ops::attention_backward(dy, q, att, dqkv, n_head);
-    return {in_dtype_of(qkv, dqkv)};
+    return {as_dtype(dqkv, qkv.dtype())};
   }
 };
 
@@ -193,10 +186,10 @@ class FlashAttentionBackward final : public Node {
   int n_head = 1;
   const char* name() const override { return "FlashAttentionBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    const Tensor q = in_f32(qkv);
+    const Tensor q = as_dtype(qkv, DType::F32);
     Tensor dqkv = empty_like(q);
     ops::flash_attention_backward(dy, q, out, lse, dqkv, n_head);
-    return {in_dtype_of(qkv, dqkv)};
+    return {as_dtype(dqkv, qkv.dtype())};
   }
 };
 
@@ -216,16 +209,14 @@ class CrossEntropyBackward final : public Node {
 Var linear(const Var& x, const Var& weight, const Var& bias, ops::Activation act) {
   DDPB_CHECK(act != ops::Activation::GeLU) << "linear fuses ReLU only; apply gelu() after it";
   DDPB_CHECK(x.data().dim() == 2) << "linear input must be [N, in], got " << x.data().describe();
-  const bool bf16 = autocast_to_bf16();
-  const Var input = cast_to(x, bf16 ? DType::BF16 : DType::F32);
+  const Var input = cast_to(x, autocast_to_bf16() ? DType::BF16 : DType::F32);
   const Tensor& xt = input.data();
   Tensor y = Tensor::empty({xt.size(0), weight.data().size(0)}, xt.dtype(), xt.device());
-  ops::gemm(xt, false, bf16 ? cast_copy(weight.data(), DType::BF16) : weight.data(), true, y, 1.0f,
-            0.0f, bias.defined() ? bias.data() : Tensor(), act);
+  ops::gemm(xt, false, as_dtype(weight.data(), xt.dtype()), true, y, 1.0f, 0.0f,
+            bias.defined() ? bias.data() : Tensor(), act);
   auto node = std::make_shared<LinearBackward>();
   node->x = xt;
   node->weight = weight.data();
-  node->bf16 = bf16;
   node->has_bias = bias.defined();
   node->act = act;
   if (act == ops::Activation::ReLU) node->y = y;
@@ -295,7 +286,7 @@ Var embedding(const Tensor& ids, const Var& table) {
 }
 
 Var causal_attention(const Var& qkv, int n_head) {
-  const Tensor q = in_f32(qkv.data());  // Note [Autocast]
+  const Tensor q = as_dtype(qkv.data(), DType::F32);  // Note [Autocast]
   DDPB_CHECK(q.dim() == 3) << "attention input must be [B, T, 3C], got " << q.describe();
   int64_t b = q.size(0), t = q.size(1), c = q.size(2) / 3;
   Tensor y = Tensor::empty({b, t, c}, DType::F32, q.device());

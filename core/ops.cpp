@@ -74,20 +74,6 @@ DType f32_or_bf16(const char* op, const Tensor& t) {
   return t.dtype();
 }
 
-// An element-wise op whose tensors all share one dtype, f32 or bf16, and one device.
-Backend& one_float_dtype(const char* op, std::initializer_list<const Tensor*> ts) {
-  const DType dtype = f32_or_bf16(op, **ts.begin());
-  const Device& device = (*ts.begin())->device();
-  for (const Tensor* t : ts) {
-    DDPB_CHECK(t->defined()) << op << ": undefined tensor argument";
-    DDPB_CHECK(t->dtype() == dtype)
-        << op << ": expected every tensor in " << dtype_name(dtype) << ", got " << t->describe();
-    DDPB_CHECK(t->device() == device) << op << ": tensors on different devices (" << device.str()
-                                      << " and " << t->describe() << ")";
-  }
-  return backend_for(device.type);
-}
-
 // The stream a copy runs on (core/backend.h): the CUDA side's, the destination's when both
 // sides are CUDA or both are CPU. A copy between two devices of one type is also ordered
 // after the source device's current stream, as CUDA's peer copies are (an event recorded
@@ -197,14 +183,16 @@ void scale_copy(const Tensor& src, const Tensor& dst, float s) {
 }
 
 void relu_forward(const Tensor& x, const Tensor& y) {
-  Backend& be = one_float_dtype("relu_forward", {&x, &y});
+  const DType d = f32_or_bf16("relu_forward", x);
+  Backend& be = same_device("relu_forward", {{&x, d}, {&y, d}});
   same_numel("relu_forward", x, y);
   accesses("relu_forward", y.device(), {&x}, {&y});
   be.relu_forward(x, y);
 }
 
 void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
-  Backend& be = one_float_dtype("relu_backward", {&dy, &y, &dx});
+  const DType d = f32_or_bf16("relu_backward", dy);
+  Backend& be = same_device("relu_backward", {{&dy, d}, {&y, d}, {&dx, d}});
   same_numel("relu_backward", dy, y);
   same_numel("relu_backward", dy, dx);
   accesses("relu_backward", dx.device(), {&dy, &y}, {&dx});
@@ -212,14 +200,16 @@ void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
 }
 
 void gelu_forward(const Tensor& x, const Tensor& y) {
-  Backend& be = one_float_dtype("gelu_forward", {&x, &y});
+  const DType d = f32_or_bf16("gelu_forward", x);
+  Backend& be = same_device("gelu_forward", {{&x, d}, {&y, d}});
   same_numel("gelu_forward", x, y);
   accesses("gelu_forward", y.device(), {&x}, {&y});
   be.gelu_forward(x, y);
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
-  Backend& be = one_float_dtype("gelu_backward", {&dy, &x, &dx});
+  const DType d = f32_or_bf16("gelu_backward", dy);
+  Backend& be = same_device("gelu_backward", {{&dy, d}, {&x, d}, {&dx, d}});
   same_numel("gelu_backward", dy, x);
   same_numel("gelu_backward", dy, dx);
   accesses("gelu_backward", dx.device(), {&dy, &x}, {&dx});

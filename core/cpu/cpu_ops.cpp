@@ -94,19 +94,23 @@ const float* round_operand_to_bf16(const float* p, int64_t rows, int64_t cols, i
 
 enum class GemmKernel { SgemmCall, Planned };
 
+// Whether f32 operands are rounded to bf16 first: in BF16 math mode, unless they hold bf16
+// values already (widened bf16 tensors, Note [bf16 on the CPU]), which rounding leaves as
+// they are. The mode is set once, before the first op (bench/run/trainer.cpp), so reading it
+// when the stream runs the GEMM rather than when it was enqueued makes no difference.
+enum class Operands { AsMathModeSays, Bf16Values };
+
 // sgemm's body; `kernel` says which oneDNN entry runs the general case.
-void sgemm_with(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                float* c, int64_t ldc) {
+void sgemm_with(GemmKernel kernel, Operands operands, bool trans_a, bool trans_b, int64_t m,
+                int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  // The mode is set once, before the first op (bench/run/trainer.cpp), so reading it when the
-  // stream runs the GEMM rather than when it was enqueued makes no difference.
-  if (ops::math_mode() == ops::MathMode::BF16) {
+  if (operands == Operands::AsMathModeSays && ops::math_mode() == ops::MathMode::BF16) {
     thread_local std::vector<float> a_bf16, b_bf16;
     a = round_operand_to_bf16(a, trans_a ? k : m, trans_a ? m : k, lda, a_bf16);
     b = round_operand_to_bf16(b, trans_b ? n : k, trans_b ? k : n, ldb, b_bf16);
@@ -154,15 +158,16 @@ void sgemm_with(GemmKernel kernel, bool trans_a, bool trans_b, int64_t m, int64_
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  sgemm_with(GemmKernel::SgemmCall, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm_with(GemmKernel::SgemmCall, Operands::AsMathModeSays, trans_a, trans_b, m, n, k, alpha, a,
+             lda, b, ldb, beta, c, ldc);
 }
 
 namespace {
 
 // c = act(alpha op(a) op(b) + beta c + bias) on f32 values, c dense [m, n].
-void gemm_f32_values(const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
-                     bool trans_b, float* c, int64_t m, int64_t n, int64_t k, float alpha,
-                     float beta, const float* bias, ops::Activation act) {
+void gemm_f32_values(Operands operands, const float* a, int64_t lda, bool trans_a, const float* b,
+                     int64_t ldb, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
+                     float alpha, float beta, const float* bias, ops::Activation act) {
   float effective_beta = beta;
   if (bias != nullptr && beta == 0.0f) {
     // Pre-load the bias into C and let BLAS add the product (beta = 1): one pass less.
@@ -170,8 +175,8 @@ void gemm_f32_values(const float* a, int64_t lda, bool trans_a, const float* b, 
     effective_beta = 1.0f;
   }
   // Note [oneDNN matmul plans]: a Linear layer's shapes repeat every step.
-  sgemm_with(GemmKernel::Planned, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, effective_beta,
-             c, n);
+  sgemm_with(GemmKernel::Planned, operands, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+             effective_beta, c, n);
   if (bias != nullptr && beta != 0.0f) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * n + j] += bias[j];
@@ -195,13 +200,13 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
     const int64_t m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
     const float* bias_values = bias.defined() ? bias.data<float>() : nullptr;
     if (!any_bf16({&a, &b, &c})) {
-      gemm_f32_values(a.data<float>(), a.size(1), trans_a, b.data<float>(), b.size(1), trans_b,
-                      c.data<float>(), m, n, k, alpha, beta, bias_values, act);
+      gemm_f32_values(Operands::AsMathModeSays, a.data<float>(), a.size(1), trans_a,
+                      b.data<float>(), b.size(1), trans_b, c.data<float>(), m, n, k, alpha, beta,
+                      bias_values, act);
       return;
     }
     // Note [bf16 on the CPU]: bf16 operands widen exactly, so the product is the f32 one of
-    // bf16 values (sgemm's own rounding under --precision bf16 then changes nothing), and a
-    // bf16 output is rounded once, after the bias and the activation.
+    // bf16 values, and a bf16 output is rounded once, after the bias and the activation.
     thread_local std::vector<float> a_values, b_values, c_values;
     const float* ap = f32_values(a, a_values);
     const float* bp = f32_values(b, b_values);
@@ -211,8 +216,8 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
       if (beta != 0.0f) widen_to_f32(c, 0, c.numel(), c_values.data());
       cp = c_values.data();
     }
-    gemm_f32_values(ap, a.size(1), trans_a, bp, b.size(1), trans_b, cp, m, n, k, alpha, beta,
-                    bias_values, act);
+    gemm_f32_values(Operands::Bf16Values, ap, a.size(1), trans_a, bp, b.size(1), trans_b, cp, m, n,
+                    k, alpha, beta, bias_values, act);
     if (c.dtype() != DType::F32) store_from_f32(cp, c, 0, c.numel());
   });
 }

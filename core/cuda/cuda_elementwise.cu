@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
@@ -207,71 +208,59 @@ __global__ void normalize_u8_kernel(const uint8_t* x, float* out, int64_t n, int
   }
 }
 
-// c [rows, cols] = act(c + bias[col]), bias null for none. The column is walked (Note
-// [Incremental index walks]), not computed as i % cols. kVec: float4s of c and bias (every
-// pointer 16-byte aligned and cols % 4 == 0, so the four lanes of a vector share a row and
-// rows * cols has no tail; Note [Vectorised element-wise kernels]).
-template <bool kVec>
-__global__ void bias_activation_kernel(float* c, int64_t total, int64_t cols, const float* bias,
-                                       ops::Activation act) {
-  constexpr int kWidth = kVec ? 4 : 1;
-  const int64_t radix[1] = {cols};
-  const int64_t stride = global_thread_count() * kWidth;
-  IndexWalk<2> at;
-  at.start(global_thread_index() * kWidth, stride, radix);
-  for (int64_t i = global_thread_index() * kWidth; i < total; i += stride, at.advance(radix)) {
-    const int64_t col = at.d[0];
-    if constexpr (kVec) {
-      float4 v = *reinterpret_cast<const float4*>(c + i);
-      float4 b = bias != nullptr ? *reinterpret_cast<const float4*>(bias + col)
-                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float e = lane(v, j);
-        if (bias != nullptr) e += lane(b, j);  // no + 0: it would turn -0 into +0
-        lane(v, j) = activate(e, act);
-      }
-      *reinterpret_cast<float4*>(c + i) = v;
-    } else {
-      float v = c[i];
-      if (bias != nullptr) v += bias[col];
-      c[i] = activate(v, act);
-    }
+// kWidth elements at p as floats, and back: one element, a float4 (f32 only), or eight
+// (load8/store8; a bf16 store rounds to nearest even).
+template <int kWidth, typename T>
+__device__ __forceinline__ void load_lanes(const T* p, float* v) {
+  if constexpr (kWidth == 1) {
+    v[0] = to_f32(p[0]);
+  } else if constexpr (kWidth == 4) {
+    static_assert(std::is_same_v<T, float>, "float4 lanes are f32");
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    static_assert(kWidth == 8);
+    load8(p, v);
   }
 }
 
-// dst [rows, cols] (bf16) = act(src + bias[col]) from the f32 staging of a GEMM, rounded
-// once (Note [bf16 GEMM outputs round once], cuda_gemm.cpp). The same walk and element
-// formula as bias_activation_kernel; kVec: 8 elements per step (src, dst and bias 16-byte
-// aligned and cols % 8 == 0, so the eight share a row; Note [bf16 element-wise kernels]).
-template <bool kVec>
-__global__ void bias_activation_bf16_kernel(const float* src, __nv_bfloat16* dst, int64_t total,
-                                            int64_t cols, const float* bias, ops::Activation act) {
-  constexpr int kWidth = kVec ? 8 : 1;
+template <int kWidth, typename T>
+__device__ __forceinline__ void store_lanes(T* p, const float* v) {
+  if constexpr (kWidth == 1) {
+    p[0] = from_f32<T>(v[0]);
+  } else if constexpr (kWidth == 4) {
+    static_assert(std::is_same_v<T, float>, "float4 lanes are f32");
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    static_assert(kWidth == 8);
+    store8(p, v);
+  }
+}
+
+// dst [rows, cols] = act(src + bias[col]), bias null for none, computed in f32 and stored as
+// Out: in place on an f32 GEMM output (src == dst: each element is read before it is written,
+// by the same thread), or from a bf16 GEMM's f32 staging into its bf16 output, rounded once
+// (Note [bf16 GEMM outputs round once], cuda_gemm.cpp). The column is walked (Note [Incremental
+// index walks]), not computed as i % cols. kWidth elements per step (Note [Vectorised
+// element-wise kernels]): 4 for f32, 8 for bf16, with every pointer 16-byte aligned and
+// cols % kWidth == 0, so the lanes of a step share a row and rows * cols has no tail.
+template <typename Out, int kWidth>
+__global__ void bias_activation_kernel(const float* src, Out* dst, int64_t total, int64_t cols,
+                                       const float* bias, ops::Activation act) {
   const int64_t radix[1] = {cols};
   const int64_t stride = global_thread_count() * kWidth;
   IndexWalk<2> at;
   at.start(global_thread_index() * kWidth, stride, radix);
   for (int64_t i = global_thread_index() * kWidth; i < total; i += stride, at.advance(radix)) {
-    const int64_t col = at.d[0];
     float v[kWidth], b[kWidth];
-    if constexpr (kVec) {
-      load8(src + i, v);
-      if (bias != nullptr) load8(bias + col, b);
-    } else {
-      v[0] = src[i];
-      if (bias != nullptr) b[0] = bias[col];
-    }
+    load_lanes<kWidth>(src + i, v);
+    if (bias != nullptr) load_lanes<kWidth>(bias + at.d[0], b);
 #pragma unroll
     for (int j = 0; j < kWidth; ++j) {
       if (bias != nullptr) v[j] += b[j];  // no + 0: it would turn -0 into +0
       v[j] = activate(v[j], act);
     }
-    if constexpr (kVec) {
-      store8(dst + i, v);
-    } else {
-      dst[i] = __float2bfloat16_rn(v[0]);
-    }
+    store_lanes<kWidth>(dst + i, v);
   }
 }
 
@@ -460,40 +449,36 @@ void launch_cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
   DDPB_FAIL() << "cast from " << dtype_name(src_dtype) << " is not supported on CUDA";
 }
 
-// Vectorised when the rows are whole float4s and both pointers allow it (Note [Vectorised
-// element-wise kernels]); either way the column is walked, not divided for.
-void launch_bias_activation(float* c, int64_t rows, int64_t cols, const float* bias,
-                            ops::Activation act, cudaStream_t stream) {
+// kWidth elements a step when the rows are whole vectors and every pointer allows it (Note
+// [Vectorised element-wise kernels]), else one; either way the column is walked, not divided for.
+template <typename Out, int kWidth>
+void launch_bias_activation_into(const float* src, Out* dst, int64_t rows, int64_t cols,
+                                 const float* bias, ops::Activation act, cudaStream_t stream) {
   DDPB_CHECK(rows >= 0 && cols > 0) << "bias/activation on [" << rows << ", " << cols << "]";
-  if (bias == nullptr && act == ops::Activation::None) return;
   const int64_t total = rows * cols;
   if (total == 0) return;
-  if (cols % 4 == 0 && aligned16(c, bias)) {
-    bias_activation_kernel<true><<<elementwise_blocks(total / 4), kElementwiseBlock, 0, stream>>>(
-        c, total, cols, bias, act);
+  if (cols % kWidth == 0 && aligned16(src, dst, bias)) {
+    bias_activation_kernel<Out, kWidth>
+        <<<elementwise_blocks(total / kWidth), kElementwiseBlock, 0, stream>>>(src, dst, total,
+                                                                               cols, bias, act);
   } else {
-    bias_activation_kernel<false>
-        <<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(c, total, cols, bias, act);
+    bias_activation_kernel<Out, 1><<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(
+        src, dst, total, cols, bias, act);
   }
   CUDA_LAUNCH_CHECK() << "bias_activation_kernel";
+}
+
+void launch_bias_activation(float* c, int64_t rows, int64_t cols, const float* bias,
+                            ops::Activation act, cudaStream_t stream) {
+  if (bias == nullptr && act == ops::Activation::None) return;
+  launch_bias_activation_into<float, 4>(c, c, rows, cols, bias, act, stream);
 }
 
 // Always writes dst, even with no bias and no activation (then it is a rounding cast).
 void launch_bias_activation_bf16(const float* src, void* dst, int64_t rows, int64_t cols,
                                  const float* bias, ops::Activation act, cudaStream_t stream) {
-  DDPB_CHECK(rows >= 0 && cols > 0) << "bias/activation on [" << rows << ", " << cols << "]";
-  const int64_t total = rows * cols;
-  if (total == 0) return;
-  auto* out = static_cast<__nv_bfloat16*>(dst);
-  if (cols % 8 == 0 && aligned16(src, out, bias)) {
-    bias_activation_bf16_kernel<true>
-        <<<elementwise_blocks(total / 8), kElementwiseBlock, 0, stream>>>(src, out, total, cols,
-                                                                          bias, act);
-  } else {
-    bias_activation_bf16_kernel<false><<<elementwise_blocks(total), kElementwiseBlock, 0, stream>>>(
-        src, out, total, cols, bias, act);
-  }
-  CUDA_LAUNCH_CHECK() << "bias_activation_bf16_kernel";
+  launch_bias_activation_into<__nv_bfloat16, 8>(src, static_cast<__nv_bfloat16*>(dst), rows, cols,
+                                                bias, act, stream);
 }
 
 }  // namespace ddpb::gpu
